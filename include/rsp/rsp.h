@@ -1,0 +1,514 @@
+/*
+ * rsp: recurrent state pool for LLM inference engines.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * One pool owns the fixed-size recurrent state (Mamba, Mamba-2, gated delta
+ * nets, ...) of every request of one model partition. It hands out slots per
+ * (request, label), zeroes what it releases, forks slots for beams and
+ * drafts, and tells the kernels, step by step, which slot each batch row
+ * reads and writes. The behaviour contract is SEMANTICS.md; the design is
+ * docs/design.md; who may call what from which thread is docs/ordering.md.
+ *
+ * Threads, in one table (details at each function):
+ *
+ *   function group                 | callable from            | blocks?
+ *   -------------------------------+--------------------------+------------------
+ *   rsp_pool_create / _destroy     | any one thread           | yes (joins)
+ *   rsp_pool_info, rsp_pool_block  | any thread               | no (immutable)
+ *   rsp_post                       | any thread, concurrently | no (or timeout)
+ *   rsp_wait, sync wrappers        | the thread owning ticket | yes (or timeout)
+ *   rsp_pool_counters              | any thread               | no (atomics)
+ *   rsp_read_*, rsp_plan_*         | registered reader thread | no (RCU read)
+ *   rsp_plan_wait                  | any thread               | yes (or timeout)
+ *   rsp_host_fence_*               | any thread               | wait only
+ *
+ * Plain data only: no atomics and no library types, so this header compiles
+ * as C11 and as C++17.
+ */
+#ifndef RSP_RSP_H
+#define RSP_RSP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define RSP_API __attribute__((visibility("default")))
+#else
+#define RSP_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status and errors                                                         */
+/* ------------------------------------------------------------------------ */
+
+/** Every fallible call returns one of these. RSP_OK is zero. */
+typedef enum rsp_status {
+    RSP_OK = 0,
+    RSP_EINVAL,       /**< a field of a config, message or argument is invalid */
+    RSP_ENOLABEL,     /**< unknown label id or name */
+    RSP_EDUPROW,      /**< the same (rid, label) appears twice with span > 0 */
+    RSP_EORDER,       /**< step out of order (not admitted, not planned, id went back) */
+    RSP_ESTAGED,      /**< a stage already exists (second preplan) */
+    RSP_ENOREQ,       /**< query about a request that does not exist */
+    RSP_ENOPLAN,      /**< addressing asked for a label the step did not plan */
+    RSP_ECAPACITY,    /**< more rows than a leased buffer holds, or too many steps in flight */
+    RSP_ESHUTDOWN,    /**< the pool is shutting down or shut down */
+    RSP_EFULL,        /**< the inbox is full (bounded by credits) */
+    RSP_EAGAIN,       /**< poll: the ticket is not answered yet */
+    RSP_ETIMEDOUT,    /**< a timed wait expired */
+    RSP_ENOMEM,       /**< out of host or device memory */
+    RSP_EDEVICE,      /**< the device failed (CUDA error string in the message) */
+    RSP_ENODEV,       /**< the requested device does not exist or is not built in */
+    RSP_ENOTREG,      /**< reader thread not registered with rsp_reader_register */
+    RSP_EFORKED,      /**< called in a child after fork() without exec() */
+    RSP_STATUS_COUNT_ /**< not a status; keeps the table honest */
+} rsp_status;
+
+/** Longest message, terminating NUL included. */
+#define RSP_ERROR_MAX 256
+
+/**
+ * Details of a failure. Every function that can fail takes an optional
+ * `rsp_error *err` (NULL = not interested); on failure it receives the status
+ * and a message naming what was wrong. On success it is left untouched.
+ */
+typedef struct rsp_error {
+    rsp_status status;
+    char message[RSP_ERROR_MAX];
+} rsp_error;
+
+/** Static name of a status ("RSP_EINVAL: invalid argument"). Any thread, O(1). */
+RSP_API const char *rsp_strerror(rsp_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                             */
+/* ------------------------------------------------------------------------ */
+
+#define RSP_MAX_DIMS 8
+#define RSP_MAX_BLOCKS 32
+#define RSP_MAX_LABELS 64
+#define RSP_NAME_MAX 32 /**< longest block or label name, NUL included */
+
+typedef enum rsp_dtype {
+    RSP_DTYPE_F32 = 0,
+    RSP_DTYPE_F16,
+    RSP_DTYPE_BF16,
+    RSP_DTYPE_F64,
+    RSP_DTYPE_I8,
+    RSP_DTYPE_U8,
+    RSP_DTYPE_I32,
+    RSP_DTYPE_I64,
+    RSP_DTYPE_COUNT_
+} rsp_dtype;
+
+/** Bytes per element of a dtype; 0 for an invalid one. Any thread, O(1). */
+RSP_API size_t rsp_dtype_size(rsp_dtype dtype);
+
+/** One named block of per-slot state, e.g. "conv" [4, 8192] or "ssm" [64, 128, 16]. */
+typedef struct rsp_block_config {
+    const char *name;                  /**< unique, 1..RSP_NAME_MAX-1 chars */
+    rsp_dtype dtype;
+    uint32_t ndim;                     /**< 1..RSP_MAX_DIMS */
+    int64_t shape[RSP_MAX_DIMS];       /**< unsharded; every dim > 0 */
+    uint32_t num_shard_dims;           /**< axes split across tensor-parallel ranks */
+    uint32_t shard_dims[RSP_MAX_DIMS]; /**< each < ndim */
+} rsp_block_config;
+
+typedef enum rsp_device_kind {
+    RSP_DEVICE_HOST = 0, /**< heap memory + a device worker thread (CI) */
+    RSP_DEVICE_CUDA      /**< cudaMalloc storage, one pool stream, kernels/ */
+} rsp_device_kind;
+
+typedef struct rsp_pool_config {
+    uint32_t num_layers;             /**< recurrent layers only, > 0 */
+    const rsp_block_config *blocks;  /**< copied at creation */
+    uint32_t num_blocks;             /**< 1..RSP_MAX_BLOCKS */
+    uint32_t max_slots;              /**< including the sink */
+    bool sink;                       /**< slot 0 reserved as the pad target */
+    uint32_t world_size;             /**< tensor-parallel group size, >= 1 */
+    uint32_t rank;                   /**< < world_size */
+    rsp_device_kind device;
+    int cuda_ordinal;                /**< RSP_DEVICE_CUDA only */
+    uint32_t inbox_capacity;         /**< messages queued at most; 0 = default (4096) */
+    uint32_t max_inflight_steps;     /**< admitted, not finished; 0 = default (4) */
+} rsp_pool_config;
+
+/** Defaults: sink on, world_size 1, rank 0, host device, zero sizes. Any thread. */
+RSP_API void rsp_pool_config_init(rsp_pool_config *cfg);
+
+/**
+ * Narrow every block's sharded axes for (world_size, rank), writing the local
+ * shapes to out[num_blocks]. Recomputed from the unsharded shapes each time,
+ * so it is harmless to call twice. Any thread, O(blocks * dims).
+ */
+RSP_API rsp_status rsp_shard_shapes(const rsp_pool_config *cfg,
+                                    int64_t (*out)[RSP_MAX_DIMS], rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Pool                                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rsp_pool rsp_pool;
+
+/**
+ * Validate cfg, allocate and zero the storage on the chosen device, start the
+ * owner thread (and the host device worker). Nothing is left allocated on
+ * failure. Any thread; cost: the allocation and zeroing of total_bytes.
+ */
+RSP_API rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err);
+
+/**
+ * Stop accepting posts (later posts get RSP_ESHUTDOWN), answer every message
+ * still queued, wait for reader references and the device, free everything.
+ * Call once, from one thread, after every other thread stopped posting.
+ * NULL is a no-op.
+ */
+RSP_API void rsp_pool_destroy(rsp_pool *pool);
+
+/** Immutable facts about a pool. */
+typedef struct rsp_pool_info {
+    uint32_t num_layers;
+    uint32_t num_blocks;
+    uint32_t max_slots;
+    uint32_t usable_slots; /**< max_slots - (sink ? 1 : 0) */
+    bool sink;
+    int32_t pad_index;     /**< RSP_SINK_SLOT with the sink, RSP_NO_SLOT without */
+    uint64_t slot_bytes;   /**< all layers, all blocks of one slot */
+    uint64_t total_bytes;  /**< slot_bytes * max_slots */
+    rsp_device_kind device;
+} rsp_pool_info;
+
+#define RSP_SINK_SLOT 0
+#define RSP_NO_SLOT (-1)
+
+/** Fill *out. Any thread, O(1). */
+RSP_API rsp_status rsp_pool_info_get(const rsp_pool *pool, rsp_pool_info *out, rsp_error *err);
+
+/** A contiguous [max_slots, *shape] view of one block of one layer. */
+typedef struct rsp_block_view {
+    void *data;                       /**< host or device pointer, per the pool's device */
+    rsp_dtype dtype;
+    uint32_t ndim;                    /**< 1 + block ndim */
+    int64_t shape[RSP_MAX_DIMS + 1];  /**< [max_slots, *local shape] */
+    int64_t strides[RSP_MAX_DIMS + 1];/**< in elements, row-major */
+} rsp_block_view;
+
+/**
+ * The view of block `name` at `layer`. Unknown name or layer out of range:
+ * RSP_EINVAL, *out untouched. Any thread, O(blocks).
+ */
+RSP_API rsp_status rsp_pool_block(const rsp_pool *pool, const char *name, uint32_t layer,
+                                  rsp_block_view *out, rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Identity and the step declaration                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef uint64_t rsp_rid;
+typedef uint32_t rsp_label_id;
+
+/** "main" is interned at creation and is always id 0. */
+#define RSP_LABEL_MAIN 0u
+
+/** One row (segment) of a step: (rid, label, span). */
+typedef struct rsp_row {
+    rsp_rid rid;
+    rsp_label_id label;
+    int32_t span;  /**< tokens this step; <= 0 reserves nothing */
+    bool padding;  /**< a replay's dummy row: reserves nothing, addresses pad_index */
+} rsp_row;
+
+/** Copy the `from` label's slot onto the `to` label's slot of the same rid. */
+typedef struct rsp_fork {
+    rsp_label_id from;
+    rsp_label_id to;
+} rsp_fork;
+
+/** A CUDA-graph lease: buffers keyed (bucket_id, lease_slot, label) never move. */
+typedef struct rsp_lease {
+    uint32_t bucket_bs;  /**< the graph bucket's batch size */
+    uint32_t bucket_id;
+    uint32_t lease_slot;
+} rsp_lease;
+
+/**
+ * One batched forward. The same declaration is passed to admit, plan and
+ * commit. Arrays are read during the call (or copied by rsp_post) only.
+ */
+typedef struct rsp_step {
+    uint64_t step_id;            /**< chosen by the caller, increasing */
+    const rsp_row *rows;
+    uint32_t num_rows;
+    const rsp_fork *pre_forks;   /**< applied at plan, before the forward */
+    uint32_t num_pre_forks;
+    const rsp_fork *post_forks;  /**< applied at commit, after the forward */
+    uint32_t num_post_forks;
+    bool capture;                /**< graph warm-up: reserves, copies, commits nothing */
+    bool preplan;                /**< plan stages instead of going live */
+    bool has_lease;
+    rsp_lease lease;
+} rsp_step;
+
+/** Result of admit. Pool full is an outcome (ok = false), not an error. */
+typedef struct rsp_admit_outcome {
+    bool ok;
+    rsp_rid rid;          /**< failure: the (rid, label) that found no slot */
+    rsp_label_id label;
+    uint32_t slots_short; /**< failure: how many more slots the step needed */
+    uint32_t usable;      /**< usable_slots of the pool */
+    uint32_t free;        /**< free slots at the time of the failure */
+} rsp_admit_outcome;
+
+/** A request's holding of one label. */
+typedef struct rsp_holding {
+    int32_t index;       /**< slot id */
+    bool has_state;      /**< false: the slot reads as zeros */
+    uint64_t generation; /**< pool-wide counter value at the last assignment, fork or reset */
+} rsp_holding;
+
+/**
+ * A point on a device timeline that work can wait for.
+ * Host device: `handle` is an rsp_host_fence*, `value` the point to reach.
+ * CUDA device: `handle` is a cudaEvent_t, `value` unused.
+ * handle == NULL means "already complete".
+ */
+typedef struct rsp_event {
+    void *handle;
+    uint64_t value;
+} rsp_event;
+
+/* ------------------------------------------------------------------------ */
+/* Counters                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Gauges and counters. Each field is read atomically, the set is not a
+ * snapshot unless obtained with RSP_MSG_STATS (handled by the owner).
+ */
+typedef struct rsp_stats {
+    uint32_t max_slots;
+    uint32_t usable_slots;
+    uint32_t free_slots;
+    uint32_t held_slots;
+    uint32_t pending_release;  /**< removed during a step, freed at its end */
+    uint32_t num_requests;
+    uint32_t num_holdings;
+    uint32_t inbox_depth;
+    uint64_t messages_handled;
+    uint64_t admits_ok;
+    uint64_t admits_refused;
+    uint64_t rollbacks;
+    uint64_t plans;            /**< live plans published (promotions included) */
+    uint64_t stages;
+    uint64_t promotions;       /**< stages that went live unchanged */
+    uint64_t commits;
+    uint64_t forks;            /**< slot copies issued */
+    uint64_t bytes_zeroed;
+    uint64_t bytes_copied;
+    uint64_t generation;       /**< the pool-wide generation counter */
+} rsp_stats;
+
+/** Read the counters without a message. Any thread, O(1), lock-free. */
+RSP_API rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Messages                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum rsp_msg_kind {
+    RSP_MSG_INGEST = 0,      /**< rid */
+    RSP_MSG_REMOVE,          /**< rid */
+    RSP_MSG_RESET,           /**< rid, free */
+    RSP_MSG_ADMIT,           /**< step -> reply.admit */
+    RSP_MSG_ROLLBACK,        /**< step.step_id, event (forward done, optional) */
+    RSP_MSG_PLAN,            /**< step -> reply.plan_step_id, reply.plan_staged */
+    RSP_MSG_CLEAR_PREPLAN,
+    RSP_MSG_COMMIT,          /**< step, event (forward done) */
+    RSP_MSG_BUILD_GRAPH_BUFFERS, /**< max_bs, max_seq_len */
+    RSP_MSG_STATS,           /**< -> reply.stats (a consistent snapshot) */
+    RSP_MSG_BARRIER,         /**< answered once everything posted before it is handled */
+    RSP_MSG_LABEL,           /**< label_name -> reply.label (interned) */
+    RSP_MSG_HOLDING,         /**< rid, label -> reply.holding */
+    RSP_MSG_SHUTDOWN,        /**< owner stops; later posts get RSP_ESHUTDOWN */
+    RSP_MSG_KIND_COUNT_
+} rsp_msg_kind;
+
+/** One request to the owner. Only the fields of its kind are read. */
+typedef struct rsp_msg {
+    rsp_msg_kind kind;
+    rsp_rid rid;
+    rsp_label_id label;
+    bool free;
+    const char *label_name;
+    rsp_step step;
+    rsp_event event;
+    uint32_t max_bs;
+    uint32_t max_seq_len;
+} rsp_msg;
+
+/** The owner's answer. */
+typedef struct rsp_reply {
+    rsp_error error;            /**< error.status == RSP_OK on success */
+    rsp_admit_outcome admit;
+    uint64_t plan_step_id;
+    bool plan_staged;
+    rsp_label_id label;
+    rsp_holding holding;
+    rsp_stats stats;
+} rsp_reply;
+
+typedef struct rsp_ticket rsp_ticket;
+
+/**
+ * Queue msg for the owner. The message is validated first (invalid: refused
+ * with its status and a message naming the field; nothing is queued) and
+ * every array it points at is copied, so the caller may reuse them once this
+ * returns. Messages posted by one thread are handled in the order posted.
+ *
+ * ticket: receives a ticket to pass to rsp_wait exactly once; NULL posts
+ * fire-and-forget (the reply is dropped; failures are counted only).
+ * timeout_ns: how long to wait for inbox credit when full: 0 = return
+ * RSP_EFULL at once, UINT64_MAX = wait forever.
+ *
+ * Any thread, concurrently. Cost: one wait-free enqueue plus a copy of the
+ * message's arrays; a futex wake if the owner sleeps.
+ */
+RSP_API rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket,
+                            uint64_t timeout_ns, rsp_error *err);
+
+#define RSP_WAIT_POLL 0u
+#define RSP_WAIT_FOREVER UINT64_MAX
+
+/**
+ * Wait for a ticket's answer. Returns the status of the operation (also in
+ * reply->error) and consumes the ticket; or RSP_EAGAIN (poll) / RSP_ETIMEDOUT
+ * (timed) and leaves the ticket valid. reply may be NULL.
+ * Called by the thread that holds the ticket; cost: a futex wait if needed.
+ */
+RSP_API rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply);
+
+/* Synchronous wrappers: post, then wait forever. Any thread. They return the
+ * operation's status; err receives its message. */
+
+RSP_API rsp_status rsp_label(rsp_pool *pool, const char *name, rsp_label_id *out, rsp_error *err);
+RSP_API rsp_status rsp_ingest(rsp_pool *pool, rsp_rid rid, rsp_error *err);
+RSP_API rsp_status rsp_remove(rsp_pool *pool, rsp_rid rid, rsp_error *err);
+RSP_API rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free, rsp_error *err);
+RSP_API rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,
+                                  rsp_error *err);
+/** forward_done may be NULL when no forward ran for the step. */
+RSP_API rsp_status rsp_step_rollback(rsp_pool *pool, uint64_t step_id,
+                                     const rsp_event *forward_done, rsp_error *err);
+RSP_API rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error *err);
+RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
+/** forward_done: the event recorded after the step's forward (NULL = none ran). */
+RSP_API rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step,
+                                   const rsp_event *forward_done, rsp_error *err);
+RSP_API rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max_seq_len,
+                                           rsp_error *err);
+RSP_API rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err);
+RSP_API rsp_status rsp_barrier(rsp_pool *pool, rsp_error *err);
+RSP_API rsp_status rsp_holding_get(rsp_pool *pool, rsp_rid rid, rsp_label_id label,
+                                   rsp_holding *out, rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Reading plans (partition threads)                                         */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Register / unregister the calling thread as a plan reader (RCU). Once per
+ * thread, before its first rsp_read_begin; unregister before the thread
+ * exits. Cost: a mutex inside liburcu, not for hot paths.
+ */
+RSP_API rsp_status rsp_reader_register(rsp_error *err);
+RSP_API void rsp_reader_unregister(void);
+
+/**
+ * An RCU read-side section. Plans obtained inside it stay valid until the
+ * matching rsp_read_end. Nestable. Registered threads only (otherwise
+ * RSP_ENOTREG). Cost: a few ns; never blocks the owner.
+ */
+RSP_API rsp_status rsp_read_begin(void);
+RSP_API void rsp_read_end(void);
+
+/** An immutable published plan. */
+typedef struct rsp_plan rsp_plan;
+
+/** The live / staged plan, or NULL if none. Inside a read section only. O(1). */
+RSP_API const rsp_plan *rsp_plan_live(const rsp_pool *pool);
+RSP_API const rsp_plan *rsp_plan_staged(const rsp_pool *pool);
+
+/** Step id of a plan; whether it is a staged plan. O(1). */
+RSP_API uint64_t rsp_plan_step_id(const rsp_plan *plan);
+RSP_API bool rsp_plan_is_staged(const rsp_plan *plan);
+
+/** Where one label's rows live this step (SEMANTICS 4.4). */
+typedef struct rsp_addressing {
+    rsp_label_id label;
+    uint64_t step_id;
+    bool staged;
+    uint32_t num_rows;               /**< rows of this label in the step */
+    uint32_t length;                 /**< vector length (>= num_rows; graph bucket) */
+    const int32_t *slot_indices;     /**< host copy, [length] */
+    const bool *has_state;           /**< host copy, [length] */
+    const uint64_t *generations;     /**< host, [num_rows] */
+    void *device_slot_indices;       /**< device int32 [length]; host memory on the host device */
+    void *device_has_state;          /**< device bool [length] */
+    rsp_event ready;                 /**< wait for it before reading the device vectors */
+} rsp_addressing;
+
+/**
+ * The addressing of `label` in `plan`. A label the step did not plan:
+ * RSP_ENOPLAN with a message naming the planned labels. The pointers live as
+ * long as the plan (the read section, or a reference). Any reader, O(labels).
+ */
+RSP_API rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label,
+                                       rsp_addressing *out, rsp_error *err);
+
+/** Keep a plan alive past the read section (take inside it). Any thread, O(1). */
+RSP_API const rsp_plan *rsp_plan_ref(const rsp_plan *plan);
+RSP_API void rsp_plan_unref(const rsp_plan *plan);
+
+/**
+ * Block until the live plan of a step with id >= step_id is published (or the
+ * timeout; RSP_ETIMEDOUT). Does not need a registered thread. Any thread.
+ */
+RSP_API rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns,
+                                 rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Host device timelines                                                     */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * A monotonic timeline, the host device's event: signalling value v
+ * completes every wait for a value <= v. A backend on the host device
+ * creates one, passes {fence, v} as forward_done, and signals v when its
+ * forward has finished writing slots.
+ */
+typedef struct rsp_host_fence rsp_host_fence;
+
+RSP_API rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err);
+/** Only when nothing waits on it any more. */
+RSP_API void rsp_host_fence_destroy(rsp_host_fence *fence);
+/** Raise the timeline to value (never lowers it) and wake waiters. Any thread. */
+RSP_API void rsp_host_fence_signal(rsp_host_fence *fence, uint64_t value);
+/** Current value. Any thread, O(1). */
+RSP_API uint64_t rsp_host_fence_value(const rsp_host_fence *fence);
+/** Wait until the value reaches `value`; RSP_ETIMEDOUT otherwise. Any thread. */
+RSP_API rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t value,
+                                       uint64_t timeout_ns);
+/** Wait for an rsp_event of a pool on either device (host fence or CUDA event sync). */
+RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event,
+                                  uint64_t timeout_ns, rsp_error *err);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* RSP_RSP_H */

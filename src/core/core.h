@@ -1,0 +1,106 @@
+/*
+ * The pool's core: a deterministic state machine (SEMANTICS.md, all of it).
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * No threads, no clocks, no device calls: each call takes one operation,
+ * updates the state, and appends the device work it needs to `work` (see
+ * work.h). The caller (the owner thread, or a test) submits that work to a
+ * device before the next call. Not thread-safe: one caller at a time.
+ * No allocation per step after warm-up (arrays grow by doubling).
+ *
+ * Every call validates first and changes nothing when it returns an error.
+ * On error the work list is left as it was on entry.
+ */
+#ifndef RSP_CORE_CORE_H
+#define RSP_CORE_CORE_H
+
+#include <rsp/rsp.h>
+
+#include "layout.h"
+#include "work.h"
+
+typedef struct rsp__core rsp__core;
+
+/* Validate cfg, build the layout, set up the free stack, intern "main".
+ * Allocates host bookkeeping only (the device allocates storage). */
+rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_error *err);
+void rsp__core_destroy(rsp__core *core);
+
+const rsp__layout *rsp__core_layout(const rsp__core *core);
+
+/* Intern a label name (idempotent). RSP_EINVAL for an empty or too long name,
+ * RSP_ECAPACITY past RSP_MAX_LABELS. */
+rsp_status rsp__core_label(rsp__core *core, const char *name, rsp_label_id *out, rsp_error *err);
+uint32_t rsp__core_num_labels(const rsp__core *core);
+/* Name of an interned label, NULL if unknown. */
+const char *rsp__core_label_name(const rsp__core *core, rsp_label_id id);
+
+/* SEMANTICS 3. */
+rsp_status rsp__core_ingest(rsp__core *core, rsp_rid rid, rsp_error *err);
+rsp_status rsp__core_reset(rsp__core *core, rsp_rid rid, bool free, rsp__work *work,
+                           rsp_error *err);
+rsp_status rsp__core_remove(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_error *err);
+
+/* SEMANTICS 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged. */
+rsp_status rsp__core_admit(rsp__core *core, const rsp_step *step, rsp_admit_outcome *out,
+                           rsp__work *work, rsp_error *err);
+
+/* SEMANTICS 4.2. forward_done may be NULL (no forward ran). Unknown or
+ * already finished step: RSP_OK, nothing happens. */
+rsp_status rsp__core_rollback(rsp__core *core, uint64_t step_id, const rsp_event *forward_done,
+                              rsp__work *work, rsp_error *err);
+
+/* One label's addressing as the core built it. Pointers are the core's
+ * scratch, valid until the next call that builds a plan. */
+typedef struct rsp__label_plan {
+    rsp_label_id label;
+    uint32_t num_rows;
+    uint32_t length;
+    uint32_t buffer;              /* addressing buffer id (see work.h BUFFER) */
+    const int32_t *slot_indices;  /* [length] */
+    const bool *has_state;        /* [length] */
+    const uint64_t *generations;  /* [num_rows] */
+} rsp__label_plan;
+
+typedef struct rsp__plan_out {
+    uint64_t step_id;
+    bool staged;        /* built as a stage (preplan) */
+    bool promoted;      /* a stage went live unchanged (its buffers reused) */
+    uint32_t num_labels;/* labels with rows, first-appearance order */
+    const rsp__label_plan *labels;
+} rsp__plan_out;
+
+/* SEMANTICS 4.3 / 4.4 / 4.6 (pre-forks). */
+rsp_status rsp__core_plan(rsp__core *core, const rsp_step *step, rsp__plan_out *out,
+                          rsp__work *work, rsp_error *err);
+rsp_status rsp__core_clear_preplan(rsp__core *core, rsp_error *err);
+
+/* SEMANTICS 4.5 / 4.6 (post-forks). forward_done may be NULL. */
+rsp_status rsp__core_commit(rsp__core *core, const rsp_step *step, const rsp_event *forward_done,
+                            rsp__work *work, rsp_error *err);
+
+/* SEMANTICS 4.4 build_graph_buffers. */
+rsp_status rsp__core_build_graph_buffers(rsp__core *core, uint32_t max_bs, uint32_t max_seq_len,
+                                         rsp__work *work, rsp_error *err);
+
+/* Queries. RSP_ENOREQ for an unknown rid; RSP_ENOLABEL for an unknown label;
+ * RSP_ENOREQ too when the rid exists but holds nothing under that label. */
+rsp_status rsp__core_holding(const rsp__core *core, rsp_rid rid, rsp_label_id label,
+                             rsp_holding *out, rsp_error *err);
+bool rsp__core_has_request(const rsp__core *core, rsp_rid rid);
+
+/* Slot accounting for invariant checks: every slot is exactly one of sink,
+ * free, held, pending release. */
+typedef enum rsp__slot_state {
+    RSP__SLOT_SINK = 0,
+    RSP__SLOT_FREE,
+    RSP__SLOT_HELD,
+    RSP__SLOT_PENDING,
+} rsp__slot_state;
+rsp__slot_state rsp__core_slot_state(const rsp__core *core, uint32_t slot);
+
+/* Fill the slot and generation fields of *out (the counters of the actor
+ * layer are left alone). O(1). */
+void rsp__core_stats(const rsp__core *core, rsp_stats *out);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * Storage layout of a pool: validated config, sharded shapes, byte sizes.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Pure: no threads, no devices. Immutable once built; any thread may read it.
+ */
+#ifndef RSP_CORE_LAYOUT_H
+#define RSP_CORE_LAYOUT_H
+
+#include <rsp/rsp.h>
+
+typedef struct rsp__block_layout {
+    char name[RSP_NAME_MAX];
+    rsp_dtype dtype;
+    uint32_t elem_size;
+    uint32_t ndim;
+    int64_t shape[RSP_MAX_DIMS]; /* local (sharded) shape */
+    uint64_t slot_bytes;         /* bytes of one slot of one layer */
+    uint64_t layer_bytes;        /* slot_bytes * max_slots */
+    uint64_t bytes;              /* layer_bytes * num_layers: one allocation */
+} rsp__block_layout;
+
+typedef struct rsp__layout {
+    uint32_t num_layers;
+    uint32_t max_slots;
+    uint32_t usable_slots;
+    bool sink;
+    int32_t pad_index;
+    uint32_t num_blocks;
+    rsp__block_layout blocks[RSP_MAX_BLOCKS];
+    uint64_t slot_bytes;  /* all layers, all blocks of one slot */
+    uint64_t total_bytes; /* slot_bytes * max_slots */
+} rsp__layout;
+
+/*
+ * Validate cfg (SEMANTICS 1) and fill *out. On error *out is unspecified and
+ * err names the field. O(blocks * dims).
+ */
+rsp_status rsp__layout_build(const rsp_pool_config *cfg, rsp__layout *out, rsp_error *err);
+
+/* Byte offset of (block b, layer l, slot s) from block b's base pointer. */
+static inline uint64_t rsp__layout_offset(const rsp__layout *lay, uint32_t b, uint32_t l,
+                                          uint32_t s)
+{
+    const rsp__block_layout *bl = &lay->blocks[b];
+    return (uint64_t)l * bl->layer_bytes + (uint64_t)s * bl->slot_bytes;
+}
+
+#endif

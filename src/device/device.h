@@ -1,0 +1,61 @@
+/*
+ * The device interface: storage, FIFO execution of work lists, events.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Two implementations chosen at creation: host.c (heap memory and a device
+ * worker thread that runs work in FIFO order) and cuda.c (cudaMalloc, one
+ * pool stream, kernels/). Knows nothing of requests or labels.
+ *
+ * Threads: create/destroy/submit/buffer/sync are called by one thread at a
+ * time (the owner thread; a unit test). rsp__device_event_wait and
+ * rsp__device_read may be called from any thread.
+ */
+#ifndef RSP_DEVICE_DEVICE_H
+#define RSP_DEVICE_DEVICE_H
+
+#include <rsp/rsp.h>
+
+#include "../core/layout.h"
+#include "../core/work.h"
+
+typedef struct rsp__device rsp__device;
+
+/* Allocate every block ([num_layers, max_slots, *shape], zeroed; host: 64-byte
+ * aligned) and start the device's worker/stream. Nothing is left allocated on
+ * failure. */
+rsp_status rsp__device_create(rsp_device_kind kind, int cuda_ordinal, const rsp__layout *layout,
+                              rsp__device **out, rsp_error *err);
+/* Waits for all submitted work, then frees everything. NULL is a no-op. */
+void rsp__device_destroy(rsp__device *dev);
+
+rsp_device_kind rsp__device_kind(const rsp__device *dev);
+
+/* Base pointer of block b (host or device memory). Immutable after create. */
+void *rsp__device_block_base(const rsp__device *dev, uint32_t b);
+
+/*
+ * Queue a work list after everything submitted before. Copies what it needs
+ * from *work (the core reuses it). BUFFER ops take effect now. If done is not
+ * NULL it receives an event that completes once this work has run.
+ */
+rsp_status rsp__device_submit(rsp__device *dev, const rsp__work *work, rsp_event *done,
+                              rsp_error *err);
+
+/* Current device pointers of addressing buffer `id` (after a BUFFER op for it
+ * was submitted): int32 slot_indices[capacity], bool has_state[capacity]. */
+rsp_status rsp__device_buffer(const rsp__device *dev, uint32_t id, void **slot_indices,
+                              void **has_state, uint32_t *capacity, rsp_error *err);
+
+/* Wait until everything submitted so far has run. */
+rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err);
+
+/* Wait for an event of this device (or a caller's forward-done). */
+rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event,
+                                  uint64_t timeout_ns, rsp_error *err);
+
+/* Copy one (block, layer, slot) region to host memory dst (slot_bytes of that
+ * block), after everything submitted so far. For tests and the stress check. */
+rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
+                            void *dst, rsp_error *err);
+
+#endif
