@@ -1,0 +1,82 @@
+/*
+ * A tiny in-test executor for the core's device work (work.h), on plain heap
+ * memory. Shared by tests/core/ and tests/core_random/ (include by path:
+ * "core/exec.h" from tests/, compile tests/core/exec.c into the suite).
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Storage follows rsp__layout exactly: block b is one calloc'd region of
+ * layout->blocks[b].bytes, and (block, layer, slot) lives at
+ * rsp__layout_offset(layout, b, layer, slot). Zero-filled at creation, like
+ * the real devices.
+ *
+ * Addressing buffers: BUFFER creates or grows buffer `id` (growth copies the
+ * old entries into a new allocation and counts a "move"); UPLOAD copies the
+ * host vectors into it. Buffers are looked up by id in a small array.
+ *
+ * apply() also checks the list is well formed and returns false (with a
+ * message from rsp_test_store_error) on the first violation: a slot out of
+ * range, a COPY op whose pairs overlap (a slot both source and destination,
+ * or a destination twice), an UPLOAD into a buffer that does not exist or is
+ * too short, an op index out of the work's arrays. Operations before the
+ * violating op have been applied.
+ *
+ * Single-threaded, test code: allocation failure aborts (tests only).
+ */
+#ifndef RSP_TESTS_CORE_EXEC_H
+#define RSP_TESTS_CORE_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/layout.h"
+#include "core/work.h"
+
+typedef struct rsp_test_store rsp_test_store;
+
+/* Heap storage for every block of `layout` (copied), all zeros. */
+rsp_test_store *rsp_test_store_new(const rsp__layout *layout);
+void rsp_test_store_free(rsp_test_store *store);
+
+/* Execute every op of `work` in order: WAIT is ignored (counted), ZERO and
+ * COPY touch every layer of every block, BUFFER/UPLOAD update the buffers.
+ * Returns false on the first malformed op (see above). */
+bool rsp_test_store_apply(rsp_test_store *store, const rsp__work *work);
+/* Message of the last apply() that returned false ("" otherwise). */
+const char *rsp_test_store_error(const rsp_test_store *store);
+
+/* Simulate a forward writing slot: every byte of every layer of every block
+ * of the slot becomes `byte`. */
+void rsp_test_store_fill(rsp_test_store *store, uint32_t slot, uint8_t byte);
+/* Like fill, but with a pattern derived from (seed, block, layer, offset), so
+ * that a misplaced or partial copy changes the checksum. */
+void rsp_test_store_fill_pattern(rsp_test_store *store, uint32_t slot, uint64_t seed);
+
+/* True when every byte of the slot (all layers, all blocks) is zero. */
+bool rsp_test_store_slot_is_zero(const rsp_test_store *store, uint32_t slot);
+/* A position-sensitive hash of every byte of the slot (all layers, all
+ * blocks, in layout order). Equal contents give equal checksums; an all-zero
+ * slot always gives the same value (rsp_test_store_zero_checksum). */
+uint64_t rsp_test_store_checksum(const rsp_test_store *store, uint32_t slot);
+uint64_t rsp_test_store_zero_checksum(const rsp_test_store *store);
+/* Start of (block, layer, slot): layout->blocks[block].slot_bytes bytes. */
+uint8_t *rsp_test_store_slot_ptr(rsp_test_store *store, uint32_t block, uint32_t layer,
+                                 uint32_t slot);
+
+/* Addressing buffer `id` as the executed work left it. capacity 0 and NULL
+ * vectors when the buffer was never created. `moves` counts how often a
+ * BUFFER op grew (reallocated) it: a leased buffer must stay at 0 moves. */
+uint32_t rsp_test_store_buffer_capacity(const rsp_test_store *store, uint32_t id);
+const int32_t *rsp_test_store_buffer_slots(const rsp_test_store *store, uint32_t id);
+const bool *rsp_test_store_buffer_has_state(const rsp_test_store *store, uint32_t id);
+uint32_t rsp_test_store_buffer_moves(const rsp_test_store *store, uint32_t id);
+
+/* Totals over every apply(): ops of each kind (indexed by rsp__op_kind),
+ * slots zeroed, pairs copied. */
+typedef struct rsp_test_store_counts {
+    uint64_t ops[RSP__OP_UPLOAD + 1];
+    uint64_t slots_zeroed;
+    uint64_t pairs_copied;
+} rsp_test_store_counts;
+rsp_test_store_counts rsp_test_store_counts_get(const rsp_test_store *store);
+
+#endif
