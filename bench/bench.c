@@ -1,0 +1,280 @@
+/*
+ * rsp-bench: helpers and main().
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+uint64_t bench_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t bench_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void bench_sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+void bench_tight_timer_slack(void)
+{
+    /* Default slack is 50 us, which would turn a 50 us period into ~100 us. */
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+}
+
+void bench_samples_init(bench_samples *s, size_t cap_hint)
+{
+    s->n = 0;
+    s->cap = cap_hint ? cap_hint : 64;
+    s->v = malloc(s->cap * sizeof *s->v);
+    if (!s->v) {
+        fprintf(stderr, "rsp-bench: out of memory for samples\n");
+        exit(2);
+    }
+}
+
+void bench_samples_fini(bench_samples *s)
+{
+    free(s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}
+
+void bench_samples_add(bench_samples *s, double ns)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap * 2;
+        double *v = realloc(s->v, cap * sizeof *v);
+        if (!v) {
+            fprintf(stderr, "rsp-bench: out of memory for samples\n");
+            exit(2);
+        }
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = ns;
+}
+
+void bench_samples_merge(bench_samples *s, const bench_samples *from)
+{
+    for (size_t i = 0; i < from->n; i++)
+        bench_samples_add(s, from->v[i]);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_samples_quantile(const bench_samples *s, double q)
+{
+    if (s->n == 0)
+        return 0.0;
+    double *tmp = malloc(s->n * sizeof *tmp);
+    if (!tmp) {
+        fprintf(stderr, "rsp-bench: out of memory for quantile\n");
+        exit(2);
+    }
+    memcpy(tmp, s->v, s->n * sizeof *tmp);
+    qsort(tmp, s->n, sizeof *tmp, cmp_double);
+    /* Nearest rank: the smallest sample with at least q of the samples <= it. */
+    size_t rank = (size_t)(q * (double)s->n + 0.999999);
+    if (rank < 1)
+        rank = 1;
+    if (rank > s->n)
+        rank = s->n;
+    double v = tmp[rank - 1];
+    free(tmp);
+    return v;
+}
+
+void bench_die(const char *what, rsp_status st, const char *msg)
+{
+    fprintf(stderr, "rsp-bench: %s failed: %s%s%s\n", what, rsp_strerror(st), msg && *msg ? ": " : "",
+            msg ? msg : "");
+    exit(2);
+}
+
+static const rsp_block_config tiny_blocks[2] = {
+    {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {4}},
+    {.name = "ssm", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {4}},
+};
+static const rsp_block_config kib_blocks[2] = {
+    {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {64}},
+    {.name = "ssm", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {64}},
+};
+static const rsp_block_config mib_blocks[1] = {
+    {.name = "state", .dtype = RSP_DTYPE_U8, .ndim = 1, .shape = {1 << 20}},
+};
+
+void bench_config(rsp_pool_config *cfg, bench_shape shape, uint32_t max_slots)
+{
+    rsp_pool_config_init(cfg);
+    switch (shape) {
+    case BENCH_TINY:
+        cfg->num_layers = 2;
+        cfg->blocks = tiny_blocks;
+        cfg->num_blocks = 2;
+        break;
+    case BENCH_KIB:
+        cfg->num_layers = 2;
+        cfg->blocks = kib_blocks;
+        cfg->num_blocks = 2;
+        break;
+    case BENCH_MIB:
+        cfg->num_layers = 1;
+        cfg->blocks = mib_blocks;
+        cfg->num_blocks = 1;
+        break;
+    }
+    cfg->max_slots = max_slots;
+    cfg->device = RSP_DEVICE_HOST;
+}
+
+const char *bench_shape_name(bench_shape shape)
+{
+    switch (shape) {
+    case BENCH_TINY:
+        return "tiny_64B";
+    case BENCH_KIB:
+        return "1KiB";
+    case BENCH_MIB:
+        return "1MiB";
+    }
+    return "?";
+}
+
+static void fmt_ns(char *buf, size_t n, double ns)
+{
+    if (ns <= 0)
+        snprintf(buf, n, "-");
+    else if (ns < 1e3)
+        snprintf(buf, n, "%.1f ns", ns);
+    else if (ns < 1e6)
+        snprintf(buf, n, "%.2f us", ns / 1e3);
+    else
+        snprintf(buf, n, "%.2f ms", ns / 1e6);
+}
+
+static void fmt_rate(char *buf, size_t n, double r)
+{
+    if (r <= 0)
+        snprintf(buf, n, "-");
+    else if (r < 1e3)
+        snprintf(buf, n, "%.1f/s", r);
+    else if (r < 1e6)
+        snprintf(buf, n, "%.1fk/s", r / 1e3);
+    else
+        snprintf(buf, n, "%.2fM/s", r / 1e6);
+}
+
+/* JSON numbers: finite, plain notation. */
+static double finite_or_zero(double v)
+{
+    return (v == v && v < 1e300 && v > -1e300) ? v : 0.0;
+}
+
+void bench_report(const bench_opts *o, const bench_result *r)
+{
+    double ratio = r->median_ns > 0 ? r->baseline_median_ns / r->median_ns : 0.0;
+    if (o->json) {
+        printf("{\"bench\": \"%s\", \"params\": {%s}, \"median_ns\": %.1f, \"p99_ns\": %.1f, "
+               "\"ops_per_s\": %.1f, \"baseline\": \"%s\", \"baseline_median_ns\": %.1f, "
+               "\"baseline_p99_ns\": %.1f, \"baseline_ops_per_s\": %.1f, \"ratio\": %.3f%s%s}\n",
+               r->bench, r->params, finite_or_zero(r->median_ns), finite_or_zero(r->p99_ns),
+               finite_or_zero(r->ops_per_s), r->baseline ? r->baseline : "",
+               finite_or_zero(r->baseline_median_ns), finite_or_zero(r->baseline_p99_ns),
+               finite_or_zero(r->baseline_ops_per_s), finite_or_zero(ratio),
+               r->extra[0] ? ", " : "", r->extra);
+    } else {
+        static bool header;
+        if (!header) {
+            printf("%-13s %-52s %10s %10s %10s | %-14s %10s %10s %7s\n", "bench", "params",
+                   "median", "p99", "ops", "baseline", "median", "ops", "ratio");
+            header = true;
+        }
+        char m[32], p[32], ops[32], bm[32], bops[32];
+        fmt_ns(m, sizeof m, r->median_ns);
+        fmt_ns(p, sizeof p, r->p99_ns);
+        fmt_rate(ops, sizeof ops, r->ops_per_s);
+        fmt_ns(bm, sizeof bm, r->baseline_median_ns);
+        fmt_rate(bops, sizeof bops, r->baseline_ops_per_s);
+        char params[256];
+        /* The table shows params without JSON quotes. */
+        size_t j = 0;
+        for (size_t i = 0; r->params[i] && j + 1 < sizeof params; i++)
+            if (r->params[i] != '"')
+                params[j++] = r->params[i];
+        params[j] = '\0';
+        printf("%-13s %-52s %10s %10s %10s | %-14s %10s %10s %6.2fx\n", r->bench, params, m, p, ops,
+               r->baseline ? r->baseline : "", bm, bops, ratio);
+    }
+    fflush(stdout);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: rsp-bench [--quick] [--json] [--only SCENARIO]\n"
+            "  scenarios: rtt ingest_remove step read zero_fork (default: all)\n"
+            "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
+            "  --json   one JSON object per line instead of a table\n");
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts o = {0};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            o.quick = true;
+        else if (strcmp(argv[i], "--json") == 0)
+            o.json = true;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            o.only = argv[++i];
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "rsp-bench: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    static const struct {
+        const char *name;
+        void (*run)(const bench_opts *);
+    } scenarios[] = {
+        {"rtt", bench_rtt},   {"ingest_remove", bench_ingest_remove}, {"step", bench_step},
+        {"read", bench_read}, {"zero_fork", bench_zero_fork},
+    };
+    bool ran = false;
+    for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
+        if (o.only && strcmp(o.only, scenarios[i].name) != 0)
+            continue;
+        scenarios[i].run(&o);
+        ran = true;
+    }
+    if (!ran) {
+        fprintf(stderr, "rsp-bench: unknown scenario '%s'\n", o.only);
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}

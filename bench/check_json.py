@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+# Run rsp-bench (argv[1:]) and check its --json output: exit status 0, every
+# line one JSON object with the documented fields, every scenario present
+# with its expected number of points. No timing assertion.
+# SPDX-License-Identifier: Apache-2.0
+import json
+import subprocess
+import sys
+
+EXPECTED = {"rtt": 2, "ingest_remove": 4, "step": 12, "read": 4, "zero_fork": 6}
+NUMBERS = ("median_ns", "p99_ns", "ops_per_s", "baseline_median_ns", "ratio")
+
+
+def main():
+    if len(sys.argv) < 2:
+        print("usage: check_json.py RSP_BENCH [ARGS...]", file=sys.stderr)
+        return 2
+    proc = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+    sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        print(f"rsp-bench exited with {proc.returncode}", file=sys.stderr)
+        return 1
+    counts = {}
+    failures = 0
+    lines = [l for l in proc.stdout.splitlines() if l.strip()]
+    for n, line in enumerate(lines, 1):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            print(f"line {n}: not JSON ({e}): {line}", file=sys.stderr)
+            failures += 1
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("bench"), str) \
+                or not isinstance(obj.get("params"), dict):
+            print(f"line {n}: missing bench/params: {line}", file=sys.stderr)
+            failures += 1
+            continue
+        for key in NUMBERS:
+            v = obj.get(key)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                print(f"line {n}: {key} missing or not a non-negative number: {line}",
+                      file=sys.stderr)
+                failures += 1
+        if not obj.get("median_ns", 0) > 0:
+            print(f"line {n}: median_ns is not positive: {line}", file=sys.stderr)
+            failures += 1
+        counts[obj["bench"]] = counts.get(obj["bench"], 0) + 1
+        print(line)
+    if counts != EXPECTED:
+        print(f"scenario points {counts}, expected {EXPECTED}", file=sys.stderr)
+        failures += 1
+    print(f"{len(lines)} lines, {failures} problems")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

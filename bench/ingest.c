@@ -1,0 +1,135 @@
+/*
+ * ingest_remove: T client threads posting ingest + remove pairs; messages/s.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Each thread owns distinct rids and sends, for each, an ingest then a
+ * remove (a request that comes and goes without a step: pure bookkeeping).
+ * rsp side: fire-and-forget rsp_post (ticket NULL, waiting for inbox credit
+ * when the inbox is full), then one rsp_barrier per thread, so the clock
+ * stops when the owner has handled every message. Baseline: bl_ingest /
+ * bl_remove, each a lock + core call + unlock. The total work per
+ * repetition is the same at every thread count.
+ * One sample = one repetition: wall ns from the start gate to the last
+ * thread's finish, divided by the messages sent.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "baseline.h"
+#include "bench.h"
+
+typedef struct ir_arg {
+    rsp_pool *pool;
+    bl_pool *bl;
+    uint32_t tid;
+    uint32_t pairs;
+    pthread_barrier_t *gate;
+} ir_arg;
+
+static rsp_rid ir_rid(uint32_t tid, uint32_t i, uint32_t rep)
+{
+    return ((rsp_rid)(tid + 1) << 48) | ((rsp_rid)rep << 32) | i;
+}
+
+static uint32_t g_rep; /* written by main between repetitions only */
+
+static void *ir_rsp_thread(void *p)
+{
+    ir_arg *a = p;
+    rsp_error err = {0};
+    rsp_msg m = {0};
+    pthread_barrier_wait(a->gate);
+    for (uint32_t i = 0; i < a->pairs; i++) {
+        m.rid = ir_rid(a->tid, i, g_rep);
+        m.kind = RSP_MSG_INGEST;
+        BENCH_CHECK(rsp_post(a->pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+        m.kind = RSP_MSG_REMOVE;
+        BENCH_CHECK(rsp_post(a->pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+    }
+    BENCH_CHECK(rsp_barrier(a->pool, &err), &err);
+    return NULL;
+}
+
+static void *ir_bl_thread(void *p)
+{
+    ir_arg *a = p;
+    rsp_error err = {0};
+    pthread_barrier_wait(a->gate);
+    for (uint32_t i = 0; i < a->pairs; i++) {
+        rsp_rid rid = ir_rid(a->tid, i, g_rep);
+        BENCH_CHECK(bl_ingest(a->bl, rid, &err), &err);
+        BENCH_CHECK(bl_remove(a->bl, rid, &err), &err);
+    }
+    return NULL;
+}
+
+/* One repetition with T threads; returns wall ns. */
+static uint64_t ir_rep(rsp_pool *pool, bl_pool *bl, uint32_t T, uint32_t total_pairs)
+{
+    pthread_t th[8];
+    ir_arg args[8];
+    pthread_barrier_t gate;
+    pthread_barrier_init(&gate, NULL, T + 1);
+    for (uint32_t t = 0; t < T; t++) {
+        args[t] = (ir_arg){.pool = pool, .bl = bl, .tid = t, .pairs = total_pairs / T, .gate = &gate};
+        if (pthread_create(&th[t], NULL, pool ? ir_rsp_thread : ir_bl_thread, &args[t]) != 0)
+            bench_die("pthread_create", RSP_ENOMEM, "");
+    }
+    pthread_barrier_wait(&gate);
+    uint64_t t0 = bench_now_ns();
+    for (uint32_t t = 0; t < T; t++)
+        pthread_join(th[t], NULL);
+    uint64_t ns = bench_now_ns() - t0;
+    pthread_barrier_destroy(&gate);
+    return ns;
+}
+
+void bench_ingest_remove(const bench_opts *o)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 64);
+    rsp_error err = {0};
+    static const uint32_t threads[] = {1, 2, 4, 8};
+    const uint32_t total_pairs = o->quick ? 40000 : 200000;
+    const uint32_t reps = o->quick ? 5 : 11;
+
+    for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
+        uint32_t T = threads[k];
+        rsp_pool *pool;
+        BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
+        bl_pool *bl;
+        BENCH_CHECK(bl_create(&cfg, &bl, &err), &err);
+        uint32_t pairs = total_pairs / T * T;
+        double msgs = 2.0 * pairs;
+
+        bench_samples rs, bs;
+        bench_samples_init(&rs, reps);
+        bench_samples_init(&bs, reps);
+        /* One untimed repetition each to warm up, then alternate. */
+        for (uint32_t r = 0; r <= reps; r++) {
+            g_rep = 2 * r;
+            uint64_t ns = ir_rep(pool, NULL, T, pairs);
+            if (r)
+                bench_samples_add(&rs, (double)ns / msgs);
+            g_rep = 2 * r + 1;
+            ns = ir_rep(NULL, bl, T, pairs);
+            if (r)
+                bench_samples_add(&bs, (double)ns / msgs);
+        }
+
+        bench_result res = {.bench = "ingest_remove", .baseline = "mutex"};
+        snprintf(res.params, sizeof res.params, "\"threads\": %u, \"messages\": %.0f", T, msgs);
+        res.median_ns = bench_samples_quantile(&rs, 0.5);
+        res.p99_ns = bench_samples_quantile(&rs, 0.99);
+        res.ops_per_s = 1e9 / res.median_ns;
+        res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
+        res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
+        res.baseline_ops_per_s = 1e9 / res.baseline_median_ns;
+        bench_report(o, &res);
+        bench_samples_fini(&rs);
+        bench_samples_fini(&bs);
+        rsp_pool_destroy(pool);
+        bl_destroy(bl);
+    }
+}

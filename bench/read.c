@@ -1,0 +1,217 @@
+/*
+ * read: R reader threads reading the live plan's addressing while a new plan
+ * is published every 50 us.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * A publisher thread runs steps (admit, plan, commit of 64 rows on "main")
+ * paced at one every 50 us. Each reader loops: open a read section, take the
+ * live plan, fetch the addressing of "main", touch it (step id, row count,
+ * first slot and flag), close the section.
+ *   rsp:      rsp_read_begin / rsp_plan_live / rsp_plan_addressing / rsp_read_end
+ *   baseline: rdlock / copy the published addressing / unlock (bl_read_*),
+ *             the publisher taking the write lock once per plan.
+ * One sample = the wall time of a batch of 1024 reads, divided by 1024. The
+ * median batch is one that ran without being preempted, so the median is
+ * the per-read cost while running (the honest figure with 8 readers on 2
+ * cores); preemption and blocking behind the writer show in the p99.
+ * ops_per_s = all readers' reads / wall time.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "baseline.h"
+#include "bench.h"
+#include "util/sync.h"
+
+#define PERIOD_NS 50000u
+#define BATCH 1024u
+#define ROWS 64u
+
+typedef struct rd_shared {
+    rsp_pool *pool; /* exactly one of pool / bl */
+    bl_pool *bl;
+    uint32_t stop;  /* main -> all: written once; relaxed polling is enough */
+    pthread_barrier_t gate;
+    uint64_t plans; /* publisher only; read after join */
+} rd_shared;
+
+typedef struct rd_reader {
+    rd_shared *sh;
+    bench_samples samples;
+    uint64_t reads;
+    uint64_t sink; /* keeps the touched fields alive */
+} rd_reader;
+
+static void *rd_publisher(void *p)
+{
+    rd_shared *sh = p;
+    rsp_error err = {0};
+    rsp_row rows[ROWS];
+    for (uint32_t i = 0; i < ROWS; i++)
+        rows[i] = (rsp_row){.rid = i + 1, .label = RSP_LABEL_MAIN, .span = 1};
+    rsp_step step = {.rows = rows, .num_rows = ROWS};
+    rsp_admit_outcome out;
+    bench_tight_timer_slack();
+    pthread_barrier_wait(&sh->gate);
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    uint64_t sid = 0;
+    while (!rsp__load_relaxed_u32(&sh->stop)) {
+        step.step_id = ++sid;
+        if (sh->pool) {
+            BENCH_CHECK(rsp_step_admit(sh->pool, &step, &out, &err), &err);
+            BENCH_CHECK(rsp_step_plan(sh->pool, &step, &err), &err);
+            BENCH_CHECK(rsp_step_commit(sh->pool, &step, NULL, &err), &err);
+        } else {
+            BENCH_CHECK(bl_admit(sh->bl, &step, &out, &err), &err);
+            BENCH_CHECK(bl_plan(sh->bl, &step, &err), &err);
+            BENCH_CHECK(bl_commit(sh->bl, &step, NULL, &err), &err);
+        }
+        sh->plans++;
+        /* Next period; when late (an oversubscribed machine), restart the
+         * schedule from now instead of publishing in a burst. */
+        next.tv_nsec += PERIOD_NS;
+        if (next.tv_nsec >= 1000000000L) {
+            next.tv_nsec -= 1000000000L;
+            next.tv_sec++;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec > next.tv_nsec))
+            next = now;
+        else
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+    }
+    return NULL;
+}
+
+static void *rd_rsp_reader(void *p)
+{
+    rd_reader *r = p;
+    rsp_error err = {0};
+    BENCH_CHECK(rsp_reader_register(&err), &err);
+    pthread_barrier_wait(&r->sh->gate);
+    rsp_pool *pool = r->sh->pool;
+    uint64_t acc = 0;
+    while (!rsp__load_relaxed_u32(&r->sh->stop)) {
+        uint64_t t0 = bench_now_ns();
+        for (uint32_t i = 0; i < BATCH; i++) {
+            rsp_read_begin();
+            const rsp_plan *plan = rsp_plan_live(pool);
+            rsp_addressing a;
+            if (plan && rsp_plan_addressing(plan, RSP_LABEL_MAIN, &a, NULL) == RSP_OK)
+                acc += a.step_id + a.num_rows + (uint64_t)a.slot_indices[0] + a.has_state[0];
+            rsp_read_end();
+        }
+        bench_samples_add(&r->samples, (double)(bench_now_ns() - t0) / BATCH);
+        r->reads += BATCH;
+    }
+    r->sink = acc;
+    rsp_reader_unregister();
+    return NULL;
+}
+
+static void *rd_bl_reader(void *p)
+{
+    rd_reader *r = p;
+    pthread_barrier_wait(&r->sh->gate);
+    bl_pool *bl = r->sh->bl;
+    uint64_t acc = 0;
+    while (!rsp__load_relaxed_u32(&r->sh->stop)) {
+        uint64_t t0 = bench_now_ns();
+        for (uint32_t i = 0; i < BATCH; i++) {
+            bl_read_begin(bl);
+            rsp_addressing a;
+            if (bl_plan_addressing(bl, RSP_LABEL_MAIN, &a) == RSP_OK)
+                acc += a.step_id + a.num_rows + (uint64_t)a.slot_indices[0] + a.has_state[0];
+            bl_read_end(bl);
+        }
+        bench_samples_add(&r->samples, (double)(bench_now_ns() - t0) / BATCH);
+        r->reads += BATCH;
+    }
+    r->sink = acc;
+    return NULL;
+}
+
+typedef struct rd_run {
+    bench_samples samples; /* all readers' batches */
+    uint64_t reads;
+    uint64_t wall_ns;
+    uint64_t plans;
+} rd_run;
+
+static void rd_once(rsp_pool *pool, bl_pool *bl, uint32_t R, uint64_t dur_ns, rd_run *out)
+{
+    rd_shared sh = {.pool = pool, .bl = bl};
+    pthread_barrier_init(&sh.gate, NULL, R + 2);
+    rd_reader rd[8];
+    pthread_t th[8], pub;
+    for (uint32_t i = 0; i < R; i++) {
+        rd[i] = (rd_reader){.sh = &sh};
+        bench_samples_init(&rd[i].samples, 4096);
+        if (pthread_create(&th[i], NULL, pool ? rd_rsp_reader : rd_bl_reader, &rd[i]) != 0)
+            bench_die("pthread_create", RSP_ENOMEM, "");
+    }
+    if (pthread_create(&pub, NULL, rd_publisher, &sh) != 0)
+        bench_die("pthread_create", RSP_ENOMEM, "");
+    pthread_barrier_wait(&sh.gate);
+    uint64_t t0 = bench_now_ns();
+    bench_sleep_ns(dur_ns);
+    rsp__store_relaxed_u32(&sh.stop, 1);
+    for (uint32_t i = 0; i < R; i++)
+        pthread_join(th[i], NULL);
+    out->wall_ns += bench_now_ns() - t0;
+    pthread_join(pub, NULL);
+    for (uint32_t i = 0; i < R; i++) {
+        bench_samples_merge(&out->samples, &rd[i].samples);
+        out->reads += rd[i].reads;
+        bench_samples_fini(&rd[i].samples);
+    }
+    out->plans += sh.plans;
+    pthread_barrier_destroy(&sh.gate);
+}
+
+void bench_read(const bench_opts *o)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 2 * ROWS + 8);
+    rsp_error err = {0};
+    static const uint32_t readers[] = {1, 2, 4, 8};
+    const uint64_t dur = o->quick ? 250000000ull : 1000000000ull;
+    const uint32_t reps = o->quick ? 2 : 3;
+
+    for (size_t k = 0; k < sizeof readers / sizeof readers[0]; k++) {
+        uint32_t R = readers[k];
+        rsp_pool *pool;
+        BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
+        bl_pool *bl;
+        BENCH_CHECK(bl_create(&cfg, &bl, &err), &err);
+        rd_run rr = {0}, br = {0};
+        bench_samples_init(&rr.samples, 4096);
+        bench_samples_init(&br.samples, 4096);
+        for (uint32_t r = 0; r < reps; r++) {
+            rd_once(pool, NULL, R, dur, &rr);
+            rd_once(NULL, bl, R, dur, &br);
+        }
+        bench_result res = {.bench = "read", .baseline = "rwlock"};
+        snprintf(res.params, sizeof res.params, "\"readers\": %u, \"period_ns\": %u, \"rows\": %u",
+                 R, PERIOD_NS, ROWS);
+        res.median_ns = bench_samples_quantile(&rr.samples, 0.5);
+        res.p99_ns = bench_samples_quantile(&rr.samples, 0.99);
+        res.ops_per_s = 1e9 * (double)rr.reads / (double)rr.wall_ns;
+        res.baseline_median_ns = bench_samples_quantile(&br.samples, 0.5);
+        res.baseline_p99_ns = bench_samples_quantile(&br.samples, 0.99);
+        res.baseline_ops_per_s = 1e9 * (double)br.reads / (double)br.wall_ns;
+        snprintf(res.extra, sizeof res.extra,
+                 "\"plans_per_s\": %.0f, \"baseline_plans_per_s\": %.0f",
+                 1e9 * (double)rr.plans / (double)rr.wall_ns,
+                 1e9 * (double)br.plans / (double)br.wall_ns);
+        bench_report(o, &res);
+        bench_samples_fini(&rr.samples);
+        bench_samples_fini(&br.samples);
+        rsp_pool_destroy(pool);
+        bl_destroy(bl);
+    }
+}

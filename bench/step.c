@@ -1,0 +1,223 @@
+/*
+ * step: admit + plan + commit of one batched step, per-step time.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Steady decode: N requests, one row each (span 1), the same rows every
+ * step, so after the first step admit allocates nothing and the measured
+ * cost is the bookkeeping of a step (and the copies, for the fork variant).
+ *
+ * Variants:
+ *   one_label  rows on "main"; tiny slots (64 B).
+ *   fork       rows on "draft", pre-fork main->draft (the draft starts as a
+ *              copy of main), post-fork draft->main (accepted back): two
+ *              labels, 2N slot copies a step; 1 KiB slots.
+ *   preplan    rows on "main"; admit, stage (preplan), promote (plan again
+ *              with preplan off), commit; tiny slots.
+ *
+ * rsp side: the synchronous wrappers (each a post + wait: the owner's answer
+ * is needed before the next call), then the addressing fetched by a reader
+ * and its `ready` event waited for (a backend must, before its forward), a
+ * host fence signalled as forward-done, then commit. One sample = one step,
+ * first call to commit's answer.
+ * Baseline: the same calls on the mutex design (bl_*), including the
+ * addressing fetch under its read lock; its device work runs inline.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "baseline.h"
+#include "bench.h"
+
+typedef enum step_variant { V_ONE_LABEL = 0, V_FORK, V_PREPLAN } step_variant;
+
+static const char *variant_name(step_variant v)
+{
+    return v == V_ONE_LABEL ? "one_label" : v == V_FORK ? "fork" : "preplan";
+}
+
+/* The declaration shared by both sides (label ids agree: both cores intern
+ * "main" = 0 then "draft" = 1 in the same order). */
+typedef struct step_decl {
+    rsp_row *rows;
+    rsp_fork pre, post;
+    rsp_step step;
+    rsp_label_id row_label;
+} step_decl;
+
+static void decl_init(step_decl *d, step_variant v, uint32_t n, rsp_label_id draft)
+{
+    d->rows = calloc(n, sizeof *d->rows);
+    if (!d->rows)
+        bench_die("calloc rows", RSP_ENOMEM, "");
+    d->row_label = v == V_FORK ? draft : RSP_LABEL_MAIN;
+    for (uint32_t i = 0; i < n; i++)
+        d->rows[i] = (rsp_row){.rid = i + 1, .label = d->row_label, .span = 1, .padding = false};
+    d->pre = (rsp_fork){.from = RSP_LABEL_MAIN, .to = draft};
+    d->post = (rsp_fork){.from = draft, .to = RSP_LABEL_MAIN};
+    d->step = (rsp_step){.step_id = 0, .rows = d->rows, .num_rows = n};
+    if (v == V_FORK) {
+        d->step.pre_forks = &d->pre;
+        d->step.num_pre_forks = 1;
+        d->step.post_forks = &d->post;
+        d->step.num_post_forks = 1;
+    }
+}
+
+/* One rsp step; returns the addressing's row count (checked by the caller). */
+static uint32_t rsp_one_step(rsp_pool *pool, step_decl *d, step_variant v, uint64_t sid,
+                             rsp_host_fence *fence)
+{
+    rsp_error err = {0};
+    rsp_admit_outcome out;
+    d->step.step_id = sid;
+    d->step.preplan = (v == V_PREPLAN);
+    BENCH_CHECK(rsp_step_admit(pool, &d->step, &out, &err), &err);
+    if (!out.ok)
+        bench_die("rsp admit (pool full)", RSP_ECAPACITY, "");
+    BENCH_CHECK(rsp_step_plan(pool, &d->step, &err), &err); /* live, or the stage */
+    if (v == V_PREPLAN) {
+        d->step.preplan = false;
+        BENCH_CHECK(rsp_step_plan(pool, &d->step, &err), &err); /* promotion */
+    }
+    rsp_addressing a;
+    BENCH_CHECK(rsp_read_begin(), &err);
+    const rsp_plan *plan = rsp_plan_live(pool);
+    if (!plan)
+        bench_die("rsp_plan_live", RSP_ENOPLAN, "no live plan after plan");
+    rsp_status st = rsp_plan_addressing(plan, d->row_label, &a, &err);
+    rsp_read_end();
+    BENCH_CHECK(st, &err);
+    if (a.step_id != sid)
+        bench_die("rsp live plan", RSP_EORDER, "live plan is not the step just planned");
+    BENCH_CHECK(rsp_event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err), &err);
+    rsp_host_fence_signal(fence, sid); /* the (empty) forward is done */
+    rsp_event done = {.handle = fence, .value = sid};
+    d->step.preplan = false;
+    BENCH_CHECK(rsp_step_commit(pool, &d->step, &done, &err), &err);
+    return a.num_rows;
+}
+
+static uint32_t bl_one_step(bl_pool *pool, step_decl *d, step_variant v, uint64_t sid,
+                            rsp_host_fence *fence)
+{
+    rsp_error err = {0};
+    rsp_admit_outcome out;
+    d->step.step_id = sid;
+    d->step.preplan = (v == V_PREPLAN);
+    BENCH_CHECK(bl_admit(pool, &d->step, &out, &err), &err);
+    if (!out.ok)
+        bench_die("baseline admit (pool full)", RSP_ECAPACITY, "");
+    BENCH_CHECK(bl_plan(pool, &d->step, &err), &err);
+    if (v == V_PREPLAN) {
+        d->step.preplan = false;
+        BENCH_CHECK(bl_plan(pool, &d->step, &err), &err);
+    }
+    rsp_addressing a;
+    bl_read_begin(pool);
+    rsp_status st = bl_plan_addressing(pool, d->row_label, &a);
+    bl_read_end(pool);
+    BENCH_CHECK(st, &err);
+    if (a.step_id != sid)
+        bench_die("baseline live plan", RSP_EORDER, "live plan is not the step just planned");
+    rsp_host_fence_signal(fence, sid);
+    rsp_event done = {.handle = fence, .value = sid};
+    d->step.preplan = false;
+    BENCH_CHECK(bl_commit(pool, &d->step, &done, &err), &err);
+    return a.num_rows;
+}
+
+static void run_point(const bench_opts *o, step_variant v, uint32_t n)
+{
+    bench_shape shape = v == V_FORK ? BENCH_KIB : BENCH_TINY;
+    uint32_t max_slots = 2 * n + 8;
+    rsp_pool_config cfg;
+    bench_config(&cfg, shape, max_slots);
+    rsp_error err = {0};
+
+    rsp_pool *pool;
+    BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
+    bl_pool *bl;
+    BENCH_CHECK(bl_create(&cfg, &bl, &err), &err);
+    rsp_label_id draft, bdraft;
+    BENCH_CHECK(rsp_label(pool, "draft", &draft, &err), &err);
+    BENCH_CHECK(bl_label(bl, "draft", &bdraft, &err), &err);
+    if (draft != bdraft)
+        bench_die("label ids", RSP_EINVAL, "rsp and baseline interned \"draft\" differently");
+    rsp_host_fence *rfence, *bfence;
+    BENCH_CHECK(rsp_host_fence_create(&rfence, &err), &err);
+    BENCH_CHECK(rsp_host_fence_create(&bfence, &err), &err);
+
+    step_decl rd, bd;
+    decl_init(&rd, v, n, draft);
+    decl_init(&bd, v, n, draft);
+
+    /* Enough steps that a 1-row step is sampled a few thousand times and a
+     * 256-row fork step still finishes quickly. */
+    uint32_t warm = o->quick ? 200 : 1000;
+    uint32_t iters = o->quick ? 2000 : 10000;
+    if (n >= 64 && v == V_FORK)
+        iters /= 2;
+    const uint32_t rounds = 2; /* alternate rsp / baseline blocks: same drift for both */
+
+    bench_samples rs, bs;
+    bench_samples_init(&rs, (size_t)iters * rounds);
+    bench_samples_init(&bs, (size_t)iters * rounds);
+    uint64_t rsid = 0, bsid = 0, rwall = 0, bwall = 0;
+    for (uint32_t r = 0; r < rounds; r++) {
+        for (uint32_t i = 0; i < warm; i++)
+            if (rsp_one_step(pool, &rd, v, ++rsid, rfence) != n)
+                bench_die("rsp plan", RSP_EINVAL, "wrong row count");
+        uint64_t w0 = bench_now_ns();
+        for (uint32_t i = 0; i < iters; i++) {
+            uint64_t t0 = bench_now_ns();
+            rsp_one_step(pool, &rd, v, ++rsid, rfence);
+            bench_samples_add(&rs, (double)(bench_now_ns() - t0));
+        }
+        rwall += bench_now_ns() - w0;
+
+        for (uint32_t i = 0; i < warm; i++)
+            if (bl_one_step(bl, &bd, v, ++bsid, bfence) != n)
+                bench_die("baseline plan", RSP_EINVAL, "wrong row count");
+        w0 = bench_now_ns();
+        for (uint32_t i = 0; i < iters; i++) {
+            uint64_t t0 = bench_now_ns();
+            bl_one_step(bl, &bd, v, ++bsid, bfence);
+            bench_samples_add(&bs, (double)(bench_now_ns() - t0));
+        }
+        bwall += bench_now_ns() - w0;
+    }
+
+    bench_result res = {.bench = "step", .baseline = "mutex"};
+    snprintf(res.params, sizeof res.params,
+             "\"variant\": \"%s\", \"rows\": %u, \"labels\": %u, \"slot_bytes\": %llu",
+             variant_name(v), n, v == V_FORK ? 2u : 1u,
+             (unsigned long long)(shape == BENCH_KIB ? 1024 : 64));
+    res.median_ns = bench_samples_quantile(&rs, 0.5);
+    res.p99_ns = bench_samples_quantile(&rs, 0.99);
+    res.ops_per_s = 1e9 * (double)rs.n / (double)rwall;
+    res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
+    res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
+    res.baseline_ops_per_s = 1e9 * (double)bs.n / (double)bwall;
+    bench_report(o, &res);
+
+    bench_samples_fini(&rs);
+    bench_samples_fini(&bs);
+    free(rd.rows);
+    free(bd.rows);
+    rsp_pool_destroy(pool);
+    bl_destroy(bl);
+    rsp_host_fence_destroy(rfence);
+    rsp_host_fence_destroy(bfence);
+}
+
+void bench_step(const bench_opts *o)
+{
+    rsp_error err = {0};
+    /* This thread reads the live plan's addressing after each plan. */
+    BENCH_CHECK(rsp_reader_register(&err), &err);
+    static const uint32_t rows[] = {1, 8, 64, 256};
+    for (step_variant v = V_ONE_LABEL; v <= V_PREPLAN; v++)
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            run_point(o, v, rows[i]);
+    rsp_reader_unregister();
+}
