@@ -1,0 +1,478 @@
+/*
+ * The core: creation, labels, requests and holdings, the free stack, slot
+ * states, ingest / reset / remove, queries (SEMANTICS 1-3).
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_impl.h"
+#include "util/error.h"
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_error *err)
+{
+    if (!out)
+        return rsp__fail(err, RSP_EINVAL, "out is NULL");
+    rsp__layout lay;
+    rsp_status st = rsp__layout_build(cfg, &lay, err);
+    if (st)
+        return st;
+    uint32_t inflight = cfg->max_inflight_steps ? cfg->max_inflight_steps : RSP__DEFAULT_INFLIGHT;
+    if (inflight > RSP__MAX_INFLIGHT)
+        return rsp__fail(err, RSP_EINVAL, "max_inflight_steps = %" PRIu32 ": at most %u",
+                         cfg->max_inflight_steps, RSP__MAX_INFLIGHT);
+
+    rsp__core *c = calloc(1, sizeof *c);
+    if (!c)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for the core");
+    c->layout = lay;
+    c->max_inflight = inflight;
+    c->slots = calloc(lay.max_slots, sizeof *c->slots);
+    c->free_stack = calloc(lay.max_slots, sizeof *c->free_stack);
+    c->steps = calloc(inflight, sizeof *c->steps);
+    c->table_size = 64;
+    c->table = malloc(c->table_size * sizeof *c->table);
+    if (!c->slots || !c->free_stack || !c->steps || !c->table) {
+        rsp__core_destroy(c);
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for %" PRIu32 " slots", lay.max_slots);
+    }
+    for (uint32_t i = 0; i < c->table_size; i++)
+        c->table[i].rec = RSP__NONE;
+    c->free_rec = RSP__NONE;
+    /* Push in descending order so a fresh pool pops 1, 2, 3... (0, 1, 2...
+     * without the sink). */
+    uint32_t first = lay.sink ? 1u : 0u;
+    for (uint32_t s = lay.max_slots; s-- > first;) {
+        c->slots[s].state = RSP__SLOT_FREE;
+        c->free_stack[c->free_top++] = s;
+    }
+    if (lay.sink)
+        c->slots[RSP_SINK_SLOT].state = RSP__SLOT_SINK;
+    memcpy(c->label_names[RSP_LABEL_MAIN], "main", 5);
+    c->num_labels = 1;
+    *out = c;
+    return RSP_OK;
+}
+
+void rsp__core_destroy(rsp__core *c)
+{
+    if (!c)
+        return;
+    for (uint32_t i = 0; i < c->num_recs; i++)
+        free(c->reqs[i].heap);
+    free(c->reqs);
+    free(c->table);
+    if (c->steps)
+        for (uint32_t i = 0; i < c->max_inflight; i++) {
+            free(c->steps[i].journal);
+            free(c->steps[i].pinned);
+        }
+    free(c->steps);
+    free(c->slots);
+    free(c->free_stack);
+    rsp__addr_fini(&c->stage);
+    rsp__addr_fini(&c->live);
+    free(c->bufs);
+    free(c->set);
+    free(c->rids);
+    free(c);
+}
+
+const rsp__layout *rsp__core_layout(const rsp__core *c) { return &c->layout; }
+
+/* --- labels -------------------------------------------------------------- */
+
+rsp_status rsp__core_label(rsp__core *c, const char *name, rsp_label_id *out, rsp_error *err)
+{
+    if (!name)
+        return rsp__fail(err, RSP_EINVAL, "label name is NULL");
+    size_t len = strnlen(name, RSP_NAME_MAX);
+    if (len == 0)
+        return rsp__fail(err, RSP_EINVAL, "label name is empty");
+    if (len >= RSP_NAME_MAX)
+        return rsp__fail(err, RSP_EINVAL, "label name is too long: at most %d characters",
+                         RSP_NAME_MAX - 1);
+    for (uint32_t i = 0; i < c->num_labels; i++)
+        if (strcmp(c->label_names[i], name) == 0) {
+            if (out)
+                *out = i;
+            return RSP_OK;
+        }
+    if (c->num_labels >= RSP_MAX_LABELS)
+        return rsp__fail(err, RSP_ECAPACITY, "label \"%s\": all %d label ids are taken", name,
+                         RSP_MAX_LABELS);
+    memcpy(c->label_names[c->num_labels], name, len + 1);
+    if (out)
+        *out = c->num_labels;
+    c->num_labels++;
+    return RSP_OK;
+}
+
+uint32_t rsp__core_num_labels(const rsp__core *c) { return c->num_labels; }
+
+const char *rsp__core_label_name(const rsp__core *c, rsp_label_id id)
+{
+    return id < c->num_labels ? c->label_names[id] : NULL;
+}
+
+/* --- the rid table ------------------------------------------------------- */
+
+static uint32_t table_probe(const rsp__core *c, rsp_rid rid)
+{
+    uint32_t mask = c->table_size - 1;
+    uint32_t i = (uint32_t)mix64(rid) & mask;
+    while (c->table[i].rec != RSP__NONE && c->table[i].rid != rid)
+        i = (i + 1) & mask;
+    return i;
+}
+
+rsp__req *rsp__req_find(const rsp__core *c, rsp_rid rid)
+{
+    uint32_t i = table_probe(c, rid);
+    return c->table[i].rec == RSP__NONE ? NULL : &c->reqs[c->table[i].rec];
+}
+
+static rsp_status table_grow(rsp__core *c)
+{
+    uint32_t n = c->table_size * 2;
+    rsp__rid_entry *t = malloc((size_t)n * sizeof *t);
+    if (!t)
+        return RSP_ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        t[i].rec = RSP__NONE;
+    rsp__rid_entry *old = c->table;
+    uint32_t old_n = c->table_size;
+    c->table = t;
+    c->table_size = n;
+    for (uint32_t i = 0; i < old_n; i++)
+        if (old[i].rec != RSP__NONE)
+            c->table[table_probe(c, old[i].rid)] = old[i];
+    free(old);
+    return RSP_OK;
+}
+
+/* Backward-shift deletion keeps probe chains intact without tombstones. */
+static void table_delete(rsp__core *c, rsp_rid rid)
+{
+    uint32_t mask = c->table_size - 1;
+    uint32_t i = table_probe(c, rid);
+    if (c->table[i].rec == RSP__NONE)
+        return;
+    c->table[i].rec = RSP__NONE;
+    uint32_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (c->table[j].rec == RSP__NONE)
+            return;
+        uint32_t home = (uint32_t)mix64(c->table[j].rid) & mask;
+        /* Move j back to i unless its home lies cyclically in (i, j]. */
+        bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!stays) {
+            c->table[i] = c->table[j];
+            c->table[j].rec = RSP__NONE;
+            i = j;
+        }
+    }
+}
+
+rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid)
+{
+    rsp__req *r = rsp__req_find(c, rid);
+    if (r)
+        return r;
+    if ((uint64_t)(c->num_requests + 1) * 2 > c->table_size && table_grow(c))
+        return NULL;
+    uint32_t rec;
+    if (c->free_rec != RSP__NONE) {
+        rec = c->free_rec;
+        c->free_rec = c->reqs[rec].next_free;
+    } else {
+        if (c->num_recs == c->cap_recs) {
+            uint32_t n = c->cap_recs ? c->cap_recs * 2 : 64;
+            rsp__req *nr = realloc(c->reqs, (size_t)n * sizeof *nr);
+            if (!nr)
+                return NULL;
+            c->reqs = nr;
+            c->cap_recs = n;
+        }
+        rec = c->num_recs++;
+        c->reqs[rec].heap = NULL;
+    }
+    r = &c->reqs[rec];
+    rsp__hold *keep_heap = r->heap; /* a recycled record keeps its spill array */
+    uint32_t keep_cap = keep_heap ? r->cap_holds : RSP__INLINE_HOLDINGS;
+    memset(r, 0, sizeof *r);
+    r->heap = keep_heap;
+    r->cap_holds = keep_cap;
+    r->rid = rid;
+    r->live = true;
+    r->next_free = RSP__NONE;
+    uint32_t i = table_probe(c, rid);
+    c->table[i].rid = rid;
+    c->table[i].rec = rec;
+    c->num_requests++;
+    return r;
+}
+
+static void req_forget(rsp__core *c, rsp__req *r)
+{
+    uint32_t rec = (uint32_t)(r - c->reqs);
+    table_delete(c, r->rid);
+    r->live = false;
+    r->next_free = c->free_rec;
+    c->free_rec = rec;
+    c->num_requests--;
+}
+
+rsp__hold *rsp__req_holds(rsp__req *r) { return r->heap ? r->heap : r->inl; }
+
+rsp__hold *rsp__hold_find(rsp__req *r, rsp_label_id label)
+{
+    rsp__hold *h = rsp__req_holds(r);
+    for (uint32_t i = 0; i < r->num_holds; i++)
+        if (h[i].label == label)
+            return &h[i];
+    return NULL;
+}
+
+const rsp__hold *rsp__hold_find_const(const rsp__req *r, rsp_label_id label)
+{
+    return rsp__hold_find((rsp__req *)r, label);
+}
+
+uint64_t rsp__next_generation(rsp__core *c) { return ++c->generation; }
+
+rsp_status rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label, rsp__hold **out)
+{
+    if (r->num_holds == r->cap_holds) {
+        /* Spill once to room for every label: a request never needs more. */
+        rsp__hold *h = r->heap ? r->heap : malloc(RSP_MAX_LABELS * sizeof *h);
+        if (!h)
+            return RSP_ENOMEM;
+        if (!r->heap) {
+            memcpy(h, r->inl, r->num_holds * sizeof *h);
+            r->heap = h;
+        }
+        r->cap_holds = RSP_MAX_LABELS;
+    }
+    uint32_t slot = c->free_stack[--c->free_top];
+    c->slots[slot].state = RSP__SLOT_HELD;
+    c->held++;
+    rsp__hold *h = &rsp__req_holds(r)[r->num_holds++];
+    h->label = label;
+    h->slot = slot;
+    h->has_state = false; /* free slots read zeros */
+    h->generation = rsp__next_generation(c);
+    c->num_holdings++;
+    if (out)
+        *out = h;
+    return RSP_OK;
+}
+
+void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w)
+{
+    /* Invariant: every free slot reads zeros. The caller reserved work room. */
+    (void)rsp__work_zero(w, slot);
+    c->slots[slot].state = RSP__SLOT_FREE;
+    c->slots[slot].zero_pending = false;
+    c->free_stack[c->free_top++] = slot;
+}
+
+void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
+{
+    rsp__hold *h = rsp__req_holds(r);
+    uint32_t slot = h[i].slot;
+    memmove(&h[i], &h[i + 1], (r->num_holds - i - 1) * sizeof *h);
+    r->num_holds--;
+    c->num_holdings--;
+    c->held--;
+    if (c->slots[slot].pins) {
+        /* A forward in flight may still write it: zero and free it when the
+         * last step addressing it ends (commit or rollback, after its WAIT). */
+        c->slots[slot].state = RSP__SLOT_PENDING;
+        c->pending++;
+    } else {
+        rsp__slot_release(c, slot, w);
+    }
+}
+
+void rsp__pin(rsp__core *c, uint32_t rec, uint32_t slot)
+{
+    uint64_t bit = 1ull << rec;
+    if (c->slots[slot].pins & bit)
+        return;
+    c->slots[slot].pins |= bit;
+    rsp__steprec *s = &c->steps[rec];
+    s->pinned[s->num_pinned++] = slot;
+}
+
+static rsp_status grow_arr(void **arr, uint32_t *cap, uint64_t need, size_t size)
+{
+    if (need <= *cap)
+        return RSP_OK;
+    if (need > UINT32_MAX / 2)
+        return RSP_ENOMEM;
+    uint32_t n = *cap ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*arr, (size_t)n * size);
+    if (!p)
+        return RSP_ENOMEM;
+    *arr = p;
+    *cap = n;
+    return RSP_OK;
+}
+
+rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins)
+{
+    if (grow_arr((void **)&s->journal, &s->cap_journal, (uint64_t)s->num_journal + journal,
+                 sizeof *s->journal) ||
+        grow_arr((void **)&s->pinned, &s->cap_pinned, (uint64_t)s->num_pinned + pins,
+                 sizeof *s->pinned))
+        return RSP_ENOMEM;
+    return RSP_OK;
+}
+
+/* --- (rid, label) scratch set ------------------------------------------- */
+
+rsp_status rsp__set_reset(rsp__core *c, uint32_t n)
+{
+    uint64_t need = (uint64_t)n * 2 + 16;
+    if (need > c->set_size) {
+        uint64_t size = c->set_size ? c->set_size : 64;
+        while (size < need)
+            size *= 2;
+        if (size > UINT32_MAX / 2)
+            return RSP_ENOMEM;
+        rsp__pair_entry *s = calloc((size_t)size, sizeof *s);
+        if (!s)
+            return RSP_ENOMEM;
+        free(c->set);
+        c->set = s;
+        c->set_size = (uint32_t)size;
+        c->set_epoch = 0;
+    }
+    if (++c->set_epoch == 0) { /* wrapped: clear the stamps once */
+        memset(c->set, 0, (size_t)c->set_size * sizeof *c->set);
+        c->set_epoch = 1;
+    }
+    return RSP_OK;
+}
+
+bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label)
+{
+    uint32_t mask = c->set_size - 1;
+    uint32_t i = (uint32_t)mix64(rid * 0x9e3779b97f4a7c15ull + label) & mask;
+    while (c->set[i].stamp == c->set_epoch) {
+        if (c->set[i].rid == rid && c->set[i].label == label)
+            return false;
+        i = (i + 1) & mask;
+    }
+    c->set[i].stamp = c->set_epoch;
+    c->set[i].rid = rid;
+    c->set[i].label = label;
+    return true;
+}
+
+/* --- lifecycle (SEMANTICS 3) -------------------------------------------- */
+
+rsp_status rsp__core_ingest(rsp__core *c, rsp_rid rid, rsp_error *err)
+{
+    if (!rsp__req_get(c, rid))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory ingesting rid %" PRIu64, rid);
+    return RSP_OK;
+}
+
+rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, rsp_error *err)
+{
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "work is NULL");
+    rsp__req *r = rsp__req_find(c, rid);
+    if (!r)
+        return RSP_OK; /* sent once per partition: unknown rid is a no-op */
+    if (rsp__work_reserve(w, 1, r->num_holds, 0))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory resetting rid %" PRIu64, rid);
+    if (free) {
+        /* Label insertion order: the last label's slot ends on top. */
+        while (r->num_holds)
+            rsp__hold_drop(c, r, 0, w);
+        return RSP_OK;
+    }
+    rsp__hold *h = rsp__req_holds(r);
+    for (uint32_t i = 0; i < r->num_holds; i++) {
+        h[i].has_state = false;
+        h[i].generation = rsp__next_generation(c);
+        rsp__slot *s = &c->slots[h[i].slot];
+        if (s->pins)
+            s->zero_pending = true; /* zeroed after the forward, see commit */
+        else
+            (void)rsp__work_zero(w, h[i].slot);
+    }
+    return RSP_OK;
+}
+
+rsp_status rsp__core_remove(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error *err)
+{
+    rsp_status st = rsp__core_reset(c, rid, true, w, err);
+    if (st)
+        return st;
+    rsp__req *r = rsp__req_find(c, rid);
+    if (r)
+        req_forget(c, r);
+    return RSP_OK;
+}
+
+/* --- queries ------------------------------------------------------------- */
+
+rsp_status rsp__core_holding(const rsp__core *c, rsp_rid rid, rsp_label_id label,
+                             rsp_holding *out, rsp_error *err)
+{
+    if (label >= c->num_labels)
+        return rsp__fail(err, RSP_ENOLABEL, "label %" PRIu32 " is not interned (%" PRIu32
+                         " labels)", label, c->num_labels);
+    const rsp__req *r = rsp__req_find(c, rid);
+    if (!r)
+        return rsp__fail(err, RSP_ENOREQ, "rid %" PRIu64 " does not exist", rid);
+    const rsp__hold *h = rsp__hold_find_const(r, label);
+    if (!h)
+        return rsp__fail(err, RSP_ENOREQ, "rid %" PRIu64 " holds no slot under label \"%s\"",
+                         rid, c->label_names[label]);
+    if (out) {
+        out->index = (int32_t)h->slot;
+        out->has_state = h->has_state;
+        out->generation = h->generation;
+    }
+    return RSP_OK;
+}
+
+bool rsp__core_has_request(const rsp__core *c, rsp_rid rid) { return rsp__req_find(c, rid) != NULL; }
+
+rsp__slot_state rsp__core_slot_state(const rsp__core *c, uint32_t slot)
+{
+    if (slot >= c->layout.max_slots)
+        return RSP__SLOT_SINK; /* out of range: not a slot anyone may use */
+    return (rsp__slot_state)c->slots[slot].state;
+}
+
+void rsp__core_stats(const rsp__core *c, rsp_stats *out)
+{
+    out->max_slots = c->layout.max_slots;
+    out->usable_slots = c->layout.usable_slots;
+    out->free_slots = c->free_top;
+    out->held_slots = c->held;
+    out->pending_release = c->pending;
+    out->num_requests = c->num_requests;
+    out->num_holdings = c->num_holdings;
+    out->generation = c->generation;
+}

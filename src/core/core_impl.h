@@ -1,0 +1,204 @@
+/*
+ * The core's private state, shared by core.c (requests, slots, lifecycle),
+ * step.c (admit, rollback, commit, forks) and plan.c (addressing, buffers).
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Single-threaded like core.h: the owner thread (or a test) is the only
+ * caller. Arrays grow by doubling and are kept, so steady state allocates
+ * nothing. Nothing on an allocation or release path iterates a hash table:
+ * orders come from arrays (free stack, labels in insertion order, journals,
+ * pin lists), so every rank of a tensor-parallel group does the same thing.
+ */
+#ifndef RSP_CORE_CORE_IMPL_H
+#define RSP_CORE_CORE_IMPL_H
+
+#include "core.h"
+#include "work_impl.h"
+
+/* At most 64 steps in flight: a slot's pins are one bit per step record. */
+#define RSP__MAX_INFLIGHT 64u
+#define RSP__DEFAULT_INFLIGHT 4u
+/* Holdings stored inside the request record before spilling to the heap. */
+#define RSP__INLINE_HOLDINGS 4u
+#define RSP__NONE UINT32_MAX
+
+/* A request's holding of one label. */
+typedef struct rsp__hold {
+    rsp_label_id label;
+    uint32_t slot;
+    bool has_state;
+    uint64_t generation;
+} rsp__hold;
+
+/* A request record; records live in one array and are found through the rid
+ * table. `heap` (when not NULL) replaces `inl` once a request holds more than
+ * RSP__INLINE_HOLDINGS labels; holdings are kept in label insertion order. */
+typedef struct rsp__req {
+    rsp_rid rid;
+    bool live;
+    uint32_t num_holds, cap_holds;
+    rsp__hold *heap;
+    rsp__hold inl[RSP__INLINE_HOLDINGS];
+    uint64_t mark;      /* first-appearance marks (core->epoch) */
+    uint32_t next_free; /* free list of records */
+} rsp__req;
+
+/* rid -> record index; open addressing, linear probing, backward-shift delete. */
+typedef struct rsp__rid_entry {
+    rsp_rid rid;
+    uint32_t rec; /* RSP__NONE: empty */
+} rsp__rid_entry;
+
+typedef struct rsp__slot {
+    uint8_t state;     /* rsp__slot_state */
+    bool zero_pending; /* reset(free = false) during a step: zero when unpinned */
+    uint64_t pins;     /* bit r: step record r addresses this slot */
+} rsp__slot;
+
+typedef struct rsp__jent {
+    rsp_rid rid;
+    rsp_label_id label;
+    uint32_t slot;
+} rsp__jent;
+
+typedef enum rsp__phase {
+    RSP__PHASE_ADMITTED = 0,
+    RSP__PHASE_PLANNED, /* a live plan was built (or promoted) */
+} rsp__phase;
+
+typedef struct rsp__steprec {
+    bool used;
+    bool capture;
+    uint8_t phase;
+    uint64_t step_id;
+    rsp__jent *journal; /* fresh allocations, in allocation order */
+    uint32_t num_journal, cap_journal;
+    uint32_t *pinned;   /* slots this step addresses, in pin order */
+    uint32_t num_pinned, cap_pinned;
+} rsp__steprec;
+
+/* An addressing buffer (device vectors live in the device, keyed by id). */
+typedef struct rsp__buf {
+    bool leased;
+    rsp_label_id label;
+    uint32_t bucket_id, lease_slot; /* leased only */
+    uint32_t capacity;
+    uint32_t owner; /* eager: step record that uses it, RSP__NONE when free */
+} rsp__buf;
+
+/* (rid, label) scratch set: entries are live when stamp == set_epoch, so it
+ * is emptied in O(1). */
+typedef struct rsp__pair_entry {
+    rsp_rid rid;
+    rsp_label_id label;
+    uint32_t stamp;
+} rsp__pair_entry;
+
+/* A built addressing: label plans plus the arrays they point into. */
+typedef struct rsp__addr {
+    uint32_t num_labels;
+    rsp__label_plan labels[RSP_MAX_LABELS];
+    int32_t *slots;    /* all labels' vectors back to back */
+    bool *has_state;
+    uint64_t *gens;
+    uint32_t cap_entries, cap_gens;
+} rsp__addr;
+
+struct rsp__core {
+    rsp__layout layout;
+    uint32_t max_inflight;
+
+    char label_names[RSP_MAX_LABELS][RSP_NAME_MAX];
+    uint32_t num_labels;
+
+    rsp__slot *slots;     /* [max_slots] */
+    uint32_t *free_stack; /* [max_slots]; pops from the top */
+    uint32_t free_top;
+    uint32_t held, pending;
+    uint64_t generation;
+
+    rsp__req *reqs;
+    uint32_t num_recs, cap_recs, free_rec;
+    rsp__rid_entry *table;
+    uint32_t table_size; /* power of two */
+    uint32_t num_requests, num_holdings;
+    uint64_t epoch;
+
+    rsp__steprec *steps; /* [max_inflight] */
+    uint64_t last_admitted;
+    bool any_admitted;
+
+    /* Stage: at most one. */
+    bool stage_active;
+    uint64_t stage_step;
+    uint32_t stage_rec;
+    rsp__addr stage;
+
+    /* Live plan scratch, and the output view of the last plan. */
+    rsp__addr live;
+    rsp__plan_out out;
+
+    rsp__buf *bufs;
+    uint32_t num_bufs, cap_bufs;
+    uint32_t graph_max_bs;
+
+    /* Per-call scratch. */
+    rsp__pair_entry *set;
+    uint32_t set_size, set_epoch;
+    rsp_rid *rids; /* forking rids, first-appearance order */
+    uint32_t num_rids, cap_rids;
+    uint32_t label_rows[RSP_MAX_LABELS];
+    uint32_t label_order[RSP_MAX_LABELS];
+    uint32_t num_plan_labels;
+};
+
+/* --- core.c: requests, holdings, slots ----------------------------------- */
+
+rsp__req *rsp__req_find(const rsp__core *c, rsp_rid rid);
+/* Find or create; NULL only on ENOMEM. May move the record array. */
+rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid);
+rsp__hold *rsp__req_holds(rsp__req *r);
+rsp__hold *rsp__hold_find(rsp__req *r, rsp_label_id label);
+const rsp__hold *rsp__hold_find_const(const rsp__req *r, rsp_label_id label);
+/* Pop a free slot and give it to (r, label); the caller checked there is one
+ * and that r holds nothing under label. ENOMEM when the holding array cannot
+ * grow (nothing changed). */
+rsp_status rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label, rsp__hold **out);
+/* Drop r's holding at position i (order of the others kept) and release its
+ * slot: pinned -> pending, otherwise zero (into w) and push. */
+void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w);
+/* Release a slot that is no longer held by anyone: zero and push. */
+void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w);
+uint64_t rsp__next_generation(rsp__core *c);
+
+/* Pin `slot` for step record rec (idempotent). The caller reserved room in
+ * the record's pin list (rsp__steprec_reserve). */
+void rsp__pin(rsp__core *c, uint32_t rec, uint32_t slot);
+rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins);
+
+/* (rid, label) scratch set. Reset before use with room for n entries. */
+rsp_status rsp__set_reset(rsp__core *c, uint32_t n);
+/* Insert; returns false when it was already there. */
+bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label);
+
+/* --- step.c ------------------------------------------------------------- */
+
+/* Validate a declaration (labels, duplicates, NULL arrays). */
+rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err);
+/* Step record index of step_id, RSP__NONE if none is in flight. */
+uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id);
+/* Fill c->rids with the forking rids of step (non-padding rows, first
+ * appearance); empty when the step has no forks of the given kind. */
+rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step);
+/* Apply forks (SEMANTICS 4.6) for every rid in c->rids. */
+void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, rsp__work *w);
+
+/* --- plan.c ------------------------------------------------------------- */
+
+/* Give back the eager buffers of step record rec. */
+void rsp__bufs_release(rsp__core *c, uint32_t rec);
+/* Drop the stage (buffers back to the ring). */
+void rsp__stage_drop(rsp__core *c);
+void rsp__addr_fini(rsp__addr *a);
+
+#endif

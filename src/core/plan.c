@@ -1,0 +1,370 @@
+/*
+ * Plans: live, staged, promoted; addressing (SEMANTICS 4.3, 4.4) and the
+ * addressing buffers (eager rings, leased keys). SPDX-License-Identifier: Apache-2.0
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_impl.h"
+#include "util/error.h"
+
+void rsp__addr_fini(rsp__addr *a)
+{
+    free(a->slots);
+    free(a->has_state);
+    free(a->gens);
+    memset(a, 0, sizeof *a);
+}
+
+static rsp_status addr_reserve(rsp__addr *a, uint64_t entries, uint64_t gens)
+{
+    if (entries > UINT32_MAX / 2 || gens > UINT32_MAX / 2)
+        return RSP_ENOMEM;
+    if (entries > a->cap_entries) {
+        uint32_t n = a->cap_entries ? a->cap_entries : 64;
+        while (n < entries)
+            n *= 2;
+        int32_t *s = realloc(a->slots, (size_t)n * sizeof *s);
+        if (!s)
+            return RSP_ENOMEM;
+        a->slots = s;
+        bool *h = realloc(a->has_state, (size_t)n * sizeof *h);
+        if (!h)
+            return RSP_ENOMEM;
+        a->has_state = h;
+        a->cap_entries = n;
+    }
+    if (gens > a->cap_gens) {
+        uint32_t n = a->cap_gens ? a->cap_gens : 64;
+        while (n < gens)
+            n *= 2;
+        uint64_t *g = realloc(a->gens, (size_t)n * sizeof *g);
+        if (!g)
+            return RSP_ENOMEM;
+        a->gens = g;
+        a->cap_gens = n;
+    }
+    return RSP_OK;
+}
+
+/* --- buffers ------------------------------------------------------------- */
+
+static uint32_t lease_find(const rsp__core *c, const rsp_lease *l, rsp_label_id label)
+{
+    for (uint32_t i = 0; i < c->num_bufs; i++) {
+        const rsp__buf *b = &c->bufs[i];
+        if (b->leased && b->label == label && b->bucket_id == l->bucket_id &&
+            b->lease_slot == l->lease_slot)
+            return i;
+    }
+    return RSP__NONE;
+}
+
+static rsp_status bufs_reserve(rsp__core *c, uint32_t more)
+{
+    if (c->num_bufs + more <= c->cap_bufs)
+        return RSP_OK;
+    uint32_t n = c->cap_bufs ? c->cap_bufs : 16;
+    while (n < c->num_bufs + more)
+        n *= 2;
+    rsp__buf *b = realloc(c->bufs, (size_t)n * sizeof *b);
+    if (!b)
+        return RSP_ENOMEM;
+    c->bufs = b;
+    c->cap_bufs = n;
+    return RSP_OK;
+}
+
+void rsp__bufs_release(rsp__core *c, uint32_t rec)
+{
+    for (uint32_t i = 0; i < c->num_bufs; i++)
+        if (!c->bufs[i].leased && c->bufs[i].owner == rec)
+            c->bufs[i].owner = RSP__NONE;
+}
+
+void rsp__stage_drop(rsp__core *c)
+{
+    if (!c->stage_active)
+        return;
+    /* The stage's step has no live plan yet, so its eager buffers are the
+     * stage's own. */
+    rsp__bufs_release(c, c->stage_rec);
+    c->stage_active = false;
+}
+
+/* Pick (or create, or grow) the buffer of each label, then upload. The
+ * caller reserved buffer records and work room. */
+static void bind_and_upload(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec,
+                            rsp__work *w)
+{
+    for (uint32_t li = 0; li < a->num_labels; li++) {
+        rsp__label_plan *lp = &a->labels[li];
+        uint32_t id;
+        if (step->has_lease) {
+            id = lease_find(c, &step->lease, lp->label);
+            if (id == RSP__NONE) {
+                id = c->num_bufs++;
+                rsp__buf *b = &c->bufs[id];
+                b->leased = true;
+                b->label = lp->label;
+                b->bucket_id = step->lease.bucket_id;
+                b->lease_slot = step->lease.lease_slot;
+                b->capacity = lp->length;
+                b->owner = RSP__NONE;
+                (void)rsp__work_buffer(w, id, b->capacity);
+            }
+        } else {
+            /* Lowest free buffer of the label's ring: a buffer a step in
+             * flight reads is never overwritten. */
+            id = RSP__NONE;
+            for (uint32_t i = 0; i < c->num_bufs && id == RSP__NONE; i++)
+                if (!c->bufs[i].leased && c->bufs[i].label == lp->label &&
+                    c->bufs[i].owner == RSP__NONE)
+                    id = i;
+            if (id == RSP__NONE) {
+                id = c->num_bufs++;
+                rsp__buf *b = &c->bufs[id];
+                b->leased = false;
+                b->label = lp->label;
+                b->bucket_id = b->lease_slot = 0;
+                b->capacity = lp->length;
+                (void)rsp__work_buffer(w, id, b->capacity);
+            } else if (c->bufs[id].capacity < lp->length) {
+                uint32_t cap = c->bufs[id].capacity * 2;
+                c->bufs[id].capacity = cap > lp->length ? cap : lp->length;
+                (void)rsp__work_buffer(w, id, c->bufs[id].capacity);
+            }
+            c->bufs[id].owner = rec;
+        }
+        lp->buffer = id;
+        (void)rsp__work_upload(w, id, lp->slot_indices, lp->has_state, lp->length);
+    }
+}
+
+/* --- addressing ------------------------------------------------------------ */
+
+/* The flag (rid, label) will have once the pre-forks before index k ran in
+ * order (stage): follow the last fork into label back to its source. */
+static bool inherited_flag(const rsp__req *r, const rsp_fork *f, uint32_t k, rsp_label_id label)
+{
+    for (;;) {
+        uint32_t j = k;
+        while (j-- > 0)
+            if (f[j].to == label && f[j].from != label && rsp__hold_find_const(r, f[j].from))
+                break;
+        if (j == UINT32_MAX) {
+            const rsp__hold *h = rsp__hold_find_const(r, label);
+            return h && h->has_state;
+        }
+        label = f[j].from;
+        k = j;
+    }
+}
+
+/* Fill a's vectors per SEMANTICS 4.4 for the labels in c->label_order. */
+static void build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
+                  const uint32_t *lengths)
+{
+    uint32_t pos[RSP_MAX_LABELS];
+    uint32_t index_of[RSP_MAX_LABELS];
+    uint32_t off = 0, goff = 0;
+    a->num_labels = c->num_plan_labels;
+    for (uint32_t li = 0; li < a->num_labels; li++) {
+        rsp_label_id L = c->label_order[li];
+        rsp__label_plan *lp = &a->labels[li];
+        lp->label = L;
+        lp->num_rows = c->label_rows[L];
+        lp->length = lengths[li];
+        lp->buffer = RSP__NONE;
+        lp->slot_indices = a->slots + off;
+        lp->has_state = a->has_state + off;
+        lp->generations = a->gens + goff;
+        /* Every entry past num_rows is the pad target, on every plan. */
+        for (uint32_t i = 0; i < lp->length; i++) {
+            a->slots[off + i] = c->layout.pad_index;
+            a->has_state[off + i] = false;
+        }
+        for (uint32_t i = 0; i < lp->num_rows; i++)
+            a->gens[goff + i] = 0;
+        index_of[L] = li;
+        pos[li] = 0;
+        off += lp->length;
+        goff += lp->num_rows;
+    }
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        uint32_t li = index_of[row->label];
+        rsp__label_plan *lp = &a->labels[li];
+        uint32_t at = (uint32_t)(lp->slot_indices - a->slots) + pos[li];
+        uint32_t gat = (uint32_t)(lp->generations - a->gens) + pos[li];
+        pos[li]++;
+        if (step->capture || row->padding || row->span <= 0)
+            continue;
+        rsp__req *r = rsp__req_find(c, row->rid);
+        const rsp__hold *h = r ? rsp__hold_find(r, row->label) : NULL;
+        if (!h)
+            continue;
+        a->slots[at] = (int32_t)h->slot;
+        a->has_state[at] = staged && step->num_pre_forks
+                               ? inherited_flag(r, step->pre_forks, step->num_pre_forks, row->label)
+                               : h->has_state;
+        a->gens[gat] = h->generation;
+        rsp__pin(c, rec, h->slot);
+    }
+}
+
+static bool same_addressing(const rsp__core *c, const rsp__addr *live, const rsp__addr *stage,
+                            const rsp_step *step)
+{
+    if (live->num_labels != stage->num_labels)
+        return false;
+    for (uint32_t li = 0; li < live->num_labels; li++) {
+        const rsp__label_plan *x = &live->labels[li], *y = &stage->labels[li];
+        if (x->label != y->label || x->num_rows != y->num_rows || x->length != y->length)
+            return false;
+        const rsp__buf *b = &c->bufs[y->buffer];
+        if (b->leased != step->has_lease)
+            return false;
+        if (b->leased && lease_find(c, &step->lease, x->label) != y->buffer)
+            return false;
+        if (memcmp(x->slot_indices, y->slot_indices, x->length * sizeof *x->slot_indices) ||
+            memcmp(x->has_state, y->has_state, x->length * sizeof *x->has_state))
+            return false;
+    }
+    return true;
+}
+
+rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out, rsp__work *w,
+                          rsp_error *err)
+{
+    if (!out || !w)
+        return rsp__fail(err, RSP_EINVAL, "plan: out or work is NULL");
+    rsp_status st = rsp__step_validate(c, step, err);
+    if (st)
+        return st;
+    uint32_t rec = rsp__step_find(c, step->step_id);
+    if (rec == RSP__NONE)
+        return rsp__fail(err, RSP_EORDER,
+                         "plan: step %" PRIu64 " is not in flight (not admitted, or finished)",
+                         step->step_id);
+    rsp__steprec *s = &c->steps[rec];
+    if (s->phase == RSP__PHASE_PLANNED)
+        return rsp__fail(err, RSP_EORDER, "plan: step %" PRIu64 " is already planned",
+                         step->step_id);
+    bool promote = false;
+    if (step->preplan) {
+        if (c->stage_active)
+            return rsp__fail(err, RSP_ESTAGED,
+                             "plan: a stage (step %" PRIu64 ") already exists; promote it or "
+                             "clear_preplan first",
+                             c->stage_step);
+    } else if (c->stage_active && c->stage_step == step->step_id) {
+        promote = true;
+    }
+
+    /* Labels with rows, first-appearance order. */
+    c->num_plan_labels = 0;
+    for (uint32_t L = 0; L < c->num_labels; L++)
+        c->label_rows[L] = 0;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        rsp_label_id L = step->rows[i].label;
+        if (c->label_rows[L]++ == 0)
+            c->label_order[c->num_plan_labels++] = L;
+    }
+    uint32_t lengths[RSP_MAX_LABELS];
+    uint64_t total = 0;
+    uint32_t new_bufs = 0;
+    for (uint32_t li = 0; li < c->num_plan_labels; li++) {
+        rsp_label_id L = c->label_order[li];
+        uint32_t rows = c->label_rows[L];
+        if (step->has_lease) {
+            uint32_t id = lease_find(c, &step->lease, L);
+            if (id != RSP__NONE && rows > c->bufs[id].capacity) {
+                return rsp__fail(err, RSP_ECAPACITY,
+                                 "plan: step %" PRIu64 ": label \"%s\" has %" PRIu32
+                                 " rows but its leased buffer (bucket %" PRIu32
+                                 ", lease slot %" PRIu32 ") holds %" PRIu32,
+                                 step->step_id, c->label_names[L], rows, step->lease.bucket_id,
+                                 step->lease.lease_slot, c->bufs[id].capacity);
+            }
+            if (id != RSP__NONE) {
+                lengths[li] = c->bufs[id].capacity;
+            } else {
+                uint32_t len = rows;
+                if (step->lease.bucket_bs > len)
+                    len = step->lease.bucket_bs;
+                if (c->graph_max_bs > len)
+                    len = c->graph_max_bs;
+                lengths[li] = len;
+            }
+        } else {
+            lengths[li] = rows;
+        }
+        total += lengths[li];
+        new_bufs++;
+    }
+    rsp__addr *target = step->preplan ? &c->stage : &c->live;
+    if (!step->capture && rsp__collect_rids(c, step))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
+    if (step->capture)
+        c->num_rids = 0;
+    uint64_t pairs = step->preplan ? 0 : (uint64_t)c->num_rids * step->num_pre_forks;
+    if (pairs > UINT32_MAX / 4 || addr_reserve(target, total, step->num_rows) ||
+        bufs_reserve(c, new_bufs) ||
+        rsp__steprec_reserve(s, 0, step->num_rows) ||
+        rsp__work_reserve(w, (uint32_t)pairs + 2 * c->num_plan_labels + 1, 0, (uint32_t)pairs))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
+
+    /* Nothing below fails. */
+    memset(out, 0, sizeof *out);
+    out->step_id = step->step_id;
+    if (step->preplan) {
+        build(c, target, step, rec, true, lengths);
+        bind_and_upload(c, target, step, rec, w);
+        c->stage_active = true;
+        c->stage_step = step->step_id;
+        c->stage_rec = rec;
+        out->staged = true;
+    } else {
+        /* Pre-forks run now, before the forward (also at promotion: the stage
+         * deferred them). */
+        rsp__apply_forks(c, step->pre_forks, step->num_pre_forks, w);
+        build(c, target, step, rec, false, lengths);
+        if (promote && same_addressing(c, target, &c->stage, step)) {
+            /* The stage's uploaded buffers already hold exactly this. */
+            for (uint32_t li = 0; li < target->num_labels; li++)
+                target->labels[li].buffer = c->stage.labels[li].buffer;
+            c->stage_active = false; /* its buffers now serve the live plan */
+            out->promoted = true;
+        } else {
+            if (promote)
+                rsp__stage_drop(c);
+            bind_and_upload(c, target, step, rec, w);
+        }
+        s->phase = RSP__PHASE_PLANNED;
+    }
+    out->num_labels = target->num_labels;
+    out->labels = target->labels;
+    return RSP_OK;
+}
+
+rsp_status rsp__core_clear_preplan(rsp__core *c, rsp_error *err)
+{
+    (void)err;
+    rsp__stage_drop(c);
+    return RSP_OK;
+}
+
+rsp_status rsp__core_build_graph_buffers(rsp__core *c, uint32_t max_bs, uint32_t max_seq_len,
+                                         rsp__work *w, rsp_error *err)
+{
+    (void)max_seq_len; /* recurrent state does not grow with the sequence */
+    (void)w;
+    (void)err;
+    /* Only the length of leased buffers created from now on; existing ones
+     * never move (a captured graph baked their addresses in). */
+    if (max_bs > c->graph_max_bs)
+        c->graph_max_bs = max_bs;
+    return RSP_OK;
+}

@@ -1,0 +1,414 @@
+/*
+ * The step: validation, admit, rollback, commit, forks (SEMANTICS 4.1, 4.2,
+ * 4.5, 4.6). SPDX-License-Identifier: Apache-2.0
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_impl.h"
+#include "util/error.h"
+
+/* A label id that no interned label can have: marks rids in the pair set. */
+#define RID_MARK UINT32_MAX
+
+static bool addresses(const rsp_row *row) { return !row->padding && row->span > 0; }
+
+rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err)
+{
+    if (!step)
+        return rsp__fail(err, RSP_EINVAL, "step is NULL");
+    if (step->num_rows && !step->rows)
+        return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": rows is NULL with num_rows = %" PRIu32,
+                         step->step_id, step->num_rows);
+    if (step->num_pre_forks && !step->pre_forks)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": pre_forks is NULL with num_pre_forks = %" PRIu32,
+                         step->step_id, step->num_pre_forks);
+    if (step->num_post_forks && !step->post_forks)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": post_forks is NULL with num_post_forks = %" PRIu32,
+                         step->step_id, step->num_post_forks);
+    if (step->has_lease && step->lease.bucket_bs == 0)
+        return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": lease.bucket_bs = 0", step->step_id);
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (step->rows[i].label >= c->num_labels)
+            return rsp__fail(err, RSP_ENOLABEL,
+                             "step %" PRIu64 ": rows[%" PRIu32 "].label = %" PRIu32
+                             " is not an interned label (%" PRIu32 " labels)",
+                             step->step_id, i, step->rows[i].label, c->num_labels);
+    for (int k = 0; k < 2; k++) {
+        const rsp_fork *f = k ? step->post_forks : step->pre_forks;
+        uint32_t n = k ? step->num_post_forks : step->num_pre_forks;
+        const char *what = k ? "post_forks" : "pre_forks";
+        for (uint32_t i = 0; i < n; i++) {
+            if (f[i].from >= c->num_labels)
+                return rsp__fail(err, RSP_ENOLABEL,
+                                 "step %" PRIu64 ": %s[%" PRIu32 "].from = %" PRIu32
+                                 " is not an interned label",
+                                 step->step_id, what, i, f[i].from);
+            if (f[i].to >= c->num_labels)
+                return rsp__fail(err, RSP_ENOLABEL,
+                                 "step %" PRIu64 ": %s[%" PRIu32 "].to = %" PRIu32
+                                 " is not an interned label",
+                                 step->step_id, what, i, f[i].to);
+        }
+    }
+    if (rsp__set_reset(c, step->num_rows))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory checking step %" PRIu64, step->step_id);
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (!addresses(row) || rsp__set_insert(c, row->rid, row->label))
+            continue;
+        uint32_t first = 0;
+        while (first < i && !(addresses(&step->rows[first]) && step->rows[first].rid == row->rid &&
+                              step->rows[first].label == row->label))
+            first++;
+        return rsp__fail(err, RSP_EDUPROW,
+                         "step %" PRIu64 ": rows[%" PRIu32 "] repeats (rid %" PRIu64
+                         ", label \"%s\") of rows[%" PRIu32 "] with span > 0",
+                         step->step_id, i, row->rid, c->label_names[row->label], first);
+    }
+    return RSP_OK;
+}
+
+uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id)
+{
+    for (uint32_t i = 0; i < c->max_inflight; i++)
+        if (c->steps[i].used && c->steps[i].step_id == step_id)
+            return i;
+    return RSP__NONE;
+}
+
+static rsp_status rids_push(rsp__core *c, rsp_rid rid)
+{
+    if (c->num_rids == c->cap_rids) {
+        uint32_t n = c->cap_rids ? c->cap_rids * 2 : 64;
+        rsp_rid *p = realloc(c->rids, (size_t)n * sizeof *p);
+        if (!p)
+            return RSP_ENOMEM;
+        c->rids = p;
+        c->cap_rids = n;
+    }
+    c->rids[c->num_rids++] = rid;
+    return RSP_OK;
+}
+
+/* Forking rids in first-appearance order. Uses the pair set with RID_MARK,
+ * so rids without a record yet (admit) are found too; the caller reset the
+ * set (rows entries may share it: their labels are real ids). */
+static rsp_status collect_rids_in_set(rsp__core *c, const rsp_step *step)
+{
+    c->num_rids = 0;
+    if (step->capture || (step->num_pre_forks == 0 && step->num_post_forks == 0))
+        return RSP_OK;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (row->padding || !rsp__set_insert(c, row->rid, RID_MARK))
+            continue;
+        if (rids_push(c, row->rid))
+            return RSP_ENOMEM;
+    }
+    return RSP_OK;
+}
+
+rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
+{
+    if (rsp__set_reset(c, step->num_rows))
+        return RSP_ENOMEM;
+    return collect_rids_in_set(c, step);
+}
+
+void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, rsp__work *w)
+{
+    for (uint32_t k = 0; k < c->num_rids; k++) {
+        rsp__req *r = rsp__req_find(c, c->rids[k]);
+        if (!r)
+            continue;
+        for (uint32_t i = 0; i < n; i++) {
+            rsp__hold *from = rsp__hold_find(r, forks[i].from);
+            rsp__hold *to = rsp__hold_find(r, forks[i].to);
+            if (!from || !to)
+                continue; /* no source: nothing happens (SEMANTICS 4.6) */
+            if (from != to) {
+                /* The caller reserved room; chains split into ordered COPYs. */
+                (void)rsp__work_copy(w, from->slot, to->slot);
+                to->has_state = from->has_state;
+            }
+            to->generation = rsp__next_generation(c);
+        }
+    }
+}
+
+/* --- admit ---------------------------------------------------------------- */
+
+typedef struct need_count {
+    uint32_t needed;
+    uint32_t free;
+    bool short_found;
+    rsp_rid rid;
+    rsp_label_id label;
+} need_count;
+
+/* Would (rid, label) take a fresh slot? Counts each pair once. */
+static void need(rsp__core *c, need_count *n, rsp_rid rid, rsp_label_id label)
+{
+    rsp__req *r = rsp__req_find(c, rid);
+    if (r && rsp__hold_find(r, label))
+        return;
+    if (!rsp__set_insert(c, rid, label))
+        return;
+    n->needed++;
+    if (n->needed == n->free + 1) {
+        n->short_found = true;
+        n->rid = rid;
+        n->label = label;
+    }
+}
+
+/* Allocate (rid, label) if missing (journaled) and pin its slot. */
+static void take(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label)
+{
+    rsp__req *r = rsp__req_find(c, rid);
+    rsp__hold *h = rsp__hold_find(r, label);
+    if (!h) {
+        (void)rsp__hold_assign(c, r, label, &h); /* room checked before */
+        rsp__steprec *s = &c->steps[rec];
+        s->journal[s->num_journal].rid = rid;
+        s->journal[s->num_journal].label = label;
+        s->journal[s->num_journal].slot = h->slot;
+        s->num_journal++;
+    }
+    rsp__pin(c, rec, h->slot);
+}
+
+rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out,
+                           rsp__work *w, rsp_error *err)
+{
+    if (!out || !w)
+        return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
+    rsp_status st = rsp__step_validate(c, step, err);
+    if (st)
+        return st;
+    uint32_t rec = rsp__step_find(c, step->step_id);
+    if (rec == RSP__NONE) {
+        if (c->any_admitted && step->step_id < c->last_admitted)
+            return rsp__fail(err, RSP_EORDER,
+                             "admit: step id %" PRIu64 " goes backwards (last admitted %" PRIu64 ")",
+                             step->step_id, c->last_admitted);
+        for (uint32_t i = 0; i < c->max_inflight && rec == RSP__NONE; i++)
+            if (!c->steps[i].used)
+                rec = i;
+        if (rec == RSP__NONE)
+            return rsp__fail(err, RSP_ECAPACITY,
+                             "admit: step %" PRIu64 ": %" PRIu32
+                             " steps are already in flight (max_inflight_steps); commit or "
+                             "roll one back first",
+                             step->step_id, c->max_inflight);
+    }
+    bool fresh_rec = !c->steps[rec].used;
+
+    /* Count first, allocate after: a full pool changes nothing at all. */
+    need_count n = {.free = c->free_top};
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    if (!step->capture) {
+        /* Pairs in the set: rows, rid marks, and (rid, to) per fork. */
+        uint64_t set_n = (uint64_t)step->num_rows * (2u + nforks);
+        if (set_n > UINT32_MAX / 4 || rsp__set_reset(c, (uint32_t)set_n))
+            return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
+                             step->step_id);
+        for (uint32_t i = 0; i < step->num_rows; i++)
+            if (addresses(&step->rows[i]))
+                need(c, &n, step->rows[i].rid, step->rows[i].label);
+        if (collect_rids_in_set(c, step))
+            return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
+                             step->step_id);
+        for (uint32_t k = 0; k < c->num_rids; k++) {
+            for (uint32_t i = 0; i < step->num_pre_forks; i++)
+                need(c, &n, c->rids[k], step->pre_forks[i].to);
+            for (uint32_t i = 0; i < step->num_post_forks; i++)
+                need(c, &n, c->rids[k], step->post_forks[i].to);
+        }
+    } else {
+        c->num_rids = 0;
+    }
+    memset(out, 0, sizeof *out);
+    out->usable = c->layout.usable_slots;
+    if (n.needed > c->free_top) {
+        out->ok = false;
+        out->rid = n.rid;
+        out->label = n.label;
+        out->slots_short = n.needed - c->free_top;
+        out->free = c->free_top;
+        return RSP_OK;
+    }
+    rsp__steprec *s = &c->steps[rec];
+    uint64_t pins = (uint64_t)step->num_rows + (uint64_t)c->num_rids * nforks;
+    if (pins > c->layout.max_slots)
+        pins = c->layout.max_slots;
+    if (rsp__steprec_reserve(s, n.needed, (uint32_t)pins))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+    /* Implicit ingest: every non-padding row's rid exists from here on. */
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (!step->rows[i].padding && !rsp__req_get(c, step->rows[i].rid))
+            return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
+                             step->step_id);
+
+    if (fresh_rec) {
+        s->used = true;
+        s->capture = step->capture;
+        s->phase = RSP__PHASE_ADMITTED;
+        s->step_id = step->step_id;
+        s->num_journal = 0;
+        s->num_pinned = 0;
+        if (!c->any_admitted || step->step_id > c->last_admitted)
+            c->last_admitted = step->step_id;
+        c->any_admitted = true;
+    }
+    if (!step->capture) {
+        for (uint32_t i = 0; i < step->num_rows; i++)
+            if (addresses(&step->rows[i]))
+                take(c, rec, step->rows[i].rid, step->rows[i].label);
+        for (uint32_t k = 0; k < c->num_rids; k++) {
+            for (uint32_t i = 0; i < step->num_pre_forks; i++)
+                take(c, rec, c->rids[k], step->pre_forks[i].to);
+            for (uint32_t i = 0; i < step->num_post_forks; i++)
+                take(c, rec, c->rids[k], step->post_forks[i].to);
+        }
+    }
+    out->ok = true;
+    out->free = c->free_top;
+    return RSP_OK;
+}
+
+/* --- end of a step: rollback and commit ---------------------------------- */
+
+/* Drop rec's pins; slots whose last pin this was and that were removed
+ * (pending) are zeroed and pushed, in pin order (deterministic). */
+static void unpin_all(rsp__core *c, uint32_t rec, rsp__work *w)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint64_t bit = 1ull << rec;
+    for (uint32_t i = 0; i < s->num_pinned; i++) {
+        rsp__slot *sl = &c->slots[s->pinned[i]];
+        if (!(sl->pins & bit))
+            continue;
+        sl->pins &= ~bit;
+        if (sl->pins)
+            continue;
+        if (sl->state == RSP__SLOT_PENDING) {
+            c->pending--;
+            rsp__slot_release(c, s->pinned[i], w);
+        } else if (sl->zero_pending) {
+            sl->zero_pending = false;
+            (void)rsp__work_zero(w, s->pinned[i]);
+        }
+    }
+}
+
+static void steprec_free(rsp__core *c, uint32_t rec)
+{
+    rsp__bufs_release(c, rec);
+    rsp__steprec *s = &c->steps[rec];
+    s->used = false;
+    s->num_journal = 0;
+    s->num_pinned = 0;
+}
+
+rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *forward_done,
+                              rsp__work *w, rsp_error *err)
+{
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "rollback: work is NULL");
+    uint32_t rec = rsp__step_find(c, step_id);
+    if (rec == RSP__NONE)
+        return RSP_OK; /* unknown or finished: nothing to undo */
+    rsp__steprec *s = &c->steps[rec];
+    if (rsp__work_reserve(w, 3, s->num_journal + s->num_pinned, 0))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory rolling back step %" PRIu64, step_id);
+    /* A forward may have written these slots: zero only after it is done. */
+    if (forward_done)
+        (void)rsp__work_wait(w, forward_done);
+    if (c->stage_active && c->stage_rec == rec)
+        rsp__stage_drop(c);
+    uint64_t bit = 1ull << rec;
+    /* Reverse allocation order, so the free stack ends as before the admit. */
+    for (uint32_t j = s->num_journal; j-- > 0;) {
+        const rsp__jent *e = &s->journal[j];
+        rsp__req *r = rsp__req_find(c, e->rid);
+        if (!r)
+            continue; /* removed meanwhile: its slot went through removal */
+        rsp__hold *h = rsp__req_holds(r);
+        uint32_t i = 0;
+        while (i < r->num_holds && !(h[i].label == e->label && h[i].slot == e->slot))
+            i++;
+        if (i == r->num_holds)
+            continue;
+        c->slots[e->slot].pins &= ~bit;
+        rsp__hold_drop(c, r, i, w);
+    }
+    unpin_all(c, rec, w);
+    steprec_free(c, rec);
+    return RSP_OK;
+}
+
+rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event *forward_done,
+                            rsp__work *w, rsp_error *err)
+{
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "commit: work is NULL");
+    rsp_status st = rsp__step_validate(c, step, err);
+    if (st)
+        return st;
+    uint32_t rec = rsp__step_find(c, step->step_id);
+    if (rec == RSP__NONE)
+        return rsp__fail(err, RSP_EORDER,
+                         "commit: step %" PRIu64 " is not in flight (never admitted, or already "
+                         "committed or rolled back)",
+                         step->step_id);
+    rsp__steprec *s = &c->steps[rec];
+    if (!s->capture && !step->capture && s->phase != RSP__PHASE_PLANNED)
+        return rsp__fail(err, RSP_EORDER, "commit: step %" PRIu64 " was admitted but not planned",
+                         step->step_id);
+    bool capture = s->capture || step->capture;
+    if (!capture && rsp__collect_rids(c, step))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
+    uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
+    if (pairs > UINT32_MAX / 4 ||
+        rsp__work_reserve(w, 3 + (uint32_t)pairs, 2 * s->num_pinned, (uint32_t)pairs))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
+
+    /* Everything below runs after the forward on the device. */
+    if (forward_done)
+        (void)rsp__work_wait(w, forward_done);
+    if (capture) {
+        /* Graph warm-up: wrote only the pad target; nothing to record. */
+        unpin_all(c, rec, w);
+        steprec_free(c, rec);
+        return RSP_OK;
+    }
+    uint64_t bit = 1ull << rec;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (!addresses(row))
+            continue;
+        rsp__req *r = rsp__req_find(c, row->rid);
+        rsp__hold *h = r ? rsp__hold_find(r, row->label) : NULL;
+        /* Only a slot this step addressed was written by its forward; a slot
+         * reset during the step is zeroed below instead. */
+        if (h && (c->slots[h->slot].pins & bit) && !c->slots[h->slot].zero_pending)
+            h->has_state = true;
+    }
+    /* Reset during the step: zero after the forward, before post-forks read. */
+    for (uint32_t i = 0; i < s->num_pinned; i++) {
+        rsp__slot *sl = &c->slots[s->pinned[i]];
+        if (sl->zero_pending && sl->pins == bit && sl->state == RSP__SLOT_HELD) {
+            sl->zero_pending = false;
+            (void)rsp__work_zero(w, s->pinned[i]);
+        }
+    }
+    rsp__apply_forks(c, step->post_forks, step->num_post_forks, w);
+    unpin_all(c, rec, w);
+    steprec_free(c, rec);
+    return RSP_OK;
+}

@@ -1,0 +1,30 @@
+/*
+ * Core-private helpers of the work list (work.h): error-path truncation and
+ * up-front reservation. SPDX-License-Identifier: Apache-2.0
+ *
+ * Single caller (the core), like work.h.
+ */
+#ifndef RSP_CORE_WORK_IMPL_H
+#define RSP_CORE_WORK_IMPL_H
+
+#include "work.h"
+
+/* Where the list stood on entry to a core call. Appending only ever adds ops
+ * or grows the last op (merging), so the counts plus a copy of the last op
+ * are enough to put the list back exactly. */
+typedef struct rsp__work_mark {
+    uint32_t num_ops, num_slots, num_pairs;
+    rsp__op last;
+} rsp__work_mark;
+
+/* Record the current end of the list. O(1). */
+void rsp__work_mark_take(const rsp__work *w, rsp__work_mark *m);
+/* Put the list back to the mark (error paths). O(1). */
+void rsp__work_mark_restore(rsp__work *w, const rsp__work_mark *m);
+
+/* Make room for `ops` more ops, `slots` more zero slots and `pairs` more copy
+ * pairs, so the appends that follow cannot fail. RSP_ENOMEM on failure (the
+ * list is unchanged). Amortised O(1); no allocation once warm. */
+rsp_status rsp__work_reserve(rsp__work *w, uint32_t ops, uint32_t slots, uint32_t pairs);
+
+#endif
