@@ -1,0 +1,607 @@
+/*
+ * The actor: inbox (wfcqueue + credits), owner thread, tickets, wake-up.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Synchronises-with pairs of this file (listed in docs/ordering.md):
+ *
+ *   I1  message hand-off. Producer: writes the ticket, then
+ *       cds_wfcq_enqueue (full barrier before the enqueue). Owner: splice
+ *       and dequeue read the link with a dependency. liburcu guarantees
+ *       "content written into the node before enqueue is consistent".
+ *   F1/F2  lost wake-up. Owner F1: store sleeping = 1, full fence, re-check
+ *       the queue. Producer F2: enqueue, full fence, load sleeping. Either
+ *       the owner's re-check sees the node, or the producer sees the
+ *       announcement and wakes it (both fences are store->load orderings;
+ *       without either one the two loads can both miss).
+ *   C1/C2  credit wake-up. Waiter C1: waiters += 1 (full RMW), snapshot the
+ *       epoch, re-check credits. Owner C2: credits += n (full RMW), load
+ *       waiters, bump the epoch and wake. Same store->load shape as F1/F2;
+ *       the futex compares the epoch, so a wake between check and sleep is
+ *       not lost.
+ *   S1/S2  close. Poster S1: posting += 1 (full RMW), load closed. Closer
+ *       S2: CAS closed 0 -> 1 (full RMW), then wait for posting == 0. Either
+ *       the poster sees closed, or the closer sees the poster and waits for
+ *       its enqueue: nothing is ever queued behind the shutdown message.
+ *   T1/T2  answer. Owner T1: writes the reply, then swaps state to DONE
+ *       (release). Waiter T2: load-acquire state == DONE, then reads the
+ *       reply.
+ *   T3  ticket free: each side drops its reference with a full RMW; the
+ *       last one frees, after the other side's last access.
+ */
+#include "actor.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urcu/compiler.h>
+#include <urcu/wfcqueue.h>
+
+#include "hb.h"
+#include "util/error.h"
+#include "util/sync.h"
+
+#define RSP__ACTOR_DEFAULT_CAPACITY 4096u
+#define RSP__CACHELINE 64
+
+/* Owner's idle spin before it sleeps: adapts between these bounds (doubles
+ * when a spin found work, halves when it had to sleep). */
+#define RSP__SPIN_MIN 64u
+#define RSP__SPIN_MAX 4096u
+/* Spin of a ticket waiter before it sleeps (the owner answers in us). */
+#define RSP__WAIT_SPIN 256u
+
+enum {
+    RSP__TICKET_PENDING = 0,  /* not answered, nobody sleeping */
+    RSP__TICKET_SLEEPING = 1, /* not answered, the waiter sleeps (or is about to) */
+    RSP__TICKET_DONE = 2,     /* answered: reply is complete (T1) */
+};
+
+struct rsp_ticket {
+    struct cds_wfcq_node node; /* inbox link: liburcu's, then owner only */
+    uint32_t state;            /* any thread, atomic: RSP__TICKET_* (T1/T2) */
+    uint32_t refs;             /* any thread, atomic: owner + kept waiter (T3) */
+    bool kept;                 /* immutable after post: a waiter will collect */
+    rsp_msg msg;               /* immutable after post; arrays point below */
+    rsp_reply reply;           /* owner writes before T1; waiter reads after T2 */
+    /* followed by the copies of rows, forks and the label name */
+};
+
+struct rsp__actor {
+    /* Producers' side: every poster writes these. */
+    alignas(RSP__CACHELINE) struct cds_wfcq_tail tail; /* liburcu's, wait-free enqueue */
+    alignas(RSP__CACHELINE) uint32_t credits;  /* any thread, atomic: free inbox places */
+    uint32_t credit_waiters;                   /* any thread, atomic (C1/C2) */
+    uint32_t credit_epoch;                     /* futex word, bumped on give-back/close */
+    uint32_t posting;                          /* any thread, atomic: posts in progress (S1) */
+    uint32_t closed;                           /* any thread, atomic: 0 -> 1 once (S2) */
+
+    /* Owner's side. */
+    alignas(RSP__CACHELINE) struct __cds_wfcq_head head; /* dequeue side: owner only */
+    uint32_t sleeping;           /* futex word: 1 = owner announced sleep (F1/F2) */
+    uint64_t handled;            /* owner writes, any thread reads (relaxed) */
+    uint64_t unwaited_failures;  /* owner writes, any thread reads (relaxed) */
+    uint64_t sleeps;             /* owner writes, any thread reads (relaxed) */
+
+    /* Immutable after create. */
+    alignas(RSP__CACHELINE) uint32_t capacity;
+    uint32_t spin_min, spin_max; /* owner's adaptive idle spin bounds */
+    rsp__actor_config cfg;
+    pthread_t thread;
+    rsp_ticket *stop_ticket; /* the closer that wins S2 takes it */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Tickets                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static size_t align_up(size_t n, size_t a)
+{
+    return (n + a - 1) / a * a;
+}
+
+static bool kind_has_step(rsp_msg_kind k)
+{
+    return k == RSP_MSG_ADMIT || k == RSP_MSG_PLAN || k == RSP_MSG_COMMIT;
+}
+
+rsp_ticket *rsp__ticket_new(const rsp_msg *msg)
+{
+    const bool step = kind_has_step(msg->kind);
+    const size_t rows = step ? (size_t)msg->step.num_rows * sizeof(rsp_row) : 0;
+    const size_t pre = step ? (size_t)msg->step.num_pre_forks * sizeof(rsp_fork) : 0;
+    const size_t post = step ? (size_t)msg->step.num_post_forks * sizeof(rsp_fork) : 0;
+    const size_t name = (msg->kind == RSP_MSG_LABEL && msg->label_name) ?
+                            strlen(msg->label_name) + 1 : 0;
+
+    const size_t off_rows = align_up(sizeof(rsp_ticket), alignof(rsp_row));
+    const size_t off_pre = align_up(off_rows + rows, alignof(rsp_fork));
+    const size_t off_post = off_pre + pre;
+    const size_t off_name = off_post + post;
+    unsigned char *mem = malloc(off_name + name);
+    if (!mem)
+        return NULL;
+
+    rsp_ticket *t = (rsp_ticket *)mem;
+    memset(t, 0, sizeof *t);
+    t->msg = *msg;
+    /* The owner must never follow a caller's pointer: every array its kind
+     * reads is copied here, every other one is cleared. */
+    t->msg.step.rows = NULL;
+    t->msg.step.pre_forks = NULL;
+    t->msg.step.post_forks = NULL;
+    t->msg.label_name = NULL;
+    if (step) {
+        if (rows) {
+            memcpy(mem + off_rows, msg->step.rows, rows);
+            t->msg.step.rows = (const rsp_row *)(mem + off_rows);
+        }
+        if (pre) {
+            memcpy(mem + off_pre, msg->step.pre_forks, pre);
+            t->msg.step.pre_forks = (const rsp_fork *)(mem + off_pre);
+        }
+        if (post) {
+            memcpy(mem + off_post, msg->step.post_forks, post);
+            t->msg.step.post_forks = (const rsp_fork *)(mem + off_post);
+        }
+    } else {
+        t->msg.step.num_rows = 0;
+        t->msg.step.num_pre_forks = 0;
+        t->msg.step.num_post_forks = 0;
+    }
+    if (name) {
+        memcpy(mem + off_name, msg->label_name, name);
+        t->msg.label_name = (const char *)(mem + off_name);
+    }
+    return t;
+}
+
+void rsp__ticket_discard(rsp_ticket *t)
+{
+    free(t);
+}
+
+/* T3: drop one reference; the last holder frees. The full RMW orders this
+ * side's accesses before the other side's free. */
+static void ticket_unref(rsp_ticket *t)
+{
+    rsp__hb_release(t); /* T3 (TSan mirror) */
+    if (rsp__fetch_add_u32(&t->refs, UINT32_MAX) == 1) {
+        rsp__hb_acquire(t); /* T3 (TSan mirror) */
+        free(t);
+    }
+}
+
+/* Owner: publish the reply and wake the waiter. */
+static void ticket_answer(rsp__actor *a, rsp_ticket *t)
+{
+    if (!t->kept && t->reply.error.status != RSP_OK) {
+        /* Single writer (the owner): a relaxed read-modify-write is exact. */
+        rsp__store_relaxed_u64(&a->unwaited_failures,
+                               rsp__load_relaxed_u64(&a->unwaited_failures) + 1);
+    }
+    rsp__hb_release(t); /* T1 (TSan mirror) */
+    /* T1: the swap is a full RMW, so the reply writes above are visible to
+     * whoever reads DONE with T2. It also tells us whether to wake. */
+    uint32_t old = rsp__swap_u32(&t->state, RSP__TICKET_DONE);
+    if (old == RSP__TICKET_SLEEPING)
+        rsp__futex_wake_all(&t->state); /* our reference keeps t alive here */
+    ticket_unref(t);
+}
+
+static uint64_t deadline_of(uint64_t timeout_ns)
+{
+    if (timeout_ns == UINT64_MAX)
+        return UINT64_MAX;
+    uint64_t now = rsp__now_ns();
+    return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+}
+
+/* Relative timespec until deadline; false when it has passed. */
+static bool remaining(uint64_t deadline, struct timespec *ts, const struct timespec **rel)
+{
+    if (deadline == UINT64_MAX) {
+        *rel = NULL;
+        return true;
+    }
+    uint64_t now = rsp__now_ns();
+    if (now >= deadline)
+        return false;
+    uint64_t left = deadline - now;
+    ts->tv_sec = (time_t)(left / 1000000000u);
+    ts->tv_nsec = (long)(left % 1000000000u);
+    *rel = ts;
+    return true;
+}
+
+rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply)
+{
+    uint32_t s = rsp__load_acquire_u32(&t->state); /* T2: pairs with T1 */
+    if (s != RSP__TICKET_DONE) {
+        if (timeout_ns == 0)
+            return RSP_EAGAIN;
+        for (unsigned i = 0; i < RSP__WAIT_SPIN && s != RSP__TICKET_DONE; i++) {
+            rsp__cpu_relax();
+            s = rsp__load_acquire_u32(&t->state); /* T2 */
+        }
+        const uint64_t deadline = deadline_of(timeout_ns);
+        while (s != RSP__TICKET_DONE) {
+            struct timespec ts;
+            const struct timespec *rel;
+            if (!remaining(deadline, &ts, &rel))
+                return RSP_ETIMEDOUT; /* state may stay SLEEPING: a spare wake, harmless */
+            /* Announce the sleep. If the CAS fails the owner answered
+             * meanwhile and the futex wait below returns at once. */
+            if (s == RSP__TICKET_PENDING)
+                rsp__cas_u32(&t->state, RSP__TICKET_PENDING, RSP__TICKET_SLEEPING);
+            rsp__futex_wait(&t->state, RSP__TICKET_SLEEPING, rel);
+            s = rsp__load_acquire_u32(&t->state); /* T2 */
+        }
+    }
+    rsp__hb_acquire(t); /* T2 (TSan mirror) */
+    rsp_status st = t->reply.error.status;
+    if (reply)
+        *reply = t->reply;
+    ticket_unref(t);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Inbox                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Take one credit, waiting up to timeout_ns. */
+static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err)
+{
+    bool waiting = false;
+    uint64_t deadline = 0;
+    rsp_status st = RSP_OK;
+    for (;;) {
+        /* Snapshot the epoch before looking at credits: a give-back after
+         * this load changes the epoch, so the futex wait below returns. */
+        uint32_t epoch = rsp__load_acquire_u32(&a->credit_epoch); /* C2 */
+        uint32_t c = rsp__load_relaxed_u32(&a->credits);
+        while (c > 0) {
+            if (rsp__cas_u32(&a->credits, c, c - 1))
+                goto out;
+            c = rsp__load_relaxed_u32(&a->credits);
+        }
+        if (rsp__load_relaxed_u32(&a->closed)) {
+            st = rsp__fail(err, RSP_ESHUTDOWN, "the pool is shutting down: post refused");
+            goto out;
+        }
+        if (timeout_ns == 0) {
+            st = rsp__fail(err, RSP_EFULL, "inbox full (%u messages queued)", a->capacity);
+            goto out;
+        }
+        if (!waiting) {
+            /* C1: pairs with C2. Announce, then re-check credits above. */
+            rsp__fetch_add_u32(&a->credit_waiters, 1);
+            waiting = true;
+            deadline = deadline_of(timeout_ns);
+            continue;
+        }
+        struct timespec ts;
+        const struct timespec *rel;
+        if (!remaining(deadline, &ts, &rel)) {
+            st = rsp__fail(err, RSP_ETIMEDOUT, "inbox full (%u messages queued) until the timeout",
+                           a->capacity);
+            goto out;
+        }
+        rsp__futex_wait(&a->credit_epoch, epoch, rel);
+    }
+out:
+    if (waiting)
+        rsp__fetch_add_u32(&a->credit_waiters, UINT32_MAX);
+    return st;
+}
+
+/* Owner: return n credits and wake producers waiting for one. */
+static void give_credits(rsp__actor *a, uint32_t n)
+{
+    if (n == 0)
+        return;
+    rsp__fetch_add_u32(&a->credits, n); /* C2: full RMW, pairs with C1 */
+    if (rsp__load_relaxed_u32(&a->credit_waiters) != 0) {
+        rsp__fetch_add_u32(&a->credit_epoch, 1);
+        rsp__futex_wake_all(&a->credit_epoch);
+    }
+}
+
+static void enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
+{
+    rsp__hb_release(t); /* I1 (TSan mirror: liburcu is not instrumented) */
+    /* I1: cds_wfcq_enqueue issues a full barrier before linking the node,
+     * so the ticket's contents are visible to the owner that dequeues it. */
+    cds_wfcq_enqueue(&a->head, &a->tail, &t->node);
+    /* F2: pairs with F1 in owner_idle. Orders the enqueue's stores (tail,
+     * link) before the load of `sleeping`: either the owner's re-check
+     * sees our node, or we see its announcement and wake it. */
+    rsp__fence_full();
+    if (rsp__load_relaxed_u32(&a->sleeping) == 1 && rsp__cas_u32(&a->sleeping, 1, 0))
+        rsp__futex_wake(&a->sleeping, 1);
+}
+
+static void leave_posting(rsp__actor *a)
+{
+    /* S1 end: the closer waits for this count to reach zero. */
+    if (rsp__fetch_add_u32(&a->posting, UINT32_MAX) == 1 && rsp__load_relaxed_u32(&a->closed))
+        rsp__futex_wake_all(&a->posting);
+}
+
+rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t timeout_ns,
+                           rsp_error *err)
+{
+    if (t->msg.kind == RSP_MSG_SHUTDOWN)
+        return rsp__actor_close(a, t, keep, err);
+
+    /* S1: pairs with S2 in rsp__actor_close. */
+    rsp__fetch_add_u32(&a->posting, 1);
+    rsp_status st;
+    if (rsp__load_relaxed_u32(&a->closed)) {
+        st = rsp__fail(err, RSP_ESHUTDOWN, "the pool is shutting down: post refused");
+    } else {
+        st = take_credit(a, timeout_ns, err);
+        if (st == RSP_OK) {
+            t->kept = keep;
+            t->refs = keep ? 2u : 1u;
+            t->state = RSP__TICKET_PENDING;
+            enqueue_and_wake(a, t);
+        }
+    }
+    leave_posting(a);
+    if (st != RSP_OK)
+        free(t);
+    return st;
+}
+
+rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *err)
+{
+    /* S2: pairs with S1. Only the first closer gets past this. */
+    if (!rsp__cas_u32(&a->closed, 0, 1)) {
+        if (t)
+            free(t);
+        return rsp__fail(err, RSP_ESHUTDOWN, "the pool is already shutting down");
+    }
+    /* Producers waiting for credit re-check `closed` when the epoch moves. */
+    rsp__fetch_add_u32(&a->credit_epoch, 1);
+    rsp__futex_wake_all(&a->credit_epoch);
+
+    /* Wait until every post that passed S1 has enqueued (or given up). */
+    uint32_t n;
+    while ((n = rsp__load_acquire_u32(&a->posting)) != 0)
+        rsp__futex_wait(&a->posting, n, NULL);
+
+    if (!t) {
+        t = a->stop_ticket;
+        keep = false;
+    } else {
+        free(a->stop_ticket);
+    }
+    a->stop_ticket = NULL;
+    t->kept = keep;
+    t->refs = keep ? 2u : 1u;
+    t->state = RSP__TICKET_PENDING;
+    /* The shutdown message takes no credit: it must get in even when full. */
+    enqueue_and_wake(a, t);
+    return RSP_OK;
+}
+
+bool rsp__actor_closed(const rsp__actor *a)
+{
+    return rsp__load_relaxed_u32((uint32_t *)&a->closed) != 0;
+}
+
+uint32_t rsp__actor_depth(const rsp__actor *a)
+{
+    /* Relaxed: a gauge, stale by nature. */
+    uint32_t c = rsp__load_relaxed_u32((uint32_t *)&a->credits);
+    return c > a->capacity ? 0 : a->capacity - c;
+}
+
+uint64_t rsp__actor_handled(const rsp__actor *a)
+{
+    return rsp__load_relaxed_u64((uint64_t *)&a->handled);
+}
+
+uint64_t rsp__actor_unwaited_failures(const rsp__actor *a)
+{
+    return rsp__load_relaxed_u64((uint64_t *)&a->unwaited_failures);
+}
+
+uint64_t rsp__actor_sleeps(const rsp__actor *a)
+{
+    return rsp__load_relaxed_u64((uint64_t *)&a->sleeps);
+}
+
+bool rsp__actor_asleep(const rsp__actor *a)
+{
+    return rsp__load_relaxed_u32((uint32_t *)&a->sleeping) == 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Owner thread                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A producer is between its tail exchange and its link store: give it the
+ * CPU, harder the longer it takes (it may have been preempted). */
+static void backoff(unsigned *tries)
+{
+    unsigned n = (*tries)++;
+    if (n < 64) {
+        rsp__cpu_relax();
+    } else if (n < 256) {
+        sched_yield();
+    } else {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* F1: announce sleep, full fence, re-check, sleep. */
+static void owner_idle(rsp__actor *a, uint32_t *spin)
+{
+    for (uint32_t i = 0; i < *spin; i++) {
+        if (!cds_wfcq_empty(&a->head, &a->tail)) {
+            *spin = *spin * 2 > a->spin_max ? a->spin_max : *spin * 2;
+            return;
+        }
+        rsp__cpu_relax();
+    }
+    *spin = *spin / 2 < a->spin_min ? a->spin_min : *spin / 2;
+
+    rsp__swap_u32(&a->sleeping, 1);
+    /* F1: pairs with F2 in enqueue_and_wake. Orders the store of
+     * `sleeping` before the emptiness re-check (store->load: only a full
+     * fence does that). */
+    rsp__fence_full();
+    if (!cds_wfcq_empty(&a->head, &a->tail)) {
+        rsp__store_relaxed_u32(&a->sleeping, 0);
+        return;
+    }
+    /* Single writer (the owner): a relaxed read-modify-write is exact. */
+    rsp__store_relaxed_u64(&a->sleeps, rsp__load_relaxed_u64(&a->sleeps) + 1);
+    /* The futex compares: a producer that cleared `sleeping` before we got
+     * here makes this return at once. */
+    while (rsp__load_relaxed_u32(&a->sleeping) == 1)
+        rsp__futex_wait(&a->sleeping, 1, NULL);
+}
+
+static void handle_one(rsp__actor *a, rsp_ticket *t)
+{
+    memset(&t->reply, 0, sizeof t->reply);
+    a->cfg.handle(a->cfg.ctx, &t->msg, &t->reply);
+    /* Single writer (the owner): a relaxed read-modify-write is exact. */
+    rsp__store_relaxed_u64(&a->handled, rsp__load_relaxed_u64(&a->handled) + 1);
+}
+
+/* Handle everything in the local queue. Returns true once the shutdown
+ * message was handled. */
+static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_wfcq_tail *lt,
+                         bool stopped)
+{
+    uint32_t credits = 0;
+    unsigned tries = 0;
+    for (;;) {
+        struct cds_wfcq_node *node = __cds_wfcq_dequeue_nonblocking(lh, lt);
+        if (node == NULL)
+            break;
+        if (node == CDS_WFCQ_WOULDBLOCK) {
+            give_credits(a, credits);
+            credits = 0;
+            backoff(&tries);
+            continue;
+        }
+        tries = 0;
+        rsp_ticket *t = caa_container_of(node, rsp_ticket, node);
+        rsp__hb_acquire(t); /* I1 (TSan mirror) */
+        const bool stop_msg = t->msg.kind == RSP_MSG_SHUTDOWN;
+        if (!stop_msg)
+            credits++;
+        if (stopped) {
+            /* Unreachable by S1/S2 (nothing follows the shutdown message);
+             * answered anyway so that no waiter can hang. */
+            memset(&t->reply, 0, sizeof t->reply);
+            rsp__fail(&t->reply.error, RSP_ESHUTDOWN, "the pool shut down before this message");
+        } else {
+            handle_one(a, t);
+            stopped = stop_msg;
+        }
+        ticket_answer(a, t);
+    }
+    give_credits(a, credits);
+    return stopped;
+}
+
+/* Splice the shared inbox into a local queue and handle it; returns false
+ * when the inbox was empty. */
+static bool drain(rsp__actor *a, bool *stopped)
+{
+    struct __cds_wfcq_head lh;
+    struct cds_wfcq_tail lt;
+    __cds_wfcq_init(&lh, &lt);
+    unsigned tries = 0;
+    enum cds_wfcq_ret r;
+    while ((r = __cds_wfcq_splice_nonblocking(&lh, &lt, &a->head, &a->tail)) ==
+           CDS_WFCQ_RET_WOULDBLOCK)
+        backoff(&tries);
+    if (r == CDS_WFCQ_RET_SRC_EMPTY)
+        return false;
+    *stopped = handle_batch(a, &lh, &lt, *stopped);
+    return true;
+}
+
+static void *owner_main(void *arg)
+{
+    rsp__actor *a = arg;
+    if (a->cfg.on_start)
+        a->cfg.on_start(a->cfg.ctx);
+    uint32_t spin = a->spin_min;
+    bool stopped = false;
+    while (!stopped) {
+        if (!drain(a, &stopped))
+            owner_idle(a, &spin);
+    }
+    if (a->cfg.on_stop)
+        a->cfg.on_stop(a->cfg.ctx);
+    return NULL;
+}
+
+rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp_error *err)
+{
+    if (!cfg || !cfg->handle || !out)
+        return rsp__fail(err, RSP_EINVAL, "actor config: handler and out are required");
+    size_t size = align_up(sizeof(rsp__actor), RSP__CACHELINE);
+    rsp__actor *a = aligned_alloc(RSP__CACHELINE, size);
+    if (!a)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for the inbox");
+    memset(a, 0, size);
+    a->cfg = *cfg;
+    a->capacity = cfg->capacity ? cfg->capacity : RSP__ACTOR_DEFAULT_CAPACITY;
+    a->credits = a->capacity;
+    a->spin_max = cfg->spin_max ? cfg->spin_max : RSP__SPIN_MAX;
+    a->spin_min = a->spin_max < RSP__SPIN_MIN ? a->spin_max : RSP__SPIN_MIN;
+    __cds_wfcq_init(&a->head, &a->tail);
+
+    rsp_msg stop = {.kind = RSP_MSG_SHUTDOWN};
+    a->stop_ticket = rsp__ticket_new(&stop);
+    if (!a->stop_ticket) {
+        free(a);
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for the inbox");
+    }
+    int rc = pthread_create(&a->thread, NULL, owner_main, a);
+    if (rc != 0) {
+        free(a->stop_ticket);
+        free(a);
+        return rsp__fail(err, rc == EAGAIN ? RSP_ENOMEM : RSP_EINVAL,
+                         "cannot start the owner thread (pthread_create: %s)", strerror(rc));
+    }
+    *out = a;
+    return RSP_OK;
+}
+
+void rsp__actor_destroy(rsp__actor *a)
+{
+    if (!a)
+        return;
+    rsp__actor_close(a, NULL, false, NULL); /* RSP_ESHUTDOWN if already closed: fine */
+    pthread_join(a->thread, NULL);
+
+    /* Unreachable by S1/S2, but a message left here would hang its waiter:
+     * answer whatever is left. No producer is mid-enqueue any more (the
+     * close waited for them), so the splice cannot block for long. */
+    bool stopped = true;
+    while (drain(a, &stopped))
+        ;
+    free(a->stop_ticket);
+    free(a);
+}
+
+void rsp__actor_abandon(rsp__actor *a)
+{
+    (void)a;
+}

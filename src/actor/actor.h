@@ -1,0 +1,133 @@
+/*
+ * The actor: a bounded multi-producer inbox, one owner thread that drains it,
+ * and the tickets through which callers get answers.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * The actor routes messages; it knows nothing of slots, labels or devices.
+ * The owner thread calls the handler given at creation once per message, in
+ * inbox order, and answers the message's ticket with the reply the handler
+ * filled in. Messages posted by one thread are handled in the order posted
+ * (the inbox is FIFO and a thread's enqueues are sequential).
+ *
+ * Synchronisation table (which operation needs outside synchronisation
+ * against which):
+ *
+ *   operation                      | may run concurrently with
+ *   -------------------------------+---------------------------------------
+ *   rsp__actor_post                | everything except _destroy
+ *   rsp__actor_close               | everything except _destroy (idempotent)
+ *   rsp__ticket_wait               | everything; one caller per ticket
+ *   rsp__actor_depth / _handled    | everything except _destroy
+ *   rsp__actor_destroy             | nothing (after every poster stopped)
+ *   handler                        | runs on the owner thread only
+ *
+ * Inbox: liburcu's wfcqueue (wait-free enqueue). The owner is its only
+ * consumer and drains it with the non-blocking splice, never a *_blocking
+ * call (those sleep 10 ms when a producer is preempted mid-enqueue). It is
+ * bounded by credits: a post takes one credit or fails with RSP_EFULL (or
+ * waits up to its timeout); the owner gives credits back as it handles.
+ *
+ * Wake-up: a futex word and the announce / full fence / re-check protocol of
+ * liburcu's call_rcu thread (pairs F1/F2 in actor.c, docs/ordering.md).
+ */
+#ifndef RSP_ACTOR_ACTOR_H
+#define RSP_ACTOR_ACTOR_H
+
+#include <rsp/rsp.h>
+
+typedef struct rsp__actor rsp__actor;
+
+/*
+ * The owner's per-message callback. msg is the actor's private copy (arrays
+ * included); reply arrives zeroed and the handler sets reply->error (status
+ * RSP_OK on success) and the fields of msg's kind. Owner thread only.
+ * A message of kind RSP_MSG_SHUTDOWN is passed to the handler too; the owner
+ * stops right after answering it.
+ */
+typedef void (*rsp__actor_handler)(void *ctx, const rsp_msg *msg, rsp_reply *reply);
+
+typedef struct rsp__actor_config {
+    uint32_t capacity;          /* messages queued at most; 0 = 4096 */
+    uint32_t spin_max;          /* owner's idle spin bound (relax loops); 0 = 4096.
+                                 * Tests set 1 to make the owner sleep at once. */
+    rsp__actor_handler handle;  /* required */
+    void *ctx;                  /* passed to every callback */
+    void (*on_start)(void *ctx);/* optional: first thing on the owner thread */
+    void (*on_stop)(void *ctx); /* optional: last thing on the owner thread */
+} rsp__actor_config;
+
+/* Allocate the inbox and start the owner thread. Nothing is left allocated
+ * on failure (RSP_ENOMEM). Any thread. */
+rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp_error *err);
+
+/*
+ * Copy msg (and every array it points at that its kind reads: step rows and
+ * forks for ADMIT/PLAN/COMMIT, label_name for LABEL) into a new ticket. The
+ * caller validated msg. Returns NULL when out of memory. Any thread.
+ * Cost: one allocation and the copy.
+ */
+rsp_ticket *rsp__ticket_new(const rsp_msg *msg);
+
+/* Free a ticket that was never posted. */
+void rsp__ticket_discard(rsp_ticket *t);
+
+/*
+ * Queue t (from rsp__ticket_new). keep: the caller keeps a reference and
+ * will pass t to rsp__ticket_wait once; otherwise the reply is dropped.
+ * timeout_ns bounds the wait for credit when the inbox is full (0: fail at
+ * once with RSP_EFULL; UINT64_MAX: forever). RSP_MSG_SHUTDOWN closes the
+ * inbox (see rsp__actor_close). On failure t is freed and err says why
+ * (RSP_EFULL, RSP_ETIMEDOUT, RSP_ESHUTDOWN).
+ * Any thread, concurrently. Cost: a credit CAS, one wait-free enqueue, a
+ * full fence, and a futex wake only if the owner sleeps.
+ */
+rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t timeout_ns,
+                           rsp_error *err);
+
+/*
+ * Stop accepting posts (later posts: RSP_ESHUTDOWN) and queue a shutdown
+ * message behind everything already posted; the owner handles all of it,
+ * then stops. t: the shutdown message to queue (kept as by _post), or NULL to
+ * queue an internal one. Returns RSP_ESHUTDOWN (t freed) if the actor was
+ * already closed. Waits for posts in progress to finish enqueuing, which is
+ * what guarantees nothing is queued behind the shutdown message.
+ * Any thread.
+ */
+rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *err);
+
+/* Whether close has begun. Any thread, O(1). */
+bool rsp__actor_closed(const rsp__actor *a);
+
+/*
+ * Wait for a ticket's answer: timeout_ns 0 polls (RSP_EAGAIN), UINT64_MAX
+ * waits forever, otherwise RSP_ETIMEDOUT when it expires; in those cases the
+ * ticket stays valid. On an answer, copies the reply (if reply != NULL),
+ * consumes the ticket and returns the reply's status.
+ * The thread holding the ticket; cost: a short spin, then a futex wait.
+ */
+rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply);
+
+/* Messages queued or being handled (capacity minus free credits). Any
+ * thread, O(1), relaxed. */
+uint32_t rsp__actor_depth(const rsp__actor *a);
+/* Messages handled so far; fire-and-forget messages whose status was not
+ * RSP_OK. Any thread, O(1), relaxed. */
+uint64_t rsp__actor_handled(const rsp__actor *a);
+uint64_t rsp__actor_unwaited_failures(const rsp__actor *a);
+/* Times the owner went to sleep on its futex; whether it has announced
+ * sleep now. For tests of the wake-up protocol. Any thread, relaxed. */
+uint64_t rsp__actor_sleeps(const rsp__actor *a);
+bool rsp__actor_asleep(const rsp__actor *a);
+
+/*
+ * Close (if not yet), join the owner, answer anything left with
+ * RSP_ESHUTDOWN, free. Call from one thread after every poster stopped.
+ * Not from the owner thread. NULL is a no-op.
+ */
+void rsp__actor_destroy(rsp__actor *a);
+
+/* Leak the actor on purpose: for a forked child, where the owner thread
+ * does not exist and joining it would hang. */
+void rsp__actor_abandon(rsp__actor *a);
+
+#endif
