@@ -476,3 +476,10 @@ void rsp__core_stats(const rsp__core *c, rsp_stats *out)
     out->num_holdings = c->num_holdings;
     out->generation = c->generation;
 }
+
+uint32_t rsp__core_free_order(const rsp__core *c, uint32_t *out, uint32_t cap)
+{
+    for (uint32_t i = 0; i < c->free_top && i < cap; i++)
+        out[i] = c->free_stack[c->free_top - 1 - i];
+    return c->free_top;
+}

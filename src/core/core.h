@@ -99,6 +99,11 @@ typedef enum rsp__slot_state {
 } rsp__slot_state;
 rsp__slot_state rsp__core_slot_state(const rsp__core *core, uint32_t slot);
 
+/* Copy the free stack into out[0 .. cap), the slot the next allocation takes
+ * first; returns the number of free slots (may exceed cap). Tests and
+ * invariant checks. O(free). */
+uint32_t rsp__core_free_order(const rsp__core *core, uint32_t *out, uint32_t cap);
+
 /* Fill the slot and generation fields of *out (the counters of the actor
  * layer are left alone). O(1). */
 void rsp__core_stats(const rsp__core *core, rsp_stats *out);
