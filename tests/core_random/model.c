@@ -1,0 +1,478 @@
+/*
+ * Reference model of the pool's bookkeeping (see model.h). Written from
+ * SEMANTICS.md and docs/design.md only; it shares no code with src/core.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "model.h"
+
+#include <assert.h>
+#include <string.h>
+
+void rspm_init(rspm *m, uint32_t max_slots, bool sink, uint32_t num_rids)
+{
+    assert(max_slots <= RSPM_MAX_SLOTS && num_rids <= RSPM_MAX_RIDS);
+    memset(m, 0, sizeof *m);
+    m->max_slots = max_slots;
+    m->sink = sink;
+    m->pad = sink ? RSP_SINK_SLOT : RSP_NO_SLOT;
+    m->num_rids = num_rids;
+    uint32_t first = sink ? 1 : 0;
+    if (sink)
+        m->slot[0].state = RSPM_SINK, m->slot[0].content = RSPM_UNKNOWN;
+    /* Pops give ascending ids: the lowest id sits on top. */
+    for (uint32_t s = max_slots; s-- > first;) {
+        m->slot[s].state = RSPM_FREE;
+        m->free_stack[m->num_free++] = (int32_t)s;
+    }
+}
+
+/* --- slots ------------------------------------------------------------- */
+
+static int32_t pop_slot(rspm *m)
+{
+    assert(m->num_free > 0);
+    int32_t s = m->free_stack[--m->num_free];
+    assert(m->slot[s].state == RSPM_FREE && m->slot[s].content == 0);
+    m->slot[s].state = RSPM_HELD;
+    return s;
+}
+
+/* Zero a slot and push it (every release zeroes first). */
+static void push_slot(rspm *m, int32_t s)
+{
+    m->slot[s].state = RSPM_FREE;
+    m->slot[s].content = 0;
+    m->slot[s].written = false;
+    m->slot[s].zero_pending = false;
+    m->free_stack[m->num_free++] = s;
+}
+
+/* A holding lets go of its slot: free now, or pending while an in-flight
+ * step addresses it (SEMANTICS 3, removal during a step). */
+static void let_go(rspm *m, int32_t s)
+{
+    if (m->slot[s].pins > 0) {
+        m->slot[s].state = RSPM_PENDING;
+        m->slot[s].content = RSPM_UNKNOWN; /* a forward may still write it */
+    } else {
+        push_slot(m, s);
+    }
+}
+
+static void zero_content(rspm *m, int32_t s)
+{
+    m->slot[s].content = 0;
+    m->slot[s].written = false;
+    m->slot[s].zero_pending = false;
+}
+
+/* --- holdings ------------------------------------------------------------ */
+
+static rspm_holding *find(rspm *m, uint32_t ridx, uint32_t label)
+{
+    rspm_request *r = &m->req[ridx];
+    if (!r->exists)
+        return NULL;
+    for (uint32_t i = 0; i < r->num_holdings; i++)
+        if (r->h[i].label == label)
+            return &r->h[i];
+    return NULL;
+}
+
+const rspm_holding *rspm_holding_get(const rspm *m, uint32_t ridx, uint32_t label)
+{
+    return find((rspm *)m, ridx, label);
+}
+
+static void drop_holding(rspm *m, uint32_t ridx, uint32_t label)
+{
+    rspm_request *r = &m->req[ridx];
+    for (uint32_t i = 0; i < r->num_holdings; i++)
+        if (r->h[i].label == label) {
+            memmove(&r->h[i], &r->h[i + 1], (r->num_holdings - i - 1) * sizeof r->h[0]);
+            r->num_holdings--;
+            return;
+        }
+    assert(0);
+}
+
+/* --- requests ------------------------------------------------------------ */
+
+void rspm_ingest(rspm *m, uint32_t ridx)
+{
+    if (!m->req[ridx].exists) {
+        m->req[ridx].exists = true;
+        m->req[ridx].num_holdings = 0;
+    }
+}
+
+void rspm_reset(rspm *m, uint32_t ridx, bool free)
+{
+    rspm_request *r = &m->req[ridx];
+    if (!r->exists)
+        return;
+    if (free) {
+        for (uint32_t i = 0; i < r->num_holdings; i++)
+            let_go(m, r->h[i].slot);
+        r->num_holdings = 0;
+        return;
+    }
+    for (uint32_t i = 0; i < r->num_holdings; i++) {
+        rspm_holding *h = &r->h[i];
+        h->has_state = false;
+        h->gen_moved = true;
+        if (m->slot[h->slot].pins > 0)
+            m->slot[h->slot].zero_pending = true; /* zeroed after the forward */
+        else
+            zero_content(m, h->slot);
+    }
+}
+
+void rspm_remove(rspm *m, uint32_t ridx)
+{
+    if (!m->req[ridx].exists)
+        return;
+    rspm_reset(m, ridx, true);
+    m->req[ridx].exists = false;
+}
+
+/* --- steps --------------------------------------------------------------- */
+
+static rspm_step *step_find(rspm *m, uint64_t id)
+{
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS; i++)
+        if (m->steps[i].used && m->steps[i].step_id == id)
+            return &m->steps[i];
+    return NULL;
+}
+
+bool rspm_step_open(const rspm *m, uint64_t step_id)
+{
+    return step_find((rspm *)m, step_id) != NULL;
+}
+
+/* Forking rids: the rids of all non-padding rows, first appearance order. */
+static uint32_t forking_rids(const rspm_decl *d, uint32_t *out)
+{
+    uint32_t n = 0;
+    if (d->num_pre + d->num_post == 0)
+        return 0;
+    for (uint32_t i = 0; i < d->num_rows; i++) {
+        if (d->rows[i].padding)
+            continue;
+        bool seen = false;
+        for (uint32_t j = 0; j < n; j++)
+            seen |= out[j] == d->rows[i].ridx;
+        if (!seen)
+            out[n++] = d->rows[i].ridx;
+    }
+    return n;
+}
+
+typedef struct want {
+    uint32_t ridx, label;
+} want;
+
+/* The (request, label) pairs admit allocates, in order, without repeats. */
+static uint32_t admit_wants(const rspm_decl *d, want *w)
+{
+    uint32_t n = 0;
+#define ADD(R, L)                                                                        \
+    do {                                                                                 \
+        bool dup_ = false;                                                               \
+        for (uint32_t k_ = 0; k_ < n; k_++)                                              \
+            dup_ |= w[k_].ridx == (R) && w[k_].label == (L);                             \
+        if (!dup_)                                                                       \
+            w[n++] = (want){(R), (L)};                                                   \
+    } while (0)
+    for (uint32_t i = 0; i < d->num_rows; i++)
+        if (!d->rows[i].padding && d->rows[i].span > 0)
+            ADD(d->rows[i].ridx, d->rows[i].label);
+    uint32_t fr[RSPM_MAX_ROWS];
+    uint32_t nf = forking_rids(d, fr);
+    for (uint32_t i = 0; i < nf; i++) {
+        for (uint32_t f = 0; f < d->num_pre; f++)
+            ADD(fr[i], d->pre[f].to);
+        for (uint32_t f = 0; f < d->num_post; f++)
+            ADD(fr[i], d->post[f].to);
+    }
+#undef ADD
+    return n;
+}
+
+static void pin(rspm *m, rspm_step *st, int32_t s)
+{
+    for (uint32_t i = 0; i < st->num_pins; i++)
+        if (st->pins[i] == s)
+            return;
+    st->pins[st->num_pins++] = s;
+    m->slot[s].pins++;
+}
+
+rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
+{
+    rspm_admit out = {.ok = true, .free = m->num_free};
+    rspm_step *st = step_find(m, d->step_id);
+    if (st)
+        return out; /* admitted again: nothing new */
+    if (!d->capture) {
+        want w[RSPM_MAX_ROWS * (1 + 2 * RSPM_MAX_FORKS)];
+        uint32_t n = admit_wants(d, w);
+        uint32_t fresh = 0;
+        bool failed = false;
+        for (uint32_t i = 0; i < n; i++) {
+            if (find(m, w[i].ridx, w[i].label))
+                continue;
+            fresh++;
+            if (fresh > m->num_free && !failed) {
+                failed = true;
+                out.ok = false;
+                out.ridx = w[i].ridx;
+                out.label = w[i].label;
+            }
+        }
+        if (failed) {
+            out.slots_short = fresh - m->num_free;
+            return out;
+        }
+    }
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS && !st; i++)
+        if (!m->steps[i].used)
+            st = &m->steps[i];
+    assert(st);
+    memset(st, 0, sizeof *st);
+    st->used = true;
+    st->step_id = d->step_id;
+    /* Implicit ingest of every non-padding row's rid (capture steps too:
+     * SEMANTICS 4.1 makes no exception). */
+    for (uint32_t i = 0; i < d->num_rows; i++)
+        if (!d->rows[i].padding)
+            rspm_ingest(m, d->rows[i].ridx);
+    if (d->capture)
+        return out;
+    want w[RSPM_MAX_ROWS * (1 + 2 * RSPM_MAX_FORKS)];
+    uint32_t n = admit_wants(d, w);
+    for (uint32_t i = 0; i < n; i++) {
+        rspm_holding *h = find(m, w[i].ridx, w[i].label);
+        if (!h) {
+            rspm_request *r = &m->req[w[i].ridx];
+            h = &r->h[r->num_holdings++];
+            *h = (rspm_holding){.label = w[i].label, .slot = pop_slot(m), .gen_moved = true};
+            st->journal[st->num_journal++] = (rspm_journal_entry){w[i].ridx, w[i].label, h->slot};
+        }
+        pin(m, st, h->slot);
+    }
+    return out;
+}
+
+/* The step is over: unpin its slots in pin order; a slot whose last pin
+ * this was is released if it is pending, zeroed if a reset deferred it. */
+static void finish(rspm *m, rspm_step *st)
+{
+    for (uint32_t i = 0; i < st->num_pins; i++) {
+        int32_t s = st->pins[i];
+        rspm_slot *sl = &m->slot[s];
+        if (st->unpinned[i])
+            continue;
+        assert(sl->pins > 0);
+        if (--sl->pins > 0)
+            continue;
+        if (sl->state == RSPM_PENDING)
+            push_slot(m, s);
+        else if (sl->zero_pending)
+            zero_content(m, s);
+    }
+    st->used = false;
+}
+
+static bool pinned_by(const rspm_step *st, int32_t s)
+{
+    for (uint32_t i = 0; i < st->num_pins; i++)
+        if (st->pins[i] == s && !st->unpinned[i])
+            return true;
+    return false;
+}
+
+static void unpin_one(rspm *m, rspm_step *st, int32_t s)
+{
+    for (uint32_t i = 0; i < st->num_pins; i++)
+        if (st->pins[i] == s && !st->unpinned[i]) {
+            st->unpinned[i] = true;
+            m->slot[s].pins--;
+        }
+}
+
+void rspm_rollback(rspm *m, uint64_t step_id)
+{
+    rspm_step *st = step_find(m, step_id);
+    if (!st)
+        return;
+    /* Reverse allocation order, so the free stack ends as before the admit.
+     * An entry whose holding is gone (request removed) is skipped. */
+    for (uint32_t i = st->num_journal; i-- > 0;) {
+        rspm_journal_entry *e = &st->journal[i];
+        rspm_holding *h = find(m, e->ridx, e->label);
+        if (!h || h->slot != e->slot)
+            continue;
+        drop_holding(m, e->ridx, e->label);
+        unpin_one(m, st, e->slot);
+        let_go(m, e->slot);
+    }
+    finish(m, st);
+}
+
+/* Apply forks in order: copy contents, to.has_state = from.has_state. */
+static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t nf)
+{
+    uint32_t fr[RSPM_MAX_ROWS];
+    uint32_t n = forking_rids(d, fr);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < nf; k++) {
+            rspm_holding *from = find(m, fr[i], f[k].from);
+            rspm_holding *to = find(m, fr[i], f[k].to);
+            if (!from || !to)
+                continue;
+            to->gen_moved = true;
+            if (from == to)
+                continue;
+            m->slot[to->slot].content = m->slot[from->slot].content;
+            m->slot[to->slot].written = m->slot[from->slot].written;
+            to->has_state = from->has_state;
+        }
+}
+
+static void build(const rspm *m, const rspm_decl *d, const bool *flag_of_holding,
+                  rspm_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    for (uint32_t i = 0; i < d->num_rows; i++) {
+        const rspm_row *r = &d->rows[i];
+        rspm_label_plan *lp = NULL;
+        for (uint32_t j = 0; j < out->num_labels; j++)
+            if (out->labels[j].label == r->label)
+                lp = &out->labels[j];
+        if (!lp) {
+            lp = &out->labels[out->num_labels++];
+            lp->label = r->label;
+        }
+        uint32_t k = lp->num_rows++;
+        lp->row_of[k] = i;
+        lp->slot[k] = m->pad;
+        lp->has_state[k] = false;
+        if (d->capture || r->padding || r->span <= 0)
+            continue;
+        const rspm_request *rq = &m->req[r->ridx];
+        if (!rq->exists)
+            continue;
+        for (uint32_t h = 0; h < rq->num_holdings; h++)
+            if (rq->h[h].label == r->label) {
+                lp->slot[k] = rq->h[h].slot;
+                lp->has_state[k] = flag_of_holding[r->ridx * RSPM_MAX_LABELS + h];
+            }
+    }
+}
+
+/* A plan pins every slot it addresses: the forward of this step may write
+ * it, so it must not be released before the step ends. */
+static void pin_addressed(rspm *m, const rspm_decl *d, const rspm_plan *p)
+{
+    rspm_step *st = step_find(m, d->step_id);
+    assert(st);
+    for (uint32_t i = 0; i < d->num_rows; i++)
+        for (uint32_t j = 0; j < p->num_labels; j++) {
+            const rspm_label_plan *lp = &p->labels[j];
+            for (uint32_t k = 0; k < lp->num_rows; k++)
+                if (lp->row_of[k] == i && lp->slot[k] != m->pad)
+                    pin(m, st, lp->slot[k]);
+        }
+}
+
+void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
+{
+    bool flags[RSPM_MAX_RIDS * RSPM_MAX_LABELS] = {0};
+    if (staged) {
+        /* Flags as the pre-forks will leave them, nothing copied. */
+        rspm copy = *m;
+        if (!d->capture)
+            apply_forks(&copy, d, d->pre, d->num_pre);
+        for (uint32_t r = 0; r < m->num_rids; r++)
+            for (uint32_t h = 0; h < m->req[r].num_holdings; h++)
+                flags[r * RSPM_MAX_LABELS + h] = copy.req[r].h[h].has_state;
+        build(m, d, flags, out);
+        pin_addressed(m, d, out);
+        return;
+    }
+    if (!d->capture)
+        apply_forks(m, d, d->pre, d->num_pre);
+    for (uint32_t r = 0; r < m->num_rids; r++)
+        for (uint32_t h = 0; h < m->req[r].num_holdings; h++)
+            flags[r * RSPM_MAX_LABELS + h] = m->req[r].h[h].has_state;
+    build(m, d, flags, out);
+    pin_addressed(m, d, out);
+}
+
+void rspm_commit(rspm *m, const rspm_decl *d)
+{
+    rspm_step *st = step_find(m, d->step_id);
+    assert(st);
+    if (!d->capture) {
+        /* Only a slot this step addressed was written by its forward; a
+         * holding reset during the step stays has_state = false. */
+        for (uint32_t i = 0; i < d->num_rows; i++) {
+            const rspm_row *r = &d->rows[i];
+            if (r->padding || r->span <= 0)
+                continue;
+            rspm_holding *h = find(m, r->ridx, r->label);
+            if (h && pinned_by(st, h->slot) && !m->slot[h->slot].zero_pending)
+                h->has_state = true;
+        }
+        /* Deferred zeroes of slots only this step addresses: after the
+         * forward, before post-forks read them. */
+        for (uint32_t i = 0; i < st->num_pins; i++) {
+            rspm_slot *sl = &m->slot[st->pins[i]];
+            if (sl->zero_pending && sl->pins == 1 && sl->state == RSPM_HELD)
+                zero_content(m, st->pins[i]);
+        }
+        apply_forks(m, d, d->post, d->num_post);
+    }
+    finish(m, st);
+}
+
+void rspm_forward_write(rspm *m, int32_t slot, uint64_t seed)
+{
+    if (slot < 0 || m->slot[slot].state == RSPM_SINK || m->slot[slot].state == RSPM_PENDING)
+        return;
+    m->slot[slot].content = seed;
+    m->slot[slot].written = true;
+}
+
+uint32_t rspm_count(const rspm *m, rspm_slot_state st)
+{
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < m->max_slots; s++)
+        n += m->slot[s].state == st;
+    return n;
+}
+
+uint32_t rspm_num_requests(const rspm *m)
+{
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < m->num_rids; r++)
+        n += m->req[r].exists;
+    return n;
+}
+
+uint32_t rspm_num_holdings(const rspm *m)
+{
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < m->num_rids; r++)
+        n += m->req[r].exists ? m->req[r].num_holdings : 0;
+    return n;
+}
+
+void rspm_clear_gen_moved(rspm *m)
+{
+    for (uint32_t r = 0; r < m->num_rids; r++)
+        for (uint32_t h = 0; h < m->req[r].num_holdings; h++)
+            m->req[r].h[h].gen_moved = false;
+}

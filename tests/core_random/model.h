@@ -1,0 +1,154 @@
+/*
+ * A reference model of the pool's bookkeeping, written from SEMANTICS.md
+ * alone, for the seeded random-sequence test of the core.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * It knows nothing of the core's data structures: it keeps its own requests
+ * (holdings in label insertion order), its own LIFO free stack, step journals,
+ * the slots each in-flight step addresses (pins), pending releases, and a
+ * content tag per slot (0 = zeros, otherwise the seed of the pattern the
+ * simulated forward wrote; forks copy tags). From that it predicts what the
+ * core must answer: admit outcomes, slot ids, has_state, the addressing of
+ * every plan, and which slots are free / held / pending.
+ *
+ * Requests are small indices (0 .. num_rids-1); the test maps them to rids.
+ * Labels are the core's label ids (< RSPM_MAX_LABELS).
+ *
+ * Single-threaded test code. Every call is O(slots + rows * labels).
+ */
+#ifndef RSP_TESTS_CORE_RANDOM_MODEL_H
+#define RSP_TESTS_CORE_RANDOM_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rsp/rsp.h>
+
+#define RSPM_MAX_SLOTS 16
+#define RSPM_MAX_RIDS 16
+#define RSPM_MAX_LABELS 8
+#define RSPM_MAX_STEPS 4
+#define RSPM_MAX_ROWS 16
+#define RSPM_MAX_FORKS 4
+
+/* Content tag of a slot whose bytes the model does not know (a pending slot
+ * a forward may still write, the sink). Never compared. */
+#define RSPM_UNKNOWN UINT64_MAX
+
+typedef enum rspm_slot_state { RSPM_SINK = 0, RSPM_FREE, RSPM_HELD, RSPM_PENDING } rspm_slot_state;
+
+typedef struct rspm_holding {
+    uint32_t label;
+    int32_t slot;
+    bool has_state;
+    bool gen_moved; /* the generation must have moved since the last check */
+} rspm_holding;
+
+typedef struct rspm_request {
+    bool exists;
+    uint32_t num_holdings;
+    rspm_holding h[RSPM_MAX_LABELS]; /* insertion order */
+} rspm_request;
+
+typedef struct rspm_slot {
+    rspm_slot_state state;
+    uint64_t content;  /* tag: 0 zeros, RSPM_UNKNOWN, or a pattern seed */
+    uint32_t pins;     /* in-flight steps that address this slot */
+    bool zero_pending; /* reset(free=false) while pinned: zero when unpinned */
+    bool written;      /* a forward wrote it since it was last zeroed */
+} rspm_slot;
+
+/* One row as the model sees it: request index instead of rid. */
+typedef struct rspm_row {
+    uint32_t ridx;
+    uint32_t label;
+    int32_t span;
+    bool padding;
+} rspm_row;
+
+typedef struct rspm_decl {
+    uint64_t step_id;
+    uint32_t num_rows;
+    rspm_row rows[RSPM_MAX_ROWS];
+    uint32_t num_pre, num_post;
+    rsp_fork pre[RSPM_MAX_FORKS], post[RSPM_MAX_FORKS];
+    bool capture;
+} rspm_decl;
+
+typedef struct rspm_journal_entry {
+    uint32_t ridx, label;
+    int32_t slot;
+} rspm_journal_entry;
+
+typedef struct rspm_step {
+    bool used;
+    uint64_t step_id;
+    uint32_t num_journal;
+    rspm_journal_entry journal[RSPM_MAX_ROWS * (1 + 2 * RSPM_MAX_FORKS)];
+    uint32_t num_pins;
+    int32_t pins[RSPM_MAX_SLOTS]; /* pin order */
+    bool unpinned[RSPM_MAX_SLOTS]; /* rollback let go of it early */
+} rspm_step;
+
+/* Expected addressing of one label. */
+typedef struct rspm_label_plan {
+    uint32_t label;
+    uint32_t num_rows;
+    int32_t slot[RSPM_MAX_ROWS];
+    bool has_state[RSPM_MAX_ROWS];
+    uint32_t row_of[RSPM_MAX_ROWS]; /* index into decl rows */
+} rspm_label_plan;
+
+typedef struct rspm_plan {
+    uint32_t num_labels;
+    rspm_label_plan labels[RSPM_MAX_LABELS];
+} rspm_plan;
+
+typedef struct rspm_admit {
+    bool ok;
+    uint32_t ridx, label;   /* failure: first (request, label) without a slot */
+    uint32_t slots_short;   /* fresh allocations needed minus free slots */
+    uint32_t free;          /* free slots before the admit */
+} rspm_admit;
+
+typedef struct rspm {
+    uint32_t max_slots;
+    bool sink;
+    int32_t pad;
+    uint32_t num_rids;
+    rspm_request req[RSPM_MAX_RIDS];
+    rspm_slot slot[RSPM_MAX_SLOTS];
+    uint32_t num_free;
+    int32_t free_stack[RSPM_MAX_SLOTS]; /* top = free_stack[num_free - 1] */
+    rspm_step steps[RSPM_MAX_STEPS];
+} rspm;
+
+void rspm_init(rspm *m, uint32_t max_slots, bool sink, uint32_t num_rids);
+
+/* SEMANTICS 3. */
+void rspm_ingest(rspm *m, uint32_t ridx);
+void rspm_reset(rspm *m, uint32_t ridx, bool free);
+void rspm_remove(rspm *m, uint32_t ridx);
+
+/* SEMANTICS 4.1: predict the outcome; on success apply it and open an
+ * in-flight record for the step. */
+rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d);
+/* SEMANTICS 4.2. Unknown / finished step: nothing. */
+void rspm_rollback(rspm *m, uint64_t step_id);
+/* SEMANTICS 4.3/4.4: live plan (applies pre-forks) or stage (flags only). */
+void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out);
+/* SEMANTICS 4.5. */
+void rspm_commit(rspm *m, const rspm_decl *d);
+/* The simulated forward wrote pattern `seed` into slot. */
+void rspm_forward_write(rspm *m, int32_t slot, uint64_t seed);
+
+/* Queries. */
+const rspm_holding *rspm_holding_get(const rspm *m, uint32_t ridx, uint32_t label);
+uint32_t rspm_count(const rspm *m, rspm_slot_state st);
+uint32_t rspm_num_requests(const rspm *m);
+uint32_t rspm_num_holdings(const rspm *m);
+bool rspm_step_open(const rspm *m, uint64_t step_id);
+/* Clear every holding's gen_moved flag (after the test checked them). */
+void rspm_clear_gen_moved(rspm *m);
+
+#endif

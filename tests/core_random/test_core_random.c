@@ -1,0 +1,1062 @@
+/*
+ * Seeded random-sequence test of the core (issue 2, item 6).
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Drives rsp__core_* directly with a random mix of ingest, remove, reset
+ * (free true/false), admit, rollback, plan (live), stage, promotion,
+ * clear_preplan, commit and simulated forwards, on a small pool so that
+ * "pool full" is common, and with pre/post forks, padding rows, zero-span
+ * rows, capture steps, three labels and occasional graph leases. Device work
+ * is executed on heap storage by the shared test executor (tests/core/exec.c).
+ *
+ * After EVERY operation the core is compared with the reference model
+ * (model.c, written from SEMANTICS.md only):
+ *   - free + held + pending + sink = max_slots, slot by slot (slot_state) and
+ *     in rsp__core_stats;
+ *   - every holding of every (rid, label): slot id and has_state as the model
+ *     predicts (so the LIFO free stack is predicted exactly), no slot held
+ *     twice, generations move exactly when they must;
+ *   - every slot's bytes: free slots zero, held slots the exact pattern the
+ *     model's content tag says (zeros while has_state is false and nothing
+ *     wrote it; forks are exact copies);
+ *   - plans: addressing per label as the model computes it (SEMANTICS 4.4),
+ *     uploaded buffers equal to the host vectors, leased lengths;
+ *   - admit outcomes (ok, or which (rid, label) failed and the counts).
+ *
+ * A failure prints the seed, the operation number and the last operations.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/core.h"
+#include "core/exec.h"
+#include "core_random/model.h"
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                                */
+/* ------------------------------------------------------------------------ */
+
+#ifndef RSP_RANDOM_OPS
+#define RSP_RANDOM_OPS 55000 /* per run; 4 runs: 220,000 operations */
+#endif
+
+#define NUM_RIDS 10
+#define NUM_LABELS 3
+#define RID_BASE 1000u
+#define BAD_LABEL 40u
+
+typedef struct run_cfg {
+    uint64_t seed;
+    uint32_t max_slots;
+    bool sink;
+    uint32_t graph_max_bs; /* build_graph_buffers at start; 0 = never */
+} run_cfg;
+
+/* ------------------------------------------------------------------------ */
+/* Test state                                                                */
+/* ------------------------------------------------------------------------ */
+
+enum phase { PH_NONE = 0, PH_ADMITTED, PH_STAGED, PH_PLANNED };
+
+typedef struct dstep {
+    enum phase phase;
+    bool forward_ran;
+    rspm_decl d;
+    bool has_lease;
+    rsp_lease lease;
+    /* The addressing of the live plan, kept for the simulated forward. */
+    uint32_t num_labels;
+    uint32_t label[RSPM_MAX_LABELS];
+    uint32_t num_rows[RSPM_MAX_LABELS];
+    int32_t slot[RSPM_MAX_LABELS][RSPM_MAX_ROWS];
+    uint32_t row_of[RSPM_MAX_LABELS][RSPM_MAX_ROWS];
+} dstep;
+
+typedef struct lease_len {
+    bool known;
+    uint32_t length;
+} lease_len;
+
+typedef struct T {
+    run_cfg cfg;
+    uint64_t rng;
+    uint64_t op;
+    rsp__core *core;
+    rsp__work work;
+    rsp_test_store *store;
+    rsp_test_store *ref; /* scratch: checksum of a pattern */
+    rspm m;
+    uint32_t labels[NUM_LABELS];
+    uint64_t next_id;
+    dstep a, b; /* a: the older in-flight step; b: the next one (admitted/staged) */
+    uint64_t last_gen[NUM_RIDS][RSPM_MAX_LABELS];
+    lease_len lease[2][2][RSPM_MAX_LABELS]; /* [bucket_id][lease_slot][label] */
+    char log[16][160];
+    uint32_t log_n;
+    uint64_t count_admit_full, count_admit_ok, count_promoted, count_stage, count_pending;
+} T;
+
+static uint32_t rid_of(uint32_t ridx) { return RID_BASE + ridx; }
+
+/* ------------------------------------------------------------------------ */
+/* Failure reporting                                                         */
+/* ------------------------------------------------------------------------ */
+
+static void note(T *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(T *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->log[t->log_n % 16], sizeof t->log[0], fmt, ap);
+    va_end(ap);
+    t->log_n++;
+}
+
+static void die(T *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void die(T *t, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    print_message("core_random FAILED: seed=%llu max_slots=%u sink=%d op=%llu\n  %s\n"
+                  "  last operations (oldest first):\n",
+                  (unsigned long long)t->cfg.seed, t->cfg.max_slots, (int)t->cfg.sink,
+                  (unsigned long long)t->op, msg);
+    uint32_t first = t->log_n > 16 ? t->log_n - 16 : 0;
+    for (uint32_t i = first; i < t->log_n; i++)
+        print_message("    %s\n", t->log[i % 16]);
+    print_message("  model: free stack (top last):");
+    for (uint32_t i = 0; i < t->m.num_free; i++)
+        print_message(" %d", t->m.free_stack[i]);
+    print_message("\n");
+    for (uint32_t r = 0; r < NUM_RIDS; r++) {
+        if (!t->m.req[r].exists)
+            continue;
+        print_message("  model rid %u:", rid_of(r));
+        for (uint32_t i = 0; i < t->m.req[r].num_holdings; i++)
+            print_message(" [label %u slot %d hs %d]", t->m.req[r].h[i].label,
+                          t->m.req[r].h[i].slot, t->m.req[r].h[i].has_state);
+        print_message("\n");
+    }
+    for (uint32_t s = 0; s < t->cfg.max_slots; s++)
+        print_message("  model slot %u: state %d pins %u zero_pending %d written %d content %llx\n",
+                      s, t->m.slot[s].state, t->m.slot[s].pins, t->m.slot[s].zero_pending,
+                      t->m.slot[s].written, (unsigned long long)t->m.slot[s].content);
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS; i++)
+        if (t->m.steps[i].used) {
+            print_message("  model step %llu pins:", (unsigned long long)t->m.steps[i].step_id);
+            for (uint32_t k = 0; k < t->m.steps[i].num_pins; k++)
+                print_message(" %d%s", t->m.steps[i].pins[k], t->m.steps[i].unpinned[k] ? "x" : "");
+            print_message("\n");
+        }
+    fail_msg("seed=%llu op=%llu: %s", (unsigned long long)t->cfg.seed,
+             (unsigned long long)t->op, msg);
+}
+
+#define CHECK(t, cond, ...)                                                              \
+    do {                                                                                 \
+        if (!(cond))                                                                     \
+            die((t), __VA_ARGS__);                                                       \
+    } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t rnd(T *t)
+{
+    /* splitmix64: tiny, seedable, the same sequence on every platform. */
+    uint64_t z = (t->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t below(T *t, uint32_t n) { return (uint32_t)(rnd(t) % n); }
+
+/* The pattern a forward of `step` writes for (rid, label): never 0. */
+static uint64_t pattern_seed(uint32_t ridx, uint32_t label, uint64_t step)
+{
+    uint64_t x = (step << 16) ^ ((uint64_t)ridx << 8) ^ label ^ 0x5bd1e995ull;
+    x = (x ^ (x >> 33)) * 0xff51afd7ed558ccdull;
+    x ^= x >> 29;
+    return x ? (x == RSPM_UNKNOWN ? 1 : x) : 1;
+}
+
+/* Submit the work of the last core call to the simulated device. */
+static void apply_work(T *t, const char *what)
+{
+    CHECK(t, rsp_test_store_apply(t->store, &t->work), "%s: malformed work: %s", what,
+          rsp_test_store_error(t->store));
+    rsp__work_clear(&t->work);
+}
+
+static void to_step(const T *t, const dstep *s, bool preplan, rsp_row *rows, rsp_fork *pre,
+                    rsp_fork *post, rsp_step *out)
+{
+    (void)t;
+    memset(out, 0, sizeof *out);
+    out->step_id = s->d.step_id;
+    for (uint32_t i = 0; i < s->d.num_rows; i++)
+        rows[i] = (rsp_row){.rid = rid_of(s->d.rows[i].ridx),
+                            .label = s->d.rows[i].label,
+                            .span = s->d.rows[i].span,
+                            .padding = s->d.rows[i].padding};
+    memcpy(pre, s->d.pre, s->d.num_pre * sizeof *pre);
+    memcpy(post, s->d.post, s->d.num_post * sizeof *post);
+    out->rows = rows;
+    out->num_rows = s->d.num_rows;
+    out->pre_forks = pre;
+    out->num_pre_forks = s->d.num_pre;
+    out->post_forks = post;
+    out->num_post_forks = s->d.num_post;
+    out->capture = s->d.capture;
+    out->preplan = preplan;
+    out->has_lease = s->has_lease;
+    out->lease = s->lease;
+}
+
+#define STEP_VARS(t, s, preplan)                                                         \
+    rsp_row rows_[RSPM_MAX_ROWS];                                                        \
+    rsp_fork pre_[RSPM_MAX_FORKS], post_[RSPM_MAX_FORKS];                                \
+    rsp_step st_;                                                                        \
+    to_step((t), (s), (preplan), rows_, pre_, post_, &st_)
+
+/* ------------------------------------------------------------------------ */
+/* The invariant check, after every operation                                */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t expected_checksum(T *t, uint64_t content)
+{
+    if (content == 0)
+        return rsp_test_store_zero_checksum(t->store);
+    rsp_test_store_fill_pattern(t->ref, 0, content);
+    return rsp_test_store_checksum(t->ref, 0);
+}
+
+static rsp__slot_state model_state(rspm_slot_state s)
+{
+    switch (s) {
+    case RSPM_SINK: return RSP__SLOT_SINK;
+    case RSPM_FREE: return RSP__SLOT_FREE;
+    case RSPM_HELD: return RSP__SLOT_HELD;
+    default: return RSP__SLOT_PENDING;
+    }
+}
+
+static const char *state_name(rsp__slot_state s)
+{
+    static const char *n[] = {"sink", "free", "held", "pending"};
+    return (unsigned)s < 4 ? n[s] : "?";
+}
+
+static void check_all(T *t, const char *what)
+{
+    const rspm *m = &t->m;
+    uint32_t max = t->cfg.max_slots;
+
+    /* Slot accounting, slot by slot and in the counters. */
+    uint32_t n[4] = {0};
+    for (uint32_t s = 0; s < max; s++) {
+        rsp__slot_state got = rsp__core_slot_state(t->core, s);
+        CHECK(t, (unsigned)got < 4, "%s: slot %u has state %d", what, s, (int)got);
+        n[(unsigned)got & 3u]++;
+        CHECK(t, got == model_state(m->slot[s].state), "%s: slot %u is %s, model says %s", what,
+              s, state_name(got), state_name(model_state(m->slot[s].state)));
+    }
+    CHECK(t, n[RSP__SLOT_SINK] == (t->cfg.sink ? 1u : 0u), "%s: %u sink slots", what,
+          n[RSP__SLOT_SINK]);
+    rsp_stats st;
+    memset(&st, 0, sizeof st);
+    rsp__core_stats(t->core, &st);
+    CHECK(t, st.max_slots == max && st.usable_slots == max - (t->cfg.sink ? 1u : 0u),
+          "%s: stats max %u usable %u", what, st.max_slots, st.usable_slots);
+    CHECK(t, st.free_slots + st.held_slots + st.pending_release + (t->cfg.sink ? 1u : 0u) == max,
+          "%s: free %u + held %u + pending %u + sink != max_slots %u", what, st.free_slots,
+          st.held_slots, st.pending_release, max);
+    CHECK(t,
+          st.free_slots == n[RSP__SLOT_FREE] && st.held_slots == n[RSP__SLOT_HELD] &&
+              st.pending_release == n[RSP__SLOT_PENDING],
+          "%s: stats free/held/pending %u/%u/%u, slot states say %u/%u/%u", what, st.free_slots,
+          st.held_slots, st.pending_release, n[RSP__SLOT_FREE], n[RSP__SLOT_HELD],
+          n[RSP__SLOT_PENDING]);
+    CHECK(t, st.num_requests == rspm_num_requests(m), "%s: %u requests, model %u", what,
+          st.num_requests, rspm_num_requests(m));
+    CHECK(t, st.num_holdings == rspm_num_holdings(m), "%s: %u holdings, model %u", what,
+          st.num_holdings, rspm_num_holdings(m));
+
+    /* Every holding of every (rid, label): no slot twice, as the model says. */
+    uint32_t held_by[RSPM_MAX_SLOTS] = {0};
+    for (uint32_t r = 0; r < NUM_RIDS; r++) {
+        bool exists = rsp__core_has_request(t->core, rid_of(r));
+        CHECK(t, exists == m->req[r].exists, "%s: rid %u exists=%d, model %d", what, rid_of(r),
+              exists, m->req[r].exists);
+        for (uint32_t li = 0; li < NUM_LABELS; li++) {
+            uint32_t label = t->labels[li];
+            rsp_holding h;
+            memset(&h, 0, sizeof h);
+            rsp_status rc = rsp__core_holding(t->core, rid_of(r), label, &h, NULL);
+            const rspm_holding *mh = rspm_holding_get(m, r, label);
+            if (!mh) {
+                CHECK(t, rc == RSP_ENOREQ, "%s: (rid %u, label %u) held slot %d (rc %d), model: none",
+                      what, rid_of(r), label, h.index, (int)rc);
+                t->last_gen[r][label] = 0;
+                continue;
+            }
+            CHECK(t, rc == RSP_OK, "%s: (rid %u, label %u) rc %d, model holds slot %d", what,
+                  rid_of(r), label, (int)rc, mh->slot);
+            CHECK(t, h.index == mh->slot && h.has_state == mh->has_state,
+                  "%s: (rid %u, label %u) slot %d has_state %d, model slot %d has_state %d", what,
+                  rid_of(r), label, h.index, h.has_state, mh->slot, mh->has_state);
+            CHECK(t, h.index >= 0 && (uint32_t)h.index < max, "%s: slot %d out of range", what,
+                  h.index);
+            CHECK(t, held_by[h.index]++ == 0, "%s: slot %d held twice", what, h.index);
+            CHECK(t, rsp__core_slot_state(t->core, (uint32_t)h.index) == RSP__SLOT_HELD,
+                  "%s: slot %d held but not in state held", what, h.index);
+            uint64_t last = t->last_gen[r][label];
+            if (mh->gen_moved)
+                CHECK(t, h.generation > last,
+                      "%s: (rid %u, label %u) generation %llu did not move from %llu", what,
+                      rid_of(r), label, (unsigned long long)h.generation,
+                      (unsigned long long)last);
+            else
+                CHECK(t, h.generation == last,
+                      "%s: (rid %u, label %u) generation moved %llu -> %llu", what, rid_of(r),
+                      label, (unsigned long long)last, (unsigned long long)h.generation);
+            CHECK(t, h.generation <= st.generation, "%s: generation %llu above the counter %llu",
+                  what, (unsigned long long)h.generation, (unsigned long long)st.generation);
+            t->last_gen[r][label] = h.generation;
+        }
+    }
+    rspm_clear_gen_moved(&t->m);
+
+    /* Bytes: free slots zero; held slots exactly what the model says. */
+    for (uint32_t s = 0; s < max; s++) {
+        const rspm_slot *ms = &m->slot[s];
+        if (ms->state == RSPM_FREE) {
+            CHECK(t, rsp_test_store_slot_is_zero(t->store, s), "%s: free slot %u is not zero",
+                  what, s);
+        } else if (ms->state == RSPM_HELD && ms->content != RSPM_UNKNOWN) {
+            uint64_t want = expected_checksum(t, ms->content);
+            CHECK(t, rsp_test_store_checksum(t->store, s) == want,
+                  "%s: held slot %u does not hold %s (content tag %llx)", what, s,
+                  ms->content ? "its expected pattern" : "zeros",
+                  (unsigned long long)ms->content);
+        }
+    }
+    /* has_state false reads zeros unless written since (the model's tag). */
+    for (uint32_t r = 0; r < NUM_RIDS; r++)
+        for (uint32_t i = 0; i < m->req[r].num_holdings && m->req[r].exists; i++) {
+            const rspm_holding *h = &m->req[r].h[i];
+            const rspm_slot *ms = &m->slot[h->slot];
+            if (!h->has_state && !ms->zero_pending && !ms->written)
+                CHECK(t, rsp_test_store_slot_is_zero(t->store, (uint32_t)h->slot),
+                      "%s: (rid %u, label %u) slot %d has_state false, nothing wrote it, but "
+                      "it is not zero",
+                      what, rid_of(r), h->label, h->slot);
+        }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Declarations                                                              */
+/* ------------------------------------------------------------------------ */
+
+static uint32_t pick_label(T *t)
+{
+    uint32_t x = below(t, 10);
+    return t->labels[x < 6 ? 0 : x < 8 ? 1 : 2];
+}
+
+static void gen_decl(T *t, dstep *s)
+{
+    memset(s, 0, sizeof *s);
+    rspm_decl *d = &s->d;
+    d->step_id = t->next_id++;
+    d->capture = below(t, 100) < 3;
+    s->has_lease = below(t, 100) < 12;
+    if (s->has_lease) {
+        s->lease.bucket_bs = below(t, 2) ? 8 : 4;
+        s->lease.bucket_id = below(t, 2);
+        s->lease.lease_slot = below(t, 2);
+    }
+    uint32_t nrows = 1 + below(t, 6);
+    if (below(t, 10) == 0)
+        nrows += below(t, 4);
+    if (s->has_lease && nrows > s->lease.bucket_bs)
+        nrows = s->lease.bucket_bs;
+    bool overflow = s->has_lease && below(t, 100) < 8;
+    if (overflow)
+        nrows = s->lease.bucket_bs + 1 + below(t, 2);
+    if (nrows > RSPM_MAX_ROWS)
+        nrows = RSPM_MAX_ROWS;
+    d->num_rows = nrows;
+    for (uint32_t i = 0; i < nrows; i++) {
+        rspm_row *r = &d->rows[i];
+        r->ridx = below(t, NUM_RIDS);
+        r->label = overflow ? t->labels[0] : pick_label(t);
+        r->padding = below(t, 100) < 10;
+        uint32_t x = below(t, 100);
+        r->span = x < 15 ? 0 : x < 18 ? -1 : (int32_t)(1 + below(t, 16));
+        /* Keep the step valid: one row with span > 0 per (rid, label). */
+        for (uint32_t j = 0; j < i && r->span > 0; j++)
+            if (d->rows[j].span > 0 && d->rows[j].ridx == r->ridx && d->rows[j].label == r->label)
+                r->span = 0;
+    }
+    if (below(t, 100) < 30) {
+        d->num_pre = below(t, 3);
+        d->num_post = below(t, 3);
+        if (d->num_pre + d->num_post == 0)
+            d->num_pre = 1;
+        for (uint32_t i = 0; i < d->num_pre; i++)
+            d->pre[i] = (rsp_fork){pick_label(t), pick_label(t)};
+        for (uint32_t i = 0; i < d->num_post; i++)
+            d->post[i] = (rsp_fork){pick_label(t), pick_label(t)};
+    }
+    s->phase = PH_NONE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plans                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Rows of the label with the most rows (leased buffer capacity check). */
+static uint32_t lease_expected(T *t, const dstep *s, uint32_t label, uint32_t rows,
+                               bool *overflow)
+{
+    lease_len *ll = &t->lease[s->lease.bucket_id][s->lease.lease_slot][label];
+    *overflow = false;
+    if (ll->known) {
+        *overflow = rows > ll->length;
+        return ll->length;
+    }
+    uint32_t len = t->cfg.graph_max_bs;
+    if (s->lease.bucket_bs > len)
+        len = s->lease.bucket_bs;
+    if (rows > len)
+        len = rows;
+    return len;
+}
+
+static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out,
+                       const rspm_plan *want, const char *what)
+{
+    int32_t pad = t->m.pad;
+    CHECK(t, out->step_id == s->d.step_id && out->staged == staged,
+          "%s: plan step %llu staged %d, want %llu %d", what, (unsigned long long)out->step_id,
+          out->staged, (unsigned long long)s->d.step_id, staged);
+    CHECK(t, out->num_labels == want->num_labels, "%s: %u labels planned, model %u", what,
+          out->num_labels, want->num_labels);
+    uint32_t used[RSPM_MAX_SLOTS] = {0};
+    for (uint32_t j = 0; j < want->num_labels; j++) {
+        const rsp__label_plan *lp = &out->labels[j];
+        const rspm_label_plan *wl = &want->labels[j];
+        CHECK(t, lp->label == wl->label, "%s: label #%u is %u, model %u", what, j, lp->label,
+              wl->label);
+        CHECK(t, lp->num_rows == wl->num_rows, "%s: label %u has %u rows, model %u", what,
+              lp->label, lp->num_rows, wl->num_rows);
+        CHECK(t, lp->length >= lp->num_rows, "%s: label %u length %u < rows %u", what, lp->label,
+              lp->length, lp->num_rows);
+        if (s->has_lease) {
+            bool over;
+            uint32_t len = lease_expected(t, s, lp->label, lp->num_rows, &over);
+            CHECK(t, !over, "%s: leased plan with %u rows > buffer %u accepted", what,
+                  lp->num_rows, len);
+            CHECK(t, lp->length == len, "%s: leased label %u length %u, want %u", what, lp->label,
+                  lp->length, len);
+            lease_len *ll = &t->lease[s->lease.bucket_id][s->lease.lease_slot][lp->label];
+            ll->known = true;
+            ll->length = len;
+        }
+        for (uint32_t i = 0; i < lp->length; i++) {
+            int32_t slot = lp->slot_indices[i];
+            bool hs = lp->has_state[i];
+            if (i < lp->num_rows) {
+                CHECK(t, slot == wl->slot[i] && hs == wl->has_state[i],
+                      "%s: label %u row %u (rid %u) -> slot %d has_state %d, model slot %d "
+                      "has_state %d",
+                      what, lp->label, i, rid_of(s->d.rows[wl->row_of[i]].ridx), slot, hs,
+                      wl->slot[i], wl->has_state[i]);
+            } else {
+                CHECK(t, slot == pad && !hs, "%s: label %u tail entry %u is slot %d has_state %d",
+                      what, lp->label, i, slot, hs);
+            }
+            if (slot != pad) {
+                CHECK(t, slot >= 0 && (uint32_t)slot < t->cfg.max_slots,
+                      "%s: slot %d out of range", what, slot);
+                CHECK(t, used[slot]++ == 0, "%s: slot %d addressed twice in one plan", what, slot);
+            }
+        }
+        /* What the device buffer holds after the upload equals the host copy. */
+        CHECK(t, rsp_test_store_buffer_capacity(t->store, lp->buffer) >= lp->length,
+              "%s: buffer %u capacity %u < length %u", what, lp->buffer,
+              rsp_test_store_buffer_capacity(t->store, lp->buffer), lp->length);
+        const int32_t *dev = rsp_test_store_buffer_slots(t->store, lp->buffer);
+        const bool *dhs = rsp_test_store_buffer_has_state(t->store, lp->buffer);
+        CHECK(t,
+              memcmp(dev, lp->slot_indices, lp->length * sizeof *dev) == 0 &&
+                  memcmp(dhs, lp->has_state, lp->length * sizeof *dhs) == 0,
+              "%s: buffer %u does not hold label %u's addressing", what, lp->buffer, lp->label);
+        if (s->has_lease)
+            CHECK(t, rsp_test_store_buffer_moves(t->store, lp->buffer) == 0,
+                  "%s: leased buffer %u moved", what, lp->buffer);
+        /* Row generations of a live plan are the holdings' generations. */
+        if (!staged)
+            for (uint32_t i = 0; i < lp->num_rows; i++) {
+                if (wl->slot[i] == pad)
+                    continue;
+                rsp_holding h;
+                const rspm_row *row = &s->d.rows[wl->row_of[i]];
+                CHECK(t, rsp__core_holding(t->core, rid_of(row->ridx), row->label, &h, NULL) == RSP_OK,
+                      "%s: planned row without holding", what);
+                CHECK(t, lp->generations[i] == h.generation,
+                      "%s: label %u row %u generation %llu, holding has %llu", what, lp->label, i,
+                      (unsigned long long)lp->generations[i], (unsigned long long)h.generation);
+            }
+    }
+    if (!staged) {
+        s->num_labels = want->num_labels;
+        for (uint32_t j = 0; j < want->num_labels; j++) {
+            s->label[j] = want->labels[j].label;
+            s->num_rows[j] = want->labels[j].num_rows;
+            memcpy(s->slot[j], want->labels[j].slot, sizeof s->slot[j]);
+            memcpy(s->row_of[j], want->labels[j].row_of, sizeof s->row_of[j]);
+        }
+    }
+}
+
+/* Would a plan of s with a lease exceed a known leased buffer? */
+static bool lease_overflows(T *t, const dstep *s, const rspm_plan *want)
+{
+    if (!s->has_lease)
+        return false;
+    for (uint32_t j = 0; j < want->num_labels; j++) {
+        bool over;
+        lease_expected(t, s, want->labels[j].label, want->labels[j].num_rows, &over);
+        if (over)
+            return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Operations                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void expect_err(T *t, rsp_status rc, rsp_status want, const char *what)
+{
+    CHECK(t, rc == want, "%s: status %d (%s), want %d (%s)", what, (int)rc, rsp_strerror(rc),
+          (int)want, rsp_strerror(want));
+    CHECK(t, rsp__work_empty(&t->work), "%s: error left device work behind", what);
+}
+
+static void op_ingest(T *t)
+{
+    uint32_t r = below(t, NUM_RIDS);
+    note(t, "ingest rid %u", rid_of(r));
+    CHECK(t, rsp__core_ingest(t->core, rid_of(r), NULL) == RSP_OK, "ingest failed");
+    rspm_ingest(&t->m, r);
+    apply_work(t, "ingest");
+    check_all(t, "ingest");
+}
+
+static void op_remove(T *t)
+{
+    uint32_t r = below(t, NUM_RIDS);
+    note(t, "remove rid %u", rid_of(r));
+    CHECK(t, rsp__core_remove(t->core, rid_of(r), &t->work, NULL) == RSP_OK, "remove failed");
+    rspm_remove(&t->m, r);
+    apply_work(t, "remove");
+    check_all(t, "remove");
+}
+
+static void op_reset(T *t)
+{
+    uint32_t r = below(t, NUM_RIDS);
+    bool fr = below(t, 2);
+    note(t, "reset rid %u free=%d", rid_of(r), fr);
+    CHECK(t, rsp__core_reset(t->core, rid_of(r), fr, &t->work, NULL) == RSP_OK, "reset failed");
+    rspm_reset(&t->m, r, fr);
+    apply_work(t, "reset");
+    check_all(t, "reset");
+}
+
+/* Admit a fresh declaration into *s. */
+static void op_admit(T *t, dstep *s)
+{
+    gen_decl(t, s);
+    bool preplan = below(t, 2);
+    STEP_VARS(t, s, preplan);
+    {
+        char rb[120];
+        size_t o = 0;
+        for (uint32_t i = 0; i < s->d.num_rows && o < sizeof rb - 16; i++)
+            o += (size_t)snprintf(rb + o, sizeof rb - o, " %u/%u/%d%s", rid_of(s->d.rows[i].ridx) % 100,
+                                  s->d.rows[i].label, s->d.rows[i].span,
+                                  s->d.rows[i].padding ? "p" : "");
+        note(t, "admit step %llu forks %u/%u capture %d lease %d rows%s",
+             (unsigned long long)s->d.step_id, s->d.num_pre, s->d.num_post, s->d.capture,
+             s->has_lease, rb);
+    }
+    rsp_admit_outcome out;
+    memset(&out, 0, sizeof out);
+    rsp_status rc = rsp__core_admit(t->core, &st_, &out, &t->work, NULL);
+    CHECK(t, rc == RSP_OK, "admit step %llu: status %d", (unsigned long long)s->d.step_id,
+          (int)rc);
+    rspm_admit want = rspm_admit_step(&t->m, &s->d);
+    apply_work(t, "admit");
+    CHECK(t, out.ok == want.ok, "admit step %llu: ok=%d, model ok=%d", (unsigned long long)s->d.step_id,
+          out.ok, want.ok);
+    if (!want.ok) {
+        t->count_admit_full++;
+        CHECK(t, out.rid == rid_of(want.ridx) && out.label == want.label,
+              "admit failure names (rid %llu, label %u), model (rid %u, label %u)",
+              (unsigned long long)out.rid, out.label, rid_of(want.ridx), want.label);
+        CHECK(t,
+              out.slots_short == want.slots_short && out.free == want.free &&
+                  out.usable == t->cfg.max_slots - (t->cfg.sink ? 1u : 0u),
+              "admit failure short/free/usable %u/%u/%u, model %u/%u/%u", out.slots_short,
+              out.free, out.usable, want.slots_short, want.free,
+              t->cfg.max_slots - (t->cfg.sink ? 1u : 0u));
+        /* A refused admit leaves the pool exactly as before: no implicit
+         * ingest either (the full check below compares requests). */
+        check_all(t, "admit (full)");
+        /* The caller still calls rollback: a no-op. */
+        if (below(t, 2)) {
+            note(t, "rollback refused step %llu", (unsigned long long)s->d.step_id);
+            CHECK(t, rsp__core_rollback(t->core, s->d.step_id, NULL, &t->work, NULL) == RSP_OK,
+                  "rollback of a refused step failed");
+            apply_work(t, "rollback refused");
+            check_all(t, "rollback refused");
+        }
+        s->phase = PH_NONE;
+        return;
+    }
+    t->count_admit_ok++;
+    s->phase = PH_ADMITTED;
+    check_all(t, "admit");
+    if (below(t, 20) == 0) {
+        /* Admitting the same step again allocates nothing new. */
+        note(t, "admit step %llu again", (unsigned long long)s->d.step_id);
+        rc = rsp__core_admit(t->core, &st_, &out, &t->work, NULL);
+        CHECK(t, rc == RSP_OK && out.ok, "second admit: status %d ok %d", (int)rc, out.ok);
+        rspm_admit_step(&t->m, &s->d);
+        apply_work(t, "admit again");
+        check_all(t, "admit again");
+    }
+}
+
+static void op_plan(T *t, dstep *s, bool staged)
+{
+    if (!staged && s->phase == PH_STAGED && s->d.num_rows > 1 && below(t, 12) == 0) {
+        /* The declaration changed since the stage: the stage must be
+         * dropped and a live plan built (dropping a row keeps what admit
+         * reserved a superset of what is addressed). */
+        s->d.num_rows--;
+        note(t, "(declaration of step %llu loses its last row)", (unsigned long long)s->d.step_id);
+    }
+    STEP_VARS(t, s, staged);
+    note(t, "%s step %llu", staged ? "stage" : s->phase == PH_STAGED ? "promote" : "plan",
+         (unsigned long long)s->d.step_id);
+    rspm_plan want;
+    rspm copy = t->m;
+    rspm_plan_step(&copy, &s->d, staged, &want);
+    rsp__plan_out out;
+    memset(&out, 0, sizeof out);
+    rsp_status rc = rsp__core_plan(t->core, &st_, &out, &t->work, NULL);
+    if (lease_overflows(t, s, &want)) {
+        expect_err(t, rc, RSP_ECAPACITY, "plan over a leased buffer");
+        check_all(t, "plan (over capacity)");
+        return;
+    }
+    CHECK(t, rc == RSP_OK, "plan step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
+          (int)rc, rsp_strerror(rc));
+    t->m = copy;
+    apply_work(t, staged ? "stage" : "plan");
+    if (!staged && s->phase == PH_STAGED && out.promoted)
+        t->count_promoted++;
+    if (staged)
+        t->count_stage++;
+    check_plan(t, s, staged, &out, &want, staged ? "stage" : "plan");
+    s->phase = staged ? PH_STAGED : PH_PLANNED;
+    s->forward_ran = false;
+    check_all(t, staged ? "stage" : "plan");
+}
+
+/* The backend's forward: write every planned row's slot in place. Padding
+ * rows write the sink (a real kernel does), nothing at all without one. */
+static void op_forward(T *t, dstep *s)
+{
+    note(t, "forward step %llu", (unsigned long long)s->d.step_id);
+    for (uint32_t j = 0; j < s->num_labels; j++)
+        for (uint32_t i = 0; i < s->num_rows[j]; i++) {
+            int32_t slot = s->slot[j][i];
+            if (slot < 0)
+                continue;
+            const rspm_row *row = &s->d.rows[s->row_of[j][i]];
+            uint64_t seed = pattern_seed(row->ridx, row->label, s->d.step_id);
+            rsp_test_store_fill_pattern(t->store, (uint32_t)slot, seed);
+            rspm_forward_write(&t->m, slot, seed);
+        }
+    s->forward_ran = true;
+    check_all(t, "forward");
+}
+
+static void step_done(T *t, dstep *s)
+{
+    s->phase = PH_NONE;
+    if (s == &t->a && t->b.phase != PH_NONE) {
+        t->a = t->b;
+        t->b.phase = PH_NONE;
+    }
+}
+
+static void op_commit(T *t, dstep *s)
+{
+    STEP_VARS(t, s, false);
+    rsp_event ev = {.handle = NULL, .value = s->d.step_id};
+    note(t, "commit step %llu (forward %s)", (unsigned long long)s->d.step_id,
+         s->forward_ran ? "ran" : "did not run");
+    rsp_status rc = rsp__core_commit(t->core, &st_, s->forward_ran ? &ev : NULL, &t->work, NULL);
+    CHECK(t, rc == RSP_OK, "commit step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
+          (int)rc, rsp_strerror(rc));
+    rspm_commit(&t->m, &s->d);
+    apply_work(t, "commit");
+    step_done(t, s);
+    check_all(t, "commit");
+}
+
+static void op_rollback(T *t, dstep *s)
+{
+    rsp_event ev = {.handle = NULL, .value = s->d.step_id};
+    note(t, "rollback step %llu (phase %d, forward %s)", (unsigned long long)s->d.step_id,
+         s->phase, s->forward_ran && s->phase == PH_PLANNED ? "ran" : "did not run");
+    bool ran = s->phase == PH_PLANNED && s->forward_ran;
+    rsp_status rc = rsp__core_rollback(t->core, s->d.step_id, ran ? &ev : NULL, &t->work, NULL);
+    CHECK(t, rc == RSP_OK, "rollback step %llu: status %d", (unsigned long long)s->d.step_id,
+          (int)rc);
+    rspm_rollback(&t->m, s->d.step_id);
+    apply_work(t, "rollback");
+    step_done(t, s);
+    check_all(t, "rollback");
+}
+
+static void op_clear_preplan(T *t, dstep *s)
+{
+    note(t, "clear_preplan (stage of step %llu)", (unsigned long long)s->d.step_id);
+    CHECK(t, rsp__core_clear_preplan(t->core, NULL) == RSP_OK, "clear_preplan failed");
+    s->phase = PH_ADMITTED;
+    check_all(t, "clear_preplan");
+}
+
+/* Bad input: a status, nothing changed (the full check proves it). */
+static void op_invalid(T *t)
+{
+    uint32_t x = below(t, 5);
+    dstep s;
+    uint64_t saved_next = t->next_id;
+    gen_decl(t, &s);
+    t->next_id = saved_next; /* the id is not consumed */
+    rsp_admit_outcome out;
+    rsp__plan_out pout;
+    switch (x) {
+    case 0: {
+        s.d.rows[0].label = BAD_LABEL;
+        STEP_VARS(t, &s, false);
+        note(t, "admit with an unknown label");
+        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_ENOLABEL,
+                   "admit unknown label");
+        break;
+    }
+    case 1: {
+        if (s.d.num_rows >= RSPM_MAX_ROWS)
+            s.d.num_rows--;
+        s.d.rows[s.d.num_rows] = s.d.rows[0];
+        s.d.rows[s.d.num_rows].span = 3;
+        s.d.rows[s.d.num_rows].padding = false;
+        s.d.rows[0].span = 5;
+        s.d.rows[0].padding = false;
+        s.d.num_rows++;
+        s.d.capture = false;
+        STEP_VARS(t, &s, false);
+        note(t, "admit with a duplicate row");
+        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_EDUPROW,
+                   "admit duplicate row");
+        break;
+    }
+    case 2: {
+        s.d.num_pre = 1;
+        s.d.pre[0] = (rsp_fork){RSP_LABEL_MAIN, BAD_LABEL};
+        s.d.capture = false;
+        STEP_VARS(t, &s, false);
+        note(t, "admit with a fork to an unknown label");
+        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_ENOLABEL,
+                   "admit fork unknown label");
+        break;
+    }
+    case 3: {
+        s.d.step_id = t->next_id + 1000; /* never admitted */
+        STEP_VARS(t, &s, false);
+        note(t, "plan of a step never admitted");
+        expect_err(t, rsp__core_plan(t->core, &st_, &pout, &t->work, NULL), RSP_EORDER,
+                   "plan not admitted");
+        break;
+    }
+    default: {
+        if (t->a.phase == PH_ADMITTED && !t->a.d.capture) {
+            STEP_VARS(t, &t->a, false);
+            note(t, "commit of step %llu, admitted but not planned",
+                 (unsigned long long)t->a.d.step_id);
+            expect_err(t, rsp__core_commit(t->core, &st_, NULL, &t->work, NULL), RSP_EORDER,
+                       "commit not planned");
+        } else {
+            /* Rollback of a step that is finished or unknown: no-op. */
+            uint64_t id = t->next_id > 3 ? t->next_id - 1 - below(t, 3) : 0;
+            if (rspm_step_open(&t->m, id))
+                return;
+            note(t, "rollback of finished or unknown step %llu", (unsigned long long)id);
+            CHECK(t, rsp__core_rollback(t->core, id, NULL, &t->work, NULL) == RSP_OK,
+                  "rollback of finished step failed");
+            apply_work(t, "rollback finished");
+        }
+        break;
+    }
+    }
+    check_all(t, "bad input");
+}
+
+/* One step operation, chosen among those valid for the pipeline state. */
+static void op_step(T *t)
+{
+    dstep *a = &t->a, *b = &t->b;
+    if (a->phase == PH_NONE) {
+        op_admit(t, a);
+        return;
+    }
+    bool stage_exists = a->phase == PH_STAGED || b->phase == PH_STAGED;
+    uint32_t x = below(t, 100);
+    if (b->phase == PH_NONE && x < 15) {
+        op_admit(t, b);
+        return;
+    }
+    if (b->phase != PH_NONE && x < 25) {
+        uint32_t y = below(t, 10);
+        if (b->phase == PH_ADMITTED && !stage_exists && y < 6)
+            op_plan(t, b, true);
+        else if (b->phase == PH_STAGED && y < 3)
+            op_clear_preplan(t, b);
+        else if (y < 5)
+            op_rollback(t, b);
+        return;
+    }
+    uint32_t y = below(t, 100);
+    switch (a->phase) {
+    case PH_ADMITTED:
+        if (y < 60)
+            op_plan(t, a, false);
+        else if (y < 80 && !stage_exists)
+            op_plan(t, a, true);
+        else
+            op_rollback(t, a);
+        break;
+    case PH_STAGED:
+        if (y < 70)
+            op_plan(t, a, false);
+        else if (y < 85)
+            op_clear_preplan(t, a);
+        else
+            op_rollback(t, a);
+        break;
+    case PH_PLANNED:
+        if (!a->forward_ran && y < 55)
+            op_forward(t, a);
+        else if (y < 88)
+            op_commit(t, a);
+        else
+            op_rollback(t, a);
+        break;
+    default: break;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* A run                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void run(const run_cfg *cfg, uint64_t ops)
+{
+    T *t = calloc(1, sizeof *t);
+    assert_non_null(t);
+    t->cfg = *cfg;
+    t->rng = cfg->seed;
+    t->next_id = 1;
+
+    rsp_block_config blocks[2];
+    memset(blocks, 0, sizeof blocks);
+    blocks[0].name = "conv";
+    blocks[0].dtype = RSP_DTYPE_F32;
+    blocks[0].ndim = 1;
+    blocks[0].shape[0] = 3;
+    blocks[1].name = "ssm";
+    blocks[1].dtype = RSP_DTYPE_BF16;
+    blocks[1].ndim = 2;
+    blocks[1].shape[0] = 2;
+    blocks[1].shape[1] = 3;
+    rsp_pool_config pc;
+    rsp_pool_config_init(&pc);
+    pc.num_layers = 2;
+    pc.blocks = blocks;
+    pc.num_blocks = 2;
+    pc.max_slots = cfg->max_slots;
+    pc.sink = cfg->sink;
+    rsp_error err;
+    rsp_status rc = rsp__core_create(&pc, &t->core, &err);
+    if (rc != RSP_OK)
+        fail_msg("core_create: %s", err.message);
+    rsp__work_init(&t->work);
+    t->store = rsp_test_store_new(rsp__core_layout(t->core));
+    t->ref = rsp_test_store_new(rsp__core_layout(t->core));
+    rspm_init(&t->m, cfg->max_slots, cfg->sink, NUM_RIDS);
+    static const char *names[NUM_LABELS] = {"main", "draft", "beam1"};
+    for (uint32_t i = 0; i < NUM_LABELS; i++) {
+        rc = rsp__core_label(t->core, names[i], &t->labels[i], NULL);
+        assert_int_equal(rc, RSP_OK);
+        assert_true(t->labels[i] < RSPM_MAX_LABELS);
+    }
+    assert_int_equal(t->labels[0], RSP_LABEL_MAIN);
+    if (cfg->graph_max_bs) {
+        rc = rsp__core_build_graph_buffers(t->core, cfg->graph_max_bs, 16, &t->work, NULL);
+        assert_int_equal(rc, RSP_OK);
+        apply_work(t, "build_graph_buffers");
+    }
+    check_all(t, "create");
+
+    for (t->op = 0; t->op < ops; t->op++) {
+        uint32_t x = below(t, 100);
+        if (x < 4)
+            op_ingest(t);
+        else if (x < 9)
+            op_remove(t);
+        else if (x < 14)
+            op_reset(t);
+        else if (x < 16)
+            op_invalid(t);
+        else
+            op_step(t);
+        t->count_pending += rspm_count(&t->m, RSPM_PENDING) > 0;
+    }
+    /* Drain: finish every step, remove every request: all slots free. */
+    if (t->a.phase == PH_PLANNED)
+        op_commit(t, &t->a);
+    while (t->a.phase != PH_NONE)
+        op_rollback(t, &t->a);
+    for (uint32_t r = 0; r < NUM_RIDS; r++) {
+        CHECK(t, rsp__core_remove(t->core, rid_of(r), &t->work, NULL) == RSP_OK, "final remove");
+        rspm_remove(&t->m, r);
+        apply_work(t, "final remove");
+    }
+    check_all(t, "drain");
+    rsp_stats st;
+    rsp__core_stats(t->core, &st);
+    CHECK(t, st.free_slots == st.usable_slots, "after the drain %u of %u slots are free",
+          st.free_slots, st.usable_slots);
+    print_message("seed %llu max_slots %u sink %d: %llu ops, %llu admits ok, %llu full, "
+                  "%llu stages, %llu promoted, %llu ops with pending releases\n",
+                  (unsigned long long)cfg->seed, cfg->max_slots, cfg->sink,
+                  (unsigned long long)ops, (unsigned long long)t->count_admit_ok,
+                  (unsigned long long)t->count_admit_full, (unsigned long long)t->count_stage,
+                  (unsigned long long)t->count_promoted, (unsigned long long)t->count_pending);
+    /* "Pool full" must be common, or the test does not test much. */
+    CHECK(t, t->count_admit_full * 20 > t->count_admit_ok, "pool full too rare: %llu of %llu",
+          (unsigned long long)t->count_admit_full, (unsigned long long)t->count_admit_ok);
+    rsp_test_store_free(t->ref);
+    rsp_test_store_free(t->store);
+    rsp__work_fini(&t->work);
+    rsp__core_destroy(t->core);
+    free(t);
+}
+
+static uint64_t ops_per_run(void)
+{
+    const char *e = getenv("RSP_RANDOM_OPS");
+    if (e && *e)
+        return strtoull(e, NULL, 10);
+    return RSP_RANDOM_OPS;
+}
+
+/* The fixed runs; a seed from the environment runs that seed alone. */
+static void fixed_run(const run_cfg *c)
+{
+    const char *only = getenv("RSP_RANDOM_SEED");
+    if (only && *only)
+        skip();
+    run(c, ops_per_run());
+}
+
+static void random_sink_on_8_slots(void **state)
+{
+    (void)state;
+    run_cfg c = {.seed = 0x5eed0001, .max_slots = 8, .sink = true, .graph_max_bs = 0};
+    fixed_run(&c);
+}
+
+static void random_sink_on_10_slots_graph_buffers(void **state)
+{
+    (void)state;
+    run_cfg c = {.seed = 0x5eed0002, .max_slots = 10, .sink = true, .graph_max_bs = 6};
+    fixed_run(&c);
+}
+
+static void random_sink_off_6_slots(void **state)
+{
+    (void)state;
+    run_cfg c = {.seed = 0x5eed0003, .max_slots = 6, .sink = false, .graph_max_bs = 0};
+    fixed_run(&c);
+}
+
+static void random_sink_off_9_slots_graph_buffers(void **state)
+{
+    (void)state;
+    run_cfg c = {.seed = 0x5eed0004, .max_slots = 9, .sink = false, .graph_max_bs = 5};
+    fixed_run(&c);
+}
+
+/* A seed from the environment reproduces one run (RSP_RANDOM_SEED, with
+ * RSP_RANDOM_SLOTS, RSP_RANDOM_SINK, RSP_RANDOM_GRAPH, RSP_RANDOM_OPS). */
+static void random_seed_from_env(void **state)
+{
+    (void)state;
+    const char *e = getenv("RSP_RANDOM_SEED");
+    if (!e || !*e)
+        skip();
+    const char *sl = getenv("RSP_RANDOM_SLOTS");
+    const char *sk = getenv("RSP_RANDOM_SINK");
+    run_cfg c = {.seed = strtoull(e, NULL, 0),
+                 .max_slots = sl ? (uint32_t)strtoul(sl, NULL, 10) : 8,
+                 .sink = sk ? atoi(sk) != 0 : true,
+                 .graph_max_bs = 0};
+    const char *g = getenv("RSP_RANDOM_GRAPH");
+    if (g)
+        c.graph_max_bs = (uint32_t)strtoul(g, NULL, 10);
+    run(&c, ops_per_run());
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(random_sink_on_8_slots),
+        cmocka_unit_test(random_sink_on_10_slots_graph_buffers),
+        cmocka_unit_test(random_sink_off_6_slots),
+        cmocka_unit_test(random_sink_off_9_slots_graph_buffers),
+        cmocka_unit_test(random_seed_from_env),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
