@@ -12,6 +12,10 @@
 
 namespace {
 
+/* Host emulation only: accesses whose address is not a multiple of their
+ * width. x86 forgives them, a GPU faults, so the emulators count them. */
+thread_local uint64_t rsp__kmisaligned;
+
 /* Everything one launch needs, passed by value (about 1.3 KB of the 4 KB of
  * kernel parameters): the geometry plus, per block, the chunks of one region
  * and the first chunk id of the block, so a chunk id decodes without
@@ -50,6 +54,10 @@ __host__ __device__ inline void rsp__kbody(unsigned char *dst, const unsigned ch
 {
     T *d = reinterpret_cast<T *>(dst);
     const T *s = reinterpret_cast<const T *>(src);
+#ifndef __CUDA_ARCH__
+    if ((uintptr_t)dst % sizeof(T) || (!ZERO && (uintptr_t)src % sizeof(T)))
+        rsp__kmisaligned++;
+#endif
     const uint64_t st = nt;
     uint64_t i = tid;
     for (; i + 3 * st < n; i += 4 * st) {
@@ -178,17 +186,19 @@ cudaError_t rsp__klaunch_on(const rsp__kgeom *geom, const uint32_t *slots, const
 }
 
 template <bool ZERO>
-void rsp__kemulate(const rsp__kgeom *geom, const uint32_t *slots, const rsp__kpair *pairs,
-                   uint32_t count, unsigned threads)
+uint64_t rsp__kemulate(const rsp__kgeom *geom, const uint32_t *slots, const rsp__kpair *pairs,
+                       uint32_t count, unsigned threads)
 {
     if (count == 0 || geom->num_blocks == 0 || geom->num_blocks > RSP__KMAX_BLOCKS ||
         geom->num_layers == 0 || threads == 0)
-        return;
+        return 0;
     rsp__klaunch L;
     const uint64_t total = rsp__kprepare(geom, count, &L);
+    rsp__kmisaligned = 0;
     for (uint64_t chunk = 0; chunk < total; chunk++)
         for (unsigned t = 0; t < threads; t++)
             rsp__kchunk<ZERO>(L, slots, pairs, chunk, t, threads);
+    return rsp__kmisaligned;
 }
 
 } // namespace
@@ -213,14 +223,14 @@ extern "C" cudaError_t rsp__kernels_copy(const rsp__kgeom *geom, const rsp__kpai
     return rsp__klaunch_on<false>(geom, nullptr, pairs, count, max_grid, stream);
 }
 
-extern "C" void rsp__kernels_zero_host(const rsp__kgeom *geom, const uint32_t *slots,
-                                       uint32_t count, unsigned threads)
+extern "C" uint64_t rsp__kernels_zero_host(const rsp__kgeom *geom, const uint32_t *slots,
+                                           uint32_t count, unsigned threads)
 {
-    rsp__kemulate<true>(geom, slots, nullptr, count, threads);
+    return rsp__kemulate<true>(geom, slots, nullptr, count, threads);
 }
 
-extern "C" void rsp__kernels_copy_host(const rsp__kgeom *geom, const rsp__kpair *pairs,
-                                       uint32_t count, unsigned threads)
+extern "C" uint64_t rsp__kernels_copy_host(const rsp__kgeom *geom, const rsp__kpair *pairs,
+                                           uint32_t count, unsigned threads)
 {
-    rsp__kemulate<false>(geom, nullptr, pairs, count, threads);
+    return rsp__kemulate<false>(geom, nullptr, pairs, count, threads);
 }

@@ -93,12 +93,14 @@ cudaError_t rsp__kernels_copy(const rsp__kgeom *geom, const rsp__kpair *pairs, u
  * chunk and thread by thread (`threads` emulated threads per chunk, >= 1), on
  * host memory (geom bases, slots and pairs are host pointers). They exist so
  * the split, alignment and tail logic is tested byte for byte on machines
- * without a GPU. Calling thread; cost: the bytes moved, serially.
+ * without a GPU. They return how many wide accesses were misaligned for
+ * their width (the CPU forgives those, a GPU would fault): must be 0.
+ * Calling thread; cost: the bytes moved, serially.
  */
-void rsp__kernels_zero_host(const rsp__kgeom *geom, const uint32_t *slots, uint32_t count,
-                            unsigned threads);
-void rsp__kernels_copy_host(const rsp__kgeom *geom, const rsp__kpair *pairs, uint32_t count,
-                            unsigned threads);
+uint64_t rsp__kernels_zero_host(const rsp__kgeom *geom, const uint32_t *slots, uint32_t count,
+                                unsigned threads);
+uint64_t rsp__kernels_copy_host(const rsp__kgeom *geom, const rsp__kpair *pairs, uint32_t count,
+                                unsigned threads);
 
 #ifdef __cplusplus
 }
