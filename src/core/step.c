@@ -248,8 +248,9 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         pins = c->layout.max_slots;
     if (rsp__steprec_reserve(s, n.needed, (uint32_t)pins))
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
-    /* Implicit ingest: every non-padding row's rid exists from here on. */
-    for (uint32_t i = 0; i < step->num_rows; i++)
+    /* Implicit ingest: every non-padding row's rid exists from here on
+     * (not for capture: its rows are dummies). */
+    for (uint32_t i = 0; i < step->num_rows && !step->capture; i++)
         if (!step->rows[i].padding && !rsp__req_get(c, step->rows[i].rid))
             return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
                              step->step_id);
