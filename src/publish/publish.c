@@ -1,0 +1,534 @@
+/*
+ * RCU plan publication and reclamation.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * liburcu is used through its library symbols (urcu-memb flavour,
+ * liburcu-memb); _LGPL_SOURCE is never defined (the library is Apache-2.0).
+ *
+ * Synchronises-with pairs of this file (listed in docs/ordering.md):
+ *
+ *   P1/P2  publication. Owner P1: fills the plan, then rcu_assign_pointer
+ *          (release store of the pointer). Reader P2: rcu_dereference
+ *          (dependency-ordered load) inside a read section, then reads the
+ *          plan. A reader sees either the old plan or the complete new one.
+ *   G1/G2  reclamation. Reader G1: rcu_read_unlock ends the section.
+ *          Reclaimer G2: call_rcu's callback (or synchronize_rcu) runs
+ *          after a grace period, so after every section that could have
+ *          seen the retired pointer has ended; only then is the
+ *          publisher's reference dropped.
+ *   X1     references. Every ref/unref is a full RMW; the drop that reaches
+ *          zero frees, after every other holder's last access.
+ *   W1/W2  plan wait. Owner W1: stores live_step (release), then bumps
+ *          wait_seq (full RMW), then loads waiters. Waiter W2: snapshots
+ *          wait_seq, waiters += 1 (full RMW), loads live_step, sleeps on
+ *          wait_seq == snapshot. Store->load on both sides through full
+ *          RMWs: either the waiter sees the step, or the owner sees the
+ *          waiter; the futex compare catches a wake between check and sleep.
+ */
+#include "publish.h"
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <urcu/urcu-memb.h>
+
+#include "hb.h"
+#include "util/error.h"
+#include "util/sync.h"
+
+typedef struct rsp__plan_label {
+    rsp_label_id label;
+    char name[RSP_NAME_MAX];
+    uint32_t num_rows;
+    uint32_t length;
+    const int32_t *slot_indices; /* into the plan's allocation */
+    const bool *has_state;
+    const uint64_t *generations;
+    void *device_slot_indices;
+    void *device_has_state;
+} rsp__plan_label;
+
+/* Immutable after publication except `refs` and `rcu`. */
+struct rsp_plan {
+    struct rcu_head rcu;  /* owner, then liburcu's call_rcu worker */
+    uint32_t refs;        /* any thread, atomic (X1) */
+    rsp__publisher *pub;  /* immutable: the publisher outlives its plans */
+    uint64_t step_id;
+    bool staged;
+    rsp_event ready;
+    uint32_t num_labels;
+    rsp__plan_label labels[]; /* then generations, slot_indices, has_state */
+};
+
+struct rsp__publisher {
+    rsp_plan *live;            /* owner writes (P1); readers rcu_dereference (P2) */
+    rsp_plan *staged;          /* same */
+    uint64_t live_step;        /* owner writes (W1, release); any thread reads */
+    uint32_t has_live;         /* owner writes once 0 -> 1 before the first W1 */
+    uint32_t wait_seq;         /* futex word: bumped on each live publish and close */
+    uint32_t waiters;          /* any thread, atomic (W2) */
+    uint32_t closed;           /* any thread, atomic: 0 -> 1 once */
+    uint32_t retired;          /* owner increments, call_rcu worker decrements */
+    uint32_t retired_max;      /* owner only writes; tests read */
+    uint32_t objects;          /* plans alive: any thread, atomic (X1) */
+    uint32_t retired_cap;      /* immutable */
+    struct call_rcu_data *crdp;/* immutable: this pool's call_rcu worker */
+};
+
+/* TSan stand-in for the grace period (G1/G2): every read section releases
+ * it at its end, every reclamation acquires it before freeing. */
+static char rsp__grace_token;
+
+/* The calling thread's reader state. A thread may be registered with
+ * liburcu both as a reader and as an owner (tests do that): liburcu
+ * asserts on a second registration, so registrations are counted. */
+static _Thread_local bool rsp__tls_registered; /* rsp__reader_register called */
+static _Thread_local uint32_t rsp__tls_rcu_regs; /* liburcu registrations held */
+static _Thread_local uint32_t rsp__tls_depth;    /* read-section nesting */
+
+static void rcu_register_ref(void)
+{
+    if (rsp__tls_rcu_regs++ == 0)
+        urcu_memb_register_thread();
+}
+
+static void rcu_unregister_ref(void)
+{
+    if (--rsp__tls_rcu_regs == 0)
+        urcu_memb_unregister_thread();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plans                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void plan_free(rsp_plan *plan)
+{
+    rsp__publisher *p = plan->pub;
+    free(plan);
+    /* Last access to the publisher: its destroy waits for zero. */
+    rsp__fetch_add_u32(&p->objects, UINT32_MAX);
+}
+
+/* X1: drop one reference; the last one frees. */
+static void plan_drop(rsp_plan *plan)
+{
+    rsp__hb_release(plan); /* X1 (TSan mirror) */
+    if (rsp__fetch_add_u32(&plan->refs, UINT32_MAX) == 1) {
+        rsp__hb_acquire(plan); /* X1 (TSan mirror) */
+        plan_free(plan);
+    }
+}
+
+static size_t align_up(size_t n, size_t a)
+{
+    return (n + a - 1) / a * a;
+}
+
+rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
+                         const rsp__plan_label_src *labels, uint32_t num_labels,
+                         rsp_plan **out, rsp_error *err)
+{
+    size_t gens = 0, idx = 0, flags = 0;
+    for (uint32_t i = 0; i < num_labels; i++) {
+        gens += labels[i].num_rows;
+        idx += labels[i].length;
+    }
+    flags = idx;
+    const size_t off_gens =
+        align_up(sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label),
+                 alignof(uint64_t));
+    const size_t off_idx = align_up(off_gens + gens * sizeof(uint64_t), alignof(int32_t));
+    const size_t off_flags = off_idx + idx * sizeof(int32_t);
+    unsigned char *mem = malloc(off_flags + flags * sizeof(bool));
+    if (!mem)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan of step %llu",
+                         (unsigned long long)step_id);
+
+    rsp_plan *plan = (rsp_plan *)mem;
+    memset(plan, 0, sizeof *plan);
+    plan->refs = 1; /* the publisher's */
+    plan->pub = p;
+    plan->step_id = step_id;
+    plan->staged = staged;
+    plan->ready = ready;
+    plan->num_labels = num_labels;
+    uint64_t *g = (uint64_t *)(mem + off_gens);
+    int32_t *si = (int32_t *)(mem + off_idx);
+    bool *hs = (bool *)(mem + off_flags);
+    for (uint32_t i = 0; i < num_labels; i++) {
+        const rsp__plan_label_src *s = &labels[i];
+        rsp__plan_label *l = &plan->labels[i];
+        memset(l, 0, sizeof *l);
+        l->label = s->label;
+        snprintf(l->name, sizeof l->name, "%s", s->name ? s->name : "?");
+        l->num_rows = s->num_rows;
+        l->length = s->length;
+        if (s->num_rows)
+            memcpy(g, s->generations, s->num_rows * sizeof *g);
+        if (s->length) {
+            memcpy(si, s->slot_indices, s->length * sizeof *si);
+            memcpy(hs, s->has_state, s->length * sizeof *hs);
+        }
+        l->generations = g;
+        l->slot_indices = si;
+        l->has_state = hs;
+        l->device_slot_indices = s->device_slot_indices;
+        l->device_has_state = s->device_has_state;
+        g += s->num_rows;
+        si += s->length;
+        hs += s->length;
+    }
+    rsp__fetch_add_u32(&p->objects, 1);
+    *out = plan;
+    return RSP_OK;
+}
+
+void rsp__plan_discard(rsp_plan *plan)
+{
+    if (plan)
+        plan_free(plan);
+}
+
+uint64_t rsp__plan_step_id(const rsp_plan *plan)
+{
+    return plan->step_id;
+}
+
+bool rsp__plan_is_staged(const rsp_plan *plan)
+{
+    return plan->staged;
+}
+
+rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
+                                rsp_error *err)
+{
+    for (uint32_t i = 0; i < plan->num_labels; i++) {
+        const rsp__plan_label *l = &plan->labels[i];
+        if (l->label != label)
+            continue;
+        out->label = label;
+        out->step_id = plan->step_id;
+        out->staged = plan->staged;
+        out->num_rows = l->num_rows;
+        out->length = l->length;
+        out->slot_indices = l->slot_indices;
+        out->has_state = l->has_state;
+        out->generations = l->generations;
+        out->device_slot_indices = l->device_slot_indices;
+        out->device_has_state = l->device_has_state;
+        out->ready = plan->ready;
+        return RSP_OK;
+    }
+    /* Name the labels that were planned, so the caller sees its mistake. */
+    char list[RSP_ERROR_MAX];
+    size_t n = 0;
+    list[0] = '\0';
+    for (uint32_t i = 0; i < plan->num_labels && n < sizeof list; i++) {
+        int w = snprintf(list + n, sizeof list - n, "%s%s (%u)", i ? ", " : "",
+                         plan->labels[i].name, plan->labels[i].label);
+        if (w < 0)
+            break;
+        n += (size_t)w;
+    }
+    return rsp__fail(err, RSP_ENOPLAN, "label %u is not planned in %s step %llu; planned: %s",
+                     label, plan->staged ? "staged" : "live",
+                     (unsigned long long)plan->step_id,
+                     plan->num_labels ? list : "no label");
+}
+
+const rsp_plan *rsp__plan_ref(const rsp_plan *plan)
+{
+    /* X1: the caller is in a read section (the publisher's reference is
+     * still there) or holds a reference, so refs > 0 here. */
+    rsp__fetch_add_u32(&((rsp_plan *)plan)->refs, 1);
+    return plan;
+}
+
+void rsp__plan_unref(const rsp_plan *plan)
+{
+    plan_drop((rsp_plan *)plan);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Publisher                                                                 */
+/* ------------------------------------------------------------------------ */
+
+rsp_status rsp__publisher_create(uint32_t retired_cap, rsp__publisher **out, rsp_error *err)
+{
+    rsp__publisher *p = calloc(1, sizeof *p);
+    if (!p)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan publisher");
+    p->retired_cap = retired_cap ? retired_cap : RSP__RETIRED_CAP_DEFAULT;
+    p->crdp = urcu_memb_create_call_rcu_data(0, -1);
+    if (!p->crdp) {
+        free(p);
+        return rsp__fail(err, RSP_ENOMEM, "cannot start the call_rcu worker");
+    }
+    *out = p;
+    return RSP_OK;
+}
+
+void rsp__publisher_owner_enter(rsp__publisher *p)
+{
+    rcu_register_ref();
+    urcu_memb_set_thread_call_rcu_data(p->crdp);
+}
+
+void rsp__publisher_owner_leave(rsp__publisher *p)
+{
+    (void)p;
+    urcu_memb_set_thread_call_rcu_data(NULL);
+    rcu_unregister_ref();
+}
+
+/* G2: the call_rcu worker runs this after a grace period. */
+static void reclaim_cb(struct rcu_head *head)
+{
+    rsp_plan *plan = caa_container_of(head, rsp_plan, rcu);
+    rsp__publisher *p = plan->pub;
+    rsp__hb_acquire(&rsp__grace_token); /* G2 (TSan mirror of the grace period) */
+    rsp__hb_acquire(plan);              /* the owner's writes, across call_rcu */
+    rsp__fetch_add_u32(&p->retired, UINT32_MAX);
+    plan_drop(plan);
+}
+
+/* Owner: drop the publisher's reference to a plan readers may still see. */
+static void retire(rsp__publisher *p, rsp_plan *plan)
+{
+    if (!plan)
+        return;
+    uint32_t r = rsp__load_relaxed_u32(&p->retired);
+    if (r < p->retired_cap) {
+        rsp__fetch_add_u32(&p->retired, 1);
+        if (r + 1 > p->retired_max)
+            rsp__store_relaxed_u32(&p->retired_max, r + 1);
+        rsp__hb_release(plan);
+        urcu_memb_call_rcu(&plan->rcu, reclaim_cb); /* G2 via the pool's worker */
+    } else {
+        /* Past the cap: wait for the grace period here, so retired plans
+         * stay bounded however far the call_rcu worker lags. */
+        urcu_memb_synchronize_rcu(); /* G2 */
+        rsp__hb_acquire(&rsp__grace_token);
+        plan_drop(plan);
+    }
+}
+
+void rsp__publish_live(rsp__publisher *p, rsp_plan *plan)
+{
+    rsp_plan *old = p->live; /* owner is the only writer: a plain read */
+    rsp__hb_release(plan);   /* P1 (TSan mirror: liburcu is not instrumented) */
+    /* P1: release store; pairs with rcu_dereference (P2) in readers. */
+    rcu_assign_pointer(p->live, plan);
+    /* W1: pairs with W2 in rsp__publisher_wait. */
+    rsp__store_release_u64(&p->live_step, plan->step_id);
+    if (!rsp__load_relaxed_u32(&p->has_live))
+        rsp__store_release_u32(&p->has_live, 1);
+    rsp__fetch_add_u32(&p->wait_seq, 1);
+    if (rsp__load_relaxed_u32(&p->waiters) != 0)
+        rsp__futex_wake_all(&p->wait_seq);
+    retire(p, old);
+}
+
+void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan)
+{
+    rsp_plan *old = p->staged;
+    if (old == plan)
+        return;
+    if (plan)
+        rsp__hb_release(plan); /* P1 (TSan mirror) */
+    rcu_assign_pointer(p->staged, plan); /* P1 */
+    retire(p, old);
+}
+
+void rsp__publisher_close(rsp__publisher *p)
+{
+    rsp__swap_u32(&p->closed, 1);
+    rsp__fetch_add_u32(&p->wait_seq, 1);
+    rsp__futex_wake_all(&p->wait_seq);
+}
+
+static const rsp_plan *read_pointer(rsp_plan *const *slot)
+{
+    if (rsp__tls_depth == 0)
+        return NULL; /* outside a read section the pointer could be freed */
+    /* P2: dependency-ordered load; pairs with rcu_assign_pointer (P1). */
+    rsp_plan *plan = rcu_dereference(*(rsp_plan **)slot);
+    if (plan)
+        rsp__hb_acquire(plan); /* P2 (TSan mirror) */
+    return plan;
+}
+
+const rsp_plan *rsp__publisher_live(const rsp__publisher *p)
+{
+    return read_pointer(&p->live);
+}
+
+const rsp_plan *rsp__publisher_staged(const rsp__publisher *p)
+{
+    return read_pointer(&p->staged);
+}
+
+static bool step_reached(rsp__publisher *p, uint64_t step_id)
+{
+    /* W2: acquire; pairs with the release stores of W1. */
+    return rsp__load_acquire_u32(&p->has_live) &&
+           rsp__load_acquire_u64(&p->live_step) >= step_id;
+}
+
+rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
+                               rsp_error *err)
+{
+    if (step_reached(p, step_id))
+        return RSP_OK;
+    if (timeout_ns == 0)
+        return rsp__fail(err, RSP_ETIMEDOUT, "no live plan of step >= %llu yet",
+                         (unsigned long long)step_id);
+    uint64_t deadline = UINT64_MAX;
+    if (timeout_ns != UINT64_MAX) {
+        uint64_t now = rsp__now_ns();
+        deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+    }
+    rsp_status st = RSP_OK;
+    rsp__fetch_add_u32(&p->waiters, 1); /* W2: pairs with W1 */
+    for (;;) {
+        uint32_t seq = rsp__load_acquire_u32(&p->wait_seq);
+        if (step_reached(p, step_id))
+            break;
+        if (rsp__load_relaxed_u32(&p->closed)) {
+            st = rsp__fail(err, RSP_ESHUTDOWN, "the pool shut down before step %llu was planned",
+                           (unsigned long long)step_id);
+            break;
+        }
+        struct timespec ts, *rel = NULL;
+        if (deadline != UINT64_MAX) {
+            uint64_t now = rsp__now_ns();
+            if (now >= deadline) {
+                st = rsp__fail(err, RSP_ETIMEDOUT,
+                               "no live plan of step >= %llu before the timeout",
+                               (unsigned long long)step_id);
+                break;
+            }
+            ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
+            ts.tv_nsec = (long)((deadline - now) % 1000000000u);
+            rel = &ts;
+        }
+        rsp__futex_wait(&p->wait_seq, seq, rel);
+    }
+    /* Last access to p: destroy waits for waiters == 0. */
+    rsp__fetch_add_u32(&p->waiters, UINT32_MAX);
+    return st;
+}
+
+uint32_t rsp__publisher_retired(const rsp__publisher *p)
+{
+    return rsp__load_relaxed_u32((uint32_t *)&p->retired);
+}
+
+uint32_t rsp__publisher_retired_max(const rsp__publisher *p)
+{
+    return rsp__load_relaxed_u32((uint32_t *)&p->retired_max);
+}
+
+uint32_t rsp__publisher_objects(const rsp__publisher *p)
+{
+    return rsp__load_relaxed_u32((uint32_t *)&p->objects);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+void rsp__publisher_destroy(rsp__publisher *p)
+{
+    if (!p)
+        return;
+    rsp__publisher_close(p);
+    /* Waiters were woken with RSP_ESHUTDOWN; let them leave. */
+    while (rsp__load_acquire_u32(&p->waiters) != 0)
+        sleep_ms(1);
+
+    rsp_plan *live = p->live, *staged = p->staged;
+    rcu_assign_pointer(p->live, NULL);
+    rcu_assign_pointer(p->staged, NULL);
+    urcu_memb_synchronize_rcu(); /* G2: no section still sees either plan */
+    rsp__hb_acquire(&rsp__grace_token);
+    if (live)
+        plan_drop(live);
+    if (staged)
+        plan_drop(staged);
+    /* Retired plans wait for the call_rcu worker; referenced plans for
+     * their readers' unref. Both end with the objects count at zero. */
+    while (rsp__load_acquire_u32(&p->objects) != 0)
+        sleep_ms(1);
+    pthread_t worker = urcu_memb_get_call_rcu_thread(p->crdp);
+    urcu_memb_call_rcu_data_free(p->crdp); /* stops the worker after its callbacks */
+#ifndef RSP_URCU_JOINS_CALL_RCU_WORKER
+    /* liburcu 0.13 stops the worker but never joins it (its stack would
+     * leak with every pool). Later releases join it themselves
+     * (CRDF_FLAG_JOIN_THREAD): build against those with
+     * -DRSP_URCU_JOINS_CALL_RCU_WORKER. */
+    pthread_join(worker, NULL);
+#endif
+    free(p);
+}
+
+void rsp__publisher_abandon(rsp__publisher *p)
+{
+    (void)p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Readers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+rsp_status rsp__reader_register(rsp_error *err)
+{
+    (void)err;
+    if (!rsp__tls_registered) {
+        rcu_register_ref();
+        rsp__tls_registered = true;
+    }
+    return RSP_OK;
+}
+
+void rsp__reader_unregister(void)
+{
+    if (!rsp__tls_registered)
+        return;
+    /* Unregistering inside a section would let a grace period end under
+     * the reader's feet: close the sections first. */
+    while (rsp__tls_depth > 0)
+        rsp__read_end();
+    rcu_unregister_ref();
+    rsp__tls_registered = false;
+}
+
+bool rsp__reader_registered(void)
+{
+    return rsp__tls_registered;
+}
+
+rsp_status rsp__read_begin(void)
+{
+    if (!rsp__tls_registered)
+        return RSP_ENOTREG;
+    rsp__tls_depth++;
+    urcu_memb_read_lock();
+    return RSP_OK;
+}
+
+void rsp__read_end(void)
+{
+    if (rsp__tls_depth == 0)
+        return; /* unbalanced end: ignore rather than corrupt liburcu's nesting */
+    rsp__tls_depth--;
+    rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
+    urcu_memb_read_unlock();                  /* G1 */
+}

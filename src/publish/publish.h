@@ -1,0 +1,134 @@
+/*
+ * Plan publication: immutable plan objects, published with RCU (liburcu,
+ * urcu-memb flavour), reclaimed with call_rcu, kept alive past a read
+ * section by reference counts.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Knows nothing of slots or devices: the owner hands it finished vectors
+ * and device pointers; it copies the host vectors into one allocation.
+ *
+ * Synchronisation table:
+ *
+ *   operation                          | thread
+ *   -----------------------------------+-------------------------------------
+ *   rsp__publisher_create / _destroy   | one thread, after the owner stopped
+ *   rsp__publisher_owner_enter/_leave  | the owner thread (start / end)
+ *   rsp__plan_new, rsp__publish_*      | the owner thread only (one writer)
+ *   rsp__publisher_close               | any thread
+ *   rsp__publisher_live / _staged      | registered reader, inside a section
+ *   rsp__plan_* accessors, ref/unref   | any thread holding the plan
+ *   rsp__publisher_wait                | any thread
+ *   rsp__reader_*, rsp__read_*         | the calling thread (thread-local)
+ *
+ * Lifetime of a plan: one reference belongs to the publisher while the plan
+ * is published (live or staged); replacing it retires that reference through
+ * call_rcu (after a grace period, so no read section can still see it); each
+ * rsp__plan_ref adds one. The last drop frees the plan.
+ */
+#ifndef RSP_PUBLISH_PUBLISH_H
+#define RSP_PUBLISH_PUBLISH_H
+
+#include <rsp/rsp.h>
+
+typedef struct rsp__publisher rsp__publisher;
+
+/* Retired plans waiting for call_rcu at most, per pool, before the owner
+ * falls back to synchronize_rcu (call_rcu lags 10-20 ms and nothing bounds
+ * its queue). */
+#define RSP__RETIRED_CAP_DEFAULT 64u
+
+/* Create the publisher and its call_rcu worker (a per-pool call_rcu_data).
+ * retired_cap 0 = RSP__RETIRED_CAP_DEFAULT. Any thread. */
+rsp_status rsp__publisher_create(uint32_t retired_cap, rsp__publisher **out, rsp_error *err);
+
+/*
+ * Stop plan waiters (they return RSP_ESHUTDOWN), unpublish, wait a grace
+ * period, wait until every plan is freed (call_rcu callbacks and readers'
+ * references: this blocks while a reader holds one), then free. Call after
+ * the owner thread stopped, from a thread outside any read section, once
+ * no other thread calls into this publisher except to drop references.
+ * NULL is a no-op.
+ */
+void rsp__publisher_destroy(rsp__publisher *p);
+
+/* Leak on purpose (forked child: the call_rcu thread does not exist). */
+void rsp__publisher_abandon(rsp__publisher *p);
+
+/* The owner thread's first and last calls: register it with RCU (call_rcu
+ * needs a registered caller) and route its call_rcu to this publisher's
+ * worker. */
+void rsp__publisher_owner_enter(rsp__publisher *p);
+void rsp__publisher_owner_leave(rsp__publisher *p);
+
+/* One label's addressing, as the owner built it. Host vectors are copied. */
+typedef struct rsp__plan_label_src {
+    rsp_label_id label;
+    const char *name;            /* copied (truncated to RSP_NAME_MAX - 1) */
+    uint32_t num_rows;
+    uint32_t length;             /* >= num_rows */
+    const int32_t *slot_indices; /* [length] */
+    const bool *has_state;       /* [length] */
+    const uint64_t *generations; /* [num_rows] */
+    void *device_slot_indices;   /* not owned */
+    void *device_has_state;      /* not owned */
+} rsp__plan_label_src;
+
+/* Build an unpublished plan (one allocation). Owner thread.
+ * RSP_ENOMEM if the allocation fails. Cost: the copy of the vectors. */
+rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
+                         const rsp__plan_label_src *labels, uint32_t num_labels,
+                         rsp_plan **out, rsp_error *err);
+
+/* Free a plan that was never published. Owner thread. */
+void rsp__plan_discard(rsp_plan *plan);
+
+/*
+ * Publish plan as the live plan (replacing and retiring the previous one)
+ * and wake rsp__publisher_wait callers whose step it reaches. Owner thread.
+ * Cost: a release store, a call_rcu (or, past the retired cap, a
+ * synchronize_rcu), a futex wake only if someone waits.
+ */
+void rsp__publish_live(rsp__publisher *p, rsp_plan *plan);
+
+/* Publish plan as the staged plan, or unpublish the stage (plan NULL).
+ * Owner thread. */
+void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan);
+
+/* Wake plan waiters for good: they return RSP_ESHUTDOWN. Any thread. */
+void rsp__publisher_close(rsp__publisher *p);
+
+/* The live / staged plan or NULL. Registered reader inside a read section
+ * (otherwise NULL). O(1). */
+const rsp_plan *rsp__publisher_live(const rsp__publisher *p);
+const rsp_plan *rsp__publisher_staged(const rsp__publisher *p);
+
+/* Block until a live plan with step id >= step_id is published;
+ * RSP_ETIMEDOUT, RSP_ESHUTDOWN. Any thread; no registration needed. */
+rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
+                               rsp_error *err);
+
+/* Plans retired and not yet reclaimed; the most there ever were at once.
+ * For tests of the cap. Any thread, relaxed. */
+uint32_t rsp__publisher_retired(const rsp__publisher *p);
+uint32_t rsp__publisher_retired_max(const rsp__publisher *p);
+/* Plan objects alive (published, retired, or referenced). Any thread. */
+uint32_t rsp__publisher_objects(const rsp__publisher *p);
+
+/* Plan accessors. Any thread holding the plan (read section or ref). */
+uint64_t rsp__plan_step_id(const rsp_plan *plan);
+bool rsp__plan_is_staged(const rsp_plan *plan);
+rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
+                                rsp_error *err);
+/* Take a reference (inside a read section, or while holding one). */
+const rsp_plan *rsp__plan_ref(const rsp_plan *plan);
+void rsp__plan_unref(const rsp_plan *plan);
+
+/* Reader registration and read sections of the calling thread. */
+rsp_status rsp__reader_register(rsp_error *err);
+void rsp__reader_unregister(void);
+bool rsp__reader_registered(void);
+/* RSP_ENOTREG when the thread is not registered. Nestable. */
+rsp_status rsp__read_begin(void);
+void rsp__read_end(void);
+
+#endif
