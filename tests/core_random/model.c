@@ -54,6 +54,7 @@ static void let_go(rspm *m, int32_t s)
     if (m->slot[s].pins > 0) {
         m->slot[s].state = RSPM_PENDING;
         m->slot[s].content = RSPM_UNKNOWN; /* a forward may still write it */
+        m->cov.pending++;
     } else {
         push_slot(m, s);
     }
@@ -122,7 +123,7 @@ void rspm_reset(rspm *m, uint32_t ridx, bool free)
         h->has_state = false;
         h->gen_moved = true;
         if (m->slot[h->slot].pins > 0)
-            m->slot[h->slot].zero_pending = true; /* zeroed after the forward */
+            m->slot[h->slot].zero_pending = true, m->cov.zero_deferred++; /* zeroed after the forward */
         else
             zero_content(m, h->slot);
     }
@@ -243,13 +244,14 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
     memset(st, 0, sizeof *st);
     st->used = true;
     st->step_id = d->step_id;
-    /* Implicit ingest of every non-padding row's rid (capture steps too:
-     * SEMANTICS 4.1 makes no exception). */
+    /* A capture step reserves nothing, not even a request: its rows are
+     * the runner's dummies (docs/core.md). */
+    if (d->capture)
+        return out;
+    /* Implicit ingest of every non-padding row's rid. */
     for (uint32_t i = 0; i < d->num_rows; i++)
         if (!d->rows[i].padding)
             rspm_ingest(m, d->rows[i].ridx);
-    if (d->capture)
-        return out;
     want w[RSPM_MAX_ROWS * (1 + 2 * RSPM_MAX_FORKS)];
     uint32_t n = admit_wants(d, w);
     for (uint32_t i = 0; i < n; i++) {
@@ -278,7 +280,7 @@ static void finish(rspm *m, rspm_step *st)
         if (--sl->pins > 0)
             continue;
         if (sl->state == RSPM_PENDING)
-            push_slot(m, s);
+            push_slot(m, s), m->cov.pending_freed++;
         else if (sl->zero_pending)
             zero_content(m, s);
     }
@@ -312,8 +314,11 @@ void rspm_rollback(rspm *m, uint64_t step_id)
     for (uint32_t i = st->num_journal; i-- > 0;) {
         rspm_journal_entry *e = &st->journal[i];
         rspm_holding *h = find(m, e->ridx, e->label);
-        if (!h || h->slot != e->slot)
+        if (!h || h->slot != e->slot) {
+            m->cov.rollback_skips++;
             continue;
+        }
+        m->cov.rollback_frees++;
         drop_holding(m, e->ridx, e->label);
         unpin_one(m, st, e->slot);
         let_go(m, e->slot);
@@ -336,6 +341,7 @@ static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t
             if (from == to)
                 continue;
             m->slot[to->slot].content = m->slot[from->slot].content;
+            m->cov.fork_copies++;
             m->slot[to->slot].written = m->slot[from->slot].written;
             to->has_state = from->has_state;
         }
@@ -425,6 +431,8 @@ void rspm_commit(rspm *m, const rspm_decl *d)
             rspm_holding *h = find(m, r->ridx, r->label);
             if (h && pinned_by(st, h->slot) && !m->slot[h->slot].zero_pending)
                 h->has_state = true;
+            else if (h && !pinned_by(st, h->slot))
+                m->cov.commit_stale++;
         }
         /* Deferred zeroes of slots only this step addresses: after the
          * forward, before post-forks read them. */

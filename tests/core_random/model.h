@@ -111,6 +111,17 @@ typedef struct rspm_admit {
     uint32_t free;          /* free slots before the admit */
 } rspm_admit;
 
+/* How often the interesting paths ran (coverage of the random sequence). */
+typedef struct rspm_cov {
+    uint64_t pending;         /* releases deferred by a step in flight */
+    uint64_t pending_freed;   /* ... and later released at the step's end */
+    uint64_t zero_deferred;   /* reset(free = false) of a pinned slot */
+    uint64_t commit_stale;    /* commit row whose holding is not the planned one */
+    uint64_t fork_copies;     /* fork copies between two slots */
+    uint64_t rollback_frees;  /* journal entries released by rollback */
+    uint64_t rollback_skips;  /* journal entries whose holding was gone */
+} rspm_cov;
+
 typedef struct rspm {
     uint32_t max_slots;
     bool sink;
@@ -121,6 +132,7 @@ typedef struct rspm {
     uint32_t num_free;
     int32_t free_stack[RSPM_MAX_SLOTS]; /* top = free_stack[num_free - 1] */
     rspm_step steps[RSPM_MAX_STEPS];
+    rspm_cov cov;
 } rspm;
 
 void rspm_init(rspm *m, uint32_t max_slots, bool sink, uint32_t num_rids);

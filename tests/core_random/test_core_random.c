@@ -47,7 +47,7 @@
 #define RSP_RANDOM_OPS 55000 /* per run; 4 runs: 220,000 operations */
 #endif
 
-#define NUM_RIDS 10
+#define NUM_RIDS 8
 #define NUM_LABELS 3
 #define RID_BASE 1000u
 #define BAD_LABEL 40u
@@ -289,10 +289,14 @@ static void check_all(T *t, const char *what)
           "%s: stats free/held/pending %u/%u/%u, slot states say %u/%u/%u", what, st.free_slots,
           st.held_slots, st.pending_release, n[RSP__SLOT_FREE], n[RSP__SLOT_HELD],
           n[RSP__SLOT_PENDING]);
-    CHECK(t, st.num_requests == rspm_num_requests(m), "%s: %u requests, model %u", what,
-          st.num_requests, rspm_num_requests(m));
-    CHECK(t, st.num_holdings == rspm_num_holdings(m), "%s: %u holdings, model %u", what,
-          st.num_holdings, rspm_num_holdings(m));
+    /* The free stack, in the order the next allocations will take it. */
+    uint32_t order[RSPM_MAX_SLOTS];
+    uint32_t nf = rsp__core_free_order(t->core, order, RSPM_MAX_SLOTS);
+    CHECK(t, nf == m->num_free, "%s: %u free slots, model %u", what, nf, m->num_free);
+    for (uint32_t i = 0; i < nf; i++)
+        CHECK(t, (int32_t)order[i] == m->free_stack[m->num_free - 1 - i],
+              "%s: free stack position %u (from the top) is slot %u, model slot %d", what, i,
+              order[i], m->free_stack[m->num_free - 1 - i]);
 
     /* Every holding of every (rid, label): no slot twice, as the model says. */
     uint32_t held_by[RSPM_MAX_SLOTS] = {0};
@@ -338,6 +342,11 @@ static void check_all(T *t, const char *what)
         }
     }
     rspm_clear_gen_moved(&t->m);
+    CHECK(t, st.num_requests == rspm_num_requests(m), "%s: %u requests, model %u", what,
+          st.num_requests, rspm_num_requests(m));
+    CHECK(t, st.num_holdings == rspm_num_holdings(m), "%s: %u holdings, model %u", what,
+          st.num_holdings, rspm_num_holdings(m));
+
 
     /* Bytes: free slots zero; held slots exactly what the model says. */
     for (uint32_t s = 0; s < max; s++) {
@@ -593,6 +602,13 @@ static void op_reset(T *t)
 static void op_admit(T *t, dstep *s)
 {
     gen_decl(t, s);
+    /* Steps in flight together lease different graph slots (an engine
+     * never replays one lease slot for two steps at once; sharing one lets
+     * a stage overwrite a live step's leased buffer, see the report). */
+    const dstep *o = s == &t->a ? &t->b : &t->a;
+    if (s->has_lease && o->phase != PH_NONE && o->has_lease &&
+        o->lease.bucket_id == s->lease.bucket_id && o->lease.lease_slot == s->lease.lease_slot)
+        s->lease.lease_slot ^= 1u;
     bool preplan = below(t, 2);
     STEP_VARS(t, s, preplan);
     {
@@ -638,6 +654,24 @@ static void op_admit(T *t, dstep *s)
             check_all(t, "rollback refused");
         }
         s->phase = PH_NONE;
+        /* Like a scheduler, often preempt someone to make room. */
+        if (below(t, 10) < 6) {
+            uint32_t r = below(t, NUM_RIDS);
+            for (uint32_t k = 0; k < NUM_RIDS && t->m.req[r].num_holdings == 0; k++)
+                r = (r + 1) % NUM_RIDS;
+            bool rm = below(t, 2);
+            note(t, "preempt: %s rid %u", rm ? "remove" : "reset(free) of", rid_of(r));
+            CHECK(t,
+                  (rm ? rsp__core_remove(t->core, rid_of(r), &t->work, NULL)
+                      : rsp__core_reset(t->core, rid_of(r), true, &t->work, NULL)) == RSP_OK,
+                  "preempt failed");
+            if (rm)
+                rspm_remove(&t->m, r);
+            else
+                rspm_reset(&t->m, r, true);
+            apply_work(t, "preempt");
+            check_all(t, "preempt");
+        }
         return;
     }
     t->count_admit_ok++;
@@ -941,13 +975,13 @@ static void run(const run_cfg *cfg, uint64_t ops)
 
     for (t->op = 0; t->op < ops; t->op++) {
         uint32_t x = below(t, 100);
-        if (x < 4)
+        if (x < 3)
             op_ingest(t);
         else if (x < 9)
             op_remove(t);
-        else if (x < 14)
+        else if (x < 15)
             op_reset(t);
-        else if (x < 16)
+        else if (x < 17)
             op_invalid(t);
         else
             op_step(t);
@@ -974,6 +1008,13 @@ static void run(const run_cfg *cfg, uint64_t ops)
                   (unsigned long long)ops, (unsigned long long)t->count_admit_ok,
                   (unsigned long long)t->count_admit_full, (unsigned long long)t->count_stage,
                   (unsigned long long)t->count_promoted, (unsigned long long)t->count_pending);
+    const rspm_cov *cv = &t->m.cov;
+    print_message("  pending %llu (freed at step end %llu), deferred zeroes %llu, stale commit "
+                  "rows %llu, fork copies %llu, rollback frees %llu skips %llu\n",
+                  (unsigned long long)cv->pending, (unsigned long long)cv->pending_freed,
+                  (unsigned long long)cv->zero_deferred, (unsigned long long)cv->commit_stale,
+                  (unsigned long long)cv->fork_copies, (unsigned long long)cv->rollback_frees,
+                  (unsigned long long)cv->rollback_skips);
     /* "Pool full" must be common, or the test does not test much. */
     CHECK(t, t->count_admit_full * 20 > t->count_admit_ok, "pool full too rare: %llu of %llu",
           (unsigned long long)t->count_admit_full, (unsigned long long)t->count_admit_ok);
