@@ -261,14 +261,15 @@ static rsp_status rsp__cuda_buffer_ensure(rsp__cuda_device *cd, uint32_t id, uin
     }
     rsp_status st = RSP_OK;
     e = cudaMemsetAsync(mem, 0, rsp__cuda_buffer_bytes(cap), cd->stream);
-    if (e == cudaSuccess && buf->mem && buf->shadow_count) {
-        /* keep what the old buffer holds: same layout, smaller cap */
-        e = cudaMemcpyAsync(mem, buf->mem, (size_t)buf->shadow_count * sizeof(int32_t),
+    if (e == cudaSuccess && buf->mem) {
+        /* keep every entry the old buffer holds (like the host device): same
+         * layout, smaller cap; the rest stays zero */
+        e = cudaMemcpyAsync(mem, buf->mem, (size_t)buf->cap * sizeof(int32_t),
                             cudaMemcpyDeviceToDevice, cd->stream);
         if (e == cudaSuccess)
             e = cudaMemcpyAsync((unsigned char *)mem + (size_t)cap * sizeof(int32_t),
                                 buf->mem + (size_t)buf->cap * sizeof(int32_t),
-                                (size_t)buf->shadow_count * sizeof(bool), cudaMemcpyDeviceToDevice,
+                                (size_t)buf->cap * sizeof(bool), cudaMemcpyDeviceToDevice,
                                 cd->stream);
     }
     if (e != cudaSuccess) {
