@@ -43,8 +43,22 @@
 /* Parameters                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* Operations per run; 4 runs: 220,000 in the plain and ASan builds. The core
+ * is single-threaded, so ThreadSanitizer (5-10x slower here) adds nothing to
+ * this test: it runs a quarter of the sequence there. */
+#if defined(__SANITIZE_THREAD__)
+#define RSP__RANDOM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RSP__RANDOM_TSAN 1
+#endif
+#endif
 #ifndef RSP_RANDOM_OPS
-#define RSP_RANDOM_OPS 55000 /* per run; 4 runs: 220,000 operations */
+#ifdef RSP__RANDOM_TSAN
+#define RSP_RANDOM_OPS 14000
+#else
+#define RSP_RANDOM_OPS 55000
+#endif
 #endif
 
 #define NUM_RIDS 8
@@ -198,6 +212,44 @@ static void apply_work(T *t, const char *what)
     CHECK(t, rsp_test_store_apply(t->store, &t->work), "%s: malformed work: %s", what,
           rsp_test_store_error(t->store));
     rsp__work_clear(&t->work);
+}
+
+/* What a work list may contain, per operation (SEMANTICS 4.3, 5). */
+enum {
+    W_NO_ZERO = 1u << 0,     /* no ZERO at all (admit, stage, live plan) */
+    W_NO_COPY = 1u << 1,     /* no COPY at all (stage, reset, remove, admit, rollback) */
+    W_WAIT_FIRST = 1u << 2,  /* a forward ran: WAIT before any ZERO or COPY */
+    W_UNPINNED_ZERO = 1u << 3, /* zero only slots no in-flight step addresses */
+};
+
+/* Check the work of the last core call before it is applied. `before` is the
+ * model as it was before the call (for pins). */
+static void check_work(T *t, const char *what, unsigned rules, const rspm *before)
+{
+    const rsp__work *w = &t->work;
+    bool waited = false;
+    for (uint32_t i = 0; i < w->num_ops; i++) {
+        const rsp__op *op = &w->ops[i];
+        if (op->kind == RSP__OP_WAIT)
+            waited = true;
+        if (op->kind != RSP__OP_ZERO && op->kind != RSP__OP_COPY)
+            continue;
+        CHECK(t, !(rules & W_NO_ZERO) || op->kind != RSP__OP_ZERO, "%s: emitted a ZERO", what);
+        CHECK(t, !(rules & W_NO_COPY) || op->kind != RSP__OP_COPY, "%s: emitted a COPY", what);
+        CHECK(t, !(rules & W_WAIT_FIRST) || waited,
+              "%s: %s before waiting for the forward", what,
+              op->kind == RSP__OP_ZERO ? "ZERO" : "COPY");
+        for (uint32_t k = 0; k < op->count; k++) {
+            uint32_t a = op->kind == RSP__OP_ZERO ? w->slots[op->first + k]
+                                                   : w->pairs[op->first + k].src;
+            uint32_t b = op->kind == RSP__OP_ZERO ? a : w->pairs[op->first + k].dst;
+            CHECK(t, !(t->cfg.sink && (a == 0 || b == 0)), "%s: device work touches the sink",
+                  what);
+            if (op->kind == RSP__OP_ZERO && (rules & W_UNPINNED_ZERO) && a < RSPM_MAX_SLOTS)
+                CHECK(t, before->slot[a].pins == 0,
+                      "%s: zeroes slot %u while an in-flight step addresses it", what, a);
+        }
+    }
 }
 
 static void to_step(const T *t, const dstep *s, bool preplan, rsp_row *rows, rsp_fork *pre,
@@ -582,6 +634,7 @@ static void op_remove(T *t)
     uint32_t r = below(t, NUM_RIDS);
     note(t, "remove rid %u", rid_of(r));
     CHECK(t, rsp__core_remove(t->core, rid_of(r), &t->work, NULL) == RSP_OK, "remove failed");
+    check_work(t, "remove", W_NO_COPY | W_UNPINNED_ZERO, &t->m);
     rspm_remove(&t->m, r);
     apply_work(t, "remove");
     check_all(t, "remove");
@@ -593,6 +646,7 @@ static void op_reset(T *t)
     bool fr = below(t, 2);
     note(t, "reset rid %u free=%d", rid_of(r), fr);
     CHECK(t, rsp__core_reset(t->core, rid_of(r), fr, &t->work, NULL) == RSP_OK, "reset failed");
+    check_work(t, "reset", W_NO_COPY | W_UNPINNED_ZERO, &t->m);
     rspm_reset(&t->m, r, fr);
     apply_work(t, "reset");
     check_all(t, "reset");
@@ -627,6 +681,7 @@ static void op_admit(T *t, dstep *s)
     rsp_status rc = rsp__core_admit(t->core, &st_, &out, &t->work, NULL);
     CHECK(t, rc == RSP_OK, "admit step %llu: status %d", (unsigned long long)s->d.step_id,
           (int)rc);
+    check_work(t, "admit", W_NO_ZERO | W_NO_COPY, &t->m);
     rspm_admit want = rspm_admit_step(&t->m, &s->d);
     apply_work(t, "admit");
     CHECK(t, out.ok == want.ok, "admit step %llu: ok=%d, model ok=%d", (unsigned long long)s->d.step_id,
@@ -665,6 +720,7 @@ static void op_admit(T *t, dstep *s)
                   (rm ? rsp__core_remove(t->core, rid_of(r), &t->work, NULL)
                       : rsp__core_reset(t->core, rid_of(r), true, &t->work, NULL)) == RSP_OK,
                   "preempt failed");
+            check_work(t, "preempt", W_NO_COPY | W_UNPINNED_ZERO, &t->m);
             if (rm)
                 rspm_remove(&t->m, r);
             else
@@ -713,6 +769,7 @@ static void op_plan(T *t, dstep *s, bool staged)
     }
     CHECK(t, rc == RSP_OK, "plan step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
           (int)rc, rsp_strerror(rc));
+    check_work(t, staged ? "stage" : "plan", W_NO_ZERO | (staged ? W_NO_COPY : 0u), &t->m);
     t->m = copy;
     apply_work(t, staged ? "stage" : "plan");
     if (!staged && s->phase == PH_STAGED && out.promoted)
@@ -762,6 +819,7 @@ static void op_commit(T *t, dstep *s)
     rsp_status rc = rsp__core_commit(t->core, &st_, s->forward_ran ? &ev : NULL, &t->work, NULL);
     CHECK(t, rc == RSP_OK, "commit step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
           (int)rc, rsp_strerror(rc));
+    check_work(t, "commit", s->forward_ran ? W_WAIT_FIRST : 0u, &t->m);
     rspm_commit(&t->m, &s->d);
     apply_work(t, "commit");
     step_done(t, s);
@@ -777,6 +835,7 @@ static void op_rollback(T *t, dstep *s)
     rsp_status rc = rsp__core_rollback(t->core, s->d.step_id, ran ? &ev : NULL, &t->work, NULL);
     CHECK(t, rc == RSP_OK, "rollback step %llu: status %d", (unsigned long long)s->d.step_id,
           (int)rc);
+    check_work(t, "rollback", W_NO_COPY | (ran ? W_WAIT_FIRST : 0u), &t->m);
     rspm_rollback(&t->m, s->d.step_id);
     apply_work(t, "rollback");
     step_done(t, s);
@@ -794,7 +853,7 @@ static void op_clear_preplan(T *t, dstep *s)
 /* Bad input: a status, nothing changed (the full check proves it). */
 static void op_invalid(T *t)
 {
-    uint32_t x = below(t, 5);
+    uint32_t x = below(t, 8);
     dstep s;
     uint64_t saved_next = t->next_id;
     gen_decl(t, &s);
@@ -842,6 +901,38 @@ static void op_invalid(T *t)
         note(t, "plan of a step never admitted");
         expect_err(t, rsp__core_plan(t->core, &st_, &pout, &t->work, NULL), RSP_EORDER,
                    "plan not admitted");
+        break;
+    }
+    case 4: {
+        /* clear_preplan with nothing staged is safe and changes nothing. */
+        if (t->a.phase == PH_STAGED || t->b.phase == PH_STAGED)
+            return;
+        note(t, "clear_preplan with nothing staged");
+        CHECK(t, rsp__core_clear_preplan(t->core, NULL) == RSP_OK, "clear_preplan failed");
+        break;
+    }
+    case 5: {
+        /* A second stage while one exists: RSP_ESTAGED. */
+        dstep *staged = t->a.phase == PH_STAGED ? &t->a : t->b.phase == PH_STAGED ? &t->b : NULL;
+        dstep *other = staged == &t->a ? &t->b : &t->a;
+        if (!staged || other->phase != PH_ADMITTED)
+            return;
+        STEP_VARS(t, other, true);
+        note(t, "stage step %llu while step %llu is staged", (unsigned long long)other->d.step_id,
+             (unsigned long long)staged->d.step_id);
+        expect_err(t, rsp__core_plan(t->core, &st_, &pout, &t->work, NULL), RSP_ESTAGED,
+                   "second stage");
+        break;
+    }
+    case 6: {
+        /* A step id that goes backwards. */
+        if (t->count_admit_ok == 0)
+            return;
+        s.d.step_id = 0;
+        STEP_VARS(t, &s, false);
+        note(t, "admit of step 0 (goes backwards)");
+        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_EORDER,
+                   "admit backwards");
         break;
     }
     default: {
