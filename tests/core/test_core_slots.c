@@ -309,7 +309,7 @@ static void many_labels_per_request_keep_insertion_order(void **state)
     fx f;
     fx_init(&f, 16, true);
     rsp_label_id l[8];
-    char name[8];
+    char name[16];
     for (int i = 0; i < 8; i++) {
         snprintf(name, sizeof name, "b%d", i);
         l[i] = fx_label(&f, name);
