@@ -313,7 +313,8 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
     if (pairs > UINT32_MAX / 4 || addr_reserve(target, total, step->num_rows) ||
         bufs_reserve(c, new_bufs) ||
         rsp__steprec_reserve(s, 0, step->num_rows) ||
-        rsp__work_reserve(w, (uint32_t)pairs + 2 * c->num_plan_labels + 1, 0, (uint32_t)pairs))
+        rsp__work_reserve(w, 2 * (uint32_t)pairs + 2 * c->num_plan_labels + 1, (uint32_t)pairs,
+                          (uint32_t)pairs))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
 
     /* Nothing below fails. */

@@ -131,8 +131,14 @@ void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, rsp__work
             if (!from || !to)
                 continue; /* no source: nothing happens (SEMANTICS 4.6) */
             if (from != to) {
-                /* The caller reserved room; chains split into ordered COPYs. */
-                (void)rsp__work_copy(w, from->slot, to->slot);
+                /* The caller reserved room; chains split into ordered COPYs.
+                 * A source reset during a step in flight logically reads
+                 * zeros (its zero is deferred until that forward is done):
+                 * copy zeros, not the bytes that zero will wipe. */
+                if (c->slots[from->slot].zero_pending)
+                    (void)rsp__work_zero(w, to->slot);
+                else
+                    (void)rsp__work_copy(w, from->slot, to->slot);
                 to->has_state = from->has_state;
             }
             to->generation = rsp__next_generation(c);
@@ -376,7 +382,8 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
     if (pairs > UINT32_MAX / 4 ||
-        rsp__work_reserve(w, 3 + (uint32_t)pairs, 2 * s->num_pinned, (uint32_t)pairs))
+        rsp__work_reserve(w, 3 + 2 * (uint32_t)pairs, 2 * s->num_pinned + (uint32_t)pairs,
+                          (uint32_t)pairs))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
 
     /* Everything below runs after the forward on the device. */

@@ -356,6 +356,46 @@ static void forks_of_capture_step_are_ignored(void **state)
     fx_fini(&f);
 }
 
+static void fork_from_slot_reset_during_step_copies_zeros(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 8, true);
+    rsp_label_id d = fx_label(&f, "draft");
+    written(&f, 1, 1, 0, 5);
+    stepb n;
+    sb_init(&n, 2);
+    sb_row(&n, 1, 0, 1);
+    sb_post(&n, 0, d);
+    fx_admit_ok(&f, &n.s);
+    assert_int_equal(fx_plan(&f, &n.s), RSP_OK);
+    uint32_t m = (uint32_t)fx_slot(&f, 1, 0), dr = (uint32_t)fx_slot(&f, 1, d);
+    assert_int_equal(fx_reset(&f, 1, false), RSP_OK);
+    /* main's zero waits for step 2's forward; its bytes are still there. */
+    assert_false(rsp_test_store_slot_is_zero(f.store, m));
+    rsp_test_store_fill(f.store, dr, 0x66); /* make a copy visible */
+    stepb s;
+    sb_init(&s, 3);
+    sb_row(&s, 1, d, 1);
+    sb_pre(&s, 0, d);
+    fx_admit_ok(&f, &s.s);
+    assert_int_equal(fx_plan(&f, &s.s), RSP_OK);
+    /* The source logically reads zeros: the target gets zeros, not bytes
+     * the deferred zero is about to wipe. */
+    assert_true(rsp_test_store_slot_is_zero(f.store, dr));
+    assert_false(fx_has_state(&f, 1, d));
+    assert_false(fx_plan_label(&f, d)->has_state[0]);
+    /* Step 2's post-fork also copies zeros (its source was reset). */
+    assert_int_equal(fx_commit(&f, &n.s, &done_ev), RSP_OK);
+    assert_true(rsp_test_store_slot_is_zero(f.store, m));
+    assert_true(rsp_test_store_slot_is_zero(f.store, dr));
+    assert_false(fx_has_state(&f, 1, 0));
+    assert_false(fx_has_state(&f, 1, d));
+    assert_int_equal(fx_commit(&f, &s.s, &done_ev), RSP_OK);
+    fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +412,7 @@ int main(void)
         cmocka_unit_test(forking_rids_allocate_in_first_appearance_order),
         cmocka_unit_test(two_forking_requests_that_cannot_both_fit_leave_pool_as_before),
         cmocka_unit_test(forks_of_capture_step_are_ignored),
+        cmocka_unit_test(fork_from_slot_reset_during_step_copies_zeros),
     };
     return cmocka_run_group_tests_name("core_forks", tests, NULL, NULL);
 }
