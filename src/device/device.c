@@ -1,0 +1,76 @@
+/*
+ * Device dispatch: pick the implementation at creation, then forward every
+ * call through the vtable (device_impl.h). Thread rules are device.h's.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "device_impl.h"
+
+#include "../util/error.h"
+
+rsp_status rsp__device_create(rsp_device_kind kind, int cuda_ordinal, const rsp__layout *layout,
+                              rsp__device **out, rsp_error *err)
+{
+    if (!layout || !out)
+        return rsp__fail(err, RSP_EINVAL, "device create: layout or out is NULL");
+    if (layout->num_blocks == 0 || layout->num_blocks > RSP_MAX_BLOCKS)
+        return rsp__fail(err, RSP_EINVAL, "device create: %u blocks (1..%d)", layout->num_blocks,
+                         RSP_MAX_BLOCKS);
+    switch (kind) {
+    case RSP_DEVICE_HOST: (void)cuda_ordinal; return rsp__host_device_create(layout, out, err);
+    case RSP_DEVICE_CUDA:
+#ifdef RSP_HAVE_CUDA
+        return rsp__cuda_device_create(cuda_ordinal, layout, out, err);
+#else
+        return rsp__fail(err, RSP_ENODEV,
+                         "device create: rsp was built without CUDA (configure with RSP_CUDA=ON "
+                         "on a machine with nvcc), so device CUDA:%d is not available",
+                         cuda_ordinal);
+#endif
+    }
+    return rsp__fail(err, RSP_EINVAL, "device create: unknown device kind %d", (int)kind);
+}
+
+void rsp__device_destroy(rsp__device *dev)
+{
+    if (dev)
+        dev->ops->destroy(dev);
+}
+
+rsp_device_kind rsp__device_kind(const rsp__device *dev)
+{
+    return dev->kind;
+}
+
+void *rsp__device_block_base(const rsp__device *dev, uint32_t b)
+{
+    return b < RSP_MAX_BLOCKS ? dev->block_base[b] : NULL;
+}
+
+rsp_status rsp__device_submit(rsp__device *dev, const rsp__work *work, rsp_event *done,
+                              rsp_error *err)
+{
+    return dev->ops->submit(dev, work, done, err);
+}
+
+rsp_status rsp__device_buffer(const rsp__device *dev, uint32_t id, void **slot_indices,
+                              void **has_state, uint32_t *capacity, rsp_error *err)
+{
+    return dev->ops->buffer(dev, id, slot_indices, has_state, capacity, err);
+}
+
+rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err)
+{
+    return dev->ops->sync(dev, err);
+}
+
+rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event,
+                                  uint64_t timeout_ns, rsp_error *err)
+{
+    return dev->ops->event_wait(dev, event, timeout_ns, err);
+}
+
+rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
+                            void *dst, rsp_error *err)
+{
+    return dev->ops->read(dev, block, layer, slot, dst, err);
+}

@@ -1,0 +1,884 @@
+/*
+ * The host device: heap storage and a device worker thread that runs work
+ * lists in FIFO order, with a monotonic timeline (rsp_host_fence) as its
+ * event. It exists so the ordering rules of SEMANTICS 5 are real on a CPU:
+ * a missing wait is a visible bug without a GPU.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Threads:
+ *   owner (one thread at a time): create, destroy, submit, buffer, sync; it is
+ *     the single producer of the ck_ring SPSC queue.
+ *   worker (one per device): the single consumer; runs WAIT/ZERO/COPY/UPLOAD
+ *     and frees what a buffer growth retired, then raises the timeline.
+ *   any thread: event_wait, read, and every rsp_host_fence_* function.
+ *
+ * Synchronises-with pairs (tags used at both ends below):
+ *   Q1/Q2  job publication: the owner's ring enqueue (ck_ring's store fence
+ *          before the tail store) -> the worker's dequeue.
+ *   W1/W2  worker sleep: the worker announces `sleeping`, full fence, re-checks
+ *          the ring; the owner enqueues, full fence, checks `sleeping`.
+ *   F1/F2  fence wake: a waiter counts itself in `waiters`, then reads `seq`
+ *          and `value`; a signaller stores `value`, bumps `seq`, reads
+ *          `waiters`.
+ *   V1/V2  fence value: the release store of `value` in signal -> the acquire
+ *          load in wait/value; everything the worker wrote for a job is
+ *          visible to whoever sees the job's value reached.
+ */
+#include "device_impl.h"
+
+#include "../util/error.h"
+#include "../util/sync.h"
+
+#include <ck_ring.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* ThreadSanitizer annotations                                               */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * ck_pr is inline assembly, which TSan does not see: its loads and stores are
+ * neither reported nor turned into happens-before edges. So each handoff
+ * states its edge explicitly (release before the publishing store, acquire
+ * after the observing load; the same scheme as src/hb.h, kept local so
+ * this file stands alone), and the ring's own slot copies are
+ * hidden from TSan (they are ordered by ck_ring's fences, which TSan cannot
+ * model). Outside a TSan build every macro is empty.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define RSP__HOST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RSP__HOST_TSAN 1
+#endif
+#endif
+
+#ifdef RSP__HOST_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+void AnnotateIgnoreWritesBegin(const char *file, int line);
+void AnnotateIgnoreWritesEnd(const char *file, int line);
+#define host_tsan_ignore_begin()                                                                   \
+    do {                                                                                           \
+        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);                                              \
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);                                             \
+    } while (0)
+#define host_tsan_ignore_end()                                                                     \
+    do {                                                                                           \
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);                                               \
+        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);                                                \
+    } while (0)
+#define host_hb_acquire(p) __tsan_acquire((void *)(p))
+#define host_hb_release(p) __tsan_release((void *)(p))
+#else
+#define host_hb_acquire(p) ((void)(p))
+#define host_hb_release(p) ((void)(p))
+#define host_tsan_ignore_begin() ((void)0)
+#define host_tsan_ignore_end() ((void)0)
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* rsp_host_fence: a monotonic 64-bit timeline with futex wake-up            */
+/* ------------------------------------------------------------------------ */
+
+/* Spins before a futex sleep: long enough to catch a job that is about to
+ * finish, short enough not to steal a 2-core CI machine from the worker. */
+#define HOST_SPIN 256
+
+struct rsp_host_fence {
+    /* Any thread: written under `lock` with a release store (V1), read with
+     * an acquire load (V2). Never decreases. */
+    uint64_t value;
+    /* Futex word, bumped after every raise (F2), so a sleeper whose snapshot
+     * is stale returns at once instead of missing the wake. Any thread. */
+    uint32_t seq;
+    /* Threads inside fence_wait's sleeping path (F1); signal skips the wake
+     * syscall while it is zero. Any thread, atomic. */
+    uint32_t waiters;
+    /* Serialises signallers only: a raise is compare-then-store and sync.h
+     * has no 64-bit compare-and-swap. Waiters never take it. */
+    pthread_mutex_t lock;
+};
+
+static rsp_status fence_init(struct rsp_host_fence *f)
+{
+    f->value = 0;
+    f->seq = 0;
+    f->waiters = 0;
+    return pthread_mutex_init(&f->lock, NULL) == 0 ? RSP_OK : RSP_ENOMEM;
+}
+
+static bool fence_reached(struct rsp_host_fence *f, uint64_t value)
+{
+    /* V2: pairs with V1 in fence_signal. */
+    if (rsp__load_acquire_u64(&f->value) >= value) {
+        host_hb_acquire(f);
+        return true;
+    }
+    return false;
+}
+
+static void fence_signal(struct rsp_host_fence *f, uint64_t value)
+{
+    bool raised = false;
+    pthread_mutex_lock(&f->lock);
+    /* Relaxed: `value` only changes under this lock. */
+    if (value > rsp__load_relaxed_u64(&f->value)) {
+        host_hb_release(f);
+        /* V1: publishes everything written before this signal; pairs with V2. */
+        rsp__store_release_u64(&f->value, value);
+        /* F2: full barrier; orders the value store before the `waiters` load
+         * below; pairs with F1 in fence_wait. */
+        rsp__fetch_add_u32(&f->seq, 1);
+        raised = true;
+    }
+    pthread_mutex_unlock(&f->lock);
+    /* Relaxed: ordered after F2's full barrier; a waiter counted after this
+     * load re-reads `value` after its own F1 and sees the raise. */
+    if (raised && rsp__load_relaxed_u32(&f->waiters) != 0)
+        rsp__futex_wake_all(&f->seq);
+}
+
+/* Deadline for a relative timeout; 0 means none (wait forever). */
+static uint64_t deadline_after(uint64_t timeout_ns)
+{
+    if (timeout_ns == RSP_WAIT_FOREVER)
+        return 0;
+    uint64_t now = rsp__now_ns();
+    return timeout_ns > UINT64_MAX - now - 1 ? 0 : now + timeout_ns;
+}
+
+static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t timeout_ns)
+{
+    if (fence_reached(f, value))
+        return RSP_OK;
+    if (timeout_ns == 0)
+        return RSP_ETIMEDOUT;
+    for (int i = 0; i < HOST_SPIN; i++) {
+        rsp__cpu_relax();
+        if (fence_reached(f, value))
+            return RSP_OK;
+    }
+    uint64_t deadline = deadline_after(timeout_ns);
+    rsp_status st = RSP_OK;
+    /* F1: full barrier; orders this increment before the loads of `seq` and
+     * `value` below; pairs with F2 in fence_signal. */
+    rsp__fetch_add_u32(&f->waiters, 1);
+    for (;;) {
+        /* Acquire: the snapshot must be taken before `value` is re-read, so
+         * a raise after the re-read changes `seq` and the futex refuses to
+         * sleep on the stale snapshot. */
+        uint32_t seq = rsp__load_acquire_u32(&f->seq);
+        if (fence_reached(f, value))
+            break;
+        struct timespec ts, *rel = NULL;
+        if (deadline != 0) {
+            uint64_t now = rsp__now_ns();
+            if (now >= deadline) {
+                st = RSP_ETIMEDOUT;
+                break;
+            }
+            uint64_t left = deadline - now;
+            ts.tv_sec = (time_t)(left / 1000000000u);
+            ts.tv_nsec = (long)(left % 1000000000u);
+            rel = &ts;
+        }
+        rsp__futex_wait(&f->seq, seq, rel);
+    }
+    rsp__fetch_add_u32(&f->waiters, (uint32_t)-1);
+    return st;
+}
+
+rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
+{
+    if (!out)
+        return rsp__fail(err, RSP_EINVAL, "rsp_host_fence_create: out is NULL");
+    struct rsp_host_fence *f = malloc(sizeof *f);
+    if (!f)
+        return rsp__fail(err, RSP_ENOMEM, "rsp_host_fence_create: out of memory");
+    if (fence_init(f) != RSP_OK) {
+        free(f);
+        return rsp__fail(err, RSP_ENOMEM, "rsp_host_fence_create: cannot initialise its lock");
+    }
+    *out = f;
+    return RSP_OK;
+}
+
+void rsp_host_fence_destroy(rsp_host_fence *fence)
+{
+    if (!fence)
+        return;
+    pthread_mutex_destroy(&fence->lock);
+    free(fence);
+}
+
+void rsp_host_fence_signal(rsp_host_fence *fence, uint64_t value)
+{
+    if (fence)
+        fence_signal(fence, value);
+}
+
+uint64_t rsp_host_fence_value(const rsp_host_fence *fence)
+{
+    if (!fence)
+        return 0;
+    uint64_t v = rsp__load_acquire_u64(&fence->value); /* V2 */
+    host_hb_acquire(fence);
+    return v;
+}
+
+rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t value, uint64_t timeout_ns)
+{
+    if (!fence)
+        return RSP_EINVAL;
+    /* The futex and the waiter count need a writable word; the timeline
+     * itself is only read. */
+    return fence_wait((struct rsp_host_fence *)fence, value, timeout_ns);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Jobs: a submitted work list, copied                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef enum host_op_kind {
+    HOP_WAIT = 0,
+    HOP_ZERO,   /* slots[count] */
+    HOP_COPY,   /* pairs[count] */
+    HOP_UPLOAD, /* src vectors (inside the job) -> a buffer's arrays */
+    HOP_RETIRE, /* a grown buffer: copy old -> new, then free old */
+} host_op_kind;
+
+typedef struct host_op {
+    host_op_kind kind;
+    uint32_t count;
+    union {
+        rsp_event event;
+        const uint32_t *slots;
+        const rsp__copy *pairs;
+        struct {
+            const int32_t *src_idx;
+            const bool *src_has;
+            int32_t *dst_idx;
+            bool *dst_has;
+        } up;
+        struct {
+            int32_t *old_idx;
+            bool *old_has;
+            int32_t *new_idx;
+            bool *new_has;
+        } retire; /* count = old capacity */
+    } u;
+} host_op;
+
+/* One allocation: the header, ops[num_ops], then the copied data. Written by
+ * the owner before Q1, read and freed by the worker after Q2. */
+typedef struct host_job {
+    uint64_t value; /* timeline value reached once this job has run */
+    bool stop;      /* destroy's last job: the worker exits after it */
+    uint32_t num_ops;
+    host_op ops[];
+} host_job;
+
+/* An addressing buffer. Owner only; the worker sees raw pointers in jobs. */
+typedef struct host_buffer {
+    int32_t *slot_indices;
+    bool *has_state;
+    uint32_t capacity;
+    bool exists;
+} host_buffer;
+
+/* Entries of the ring: a power of two; ck_ring holds one fewer. */
+#define HOST_RING_SIZE 1024u
+
+typedef struct rsp__host_device {
+    rsp__device base; /* first: rsp__device* and rsp__host_device* convert */
+
+    /* Owner only. */
+    host_buffer *buffers;
+    uint32_t num_buffers; /* entries of `buffers` (ids 0..num_buffers-1) */
+    host_job *stop_job;   /* allocated at creation so destroy cannot fail */
+    pthread_t worker;
+
+    /* Written by the owner (relaxed store after Q1), read by any thread in
+     * sync/read: the value of the last job enqueued. */
+    uint64_t submitted;
+
+    /* Owner (producer) and worker (consumer); ck_ring keeps its indices on
+     * separate cache lines. */
+    struct ck_ring ring;
+    ck_ring_buffer_t *ring_buf;
+
+    /* Futex word: 1 while the worker announces sleep (W1/W2). */
+    uint32_t sleeping CK_CC_CACHELINE;
+
+    /* The device's timeline; raised by the worker after each job. */
+    struct rsp_host_fence fence CK_CC_CACHELINE;
+} rsp__host_device;
+
+static size_t align_up(size_t n, size_t a)
+{
+    return (n + a - 1) & ~(a - 1);
+}
+
+/* 64-byte aligned, zero-filled; NULL when out of memory or n is absurd. */
+static void *alloc_zeroed(uint64_t n)
+{
+    if (n == 0)
+        n = 1;
+    if (n > (uint64_t)SIZE_MAX - 64)
+        return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, align_up((size_t)n, 64)) != 0)
+        return NULL;
+    memset(p, 0, (size_t)n);
+    return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The worker                                                                */
+/* ------------------------------------------------------------------------ */
+
+static bool ring_take(rsp__host_device *dev, host_job **job)
+{
+    void *p = NULL;
+    host_tsan_ignore_begin();
+    /* Q2: pairs with Q1 in ring_put (ck_ring's load fence after the tail). */
+    bool ok = ck_ring_dequeue_spsc(&dev->ring, dev->ring_buf, &p);
+    host_tsan_ignore_end();
+    if (ok) {
+        host_hb_acquire(p);
+        *job = p;
+    }
+    return ok;
+}
+
+/* Next job: spin briefly, then sleep on `sleeping` until the owner wakes us. */
+static host_job *worker_next(rsp__host_device *dev)
+{
+    host_job *job;
+    for (;;) {
+        for (int i = 0; i < HOST_SPIN; i++) {
+            if (ring_take(dev, &job))
+                return job;
+            rsp__cpu_relax();
+        }
+        /* W1: full barrier; the announcement is ordered before the re-check
+         * of the ring; pairs with W2 in ring_put. */
+        rsp__swap_u32(&dev->sleeping, 1);
+        if (ring_take(dev, &job)) {
+            rsp__store_relaxed_u32(&dev->sleeping, 0);
+            return job;
+        }
+        rsp__futex_wait(&dev->sleeping, 1, NULL);
+        /* Relaxed: only a hint for the producer; the loop re-checks. */
+        rsp__store_relaxed_u32(&dev->sleeping, 0);
+    }
+}
+
+static void run_zero(const rsp__layout *lay, void *const *base, const uint32_t *slots,
+                     uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++)
+        for (uint32_t b = 0; b < lay->num_blocks; b++)
+            for (uint32_t l = 0; l < lay->num_layers; l++)
+                memset((char *)base[b] + rsp__layout_offset(lay, b, l, slots[i]), 0,
+                       (size_t)lay->blocks[b].slot_bytes);
+}
+
+static void run_copy(const rsp__layout *lay, void *const *base, const rsp__copy *pairs,
+                     uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        if (pairs[i].src == pairs[i].dst)
+            continue;
+        for (uint32_t b = 0; b < lay->num_blocks; b++)
+            for (uint32_t l = 0; l < lay->num_layers; l++)
+                memcpy((char *)base[b] + rsp__layout_offset(lay, b, l, pairs[i].dst),
+                       (const char *)base[b] + rsp__layout_offset(lay, b, l, pairs[i].src),
+                       (size_t)lay->blocks[b].slot_bytes);
+    }
+}
+
+static void run_job(rsp__host_device *dev, const host_job *job)
+{
+    const rsp__layout *lay = dev->base.layout;
+    for (uint32_t i = 0; i < job->num_ops; i++) {
+        const host_op *op = &job->ops[i];
+        switch (op->kind) {
+        case HOP_WAIT:
+            /* Checked at submit: a host fence, never this device's own
+             * timeline ahead of this job. Forever: FIFO means nothing later
+             * may run before it. */
+            if (op->u.event.handle)
+                fence_wait(op->u.event.handle, op->u.event.value, RSP_WAIT_FOREVER);
+            break;
+        case HOP_ZERO: run_zero(lay, dev->base.block_base, op->u.slots, op->count); break;
+        case HOP_COPY: run_copy(lay, dev->base.block_base, op->u.pairs, op->count); break;
+        case HOP_UPLOAD:
+            memcpy(op->u.up.dst_idx, op->u.up.src_idx, (size_t)op->count * sizeof(int32_t));
+            memcpy(op->u.up.dst_has, op->u.up.src_has, (size_t)op->count * sizeof(bool));
+            break;
+        case HOP_RETIRE:
+            /* Earlier uploads into the old arrays have run (FIFO), so the
+             * new arrays start with exactly what the old ones held. */
+            memcpy(op->u.retire.new_idx, op->u.retire.old_idx, (size_t)op->count * sizeof(int32_t));
+            memcpy(op->u.retire.new_has, op->u.retire.old_has, (size_t)op->count * sizeof(bool));
+            free(op->u.retire.old_idx);
+            free(op->u.retire.old_has);
+            break;
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    rsp__host_device *dev = arg;
+    for (;;) {
+        host_job *job = worker_next(dev);
+        run_job(dev, job);
+        bool stop = job->stop;
+        uint64_t value = job->value;
+        free(job);
+        fence_signal(&dev->fence, value);
+        if (stop)
+            return NULL;
+    }
+}
+
+/* Enqueue job (owner). Waits, spinning then sleeping on the timeline, while
+ * the ring is full: every completed job was dequeued first. */
+static void ring_put(rsp__host_device *dev, host_job *job)
+{
+    /* Read before the enqueue: from then on the worker may free the job. */
+    uint64_t value = job->value;
+    host_hb_release(job);
+    for (;;) {
+        host_tsan_ignore_begin();
+        /* Q1: ck_ring fences the slot store before the tail store; pairs
+         * with Q2 in ring_take. */
+        bool ok = ck_ring_enqueue_spsc(&dev->ring, dev->ring_buf, job);
+        host_tsan_ignore_end();
+        if (ok)
+            break;
+        /* Full: wait for the next completion, then retry. */
+        uint64_t done = rsp__load_acquire_u64(&dev->fence.value);
+        fence_wait(&dev->fence, done + 1, RSP_WAIT_FOREVER);
+    }
+    /* Relaxed: `submitted` is read by sync/read only to pick a value to wait
+     * for; the wait itself orders (V1/V2). */
+    rsp__store_relaxed_u64(&dev->submitted, value);
+    /* W2: full fence; the enqueue is ordered before the `sleeping` check;
+     * pairs with W1 in worker_next. */
+    rsp__fence_full();
+    if (rsp__load_relaxed_u32(&dev->sleeping) != 0 && rsp__swap_u32(&dev->sleeping, 0) != 0)
+        rsp__futex_wake(&dev->sleeping, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Submit                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Capacity buffer `id` will have when op `upto` of w runs: the current one,
+ * raised by every earlier BUFFER op of the same list; -1 if it will not
+ * exist by then. */
+static int64_t capacity_at(const rsp__host_device *dev, const rsp__work *w, uint32_t upto,
+                           uint32_t id)
+{
+    int64_t cap =
+        id < dev->num_buffers && dev->buffers[id].exists ? (int64_t)dev->buffers[id].capacity : -1;
+    for (uint32_t j = 0; j < upto; j++)
+        if (w->ops[j].kind == RSP__OP_BUFFER && w->ops[j].buffer == id &&
+            (int64_t)w->ops[j].capacity > cap)
+            cap = w->ops[j].capacity;
+    return cap;
+}
+
+typedef struct job_size {
+    uint32_t ops;
+    size_t slots, pairs, uploads; /* entries */
+} job_size;
+
+/* Pass 1: check every op against the layout and the buffers; count sizes.
+ * Changes nothing. */
+static rsp_status validate(const rsp__host_device *dev, const rsp__work *w, job_size *sz,
+                           rsp_error *err)
+{
+    const rsp__layout *lay = dev->base.layout;
+    memset(sz, 0, sizeof *sz);
+    for (uint32_t i = 0; i < w->num_ops; i++) {
+        const rsp__op *op = &w->ops[i];
+        switch (op->kind) {
+        case RSP__OP_WAIT:
+            if (op->event.handle == &dev->fence && op->event.value > dev->submitted)
+                return rsp__fail(err, RSP_EINVAL,
+                                 "device submit: op %u WAITs for value %llu of the device's own "
+                                 "timeline, which no earlier work reaches",
+                                 i, (unsigned long long)op->event.value);
+            sz->ops++;
+            break;
+        case RSP__OP_ZERO:
+            if ((uint64_t)op->first + op->count > w->num_slots)
+                return rsp__fail(err, RSP_EINVAL, "device submit: op %u ZERO slots out of the list",
+                                 i);
+            for (uint32_t k = 0; k < op->count; k++)
+                if (w->slots[op->first + k] >= lay->max_slots)
+                    return rsp__fail(err, RSP_EINVAL,
+                                     "device submit: op %u ZERO slot %u >= max_slots %u", i,
+                                     w->slots[op->first + k], lay->max_slots);
+            sz->ops++;
+            sz->slots += op->count;
+            break;
+        case RSP__OP_COPY:
+            if ((uint64_t)op->first + op->count > w->num_pairs)
+                return rsp__fail(err, RSP_EINVAL, "device submit: op %u COPY pairs out of the list",
+                                 i);
+            for (uint32_t k = 0; k < op->count; k++) {
+                const rsp__copy *c = &w->pairs[op->first + k];
+                if (c->src >= lay->max_slots || c->dst >= lay->max_slots)
+                    return rsp__fail(err, RSP_EINVAL,
+                                     "device submit: op %u COPY %u -> %u outside max_slots %u", i,
+                                     c->src, c->dst, lay->max_slots);
+            }
+            sz->ops++;
+            sz->pairs += op->count;
+            break;
+        case RSP__OP_BUFFER:
+            if (op->buffer == UINT32_MAX)
+                return rsp__fail(err, RSP_EINVAL, "device submit: op %u BUFFER id out of range", i);
+            sz->ops++; /* a growth retires the old arrays through the worker */
+            break;
+        case RSP__OP_UPLOAD: {
+            int64_t cap = capacity_at(dev, w, i, op->buffer);
+            if (cap < 0)
+                return rsp__fail(err, RSP_EINVAL,
+                                 "device submit: op %u UPLOAD into buffer %u, which no BUFFER op "
+                                 "created",
+                                 i, op->buffer);
+            if (op->count > cap)
+                return rsp__fail(err, RSP_EINVAL,
+                                 "device submit: op %u UPLOAD of %u entries into buffer %u of "
+                                 "capacity %lld",
+                                 i, op->count, op->buffer, (long long)cap);
+            if (op->count && (!op->slot_indices || !op->has_state))
+                return rsp__fail(err, RSP_EINVAL, "device submit: op %u UPLOAD with NULL vectors",
+                                 i);
+            sz->ops++;
+            sz->uploads += op->count;
+            break;
+        }
+        default:
+            return rsp__fail(err, RSP_EINVAL, "device submit: op %u has unknown kind %d", i,
+                             (int)op->kind);
+        }
+    }
+    return RSP_OK;
+}
+
+/* Make room for buffer ids up to id in the table. Owner only. */
+static rsp_status buffers_reserve(rsp__host_device *dev, uint32_t id)
+{
+    if (id < dev->num_buffers)
+        return RSP_OK;
+    uint32_t n = dev->num_buffers ? dev->num_buffers : 8;
+    while (n <= id)
+        n = n > UINT32_MAX / 2 ? id + 1 : n * 2;
+    host_buffer *nb = realloc(dev->buffers, (size_t)n * sizeof *nb);
+    if (!nb)
+        return RSP_ENOMEM;
+    memset(nb + dev->num_buffers, 0, (size_t)(n - dev->num_buffers) * sizeof *nb);
+    dev->buffers = nb;
+    dev->num_buffers = n;
+    return RSP_OK;
+}
+
+/* Undo record of one BUFFER op applied at submit. */
+typedef struct buffer_undo {
+    uint32_t id;
+    host_buffer before;
+} buffer_undo;
+
+static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *done,
+                              rsp_error *err)
+{
+    rsp__host_device *dev = (rsp__host_device *)base;
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "device submit: work is NULL");
+    job_size sz;
+    rsp_status st = validate(dev, w, &sz, err);
+    if (st != RSP_OK)
+        return st;
+    if (sz.ops == 0) {
+        /* Nothing to run: complete once everything before has run. */
+        if (done)
+            *done = (rsp_event){&dev->fence, dev->submitted};
+        return RSP_OK;
+    }
+
+    /* One allocation for the job and everything it copies. */
+    size_t off_slots = align_up(sizeof(host_job) + (size_t)sz.ops * sizeof(host_op), 8);
+    size_t off_pairs = align_up(off_slots + sz.slots * sizeof(uint32_t), 8);
+    size_t off_idx = align_up(off_pairs + sz.pairs * sizeof(rsp__copy), 8);
+    size_t off_has = off_idx + sz.uploads * sizeof(int32_t);
+    host_job *job = malloc(off_has + sz.uploads * sizeof(bool));
+    buffer_undo *undo = NULL;
+    uint32_t num_undo = 0;
+    if (!job)
+        goto oom;
+    uint32_t num_buffer_ops = 0;
+    for (uint32_t i = 0; i < w->num_ops; i++)
+        num_buffer_ops += w->ops[i].kind == RSP__OP_BUFFER;
+    if (num_buffer_ops && !(undo = malloc(num_buffer_ops * sizeof *undo)))
+        goto oom;
+
+    char *data = (char *)job;
+    uint32_t *slots = (uint32_t *)(data + off_slots);
+    rsp__copy *pairs = (rsp__copy *)(data + off_pairs);
+    int32_t *idx = (int32_t *)(data + off_idx);
+    bool *has = (bool *)(data + off_has);
+    job->stop = false;
+    job->num_ops = 0;
+
+    /* Pass 2: apply BUFFER ops now (in list order), copy everything else. */
+    for (uint32_t i = 0; i < w->num_ops; i++) {
+        const rsp__op *op = &w->ops[i];
+        host_op *h = &job->ops[job->num_ops];
+        switch (op->kind) {
+        case RSP__OP_WAIT:
+            h->kind = HOP_WAIT;
+            h->count = 0;
+            h->u.event = op->event;
+            job->num_ops++;
+            break;
+        case RSP__OP_ZERO:
+            memcpy(slots, w->slots + op->first, (size_t)op->count * sizeof *slots);
+            h->kind = HOP_ZERO;
+            h->count = op->count;
+            h->u.slots = slots;
+            slots += op->count;
+            job->num_ops++;
+            break;
+        case RSP__OP_COPY:
+            memcpy(pairs, w->pairs + op->first, (size_t)op->count * sizeof *pairs);
+            h->kind = HOP_COPY;
+            h->count = op->count;
+            h->u.pairs = pairs;
+            pairs += op->count;
+            job->num_ops++;
+            break;
+        case RSP__OP_UPLOAD: {
+            const host_buffer *hb = &dev->buffers[op->buffer]; /* exists: validated */
+            memcpy(idx, op->slot_indices, (size_t)op->count * sizeof *idx);
+            memcpy(has, op->has_state, (size_t)op->count * sizeof *has);
+            h->kind = HOP_UPLOAD;
+            h->count = op->count;
+            h->u.up.src_idx = idx;
+            h->u.up.src_has = has;
+            h->u.up.dst_idx = hb->slot_indices;
+            h->u.up.dst_has = hb->has_state;
+            idx += op->count;
+            has += op->count;
+            job->num_ops++;
+            break;
+        }
+        case RSP__OP_BUFFER: {
+            if (buffers_reserve(dev, op->buffer) != RSP_OK)
+                goto oom;
+            host_buffer *hb = &dev->buffers[op->buffer];
+            if (hb->exists && hb->capacity >= op->capacity)
+                break;
+            uint32_t cap = op->capacity ? op->capacity : 1;
+            int32_t *ni = alloc_zeroed((uint64_t)cap * sizeof(int32_t));
+            bool *nh = alloc_zeroed((uint64_t)cap * sizeof(bool));
+            if (!ni || !nh) {
+                free(ni);
+                free(nh);
+                goto oom;
+            }
+            undo[num_undo++] = (buffer_undo){op->buffer, *hb};
+            if (hb->exists) {
+                /* The worker may still upload into the old arrays (earlier
+                 * jobs): it copies and frees them when it reaches this job. */
+                h->kind = HOP_RETIRE;
+                h->count = hb->capacity;
+                h->u.retire.old_idx = hb->slot_indices;
+                h->u.retire.old_has = hb->has_state;
+                h->u.retire.new_idx = ni;
+                h->u.retire.new_has = nh;
+                job->num_ops++;
+            }
+            *hb = (host_buffer){ni, nh, cap, true};
+            break;
+        }
+        }
+    }
+    free(undo);
+    if (job->num_ops == 0) {
+        /* Only buffer creations: nothing for the worker to do. */
+        free(job);
+        if (done)
+            *done = (rsp_event){&dev->fence, dev->submitted};
+        return RSP_OK;
+    }
+    job->value = dev->submitted + 1;
+    ring_put(dev, job);
+    if (done)
+        *done = (rsp_event){&dev->fence, dev->submitted};
+    return RSP_OK;
+
+oom:
+    /* Put every buffer back as it was, newest first. */
+    while (num_undo > 0) {
+        buffer_undo *u = &undo[--num_undo];
+        host_buffer *hb = &dev->buffers[u->id];
+        free(hb->slot_indices);
+        free(hb->has_state);
+        *hb = u->before;
+    }
+    free(undo);
+    free(job);
+    return rsp__fail(err, RSP_ENOMEM, "device submit: out of host memory");
+}
+
+/* ------------------------------------------------------------------------ */
+/* The rest of the vtable                                                    */
+/* ------------------------------------------------------------------------ */
+
+static rsp_status host_buffer_get(const rsp__device *base, uint32_t id, void **slot_indices,
+                                  void **has_state, uint32_t *capacity, rsp_error *err)
+{
+    const rsp__host_device *dev = (const rsp__host_device *)base;
+    if (id >= dev->num_buffers || !dev->buffers[id].exists)
+        return rsp__fail(err, RSP_EINVAL, "device buffer %u was never created", id);
+    const host_buffer *hb = &dev->buffers[id];
+    if (slot_indices)
+        *slot_indices = hb->slot_indices;
+    if (has_state)
+        *has_state = hb->has_state;
+    if (capacity)
+        *capacity = hb->capacity;
+    return RSP_OK;
+}
+
+static rsp_status host_sync(rsp__device *base, rsp_error *err)
+{
+    rsp__host_device *dev = (rsp__host_device *)base;
+    (void)err;
+    return fence_wait(&dev->fence, rsp__load_relaxed_u64(&dev->submitted), RSP_WAIT_FOREVER);
+}
+
+static rsp_status host_event_wait(const rsp__device *base, const rsp_event *event,
+                                  uint64_t timeout_ns, rsp_error *err)
+{
+    (void)base;
+    if (!event)
+        return rsp__fail(err, RSP_EINVAL, "event wait: event is NULL");
+    if (!event->handle)
+        return RSP_OK;
+    rsp_status st = fence_wait(event->handle, event->value, timeout_ns);
+    if (st == RSP_ETIMEDOUT)
+        return rsp__fail(err, st, "event wait: host fence %p did not reach %llu in time (at %llu)",
+                         event->handle, (unsigned long long)event->value,
+                         (unsigned long long)rsp_host_fence_value(event->handle));
+    return st;
+}
+
+static rsp_status host_read(rsp__device *base, uint32_t block, uint32_t layer, uint32_t slot,
+                            void *dst, rsp_error *err)
+{
+    rsp__host_device *dev = (rsp__host_device *)base;
+    const rsp__layout *lay = base->layout;
+    if (block >= lay->num_blocks || layer >= lay->num_layers || slot >= lay->max_slots || !dst)
+        return rsp__fail(err, RSP_EINVAL,
+                         "device read: block %u layer %u slot %u outside %u blocks, %u layers, %u "
+                         "slots (or dst NULL)",
+                         block, layer, slot, lay->num_blocks, lay->num_layers, lay->max_slots);
+    /* Any thread: wait for what was submitted when we looked (V2 orders the
+     * worker's writes before our copy). */
+    fence_wait(&dev->fence, rsp__load_relaxed_u64(&dev->submitted), RSP_WAIT_FOREVER);
+    memcpy(dst, (const char *)base->block_base[block] + rsp__layout_offset(lay, block, layer, slot),
+           (size_t)lay->blocks[block].slot_bytes);
+    return RSP_OK;
+}
+
+static void host_free(rsp__host_device *dev)
+{
+    for (uint32_t b = 0; b < RSP_MAX_BLOCKS; b++)
+        free(dev->base.block_base[b]);
+    for (uint32_t i = 0; i < dev->num_buffers; i++) {
+        free(dev->buffers[i].slot_indices);
+        free(dev->buffers[i].has_state);
+    }
+    free(dev->buffers);
+    free(dev->ring_buf);
+    free(dev->stop_job);
+    pthread_mutex_destroy(&dev->fence.lock);
+    free(dev);
+}
+
+static void host_destroy(rsp__device *base)
+{
+    rsp__host_device *dev = (rsp__host_device *)base;
+    /* The stop job runs after everything queued (FIFO): this drains. */
+    host_job *stop = dev->stop_job;
+    dev->stop_job = NULL;
+    stop->value = dev->submitted + 1;
+    ring_put(dev, stop);
+    pthread_join(dev->worker, NULL);
+    host_free(dev);
+}
+
+static const rsp__device_ops host_ops = {
+    .destroy = host_destroy,
+    .submit = host_submit,
+    .buffer = host_buffer_get,
+    .sync = host_sync,
+    .event_wait = host_event_wait,
+    .read = host_read,
+};
+
+rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out, rsp_error *err)
+{
+    rsp__host_device *dev = NULL;
+    if (posix_memalign((void **)&dev, 64, align_up(sizeof *dev, 64)) != 0)
+        return rsp__fail(err, RSP_ENOMEM, "host device: out of memory");
+    memset(dev, 0, sizeof *dev);
+    dev->base.ops = &host_ops;
+    dev->base.kind = RSP_DEVICE_HOST;
+    dev->base.layout = layout;
+    if (fence_init(&dev->fence) != RSP_OK) {
+        free(dev);
+        return rsp__fail(err, RSP_ENOMEM, "host device: cannot initialise its fence");
+    }
+    for (uint32_t b = 0; b < layout->num_blocks; b++) {
+        dev->base.block_base[b] = alloc_zeroed(layout->blocks[b].bytes);
+        if (!dev->base.block_base[b]) {
+            rsp__fail(err, RSP_ENOMEM,
+                      "host device: cannot allocate block '%s' (%llu bytes): out of memory",
+                      layout->blocks[b].name, (unsigned long long)layout->blocks[b].bytes);
+            host_free(dev);
+            return RSP_ENOMEM;
+        }
+    }
+    dev->ring_buf = calloc(HOST_RING_SIZE, sizeof *dev->ring_buf);
+    dev->stop_job = malloc(sizeof(host_job));
+    if (!dev->ring_buf || !dev->stop_job) {
+        host_free(dev);
+        return rsp__fail(err, RSP_ENOMEM, "host device: out of memory");
+    }
+    dev->stop_job->stop = true;
+    dev->stop_job->num_ops = 0;
+    ck_ring_init(&dev->ring, HOST_RING_SIZE);
+    int rc = pthread_create(&dev->worker, NULL, worker_main, dev);
+    if (rc != 0) {
+        host_free(dev);
+        return rsp__fail(err, rc == EAGAIN ? RSP_ENOMEM : RSP_EDEVICE,
+                         "host device: cannot start the device worker: %s", strerror(rc));
+    }
+    *out = &dev->base;
+    return RSP_OK;
+}
