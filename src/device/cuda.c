@@ -411,8 +411,10 @@ static rsp_status rsp__cuda_plan_ops(rsp__cuda_device *cd, const rsp__work *w, s
             }
             cd->op_offset[i] = off;
             off = rsp__cuda_round(off + (size_t)op->count * sizeof(rsp__kpair));
-        } else if (op->kind != RSP__OP_WAIT && op->kind != RSP__OP_BUFFER &&
-                   op->kind != RSP__OP_UPLOAD) {
+        } else if (op->kind == RSP__OP_BUFFER) {
+            if (op->buffer == UINT32_MAX)
+                return rsp__fail(err, RSP_EINVAL, "CUDA device: BUFFER op %u id out of range", i);
+        } else if (op->kind != RSP__OP_WAIT && op->kind != RSP__OP_UPLOAD) {
             return rsp__fail(err, RSP_EINVAL, "CUDA device: unknown op kind %d", (int)op->kind);
         }
     }
@@ -512,6 +514,8 @@ static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, 
          * private to this submit until its event completes) */
         for (uint32_t i = 0; i < w->num_ops; i++) {
             const rsp__op *op = &w->ops[i];
+            if (op->count == 0)
+                continue; /* the lists may be NULL then */
             if (op->kind == RSP__OP_ZERO)
                 memcpy(s->host + cd->op_offset[i], w->slots + op->first,
                        (size_t)op->count * sizeof(uint32_t));
@@ -527,7 +531,7 @@ static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, 
     }
 
     bool enqueued = args_bytes > 0;
-    for (uint32_t i = 0; i < w->num_ops; i++) {
+    for (uint32_t i = 0; i < w->num_ops && st == RSP_OK; i++) {
         const rsp__op *op = &w->ops[i];
         cudaError_t e = cudaSuccess;
         switch (op->kind) {
@@ -535,7 +539,7 @@ static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, 
             if (op->event.handle) {
                 e = cudaStreamWaitEvent(cd->stream, (cudaEvent_t)op->event.handle, 0);
                 if (e != cudaSuccess)
-                    return rsp__cuda_fail(err, e, "cudaStreamWaitEvent (forward done)");
+                    st = rsp__cuda_fail(err, e, "cudaStreamWaitEvent (forward done)");
                 enqueued = true;
             }
             break;
@@ -544,7 +548,7 @@ static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, 
                                   s ? (const uint32_t *)(s->dev + cd->op_offset[i]) : NULL,
                                   op->count, cd->max_grid, cd->stream);
             if (e != cudaSuccess)
-                return rsp__cuda_fail(err, e, "launching the batched zero kernel");
+                st = rsp__cuda_fail(err, e, "launching the batched zero kernel");
             enqueued = enqueued || op->count > 0;
             break;
         case RSP__OP_COPY:
@@ -552,34 +556,38 @@ static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, 
                                   s ? (const rsp__kpair *)(s->dev + cd->op_offset[i]) : NULL,
                                   op->count, cd->max_grid, cd->stream);
             if (e != cudaSuccess)
-                return rsp__cuda_fail(err, e, "launching the batched copy kernel");
+                st = rsp__cuda_fail(err, e, "launching the batched copy kernel");
             enqueued = enqueued || op->count > 0;
             break;
         case RSP__OP_BUFFER:
             st = rsp__cuda_buffer_ensure(cd, op->buffer, op->capacity, my_seq, err);
-            if (st != RSP_OK)
-                return st;
             enqueued = true; /* its memset / copy */
             break;
         case RSP__OP_UPLOAD:
             st = rsp__cuda_upload(cd, op, s, cd->op_offset[i], err);
-            if (st != RSP_OK)
-                return st;
             enqueued = true;
             break;
         }
     }
 
     if (!enqueued && !done)
-        return RSP_OK;
-    cudaEvent_t ev = NULL;
-    st = rsp__cuda_record(cd, &ev, err);
-    if (st != RSP_OK)
         return st;
+    /* Even after a failure part-way, record the event and stamp the staging
+     * with it: copies already enqueued may still read the pinned memory, so
+     * it must not be handed out again before they finish. */
+    cudaEvent_t ev = NULL;
+    rsp_status rec = rsp__cuda_record(cd, &ev, st == RSP_OK ? err : NULL);
+    if (rec != RSP_OK) {
+        if (s) /* no event to wait for: drain the stream before any reuse */
+            (void)cudaStreamSynchronize(cd->stream);
+        return st != RSP_OK ? st : rec;
+    }
     if (s) {
         s->seq = my_seq;
         cd->next_staging = (k + 1) % RSP__CUDA_STAGING;
     }
+    if (st != RSP_OK)
+        return st;
     if (done)
         *done = (rsp_event){.handle = (void *)ev, .value = 0};
     return RSP_OK;
