@@ -340,9 +340,18 @@ static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t
             to->gen_moved = true;
             if (from == to)
                 continue;
-            m->slot[to->slot].content = m->slot[from->slot].content;
             m->cov.fork_copies++;
-            m->slot[to->slot].written = m->slot[from->slot].written;
+            if (m->slot[from->slot].zero_pending) {
+                /* The source reads as zeros (its zero waits for a forward in
+                 * flight): the target gets zeros, not the doomed bytes. */
+                m->cov.fork_from_reset++;
+                m->slot[to->slot].content = 0;
+                m->slot[to->slot].written = false;
+            } else {
+                /* A copy of bytes a forward wrote counts as written. */
+                m->slot[to->slot].content = m->slot[from->slot].content;
+                m->slot[to->slot].written = m->slot[from->slot].written;
+            }
             to->has_state = from->has_state;
         }
 }

@@ -118,6 +118,7 @@ typedef struct rspm_cov {
     uint64_t zero_deferred;   /* reset(free = false) of a pinned slot */
     uint64_t commit_stale;    /* commit row whose holding is not the planned one */
     uint64_t fork_copies;     /* fork copies between two slots */
+    uint64_t fork_from_reset; /* ... from a slot whose reset zero is deferred */
     uint64_t rollback_frees;  /* journal entries released by rollback */
     uint64_t rollback_skips;  /* journal entries whose holding was gone */
 } rspm_cov;

@@ -85,6 +85,18 @@ typedef struct dstep {
     rspm_decl d;
     bool has_lease;
     rsp_lease lease;
+    /* The stage as the model built it, to predict whether promotion keeps it
+     * (docs/design.md: equal to a fresh live plan -> promoted). */
+    bool stage_valid;
+    rspm_plan stage;
+    /* The addressing buffers of its current plan (live or staged) and what
+     * they must keep holding while the step is in flight. */
+    uint32_t nbuf;
+    struct {
+        uint32_t id, length;
+        int32_t slot[RSPM_MAX_ROWS];
+        bool hs[RSPM_MAX_ROWS];
+    } buf[RSPM_MAX_LABELS];
     /* The addressing of the live plan, kept for the simulated forward. */
     uint32_t num_labels;
     uint32_t label[RSPM_MAX_LABELS];
@@ -115,6 +127,7 @@ typedef struct T {
     char log[16][160];
     uint32_t log_n;
     uint64_t count_admit_full, count_admit_ok, count_promoted, count_stage, count_pending;
+    uint64_t count_two_live; /* plans made live while the older step was live */
 } T;
 
 static uint32_t rid_of(uint32_t ridx) { return RID_BASE + ridx; }
@@ -583,6 +596,15 @@ static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out,
                       (unsigned long long)lp->generations[i], (unsigned long long)h.generation);
             }
     }
+    s->nbuf = out->num_labels;
+    for (uint32_t j = 0; j < out->num_labels; j++) {
+        const rsp__label_plan *lp = &out->labels[j];
+        CHECK(t, lp->length <= RSPM_MAX_ROWS, "%s: length %u", what, lp->length);
+        s->buf[j].id = lp->buffer;
+        s->buf[j].length = lp->length;
+        memcpy(s->buf[j].slot, lp->slot_indices, lp->length * sizeof(int32_t));
+        memcpy(s->buf[j].hs, lp->has_state, lp->length * sizeof(bool));
+    }
     if (!staged) {
         s->num_labels = want->num_labels;
         for (uint32_t j = 0; j < want->num_labels; j++) {
@@ -590,6 +612,29 @@ static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out,
             s->num_rows[j] = want->labels[j].num_rows;
             memcpy(s->slot[j], want->labels[j].slot, sizeof s->slot[j]);
             memcpy(s->row_of[j], want->labels[j].row_of, sizeof s->row_of[j]);
+        }
+    }
+}
+
+/* A plan never overwrites the buffers another in-flight step reads
+ * (SEMANTICS 4.4: "do not overwrite the buffer a still-running step reads";
+ * 4.3: staged and live plans are separate). */
+static void check_buffers_kept(T *t, const dstep *except, const char *what)
+{
+    const dstep *steps[2] = {&t->a, &t->b};
+    for (int k = 0; k < 2; k++) {
+        const dstep *s = steps[k];
+        if (s == except || (s->phase != PH_PLANNED && s->phase != PH_STAGED))
+            continue;
+        for (uint32_t j = 0; j < s->nbuf; j++) {
+            const int32_t *dev = rsp_test_store_buffer_slots(t->store, s->buf[j].id);
+            const bool *dhs = rsp_test_store_buffer_has_state(t->store, s->buf[j].id);
+            CHECK(t,
+                  dev && memcmp(dev, s->buf[j].slot, s->buf[j].length * sizeof *dev) == 0 &&
+                      memcmp(dhs, s->buf[j].hs, s->buf[j].length * sizeof *dhs) == 0,
+                  "%s: buffer %u of in-flight step %llu (%s) was overwritten", what,
+                  s->buf[j].id, (unsigned long long)s->d.step_id,
+                  s->phase == PH_STAGED ? "staged" : "live");
         }
     }
 }
@@ -746,7 +791,9 @@ static void op_admit(T *t, dstep *s)
 
 static void op_plan(T *t, dstep *s, bool staged)
 {
+    bool promoting = !staged && s->phase == PH_STAGED;
     if (!staged && s->phase == PH_STAGED && s->d.num_rows > 1 && below(t, 12) == 0) {
+        s->stage_valid = false;
         /* The declaration changed since the stage: the stage must be
          * dropped and a live plan built (dropping a row keeps what admit
          * reserved a superset of what is addressed). */
@@ -769,16 +816,37 @@ static void op_plan(T *t, dstep *s, bool staged)
     }
     CHECK(t, rc == RSP_OK, "plan step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
           (int)rc, rsp_strerror(rc));
-    check_work(t, staged ? "stage" : "plan", W_NO_ZERO | (staged ? W_NO_COPY : 0u), &t->m);
+    check_work(t, staged ? "stage" : "plan", staged ? W_NO_ZERO | W_NO_COPY : 0u, &t->m);
     t->m = copy;
     apply_work(t, staged ? "stage" : "plan");
-    if (!staged && s->phase == PH_STAGED && out.promoted)
-        t->count_promoted++;
+    if (promoting) {
+        bool same = s->stage_valid && s->stage.num_labels == want.num_labels;
+        for (uint32_t j = 0; same && j < want.num_labels; j++) {
+            const rspm_label_plan *x = &s->stage.labels[j], *y = &want.labels[j];
+            same = x->label == y->label && x->num_rows == y->num_rows &&
+                   memcmp(x->slot, y->slot, x->num_rows * sizeof x->slot[0]) == 0 &&
+                   memcmp(x->has_state, y->has_state, x->num_rows * sizeof x->has_state[0]) == 0;
+        }
+        CHECK(t, out.promoted == same,
+              "promote step %llu: promoted=%d, but the stage %s the fresh live plan",
+              (unsigned long long)s->d.step_id, out.promoted, same ? "equals" : "differs from");
+        t->count_promoted += out.promoted;
+    } else {
+        CHECK(t, !out.promoted, "%s step %llu: promoted without a stage",
+              staged ? "stage" : "plan", (unsigned long long)s->d.step_id);
+    }
+    if (staged) {
+        s->stage = want;
+        s->stage_valid = true;
+    }
     if (staged)
         t->count_stage++;
     check_plan(t, s, staged, &out, &want, staged ? "stage" : "plan");
+    if (!staged && s == &t->b)
+        t->count_two_live++;
     s->phase = staged ? PH_STAGED : PH_PLANNED;
     s->forward_ran = false;
+    check_buffers_kept(t, s, staged ? "stage" : "plan");
     check_all(t, staged ? "stage" : "plan");
 }
 
@@ -847,6 +915,8 @@ static void op_clear_preplan(T *t, dstep *s)
     note(t, "clear_preplan (stage of step %llu)", (unsigned long long)s->d.step_id);
     CHECK(t, rsp__core_clear_preplan(t->core, NULL) == RSP_OK, "clear_preplan failed");
     s->phase = PH_ADMITTED;
+    s->stage_valid = false;
+    s->nbuf = 0;
     check_all(t, "clear_preplan");
 }
 
@@ -972,15 +1042,36 @@ static void op_step(T *t)
         op_admit(t, b);
         return;
     }
-    if (b->phase != PH_NONE && x < 25) {
+    if (b->phase != PH_NONE && x < 32) {
+        /* The next step: staged while a runs, or planned live behind it
+         * (two forwards in flight, in step order). */
         uint32_t y = below(t, 10);
-        if (b->phase == PH_ADMITTED && !stage_exists && y < 6)
-            op_plan(t, b, true);
-        else if (b->phase == PH_STAGED && y < 3)
-            op_clear_preplan(t, b);
-        else if (y < 5)
-            op_rollback(t, b);
-        return;
+        bool a_live = a->phase == PH_PLANNED;
+        switch (b->phase) {
+        case PH_ADMITTED:
+            if (y < 4 && !stage_exists)
+                return op_plan(t, b, true);
+            if (y < 7 && a_live)
+                return op_plan(t, b, false);
+            if (y < 8)
+                return op_rollback(t, b);
+            break;
+        case PH_STAGED:
+            if (y < 3)
+                return op_clear_preplan(t, b);
+            if (y < 6 && a_live)
+                return op_plan(t, b, false);
+            if (y < 7)
+                return op_rollback(t, b);
+            break;
+        case PH_PLANNED:
+            if (!b->forward_ran && a->forward_ran && y < 6)
+                return op_forward(t, b);
+            if (y < 7)
+                return op_rollback(t, b);
+            break;
+        default: break;
+        }
     }
     uint32_t y = below(t, 100);
     switch (a->phase) {
@@ -1094,20 +1185,23 @@ static void run(const run_cfg *cfg, uint64_t ops)
     CHECK(t, st.free_slots == st.usable_slots, "after the drain %u of %u slots are free",
           st.free_slots, st.usable_slots);
     print_message("seed %llu max_slots %u sink %d: %llu ops, %llu admits ok, %llu full, "
-                  "%llu stages, %llu promoted, %llu ops with pending releases\n",
+                  "%llu stages, %llu promoted, %llu live behind a live step, %llu ops with pending "
+                  "releases\n",
                   (unsigned long long)cfg->seed, cfg->max_slots, cfg->sink,
                   (unsigned long long)ops, (unsigned long long)t->count_admit_ok,
                   (unsigned long long)t->count_admit_full, (unsigned long long)t->count_stage,
-                  (unsigned long long)t->count_promoted, (unsigned long long)t->count_pending);
+                  (unsigned long long)t->count_promoted, (unsigned long long)t->count_two_live,
+                  (unsigned long long)t->count_pending);
     const rspm_cov *cv = &t->m.cov;
     print_message("  pending %llu (freed at step end %llu), deferred zeroes %llu, stale commit "
-                  "rows %llu, fork copies %llu, rollback frees %llu skips %llu\n",
+                  "rows %llu, fork copies %llu (%llu from a reset slot), rollback frees %llu skips %llu\n",
                   (unsigned long long)cv->pending, (unsigned long long)cv->pending_freed,
                   (unsigned long long)cv->zero_deferred, (unsigned long long)cv->commit_stale,
-                  (unsigned long long)cv->fork_copies, (unsigned long long)cv->rollback_frees,
+                  (unsigned long long)cv->fork_copies, (unsigned long long)cv->fork_from_reset,
+                  (unsigned long long)cv->rollback_frees,
                   (unsigned long long)cv->rollback_skips);
     /* "Pool full" must be common, or the test does not test much. */
-    CHECK(t, t->count_admit_full * 20 > t->count_admit_ok, "pool full too rare: %llu of %llu",
+    CHECK(t, ops < 10000 || t->count_admit_full * 20 > t->count_admit_ok, "pool full too rare: %llu of %llu",
           (unsigned long long)t->count_admit_full, (unsigned long long)t->count_admit_ok);
     rsp_test_store_free(t->ref);
     rsp_test_store_free(t->store);
@@ -1181,6 +1275,120 @@ static void random_seed_from_env(void **state)
     run(&c, ops_per_run());
 }
 
+/* ------------------------------------------------------------------------ */
+/* Directed regressions: sequences the random runs found or pointed at       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct mini {
+    rsp__core *core;
+    rsp__work work;
+    rsp_test_store *store;
+    rsp_label_id draft;
+} mini;
+
+static void mini_new(mini *x)
+{
+    static rsp_block_config blk = {.name = "s", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {4}};
+    rsp_pool_config pc;
+    rsp_pool_config_init(&pc);
+    pc.num_layers = 2;
+    pc.blocks = &blk;
+    pc.num_blocks = 1;
+    pc.max_slots = 8;
+    assert_int_equal(rsp__core_create(&pc, &x->core, NULL), RSP_OK);
+    rsp__work_init(&x->work);
+    x->store = rsp_test_store_new(rsp__core_layout(x->core));
+    assert_int_equal(rsp__core_label(x->core, "draft", &x->draft, NULL), RSP_OK);
+}
+
+static void mini_free(mini *x)
+{
+    rsp_test_store_free(x->store);
+    rsp__work_fini(&x->work);
+    rsp__core_destroy(x->core);
+}
+
+static void mini_apply(mini *x)
+{
+    assert_true(rsp_test_store_apply(x->store, &x->work));
+    rsp__work_clear(&x->work);
+}
+
+static void mini_admit(mini *x, const rsp_step *st)
+{
+    rsp_admit_outcome out;
+    assert_int_equal(rsp__core_admit(x->core, st, &out, &x->work, NULL), RSP_OK);
+    assert_true(out.ok);
+    mini_apply(x);
+}
+
+static void mini_plan(mini *x, const rsp_step *st)
+{
+    rsp__plan_out out;
+    assert_int_equal(rsp__core_plan(x->core, st, &out, &x->work, NULL), RSP_OK);
+    mini_apply(x);
+}
+
+static void mini_commit(mini *x, const rsp_step *st)
+{
+    rsp_event ev = {.handle = NULL, .value = st->step_id};
+    assert_int_equal(rsp__core_commit(x->core, st, &ev, &x->work, NULL), RSP_OK);
+    mini_apply(x);
+}
+
+static rsp_holding mini_hold(mini *x, rsp_rid rid, rsp_label_id label)
+{
+    rsp_holding h;
+    assert_int_equal(rsp__core_holding(x->core, rid, label, &h, NULL), RSP_OK);
+    return h;
+}
+
+/*
+ * reset(free = false) while two steps address the slot defers its zero to
+ * the end of the later one; a pre-fork of the later step must not copy the
+ * stale bytes into a target that then has has_state = false (SEMANTICS 2:
+ * has_state = false reads as zeros).
+ */
+static void reset_during_two_steps_then_fork_target_reads_zeros(void **state)
+{
+    (void)state;
+    mini x;
+    mini_new(&x);
+    const rsp_rid R = 7;
+    rsp_row main_row = {.rid = R, .label = RSP_LABEL_MAIN, .span = 4};
+    rsp_step s1 = {.step_id = 1, .rows = &main_row, .num_rows = 1};
+    mini_admit(&x, &s1);
+    mini_plan(&x, &s1);
+    rsp_holding m = mini_hold(&x, R, RSP_LABEL_MAIN);
+    rsp_test_store_fill_pattern(x.store, (uint32_t)m.index, 77); /* step 1's forward */
+    mini_commit(&x, &s1);
+    assert_true(mini_hold(&x, R, RSP_LABEL_MAIN).has_state);
+
+    rsp_step s2 = {.step_id = 2, .rows = &main_row, .num_rows = 1};
+    mini_admit(&x, &s2);
+    assert_int_equal(rsp__core_reset(x.core, R, false, &x.work, NULL), RSP_OK);
+    mini_apply(&x);
+    rsp_fork f = {.from = RSP_LABEL_MAIN, .to = x.draft};
+    rsp_step s3 = {.step_id = 3, .rows = &main_row, .num_rows = 1, .pre_forks = &f,
+                   .num_pre_forks = 1};
+    mini_admit(&x, &s3); /* draft taken fresh, after the reset */
+    mini_plan(&x, &s2);
+    mini_commit(&x, &s2); /* no forward wrote anything since the reset */
+    mini_plan(&x, &s3);   /* pre-fork main -> draft */
+    rsp_holding d = mini_hold(&x, R, x.draft);
+    assert_false(d.has_state);
+    if (!rsp_test_store_slot_is_zero(x.store, (uint32_t)d.index))
+        fail_msg("draft (slot %d) has has_state = false after the pre-fork but holds the bytes "
+                 "main had before its reset",
+                 d.index);
+    mini_commit(&x, &s3);
+    d = mini_hold(&x, R, x.draft);
+    if (!d.has_state && !rsp_test_store_slot_is_zero(x.store, (uint32_t)d.index))
+        fail_msg("after step 3's commit draft (slot %d) has has_state = false and is not zero",
+                 d.index);
+    mini_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1189,6 +1397,7 @@ int main(void)
         cmocka_unit_test(random_sink_off_6_slots),
         cmocka_unit_test(random_sink_off_9_slots_graph_buffers),
         cmocka_unit_test(random_seed_from_env),
+        cmocka_unit_test(reset_during_two_steps_then_fork_target_reads_zeros),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
