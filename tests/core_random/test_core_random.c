@@ -1389,6 +1389,116 @@ static void reset_during_two_steps_then_fork_target_reads_zeros(void **state)
     mini_free(&x);
 }
 
+/* A regression for a core bug still open (see the suite's report): skipped,
+ * visibly, unless RSP_CORE_OPEN_BUGS=1, so the suite stays green for other
+ * rooms while the core is fixed. Remove the call once it passes. */
+static void open_bug(const char *what)
+{
+    const char *e = getenv("RSP_CORE_OPEN_BUGS");
+    if (e && *e == '1')
+        return;
+    print_message("skipped: open core bug (%s); RSP_CORE_OPEN_BUGS=1 runs it\n", what);
+    skip();
+}
+
+/* Host vectors of a buffer equal to what a plan published? */
+static bool buffer_holds(mini *x, const rsp__label_plan *lp, const int32_t *slots, const bool *hs)
+{
+    const int32_t *dev = rsp_test_store_buffer_slots(x->store, lp->buffer);
+    const bool *dhs = rsp_test_store_buffer_has_state(x->store, lp->buffer);
+    return dev && rsp_test_store_buffer_capacity(x->store, lp->buffer) >= lp->length &&
+           memcmp(dev, slots, lp->length * sizeof *dev) == 0 &&
+           memcmp(dhs, hs, lp->length * sizeof *dhs) == 0;
+}
+
+/*
+ * Two in-flight steps on one graph lease slot (same bucket, lease slot,
+ * label). Live step 1 is running; staging step 2 must not overwrite the
+ * leased buffer step 1's graph reads (SEMANTICS 4.3: staged and live plans
+ * are separate). Refusing the stage with a status is acceptable too.
+ */
+static void stage_on_the_lease_slot_of_a_live_step_keeps_its_buffer(void **state)
+{
+    (void)state;
+    open_bug("a stage uploads into the leased buffer of a live step");
+    mini x;
+    mini_new(&x);
+    rsp_lease lease = {.bucket_bs = 4, .bucket_id = 0, .lease_slot = 0};
+    rsp_row ra = {.rid = 1, .label = RSP_LABEL_MAIN, .span = 4};
+    rsp_row rb[2] = {{.rid = 2, .label = RSP_LABEL_MAIN, .span = 4},
+                     {.rid = 3, .label = RSP_LABEL_MAIN, .span = 4}};
+    rsp_step a = {.step_id = 1, .rows = &ra, .num_rows = 1, .has_lease = true, .lease = lease};
+    rsp_step b = {.step_id = 2, .rows = rb, .num_rows = 2, .has_lease = true, .lease = lease};
+    mini_admit(&x, &a);
+    mini_admit(&x, &b);
+    rsp__plan_out out;
+    assert_int_equal(rsp__core_plan(x.core, &a, &out, &x.work, NULL), RSP_OK);
+    mini_apply(&x);
+    rsp__label_plan la = out.labels[0];
+    int32_t a_slots[8];
+    bool a_hs[8];
+    assert_true(la.length <= 8);
+    memcpy(a_slots, la.slot_indices, la.length * sizeof *a_slots);
+    memcpy(a_hs, la.has_state, la.length * sizeof *a_hs);
+    b.preplan = true;
+    rsp_status rc = rsp__core_plan(x.core, &b, &out, &x.work, NULL);
+    if (rc == RSP_OK) {
+        mini_apply(&x);
+        if (!buffer_holds(&x, &la, a_slots, a_hs))
+            fail_msg("staging step 2 on lease (0, 0) overwrote buffer %u, which live step 1 "
+                     "reads",
+                     la.buffer);
+    } else {
+        assert_true(rsp__work_empty(&x.work)); /* refused: nothing changed */
+    }
+    mini_free(&x);
+}
+
+/*
+ * The other order: step 2 staged on a lease slot, then step 1 planned live on
+ * the same lease slot, committed, and step 2 promoted. The promoted plan's
+ * buffer must hold step 2's addressing, whatever was uploaded in between.
+ * Refusing the second use of the lease slot with a status is acceptable.
+ */
+static void promotion_after_a_live_plan_on_its_lease_slot_holds_its_addressing(void **state)
+{
+    (void)state;
+    open_bug("promotion reuses a leased buffer re-uploaded since the stage");
+    mini x;
+    mini_new(&x);
+    rsp_lease lease = {.bucket_bs = 4, .bucket_id = 0, .lease_slot = 0};
+    rsp_row ra = {.rid = 1, .label = RSP_LABEL_MAIN, .span = 4};
+    rsp_row rb[2] = {{.rid = 2, .label = RSP_LABEL_MAIN, .span = 4},
+                     {.rid = 3, .label = RSP_LABEL_MAIN, .span = 4}};
+    rsp_step a = {.step_id = 1, .rows = &ra, .num_rows = 1, .has_lease = true, .lease = lease};
+    rsp_step b = {.step_id = 2, .rows = rb, .num_rows = 2, .has_lease = true, .lease = lease};
+    mini_admit(&x, &a);
+    mini_admit(&x, &b);
+    rsp__plan_out out;
+    b.preplan = true;
+    assert_int_equal(rsp__core_plan(x.core, &b, &out, &x.work, NULL), RSP_OK);
+    mini_apply(&x);
+    rsp_status rc = rsp__core_plan(x.core, &a, &out, &x.work, NULL);
+    if (rc != RSP_OK) {
+        assert_true(rsp__work_empty(&x.work));
+        mini_free(&x);
+        return;
+    }
+    mini_apply(&x);
+    mini_commit(&x, &a);
+    b.preplan = false;
+    assert_int_equal(rsp__core_plan(x.core, &b, &out, &x.work, NULL), RSP_OK);
+    mini_apply(&x);
+    const rsp__label_plan *lb = &out.labels[0];
+    if (!buffer_holds(&x, lb, lb->slot_indices, lb->has_state))
+        fail_msg("step 2 %s: buffer %u does not hold its addressing (slot %d, %d; the buffer "
+                 "has %d, %d)",
+                 out.promoted ? "promoted" : "planned", lb->buffer, lb->slot_indices[0],
+                 lb->slot_indices[1], rsp_test_store_buffer_slots(x.store, lb->buffer)[0],
+                 rsp_test_store_buffer_slots(x.store, lb->buffer)[1]);
+    mini_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1398,6 +1508,8 @@ int main(void)
         cmocka_unit_test(random_sink_off_9_slots_graph_buffers),
         cmocka_unit_test(random_seed_from_env),
         cmocka_unit_test(reset_during_two_steps_then_fork_target_reads_zeros),
+        cmocka_unit_test(stage_on_the_lease_slot_of_a_live_step_keeps_its_buffer),
+        cmocka_unit_test(promotion_after_a_live_plan_on_its_lease_slot_holds_its_addressing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
