@@ -1,5 +1,6 @@
 /* GPU helpers for the tests (see gpu_helpers.h). SPDX-License-Identifier: Apache-2.0 */
 #include "gpu_helpers.h"
+#include "pattern.h"
 
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -33,11 +34,7 @@ struct forward_args {
 
 __host__ __device__ inline uint8_t forward_byte(uint64_t seed, uint32_t b, uint32_t l, uint64_t i)
 {
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + b * 0x100000001b3ull + l * 0x1000193ull + i;
-    x ^= x >> 29;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 32;
-    return (uint8_t)(1 + x % 255);
+    return rsp_test_pattern(seed, b, l, i);
 }
 
 __global__ void rsp_test_forward_kernel(const __grid_constant__ forward_args a)
