@@ -83,7 +83,8 @@ typedef struct rsp__buf {
     rsp_label_id label;
     uint32_t bucket_id, lease_slot; /* leased only */
     uint32_t capacity;
-    uint32_t owner; /* eager: step record that uses it, RSP__NONE when free */
+    uint32_t owner; /* step record whose plan (live or staged) it holds while
+                     * that step is in flight; RSP__NONE when free */
 } rsp__buf;
 
 /* (rid, label) scratch set: entries are live when stamp == set_epoch, so it

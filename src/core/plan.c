@@ -79,7 +79,7 @@ static rsp_status bufs_reserve(rsp__core *c, uint32_t more)
 void rsp__bufs_release(rsp__core *c, uint32_t rec)
 {
     for (uint32_t i = 0; i < c->num_bufs; i++)
-        if (!c->bufs[i].leased && c->bufs[i].owner == rec)
+        if (c->bufs[i].owner == rec)
             c->bufs[i].owner = RSP__NONE;
 }
 
@@ -111,9 +111,9 @@ static void bind_and_upload(rsp__core *c, rsp__addr *a, const rsp_step *step, ui
                 b->bucket_id = step->lease.bucket_id;
                 b->lease_slot = step->lease.lease_slot;
                 b->capacity = lp->length;
-                b->owner = RSP__NONE;
                 (void)rsp__work_buffer(w, id, b->capacity);
             }
+            c->bufs[id].owner = rec;
         } else {
             /* Lowest free buffer of the label's ring: a buffer a step in
              * flight reads is never overwritten. */
@@ -275,6 +275,7 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
     uint32_t lengths[RSP_MAX_LABELS];
     uint64_t total = 0;
     uint32_t new_bufs = 0;
+    bool drop_other_stage = false;
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
         rsp_label_id L = c->label_order[li];
         uint32_t rows = c->label_rows[L];
@@ -287,6 +288,26 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
                                  ", lease slot %" PRIu32 ") holds %" PRIu32,
                                  step->step_id, c->label_names[L], rows, step->lease.bucket_id,
                                  step->lease.lease_slot, c->bufs[id].capacity);
+            }
+            uint32_t owner = id == RSP__NONE ? RSP__NONE : c->bufs[id].owner;
+            if (owner != RSP__NONE && owner != rec) {
+                /* A captured graph reads this one buffer: it can hold one
+                 * step's addressing at a time. A live plan takes it from
+                 * another step's stage (the stage is dropped); anything
+                 * else is refused, nothing changed. */
+                if (!step->preplan && c->stage_active && c->stage_rec == owner) {
+                    drop_other_stage = true;
+                } else {
+                    return rsp__fail(err, RSP_ECAPACITY,
+                                     "plan: step %" PRIu64 ": the leased buffer (bucket %" PRIu32
+                                     ", lease slot %" PRIu32 ", label \"%s\") holds the %s of "
+                                     "step %" PRIu64 ", still in flight; use another lease slot",
+                                     step->step_id, step->lease.bucket_id,
+                                     step->lease.lease_slot, c->label_names[L],
+                                     c->stage_active && c->stage_rec == owner ? "stage"
+                                                                              : "live plan",
+                                     c->steps[owner].step_id);
+                }
             }
             if (id != RSP__NONE) {
                 lengths[li] = c->bufs[id].capacity;
@@ -318,6 +339,8 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
 
     /* Nothing below fails. */
+    if (drop_other_stage)
+        rsp__stage_drop(c);
     memset(out, 0, sizeof *out);
     out->step_id = step->step_id;
     if (step->preplan) {

@@ -622,6 +622,85 @@ static void stage_of_next_step_while_current_is_live(void **state)
     fx_fini(&f);
 }
 
+/* Steps 1 and 2 admitted, both on lease (bucket 0, slot 0). */
+static void two_on_one_lease(fx *f, stepb *a, stepb *b)
+{
+    fx_init(f, 10, true);
+    sb_init(a, 1);
+    sb_row(a, 1, 0, 4);
+    sb_lease(a, 4, 0, 0);
+    sb_init(b, 2);
+    sb_row(b, 2, 0, 4);
+    sb_row(b, 3, 0, 4);
+    sb_lease(b, 4, 0, 0);
+    fx_admit_ok(f, &a->s);
+    fx_admit_ok(f, &b->s);
+}
+
+static void stage_on_lease_of_live_step_is_refused(void **state)
+{
+    (void)state;
+    fx f;
+    stepb a, b;
+    two_on_one_lease(&f, &a, &b);
+    assert_int_equal(fx_plan(&f, &a.s), RSP_OK);
+    const rsp__label_plan la = *fx_plan_label(&f, 0);
+    int32_t want[4] = {1, 0, 0, 0};
+    assert_memory_equal(la.slot_indices, want, sizeof want);
+    b.s.preplan = true;
+    assert_int_equal(fx_plan(&f, &b.s), RSP_ECAPACITY);
+    assert_non_null(strstr(f.err.message, "live plan of step 1"));
+    assert_memory_equal(rsp_test_store_buffer_slots(f.store, la.buffer), want, sizeof want);
+    /* Another lease slot is fine; after step 1 commits, slot 0 is too. */
+    b.s.lease.lease_slot = 1;
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_int_not_equal(fx_plan_label(&f, 0)->buffer, la.buffer);
+    assert_memory_equal(rsp_test_store_buffer_slots(f.store, la.buffer), want, sizeof want);
+    fx_fini(&f);
+}
+
+static void live_plan_on_lease_of_live_step_is_refused(void **state)
+{
+    (void)state;
+    fx f;
+    stepb a, b;
+    two_on_one_lease(&f, &a, &b);
+    assert_int_equal(fx_plan(&f, &a.s), RSP_OK);
+    assert_int_equal(fx_plan(&f, &b.s), RSP_ECAPACITY);
+    assert_int_equal(fx_commit(&f, &a.s, NULL), RSP_OK);
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_uploaded(&f, fx_plan_label(&f, 0));
+    fx_fini(&f);
+}
+
+static void live_plan_takes_leased_buffer_from_another_stage(void **state)
+{
+    (void)state;
+    fx f;
+    stepb a, b;
+    two_on_one_lease(&f, &a, &b);
+    b.s.preplan = true;
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    /* Step 1 goes live on the same lease: it takes the buffer, the stage of
+     * step 2 is dropped. */
+    assert_int_equal(fx_plan(&f, &a.s), RSP_OK);
+    assert_uploaded(&f, fx_plan_label(&f, 0));
+    assert_int_equal(fx_commit(&f, &a.s, NULL), RSP_OK);
+    b.s.preplan = false;
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_false(f.plan.promoted);
+    assert_uploaded(&f, fx_plan_label(&f, 0));
+    assert_int_equal(fx_plan_label(&f, 0)->slot_indices[0], fx_slot(&f, 2, 0));
+    /* And a new stage is allowed again (the old one is gone). */
+    stepb c;
+    sb_init(&c, 3);
+    sb_row(&c, 1, 0, 1);
+    c.s.preplan = true;
+    fx_admit_ok(&f, &c.s);
+    assert_int_equal(fx_plan(&f, &c.s), RSP_OK);
+    fx_fini(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -645,6 +724,9 @@ int main(void)
         cmocka_unit_test(staged_chain_inherits_flags_through_forks),
         cmocka_unit_test(rollback_returns_slots_of_a_staged_admit),
         cmocka_unit_test(stage_of_next_step_while_current_is_live),
+        cmocka_unit_test(stage_on_lease_of_live_step_is_refused),
+        cmocka_unit_test(live_plan_on_lease_of_live_step_is_refused),
+        cmocka_unit_test(live_plan_takes_leased_buffer_from_another_stage),
     };
     return cmocka_run_group_tests_name("core_plan", tests, NULL, NULL);
 }
