@@ -71,6 +71,7 @@ typedef struct run_cfg {
     uint32_t max_slots;
     bool sink;
     uint32_t graph_max_bs; /* build_graph_buffers at start; 0 = never */
+    uint32_t max_inflight; /* 0 = the default (4) */
 } run_cfg;
 
 /* ------------------------------------------------------------------------ */
@@ -158,6 +159,11 @@ static void die(T *t, const char *fmt, ...)
                   "  last operations (oldest first):\n",
                   (unsigned long long)t->cfg.seed, t->cfg.max_slots, (int)t->cfg.sink,
                   (unsigned long long)t->op, msg);
+    print_message("  reproduce: RSP_RANDOM_SEED=%#llx RSP_RANDOM_SLOTS=%u RSP_RANDOM_SINK=%d "
+                  "RSP_RANDOM_GRAPH=%u RSP_RANDOM_INFLIGHT=%u RSP_RANDOM_OPS=%llu "
+                  "test_core_random\n",
+                  (unsigned long long)t->cfg.seed, t->cfg.max_slots, (int)t->cfg.sink,
+                  t->cfg.graph_max_bs, t->cfg.max_inflight, (unsigned long long)t->op + 1);
     uint32_t first = t->log_n > 16 ? t->log_n - 16 : 0;
     for (uint32_t i = first; i < t->log_n; i++)
         print_message("    %s\n", t->log[i % 16]);
@@ -923,7 +929,7 @@ static void op_clear_preplan(T *t, dstep *s)
 /* Bad input: a status, nothing changed (the full check proves it). */
 static void op_invalid(T *t)
 {
-    uint32_t x = below(t, 8);
+    uint32_t x = below(t, 9);
     dstep s;
     uint64_t saved_next = t->next_id;
     gen_decl(t, &s);
@@ -1003,6 +1009,16 @@ static void op_invalid(T *t)
         note(t, "admit of step 0 (goes backwards)");
         expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_EORDER,
                    "admit backwards");
+        break;
+    }
+    case 7: {
+        /* More steps in flight than max_inflight_steps: RSP_ECAPACITY. */
+        if (t->cfg.max_inflight != 2 || t->a.phase == PH_NONE || t->b.phase == PH_NONE)
+            return;
+        STEP_VARS(t, &s, false);
+        note(t, "admit a third step in flight (max 2)");
+        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_ECAPACITY,
+                   "admit past max_inflight_steps");
         break;
     }
     default: {
@@ -1133,6 +1149,7 @@ static void run(const run_cfg *cfg, uint64_t ops)
     pc.num_blocks = 2;
     pc.max_slots = cfg->max_slots;
     pc.sink = cfg->sink;
+    pc.max_inflight_steps = cfg->max_inflight;
     rsp_error err;
     rsp_status rc = rsp__core_create(&pc, &t->core, &err);
     if (rc != RSP_OK)
@@ -1241,10 +1258,11 @@ static void random_sink_on_10_slots_graph_buffers(void **state)
     fixed_run(&c);
 }
 
-static void random_sink_off_6_slots(void **state)
+static void random_sink_off_6_slots_two_in_flight(void **state)
 {
     (void)state;
-    run_cfg c = {.seed = 0x5eed0003, .max_slots = 6, .sink = false, .graph_max_bs = 0};
+    run_cfg c = {.seed = 0x5eed0003, .max_slots = 6, .sink = false, .graph_max_bs = 0,
+                 .max_inflight = 2};
     fixed_run(&c);
 }
 
@@ -1256,7 +1274,8 @@ static void random_sink_off_9_slots_graph_buffers(void **state)
 }
 
 /* A seed from the environment reproduces one run (RSP_RANDOM_SEED, with
- * RSP_RANDOM_SLOTS, RSP_RANDOM_SINK, RSP_RANDOM_GRAPH, RSP_RANDOM_OPS). */
+ * RSP_RANDOM_SLOTS, RSP_RANDOM_SINK, RSP_RANDOM_GRAPH, RSP_RANDOM_INFLIGHT,
+ * RSP_RANDOM_OPS); die() prints the exact line.. */
 static void random_seed_from_env(void **state)
 {
     (void)state;
@@ -1272,6 +1291,9 @@ static void random_seed_from_env(void **state)
     const char *g = getenv("RSP_RANDOM_GRAPH");
     if (g)
         c.graph_max_bs = (uint32_t)strtoul(g, NULL, 10);
+    const char *f = getenv("RSP_RANDOM_INFLIGHT");
+    if (f)
+        c.max_inflight = (uint32_t)strtoul(f, NULL, 10);
     run(&c, ops_per_run());
 }
 
@@ -1504,7 +1526,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_sink_on_8_slots),
         cmocka_unit_test(random_sink_on_10_slots_graph_buffers),
-        cmocka_unit_test(random_sink_off_6_slots),
+        cmocka_unit_test(random_sink_off_6_slots_two_in_flight),
         cmocka_unit_test(random_sink_off_9_slots_graph_buffers),
         cmocka_unit_test(random_seed_from_env),
         cmocka_unit_test(reset_during_two_steps_then_fork_target_reads_zeros),
