@@ -1,29 +1,43 @@
 /*
- * Seeded random-sequence test of the core (issue 2, item 6).
+ * Seeded random-sequence test of the core (issue 2, item 6), plus directed
+ * regressions for what it found.
  * SPDX-License-Identifier: Apache-2.0
  *
  * Drives rsp__core_* directly with a random mix of ingest, remove, reset
- * (free true/false), admit, rollback, plan (live), stage, promotion,
- * clear_preplan, commit and simulated forwards, on a small pool so that
- * "pool full" is common, and with pre/post forks, padding rows, zero-span
- * rows, capture steps, three labels and occasional graph leases. Device work
- * is executed on heap storage by the shared test executor (tests/core/exec.c).
+ * (free true/false), admit, rollback (before or after a forward ran), plan
+ * (live), stage, promotion (sometimes with a changed declaration),
+ * clear_preplan, commit, build_graph_buffers and simulated forwards, on
+ * small pools (6-10 slots, sink on and off) so that "pool full" is common,
+ * with pre/post forks (chains, swaps, from == to), padding rows, zero- and
+ * negative-span rows, capture steps, three labels, graph leases, and up to
+ * two steps in flight (the next one admitted, staged, or planned live behind
+ * a live one). Device work is executed on heap storage by the core suite's
+ * executor (tests/core/exec.c); the simulated forward writes a pattern
+ * derived from (rid, label, step) into every planned row's slot.
  *
  * After EVERY operation the core is compared with the reference model
- * (model.c, written from SEMANTICS.md only):
+ * (model.c, written from SEMANTICS.md and docs/design.md only):
  *   - free + held + pending + sink = max_slots, slot by slot (slot_state) and
- *     in rsp__core_stats;
- *   - every holding of every (rid, label): slot id and has_state as the model
- *     predicts (so the LIFO free stack is predicted exactly), no slot held
- *     twice, generations move exactly when they must;
+ *     in rsp__core_stats; the whole free stack in pop order;
+ *   - every (rid, label): holding slot and has_state as predicted, no slot
+ *     held twice, generations move exactly when they must; request count;
  *   - every slot's bytes: free slots zero, held slots the exact pattern the
- *     model's content tag says (zeros while has_state is false and nothing
- *     wrote it; forks are exact copies);
- *   - plans: addressing per label as the model computes it (SEMANTICS 4.4),
- *     uploaded buffers equal to the host vectors, leased lengths;
- *   - admit outcomes (ok, or which (rid, label) failed and the counts).
+ *     model's content tag says (forks are exact copies), has_state false
+ *     reads zeros unless a forward wrote the slot since;
+ *   - plans: addressing per label (SEMANTICS 4.4), tail padding, uploaded
+ *     buffers equal the host vectors, leased lengths and no moves, row
+ *     generations, whether a promotion keeps the stage; buffers of the other
+ *     in-flight step untouched;
+ *   - admit outcomes (ok, or which (rid, label) failed, slots short, free);
+ *   - device work per operation: no ZERO of a slot an in-flight step
+ *     addresses on remove/reset, WAIT before any ZERO/COPY once a forward
+ *     ran, staging never copies or zeroes, the sink is never touched;
+ *   - bad input (unknown labels, duplicate rows, steps out of order, a
+ *     second stage, too many steps in flight) returns its status and leaves
+ *     everything unchanged.
  *
- * A failure prints the seed, the operation number and the last operations.
+ * A failure prints the seed, the operation number, the last operations, the
+ * model's state and the environment line that reproduces it alone.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -122,6 +136,7 @@ typedef struct T {
     rspm m;
     uint32_t labels[NUM_LABELS];
     uint64_t next_id;
+    uint32_t graph_max; /* largest build_graph_buffers max_bs so far */
     dstep a, b; /* a: the older in-flight step; b: the next one (admitted/staged) */
     uint64_t last_gen[NUM_RIDS][RSPM_MAX_LABELS];
     lease_len lease[2][2][RSPM_MAX_LABELS]; /* [bucket_id][lease_slot][label] */
@@ -518,7 +533,7 @@ static uint32_t lease_expected(T *t, const dstep *s, uint32_t label, uint32_t ro
         *overflow = rows > ll->length;
         return ll->length;
     }
-    uint32_t len = t->cfg.graph_max_bs;
+    uint32_t len = t->graph_max;
     if (s->lease.bucket_bs > len)
         len = s->lease.bucket_bs;
     if (rows > len)
@@ -929,7 +944,7 @@ static void op_clear_preplan(T *t, dstep *s)
 /* Bad input: a status, nothing changed (the full check proves it). */
 static void op_invalid(T *t)
 {
-    uint32_t x = below(t, 9);
+    uint32_t x = below(t, 10);
     dstep s;
     uint64_t saved_next = t->next_id;
     gen_decl(t, &s);
@@ -1009,6 +1024,19 @@ static void op_invalid(T *t)
         note(t, "admit of step 0 (goes backwards)");
         expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_EORDER,
                    "admit backwards");
+        break;
+    }
+    case 8: {
+        /* Another capturing runner: keeps the largest max_bs; only leased
+         * buffers created later are longer, existing ones never move. */
+        uint32_t bs = 2 + below(t, 9);
+        note(t, "build_graph_buffers max_bs %u", bs);
+        CHECK(t, rsp__core_build_graph_buffers(t->core, bs, 32, &t->work, NULL) == RSP_OK,
+              "build_graph_buffers failed");
+        check_work(t, "build_graph_buffers", W_NO_ZERO | W_NO_COPY, &t->m);
+        apply_work(t, "build_graph_buffers");
+        if (bs > t->graph_max)
+            t->graph_max = bs;
         break;
     }
     case 7: {
@@ -1165,6 +1193,7 @@ static void run(const run_cfg *cfg, uint64_t ops)
         assert_true(t->labels[i] < RSPM_MAX_LABELS);
     }
     assert_int_equal(t->labels[0], RSP_LABEL_MAIN);
+    t->graph_max = cfg->graph_max_bs;
     if (cfg->graph_max_bs) {
         rc = rsp__core_build_graph_buffers(t->core, cfg->graph_max_bs, 16, &t->work, NULL);
         assert_int_equal(rc, RSP_OK);
