@@ -78,8 +78,9 @@ bool Partition::wait_ready(const rsp_addressing &ad)
     else
         st = rsp_event_wait(cx_.pool, &ad.ready, kHangNs, &err);
     if (st == RSP_ETIMEDOUT) {
-        cx_.checks.fail(CHECK_HANG, "partition %u: ready event of step %" PRIu64 " label %u never completed",
-                        index_, ad.step_id, ad.label);
+        cx_.checks.fail(CHECK_HANG,
+                        "partition %u: ready event {%p, %" PRIu64 "} of step %" PRIu64 " label %u never completed",
+                        index_, ad.ready.handle, ad.ready.value, ad.step_id, ad.label);
         cx_.abort.store(true);
         return false;
     }
@@ -152,7 +153,8 @@ void Partition::forward(const StepRecord &rec, const std::vector<LabelView> &vie
         bool has = static_cast<const bool *>(v->ad.device_has_state)[row.label_pos];
         uint64_t prev = 0;
         if (!has) {
-            cx_.checks.expect(CHECK_ZEROS, cx_.storage.is_zero(slot, &why),
+            bool zero = cx_.storage.is_zero(slot, &why);  // before why.c_str() is taken
+            cx_.checks.expect(CHECK_ZEROS, zero,
                               "step %" PRIu64 " rid %" PRIu64 " label %u slot %d: has_state false but %s",
                               rec.step_id, row.rid, row.label, slot, why.c_str());
         } else {

@@ -139,6 +139,7 @@ private:
     std::vector<Key> pend_journal_;
     std::shared_ptr<StepRecord> last_live_;
     std::vector<rsp_rid> cleanup_;            // tombstoned rids a step may have re-created
+    uint32_t last_lease_slot_[3] = {1, 1, 1}; // per bucket: lease slot of its last live plan
 };
 
 // ---------------------------------------------------------------------------
@@ -210,9 +211,10 @@ Decl Stepper::make_decl()
         d.has_lease = true;
         d.lease.bucket_bs = buckets[b];
         d.lease.bucket_id = b;
-        // Adjacent steps never share a leased buffer: step N+1 may be staged
-        // while step N's forward still reads its vectors.
-        d.lease.lease_slot = (uint32_t)(d.id & 1);
+        // Never the lease slot of the bucket's last live plan: partitions may
+        // still read its vectors while this step is staged, and the pool
+        // rightly refuses to stage into a buffer a live plan still uses.
+        d.lease.lease_slot = 1 - last_lease_slot_[b];
     }
     return d;
 }
@@ -896,6 +898,8 @@ void Stepper::run()
         std::shared_ptr<StepRecord> rec = check_live(d, exp);
         publish(rec);
         last_live_ = rec;
+        if (d.has_lease)
+            last_lease_slot_[d.lease.bucket_id] = d.lease.lease_slot;
         cx_.steps.fetch_add(1, std::memory_order_relaxed);
         if (d.capture)
             cx_.captures.fetch_add(1, std::memory_order_relaxed);
