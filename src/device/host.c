@@ -26,6 +26,7 @@
  */
 #include "device_impl.h"
 
+#include "../hb.h"
 #include "../util/error.h"
 #include "../util/sync.h"
 
@@ -43,22 +44,11 @@
  * ck_pr is inline assembly, which TSan does not see: its loads and stores are
  * neither reported nor turned into happens-before edges. So each handoff
  * states its edge explicitly (release before the publishing store, acquire
- * after the observing load; the same scheme as src/hb.h, kept local so
- * this file stands alone), and the ring's own slot copies are
+ * after the observing load: src/hb.h), and the ring's own slot copies are
  * hidden from TSan (they are ordered by ck_ring's fences, which TSan cannot
  * model). Outside a TSan build every macro is empty.
  */
-#if defined(__SANITIZE_THREAD__)
-#define RSP__HOST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RSP__HOST_TSAN 1
-#endif
-#endif
-
-#ifdef RSP__HOST_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
+#ifdef RSP__TSAN
 void AnnotateIgnoreReadsBegin(const char *file, int line);
 void AnnotateIgnoreReadsEnd(const char *file, int line);
 void AnnotateIgnoreWritesBegin(const char *file, int line);
@@ -73,11 +63,7 @@ void AnnotateIgnoreWritesEnd(const char *file, int line);
         AnnotateIgnoreWritesEnd(__FILE__, __LINE__);                                               \
         AnnotateIgnoreReadsEnd(__FILE__, __LINE__);                                                \
     } while (0)
-#define host_hb_acquire(p) __tsan_acquire((void *)(p))
-#define host_hb_release(p) __tsan_release((void *)(p))
 #else
-#define host_hb_acquire(p) ((void)(p))
-#define host_hb_release(p) ((void)(p))
 #define host_tsan_ignore_begin() ((void)0)
 #define host_tsan_ignore_end() ((void)0)
 #endif
@@ -117,7 +103,7 @@ static bool fence_reached(struct rsp_host_fence *f, uint64_t value)
 {
     /* V2: pairs with V1 in fence_signal. */
     if (rsp__load_acquire_u64(&f->value) >= value) {
-        host_hb_acquire(f);
+        rsp__hb_acquire(f);
         return true;
     }
     return false;
@@ -129,7 +115,7 @@ static void fence_signal(struct rsp_host_fence *f, uint64_t value)
     pthread_mutex_lock(&f->lock);
     /* Relaxed: `value` only changes under this lock. */
     if (value > rsp__load_relaxed_u64(&f->value)) {
-        host_hb_release(f);
+        rsp__hb_release(f);
         /* V1: publishes everything written before this signal; pairs with V2. */
         rsp__store_release_u64(&f->value, value);
         /* F2: full barrier; orders the value store before the `waiters` load
@@ -228,7 +214,7 @@ uint64_t rsp_host_fence_value(const rsp_host_fence *fence)
     if (!fence)
         return 0;
     uint64_t v = rsp__load_acquire_u64(&fence->value); /* V2 */
-    host_hb_acquire(fence);
+    rsp__hb_acquire(fence);
     return v;
 }
 
@@ -351,7 +337,7 @@ static bool ring_take(rsp__host_device *dev, host_job **job)
     bool ok = ck_ring_dequeue_spsc(&dev->ring, dev->ring_buf, &p);
     host_tsan_ignore_end();
     if (ok) {
-        host_hb_acquire(p);
+        rsp__hb_acquire(p);
         *job = p;
     }
     return ok;
@@ -456,7 +442,7 @@ static void ring_put(rsp__host_device *dev, host_job *job)
 {
     /* Read before the enqueue: from then on the worker may free the job. */
     uint64_t value = job->value;
-    host_hb_release(job);
+    rsp__hb_release(job);
     for (;;) {
         host_tsan_ignore_begin();
         /* Q1: ck_ring fences the slot store before the tail store; pairs
