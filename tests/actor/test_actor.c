@@ -157,7 +157,7 @@ static void many_producers_keep_per_producer_order(void **state)
     }
     for (uint32_t i = 0; i < P; i++)
         pthread_join(th[i], NULL);
-    rsp_ticket *t;
+    rsp_ticket *t = NULL;
     assert_int_equal(post(a, RSP_MSG_BARRIER, 0, &t, RSP_WAIT_FOREVER), RSP_OK);
     assert_int_equal(rsp__ticket_wait(t, RSP_WAIT_FOREVER, NULL), RSP_OK);
     assert_int_equal(rsp__actor_handled(a), (uint64_t)P * N + 1);
@@ -240,7 +240,7 @@ static void *alternation_main(void *p)
         x = x * 1103515245u + 12345u;
         for (uint32_t k = (x >> 16) % 64; k > 0; k--)
             rsp__cpu_relax();
-        rsp_ticket *t;
+        rsp_ticket *t = NULL;
         if (post(aa->a, RSP_MSG_BARRIER, i, &t, RSP_WAIT_FOREVER) != RSP_OK) {
             aa->mismatch++;
             continue;
@@ -287,7 +287,7 @@ static void ticket_poll_and_timed_wait_leave_it_valid(void **state)
     (void)state;
     fake f;
     rsp__actor *a = make_actor(&f, 0, 0, false);
-    rsp_ticket *t;
+    rsp_ticket *t = NULL;
     assert_int_equal(post(a, RSP_MSG_INGEST, 42, &t, 0), RSP_OK);
     await_entered(&f, 1);
     rsp_reply r;
@@ -309,7 +309,7 @@ static void failing_message_reports_status_and_fire_and_forget_counts(void **sta
     (void)state;
     fake f;
     rsp__actor *a = make_actor(&f, 0, 0, true);
-    rsp_ticket *t;
+    rsp_ticket *t = NULL;
     assert_int_equal(post(a, RSP_MSG_REMOVE, 5, &t, 0), RSP_OK);
     rsp_reply r;
     assert_int_equal(rsp__ticket_wait(t, RSP_WAIT_FOREVER, &r), RSP_EINVAL);
@@ -433,7 +433,7 @@ static void idle_owner_sleeps_on_its_futex(void **state)
     (void)state;
     fake f;
     rsp__actor *a = make_actor(&f, 0, 0, true);
-    rsp_ticket *t;
+    rsp_ticket *t = NULL;
     assert_int_equal(post(a, RSP_MSG_BARRIER, 1, &t, 0), RSP_OK);
     assert_int_equal(rsp__ticket_wait(t, RSP_WAIT_FOREVER, NULL), RSP_OK);
     /* No busy core when idle: the owner ends up asleep. Polled with

@@ -1,0 +1,554 @@
+/*
+ * The public entry points: validation, pool lifecycle, messages, readers.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Every message is validated here, before it reaches the owner: an invalid
+ * one is refused with a status and a message naming the field, and nothing
+ * is queued. What only the owner can know (step order, stages, duplicate
+ * rows, capacity) comes back through the ticket.
+ *
+ * Owners of the other public functions: core/layout.c (config init, shard
+ * shapes, dtype size), device/host.c (host fences), util/error.c
+ * (rsp_strerror).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+#include "util/error.h"
+#include "util/sync.h"
+
+/* ------------------------------------------------------------------------ */
+/* fork() without exec(): liburcu and the owner thread do not survive it.   */
+/* ------------------------------------------------------------------------ */
+
+/* Set in the child by the atfork handler; any thread reads it relaxed (a
+ * forked child starts with one thread, which is the one that set it). */
+static uint32_t rsp__forked_child;
+static pthread_once_t rsp__atfork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+    rsp__store_relaxed_u32(&rsp__forked_child, 1);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+static bool forked(void)
+{
+    return rsp__load_relaxed_u32(&rsp__forked_child) != 0;
+}
+
+static rsp_status fail_forked(rsp_error *err)
+{
+    return rsp__fail(err, RSP_EFORKED,
+                     "called in a child after fork() without exec(): rsp does not survive fork");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pool                                                                      */
+/* ------------------------------------------------------------------------ */
+
+rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err)
+{
+    if (!out)
+        return rsp__fail(err, RSP_EINVAL, "out is NULL");
+    *out = NULL;
+    if (!cfg)
+        return rsp__fail(err, RSP_EINVAL, "cfg is NULL");
+    if (forked())
+        return fail_forked(err);
+    pthread_once(&rsp__atfork_once, register_atfork);
+
+    rsp_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for the pool");
+    rsp__work_init(&p->work);
+    rsp_status st = rsp__core_create(cfg, &p->core, err);
+    if (st != RSP_OK)
+        goto fail;
+    p->layout = rsp__core_layout(p->core);
+    p->device_kind = cfg->device;
+    st = rsp__device_create(cfg->device, cfg->cuda_ordinal, p->layout, &p->dev, err);
+    if (st != RSP_OK)
+        goto fail;
+    st = rsp__publisher_create(0, &p->pub, err);
+    if (st != RSP_OK)
+        goto fail;
+    p->num_labels = rsp__core_num_labels(p->core);
+    rsp__pool_mirror_gauges(p);
+
+    /* Starting the owner hands it the core, the device and the work list
+     * (pthread_create orders everything above before the owner's start). */
+    rsp__actor_config acfg = {
+        .capacity = cfg->inbox_capacity,
+        .handle = rsp__pool_handle,
+        .ctx = p,
+        .on_start = rsp__pool_owner_start,
+        .on_stop = rsp__pool_owner_stop,
+    };
+    st = rsp__actor_create(&acfg, &p->actor, err);
+    if (st != RSP_OK)
+        goto fail;
+    *out = p;
+    return RSP_OK;
+
+fail:
+    rsp__publisher_destroy(p->pub);
+    rsp__device_destroy(p->dev);
+    rsp__core_destroy(p->core);
+    rsp__work_fini(&p->work);
+    free(p);
+    return st;
+}
+
+void rsp_pool_destroy(rsp_pool *pool)
+{
+    if (!pool)
+        return;
+    if (forked()) {
+        /* The owner, call_rcu and device threads exist only in the parent:
+         * joining them would hang. Leak on purpose; exec() reclaims it. */
+        rsp__actor_abandon(pool->actor);
+        rsp__publisher_abandon(pool->pub);
+        return;
+    }
+    /* Closes the inbox, handles everything queued, joins the owner. */
+    rsp__actor_destroy(pool->actor);
+    /* Waits for readers' references and the call_rcu worker. */
+    rsp__publisher_destroy(pool->pub);
+    /* Waits for all submitted device work. */
+    rsp__device_destroy(pool->dev);
+    rsp__work_fini(&pool->work);
+    rsp__core_destroy(pool->core);
+    free(pool);
+}
+
+rsp_status rsp_pool_info_get(const rsp_pool *pool, rsp_pool_info *out, rsp_error *err)
+{
+    if (!pool || !out)
+        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
+    if (forked())
+        return fail_forked(err);
+    const rsp__layout *l = pool->layout;
+    *out = (rsp_pool_info){
+        .num_layers = l->num_layers,
+        .num_blocks = l->num_blocks,
+        .max_slots = l->max_slots,
+        .usable_slots = l->usable_slots,
+        .sink = l->sink,
+        .pad_index = l->pad_index,
+        .slot_bytes = l->slot_bytes,
+        .total_bytes = l->total_bytes,
+        .device = pool->device_kind,
+    };
+    return RSP_OK;
+}
+
+rsp_status rsp_pool_block(const rsp_pool *pool, const char *name, uint32_t layer,
+                          rsp_block_view *out, rsp_error *err)
+{
+    if (!pool || !name || !out)
+        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : !name ? "name" : "out");
+    if (forked())
+        return fail_forked(err);
+    const rsp__layout *l = pool->layout;
+    uint32_t b = 0;
+    while (b < l->num_blocks && strncmp(l->blocks[b].name, name, RSP_NAME_MAX) != 0)
+        b++;
+    if (b == l->num_blocks)
+        return rsp__fail(err, RSP_EINVAL, "no block named \"%.*s\"", RSP_NAME_MAX, name);
+    if (layer >= l->num_layers)
+        return rsp__fail(err, RSP_EINVAL, "layer %u out of range (the pool has %u layers)", layer,
+                         l->num_layers);
+    const rsp__block_layout *bl = &l->blocks[b];
+    rsp_block_view v;
+    memset(&v, 0, sizeof v);
+    v.data = (char *)rsp__device_block_base(pool->dev, b) + (uint64_t)layer * bl->layer_bytes;
+    v.dtype = bl->dtype;
+    v.ndim = 1 + bl->ndim;
+    v.shape[0] = l->max_slots;
+    for (uint32_t d = 0; d < bl->ndim; d++)
+        v.shape[1 + d] = bl->shape[d];
+    int64_t stride = 1;
+    for (uint32_t d = v.ndim; d-- > 0;) {
+        v.strides[d] = stride;
+        stride *= v.shape[d];
+    }
+    *out = v;
+    return RSP_OK;
+}
+
+rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *err)
+{
+    if (!pool || !out)
+        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
+    if (forked())
+        return fail_forked(err);
+    rsp__pool_read_counters(pool, out);
+    return RSP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Validation                                                                */
+/* ------------------------------------------------------------------------ */
+
+static rsp_status check_label(rsp_label_id label, uint32_t num_labels, rsp_error *err,
+                              const char *field, uint32_t index, const char *sub)
+{
+    if (label < num_labels)
+        return RSP_OK;
+    if (sub)
+        return rsp__fail(err, RSP_ENOLABEL,
+                         "%s[%u].%s: label %u is not interned (the pool has %u labels)", field,
+                         index, sub, label, num_labels);
+    return rsp__fail(err, RSP_ENOLABEL, "%s: label %u is not interned (the pool has %u labels)",
+                     field, label, num_labels);
+}
+
+static rsp_status check_forks(const rsp_fork *forks, uint32_t n, uint32_t num_labels,
+                              const char *field, rsp_error *err)
+{
+    if (n > 0 && !forks)
+        return rsp__fail(err, RSP_EINVAL, "%s is NULL but its count is %u", field, n);
+    for (uint32_t i = 0; i < n; i++) {
+        rsp_status st = check_label(forks[i].from, num_labels, err, field, i, "from");
+        if (st == RSP_OK)
+            st = check_label(forks[i].to, num_labels, err, field, i, "to");
+        if (st != RSP_OK)
+            return st;
+    }
+    return RSP_OK;
+}
+
+/* Duplicate rows are the core's to find (it needs its hash of rids). */
+static rsp_status check_step(const rsp_step *s, uint32_t num_labels, rsp_error *err)
+{
+    if (s->num_rows > 0 && !s->rows)
+        return rsp__fail(err, RSP_EINVAL, "step.rows is NULL but step.num_rows is %u",
+                         s->num_rows);
+    for (uint32_t i = 0; i < s->num_rows; i++) {
+        rsp_status st = check_label(s->rows[i].label, num_labels, err, "step.rows", i, "label");
+        if (st != RSP_OK)
+            return st;
+    }
+    rsp_status st = check_forks(s->pre_forks, s->num_pre_forks, num_labels, "step.pre_forks", err);
+    if (st == RSP_OK)
+        st = check_forks(s->post_forks, s->num_post_forks, num_labels, "step.post_forks", err);
+    return st;
+}
+
+static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *err)
+{
+    if ((unsigned)m->kind >= (unsigned)RSP_MSG_KIND_COUNT_)
+        return rsp__fail(err, RSP_EINVAL, "msg->kind %d is not a message kind", (int)m->kind);
+    /* L1: pairs with the owner's store-release after interning a label. */
+    uint32_t num_labels = rsp__load_acquire_u32((uint32_t *)&pool->num_labels);
+    switch (m->kind) {
+    case RSP_MSG_ADMIT:
+    case RSP_MSG_PLAN:
+    case RSP_MSG_COMMIT:
+        return check_step(&m->step, num_labels, err);
+    case RSP_MSG_HOLDING:
+        return check_label(m->label, num_labels, err, "msg->label", 0, NULL);
+    case RSP_MSG_LABEL: {
+        if (!m->label_name)
+            return rsp__fail(err, RSP_EINVAL, "msg->label_name is NULL");
+        size_t n = strnlen(m->label_name, RSP_NAME_MAX);
+        if (n == 0)
+            return rsp__fail(err, RSP_EINVAL, "msg->label_name is empty");
+        if (n >= RSP_NAME_MAX)
+            return rsp__fail(err, RSP_EINVAL, "msg->label_name is longer than %d characters",
+                             RSP_NAME_MAX - 1);
+        return RSP_OK;
+    }
+    case RSP_MSG_BUILD_GRAPH_BUFFERS:
+        if (m->max_bs == 0)
+            return rsp__fail(err, RSP_EINVAL, "msg->max_bs is 0 (a graph batch has >= 1 row)");
+        return RSP_OK;
+    default:
+        return RSP_OK;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Messages                                                                  */
+/* ------------------------------------------------------------------------ */
+
+rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uint64_t timeout_ns,
+                    rsp_error *err)
+{
+    if (ticket)
+        *ticket = NULL;
+    if (!pool || !msg)
+        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "msg");
+    if (forked())
+        return fail_forked(err);
+    rsp_status st = validate(pool, msg, err);
+    if (st != RSP_OK)
+        return st;
+    rsp_ticket *t = rsp__ticket_new(msg);
+    if (!t)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
+    st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);
+    if (st == RSP_OK && ticket)
+        *ticket = t;
+    return st;
+}
+
+rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply)
+{
+    rsp_status st;
+    if (!ticket) {
+        st = RSP_EINVAL;
+        if (reply) {
+            memset(reply, 0, sizeof *reply);
+            rsp__fail(&reply->error, st, "ticket is NULL");
+        }
+        return st;
+    }
+    if (forked()) {
+        /* The owner that would answer does not exist in this process. */
+        if (reply) {
+            memset(reply, 0, sizeof *reply);
+            fail_forked(&reply->error);
+        }
+        return RSP_EFORKED;
+    }
+    return rsp__ticket_wait(ticket, timeout_ns, reply);
+}
+
+/* Post and wait forever: the synchronous wrappers. */
+static rsp_status call(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, rsp_error *err)
+{
+    rsp_ticket *t;
+    rsp_status st = rsp_post(pool, m, &t, RSP_WAIT_FOREVER, err);
+    if (st != RSP_OK)
+        return st;
+    st = rsp_wait(t, RSP_WAIT_FOREVER, r);
+    if (st != RSP_OK && err)
+        *err = r->error;
+    return st;
+}
+
+rsp_status rsp_label(rsp_pool *pool, const char *name, rsp_label_id *out, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_LABEL, .label_name = name};
+    rsp_reply r;
+    rsp_status st = call(pool, &m, &r, err);
+    if (st == RSP_OK && out)
+        *out = r.label;
+    return st;
+}
+
+rsp_status rsp_ingest(rsp_pool *pool, rsp_rid rid, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_INGEST, .rid = rid};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_remove(rsp_pool *pool, rsp_rid rid, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_REMOVE, .rid = rid};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free_slots, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_RESET, .rid = rid, .free = free_slots};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,
+                          rsp_error *err)
+{
+    if (!step)
+        return rsp__fail(err, RSP_EINVAL, "step is NULL");
+    rsp_msg m = {.kind = RSP_MSG_ADMIT, .step = *step};
+    rsp_reply r;
+    rsp_status st = call(pool, &m, &r, err);
+    if (st == RSP_OK && out)
+        *out = r.admit;
+    return st;
+}
+
+rsp_status rsp_step_rollback(rsp_pool *pool, uint64_t step_id, const rsp_event *forward_done,
+                             rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step = {.step_id = step_id}};
+    if (forward_done)
+        m.event = *forward_done;
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error *err)
+{
+    if (!step)
+        return rsp__fail(err, RSP_EINVAL, "step is NULL");
+    rsp_msg m = {.kind = RSP_MSG_PLAN, .step = *step};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_CLEAR_PREPLAN};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step, const rsp_event *forward_done,
+                           rsp_error *err)
+{
+    if (!step)
+        return rsp__fail(err, RSP_EINVAL, "step is NULL");
+    rsp_msg m = {.kind = RSP_MSG_COMMIT, .step = *step};
+    if (forward_done)
+        m.event = *forward_done;
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max_seq_len,
+                                   rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_BUILD_GRAPH_BUFFERS, .max_bs = max_bs, .max_seq_len = max_seq_len};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err)
+{
+    if (!out)
+        return rsp__fail(err, RSP_EINVAL, "out is NULL");
+    rsp_msg m = {.kind = RSP_MSG_STATS};
+    rsp_reply r;
+    rsp_status st = call(pool, &m, &r, err);
+    if (st == RSP_OK)
+        *out = r.stats;
+    return st;
+}
+
+rsp_status rsp_barrier(rsp_pool *pool, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_BARRIER};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_holding_get(rsp_pool *pool, rsp_rid rid, rsp_label_id label, rsp_holding *out,
+                           rsp_error *err)
+{
+    if (!out)
+        return rsp__fail(err, RSP_EINVAL, "out is NULL");
+    rsp_msg m = {.kind = RSP_MSG_HOLDING, .rid = rid, .label = label};
+    rsp_reply r;
+    rsp_status st = call(pool, &m, &r, err);
+    if (st == RSP_OK)
+        *out = r.holding;
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Readers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+rsp_status rsp_reader_register(rsp_error *err)
+{
+    if (forked())
+        return fail_forked(err);
+    return rsp__reader_register(err);
+}
+
+void rsp_reader_unregister(void)
+{
+    if (forked())
+        return;
+    rsp__reader_unregister();
+}
+
+rsp_status rsp_read_begin(void)
+{
+    if (forked())
+        return RSP_EFORKED;
+    return rsp__read_begin();
+}
+
+void rsp_read_end(void)
+{
+    if (forked())
+        return;
+    rsp__read_end();
+}
+
+const rsp_plan *rsp_plan_live(const rsp_pool *pool)
+{
+    if (!pool || forked())
+        return NULL;
+    return rsp__publisher_live(pool->pub);
+}
+
+const rsp_plan *rsp_plan_staged(const rsp_pool *pool)
+{
+    if (!pool || forked())
+        return NULL;
+    return rsp__publisher_staged(pool->pub);
+}
+
+uint64_t rsp_plan_step_id(const rsp_plan *plan)
+{
+    return plan ? rsp__plan_step_id(plan) : 0;
+}
+
+bool rsp_plan_is_staged(const rsp_plan *plan)
+{
+    return plan ? rsp__plan_is_staged(plan) : false;
+}
+
+rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
+                               rsp_error *err)
+{
+    if (!plan || !out)
+        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !plan ? "plan" : "out");
+    return rsp__plan_addressing(plan, label, out, err);
+}
+
+const rsp_plan *rsp_plan_ref(const rsp_plan *plan)
+{
+    return plan ? rsp__plan_ref(plan) : NULL;
+}
+
+void rsp_plan_unref(const rsp_plan *plan)
+{
+    if (plan)
+        rsp__plan_unref(plan);
+}
+
+rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns, rsp_error *err)
+{
+    if (!pool)
+        return rsp__fail(err, RSP_EINVAL, "pool is NULL");
+    if (forked())
+        return fail_forked(err);
+    return rsp__publisher_wait(pool->pub, step_id, timeout_ns, err);
+}
+
+rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t timeout_ns,
+                          rsp_error *err)
+{
+    if (!pool || !event)
+        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "event");
+    if (forked())
+        return fail_forked(err);
+    if (!event->handle)
+        return RSP_OK; /* "already complete" */
+    return rsp__device_event_wait(pool->dev, event, timeout_ns, err);
+}

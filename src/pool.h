@@ -1,0 +1,76 @@
+/*
+ * Internal: struct rsp_pool, and the owner-side handler that turns one
+ * message into core calls, device work, a published plan and a reply.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Layering: api.c (validation, public entry points) -> pool.c (the owner's
+ * handler) -> core/ (state machine), device/ (work), publish/ (plans);
+ * actor/ only routes messages to pool.c's handler and knows none of these.
+ */
+#ifndef RSP_POOL_H
+#define RSP_POOL_H
+
+#include <rsp/rsp.h>
+
+#include "actor/actor.h"
+#include "core/core.h"
+#include "device/device.h"
+#include "publish/publish.h"
+
+/* Counters and gauges readable without a message (rsp_pool_counters).
+ * Every field: the owner thread writes (single writer, relaxed stores),
+ * any thread reads (relaxed loads). Each is exact on its own; the set is not
+ * a snapshot (RSP_MSG_STATS gives one). */
+typedef struct rsp__pool_counters {
+    uint32_t free_slots;
+    uint32_t held_slots;
+    uint32_t pending_release;
+    uint32_t num_requests;
+    uint32_t num_holdings;
+    uint64_t generation;
+    uint64_t admits_ok;
+    uint64_t admits_refused;
+    uint64_t rollbacks;
+    uint64_t plans;
+    uint64_t stages;
+    uint64_t promotions;
+    uint64_t commits;
+    uint64_t forks;
+    uint64_t bytes_zeroed;
+    uint64_t bytes_copied;
+} rsp__pool_counters;
+
+struct rsp_pool {
+    /* Immutable after create: any thread. */
+    const rsp__layout *layout; /* the core's, immutable */
+    rsp_device_kind device_kind;
+    rsp__actor *actor;
+    rsp__publisher *pub;
+    rsp__device *dev; /* block bases and event_wait: any thread; the rest: owner */
+
+    /* Owner thread only (after create hands them over through
+     * pthread_create in rsp__actor_create). */
+    rsp__core *core;
+    rsp__work work;
+    bool has_stage;       /* a staged plan is published */
+    uint64_t stage_step;  /* its step id */
+    rsp__plan_label_src srcs[RSP_MAX_LABELS];
+
+    /* Any thread, atomic. */
+    uint32_t num_labels;  /* L1: owner store-release after interning; rsp_post load-acquire */
+    rsp__pool_counters ctr;
+};
+
+/* The actor's callbacks (owner thread). ctx is the rsp_pool. */
+void rsp__pool_handle(void *ctx, const rsp_msg *msg, rsp_reply *reply);
+void rsp__pool_owner_start(void *ctx);
+void rsp__pool_owner_stop(void *ctx);
+
+/* Refresh the gauges mirrored from the core. Owner thread (or the creating
+ * thread before the owner starts). O(1). */
+void rsp__pool_mirror_gauges(rsp_pool *pool);
+
+/* Fill *out from the counters: any thread, relaxed (not a snapshot). */
+void rsp__pool_read_counters(const rsp_pool *pool, rsp_stats *out);
+
+#endif
