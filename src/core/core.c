@@ -89,7 +89,10 @@ void rsp__core_destroy(rsp__core *c)
     free(c);
 }
 
-const rsp__layout *rsp__core_layout(const rsp__core *c) { return &c->layout; }
+const rsp__layout *rsp__core_layout(const rsp__core *c)
+{
+    return &c->layout;
+}
 
 /* --- labels -------------------------------------------------------------- */
 
@@ -119,7 +122,10 @@ rsp_status rsp__core_label(rsp__core *c, const char *name, rsp_label_id *out, rs
     return RSP_OK;
 }
 
-uint32_t rsp__core_num_labels(const rsp__core *c) { return c->num_labels; }
+uint32_t rsp__core_num_labels(const rsp__core *c)
+{
+    return c->num_labels;
+}
 
 const char *rsp__core_label_name(const rsp__core *c, rsp_label_id id)
 {
@@ -235,7 +241,10 @@ static void req_forget(rsp__core *c, rsp__req *r)
     c->num_requests--;
 }
 
-rsp__hold *rsp__req_holds(rsp__req *r) { return r->heap ? r->heap : r->inl; }
+rsp__hold *rsp__req_holds(rsp__req *r)
+{
+    return r->heap ? r->heap : r->inl;
+}
 
 rsp__hold *rsp__hold_find(rsp__req *r, rsp_label_id label)
 {
@@ -251,7 +260,10 @@ const rsp__hold *rsp__hold_find_const(const rsp__req *r, rsp_label_id label)
     return rsp__hold_find((rsp__req *)r, label);
 }
 
-uint64_t rsp__next_generation(rsp__core *c) { return ++c->generation; }
+uint64_t rsp__next_generation(rsp__core *c)
+{
+    return ++c->generation;
+}
 
 rsp_status rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label, rsp__hold **out)
 {
@@ -435,19 +447,20 @@ rsp_status rsp__core_remove(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error *
 
 /* --- queries ------------------------------------------------------------- */
 
-rsp_status rsp__core_holding(const rsp__core *c, rsp_rid rid, rsp_label_id label,
-                             rsp_holding *out, rsp_error *err)
+rsp_status rsp__core_holding(const rsp__core *c, rsp_rid rid, rsp_label_id label, rsp_holding *out,
+                             rsp_error *err)
 {
     if (label >= c->num_labels)
-        return rsp__fail(err, RSP_ENOLABEL, "label %" PRIu32 " is not interned (%" PRIu32
-                         " labels)", label, c->num_labels);
+        return rsp__fail(err, RSP_ENOLABEL,
+                         "label %" PRIu32 " is not interned (%" PRIu32 " labels)", label,
+                         c->num_labels);
     const rsp__req *r = rsp__req_find(c, rid);
     if (!r)
         return rsp__fail(err, RSP_ENOREQ, "rid %" PRIu64 " does not exist", rid);
     const rsp__hold *h = rsp__hold_find_const(r, label);
     if (!h)
-        return rsp__fail(err, RSP_ENOREQ, "rid %" PRIu64 " holds no slot under label \"%s\"",
-                         rid, c->label_names[label]);
+        return rsp__fail(err, RSP_ENOREQ, "rid %" PRIu64 " holds no slot under label \"%s\"", rid,
+                         c->label_names[label]);
     if (out) {
         out->index = (int32_t)h->slot;
         out->has_state = h->has_state;
@@ -456,7 +469,10 @@ rsp_status rsp__core_holding(const rsp__core *c, rsp_rid rid, rsp_label_id label
     return RSP_OK;
 }
 
-bool rsp__core_has_request(const rsp__core *c, rsp_rid rid) { return rsp__req_find(c, rid) != NULL; }
+bool rsp__core_has_request(const rsp__core *c, rsp_rid rid)
+{
+    return rsp__req_find(c, rid) != NULL;
+}
 
 rsp__slot_state rsp__core_slot_state(const rsp__core *c, uint32_t slot)
 {

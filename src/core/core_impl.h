@@ -73,7 +73,7 @@ typedef struct rsp__steprec {
     uint64_t step_id;
     rsp__jent *journal; /* fresh allocations, in allocation order */
     uint32_t num_journal, cap_journal;
-    uint32_t *pinned;   /* slots this step addresses, in pin order */
+    uint32_t *pinned; /* slots this step addresses, in pin order */
     uint32_t num_pinned, cap_pinned;
 } rsp__steprec;
 
@@ -99,7 +99,7 @@ typedef struct rsp__pair_entry {
 typedef struct rsp__addr {
     uint32_t num_labels;
     rsp__label_plan labels[RSP_MAX_LABELS];
-    int32_t *slots;    /* all labels' vectors back to back */
+    int32_t *slots; /* all labels' vectors back to back */
     bool *has_state;
     uint64_t *gens;
     uint32_t cap_entries, cap_gens;

@@ -48,8 +48,8 @@ static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
  * world_size/rank) and write the local shapes. Shared by rsp_shard_shapes and
  * the full validation, so both give the same message for the same fault.
  */
-static rsp_status check_blocks_and_shard(const rsp_pool_config *cfg,
-                                         int64_t (*out)[RSP_MAX_DIMS], rsp_error *err)
+static rsp_status check_blocks_and_shard(const rsp_pool_config *cfg, int64_t (*out)[RSP_MAX_DIMS],
+                                         rsp_error *err)
 {
     if (!cfg)
         return rsp__fail(err, RSP_EINVAL, "config is NULL");

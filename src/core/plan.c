@@ -302,8 +302,8 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
                                      "plan: step %" PRIu64 ": the leased buffer (bucket %" PRIu32
                                      ", lease slot %" PRIu32 ", label \"%s\") holds the %s of "
                                      "step %" PRIu64 ", still in flight; use another lease slot",
-                                     step->step_id, step->lease.bucket_id,
-                                     step->lease.lease_slot, c->label_names[L],
+                                     step->step_id, step->lease.bucket_id, step->lease.lease_slot,
+                                     c->label_names[L],
                                      c->stage_active && c->stage_rec == owner ? "stage"
                                                                               : "live plan",
                                      c->steps[owner].step_id);
@@ -332,8 +332,7 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
         c->num_rids = 0;
     uint64_t pairs = step->preplan ? 0 : (uint64_t)c->num_rids * step->num_pre_forks;
     if (pairs > UINT32_MAX / 4 || addr_reserve(target, total, step->num_rows) ||
-        bufs_reserve(c, new_bufs) ||
-        rsp__steprec_reserve(s, 0, step->num_rows) ||
+        bufs_reserve(c, new_bufs) || rsp__steprec_reserve(s, 0, step->num_rows) ||
         rsp__work_reserve(w, 2 * (uint32_t)pairs + 2 * c->num_plan_labels + 1, (uint32_t)pairs,
                           (uint32_t)pairs))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);

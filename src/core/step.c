@@ -12,7 +12,10 @@
 /* A label id that no interned label can have: marks rids in the pair set. */
 #define RID_MARK UINT32_MAX
 
-static bool addresses(const rsp_row *row) { return !row->padding && row->span > 0; }
+static bool addresses(const rsp_row *row)
+{
+    return !row->padding && row->span > 0;
+}
 
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err)
 {
@@ -188,8 +191,8 @@ static void take(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label)
     rsp__pin(c, rec, h->slot);
 }
 
-rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out,
-                           rsp__work *w, rsp_error *err)
+rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
+                           rsp_error *err)
 {
     if (!out || !w)
         return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
@@ -200,7 +203,8 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
     if (rec == RSP__NONE) {
         if (c->any_admitted && step->step_id < c->last_admitted)
             return rsp__fail(err, RSP_EORDER,
-                             "admit: step id %" PRIu64 " goes backwards (last admitted %" PRIu64 ")",
+                             "admit: step id %" PRIu64 " goes backwards (last admitted %" PRIu64
+                             ")",
                              step->step_id, c->last_admitted);
         for (uint32_t i = 0; i < c->max_inflight && rec == RSP__NONE; i++)
             if (!c->steps[i].used)

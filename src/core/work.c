@@ -6,7 +6,10 @@
 
 #include "work_impl.h"
 
-void rsp__work_init(rsp__work *w) { memset(w, 0, sizeof *w); }
+void rsp__work_init(rsp__work *w)
+{
+    memset(w, 0, sizeof *w);
+}
 
 void rsp__work_fini(rsp__work *w)
 {
@@ -23,7 +26,10 @@ void rsp__work_clear(rsp__work *w)
     w->num_pairs = 0;
 }
 
-bool rsp__work_empty(const rsp__work *w) { return w->num_ops == 0; }
+bool rsp__work_empty(const rsp__work *w)
+{
+    return w->num_ops == 0;
+}
 
 /* Grow *arr (elements of `size` bytes) so that `need` fit; doubling keeps the
  * amortised cost O(1) and stops allocating once the list is warm. */
@@ -49,10 +55,8 @@ static rsp_status grow(void **arr, uint32_t *cap, uint64_t need, size_t size)
 rsp_status rsp__work_reserve(rsp__work *w, uint32_t ops, uint32_t slots, uint32_t pairs)
 {
     if (grow((void **)&w->ops, &w->cap_ops, (uint64_t)w->num_ops + ops, sizeof *w->ops) ||
-        grow((void **)&w->slots, &w->cap_slots, (uint64_t)w->num_slots + slots,
-             sizeof *w->slots) ||
-        grow((void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + pairs,
-             sizeof *w->pairs))
+        grow((void **)&w->slots, &w->cap_slots, (uint64_t)w->num_slots + slots, sizeof *w->slots) ||
+        grow((void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + pairs, sizeof *w->pairs))
         return RSP_ENOMEM;
     return RSP_OK;
 }

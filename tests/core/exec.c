@@ -65,7 +65,10 @@ static bool fail(rsp_test_store *s, const char *fmt, ...)
     return false;
 }
 
-const char *rsp_test_store_error(const rsp_test_store *s) { return s->error; }
+const char *rsp_test_store_error(const rsp_test_store *s)
+{
+    return s->error;
+}
 
 uint8_t *rsp_test_store_slot_ptr(rsp_test_store *s, uint32_t block, uint32_t layer, uint32_t slot)
 {
@@ -119,16 +122,14 @@ static bool apply_copy(rsp_test_store *s, const rsp__work *w, const rsp__op *op,
     const rsp__copy *p = w->pairs + op->first;
     for (uint32_t a = 0; a < op->count; a++) {
         if (p[a].src >= s->layout.max_slots || p[a].dst >= s->layout.max_slots)
-            return fail(s, "op %u: COPY pair %u (%u -> %u) out of range", i, a, p[a].src,
-                        p[a].dst);
+            return fail(s, "op %u: COPY pair %u (%u -> %u) out of range", i, a, p[a].src, p[a].dst);
         if (p[a].src == p[a].dst)
             return fail(s, "op %u: COPY pair %u copies slot %u onto itself", i, a, p[a].src);
         for (uint32_t c = 0; c < op->count; c++) {
             if (c != a && p[c].dst == p[a].dst)
                 return fail(s, "op %u: COPY destination %u appears twice", i, p[a].dst);
             if (p[c].src == p[a].dst)
-                return fail(s, "op %u: COPY slot %u is both source and destination", i,
-                            p[a].dst);
+                return fail(s, "op %u: COPY slot %u is both source and destination", i, p[a].dst);
         }
     }
     /* Non-overlapping pairs: sequential copies equal one batched launch. */
@@ -147,8 +148,7 @@ bool rsp_test_store_apply(rsp_test_store *s, const rsp__work *w)
             return fail(s, "op %u: unknown kind %d", i, (int)op->kind);
         s->counts.ops[op->kind]++;
         switch (op->kind) {
-        case RSP__OP_WAIT:
-            break;
+        case RSP__OP_WAIT: break;
         case RSP__OP_ZERO:
             if ((uint64_t)op->first + op->count > w->num_slots)
                 return fail(s, "op %u: ZERO slots [%u, +%u) past %u", i, op->first, op->count,
@@ -297,4 +297,7 @@ uint32_t rsp_test_store_buffer_moves(const rsp_test_store *s, uint32_t id)
     return b ? b->moves : 0;
 }
 
-rsp_test_store_counts rsp_test_store_counts_get(const rsp_test_store *s) { return s->counts; }
+rsp_test_store_counts rsp_test_store_counts_get(const rsp_test_store *s)
+{
+    return s->counts;
+}

@@ -7,10 +7,10 @@ void fx_init(fx *f, uint32_t max_slots, bool sink)
 {
     memset(f, 0, sizeof *f);
     rsp_pool_config_init(&f->cfg);
-    f->blocks[0] = (rsp_block_config){.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2,
-                                      .shape = {3, 4}};
-    f->blocks[1] = (rsp_block_config){.name = "ssm", .dtype = RSP_DTYPE_BF16, .ndim = 2,
-                                      .shape = {2, 5}};
+    f->blocks[0] =
+        (rsp_block_config){.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2, .shape = {3, 4}};
+    f->blocks[1] =
+        (rsp_block_config){.name = "ssm", .dtype = RSP_DTYPE_BF16, .ndim = 2, .shape = {2, 5}};
     f->cfg.blocks = f->blocks;
     f->cfg.num_blocks = 2;
     f->cfg.num_layers = 2;

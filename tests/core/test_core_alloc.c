@@ -62,8 +62,8 @@ static rsp_status one_step(rsp__core *core, rsp__work *w, uint64_t id, rsp_label
         s.num_post_forks = 1;
     }
     if (id % 4 == 1)
-        s.has_lease = true, s.lease = (rsp_lease){.bucket_bs = 16, .bucket_id = 0,
-                                                  .lease_slot = (uint32_t)(id % 2)};
+        s.has_lease = true,
+        s.lease = (rsp_lease){.bucket_bs = 16, .bucket_id = 0, .lease_slot = (uint32_t)(id % 2)};
     rsp_event done = {.handle = (void *)&fence_dummy, .value = id};
     rsp_admit_outcome out;
     rsp__plan_out plan;

@@ -299,11 +299,11 @@ static void null_work_is_rejected(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(unknown_row_label_is_rejected),   T(unknown_fork_label_is_rejected),
-        T(duplicate_rows_are_rejected),     T(repeats_with_zero_span_or_padding_are_allowed),
-        T(null_arrays_are_rejected),        T(zero_bucket_lease_is_rejected),
-        T(out_of_order_steps_are_rejected), T(second_stage_is_rejected),
-        T(leased_overflow_is_rejected),     T(too_many_steps_is_rejected),
+        T(unknown_row_label_is_rejected),     T(unknown_fork_label_is_rejected),
+        T(duplicate_rows_are_rejected),       T(repeats_with_zero_span_or_padding_are_allowed),
+        T(null_arrays_are_rejected),          T(zero_bucket_lease_is_rejected),
+        T(out_of_order_steps_are_rejected),   T(second_stage_is_rejected),
+        T(leased_overflow_is_rejected),       T(too_many_steps_is_rejected),
         T(queries_about_missing_things_fail), T(null_work_is_rejected),
     };
     return cmocka_run_group_tests_name("core_errors", tests, NULL, NULL);

@@ -12,10 +12,18 @@ static int setup(void **state)
 {
     (void)state;
     rsp_pool_config_init(&cfg);
-    blocks[0] = (rsp_block_config){.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2,
-                                   .shape = {4, 8}, .num_shard_dims = 1, .shard_dims = {1}};
-    blocks[1] = (rsp_block_config){.name = "ssm", .dtype = RSP_DTYPE_BF16, .ndim = 3,
-                                   .shape = {2, 6, 16}, .num_shard_dims = 1, .shard_dims = {0}};
+    blocks[0] = (rsp_block_config){.name = "conv",
+                                   .dtype = RSP_DTYPE_F32,
+                                   .ndim = 2,
+                                   .shape = {4, 8},
+                                   .num_shard_dims = 1,
+                                   .shard_dims = {1}};
+    blocks[1] = (rsp_block_config){.name = "ssm",
+                                   .dtype = RSP_DTYPE_BF16,
+                                   .ndim = 3,
+                                   .shape = {2, 6, 16},
+                                   .num_shard_dims = 1,
+                                   .shard_dims = {0}};
     blocks[2] = (rsp_block_config){.name = "x", .dtype = RSP_DTYPE_I8, .ndim = 1, .shape = {3}};
     cfg.blocks = blocks;
     cfg.num_blocks = 3;
@@ -322,15 +330,24 @@ static void core_layout_matches_build(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(config_init_sets_defaults),     T(dtype_sizes),
-        T(layout_sizes_and_derived_fields), T(sharding_narrows_named_axes),
-        T(shard_not_divisible_is_error),  T(no_blocks_is_error),
-        T(zero_dim_is_error),             T(ndim_out_of_range_is_error),
-        T(duplicate_block_name_is_error), T(bad_names_are_errors),
-        T(bad_dtype_is_error),            T(sink_needs_two_slots),
-        T(zero_layers_is_error),          T(world_size_and_rank_checked),
-        T(shard_dim_index_checked),       T(byte_overflow_is_error),
-        T(too_many_inflight_steps_is_error), T(labels_intern_main_first),
+        T(config_init_sets_defaults),
+        T(dtype_sizes),
+        T(layout_sizes_and_derived_fields),
+        T(sharding_narrows_named_axes),
+        T(shard_not_divisible_is_error),
+        T(no_blocks_is_error),
+        T(zero_dim_is_error),
+        T(ndim_out_of_range_is_error),
+        T(duplicate_block_name_is_error),
+        T(bad_names_are_errors),
+        T(bad_dtype_is_error),
+        T(sink_needs_two_slots),
+        T(zero_layers_is_error),
+        T(world_size_and_rank_checked),
+        T(shard_dim_index_checked),
+        T(byte_overflow_is_error),
+        T(too_many_inflight_steps_is_error),
+        T(labels_intern_main_first),
         T(core_layout_matches_build),
     };
     return cmocka_run_group_tests_name("core_layout", tests, NULL, NULL);

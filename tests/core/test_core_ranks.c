@@ -18,10 +18,18 @@ static void init_rank(fx *f, uint32_t rank)
 {
     memset(f, 0, sizeof *f);
     rsp_pool_config_init(&f->cfg);
-    f->blocks[0] = (rsp_block_config){.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2,
-                                      .shape = {4, 8}, .num_shard_dims = 1, .shard_dims = {1}};
-    f->blocks[1] = (rsp_block_config){.name = "ssm", .dtype = RSP_DTYPE_F16, .ndim = 1,
-                                      .shape = {6}, .num_shard_dims = 1, .shard_dims = {0}};
+    f->blocks[0] = (rsp_block_config){.name = "conv",
+                                      .dtype = RSP_DTYPE_F32,
+                                      .ndim = 2,
+                                      .shape = {4, 8},
+                                      .num_shard_dims = 1,
+                                      .shard_dims = {1}};
+    f->blocks[1] = (rsp_block_config){.name = "ssm",
+                                      .dtype = RSP_DTYPE_F16,
+                                      .ndim = 1,
+                                      .shape = {6},
+                                      .num_shard_dims = 1,
+                                      .shard_dims = {0}};
     f->cfg.blocks = f->blocks;
     f->cfg.num_blocks = 2;
     f->cfg.num_layers = 2;
