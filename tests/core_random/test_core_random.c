@@ -79,6 +79,7 @@
 #define NUM_LABELS 3
 #define RID_BASE 1000u
 #define BAD_LABEL 40u
+#define QMAX 3 /* steps in flight at most (2 in the max_inflight_steps = 2 run) */
 
 typedef struct run_cfg {
     uint64_t seed;
@@ -137,13 +138,15 @@ typedef struct T {
     uint32_t labels[NUM_LABELS];
     uint64_t next_id;
     uint32_t graph_max; /* largest build_graph_buffers max_bs so far */
-    dstep a, b; /* a: the older in-flight step; b: the next one (admitted/staged) */
+    dstep q[QMAX]; /* steps in flight, oldest first (only q[0] commits) */
+    uint32_t nq;
     uint64_t last_gen[NUM_RIDS][RSPM_MAX_LABELS];
     lease_len lease[2][2][RSPM_MAX_LABELS]; /* [bucket_id][lease_slot][label] */
     char log[16][160];
     uint32_t log_n;
     uint64_t count_admit_full, count_admit_ok, count_promoted, count_stage, count_pending;
     uint64_t count_two_live; /* plans made live while the older step was live */
+    uint64_t count_three;    /* operations done with three steps in flight */
 } T;
 
 static uint32_t rid_of(uint32_t ridx) { return RID_BASE + ridx; }
@@ -642,9 +645,8 @@ static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out,
  * 4.3: staged and live plans are separate). */
 static void check_buffers_kept(T *t, const dstep *except, const char *what)
 {
-    const dstep *steps[2] = {&t->a, &t->b};
-    for (int k = 0; k < 2; k++) {
-        const dstep *s = steps[k];
+    for (uint32_t k = 0; k < t->nq; k++) {
+        const dstep *s = &t->q[k];
         if (s == except || (s->phase != PH_PLANNED && s->phase != PH_STAGED))
             continue;
         for (uint32_t j = 0; j < s->nbuf; j++) {
@@ -718,17 +720,26 @@ static void op_reset(T *t)
     check_all(t, "reset");
 }
 
-/* Admit a fresh declaration into *s. */
-static void op_admit(T *t, dstep *s)
+/* Admit a fresh declaration as the newest step in flight. */
+static void op_admit(T *t)
 {
+    dstep *s = &t->q[t->nq];
     gen_decl(t, s);
     /* Steps in flight together lease different graph slots (an engine
      * never replays one lease slot for two steps at once; sharing one lets
-     * a stage overwrite a live step's leased buffer, see the report). */
-    const dstep *o = s == &t->a ? &t->b : &t->a;
-    if (s->has_lease && o->phase != PH_NONE && o->has_lease &&
-        o->lease.bucket_id == s->lease.bucket_id && o->lease.lease_slot == s->lease.lease_slot)
+     * a stage overwrite a live step's leased buffer: see the directed
+     * tests below). Three steps, two buckets x two slots: always room. */
+    for (uint32_t tries = 0; s->has_lease && tries < 4; tries++) {
+        bool clash = false;
+        for (uint32_t k = 0; k < t->nq; k++)
+            clash |= t->q[k].has_lease && t->q[k].lease.bucket_id == s->lease.bucket_id &&
+                     t->q[k].lease.lease_slot == s->lease.lease_slot;
+        if (!clash)
+            break;
         s->lease.lease_slot ^= 1u;
+        if (tries == 1)
+            s->lease.bucket_id ^= 1u;
+    }
     bool preplan = below(t, 2);
     STEP_VARS(t, s, preplan);
     {
@@ -797,6 +808,7 @@ static void op_admit(T *t, dstep *s)
         return;
     }
     t->count_admit_ok++;
+    t->nq++;
     s->phase = PH_ADMITTED;
     check_all(t, "admit");
     if (below(t, 20) == 0) {
@@ -863,7 +875,7 @@ static void op_plan(T *t, dstep *s, bool staged)
     if (staged)
         t->count_stage++;
     check_plan(t, s, staged, &out, &want, staged ? "stage" : "plan");
-    if (!staged && s == &t->b)
+    if (!staged && s != &t->q[0])
         t->count_two_live++;
     s->phase = staged ? PH_STAGED : PH_PLANNED;
     s->forward_ran = false;
@@ -892,11 +904,10 @@ static void op_forward(T *t, dstep *s)
 
 static void step_done(T *t, dstep *s)
 {
-    s->phase = PH_NONE;
-    if (s == &t->a && t->b.phase != PH_NONE) {
-        t->a = t->b;
-        t->b.phase = PH_NONE;
-    }
+    uint32_t i = (uint32_t)(s - t->q);
+    memmove(&t->q[i], &t->q[i + 1], (t->nq - i - 1) * sizeof t->q[0]);
+    t->nq--;
+    t->q[t->nq].phase = PH_NONE;
 }
 
 static void op_commit(T *t, dstep *s)
@@ -996,17 +1007,23 @@ static void op_invalid(T *t)
     }
     case 4: {
         /* clear_preplan with nothing staged is safe and changes nothing. */
-        if (t->a.phase == PH_STAGED || t->b.phase == PH_STAGED)
-            return;
+        for (uint32_t k = 0; k < t->nq; k++)
+            if (t->q[k].phase == PH_STAGED)
+                return;
         note(t, "clear_preplan with nothing staged");
         CHECK(t, rsp__core_clear_preplan(t->core, NULL) == RSP_OK, "clear_preplan failed");
         break;
     }
     case 5: {
         /* A second stage while one exists: RSP_ESTAGED. */
-        dstep *staged = t->a.phase == PH_STAGED ? &t->a : t->b.phase == PH_STAGED ? &t->b : NULL;
-        dstep *other = staged == &t->a ? &t->b : &t->a;
-        if (!staged || other->phase != PH_ADMITTED)
+        dstep *staged = NULL, *other = NULL;
+        for (uint32_t k = 0; k < t->nq; k++) {
+            if (t->q[k].phase == PH_STAGED)
+                staged = &t->q[k];
+            else if (t->q[k].phase == PH_ADMITTED)
+                other = &t->q[k];
+        }
+        if (!staged || !other)
             return;
         STEP_VARS(t, other, true);
         note(t, "stage step %llu while step %llu is staged", (unsigned long long)other->d.step_id,
@@ -1041,7 +1058,7 @@ static void op_invalid(T *t)
     }
     case 7: {
         /* More steps in flight than max_inflight_steps: RSP_ECAPACITY. */
-        if (t->cfg.max_inflight != 2 || t->a.phase == PH_NONE || t->b.phase == PH_NONE)
+        if (t->cfg.max_inflight != 2 || t->nq != 2)
             return;
         STEP_VARS(t, &s, false);
         note(t, "admit a third step in flight (max 2)");
@@ -1050,10 +1067,10 @@ static void op_invalid(T *t)
         break;
     }
     default: {
-        if (t->a.phase == PH_ADMITTED && !t->a.d.capture) {
-            STEP_VARS(t, &t->a, false);
+        if (t->nq > 0 && t->q[0].phase == PH_ADMITTED && !t->q[0].d.capture) {
+            STEP_VARS(t, &t->q[0], false);
             note(t, "commit of step %llu, admitted but not planned",
-                 (unsigned long long)t->a.d.step_id);
+                 (unsigned long long)t->q[0].d.step_id);
             expect_err(t, rsp__core_commit(t->core, &st_, NULL, &t->work, NULL), RSP_EORDER,
                        "commit not planned");
         } else {
@@ -1072,76 +1089,53 @@ static void op_invalid(T *t)
     check_all(t, "bad input");
 }
 
-/* One step operation, chosen among those valid for the pipeline state. */
+static uint32_t qmax(const T *t) { return t->cfg.max_inflight == 2 ? 2u : QMAX; }
+
+/* One step operation, chosen among those valid for the pipeline state:
+ * steps are planned live in step order (a later one may be staged at any
+ * time), forwards run in step order, only the oldest commits, any rolls back. */
 static void op_step(T *t)
 {
-    dstep *a = &t->a, *b = &t->b;
-    if (a->phase == PH_NONE) {
-        op_admit(t, a);
+    if (t->nq == 0 || (t->nq < qmax(t) && below(t, 100) < 20)) {
+        op_admit(t);
         return;
     }
-    bool stage_exists = a->phase == PH_STAGED || b->phase == PH_STAGED;
-    uint32_t x = below(t, 100);
-    if (b->phase == PH_NONE && x < 15) {
-        op_admit(t, b);
-        return;
-    }
-    if (b->phase != PH_NONE && x < 32) {
-        /* The next step: staged while a runs, or planned live behind it
-         * (two forwards in flight, in step order). */
-        uint32_t y = below(t, 10);
-        bool a_live = a->phase == PH_PLANNED;
-        switch (b->phase) {
-        case PH_ADMITTED:
-            if (y < 4 && !stage_exists)
-                return op_plan(t, b, true);
-            if (y < 7 && a_live)
-                return op_plan(t, b, false);
-            if (y < 8)
-                return op_rollback(t, b);
-            break;
-        case PH_STAGED:
-            if (y < 3)
-                return op_clear_preplan(t, b);
-            if (y < 6 && a_live)
-                return op_plan(t, b, false);
-            if (y < 7)
-                return op_rollback(t, b);
-            break;
-        case PH_PLANNED:
-            if (!b->forward_ran && a->forward_ran && y < 6)
-                return op_forward(t, b);
-            if (y < 7)
-                return op_rollback(t, b);
-            break;
-        default: break;
-        }
+    bool stage_exists = false;
+    for (uint32_t k = 0; k < t->nq; k++)
+        stage_exists |= t->q[k].phase == PH_STAGED;
+    /* The oldest most often: it is the one that commits. */
+    uint32_t i = below(t, 100) < 65 ? 0 : below(t, t->nq);
+    dstep *s = &t->q[i];
+    bool earlier_live = true, earlier_fwd = true;
+    for (uint32_t k = 0; k < i; k++) {
+        earlier_live &= t->q[k].phase == PH_PLANNED;
+        earlier_fwd &= t->q[k].forward_ran;
     }
     uint32_t y = below(t, 100);
-    switch (a->phase) {
+    switch (s->phase) {
     case PH_ADMITTED:
-        if (y < 60)
-            op_plan(t, a, false);
+        if (y < 55 && earlier_live)
+            op_plan(t, s, false);
         else if (y < 80 && !stage_exists)
-            op_plan(t, a, true);
-        else
-            op_rollback(t, a);
+            op_plan(t, s, true);
+        else if (y < 92)
+            op_rollback(t, s);
         break;
     case PH_STAGED:
-        if (y < 70)
-            op_plan(t, a, false);
-        else if (y < 85)
-            op_clear_preplan(t, a);
+        if (y < 65 && earlier_live)
+            op_plan(t, s, false);
+        else if (y < 82)
+            op_clear_preplan(t, s);
         else
-            op_rollback(t, a);
+            op_rollback(t, s);
         break;
     case PH_PLANNED:
-        if (!a->forward_ran && y < 55)
-            op_forward(t, a);
-        else if (y < 88)
-            op_commit(t, a);
-        else
-            op_rollback(t, a);
+        if (!s->forward_ran && earlier_fwd && y < 55)
+            op_forward(t, s);
+        else if (i == 0 && y < 90)
+            op_commit(t, s);
+        else if (y >= 90)
+            op_rollback(t, s);
         break;
     default: break;
     }
@@ -1214,12 +1208,13 @@ static void run(const run_cfg *cfg, uint64_t ops)
         else
             op_step(t);
         t->count_pending += rspm_count(&t->m, RSPM_PENDING) > 0;
+        t->count_three += t->nq == 3;
     }
     /* Drain: finish every step, remove every request: all slots free. */
-    if (t->a.phase == PH_PLANNED)
-        op_commit(t, &t->a);
-    while (t->a.phase != PH_NONE)
-        op_rollback(t, &t->a);
+    if (t->nq > 0 && t->q[0].phase == PH_PLANNED)
+        op_commit(t, &t->q[0]);
+    while (t->nq > 0)
+        op_rollback(t, &t->q[t->nq - 1]);
     for (uint32_t r = 0; r < NUM_RIDS; r++) {
         CHECK(t, rsp__core_remove(t->core, rid_of(r), &t->work, NULL) == RSP_OK, "final remove");
         rspm_remove(&t->m, r);
@@ -1232,12 +1227,12 @@ static void run(const run_cfg *cfg, uint64_t ops)
           st.free_slots, st.usable_slots);
     print_message("seed %llu max_slots %u sink %d: %llu ops, %llu admits ok, %llu full, "
                   "%llu stages, %llu promoted, %llu live behind a live step, %llu ops with pending "
-                  "releases\n",
+                  "releases, %llu with three steps in flight\n",
                   (unsigned long long)cfg->seed, cfg->max_slots, cfg->sink,
                   (unsigned long long)ops, (unsigned long long)t->count_admit_ok,
                   (unsigned long long)t->count_admit_full, (unsigned long long)t->count_stage,
                   (unsigned long long)t->count_promoted, (unsigned long long)t->count_two_live,
-                  (unsigned long long)t->count_pending);
+                  (unsigned long long)t->count_pending, (unsigned long long)t->count_three);
     const rspm_cov *cv = &t->m.cov;
     print_message("  pending %llu (freed at step end %llu), deferred zeroes %llu, stale commit "
                   "rows %llu, fork copies %llu (%llu from a reset slot), rollback frees %llu skips %llu\n",
