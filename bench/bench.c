@@ -206,7 +206,7 @@ void bench_report(const bench_opts *o, const bench_result *r)
     } else {
         static bool header;
         if (!header) {
-            printf("%-13s %-52s %10s %10s %10s | %-14s %10s %10s %7s\n", "bench", "params",
+            printf("%-13s %-66s %10s %10s %10s | %-18s %10s %10s %7s\n", "bench", "params",
                    "median", "p99", "ops", "baseline", "median", "ops", "ratio");
             header = true;
         }
@@ -223,7 +223,7 @@ void bench_report(const bench_opts *o, const bench_result *r)
             if (r->params[i] != '"')
                 params[j++] = r->params[i];
         params[j] = '\0';
-        printf("%-13s %-52s %10s %10s %10s | %-14s %10s %10s %6.2fx\n", r->bench, params, m, p, ops,
+        printf("%-13s %-66s %10s %10s %10s | %-18s %10s %10s %6.2fx\n", r->bench, params, m, p, ops,
                r->baseline ? r->baseline : "", bm, bops, ratio);
     }
     fflush(stdout);

@@ -35,6 +35,7 @@ typedef struct rd_shared {
     uint32_t stop;  /* main -> all: written once; relaxed polling is enough */
     pthread_barrier_t gate;
     uint64_t plans; /* publisher only; read after join */
+    uint64_t sid;   /* publisher only: last step id (ids keep increasing across runs) */
 } rd_shared;
 
 typedef struct rd_reader {
@@ -57,9 +58,8 @@ static void *rd_publisher(void *p)
     pthread_barrier_wait(&sh->gate);
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
-    uint64_t sid = 0;
     while (!rsp__load_relaxed_u32(&sh->stop)) {
-        step.step_id = ++sid;
+        step.step_id = ++sh->sid;
         if (sh->pool) {
             BENCH_CHECK(rsp_step_admit(sh->pool, &step, &out, &err), &err);
             BENCH_CHECK(rsp_step_plan(sh->pool, &step, &err), &err);
@@ -140,11 +140,12 @@ typedef struct rd_run {
     uint64_t reads;
     uint64_t wall_ns;
     uint64_t plans;
+    uint64_t last_sid;
 } rd_run;
 
 static void rd_once(rsp_pool *pool, bl_pool *bl, uint32_t R, uint64_t dur_ns, rd_run *out)
 {
-    rd_shared sh = {.pool = pool, .bl = bl};
+    rd_shared sh = {.pool = pool, .bl = bl, .sid = out->last_sid};
     pthread_barrier_init(&sh.gate, NULL, R + 2);
     rd_reader rd[8];
     pthread_t th[8], pub;
@@ -170,6 +171,7 @@ static void rd_once(rsp_pool *pool, bl_pool *bl, uint32_t R, uint64_t dur_ns, rd
         bench_samples_fini(&rd[i].samples);
     }
     out->plans += sh.plans;
+    out->last_sid = sh.sid;
     pthread_barrier_destroy(&sh.gate);
 }
 

@@ -14,11 +14,19 @@
  *   preplan    rows on "main"; admit, stage (preplan), promote (plan again
  *              with preplan off), commit; tiny slots.
  *
- * rsp side: the synchronous wrappers (each a post + wait: the owner's answer
- * is needed before the next call), then the addressing fetched by a reader
- * and its `ready` event waited for (a backend must, before its forward), a
- * host fence signalled as forward-done, then commit. One sample = one step,
- * first call to commit's answer.
+ rsp side, two ways of driving the same messages:
+ *   sync       the synchronous wrappers: admit, plan (and promote), commit,
+ *              each a post + wait (three or four round trips a step).
+ *   pipelined  what the message API allows an engine to do: post admit and
+ *              plan (and the promotion) back to back, then wait for their
+ *              answers (an admit refusal makes the plan fail, and the engine
+ *              rolls back, so nothing is lost by not waiting in between);
+ *              commit is posted fire-and-forget (the next step's messages
+ *              from this thread are handled after it, so its cost lands in
+ *              the next sample: the steady state is what is measured).
+ *   Both then fetch the live addressing as a reader and wait for its `ready`
+ *   event (a backend must, before its forward) and signal a host fence as
+ *   forward-done before commit. One sample = one step.
  * Baseline: the same calls on the mutex design (bl_*), including the
  * addressing fetch under its read lock; its device work runs inline.
  */
@@ -29,6 +37,7 @@
 #include "bench.h"
 
 typedef enum step_variant { V_ONE_LABEL = 0, V_FORK, V_PREPLAN } step_variant;
+typedef enum step_api { API_PIPELINED = 0, API_SYNC } step_api;
 
 static const char *variant_name(step_variant v)
 {
@@ -63,21 +72,58 @@ static void decl_init(step_decl *d, step_variant v, uint32_t n, rsp_label_id dra
     }
 }
 
+/* Post one message of the step's declaration; ticket NULL = fire-and-forget. */
+static void post_step(rsp_pool *pool, rsp_msg_kind kind, const rsp_step *step,
+                      const rsp_event *done, rsp_ticket **ticket)
+{
+    rsp_error err = {0};
+    rsp_msg m = {.kind = kind, .step = *step};
+    if (done)
+        m.event = *done;
+    BENCH_CHECK(rsp_post(pool, &m, ticket, RSP_WAIT_FOREVER, &err), &err);
+}
+
+static void wait_step(rsp_ticket *t, rsp_reply *reply)
+{
+    rsp_status st = rsp_wait(t, RSP_WAIT_FOREVER, reply);
+    BENCH_CHECK(st, &reply->error);
+}
+
 /* One rsp step; returns the addressing's row count (checked by the caller). */
-static uint32_t rsp_one_step(rsp_pool *pool, step_decl *d, step_variant v, uint64_t sid,
-                             rsp_host_fence *fence)
+static uint32_t rsp_one_step(rsp_pool *pool, step_decl *d, step_variant v, step_api api,
+                             uint64_t sid, rsp_host_fence *fence)
 {
     rsp_error err = {0};
     rsp_admit_outcome out;
     d->step.step_id = sid;
     d->step.preplan = (v == V_PREPLAN);
-    BENCH_CHECK(rsp_step_admit(pool, &d->step, &out, &err), &err);
-    if (!out.ok)
-        bench_die("rsp admit (pool full)", RSP_ECAPACITY, "");
-    BENCH_CHECK(rsp_step_plan(pool, &d->step, &err), &err); /* live, or the stage */
-    if (v == V_PREPLAN) {
-        d->step.preplan = false;
-        BENCH_CHECK(rsp_step_plan(pool, &d->step, &err), &err); /* promotion */
+    if (api == API_SYNC) {
+        BENCH_CHECK(rsp_step_admit(pool, &d->step, &out, &err), &err);
+        if (!out.ok)
+            bench_die("rsp admit (pool full)", RSP_ECAPACITY, "");
+        BENCH_CHECK(rsp_step_plan(pool, &d->step, &err), &err); /* live, or the stage */
+        if (v == V_PREPLAN) {
+            d->step.preplan = false;
+            BENCH_CHECK(rsp_step_plan(pool, &d->step, &err), &err); /* promotion */
+        }
+    } else {
+        rsp_ticket *ta, *tp, *tq = NULL;
+        rsp_reply *reply = malloc(sizeof *reply); /* large: keep it off the stack */
+        if (!reply)
+            bench_die("malloc reply", RSP_ENOMEM, "");
+        post_step(pool, RSP_MSG_ADMIT, &d->step, NULL, &ta);
+        post_step(pool, RSP_MSG_PLAN, &d->step, NULL, &tp);
+        if (v == V_PREPLAN) {
+            d->step.preplan = false;
+            post_step(pool, RSP_MSG_PLAN, &d->step, NULL, &tq);
+        }
+        wait_step(ta, reply);
+        if (!reply->admit.ok)
+            bench_die("rsp admit (pool full)", RSP_ECAPACITY, "");
+        wait_step(tp, reply);
+        if (tq)
+            wait_step(tq, reply);
+        free(reply);
     }
     rsp_addressing a;
     BENCH_CHECK(rsp_read_begin(), &err);
@@ -93,7 +139,10 @@ static uint32_t rsp_one_step(rsp_pool *pool, step_decl *d, step_variant v, uint6
     rsp_host_fence_signal(fence, sid); /* the (empty) forward is done */
     rsp_event done = {.handle = fence, .value = sid};
     d->step.preplan = false;
-    BENCH_CHECK(rsp_step_commit(pool, &d->step, &done, &err), &err);
+    if (api == API_SYNC)
+        BENCH_CHECK(rsp_step_commit(pool, &d->step, &done, &err), &err);
+    else
+        post_step(pool, RSP_MSG_COMMIT, &d->step, &done, NULL);
     return a.num_rows;
 }
 
@@ -126,7 +175,7 @@ static uint32_t bl_one_step(bl_pool *pool, step_decl *d, step_variant v, uint64_
     return a.num_rows;
 }
 
-static void run_point(const bench_opts *o, step_variant v, uint32_t n)
+static void run_point(const bench_opts *o, step_variant v, step_api api, uint32_t n)
 {
     bench_shape shape = v == V_FORK ? BENCH_KIB : BENCH_TINY;
     uint32_t max_slots = 2 * n + 8;
@@ -153,8 +202,8 @@ static void run_point(const bench_opts *o, step_variant v, uint32_t n)
 
     /* Enough steps that a 1-row step is sampled a few thousand times and a
      * 256-row fork step still finishes quickly. */
-    uint32_t warm = o->quick ? 200 : 1000;
-    uint32_t iters = o->quick ? 2000 : 10000;
+    uint32_t warm = o->quick ? 100 : 500;
+    uint32_t iters = o->quick ? 600 : 4000;
     if (n >= 64 && v == V_FORK)
         iters /= 2;
     const uint32_t rounds = 2; /* alternate rsp / baseline blocks: same drift for both */
@@ -165,12 +214,12 @@ static void run_point(const bench_opts *o, step_variant v, uint32_t n)
     uint64_t rsid = 0, bsid = 0, rwall = 0, bwall = 0;
     for (uint32_t r = 0; r < rounds; r++) {
         for (uint32_t i = 0; i < warm; i++)
-            if (rsp_one_step(pool, &rd, v, ++rsid, rfence) != n)
+            if (rsp_one_step(pool, &rd, v, api, ++rsid, rfence) != n)
                 bench_die("rsp plan", RSP_EINVAL, "wrong row count");
         uint64_t w0 = bench_now_ns();
         for (uint32_t i = 0; i < iters; i++) {
             uint64_t t0 = bench_now_ns();
-            rsp_one_step(pool, &rd, v, ++rsid, rfence);
+            rsp_one_step(pool, &rd, v, api, ++rsid, rfence);
             bench_samples_add(&rs, (double)(bench_now_ns() - t0));
         }
         rwall += bench_now_ns() - w0;
@@ -189,8 +238,9 @@ static void run_point(const bench_opts *o, step_variant v, uint32_t n)
 
     bench_result res = {.bench = "step", .baseline = "mutex"};
     snprintf(res.params, sizeof res.params,
-             "\"variant\": \"%s\", \"rows\": %u, \"labels\": %u, \"slot_bytes\": %llu",
-             variant_name(v), n, v == V_FORK ? 2u : 1u,
+             "\"variant\": \"%s\", \"api\": \"%s\", \"rows\": %u, \"labels\": %u, "
+             "\"slot_bytes\": %llu",
+             variant_name(v), api == API_SYNC ? "sync" : "pipelined", n, v == V_FORK ? 2u : 1u,
              (unsigned long long)(shape == BENCH_KIB ? 1024 : 64));
     res.median_ns = bench_samples_quantile(&rs, 0.5);
     res.p99_ns = bench_samples_quantile(&rs, 0.99);
@@ -217,7 +267,8 @@ void bench_step(const bench_opts *o)
     BENCH_CHECK(rsp_reader_register(&err), &err);
     static const uint32_t rows[] = {1, 8, 64, 256};
     for (step_variant v = V_ONE_LABEL; v <= V_PREPLAN; v++)
-        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-            run_point(o, v, rows[i]);
+        for (step_api api = API_PIPELINED; api <= API_SYNC; api++)
+            for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+                run_point(o, v, api, rows[i]);
     rsp_reader_unregister();
 }
