@@ -44,7 +44,12 @@ run_variant() {
         failed=1
     fi
     test_s=$((SECONDS - t1))
-    summary+=("$(printf '%-6s %-11s build %4ds  ctest %4ds  %s' "$name" "$dir" "$build_s" "$test_s" "$status")")
+    local failed_tests=
+    if [ "$status" != ok ] && [ -f "$RSP_ROOT/$dir/Testing/Temporary/LastTestsFailed.log" ]; then
+        # Lines read "N:name"; keep the names.
+        failed_tests=" ($(cut -d: -f2 "$RSP_ROOT/$dir/Testing/Temporary/LastTestsFailed.log" | paste -sd' ' -))"
+    fi
+    summary+=("$(printf '%-6s %-11s build %4ds  ctest %4ds  %s%s' "$name" "$dir" "$build_s" "$test_s" "$status" "$failed_tests")")
 }
 
 # ThreadSanitizer (gcc 12) cannot map its shadow with the high ASLR entropy
