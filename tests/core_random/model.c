@@ -1,6 +1,6 @@
 /*
- * Reference model of the pool's bookkeeping (see model.h). Written from
- * SEMANTICS.md and docs/design.md only; it shares no code with src/core.
+ * Reference model of the pool's bookkeeping (see model.h for the choices it
+ * makes where SEMANTICS.md is silent). It shares no code with src/core.
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "model.h"

@@ -11,6 +11,22 @@
  * core must answer: admit outcomes, slot ids, has_state, the addressing of
  * every plan, and which slots are free / held / pending.
  *
+ * Where SEMANTICS.md leaves a choice open, the model takes the one docs/design.md
+ * or the core's headers state (checked against them, not copied from code):
+ *   - a step pins every slot its admit reserves or keeps and every slot its
+ *     plans (live or staged) address; pins end at its commit or rollback;
+ *   - a release deferred by pins happens when the last pinning step ends, in
+ *     that step's pin order;
+ *   - reset(free = false) of a pinned slot: has_state false and a new
+ *     generation at once, the zero deferred; at commit of the last pinning
+ *     step it is zeroed before post-forks, and its rows stay has_state false;
+ *   - commit sets has_state only on holdings whose slot this step pins (a
+ *     holding re-created since the plan was not written by this forward);
+ *   - a fork from a slot whose zero is deferred gives the target zeros;
+ *   - rollback of a fresh allocation that another in-flight step also pins
+ *     leaves the slot pending instead of pushing it;
+ *   - a capture step ingests nothing; a refused admit ingests nothing.
+ *
  * Requests are small indices (0 .. num_rids-1); the test maps them to rids.
  * Labels are the core's label ids (< RSPM_MAX_LABELS).
  *

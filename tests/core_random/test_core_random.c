@@ -121,9 +121,14 @@ typedef struct dstep {
     uint32_t row_of[RSPM_MAX_LABELS][RSPM_MAX_ROWS];
 } dstep;
 
+/* A leased buffer key (bucket_id, lease_slot, label): its length once
+ * created, and the in-flight plan it holds (docs/design.md: one at a time; a
+ * live plan takes it from another step's stage, anything else is refused). */
 typedef struct lease_len {
     bool known;
     uint32_t length;
+    uint64_t holder; /* step id, 0 = none */
+    bool holder_staged;
 } lease_len;
 
 typedef struct T {
@@ -147,6 +152,7 @@ typedef struct T {
     uint64_t count_admit_full, count_admit_ok, count_promoted, count_stage, count_pending;
     uint64_t count_two_live; /* plans made live while the older step was live */
     uint64_t count_three;    /* operations done with three steps in flight */
+    uint64_t count_lease_refused, count_lease_taken;
 } T;
 
 static uint32_t rid_of(uint32_t ridx) { return RID_BASE + ridx; }
@@ -662,6 +668,49 @@ static void check_buffers_kept(T *t, const dstep *except, const char *what)
     }
 }
 
+static dstep *find_step(T *t, uint64_t id)
+{
+    for (uint32_t k = 0; k < t->nq; k++)
+        if (t->q[k].d.step_id == id)
+            return &t->q[k];
+    return NULL;
+}
+
+/* Step `id` no longer holds any leased buffer (it ended, or its stage went). */
+static void lease_release(T *t, uint64_t id)
+{
+    for (uint32_t b = 0; b < 2; b++)
+        for (uint32_t l = 0; l < 2; l++)
+            for (uint32_t k = 0; k < RSPM_MAX_LABELS; k++)
+                if (t->lease[b][l][k].holder == id)
+                    t->lease[b][l][k].holder = 0;
+}
+
+/* Would planning s share a leased buffer with another in-flight step's plan?
+ * A live plan takes a key from another step's stage (*drop: that stage goes);
+ * any other sharing is refused (returns true). */
+static bool lease_conflict(T *t, const dstep *s, bool staged, const rspm_plan *want,
+                           dstep **drop)
+{
+    bool refuse = false;
+    *drop = NULL;
+    if (!s->has_lease)
+        return false;
+    for (uint32_t j = 0; j < want->num_labels; j++) {
+        lease_len *ll = &t->lease[s->lease.bucket_id][s->lease.lease_slot][want->labels[j].label];
+        if (!ll->holder || ll->holder == s->d.step_id)
+            continue;
+        dstep *h = find_step(t, ll->holder);
+        CHECK(t, h != NULL, "test bookkeeping: lease held by finished step %llu",
+              (unsigned long long)ll->holder);
+        if (!staged && ll->holder_staged && h->phase == PH_STAGED)
+            *drop = h;
+        else
+            refuse = true;
+    }
+    return refuse;
+}
+
 /* Would a plan of s with a lease exceed a known leased buffer? */
 static bool lease_overflows(T *t, const dstep *s, const rspm_plan *want)
 {
@@ -725,11 +774,11 @@ static void op_admit(T *t)
 {
     dstep *s = &t->q[t->nq];
     gen_decl(t, s);
-    /* Steps in flight together lease different graph slots (an engine
-     * never replays one lease slot for two steps at once; sharing one lets
-     * a stage overwrite a live step's leased buffer: see the directed
-     * tests below). Three steps, two buckets x two slots: always room. */
-    for (uint32_t tries = 0; s->has_lease && tries < 4; tries++) {
+    /* Half the time, steps in flight together lease different graph slots
+     * (what an engine does); otherwise they may collide, and the plan that
+     * would share a leased buffer must be refused or take it from a stage. */
+    bool spread = below(t, 2);
+    for (uint32_t tries = 0; spread && s->has_lease && tries < 4; tries++) {
         bool clash = false;
         for (uint32_t k = 0; k < t->nq; k++)
             clash |= t->q[k].has_lease && t->q[k].lease.bucket_id == s->lease.bucket_id &&
@@ -842,15 +891,35 @@ static void op_plan(T *t, dstep *s, bool staged)
     rsp__plan_out out;
     memset(&out, 0, sizeof out);
     rsp_status rc = rsp__core_plan(t->core, &st_, &out, &t->work, NULL);
-    if (lease_overflows(t, s, &want)) {
-        expect_err(t, rc, RSP_ECAPACITY, "plan over a leased buffer");
-        check_all(t, "plan (over capacity)");
+    dstep *drop = NULL;
+    bool shared = lease_conflict(t, s, staged, &want, &drop);
+    if (lease_overflows(t, s, &want) || shared) {
+        expect_err(t, rc, RSP_ECAPACITY,
+                   shared ? "plan sharing a leased buffer" : "plan over a leased buffer");
+        t->count_lease_refused++;
+        check_all(t, "plan (refused)");
         return;
     }
     CHECK(t, rc == RSP_OK, "plan step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
           (int)rc, rsp_strerror(rc));
     check_work(t, staged ? "stage" : "plan", staged ? W_NO_ZERO | W_NO_COPY : 0u, &t->m);
     t->m = copy;
+    if (drop) {
+        /* Its stage lost a leased buffer to this live plan: it is gone. */
+        note(t, "(stage of step %llu dropped: its leased buffer went live)",
+             (unsigned long long)drop->d.step_id);
+        drop->phase = PH_ADMITTED;
+        drop->stage_valid = false;
+        drop->nbuf = 0;
+        lease_release(t, drop->d.step_id);
+        t->count_lease_taken++;
+    }
+    lease_release(t, s->d.step_id);
+    for (uint32_t j = 0; s->has_lease && j < want.num_labels; j++) {
+        lease_len *ll = &t->lease[s->lease.bucket_id][s->lease.lease_slot][want.labels[j].label];
+        ll->holder = s->d.step_id;
+        ll->holder_staged = staged;
+    }
     apply_work(t, staged ? "stage" : "plan");
     if (promoting) {
         bool same = s->stage_valid && s->stage.num_labels == want.num_labels;
@@ -904,6 +973,7 @@ static void op_forward(T *t, dstep *s)
 
 static void step_done(T *t, dstep *s)
 {
+    lease_release(t, s->d.step_id);
     uint32_t i = (uint32_t)(s - t->q);
     memmove(&t->q[i], &t->q[i + 1], (t->nq - i - 1) * sizeof t->q[0]);
     t->nq--;
@@ -949,6 +1019,7 @@ static void op_clear_preplan(T *t, dstep *s)
     s->phase = PH_ADMITTED;
     s->stage_valid = false;
     s->nbuf = 0;
+    lease_release(t, s->d.step_id);
     check_all(t, "clear_preplan");
 }
 
@@ -1227,12 +1298,15 @@ static void run(const run_cfg *cfg, uint64_t ops)
           st.free_slots, st.usable_slots);
     print_message("seed %llu max_slots %u sink %d: %llu ops, %llu admits ok, %llu full, "
                   "%llu stages, %llu promoted, %llu live behind a live step, %llu ops with pending "
-                  "releases, %llu with three steps in flight\n",
+                  "releases, %llu with three steps in flight, leased plans refused %llu, stages losing "
+                  "their lease %llu\n",
                   (unsigned long long)cfg->seed, cfg->max_slots, cfg->sink,
                   (unsigned long long)ops, (unsigned long long)t->count_admit_ok,
                   (unsigned long long)t->count_admit_full, (unsigned long long)t->count_stage,
                   (unsigned long long)t->count_promoted, (unsigned long long)t->count_two_live,
-                  (unsigned long long)t->count_pending, (unsigned long long)t->count_three);
+                  (unsigned long long)t->count_pending, (unsigned long long)t->count_three,
+                  (unsigned long long)t->count_lease_refused,
+                  (unsigned long long)t->count_lease_taken);
     const rspm_cov *cv = &t->m.cov;
     print_message("  pending %llu (freed at step end %llu), deferred zeroes %llu, stale commit "
                   "rows %llu, fork copies %llu (%llu from a reset slot), rollback frees %llu skips %llu\n",
@@ -1435,18 +1509,6 @@ static void reset_during_two_steps_then_fork_target_reads_zeros(void **state)
     mini_free(&x);
 }
 
-/* A regression for a core bug still open (see the suite's report): skipped,
- * visibly, unless RSP_CORE_OPEN_BUGS=1, so the suite stays green for other
- * rooms while the core is fixed. Remove the call once it passes. */
-static void open_bug(const char *what)
-{
-    const char *e = getenv("RSP_CORE_OPEN_BUGS");
-    if (e && *e == '1')
-        return;
-    print_message("skipped: open core bug (%s); RSP_CORE_OPEN_BUGS=1 runs it\n", what);
-    skip();
-}
-
 /* Host vectors of a buffer equal to what a plan published? */
 static bool buffer_holds(mini *x, const rsp__label_plan *lp, const int32_t *slots, const bool *hs)
 {
@@ -1461,12 +1523,11 @@ static bool buffer_holds(mini *x, const rsp__label_plan *lp, const int32_t *slot
  * Two in-flight steps on one graph lease slot (same bucket, lease slot,
  * label). Live step 1 is running; staging step 2 must not overwrite the
  * leased buffer step 1's graph reads (SEMANTICS 4.3: staged and live plans
- * are separate). Refusing the stage with a status is acceptable too.
+ * are separate): docs/design.md refuses it with RSP_ECAPACITY.
  */
 static void stage_on_the_lease_slot_of_a_live_step_keeps_its_buffer(void **state)
 {
     (void)state;
-    open_bug("a stage uploads into the leased buffer of a live step");
     mini x;
     mini_new(&x);
     rsp_lease lease = {.bucket_bs = 4, .bucket_id = 0, .lease_slot = 0};
@@ -1494,22 +1555,23 @@ static void stage_on_the_lease_slot_of_a_live_step_keeps_its_buffer(void **state
             fail_msg("staging step 2 on lease (0, 0) overwrote buffer %u, which live step 1 "
                      "reads",
                      la.buffer);
-    } else {
-        assert_true(rsp__work_empty(&x.work)); /* refused: nothing changed */
     }
+    assert_int_equal(rc, RSP_ECAPACITY);
+    assert_true(rsp__work_empty(&x.work)); /* refused: nothing changed */
+    assert_true(buffer_holds(&x, &la, a_slots, a_hs));
     mini_free(&x);
 }
 
 /*
  * The other order: step 2 staged on a lease slot, then step 1 planned live on
- * the same lease slot, committed, and step 2 promoted. The promoted plan's
- * buffer must hold step 2's addressing, whatever was uploaded in between.
- * Refusing the second use of the lease slot with a status is acceptable.
+ * the same lease slot, committed, and step 2 planned. docs/design.md: the
+ * live plan takes the leased buffer and drops step 2's stage, so step 2's
+ * plan is a fresh live plan (not a promotion) and its buffer holds step 2's
+ * addressing, whatever was uploaded in between.
  */
 static void promotion_after_a_live_plan_on_its_lease_slot_holds_its_addressing(void **state)
 {
     (void)state;
-    open_bug("promotion reuses a leased buffer re-uploaded since the stage");
     mini x;
     mini_new(&x);
     rsp_lease lease = {.bucket_bs = 4, .bucket_id = 0, .lease_slot = 0};
@@ -1524,12 +1586,7 @@ static void promotion_after_a_live_plan_on_its_lease_slot_holds_its_addressing(v
     b.preplan = true;
     assert_int_equal(rsp__core_plan(x.core, &b, &out, &x.work, NULL), RSP_OK);
     mini_apply(&x);
-    rsp_status rc = rsp__core_plan(x.core, &a, &out, &x.work, NULL);
-    if (rc != RSP_OK) {
-        assert_true(rsp__work_empty(&x.work));
-        mini_free(&x);
-        return;
-    }
+    assert_int_equal(rsp__core_plan(x.core, &a, &out, &x.work, NULL), RSP_OK);
     mini_apply(&x);
     mini_commit(&x, &a);
     b.preplan = false;
@@ -1542,6 +1599,7 @@ static void promotion_after_a_live_plan_on_its_lease_slot_holds_its_addressing(v
                  out.promoted ? "promoted" : "planned", lb->buffer, lb->slot_indices[0],
                  lb->slot_indices[1], rsp_test_store_buffer_slots(x.store, lb->buffer)[0],
                  rsp_test_store_buffer_slots(x.store, lb->buffer)[1]);
+    assert_false(out.promoted); /* its stage was dropped */
     mini_free(&x);
 }
 
