@@ -29,13 +29,17 @@ def load(path):
     return rows
 
 
-def step_series(rows):
-    """{variant: [(rows, rsp_us, baseline_us), ...]} sorted by rows."""
+def step_series(rows, api="pipelined"):
+    """{variant: [(rows, rsp_us, baseline_us), ...]} sorted by rows, for one
+    way of driving the API ("pipelined" or "sync"; lines without an api
+    parameter count as any)."""
     out = {}
     for r in rows:
         if r["bench"] != "step":
             continue
         p = r["params"]
+        if p.get("api", api) != api:
+            continue
         out.setdefault(p["variant"], []).append(
             (p["rows"], r["median_ns"] / 1e3, r["baseline_median_ns"] / 1e3))
     for v in out.values():
@@ -69,21 +73,31 @@ def hexc(c):
 # matplotlib path
 # --------------------------------------------------------------------------
 
-def plot_mpl(steps, reads, outdir, title_suffix):
+def plot_mpl(steps, reads, outdir, title_suffix, sync_steps=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    fig, ax = plt.subplots(figsize=(9, 6), dpi=100)
     for i, (variant, pts) in enumerate(sorted(steps.items())):
         c = hexc(COLOURS[i % len(COLOURS)])
         xs = [p[0] for p in pts]
         ax.plot(xs, [p[1] for p in pts], "-o", color=c,
-                label="rsp: " + VARIANT_LABEL.get(variant, variant))
+                label="rsp, pipelined posts: " + VARIANT_LABEL.get(variant, variant))
+        if sync_steps and variant in sync_steps:
+            sp = sync_steps[variant]
+            ax.plot([p[0] for p in sp], [p[1] for p in sp], ":^", color=c, alpha=0.7,
+                    label="rsp, sync wrappers: " + VARIANT_LABEL.get(variant, variant))
         ax.plot(xs, [p[2] for p in pts], "--s", color=c, alpha=0.7,
                 label="mutex baseline: " + VARIANT_LABEL.get(variant, variant))
+    # The issue's targets at 256 rows (docs/performance.md).
+    ax.plot([256], [10], "kx", markersize=10, label="target: one label, 256 rows < 10 us")
+    ax.plot([256], [50], "k+", markersize=12, label="target: fork step, 256 rows < 50 us")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    xs_all = sorted({p[0] for pts in steps.values() for p in pts})
+    ax.set_xticks(xs_all)
+    ax.set_xticklabels([str(x) for x in xs_all])
     ax.set_xlabel("rows per step")
     ax.set_ylabel("median time per step (us)")
     ax.set_title("step: admit + plan + commit" + title_suffix)
@@ -319,12 +333,12 @@ def raster_plot(path, title, xlabel, ylabel, series, xlog=True, ylog=True, ymin0
     cv.save(path)
 
 
-def plot_raster(steps, reads, outdir, title_suffix):
+def plot_raster(steps, reads, outdir, title_suffix, sync_steps=None):
     series = []
     for i, (variant, pts) in enumerate(sorted(steps.items())):
         c = COLOURS[i % len(COLOURS)]
         name = VARIANT_LABEL.get(variant, variant)
-        series.append(("rsp: " + name, c, False, [(p[0], p[1]) for p in pts]))
+        series.append(("rsp, pipelined: " + name, c, False, [(p[0], p[1]) for p in pts]))
         series.append(("mutex baseline: " + name, c, True, [(p[0], p[2]) for p in pts]))
     raster_plot(os.path.join(outdir, "step.png"), "step: admit + plan + commit" + title_suffix,
                 "rows per step", "median us per step", series)
@@ -343,6 +357,7 @@ def main():
     args = ap.parse_args()
     rows = load(args.jsonl)
     steps, reads = step_series(rows), read_series(rows)
+    sync_steps = step_series(rows, "sync")
     if not steps or not reads:
         print("plot.py: no step or read lines in %s" % args.jsonl, file=sys.stderr)
         return 1
@@ -354,7 +369,7 @@ def main():
             import matplotlib  # noqa: F401
         except ImportError:
             use_mpl = False
-    (plot_mpl if use_mpl else plot_raster)(steps, reads, args.out, suffix)
+    (plot_mpl if use_mpl else plot_raster)(steps, reads, args.out, suffix, sync_steps)
     print("plot.py: wrote %s/step.png and %s/read.png (%s)" % (args.out, args.out,
           "matplotlib" if use_mpl else "built-in rasteriser"))
     return 0
