@@ -123,7 +123,9 @@ void Client::run()
             send(RSP_MSG_INGEST, rid);
         } else if (rng_.chance(0.35)) {
             // Tombstone first, then remove: the step thread relies on this order.
-            if (cx_.reg.retire_random(rng_, &rid))
+            // A third of the removals hit the step in flight (commit pending).
+            bool got = rng_.chance(0.33) ? cx_.reg.retire_hot(rng_, &rid) : false;
+            if (got || cx_.reg.retire_random(rng_, &rid))
                 send(RSP_MSG_REMOVE, rid);
         }
         if (rng_.chance(0.05))

@@ -159,6 +159,26 @@ bool Registry::retire_random(Rng &rng, rsp_rid *rid)
     return true;
 }
 
+void Registry::set_hot(const std::vector<rsp_rid> &rids)
+{
+    std::lock_guard<std::mutex> g(mu_);
+    hot_ = rids;
+}
+
+bool Registry::retire_hot(Rng &rng, rsp_rid *rid)
+{
+    std::lock_guard<std::mutex> g(mu_);
+    for (int tries = 0; tries < 4 && !hot_.empty(); tries++) {
+        rsp_rid r = hot_[rng.below((uint32_t)hot_.size())];
+        if (pos_.count(r)) {
+            *rid = r;
+            retire_locked(r);
+            return true;
+        }
+    }
+    return false;
+}
+
 bool Registry::retire(rsp_rid rid)
 {
     std::lock_guard<std::mutex> g(mu_);

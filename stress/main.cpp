@@ -144,6 +144,7 @@ void stats_line_check(Context &cx, const char *when)
     if (!cx.checks.expect(CHECK_API, rsp_stats_get(cx.pool, &s, &err) == RSP_OK, "rsp_stats_get: %s", err.message))
         return;
     uint32_t sink = cx.info.sink ? 1 : 0;
+    note_pending(cx, s.pending_release);
     cx.checks.expect(CHECK_STATS,
                      (uint64_t)s.free_slots + s.held_slots + s.pending_release + sink == s.max_slots,
                      "%s: free %u + held %u + pending %u + sink %u != max %u", when, s.free_slots, s.held_slots,
@@ -237,8 +238,9 @@ void summary(Context &cx, double elapsed)
     std::printf("requests   %" PRIu64 " created, %" PRIu64 " removed by clients; %" PRIu64
                 " client messages (%" PRIu64 " EFULL retries)\n",
                 cx.reg.created(), cx.reg.retired(), cx.client_msgs.load(), cx.efull.load());
-    std::printf("forward    %" PRIu64 " partition forwards, %" PRIu64 " rows read+written\n", cx.forwards.load(),
-                cx.rows_checked.load());
+    std::printf("forward    %" PRIu64 " partition forwards, %" PRIu64 " rows read+written; %" PRIu64
+                " rows of requests removed around their step (pending release up to %u slots)\n",
+                cx.forwards.load(), cx.rows_checked.load(), cx.rows_removed.load(), cx.max_pending.load());
     std::printf("pool       %" PRIu64 " messages, admits %" PRIu64 " ok / %" PRIu64 " refused, %" PRIu64
                 " rollbacks, %" PRIu64 " plans, %" PRIu64 " stages, %" PRIu64 " promotions, %" PRIu64
                 " commits, %" PRIu64 " forks, %" PRIu64 " bytes zeroed, %" PRIu64 " bytes copied\n",
@@ -254,13 +256,13 @@ void summary(Context &cx, double elapsed)
                     "\"seed\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"captures\":%" PRIu64
                     ",\"preplanned\":%" PRIu64 ",\"abandoned\":%" PRIu64 ",\"deferred_commits\":%" PRIu64
                     ",\"requests_created\":%" PRIu64 ",\"requests_removed\":%" PRIu64 ",\"messages\":%" PRIu64
-                    ",\"rows\":%" PRIu64 ",\"pool\":{\"plans\":%" PRIu64 ",\"stages\":%" PRIu64
+                    ",\"rows\":%" PRIu64 ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"pool\":{\"plans\":%" PRIu64 ",\"stages\":%" PRIu64
                     ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64 ",\"forks\":%" PRIu64
                     ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
                     elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
                     cx.opt.sink ? "true" : "false", cx.opt.seed, cx.steps.load(), cx.refused.load(),
                     cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(), cx.overlapped.load(),
-                    cx.reg.created(), cx.reg.retired(), s.messages_handled, cx.rows_checked.load(), s.plans,
+                    cx.reg.created(), cx.reg.retired(), s.messages_handled, cx.rows_checked.load(), cx.rows_removed.load(), cx.max_pending.load(), s.plans,
                     s.stages, s.promotions, s.commits, s.forks, s.rollbacks);
         for (int c = 0; c < CHECK_COUNT_; c++)
             std::printf("%s\"%s\":{\"passed\":%" PRIu64 ",\"failed\":%" PRIu64 "}", c ? "," : "",

@@ -615,6 +615,7 @@ std::shared_ptr<StepRecord> Stepper::check_live(const Decl &d, const std::vector
         if (exp[j].kind == ROW_UNKNOWN || tomb(r.rid)) {
             // Removed around this step: pad, or a slot that is still its own.
             rr.kind = ROW_UNKNOWN;
+            cx_.rows_removed.fetch_add(1, std::memory_order_relaxed);
             rec->rows.push_back(rr);
             continue;
         }
@@ -676,6 +677,7 @@ void Stepper::check_stats(const char *when)
                            err.message))
         return;
     uint32_t sink = cx_.info.sink ? 1 : 0;
+    note_pending(cx_, s.pending_release);
     cx_.checks.expect(CHECK_STATS,
                       (uint64_t)s.free_slots + s.held_slots + s.pending_release + sink == s.max_slots &&
                           s.max_slots == cx_.info.max_slots && s.usable_slots == cx_.info.usable_slots,
@@ -897,6 +899,7 @@ void Stepper::run()
         }
         std::shared_ptr<StepRecord> rec = check_live(d, exp);
         publish(rec);
+        cx_.reg.set_hot(d.forking_rids());
         last_live_ = rec;
         if (d.has_lease)
             last_lease_slot_[d.lease.bucket_id] = d.lease.lease_slot;

@@ -128,6 +128,11 @@ public:
     bool take_pending(unsigned client, rsp_rid *rid);
     // Tombstone a random active rid (call before posting its removal).
     bool retire_random(Rng &rng, rsp_rid *rid);
+    // The rids of the step in flight (step thread); clients aim some
+    // removals there, so removal during a step is frequent.
+    void set_hot(const std::vector<rsp_rid> &rids);
+    // Tombstone a random active rid of the step in flight, if any.
+    bool retire_hot(Rng &rng, rsp_rid *rid);
     // Tombstone one given rid if it is active (step thread preemption).
     bool retire(rsp_rid rid);
     size_t active_count();
@@ -154,6 +159,7 @@ private:
     };
     std::deque<Pending> pending_;
     std::vector<rsp_rid> all_;
+    std::vector<rsp_rid> hot_;
 };
 
 // ---------------------------------------------------------------------------
@@ -247,9 +253,19 @@ struct Context {
     // Progress counters (relaxed; statistics only).
     std::atomic<uint64_t> steps{0}, refused{0}, captures{0}, preplanned{0}, abandoned{0},
         overlapped{0}, invalid{0}, resets{0}, client_msgs{0}, efull{0}, forwards{0},
-        rows_checked{0};
+        rows_checked{0}, rows_removed{0};
+    std::atomic<uint32_t> max_pending{0};  // largest pending_release seen in a snapshot
     std::atomic<uint64_t> last_step_id{0};
 };
+
+// Remember the largest pending_release seen (evidence that removal during a
+// step happened). Any thread.
+inline void note_pending(Context &cx, uint32_t pending)
+{
+    uint32_t cur = cx.max_pending.load(std::memory_order_relaxed);
+    while (pending > cur && !cx.max_pending.compare_exchange_weak(cur, pending, std::memory_order_relaxed)) {
+    }
+}
 
 void client_main(Context &cx, unsigned index);
 void step_main(Context &cx);
