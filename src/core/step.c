@@ -378,10 +378,11 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
                          "committed or rolled back)",
                          step->step_id);
     rsp__steprec *s = &c->steps[rec];
-    if (!s->capture && !step->capture && s->phase != RSP__PHASE_PLANNED)
+    /* The admit's declaration decides whether this is a capture step. */
+    if (!s->capture && s->phase != RSP__PHASE_PLANNED)
         return rsp__fail(err, RSP_EORDER, "commit: step %" PRIu64 " was admitted but not planned",
                          step->step_id);
-    bool capture = s->capture || step->capture;
+    bool capture = s->capture;
     if (!capture && rsp__collect_rids(c, step))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
