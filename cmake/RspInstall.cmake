@@ -44,8 +44,7 @@ else()
 endif()
 set(RSP_PC_LIBS_PRIVATE "-lpthread")
 if(RSP_HAVE_CUDA)
-  # The kernels are C++ objects (nvcc host code): librsp.a needs libstdc++ too.
-  string(APPEND RSP_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lstdc++")
+  string(APPEND RSP_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/rsp.pc.in ${PROJECT_BINARY_DIR}/rsp.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/rsp.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
