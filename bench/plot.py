@@ -348,14 +348,148 @@ def plot_raster(steps, reads, outdir, title_suffix, sync_steps=None):
                 "reader threads (2 cores)", "median ns per read", rs, ylog=False, ymin0=True)
 
 
+# --------------------------------------------------------------------------
+# Markdown tables and the target check (docs/performance.md)
+# --------------------------------------------------------------------------
+
+def _us(ns):
+    if ns >= 1e6:
+        return "%.2f ms" % (ns / 1e6)
+    if ns >= 1e3:
+        return "%.2f us" % (ns / 1e3)
+    return "%.1f ns" % ns
+
+
+def _rate(r):
+    if r >= 1e6:
+        return "%.2f M/s" % (r / 1e6)
+    if r >= 1e3:
+        return "%.1f k/s" % (r / 1e3)
+    return "%.0f /s" % r
+
+
+def markdown(rows):
+    out = []
+    by = {}
+    for r in rows:
+        by.setdefault(r["bench"], []).append(r)
+    if "rtt" in by:
+        out += ["### rtt", "",
+                "| owner | rsp median | rsp p99 | floor | floor median | floor p99 | floor / rsp |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in by["rtt"]:
+            out.append("| %s | %s | %s | %s | %s | %s | %.2f |" % (
+                r["params"]["owner"], _us(r["median_ns"]), _us(r["p99_ns"]), r["baseline"],
+                _us(r["baseline_median_ns"]), _us(r["baseline_p99_ns"]), r["ratio"]))
+        out.append("")
+    if "ingest_remove" in by:
+        out += ["### ingest_remove", "",
+                "| client threads | rsp ns/msg | rsp msgs/s | mutex ns/msg | mutex msgs/s | ratio |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for r in by["ingest_remove"]:
+            out.append("| %d | %s | %s | %s | %s | %.2f |" % (
+                r["params"]["threads"], _us(r["median_ns"]), _rate(r["ops_per_s"]),
+                _us(r["baseline_median_ns"]), _rate(r["baseline_ops_per_s"]), r["ratio"]))
+        out.append("")
+    if "step" in by:
+        out += ["### step", "",
+                "| variant | api | rows | rsp median | rsp p99 | mutex median | mutex p99 | ratio |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in by["step"]:
+            p = r["params"]
+            out.append("| %s | %s | %d | %s | %s | %s | %s | %.2f |" % (
+                p["variant"], p.get("api", ""), p["rows"], _us(r["median_ns"]), _us(r["p99_ns"]),
+                _us(r["baseline_median_ns"]), _us(r["baseline_p99_ns"]), r["ratio"]))
+        out.append("")
+    if "read" in by:
+        out += ["### read", "",
+                "| readers | rsp ns/read | rsp p99 | rsp reads/s | rwlock ns/read | rwlock p99 | "
+                "rwlock reads/s | ratio | plans/s rsp / rwlock |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in by["read"]:
+            out.append("| %d | %.1f | %.1f | %s | %.1f | %.1f | %s | %.2f | %d / %d |" % (
+                r["params"]["readers"], r["median_ns"], r["p99_ns"], _rate(r["ops_per_s"]),
+                r["baseline_median_ns"], r["baseline_p99_ns"], _rate(r["baseline_ops_per_s"]),
+                r["ratio"], r.get("plans_per_s", 0), r.get("baseline_plans_per_s", 0)))
+        out.append("")
+    if "zero_fork" in by:
+        out += ["### zero_fork (1 MiB slots)", "",
+                "| op | slots | rsp median | rsp GB/s | plain median | plain GB/s | plain / rsp |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in by["zero_fork"]:
+            p = r["params"]
+            out.append("| %s (%s) | %d | %s | %.1f | %s | %.1f | %.2f |" % (
+                p["op"], r["baseline"], p["slots"], _us(r["median_ns"]), r.get("gb_per_s", 0),
+                _us(r["baseline_median_ns"]), r.get("baseline_gb_per_s", 0), r["ratio"]))
+        out.append("")
+    return "\n".join(out)
+
+
+def targets(rows):
+    """[(target, measured, met)] for the issue's targets."""
+    res = []
+
+    def find(bench, **kw):
+        return [r for r in rows if r["bench"] == bench and
+                all(r["params"].get(k) == v for k, v in kw.items())]
+
+    for api in ("pipelined", "sync"):
+        for r in find("step", variant="one_label", rows=256, api=api):
+            res.append(("step, 256 rows, one label (%s) < 10 us" % api, _us(r["median_ns"]),
+                        r["median_ns"] < 10000))
+            res.append(("step, 256 rows, one label (%s) within 2x of mutex" % api,
+                        "%.2fx of mutex" % (r["median_ns"] / r["baseline_median_ns"]),
+                        r["median_ns"] <= 2 * r["baseline_median_ns"]))
+        for r in find("step", variant="fork", rows=256, api=api):
+            res.append(("fork step, 256 rows, 1 KiB slots (%s) < 50 us" % api,
+                        _us(r["median_ns"]), r["median_ns"] < 50000))
+    reads = sorted(find("read"), key=lambda r: r["params"]["readers"])
+    one = [r for r in reads if r["params"]["readers"] == 1]
+    for r in reads:
+        n = r["params"]["readers"]
+        if n >= 2:
+            res.append(("read, %d readers: >= 2x rwlock" % n, "%.2fx" % r["ratio"], r["ratio"] >= 2))
+        if one and n > 1:
+            f = r["median_ns"] / one[0]["median_ns"]
+            res.append(("read, %d readers: per-read cost <= 1.5x 1-reader" % n, "%.2fx" % f,
+                        f <= 1.5))
+    for r in find("rtt", owner="asleep"):
+        f = r["median_ns"] / r["baseline_median_ns"]
+        res.append(("rtt, owner asleep: <= 1.5x futex ping-pong", "%.2fx (%s vs %s)" % (
+            f, _us(r["median_ns"]), _us(r["baseline_median_ns"])), f <= 1.5))
+    for r in find("rtt", owner="busy"):
+        res.append(("rtt, owner busy: < 2 us", _us(r["median_ns"]), r["median_ns"] < 2000))
+    for r in find("ingest_remove"):
+        res.append(("ingest_remove, %d threads: >= 1x mutex" % r["params"]["threads"],
+                    "%.2fx" % r["ratio"], r["ratio"] >= 1))
+    for r in find("zero_fork"):
+        res.append(("zero_fork, %s %d slots: ratio >= 0.9" % (r["params"]["op"], r["params"]["slots"]),
+                    "%.2f" % r["ratio"], r["ratio"] >= 0.9))
+    return res
+
+
+def targets_markdown(rows):
+    out = ["| target | measured | met |", "| --- | --- | --- |"]
+    for name, measured, met in targets(rows):
+        out.append("| %s | %s | %s |" % (name, measured, "yes" if met else "**no**"))
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("jsonl", help="rsp-bench --json output")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots"))
     ap.add_argument("--title", default="", help="appended to each title, e.g. the machine")
     ap.add_argument("--raster", action="store_true", help="use the built-in rasteriser")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print the result tables and the target check as Markdown, no plots")
     args = ap.parse_args()
     rows = load(args.jsonl)
+    if args.markdown:
+        print(markdown(rows))
+        print("### Targets\n")
+        print(targets_markdown(rows))
+        return 0
     steps, reads = step_series(rows), read_series(rows)
     sync_steps = step_series(rows, "sync")
     if not steps or not reads:
