@@ -484,15 +484,12 @@ static void handle_one(rsp__actor *a, rsp_ticket *t)
 static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_wfcq_tail *lt,
                          bool stopped)
 {
-    uint32_t credits = 0;
     unsigned tries = 0;
     for (;;) {
         struct cds_wfcq_node *node = __cds_wfcq_dequeue_nonblocking(lh, lt);
         if (node == NULL)
             break;
         if (node == CDS_WFCQ_WOULDBLOCK) {
-            give_credits(a, credits);
-            credits = 0;
             backoff(&tries);
             continue;
         }
@@ -500,8 +497,11 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
         rsp_ticket *t = caa_container_of(node, rsp_ticket, node);
         rsp__hb_acquire(t); /* I1 (TSan mirror) */
         const bool stop_msg = t->msg.kind == RSP_MSG_SHUTDOWN;
+        /* The message has left the inbox: its credit goes back before it
+         * is answered, so a caller that saw the answer sees the credit. The
+         * shutdown message took none. */
         if (!stop_msg)
-            credits++;
+            give_credits(a, 1);
         if (stopped) {
             /* Unreachable by S1/S2 (nothing follows the shutdown message);
              * answered anyway so that no waiter can hang. */
@@ -513,7 +513,6 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
         }
         ticket_answer(a, t);
     }
-    give_credits(a, credits);
     return stopped;
 }
 

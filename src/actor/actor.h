@@ -25,7 +25,8 @@
  * consumer and drains it with the non-blocking splice, never a *_blocking
  * call (those sleep 10 ms when a producer is preempted mid-enqueue). It is
  * bounded by credits: a post takes one credit or fails with RSP_EFULL (or
- * waits up to its timeout); the owner gives credits back as it handles.
+ * waits up to its timeout); the owner gives the credit back when it takes
+ * the message out of the queue.
  *
  * Wake-up: a futex word and the announce / full fence / re-check protocol of
  * liburcu's call_rcu thread (pairs F1/F2 in actor.c, docs/ordering.md).
@@ -107,8 +108,9 @@ bool rsp__actor_closed(const rsp__actor *a);
  */
 rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply);
 
-/* Messages queued or being handled (capacity minus free credits). Any
- * thread, O(1), relaxed. */
+/* Messages queued and not yet taken by the owner (capacity minus free
+ * credits; a credit returns when the owner dequeues its message, before
+ * the answer). Any thread, O(1), relaxed. */
 uint32_t rsp__actor_depth(const rsp__actor *a);
 /* Messages handled so far; fire-and-forget messages whose status was not
  * RSP_OK. Any thread, O(1), relaxed. */

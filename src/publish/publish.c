@@ -290,9 +290,9 @@ void rsp__publisher_owner_leave(rsp__publisher *p)
 static void reclaim_cb(struct rcu_head *head)
 {
     rsp_plan *plan = caa_container_of(head, rsp_plan, rcu);
-    rsp__publisher *p = plan->pub;
     rsp__hb_acquire(&rsp__grace_token); /* G2 (TSan mirror of the grace period) */
     rsp__hb_acquire(plan);              /* the owner's writes, across call_rcu */
+    rsp__publisher *p = plan->pub;
     rsp__fetch_add_u32(&p->retired, UINT32_MAX);
     plan_drop(plan);
 }

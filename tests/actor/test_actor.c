@@ -191,10 +191,11 @@ static void full_inbox_refuses_at_once_and_waits_up_to_timeout(void **state)
     (void)state;
     fake f;
     rsp__actor *a = make_actor(&f, 4, 0, false);
-    rsp_ticket *t[4];
-    for (int i = 0; i < 4; i++)
+    rsp_ticket *t[5];
+    assert_int_equal(post(a, RSP_MSG_INGEST, 0, &t[0], 0), RSP_OK);
+    await_entered(&f, 1); /* the owner took message 0 (credit back) and blocks */
+    for (int i = 1; i < 5; i++)
         assert_int_equal(post(a, RSP_MSG_INGEST, (uint64_t)i, &t[i], 0), RSP_OK);
-    await_entered(&f, 1); /* the owner holds message 0; its credit is not back */
     assert_int_equal(rsp__actor_depth(a), 4);
 
     rsp_error err;
@@ -216,10 +217,10 @@ static void full_inbox_refuses_at_once_and_waits_up_to_timeout(void **state)
     gate_open(&f);
     pthread_join(th, NULL);
     assert_int_equal(wa.st, RSP_OK);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         assert_int_equal(rsp__ticket_wait(t[i], RSP_WAIT_FOREVER, NULL), RSP_OK);
     rsp__actor_destroy(a);
-    assert_int_equal(f.handled, 5);
+    assert_int_equal(f.handled, 6);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -342,10 +343,11 @@ static void shutdown_answers_every_message_in_flight(void **state)
     (void)state;
     fake f;
     rsp__actor *a = make_actor(&f, 4, 0, false);
-    rsp_ticket *t[4];
-    for (int i = 0; i < 4; i++)
-        assert_int_equal(post(a, RSP_MSG_INGEST, (uint64_t)i, &t[i], 0), RSP_OK);
+    rsp_ticket *t[5];
+    assert_int_equal(post(a, RSP_MSG_INGEST, 0, &t[0], 0), RSP_OK);
     await_entered(&f, 1);
+    for (int i = 1; i < 5; i++) /* fills the inbox behind the blocked message */
+        assert_int_equal(post(a, RSP_MSG_INGEST, (uint64_t)i, &t[i], 0), RSP_OK);
 
     /* A producer blocked on a full inbox is released by the close. */
     waiter_arg wa = {.a = a, .st = RSP_OK};
@@ -369,10 +371,10 @@ static void shutdown_answers_every_message_in_flight(void **state)
 
     /* Everything queued before the shutdown is handled, then answered. */
     gate_open(&f);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         assert_int_equal(rsp__ticket_wait(t[i], RSP_WAIT_FOREVER, NULL), RSP_OK);
     rsp__actor_destroy(a);
-    assert_int_equal(f.handled, 4);
+    assert_int_equal(f.handled, 5);
     assert_int_equal(f.shutdowns, 1);
 }
 
