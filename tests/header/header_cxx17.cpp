@@ -13,5 +13,5 @@ static_assert(RSP_OK == 0, "RSP_OK is zero");
 // Taking addresses checks that the declarations have C linkage types.
 using create_fn = rsp_status (*)(const rsp_pool_config *, rsp_pool **, rsp_error *);
 [[maybe_unused]] static create_fn rsp_header_probe_create = &rsp_pool_create;
-[[maybe_unused]] static void (*rsp_header_probe_signal)(rsp_host_fence *, uint64_t) =
-    &rsp_host_fence_signal;
+[[maybe_unused]] static void (*rsp_header_probe_signal)(rsp_host_fence *,
+                                                        uint64_t) = &rsp_host_fence_signal;
