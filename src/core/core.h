@@ -41,7 +41,11 @@ rsp_status rsp__core_reset(rsp__core *core, rsp_rid rid, bool free, rsp__work *w
                            rsp_error *err);
 rsp_status rsp__core_remove(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_error *err);
 
-/* SEMANTICS 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged. */
+/* SEMANTICS 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged
+ * (counted before anything is allocated; no implicit ingest either).
+ * Errors: an invalid step (RSP_EINVAL, RSP_ENOLABEL, RSP_EDUPROW), a new step
+ * id below the last admitted (RSP_EORDER), every step record busy
+ * (RSP_ECAPACITY). An id in flight is a re-admit. O(rows + rids * forks). */
 rsp_status rsp__core_admit(rsp__core *core, const rsp_step *step, rsp_admit_outcome *out,
                            rsp__work *work, rsp_error *err);
 
@@ -70,12 +74,19 @@ typedef struct rsp__plan_out {
     const rsp__label_plan *labels;
 } rsp__plan_out;
 
-/* SEMANTICS 4.3 / 4.4 / 4.6 (pre-forks). */
+/* SEMANTICS 4.3 / 4.4 / 4.6 (pre-forks). Errors: invalid step; not in flight
+ * or already planned (RSP_EORDER); a stage while one exists (RSP_ESTAGED);
+ * more rows than a leased buffer, or a leased buffer holding another
+ * in-flight step's plan (RSP_ECAPACITY; a live plan takes it from another
+ * step's stage, which is dropped). See docs/design.md "The core".
+ * O(rows + labels + rids * forks + buffers). */
 rsp_status rsp__core_plan(rsp__core *core, const rsp_step *step, rsp__plan_out *out,
                           rsp__work *work, rsp_error *err);
 rsp_status rsp__core_clear_preplan(rsp__core *core, rsp_error *err);
 
-/* SEMANTICS 4.5 / 4.6 (post-forks). forward_done may be NULL. */
+/* SEMANTICS 4.5 / 4.6 (post-forks). forward_done may be NULL. Errors: invalid
+ * step; not in flight, or admitted but not planned (capture: admit is
+ * enough) (RSP_EORDER). O(rows + pinned slots + rids * forks). */
 rsp_status rsp__core_commit(rsp__core *core, const rsp_step *step, const rsp_event *forward_done,
                             rsp__work *work, rsp_error *err);
 
