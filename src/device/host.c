@@ -278,6 +278,10 @@ typedef struct host_buffer {
     bool exists;
 } host_buffer;
 
+/* Buffer ids index a table: the core hands them out densely from 0, so a
+ * huge id is a bug, refused before it could size the table. */
+#define HOST_MAX_BUFFERS (1u << 20)
+
 /* Entries of the ring: a power of two; ck_ring holds one fewer. */
 #define HOST_RING_SIZE 1024u
 
@@ -534,8 +538,10 @@ static rsp_status validate(const rsp__host_device *dev, const rsp__work *w, job_
             sz->pairs += op->count;
             break;
         case RSP__OP_BUFFER:
-            if (op->buffer == UINT32_MAX)
-                return rsp__fail(err, RSP_EINVAL, "device submit: op %u BUFFER id out of range", i);
+            if (op->buffer >= HOST_MAX_BUFFERS)
+                return rsp__fail(err, RSP_EINVAL,
+                                 "device submit: op %u BUFFER id %u out of range (< %u)", i,
+                                 op->buffer, HOST_MAX_BUFFERS);
             sz->ops++; /* a growth retires the old arrays through the worker */
             break;
         case RSP__OP_UPLOAD: {

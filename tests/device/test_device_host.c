@@ -514,6 +514,9 @@ static void bad_work_is_refused_and_changes_nothing(void **state)
     tw_upload(&t, 0, NULL, NULL, 2);
     assert_int_equal(rsp__device_submit(dev, &t.w, NULL, &err), RSP_EINVAL);
     assert_int_equal(rsp__device_buffer(dev, 0, NULL, NULL, NULL, NULL), RSP_EINVAL);
+    tw_init(&t);
+    tw_buffer(&t, UINT32_MAX - 1, 4);
+    assert_int_equal(rsp__device_submit(dev, &t.w, NULL, &err), RSP_EINVAL);
     /* Waiting on the device's own timeline ahead of itself would deadlock. */
     tw_init(&t);
     tw_zero(&t, 1);
