@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t bench_now_ns(void)
 {
@@ -229,6 +230,35 @@ void bench_report(const bench_opts *o, const bench_result *r)
     fflush(stdout);
 }
 
+/* The machine, on stderr (stdout stays one JSON object per line): CPU model,
+ * online CPUs, load average. Other work on the machine skews every figure. */
+static void print_machine(const char *when)
+{
+    char model[128] = "?", load[128] = "?";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "model name", 10) == 0) {
+                const char *c = strchr(line, ':');
+                if (c) {
+                    snprintf(model, sizeof model, "%s", c + 2);
+                    model[strcspn(model, "\n")] = '\0';
+                }
+                break;
+            }
+        fclose(f);
+    }
+    f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fgets(load, sizeof load, f))
+            load[strcspn(load, "\n")] = '\0';
+        fclose(f);
+    }
+    fprintf(stderr, "# rsp-bench %s: %s, %ld CPUs online, loadavg %s\n", when, model,
+            sysconf(_SC_NPROCESSORS_ONLN), load);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -264,6 +294,7 @@ int main(int argc, char **argv)
         {"rtt", bench_rtt},   {"ingest_remove", bench_ingest_remove}, {"step", bench_step},
         {"read", bench_read}, {"zero_fork", bench_zero_fork},
     };
+    print_machine("start");
     bool ran = false;
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
         if (o.only && strcmp(o.only, scenarios[i].name) != 0)
@@ -271,6 +302,7 @@ int main(int argc, char **argv)
         scenarios[i].run(&o);
         ran = true;
     }
+    print_machine("end");
     if (!ran) {
         fprintf(stderr, "rsp-bench: unknown scenario '%s'\n", o.only);
         usage(stderr);

@@ -42,7 +42,8 @@ typedef struct rd_reader {
     rd_shared *sh;
     bench_samples samples;
     uint64_t reads;
-    uint64_t sink; /* keeps the touched fields alive */
+    uint64_t cpu_ns; /* this reader's CPU time over the run */
+    uint64_t sink;   /* keeps the touched fields alive */
 } rd_reader;
 
 static void *rd_publisher(void *p)
@@ -95,6 +96,7 @@ static void *rd_rsp_reader(void *p)
     pthread_barrier_wait(&r->sh->gate);
     rsp_pool *pool = r->sh->pool;
     uint64_t acc = 0;
+    uint64_t c0 = bench_thread_cpu_ns();
     while (!rsp__load_relaxed_u32(&r->sh->stop)) {
         uint64_t t0 = bench_now_ns();
         for (uint32_t i = 0; i < BATCH; i++) {
@@ -108,6 +110,7 @@ static void *rd_rsp_reader(void *p)
         bench_samples_add(&r->samples, (double)(bench_now_ns() - t0) / BATCH);
         r->reads += BATCH;
     }
+    r->cpu_ns = bench_thread_cpu_ns() - c0;
     r->sink = acc;
     rsp_reader_unregister();
     return NULL;
@@ -119,6 +122,7 @@ static void *rd_bl_reader(void *p)
     pthread_barrier_wait(&r->sh->gate);
     bl_pool *bl = r->sh->bl;
     uint64_t acc = 0;
+    uint64_t c0 = bench_thread_cpu_ns();
     while (!rsp__load_relaxed_u32(&r->sh->stop)) {
         uint64_t t0 = bench_now_ns();
         for (uint32_t i = 0; i < BATCH; i++) {
@@ -131,6 +135,7 @@ static void *rd_bl_reader(void *p)
         bench_samples_add(&r->samples, (double)(bench_now_ns() - t0) / BATCH);
         r->reads += BATCH;
     }
+    r->cpu_ns = bench_thread_cpu_ns() - c0;
     r->sink = acc;
     return NULL;
 }
@@ -141,6 +146,7 @@ typedef struct rd_run {
     uint64_t wall_ns;
     uint64_t plans;
     uint64_t last_sid;
+    uint64_t cpu_ns; /* all readers' CPU time */
 } rd_run;
 
 static void rd_once(rsp_pool *pool, bl_pool *bl, uint32_t R, uint64_t dur_ns, rd_run *out)
@@ -168,6 +174,7 @@ static void rd_once(rsp_pool *pool, bl_pool *bl, uint32_t R, uint64_t dur_ns, rd
     for (uint32_t i = 0; i < R; i++) {
         bench_samples_merge(&out->samples, &rd[i].samples);
         out->reads += rd[i].reads;
+        out->cpu_ns += rd[i].cpu_ns;
         bench_samples_fini(&rd[i].samples);
     }
     out->plans += sh.plans;
@@ -206,10 +213,15 @@ void bench_read(const bench_opts *o)
         res.baseline_median_ns = bench_samples_quantile(&br.samples, 0.5);
         res.baseline_p99_ns = bench_samples_quantile(&br.samples, 0.99);
         res.baseline_ops_per_s = 1e9 * (double)br.reads / (double)br.wall_ns;
+        /* cpus_used: the readers' CPU time over wall time, i.e. how many
+         * cores the readers actually had (2 at most here): on a busy
+         * machine it shows how often two readers really ran at once. */
         snprintf(res.extra, sizeof res.extra,
-                 "\"plans_per_s\": %.0f, \"baseline_plans_per_s\": %.0f",
+                 "\"plans_per_s\": %.0f, \"baseline_plans_per_s\": %.0f, "
+                 "\"readers_cpus_used\": %.2f, \"baseline_readers_cpus_used\": %.2f",
                  1e9 * (double)rr.plans / (double)rr.wall_ns,
-                 1e9 * (double)br.plans / (double)br.wall_ns);
+                 1e9 * (double)br.plans / (double)br.wall_ns,
+                 (double)rr.cpu_ns / (double)rr.wall_ns, (double)br.cpu_ns / (double)br.wall_ns);
         bench_report(o, &res);
         bench_samples_fini(&rr.samples);
         bench_samples_fini(&br.samples);
