@@ -123,7 +123,8 @@ void rspm_reset(rspm *m, uint32_t ridx, bool free)
         h->has_state = false;
         h->gen_moved = true;
         if (m->slot[h->slot].pins > 0)
-            m->slot[h->slot].zero_pending = true, m->cov.zero_deferred++; /* zeroed after the forward */
+            m->slot[h->slot].zero_pending = true,
+            m->cov.zero_deferred++; /* zeroed after the forward */
         else
             zero_content(m, h->slot);
     }
@@ -178,13 +179,13 @@ typedef struct want {
 static uint32_t admit_wants(const rspm_decl *d, want *w)
 {
     uint32_t n = 0;
-#define ADD(R, L)                                                                        \
-    do {                                                                                 \
-        bool dup_ = false;                                                               \
-        for (uint32_t k_ = 0; k_ < n; k_++)                                              \
-            dup_ |= w[k_].ridx == (R) && w[k_].label == (L);                             \
-        if (!dup_)                                                                       \
-            w[n++] = (want){(R), (L)};                                                   \
+#define ADD(R, L)                                                                                  \
+    do {                                                                                           \
+        bool dup_ = false;                                                                         \
+        for (uint32_t k_ = 0; k_ < n; k_++)                                                        \
+            dup_ |= w[k_].ridx == (R) && w[k_].label == (L);                                       \
+        if (!dup_)                                                                                 \
+            w[n++] = (want){(R), (L)};                                                             \
     } while (0)
     for (uint32_t i = 0; i < d->num_rows; i++)
         if (!d->rows[i].padding && d->rows[i].span > 0)
@@ -356,8 +357,7 @@ static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t
         }
 }
 
-static void build(const rspm *m, const rspm_decl *d, const bool *flag_of_holding,
-                  rspm_plan *out)
+static void build(const rspm *m, const rspm_decl *d, const bool *flag_of_holding, rspm_plan *out)
 {
     memset(out, 0, sizeof *out);
     for (uint32_t i = 0; i < d->num_rows; i++) {

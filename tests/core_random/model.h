@@ -102,7 +102,7 @@ typedef struct rspm_step {
     uint32_t num_journal;
     rspm_journal_entry journal[RSPM_MAX_ROWS * (1 + 2 * RSPM_MAX_FORKS)];
     uint32_t num_pins;
-    int32_t pins[RSPM_MAX_SLOTS]; /* pin order */
+    int32_t pins[RSPM_MAX_SLOTS];  /* pin order */
     bool unpinned[RSPM_MAX_SLOTS]; /* rollback let go of it early */
 } rspm_step;
 
@@ -122,9 +122,9 @@ typedef struct rspm_plan {
 
 typedef struct rspm_admit {
     bool ok;
-    uint32_t ridx, label;   /* failure: first (request, label) without a slot */
-    uint32_t slots_short;   /* fresh allocations needed minus free slots */
-    uint32_t free;          /* free slots before the admit */
+    uint32_t ridx, label; /* failure: first (request, label) without a slot */
+    uint32_t slots_short; /* fresh allocations needed minus free slots */
+    uint32_t free;        /* free slots before the admit */
 } rspm_admit;
 
 /* How often the interesting paths ran (coverage of the random sequence). */

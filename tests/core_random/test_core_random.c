@@ -143,7 +143,7 @@ typedef struct T {
     uint32_t labels[NUM_LABELS];
     uint64_t next_id;
     uint32_t graph_max; /* largest build_graph_buffers max_bs so far */
-    dstep q[QMAX]; /* steps in flight, oldest first (only q[0] commits) */
+    dstep q[QMAX];      /* steps in flight, oldest first (only q[0] commits) */
     uint32_t nq;
     uint64_t last_gen[NUM_RIDS][RSPM_MAX_LABELS];
     lease_len lease[2][2][RSPM_MAX_LABELS]; /* [bucket_id][lease_slot][label] */
@@ -155,7 +155,10 @@ typedef struct T {
     uint64_t count_lease_refused, count_lease_taken;
 } T;
 
-static uint32_t rid_of(uint32_t ridx) { return RID_BASE + ridx; }
+static uint32_t rid_of(uint32_t ridx)
+{
+    return RID_BASE + ridx;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Failure reporting                                                         */
@@ -215,14 +218,14 @@ static void die(T *t, const char *fmt, ...)
                 print_message(" %d%s", t->m.steps[i].pins[k], t->m.steps[i].unpinned[k] ? "x" : "");
             print_message("\n");
         }
-    fail_msg("seed=%llu op=%llu: %s", (unsigned long long)t->cfg.seed,
-             (unsigned long long)t->op, msg);
+    fail_msg("seed=%llu op=%llu: %s", (unsigned long long)t->cfg.seed, (unsigned long long)t->op,
+             msg);
 }
 
-#define CHECK(t, cond, ...)                                                              \
-    do {                                                                                 \
-        if (!(cond))                                                                     \
-            die((t), __VA_ARGS__);                                                       \
+#define CHECK(t, cond, ...)                                                                        \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            die((t), __VA_ARGS__);                                                                 \
     } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -238,7 +241,10 @@ static uint64_t rnd(T *t)
     return z ^ (z >> 31);
 }
 
-static uint32_t below(T *t, uint32_t n) { return (uint32_t)(rnd(t) % n); }
+static uint32_t below(T *t, uint32_t n)
+{
+    return (uint32_t)(rnd(t) % n);
+}
 
 /* The pattern a forward of `step` writes for (rid, label): never 0. */
 static uint64_t pattern_seed(uint32_t ridx, uint32_t label, uint64_t step)
@@ -259,9 +265,9 @@ static void apply_work(T *t, const char *what)
 
 /* What a work list may contain, per operation (SEMANTICS 4.3, 5). */
 enum {
-    W_NO_ZERO = 1u << 0,     /* no ZERO at all (admit, stage, live plan) */
-    W_NO_COPY = 1u << 1,     /* no COPY at all (stage, reset, remove, admit, rollback) */
-    W_WAIT_FIRST = 1u << 2,  /* a forward ran: WAIT before any ZERO or COPY */
+    W_NO_ZERO = 1u << 0,       /* no ZERO at all (admit, stage, live plan) */
+    W_NO_COPY = 1u << 1,       /* no COPY at all (stage, reset, remove, admit, rollback) */
+    W_WAIT_FIRST = 1u << 2,    /* a forward ran: WAIT before any ZERO or COPY */
     W_UNPINNED_ZERO = 1u << 3, /* zero only slots no in-flight step addresses */
 };
 
@@ -279,12 +285,11 @@ static void check_work(T *t, const char *what, unsigned rules, const rspm *befor
             continue;
         CHECK(t, !(rules & W_NO_ZERO) || op->kind != RSP__OP_ZERO, "%s: emitted a ZERO", what);
         CHECK(t, !(rules & W_NO_COPY) || op->kind != RSP__OP_COPY, "%s: emitted a COPY", what);
-        CHECK(t, !(rules & W_WAIT_FIRST) || waited,
-              "%s: %s before waiting for the forward", what,
+        CHECK(t, !(rules & W_WAIT_FIRST) || waited, "%s: %s before waiting for the forward", what,
               op->kind == RSP__OP_ZERO ? "ZERO" : "COPY");
         for (uint32_t k = 0; k < op->count; k++) {
-            uint32_t a = op->kind == RSP__OP_ZERO ? w->slots[op->first + k]
-                                                   : w->pairs[op->first + k].src;
+            uint32_t a =
+                op->kind == RSP__OP_ZERO ? w->slots[op->first + k] : w->pairs[op->first + k].src;
             uint32_t b = op->kind == RSP__OP_ZERO ? a : w->pairs[op->first + k].dst;
             CHECK(t, !(t->cfg.sink && (a == 0 || b == 0)), "%s: device work touches the sink",
                   what);
@@ -320,10 +325,10 @@ static void to_step(const T *t, const dstep *s, bool preplan, rsp_row *rows, rsp
     out->lease = s->lease;
 }
 
-#define STEP_VARS(t, s, preplan)                                                         \
-    rsp_row rows_[RSPM_MAX_ROWS];                                                        \
-    rsp_fork pre_[RSPM_MAX_FORKS], post_[RSPM_MAX_FORKS];                                \
-    rsp_step st_;                                                                        \
+#define STEP_VARS(t, s, preplan)                                                                   \
+    rsp_row rows_[RSPM_MAX_ROWS];                                                                  \
+    rsp_fork pre_[RSPM_MAX_FORKS], post_[RSPM_MAX_FORKS];                                          \
+    rsp_step st_;                                                                                  \
     to_step((t), (s), (preplan), rows_, pre_, post_, &st_)
 
 /* ------------------------------------------------------------------------ */
@@ -365,8 +370,8 @@ static void check_all(T *t, const char *what)
         rsp__slot_state got = rsp__core_slot_state(t->core, s);
         CHECK(t, (unsigned)got < 4, "%s: slot %u has state %d", what, s, (int)got);
         n[(unsigned)got & 3u]++;
-        CHECK(t, got == model_state(m->slot[s].state), "%s: slot %u is %s, model says %s", what,
-              s, state_name(got), state_name(model_state(m->slot[s].state)));
+        CHECK(t, got == model_state(m->slot[s].state), "%s: slot %u is %s, model says %s", what, s,
+              state_name(got), state_name(model_state(m->slot[s].state)));
     }
     CHECK(t, n[RSP__SLOT_SINK] == (t->cfg.sink ? 1u : 0u), "%s: %u sink slots", what,
           n[RSP__SLOT_SINK]);
@@ -406,8 +411,9 @@ static void check_all(T *t, const char *what)
             rsp_status rc = rsp__core_holding(t->core, rid_of(r), label, &h, NULL);
             const rspm_holding *mh = rspm_holding_get(m, r, label);
             if (!mh) {
-                CHECK(t, rc == RSP_ENOREQ, "%s: (rid %u, label %u) held slot %d (rc %d), model: none",
-                      what, rid_of(r), label, h.index, (int)rc);
+                CHECK(t, rc == RSP_ENOREQ,
+                      "%s: (rid %u, label %u) held slot %d (rc %d), model: none", what, rid_of(r),
+                      label, h.index, (int)rc);
                 t->last_gen[r][label] = 0;
                 continue;
             }
@@ -425,8 +431,7 @@ static void check_all(T *t, const char *what)
             if (mh->gen_moved)
                 CHECK(t, h.generation > last,
                       "%s: (rid %u, label %u) generation %llu did not move from %llu", what,
-                      rid_of(r), label, (unsigned long long)h.generation,
-                      (unsigned long long)last);
+                      rid_of(r), label, (unsigned long long)h.generation, (unsigned long long)last);
             else
                 CHECK(t, h.generation == last,
                       "%s: (rid %u, label %u) generation moved %llu -> %llu", what, rid_of(r),
@@ -442,19 +447,17 @@ static void check_all(T *t, const char *what)
     CHECK(t, st.num_holdings == rspm_num_holdings(m), "%s: %u holdings, model %u", what,
           st.num_holdings, rspm_num_holdings(m));
 
-
     /* Bytes: free slots zero; held slots exactly what the model says. */
     for (uint32_t s = 0; s < max; s++) {
         const rspm_slot *ms = &m->slot[s];
         if (ms->state == RSPM_FREE) {
-            CHECK(t, rsp_test_store_slot_is_zero(t->store, s), "%s: free slot %u is not zero",
-                  what, s);
+            CHECK(t, rsp_test_store_slot_is_zero(t->store, s), "%s: free slot %u is not zero", what,
+                  s);
         } else if (ms->state == RSPM_HELD && ms->content != RSPM_UNKNOWN) {
             uint64_t want = expected_checksum(t, ms->content);
             CHECK(t, rsp_test_store_checksum(t->store, s) == want,
                   "%s: held slot %u does not hold %s (content tag %llx)", what, s,
-                  ms->content ? "its expected pattern" : "zeros",
-                  (unsigned long long)ms->content);
+                  ms->content ? "its expected pattern" : "zeros", (unsigned long long)ms->content);
         }
     }
     /* has_state false reads zeros unless written since (the model's tag). */
@@ -533,8 +536,7 @@ static void gen_decl(T *t, dstep *s)
 /* ------------------------------------------------------------------------ */
 
 /* Rows of the label with the most rows (leased buffer capacity check). */
-static uint32_t lease_expected(T *t, const dstep *s, uint32_t label, uint32_t rows,
-                               bool *overflow)
+static uint32_t lease_expected(T *t, const dstep *s, uint32_t label, uint32_t rows, bool *overflow)
 {
     lease_len *ll = &t->lease[s->lease.bucket_id][s->lease.lease_slot][label];
     *overflow = false;
@@ -550,8 +552,8 @@ static uint32_t lease_expected(T *t, const dstep *s, uint32_t label, uint32_t ro
     return len;
 }
 
-static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out,
-                       const rspm_plan *want, const char *what)
+static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out, const rspm_plan *want,
+                       const char *what)
 {
     int32_t pad = t->m.pad;
     CHECK(t, out->step_id == s->d.step_id && out->staged == staged,
@@ -572,8 +574,8 @@ static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out,
         if (s->has_lease) {
             bool over;
             uint32_t len = lease_expected(t, s, lp->label, lp->num_rows, &over);
-            CHECK(t, !over, "%s: leased plan with %u rows > buffer %u accepted", what,
-                  lp->num_rows, len);
+            CHECK(t, !over, "%s: leased plan with %u rows > buffer %u accepted", what, lp->num_rows,
+                  len);
             CHECK(t, lp->length == len, "%s: leased label %u length %u, want %u", what, lp->label,
                   lp->length, len);
             lease_len *ll = &t->lease[s->lease.bucket_id][s->lease.lease_slot][lp->label];
@@ -594,8 +596,8 @@ static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out,
                       what, lp->label, i, slot, hs);
             }
             if (slot != pad) {
-                CHECK(t, slot >= 0 && (uint32_t)slot < t->cfg.max_slots,
-                      "%s: slot %d out of range", what, slot);
+                CHECK(t, slot >= 0 && (uint32_t)slot < t->cfg.max_slots, "%s: slot %d out of range",
+                      what, slot);
                 CHECK(t, used[slot]++ == 0, "%s: slot %d addressed twice in one plan", what, slot);
             }
         }
@@ -619,7 +621,8 @@ static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out,
                     continue;
                 rsp_holding h;
                 const rspm_row *row = &s->d.rows[wl->row_of[i]];
-                CHECK(t, rsp__core_holding(t->core, rid_of(row->ridx), row->label, &h, NULL) == RSP_OK,
+                CHECK(t,
+                      rsp__core_holding(t->core, rid_of(row->ridx), row->label, &h, NULL) == RSP_OK,
                       "%s: planned row without holding", what);
                 CHECK(t, lp->generations[i] == h.generation,
                       "%s: label %u row %u generation %llu, holding has %llu", what, lp->label, i,
@@ -661,9 +664,8 @@ static void check_buffers_kept(T *t, const dstep *except, const char *what)
             CHECK(t,
                   dev && memcmp(dev, s->buf[j].slot, s->buf[j].length * sizeof *dev) == 0 &&
                       memcmp(dhs, s->buf[j].hs, s->buf[j].length * sizeof *dhs) == 0,
-                  "%s: buffer %u of in-flight step %llu (%s) was overwritten", what,
-                  s->buf[j].id, (unsigned long long)s->d.step_id,
-                  s->phase == PH_STAGED ? "staged" : "live");
+                  "%s: buffer %u of in-flight step %llu (%s) was overwritten", what, s->buf[j].id,
+                  (unsigned long long)s->d.step_id, s->phase == PH_STAGED ? "staged" : "live");
         }
     }
 }
@@ -689,8 +691,7 @@ static void lease_release(T *t, uint64_t id)
 /* Would planning s share a leased buffer with another in-flight step's plan?
  * A live plan takes a key from another step's stage (*drop: that stage goes);
  * any other sharing is refused (returns true). */
-static bool lease_conflict(T *t, const dstep *s, bool staged, const rspm_plan *want,
-                           dstep **drop)
+static bool lease_conflict(T *t, const dstep *s, bool staged, const rspm_plan *want, dstep **drop)
 {
     bool refuse = false;
     *drop = NULL;
@@ -795,9 +796,9 @@ static void op_admit(T *t)
         char rb[120];
         size_t o = 0;
         for (uint32_t i = 0; i < s->d.num_rows && o < sizeof rb - 16; i++)
-            o += (size_t)snprintf(rb + o, sizeof rb - o, " %u/%u/%d%s", rid_of(s->d.rows[i].ridx) % 100,
-                                  s->d.rows[i].label, s->d.rows[i].span,
-                                  s->d.rows[i].padding ? "p" : "");
+            o += (size_t)snprintf(rb + o, sizeof rb - o, " %u/%u/%d%s",
+                                  rid_of(s->d.rows[i].ridx) % 100, s->d.rows[i].label,
+                                  s->d.rows[i].span, s->d.rows[i].padding ? "p" : "");
         note(t, "admit step %llu forks %u/%u capture %d lease %d rows%s",
              (unsigned long long)s->d.step_id, s->d.num_pre, s->d.num_post, s->d.capture,
              s->has_lease, rb);
@@ -805,13 +806,12 @@ static void op_admit(T *t)
     rsp_admit_outcome out;
     memset(&out, 0, sizeof out);
     rsp_status rc = rsp__core_admit(t->core, &st_, &out, &t->work, NULL);
-    CHECK(t, rc == RSP_OK, "admit step %llu: status %d", (unsigned long long)s->d.step_id,
-          (int)rc);
+    CHECK(t, rc == RSP_OK, "admit step %llu: status %d", (unsigned long long)s->d.step_id, (int)rc);
     check_work(t, "admit", W_NO_ZERO | W_NO_COPY, &t->m);
     rspm_admit want = rspm_admit_step(&t->m, &s->d);
     apply_work(t, "admit");
-    CHECK(t, out.ok == want.ok, "admit step %llu: ok=%d, model ok=%d", (unsigned long long)s->d.step_id,
-          out.ok, want.ok);
+    CHECK(t, out.ok == want.ok, "admit step %llu: ok=%d, model ok=%d",
+          (unsigned long long)s->d.step_id, out.ok, want.ok);
     if (!want.ok) {
         t->count_admit_full++;
         CHECK(t, out.rid == rid_of(want.ridx) && out.label == want.label,
@@ -820,9 +820,8 @@ static void op_admit(T *t)
         CHECK(t,
               out.slots_short == want.slots_short && out.free == want.free &&
                   out.usable == t->cfg.max_slots - (t->cfg.sink ? 1u : 0u),
-              "admit failure short/free/usable %u/%u/%u, model %u/%u/%u", out.slots_short,
-              out.free, out.usable, want.slots_short, want.free,
-              t->cfg.max_slots - (t->cfg.sink ? 1u : 0u));
+              "admit failure short/free/usable %u/%u/%u, model %u/%u/%u", out.slots_short, out.free,
+              out.usable, want.slots_short, want.free, t->cfg.max_slots - (t->cfg.sink ? 1u : 0u));
         /* A refused admit leaves the pool exactly as before: no implicit
          * ingest either (the full check below compares requests). */
         check_all(t, "admit (full)");
@@ -883,7 +882,10 @@ static void op_plan(T *t, dstep *s, bool staged)
         note(t, "(declaration of step %llu loses its last row)", (unsigned long long)s->d.step_id);
     }
     STEP_VARS(t, s, staged);
-    note(t, "%s step %llu", staged ? "stage" : s->phase == PH_STAGED ? "promote" : "plan",
+    note(t, "%s step %llu",
+         staged                  ? "stage"
+         : s->phase == PH_STAGED ? "promote"
+                                 : "plan",
          (unsigned long long)s->d.step_id);
     rspm_plan want;
     rspm copy = t->m;
@@ -934,8 +936,8 @@ static void op_plan(T *t, dstep *s, bool staged)
               (unsigned long long)s->d.step_id, out.promoted, same ? "equals" : "differs from");
         t->count_promoted += out.promoted;
     } else {
-        CHECK(t, !out.promoted, "%s step %llu: promoted without a stage",
-              staged ? "stage" : "plan", (unsigned long long)s->d.step_id);
+        CHECK(t, !out.promoted, "%s step %llu: promoted without a stage", staged ? "stage" : "plan",
+              (unsigned long long)s->d.step_id);
     }
     if (staged) {
         s->stage = want;
@@ -999,8 +1001,8 @@ static void op_commit(T *t, dstep *s)
 static void op_rollback(T *t, dstep *s)
 {
     rsp_event ev = {.handle = NULL, .value = s->d.step_id};
-    note(t, "rollback step %llu (phase %d, forward %s)", (unsigned long long)s->d.step_id,
-         s->phase, s->forward_ran && s->phase == PH_PLANNED ? "ran" : "did not run");
+    note(t, "rollback step %llu (phase %d, forward %s)", (unsigned long long)s->d.step_id, s->phase,
+         s->forward_ran && s->phase == PH_PLANNED ? "ran" : "did not run");
     bool ran = s->phase == PH_PLANNED && s->forward_ran;
     rsp_status rc = rsp__core_rollback(t->core, s->d.step_id, ran ? &ev : NULL, &t->work, NULL);
     CHECK(t, rc == RSP_OK, "rollback step %llu: status %d", (unsigned long long)s->d.step_id,
@@ -1160,7 +1162,10 @@ static void op_invalid(T *t)
     check_all(t, "bad input");
 }
 
-static uint32_t qmax(const T *t) { return t->cfg.max_inflight == 2 ? 2u : QMAX; }
+static uint32_t qmax(const T *t)
+{
+    return t->cfg.max_inflight == 2 ? 2u : QMAX;
+}
 
 /* One step operation, chosen among those valid for the pipeline state:
  * steps are planned live in step order (a later one may be staged at any
@@ -1296,28 +1301,29 @@ static void run(const run_cfg *cfg, uint64_t ops)
     rsp__core_stats(t->core, &st);
     CHECK(t, st.free_slots == st.usable_slots, "after the drain %u of %u slots are free",
           st.free_slots, st.usable_slots);
-    print_message("seed %llu max_slots %u sink %d: %llu ops, %llu admits ok, %llu full, "
-                  "%llu stages, %llu promoted, %llu live behind a live step, %llu ops with pending "
-                  "releases, %llu with three steps in flight, leased plans refused %llu, stages losing "
-                  "their lease %llu\n",
-                  (unsigned long long)cfg->seed, cfg->max_slots, cfg->sink,
-                  (unsigned long long)ops, (unsigned long long)t->count_admit_ok,
-                  (unsigned long long)t->count_admit_full, (unsigned long long)t->count_stage,
-                  (unsigned long long)t->count_promoted, (unsigned long long)t->count_two_live,
-                  (unsigned long long)t->count_pending, (unsigned long long)t->count_three,
-                  (unsigned long long)t->count_lease_refused,
-                  (unsigned long long)t->count_lease_taken);
+    print_message(
+        "seed %llu max_slots %u sink %d: %llu ops, %llu admits ok, %llu full, "
+        "%llu stages, %llu promoted, %llu live behind a live step, %llu ops with pending "
+        "releases, %llu with three steps in flight, leased plans refused %llu, stages losing "
+        "their lease %llu\n",
+        (unsigned long long)cfg->seed, cfg->max_slots, cfg->sink, (unsigned long long)ops,
+        (unsigned long long)t->count_admit_ok, (unsigned long long)t->count_admit_full,
+        (unsigned long long)t->count_stage, (unsigned long long)t->count_promoted,
+        (unsigned long long)t->count_two_live, (unsigned long long)t->count_pending,
+        (unsigned long long)t->count_three, (unsigned long long)t->count_lease_refused,
+        (unsigned long long)t->count_lease_taken);
     const rspm_cov *cv = &t->m.cov;
-    print_message("  pending %llu (freed at step end %llu), deferred zeroes %llu, stale commit "
-                  "rows %llu, fork copies %llu (%llu from a reset slot), rollback frees %llu skips %llu\n",
-                  (unsigned long long)cv->pending, (unsigned long long)cv->pending_freed,
-                  (unsigned long long)cv->zero_deferred, (unsigned long long)cv->commit_stale,
-                  (unsigned long long)cv->fork_copies, (unsigned long long)cv->fork_from_reset,
-                  (unsigned long long)cv->rollback_frees,
-                  (unsigned long long)cv->rollback_skips);
+    print_message(
+        "  pending %llu (freed at step end %llu), deferred zeroes %llu, stale commit "
+        "rows %llu, fork copies %llu (%llu from a reset slot), rollback frees %llu skips %llu\n",
+        (unsigned long long)cv->pending, (unsigned long long)cv->pending_freed,
+        (unsigned long long)cv->zero_deferred, (unsigned long long)cv->commit_stale,
+        (unsigned long long)cv->fork_copies, (unsigned long long)cv->fork_from_reset,
+        (unsigned long long)cv->rollback_frees, (unsigned long long)cv->rollback_skips);
     /* "Pool full" must be common, or the test does not test much. */
-    CHECK(t, ops < 10000 || t->count_admit_full * 20 > t->count_admit_ok, "pool full too rare: %llu of %llu",
-          (unsigned long long)t->count_admit_full, (unsigned long long)t->count_admit_ok);
+    CHECK(t, ops < 10000 || t->count_admit_full * 20 > t->count_admit_ok,
+          "pool full too rare: %llu of %llu", (unsigned long long)t->count_admit_full,
+          (unsigned long long)t->count_admit_ok);
     rsp_test_store_free(t->ref);
     rsp_test_store_free(t->store);
     rsp__work_fini(&t->work);
@@ -1359,8 +1365,8 @@ static void random_sink_on_10_slots_graph_buffers(void **state)
 static void random_sink_off_6_slots_two_in_flight(void **state)
 {
     (void)state;
-    run_cfg c = {.seed = 0x5eed0003, .max_slots = 6, .sink = false, .graph_max_bs = 0,
-                 .max_inflight = 2};
+    run_cfg c = {
+        .seed = 0x5eed0003, .max_slots = 6, .sink = false, .graph_max_bs = 0, .max_inflight = 2};
     fixed_run(&c);
 }
 
@@ -1489,8 +1495,8 @@ static void reset_during_two_steps_then_fork_target_reads_zeros(void **state)
     assert_int_equal(rsp__core_reset(x.core, R, false, &x.work, NULL), RSP_OK);
     mini_apply(&x);
     rsp_fork f = {.from = RSP_LABEL_MAIN, .to = x.draft};
-    rsp_step s3 = {.step_id = 3, .rows = &main_row, .num_rows = 1, .pre_forks = &f,
-                   .num_pre_forks = 1};
+    rsp_step s3 = {
+        .step_id = 3, .rows = &main_row, .num_rows = 1, .pre_forks = &f, .num_pre_forks = 1};
     mini_admit(&x, &s3); /* draft taken fresh, after the reset */
     mini_plan(&x, &s2);
     mini_commit(&x, &s2); /* no forward wrote anything since the reset */
