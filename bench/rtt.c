@@ -12,11 +12,16 @@
  *   once with the same GAP before each round trip (compared with "asleep":
  *   both pay the same wake-from-idle of this machine), once back to back
  *   (compared with "busy").
+ * Each rsp line also says how often the owner went to sleep per round trip
+ * (rsp__actor_sleeps, read through the internal pool struct): ~1 means every
+ * post had to wake it, ~0 that it was awake when the post arrived.
  */
 #include <pthread.h>
 #include <stdio.h>
 
+#include "actor/actor.h"
 #include "bench.h"
+#include "pool.h"
 #include "util/sync.h"
 
 #define GAP_NS 1000000u
@@ -91,7 +96,8 @@ static void measure_rsp(rsp_pool *pool, uint32_t warm, uint32_t n, uint64_t gap,
 }
 
 static void report(const bench_opts *o, const char *owner, const char *floor_name,
-                   const bench_samples *rs, const bench_samples *fs, uint64_t gap)
+                   const bench_samples *rs, const bench_samples *fs, uint64_t gap,
+                   double sleeps_per_op)
 {
     bench_result res = {.bench = "rtt", .baseline = floor_name};
     snprintf(res.params, sizeof res.params, "\"owner\": \"%s\", \"gap_ns\": %llu", owner,
@@ -102,6 +108,7 @@ static void report(const bench_opts *o, const char *owner, const char *floor_nam
     res.baseline_median_ns = bench_samples_quantile(fs, 0.5);
     res.baseline_p99_ns = bench_samples_quantile(fs, 0.99);
     res.baseline_ops_per_s = res.baseline_median_ns > 0 ? 1e9 / res.baseline_median_ns : 0;
+    snprintf(res.extra, sizeof res.extra, "\"owner_sleeps_per_op\": %.2f", sleeps_per_op);
     bench_report(o, &res);
 }
 
@@ -121,21 +128,28 @@ void bench_rtt(const bench_opts *o)
      * see the same machine state. */
     bench_samples_init(&rs, asleep_n);
     bench_samples_init(&fs, asleep_n);
+    uint64_t sleeps = 0;
     for (int half = 0; half < 2; half++) {
+        uint64_t s0 = rsp__actor_sleeps(pool->actor);
         measure_rsp(pool, 20, asleep_n / 2, GAP_NS, &rs);
+        sleeps += rsp__actor_sleeps(pool->actor) - s0;
         measure_floor(20, asleep_n / 2, GAP_NS, &fs);
     }
-    report(o, "asleep", "futex_pingpong_gap", &rs, &fs, GAP_NS);
+    report(o, "asleep", "futex_pingpong_gap", &rs, &fs, GAP_NS,
+           (double)sleeps / (double)(asleep_n + 40));
     bench_samples_fini(&rs);
     bench_samples_fini(&fs);
 
     bench_samples_init(&rs, busy_n);
     bench_samples_init(&fs, busy_n);
+    sleeps = 0;
     for (int half = 0; half < 2; half++) {
+        uint64_t s0 = rsp__actor_sleeps(pool->actor);
         measure_rsp(pool, 1000, busy_n / 2, 0, &rs);
+        sleeps += rsp__actor_sleeps(pool->actor) - s0;
         measure_floor(1000, busy_n / 2, 0, &fs);
     }
-    report(o, "busy", "futex_pingpong", &rs, &fs, 0);
+    report(o, "busy", "futex_pingpong", &rs, &fs, 0, (double)sleeps / (double)(busy_n + 2000));
     bench_samples_fini(&rs);
     bench_samples_fini(&fs);
 
