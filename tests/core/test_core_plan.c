@@ -701,6 +701,44 @@ static void live_plan_takes_leased_buffer_from_another_stage(void **state)
     fx_fini(&f);
 }
 
+static void staged_flags_match_live_with_self_and_missing_sources(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 12, true);
+    rsp_label_id a = fx_label(&f, "a"), bb = fx_label(&f, "b"), c = fx_label(&f, "c");
+    stepb s;
+    sb_init(&s, 1);
+    sb_row(&s, 1, a, 1);
+    sb_row(&s, 1, c, 1);
+    sb_row(&s, 2, a, 1);
+    fx_run_step(&f, &s.s); /* rid 1: a, c with state; rid 2: a with state */
+    sb_init(&s, 2);
+    sb_row(&s, 1, c, 1);
+    sb_row(&s, 2, c, 1);
+    sb_row(&s, 1, bb, 1);
+    sb_pre(&s, bb, c); /* rid 1 b is fresh: c becomes false */
+    sb_pre(&s, c, c);  /* self: flag unchanged */
+    sb_pre(&s, 0, c);  /* no main holding: nothing happens */
+    sb_pre(&s, a, bb); /* b gets a's flag (true) after c was set */
+    fx_admit_ok(&f, &s.s);
+    s.s.preplan = true;
+    assert_int_equal(fx_plan(&f, &s.s), RSP_OK);
+    const rsp__label_plan *lc = fx_plan_label(&f, c);
+    bool staged_c[2] = {lc->has_state[0], lc->has_state[1]};
+    bool staged_b = fx_plan_label(&f, bb)->has_state[0];
+    assert_false(staged_c[0]); /* rid 1: c <- b (fresh) */
+    assert_false(staged_c[1]); /* rid 2: c <- b, a fresh fork target */
+    assert_true(staged_b);
+    s.s.preplan = false;
+    assert_int_equal(fx_plan(&f, &s.s), RSP_OK);
+    assert_true(f.plan.promoted);
+    assert_int_equal(fx_plan_label(&f, c)->has_state[0], staged_c[0]);
+    assert_int_equal(fx_plan_label(&f, c)->has_state[1], staged_c[1]);
+    assert_int_equal(fx_plan_label(&f, bb)->has_state[0], staged_b);
+    fx_fini(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -727,6 +765,7 @@ int main(void)
         cmocka_unit_test(stage_on_lease_of_live_step_is_refused),
         cmocka_unit_test(live_plan_on_lease_of_live_step_is_refused),
         cmocka_unit_test(live_plan_takes_leased_buffer_from_another_stage),
+        cmocka_unit_test(staged_flags_match_live_with_self_and_missing_sources),
     };
     return cmocka_run_group_tests_name("core_plan", tests, NULL, NULL);
 }
