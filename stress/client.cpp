@@ -26,6 +26,7 @@ public:
 private:
     void send(rsp_msg_kind kind, rsp_rid rid);
     void ask_holding();
+    void burst();
 
     Context &cx_;
     unsigned index_;
@@ -76,7 +77,9 @@ void Client::send(rsp_msg_kind kind, rsp_rid rid)
         m.kind = kind;
         m.rid = rid;
         st = rsp_post(cx_.pool, &m, nullptr, 10 * kMs, &err);
-        if (st == RSP_EFULL) {
+        // A timed credit wait that expires answers RSP_ETIMEDOUT (RSP_EFULL is
+        // the immediate answer of a zero timeout); accept either.
+        if (st == RSP_EFULL || st == RSP_ETIMEDOUT) {
             cx_.efull.fetch_add(1, std::memory_order_relaxed);
             st = rsp_post(cx_.pool, &m, nullptr, RSP_WAIT_FOREVER, &err);
         }
@@ -108,13 +111,34 @@ void Client::ask_holding()
                       "holding(%" PRIu64 ", %u): %s, index %d", one[0], label, rsp_strerror(st), h.index);
 }
 
+// Fill the inbox: fire-and-forget barriers (they change nothing) without
+// waiting for credit, until the pool says RSP_EFULL or the burst ends.
+// Every other answer is an error.
+void Client::burst()
+{
+    rsp_msg m{};
+    m.kind = RSP_MSG_BARRIER;
+    for (int i = 0; i < 20000; i++) {
+        rsp_error err{};
+        rsp_status st = rsp_post(cx_.pool, &m, nullptr, 0, &err);
+        cx_.client_msgs.fetch_add(1, std::memory_order_relaxed);
+        if (st == RSP_EFULL) {
+            cx_.efull.fetch_add(1, std::memory_order_relaxed);
+            cx_.checks.pass(CHECK_API);
+            return;
+        }
+        if (!cx_.checks.expect(CHECK_API, st == RSP_OK, "burst post: %s", err.message))
+            return;
+    }
+}
+
 void Client::run()
 {
     // Aim at a number of live requests that keeps the pool busy but leaves
     // room for forks: about a third of the slots.
     size_t target = cx_.info.usable_slots / 3 + 2;
     while (!cx_.stop.load(std::memory_order_relaxed) && !cx_.abort.load(std::memory_order_relaxed)) {
-        rsp_rid rid;
+        rsp_rid rid = kPadRid + 1;
         for (int k = 0; k < 2 && cx_.reg.take_pending(index_, &rid); k++)
             send(RSP_MSG_INGEST, rid);
         size_t active = cx_.reg.active_count();
@@ -130,6 +154,8 @@ void Client::run()
         }
         if (rng_.chance(0.05))
             ask_holding();
+        if (rng_.chance(0.0005))
+            burst();
         std::this_thread::sleep_for(std::chrono::microseconds(50 + rng_.below(400)));
     }
 }

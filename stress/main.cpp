@@ -401,6 +401,15 @@ int run(const Options &opt)
     final_checks(cx);
     summary(cx, elapsed);
     rsp_reader_unregister();
+    // Destroy with messages still queued: each must be answered or dropped
+    // cleanly (ASan/LSan builds see a leak or a use after free here).
+    uint64_t last_rid = cx.reg.created() + 1000;
+    for (uint64_t i = 0; i < 256; i++) {
+        rsp_msg m{};
+        m.kind = i % 2 ? RSP_MSG_REMOVE : RSP_MSG_INGEST;
+        m.rid = last_rid + i / 2;
+        rsp_post(cx.pool, &m, nullptr, RSP_WAIT_FOREVER, &err);
+    }
     rsp_pool_destroy(cx.pool);
     rsp_host_fence_destroy(cx.fence);
     uint64_t failed = ck.total_failed();
