@@ -214,9 +214,11 @@ static void pin(rspm *m, rspm_step *st, int32_t s)
 rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
 {
     rspm_admit out = {.ok = true, .free = m->num_free};
+    /* A step already in flight is a re-admit: it allocates only what is
+     * missing (docs/design.md), all or nothing like a first admit. */
     rspm_step *st = step_find(m, d->step_id);
-    if (st)
-        return out; /* admitted again: nothing new */
+    if (st && d->capture)
+        return out;
     if (!d->capture) {
         want w[RSPM_MAX_ROWS * (1 + 2 * RSPM_MAX_FORKS)];
         uint32_t n = admit_wants(d, w);
@@ -238,13 +240,15 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
             return out;
         }
     }
-    for (uint32_t i = 0; i < RSPM_MAX_STEPS && !st; i++)
-        if (!m->steps[i].used)
-            st = &m->steps[i];
-    assert(st);
-    memset(st, 0, sizeof *st);
-    st->used = true;
-    st->step_id = d->step_id;
+    if (!st) {
+        for (uint32_t i = 0; i < RSPM_MAX_STEPS && !st; i++)
+            if (!m->steps[i].used)
+                st = &m->steps[i];
+        assert(st);
+        memset(st, 0, sizeof *st);
+        st->used = true;
+        st->step_id = d->step_id;
+    }
     /* A capture step reserves nothing, not even a request: its rows are
      * the runner's dummies (docs/core.md). */
     if (d->capture)
@@ -261,6 +265,7 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
             rspm_request *r = &m->req[w[i].ridx];
             h = &r->h[r->num_holdings++];
             *h = (rspm_holding){.label = w[i].label, .slot = pop_slot(m), .gen_moved = true};
+            assert(st->num_journal < sizeof st->journal / sizeof st->journal[0]);
             st->journal[st->num_journal++] = (rspm_journal_entry){w[i].ridx, w[i].label, h->slot};
         }
         pin(m, st, h->slot);

@@ -145,6 +145,11 @@ typedef struct T {
     uint32_t graph_max; /* largest build_graph_buffers max_bs so far */
     dstep q[QMAX];      /* steps in flight, oldest first (only q[0] commits) */
     uint32_t nq;
+    /* The retry path: the next admit is this declaration again (same id),
+     * after a refusal or after rolling back the last admitted step. */
+    bool retry;
+    dstep retry_decl;
+    uint64_t last_admitted_id;
     uint64_t last_gen[NUM_RIDS][RSPM_MAX_LABELS];
     lease_len lease[2][2][RSPM_MAX_LABELS]; /* [bucket_id][lease_slot][label] */
     char log[16][160];
@@ -152,7 +157,7 @@ typedef struct T {
     uint64_t count_admit_full, count_admit_ok, count_promoted, count_stage, count_pending;
     uint64_t count_two_live; /* plans made live while the older step was live */
     uint64_t count_three;    /* operations done with three steps in flight */
-    uint64_t count_lease_refused, count_lease_taken;
+    uint64_t count_lease_refused, count_lease_taken, count_retry, count_readmit;
 } T;
 
 static uint32_t rid_of(uint32_t ridx)
@@ -774,11 +779,18 @@ static void op_reset(T *t)
 static void op_admit(T *t)
 {
     dstep *s = &t->q[t->nq];
-    gen_decl(t, s);
+    bool retry = t->retry;
+    t->retry = false;
+    if (retry) {
+        *s = t->retry_decl;
+        t->count_retry++;
+    } else {
+        gen_decl(t, s);
+    }
     /* Half the time, steps in flight together lease different graph slots
      * (what an engine does); otherwise they may collide, and the plan that
      * would share a leased buffer must be refused or take it from a stage. */
-    bool spread = below(t, 2);
+    bool spread = !retry && below(t, 2);
     for (uint32_t tries = 0; spread && s->has_lease && tries < 4; tries++) {
         bool clash = false;
         for (uint32_t k = 0; k < t->nq; k++)
@@ -799,9 +811,9 @@ static void op_admit(T *t)
             o += (size_t)snprintf(rb + o, sizeof rb - o, " %u/%u/%d%s",
                                   rid_of(s->d.rows[i].ridx) % 100, s->d.rows[i].label,
                                   s->d.rows[i].span, s->d.rows[i].padding ? "p" : "");
-        note(t, "admit step %llu forks %u/%u capture %d lease %d rows%s",
-             (unsigned long long)s->d.step_id, s->d.num_pre, s->d.num_post, s->d.capture,
-             s->has_lease, rb);
+        note(t, "admit step %llu%s forks %u/%u capture %d lease %d rows%s",
+             (unsigned long long)s->d.step_id, retry ? " (retry)" : "", s->d.num_pre, s->d.num_post,
+             s->d.capture, s->has_lease, rb);
     }
     rsp_admit_outcome out;
     memset(&out, 0, sizeof out);
@@ -834,6 +846,11 @@ static void op_admit(T *t)
             check_all(t, "rollback refused");
         }
         s->phase = PH_NONE;
+        /* The retry path: the same declaration, same id, next time. */
+        if (below(t, 4) == 0) {
+            t->retry = true;
+            t->retry_decl = *s;
+        }
         /* Like a scheduler, often preempt someone to make room. */
         if (below(t, 10) < 6) {
             uint32_t r = below(t, NUM_RIDS);
@@ -857,6 +874,7 @@ static void op_admit(T *t)
     }
     t->count_admit_ok++;
     t->nq++;
+    t->last_admitted_id = s->d.step_id;
     s->phase = PH_ADMITTED;
     check_all(t, "admit");
     if (below(t, 20) == 0) {
@@ -1010,6 +1028,16 @@ static void op_rollback(T *t, dstep *s)
     check_work(t, "rollback", W_NO_COPY | (ran ? W_WAIT_FIRST : 0u), &t->m);
     rspm_rollback(&t->m, s->d.step_id);
     apply_work(t, "rollback");
+    if (s->d.step_id == t->last_admitted_id && below(t, 10) < 3) {
+        /* Retry it: a retried admit gets the same slot ids (the model
+         * predicts them from the restored free stack). */
+        t->retry = true;
+        t->retry_decl = *s;
+        t->retry_decl.phase = PH_NONE;
+        t->retry_decl.forward_ran = false;
+        t->retry_decl.stage_valid = false;
+        t->retry_decl.nbuf = 0;
+    }
     step_done(t, s);
     check_all(t, "rollback");
 }
@@ -1162,6 +1190,34 @@ static void op_invalid(T *t)
     check_all(t, "bad input");
 }
 
+/* Admit an in-flight step again (docs/design.md: a re-admit allocates only
+ * what is missing, e.g. after one of its requests was removed). */
+static void op_readmit(T *t, dstep *s)
+{
+    STEP_VARS(t, s, false);
+    note(t, "admit step %llu again", (unsigned long long)s->d.step_id);
+    rsp_admit_outcome out;
+    memset(&out, 0, sizeof out);
+    rsp_status rc = rsp__core_admit(t->core, &st_, &out, &t->work, NULL);
+    CHECK(t, rc == RSP_OK, "re-admit step %llu: status %d", (unsigned long long)s->d.step_id,
+          (int)rc);
+    check_work(t, "re-admit", W_NO_ZERO | W_NO_COPY, &t->m);
+    rspm_admit want = rspm_admit_step(&t->m, &s->d);
+    apply_work(t, "re-admit");
+    CHECK(t, out.ok == want.ok, "re-admit step %llu: ok=%d, model ok=%d",
+          (unsigned long long)s->d.step_id, out.ok, want.ok);
+    if (!want.ok)
+        CHECK(t,
+              out.rid == rid_of(want.ridx) && out.label == want.label &&
+                  out.slots_short == want.slots_short && out.free == want.free,
+              "re-admit failure (rid %llu, label %u, short %u, free %u), model (rid %u, label "
+              "%u, short %u, free %u)",
+              (unsigned long long)out.rid, out.label, out.slots_short, out.free, rid_of(want.ridx),
+              want.label, want.slots_short, want.free);
+    t->count_readmit++;
+    check_all(t, "re-admit");
+}
+
 static uint32_t qmax(const T *t)
 {
     return t->cfg.max_inflight == 2 ? 2u : QMAX;
@@ -1182,6 +1238,10 @@ static void op_step(T *t)
     /* The oldest most often: it is the one that commits. */
     uint32_t i = below(t, 100) < 65 ? 0 : below(t, t->nq);
     dstep *s = &t->q[i];
+    if (s->phase == PH_ADMITTED && below(t, 100) < 4) {
+        op_readmit(t, s);
+        return;
+    }
     bool earlier_live = true, earlier_fwd = true;
     for (uint32_t k = 0; k < i; k++) {
         earlier_live &= t->q[k].phase == PH_PLANNED;
@@ -1305,13 +1365,14 @@ static void run(const run_cfg *cfg, uint64_t ops)
         "seed %llu max_slots %u sink %d: %llu ops, %llu admits ok, %llu full, "
         "%llu stages, %llu promoted, %llu live behind a live step, %llu ops with pending "
         "releases, %llu with three steps in flight, leased plans refused %llu, stages losing "
-        "their lease %llu\n",
+        "their lease %llu, retried admits %llu, re-admits %llu\n",
         (unsigned long long)cfg->seed, cfg->max_slots, cfg->sink, (unsigned long long)ops,
         (unsigned long long)t->count_admit_ok, (unsigned long long)t->count_admit_full,
         (unsigned long long)t->count_stage, (unsigned long long)t->count_promoted,
         (unsigned long long)t->count_two_live, (unsigned long long)t->count_pending,
         (unsigned long long)t->count_three, (unsigned long long)t->count_lease_refused,
-        (unsigned long long)t->count_lease_taken);
+        (unsigned long long)t->count_lease_taken, (unsigned long long)t->count_retry,
+        (unsigned long long)t->count_readmit);
     const rspm_cov *cv = &t->m.cov;
     print_message(
         "  pending %llu (freed at step end %llu), deferred zeroes %llu, stale commit "
