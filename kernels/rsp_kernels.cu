@@ -10,7 +10,8 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
-namespace {
+namespace
+{
 
 /* Host emulation only: accesses whose address is not a multiple of their
  * width. x86 forgives them, a GPU faults, so the emulators count them. */

@@ -52,15 +52,15 @@ static double now_s(void)
         rsp_error err_ = {0};                                                                      \
         rsp_status s_ = (call);                                                                    \
         if (s_ != RSP_OK) {                                                                        \
-            fprintf(stderr, "rsp-bench-gpu: %s: %s\n", #call, err_.message);                      \
+            fprintf(stderr, "rsp-bench-gpu: %s: %s\n", #call, err_.message);                       \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
 
 typedef struct result {
     uint32_t n;
-    uint64_t slot_bytes; /* all layers, both blocks */
-    double zero_s, fork_s;         /* batched, per op */
+    uint64_t slot_bytes;   /* all layers, both blocks */
+    double zero_s, fork_s; /* batched, per op */
     double zero_region_s, fork_region_s;
     double memcpy_s;
 } result;
@@ -120,10 +120,10 @@ static void bench_one(uint32_t n, uint64_t per_slot, bool quick, result *r)
     }
     rsp__op zop = {.kind = RSP__OP_ZERO, .first = 0, .count = n};
     rsp__op cop = {.kind = RSP__OP_COPY, .first = 0, .count = n};
-    rsp__work wz = {.ops = &zop, .num_ops = 1, .cap_ops = 1, .slots = zslots, .num_slots = n,
-                    .cap_slots = n};
-    rsp__work wc = {.ops = &cop, .num_ops = 1, .cap_ops = 1, .pairs = pairs, .num_pairs = n,
-                    .cap_pairs = n};
+    rsp__work wz = {
+        .ops = &zop, .num_ops = 1, .cap_ops = 1, .slots = zslots, .num_slots = n, .cap_slots = n};
+    rsp__work wc = {
+        .ops = &cop, .num_ops = 1, .cap_ops = 1, .pairs = pairs, .num_pairs = n, .cap_pairs = n};
 
     /* warm-up: kernels loaded, staging allocated */
     for (int i = 0; i < 2; i++) {

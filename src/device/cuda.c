@@ -395,7 +395,8 @@ static rsp_status rsp__cuda_plan_ops(rsp__cuda_device *cd, const rsp__work *w, s
                 return rsp__fail(err, RSP_EINVAL, "CUDA device: ZERO op %u past the slot list", i);
             for (uint32_t j = 0; j < op->count; j++)
                 if (w->slots[op->first + j] >= max_slots)
-                    return rsp__fail(err, RSP_EINVAL, "CUDA device: ZERO of slot %u >= max_slots %u",
+                    return rsp__fail(err, RSP_EINVAL,
+                                     "CUDA device: ZERO of slot %u >= max_slots %u",
                                      w->slots[op->first + j], max_slots);
             cd->op_offset[i] = off;
             off = rsp__cuda_round(off + (size_t)op->count * sizeof(uint32_t));
@@ -435,8 +436,8 @@ static rsp_status rsp__cuda_plan_ops(rsp__cuda_device *cd, const rsp__work *w, s
                     cap = w->ops[j].capacity;
             }
         if (!exists)
-            return rsp__fail(err, RSP_EINVAL, "CUDA device: UPLOAD to buffer %u before its BUFFER op",
-                             op->buffer);
+            return rsp__fail(err, RSP_EINVAL,
+                             "CUDA device: UPLOAD to buffer %u before its BUFFER op", op->buffer);
         if (op->count > cap)
             return rsp__fail(err, RSP_EINVAL,
                              "CUDA device: UPLOAD of %u entries into buffer %u of %llu", op->count,
@@ -524,10 +525,10 @@ static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, 
                        (size_t)op->count * sizeof(rsp__kpair));
         }
         if (args_bytes)
-            RSP__CUDA_TRY(err,
-                          cudaMemcpyAsync(s->dev, s->host, args_bytes, cudaMemcpyHostToDevice,
-                                          cd->stream),
-                          "cudaMemcpyAsync (kernel arguments)");
+            RSP__CUDA_TRY(
+                err,
+                cudaMemcpyAsync(s->dev, s->host, args_bytes, cudaMemcpyHostToDevice, cd->stream),
+                "cudaMemcpyAsync (kernel arguments)");
     }
 
     bool enqueued = args_bytes > 0;
@@ -606,7 +607,7 @@ static rsp_status rsp__cuda_submit(rsp__device *dev, const rsp__work *w, rsp_eve
 }
 
 static rsp_status rsp__cuda_buffer_get(const rsp__device *dev, uint32_t id, void **slot_indices,
-                                   void **has_state, uint32_t *capacity, rsp_error *err)
+                                       void **has_state, uint32_t *capacity, rsp_error *err)
 {
     const rsp__cuda_device *cd = rsp__cuda_of_const(dev);
     if (id >= cd->num_buffers || !cd->buffers[id].mem)
@@ -670,7 +671,8 @@ static rsp_status rsp__cuda_event_wait(const rsp__device *dev, const rsp_event *
             return rsp__fail(err, RSP_ETIMEDOUT, "CUDA event not complete after %llu ns",
                              (unsigned long long)timeout_ns);
         uint64_t t = timeout_ns - spent < nap ? timeout_ns - spent : nap;
-        struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u)};
+        struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u),
+                              .tv_nsec = (long)(t % 1000000000u)};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
         if (nap < 1000000)
@@ -695,8 +697,8 @@ static rsp_status rsp__cuda_read(rsp__device *dev, uint32_t block, uint32_t laye
         return st;
     const unsigned char *src = (const unsigned char *)cd->head.block_base[block] +
                                rsp__layout_offset(lay, block, layer, slot);
-    cudaError_t e = cudaMemcpyAsync(dst, src, lay->blocks[block].slot_bytes,
-                                    cudaMemcpyDeviceToHost, cd->stream);
+    cudaError_t e = cudaMemcpyAsync(dst, src, lay->blocks[block].slot_bytes, cudaMemcpyDeviceToHost,
+                                    cd->stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(cd->stream);
     if (e != cudaSuccess)
@@ -772,8 +774,8 @@ rsp_status rsp__cuda_device_create(int ordinal, const rsp__layout *layout, rsp__
             goto fail;
         }
         cd->head.block_base[b] = mem;
-        cd->geom.blocks[b] = (rsp__kblock){.base = mem, .slot_bytes = bl->slot_bytes,
-                                           .layer_bytes = bl->layer_bytes};
+        cd->geom.blocks[b] = (rsp__kblock){
+            .base = mem, .slot_bytes = bl->slot_bytes, .layer_bytes = bl->layer_bytes};
         e = cudaMemsetAsync(mem, 0, bl->bytes, cd->stream);
         if (e != cudaSuccess) {
             st = rsp__cuda_fail(err, e, "cudaMemsetAsync (zeroing pool storage)");

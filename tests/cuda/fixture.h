@@ -110,7 +110,8 @@ static inline void tw_buffer(test_work *t, uint32_t id, uint32_t cap)
     op->capacity = cap;
 }
 
-static inline void tw_upload(test_work *t, uint32_t id, const int32_t *idx, const bool *has, uint32_t n)
+static inline void tw_upload(test_work *t, uint32_t id, const int32_t *idx, const bool *has,
+                             uint32_t n)
 {
     rsp__op *op = tw_op(t, RSP__OP_UPLOAD);
     op->buffer = id;

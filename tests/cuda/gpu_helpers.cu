@@ -11,7 +11,8 @@ struct rsp_test_gate {
     int *flag_dev;
 };
 
-namespace {
+namespace
+{
 
 __global__ void rsp_test_spin(const volatile int *flag)
 {
@@ -127,7 +128,8 @@ extern "C" uint8_t rsp_test_forward_byte(uint64_t seed, uint32_t block, uint32_t
     return forward_byte(seed, block, layer, offset);
 }
 
-namespace {
+namespace
+{
 cudaError_t forward_launch(const rsp__kgeom *geom, const uint32_t *slots, const int32_t *indices,
                            uint32_t n, uint64_t seed, uint32_t delay_us, cudaStream_t stream)
 {

@@ -18,8 +18,8 @@
 static inline RSP_TEST_HD uint8_t rsp_test_pattern(uint64_t seed, uint32_t block, uint32_t layer,
                                                    uint64_t offset)
 {
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + block * 0x100000001b3ull + layer * 0x1000193ull +
-                 offset;
+    uint64_t x =
+        seed * 0x9e3779b97f4a7c15ull + block * 0x100000001b3ull + layer * 0x1000193ull + offset;
     x ^= x >> 29;
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 32;

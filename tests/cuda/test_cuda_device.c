@@ -581,7 +581,10 @@ static void cuda_event_wait_keeps_the_callers_current_device(void **state)
 #endif
 
 #define BOTH(fn)                                                                                   \
-    {"host: " #fn, fn, NULL, NULL, &kind_host}, { "cuda: " #fn, fn, NULL, NULL, &kind_cuda }
+    {"host: " #fn, fn, NULL, NULL, &kind_host},                                                    \
+    {                                                                                              \
+        "cuda: " #fn, fn, NULL, NULL, &kind_cuda                                                   \
+    }
 
 int main(void)
 {

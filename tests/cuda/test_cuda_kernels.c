@@ -46,7 +46,10 @@ static const kcase cases[] = {
      2,
      4,
      4,
-     {{"f16[5,3]", 2, 15}, {"f64[2048]", 8, 2048}, {"i64[4097]", 8, 4097}, {"bf16[16384]", 2, 16384}}},
+     {{"f16[5,3]", 2, 15},
+      {"f64[2048]", 8, 2048},
+      {"i64[4097]", 8, 4097},
+      {"bf16[16384]", 2, 16384}}},
     {"f32[3,10001] + i8[33001]", 2, 3, 2, {{"f32[3,10001]", 4, 30003}, {"i8[33001]", 1, 33001}}},
     {"300 slots u8[20] + f32[4]", 4, 300, 2, {{"u8[20]", 1, 20}, {"f32[4]", 4, 4}}},
     {"two slots f32[4]", 1, 2, 1, {{"f32[4]", 4, 4}}},
@@ -102,9 +105,8 @@ static void fx_init(fixture *f, const kcase *kc, runner run, unsigned threads, c
             base = f->dmem[b];
         }
 #endif
-        f->geom.blocks[b] = (rsp__kblock){.base = base + GUARD + off[b],
-                                          .slot_bytes = sb,
-                                          .layer_bytes = sb * kc->slots};
+        f->geom.blocks[b] = (rsp__kblock){
+            .base = base + GUARD + off[b], .slot_bytes = sb, .layer_bytes = sb * kc->slots};
     }
 }
 

@@ -32,8 +32,8 @@
 #include "cuda/gpu_helpers.h"
 #include "device/device.h"
 
-#define SLOTS 64u     /* slot 0 is the sink, never touched */
-#define PER_STEP 12u  /* steps in flight per batch: 5 slots each */
+#define SLOTS 64u    /* slot 0 is the sink, never touched */
+#define PER_STEP 12u /* steps in flight per batch: 5 slots each */
 #define BATCHES 30u
 #define LAYERS 2u
 

@@ -43,7 +43,7 @@ static rsp_device_kind kind_cuda = RSP_DEVICE_CUDA;
 
 #define LAYERS 2u
 #define MAX_SLOTS 16u
-#define LIVE 4u /* requests per step */
+#define LIVE 4u   /* requests per step */
 #define STEPS 61u /* checks after every fifth step, the last at 60 */
 
 static const rsp_block_config blocks[3] = {
@@ -156,8 +156,7 @@ static void views_get(rsp_pool *pool, views *vs)
 /* CUDA: enqueue the forward now (it reads the device vector after a delay);
  * returns forward_done. Host: nothing runs yet; forward_done is the fence
  * value `step`, signalled by forward_finish. */
-static rsp_event forward_start(forward *f, const views *vs, const rsp_addressing *a,
-                               uint64_t step)
+static rsp_event forward_start(forward *f, const views *vs, const rsp_addressing *a, uint64_t step)
 {
     if (f->kind == RSP_DEVICE_HOST)
         return (rsp_event){f->fence, step};
@@ -171,8 +170,8 @@ static rsp_event forward_start(forward *f, const views *vs, const rsp_addressing
                                     .slot_bytes = vs->slot_bytes[b],
                                     .layer_bytes = vs->slot_bytes[b] * MAX_SLOTS};
     RSP_TEST_CUDA(cudaStreamWaitEvent(f->stream, (cudaEvent_t)a->ready.handle, 0));
-    RSP_TEST_CUDA(rsp_test_forward_indexed(&g, a->device_slot_indices, a->num_rows, step, 30,
-                                           f->stream));
+    RSP_TEST_CUDA(
+        rsp_test_forward_indexed(&g, a->device_slot_indices, a->num_rows, step, 30, f->stream));
     cudaEvent_t done = f->done[step % 2];
     RSP_TEST_CUDA(cudaEventRecord(done, f->stream));
     return (rsp_event){(void *)done, 0};
@@ -326,7 +325,6 @@ static void forward_then_post_forks_and_removals_keep_every_byte(void **state)
             live[victim] = next_rid++;
             last_step[victim] = 0;
         }
-
     }
     forward_fini(&fw);
     rsp_reader_unregister();
@@ -334,7 +332,10 @@ static void forward_then_post_forks_and_removals_keep_every_byte(void **state)
 }
 
 #define BOTH(fn)                                                                                   \
-    {"host: " #fn, fn, NULL, NULL, &kind_host}, { "cuda: " #fn, fn, NULL, NULL, &kind_cuda }
+    {"host: " #fn, fn, NULL, NULL, &kind_host},                                                    \
+    {                                                                                              \
+        "cuda: " #fn, fn, NULL, NULL, &kind_cuda                                                   \
+    }
 
 int main(void)
 {
