@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -356,6 +357,62 @@ static void staged_plan_is_separate_until_promoted(void **state)
     rsp_pool_destroy(pool);
 }
 
+static void changed_stage_is_dropped_for_a_live_plan(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 0);
+    /* The stage of step 2 reads rid 1's has_state (false); committing step
+     * 1 sets it, so the stage is stale when step 2 goes live. */
+    rsp_row rows[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_step s1 = {.step_id = 1, .rows = rows, .num_rows = 1};
+    rsp_step s2 = {.step_id = 2, .rows = rows, .num_rows = 1, .preplan = true};
+    assert_int_equal(rsp_step_admit(pool, &s1, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_plan(pool, &s1, NULL), RSP_OK);
+    assert_int_equal(rsp_step_admit(pool, &s2, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_plan(pool, &s2, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &s1, NULL, NULL), RSP_OK);
+    s2.preplan = false;
+    assert_int_equal(rsp_step_plan(pool, &s2, NULL), RSP_OK);
+    rsp_reader_register(NULL);
+    rsp_read_begin();
+    const rsp_plan *live = rsp_plan_live(pool);
+    rsp_addressing a;
+    assert_int_equal(rsp_plan_addressing(live, RSP_LABEL_MAIN, &a, NULL), RSP_OK);
+    assert_int_equal(a.step_id, 2);
+    assert_true(a.has_state[0]); /* what a live plan reads now, not the stage */
+    assert_null(rsp_plan_staged(pool));
+    rsp_read_end();
+    rsp_reader_unregister();
+    rsp_stats s = counters(pool);
+    assert_int_equal(s.stages, 1);
+    assert_int_equal(s.plans, 2);
+    assert_int_equal(s.promotions, 0);
+
+    /* A stage rolled back or cleared is unpublished too. */
+    rsp_step s3 = {.step_id = 3, .rows = rows, .num_rows = 1, .preplan = true};
+    assert_int_equal(rsp_step_commit(pool, &s2, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_admit(pool, &s3, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_plan(pool, &s3, NULL), RSP_OK);
+    assert_int_equal(rsp_step_rollback(pool, 3, NULL, NULL), RSP_OK);
+    rsp_reader_register(NULL);
+    rsp_read_begin();
+    assert_null(rsp_plan_staged(pool));
+    rsp_read_end();
+    rsp_step s4 = {.step_id = 4, .rows = rows, .num_rows = 1, .preplan = true};
+    assert_int_equal(rsp_step_admit(pool, &s4, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_plan(pool, &s4, NULL), RSP_OK);
+    rsp_read_begin();
+    assert_non_null(rsp_plan_staged(pool));
+    rsp_read_end();
+    assert_int_equal(rsp_clear_preplan(pool, NULL), RSP_OK);
+    rsp_read_begin();
+    assert_null(rsp_plan_staged(pool));
+    rsp_read_end();
+    rsp_reader_unregister();
+    assert_int_equal(rsp_step_rollback(pool, 4, NULL, NULL), RSP_OK);
+    rsp_pool_destroy(pool);
+}
+
 /* ------------------------------------------------------------------------ */
 
 typedef struct ref_ctx {
@@ -647,6 +704,84 @@ static void forked_child_gets_eforked_instead_of_hanging(void **state)
     rsp_pool_destroy(pool);
 }
 
+typedef struct holder {
+    rsp_pool *pool;
+    uint32_t have_ref, release; /* flags between the threads */
+    uint32_t mismatches;        /* recorded */
+} holder;
+
+static void *holder_main(void *arg)
+{
+    holder *h = arg;
+    rsp_reader_register(NULL);
+    rsp_read_begin();
+    const rsp_plan *plan = rsp_plan_ref(rsp_plan_live(h->pool));
+    rsp_read_end();
+    rsp_reader_unregister();
+    __atomic_store_n(&h->have_ref, 1, __ATOMIC_RELEASE);
+    wait_flag(&h->release);
+    /* The pool is being destroyed; the plan must still be whole (ASan
+     * would report a use after free). */
+    rsp_addressing a;
+    if (rsp_plan_addressing(plan, RSP_LABEL_MAIN, &a, NULL) != RSP_OK || a.num_rows != 1 ||
+        a.slot_indices[0] <= 0 || rsp_plan_step_id(plan) != 1)
+        h->mismatches++;
+    rsp_plan_unref(plan);
+    return NULL;
+}
+
+static void *destroy_main(void *arg)
+{
+    rsp_pool_destroy(arg);
+    return NULL;
+}
+
+static void destroy_waits_for_readers_references(void **state)
+{
+    (void)state;
+    holder h = {.pool = make_pool(8, 0)};
+    rsp_row rows[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_step s = {.step_id = 1, .rows = rows, .num_rows = 1};
+    assert_int_equal(rsp_step_admit(h.pool, &s, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_plan(h.pool, &s, NULL), RSP_OK);
+    pthread_t rt, dt;
+    assert_int_equal(pthread_create(&rt, NULL, holder_main, &h), 0);
+    wait_flag(&h.have_ref);
+    assert_int_equal(pthread_create(&dt, NULL, destroy_main, h.pool), 0);
+    /* Give destroy time to get as far as it can (ordering bias only: the
+     * test passes either way when the code is right). */
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    __atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+    pthread_join(rt, NULL);
+    pthread_join(dt, NULL);
+    assert_int_equal(h.mismatches, 0);
+}
+
+static void wait_poll_then_answer(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 0);
+    rsp_msg m = {.kind = RSP_MSG_HOLDING, .rid = 77, .label = RSP_LABEL_MAIN};
+    rsp_ticket *t;
+    assert_int_equal(rsp_post(pool, &m, &t, 0, NULL), RSP_OK);
+    rsp_reply r;
+    rsp_status st;
+    uint64_t polls = 0;
+    while ((st = rsp_wait(t, RSP_WAIT_POLL, &r)) == RSP_EAGAIN)
+        polls++;
+    (void)polls;
+    /* The owner's status comes back through wait and the reply. */
+    assert_int_equal(st, RSP_ENOREQ);
+    assert_int_equal(r.error.status, RSP_ENOREQ);
+    assert_non_null(strstr(r.error.message, "77"));
+    assert_int_equal(rsp_post(pool, &m, &t, 0, NULL), RSP_OK);
+    while ((st = rsp_wait(t, 1000, &r)) == RSP_ETIMEDOUT)
+        ;
+    assert_int_equal(st, RSP_ENOREQ);
+    rsp_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -656,12 +791,15 @@ int main(void)
         cmocka_unit_test(unregistered_reader_gets_enotreg),
         cmocka_unit_test(addressing_of_an_unplanned_label_names_the_planned_ones),
         cmocka_unit_test(staged_plan_is_separate_until_promoted),
+        cmocka_unit_test(changed_stage_is_dropped_for_a_live_plan),
         cmocka_unit_test(reference_keeps_a_plan_through_10000_more_steps),
         cmocka_unit_test(plan_wait_wakes_when_the_step_is_published),
         cmocka_unit_test(shutdown_answers_messages_in_flight_and_refuses_later_posts),
         cmocka_unit_test(destroy_handles_queued_fire_and_forget_messages),
         cmocka_unit_test(counters_are_readable_from_any_thread_while_messages_flow),
         cmocka_unit_test(forked_child_gets_eforked_instead_of_hanging),
+        cmocka_unit_test(destroy_waits_for_readers_references),
+        cmocka_unit_test(wait_poll_then_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
