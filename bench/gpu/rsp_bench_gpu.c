@@ -104,9 +104,9 @@ static void bench_one(uint32_t n, uint64_t per_slot, bool quick, result *r)
     r->n = n;
     r->slot_bytes = per_layer * LAYERS;
 
-    /* repetitions: about 4 GB of traffic per measurement, 3..200 */
+    /* repetitions: about 4 GB of traffic per measurement, 10..200 */
     uint32_t reps = (uint32_t)(4e9 / (double)(bytes ? bytes : 1));
-    reps = reps < 3 ? 3 : reps > 200 ? 200 : reps;
+    reps = reps < 10 ? 10 : reps > 200 ? 200 : reps;
     if (quick)
         reps = reps > 5 ? 5 : reps;
     const uint32_t region_reps = n * LAYERS * 2 > 4000 ? 2 : (quick ? 3 : 10);
