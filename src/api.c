@@ -229,8 +229,7 @@ static rsp_status check_forks(const rsp_fork *forks, uint32_t n, uint32_t num_la
 static rsp_status check_step(const rsp_step *s, uint32_t num_labels, rsp_error *err)
 {
     if (s->num_rows > 0 && !s->rows)
-        return rsp__fail(err, RSP_EINVAL, "step.rows is NULL but step.num_rows is %u",
-                         s->num_rows);
+        return rsp__fail(err, RSP_EINVAL, "step.rows is NULL but step.num_rows is %u", s->num_rows);
     for (uint32_t i = 0; i < s->num_rows; i++) {
         rsp_status st = check_label(s->rows[i].label, num_labels, err, "step.rows", i, "label");
         if (st != RSP_OK)
@@ -251,10 +250,8 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
     switch (m->kind) {
     case RSP_MSG_ADMIT:
     case RSP_MSG_PLAN:
-    case RSP_MSG_COMMIT:
-        return check_step(&m->step, num_labels, err);
-    case RSP_MSG_HOLDING:
-        return check_label(m->label, num_labels, err, "msg->label", 0, NULL);
+    case RSP_MSG_COMMIT: return check_step(&m->step, num_labels, err);
+    case RSP_MSG_HOLDING: return check_label(m->label, num_labels, err, "msg->label", 0, NULL);
     case RSP_MSG_LABEL: {
         if (!m->label_name)
             return rsp__fail(err, RSP_EINVAL, "msg->label_name is NULL");
@@ -270,8 +267,7 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
         if (m->max_bs == 0)
             return rsp__fail(err, RSP_EINVAL, "msg->max_bs is 0 (a graph batch has >= 1 row)");
         return RSP_OK;
-    default:
-        return RSP_OK;
+    default: return RSP_OK;
     }
 }
 

@@ -167,9 +167,7 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
     rsp__work_clear(w);
 
     switch (m->kind) {
-    case RSP_MSG_INGEST:
-        st = rsp__core_ingest(core, m->rid, e);
-        break;
+    case RSP_MSG_INGEST: st = rsp__core_ingest(core, m->rid, e); break;
     case RSP_MSG_REMOVE:
         st = rsp__core_remove(core, m->rid, w, e);
         if (st == RSP_OK)
@@ -198,9 +196,7 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
             bump(&p->ctr.rollbacks, 1);
         }
         break;
-    case RSP_MSG_PLAN:
-        st = handle_plan(p, &m->step, r);
-        break;
+    case RSP_MSG_PLAN: st = handle_plan(p, &m->step, r); break;
     case RSP_MSG_CLEAR_PREPLAN:
         st = rsp__core_clear_preplan(core, e);
         if (st == RSP_OK)
@@ -222,8 +218,7 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
         rsp__pool_read_counters(p, &r->stats);
         rsp__core_stats(core, &r->stats); /* exact: the owner is not mutating now */
         break;
-    case RSP_MSG_BARRIER:
-        break;
+    case RSP_MSG_BARRIER: break;
     case RSP_MSG_LABEL:
         st = rsp__core_label(core, m->label_name, &r->label, e);
         if (st == RSP_OK) {
@@ -232,9 +227,7 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
             rsp__store_release_u32(&p->num_labels, rsp__core_num_labels(core));
         }
         break;
-    case RSP_MSG_HOLDING:
-        st = rsp__core_holding(core, m->rid, m->label, &r->holding, e);
-        break;
+    case RSP_MSG_HOLDING: st = rsp__core_holding(core, m->rid, m->label, &r->holding, e); break;
     case RSP_MSG_SHUTDOWN:
         /* Plan waiters would wait for a step that will never come. */
         rsp__publisher_close(p->pub);

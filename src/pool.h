@@ -52,12 +52,12 @@ struct rsp_pool {
      * pthread_create in rsp__actor_create). */
     rsp__core *core;
     rsp__work work;
-    bool has_stage;       /* a staged plan is published */
-    uint64_t stage_step;  /* its step id */
+    bool has_stage;      /* a staged plan is published */
+    uint64_t stage_step; /* its step id */
     rsp__plan_label_src srcs[RSP_MAX_LABELS];
 
     /* Any thread, atomic. */
-    uint32_t num_labels;  /* L1: owner store-release after interning; rsp_post load-acquire */
+    uint32_t num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
     rsp__pool_counters ctr;
 };
 

@@ -74,18 +74,18 @@ struct rsp_ticket {
 struct rsp__actor {
     /* Producers' side: every poster writes these. */
     alignas(RSP__CACHELINE) struct cds_wfcq_tail tail; /* liburcu's, wait-free enqueue */
-    alignas(RSP__CACHELINE) uint32_t credits;  /* any thread, atomic: free inbox places */
-    uint32_t credit_waiters;                   /* any thread, atomic (C1/C2) */
-    uint32_t credit_epoch;                     /* futex word, bumped on give-back/close */
-    uint32_t posting;                          /* any thread, atomic: posts in progress (S1) */
-    uint32_t closed;                           /* any thread, atomic: 0 -> 1 once (S2) */
+    alignas(RSP__CACHELINE) uint32_t credits;          /* any thread, atomic: free inbox places */
+    uint32_t credit_waiters;                           /* any thread, atomic (C1/C2) */
+    uint32_t credit_epoch;                             /* futex word, bumped on give-back/close */
+    uint32_t posting; /* any thread, atomic: posts in progress (S1) */
+    uint32_t closed;  /* any thread, atomic: 0 -> 1 once (S2) */
 
     /* Owner's side. */
     alignas(RSP__CACHELINE) struct __cds_wfcq_head head; /* dequeue side: owner only */
-    uint32_t sleeping;           /* futex word: 1 = owner announced sleep (F1/F2) */
-    uint64_t handled;            /* owner writes, any thread reads (relaxed) */
-    uint64_t unwaited_failures;  /* owner writes, any thread reads (relaxed) */
-    uint64_t sleeps;             /* owner writes, any thread reads (relaxed) */
+    uint32_t sleeping;          /* futex word: 1 = owner announced sleep (F1/F2) */
+    uint64_t handled;           /* owner writes, any thread reads (relaxed) */
+    uint64_t unwaited_failures; /* owner writes, any thread reads (relaxed) */
+    uint64_t sleeps;            /* owner writes, any thread reads (relaxed) */
 
     /* Immutable after create. */
     alignas(RSP__CACHELINE) uint32_t capacity;
@@ -115,8 +115,8 @@ rsp_ticket *rsp__ticket_new(const rsp_msg *msg)
     const size_t rows = step ? (size_t)msg->step.num_rows * sizeof(rsp_row) : 0;
     const size_t pre = step ? (size_t)msg->step.num_pre_forks * sizeof(rsp_fork) : 0;
     const size_t post = step ? (size_t)msg->step.num_post_forks * sizeof(rsp_fork) : 0;
-    const size_t name = (msg->kind == RSP_MSG_LABEL && msg->label_name) ?
-                            strlen(msg->label_name) + 1 : 0;
+    const size_t name =
+        (msg->kind == RSP_MSG_LABEL && msg->label_name) ? strlen(msg->label_name) + 1 : 0;
 
     const size_t off_rows = align_up(sizeof(rsp_ticket), alignof(rsp_row));
     const size_t off_pre = align_up(off_rows + rows, alignof(rsp_fork));

@@ -48,13 +48,13 @@ typedef struct rsp__actor rsp__actor;
 typedef void (*rsp__actor_handler)(void *ctx, const rsp_msg *msg, rsp_reply *reply);
 
 typedef struct rsp__actor_config {
-    uint32_t capacity;          /* messages queued at most; 0 = 4096 */
-    uint32_t spin_max;          /* owner's idle spin bound (relax loops); 0 = 4096.
-                                 * Tests set 1 to make the owner sleep at once. */
-    rsp__actor_handler handle;  /* required */
-    void *ctx;                  /* passed to every callback */
-    void (*on_start)(void *ctx);/* optional: first thing on the owner thread */
-    void (*on_stop)(void *ctx); /* optional: last thing on the owner thread */
+    uint32_t capacity;           /* messages queued at most; 0 = 4096 */
+    uint32_t spin_max;           /* owner's idle spin bound (relax loops); 0 = 4096.
+                                  * Tests set 1 to make the owner sleep at once. */
+    rsp__actor_handler handle;   /* required */
+    void *ctx;                   /* passed to every callback */
+    void (*on_start)(void *ctx); /* optional: first thing on the owner thread */
+    void (*on_stop)(void *ctx);  /* optional: last thing on the owner thread */
 } rsp__actor_config;
 
 /* Allocate the inbox and start the owner thread. Nothing is left allocated

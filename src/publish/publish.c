@@ -54,9 +54,9 @@ typedef struct rsp__plan_label {
 
 /* Immutable after publication except `refs` and `rcu`. */
 struct rsp_plan {
-    struct rcu_head rcu;  /* owner, then liburcu's call_rcu worker */
-    uint32_t refs;        /* any thread, atomic (X1) */
-    rsp__publisher *pub;  /* immutable: the publisher outlives its plans */
+    struct rcu_head rcu; /* owner, then liburcu's call_rcu worker */
+    uint32_t refs;       /* any thread, atomic (X1) */
+    rsp__publisher *pub; /* immutable: the publisher outlives its plans */
     uint64_t step_id;
     bool staged;
     rsp_event ready;
@@ -65,18 +65,18 @@ struct rsp_plan {
 };
 
 struct rsp__publisher {
-    rsp_plan *live;            /* owner writes (P1); readers rcu_dereference (P2) */
-    rsp_plan *staged;          /* same */
-    uint64_t live_step;        /* owner writes (W1, release); any thread reads */
-    uint32_t has_live;         /* owner writes once 0 -> 1 before the first W1 */
-    uint32_t wait_seq;         /* futex word: bumped on each live publish and close */
-    uint32_t waiters;          /* any thread, atomic (W2) */
-    uint32_t closed;           /* any thread, atomic: 0 -> 1 once */
-    uint32_t retired;          /* owner increments, call_rcu worker decrements */
-    uint32_t retired_max;      /* owner only writes; tests read */
-    uint32_t objects;          /* plans alive: any thread, atomic (X1) */
-    uint32_t retired_cap;      /* immutable */
-    struct call_rcu_data *crdp;/* immutable: this pool's call_rcu worker */
+    rsp_plan *live;             /* owner writes (P1); readers rcu_dereference (P2) */
+    rsp_plan *staged;           /* same */
+    uint64_t live_step;         /* owner writes (W1, release); any thread reads */
+    uint32_t has_live;          /* owner writes once 0 -> 1 before the first W1 */
+    uint32_t wait_seq;          /* futex word: bumped on each live publish and close */
+    uint32_t waiters;           /* any thread, atomic (W2) */
+    uint32_t closed;            /* any thread, atomic: 0 -> 1 once */
+    uint32_t retired;           /* owner increments, call_rcu worker decrements */
+    uint32_t retired_max;       /* owner only writes; tests read */
+    uint32_t objects;           /* plans alive: any thread, atomic (X1) */
+    uint32_t retired_cap;       /* immutable */
+    struct call_rcu_data *crdp; /* immutable: this pool's call_rcu worker */
 };
 
 /* TSan stand-in for the grace period (G1/G2): every read section releases
@@ -86,7 +86,7 @@ static char rsp__grace_token;
 /* The calling thread's reader state. A thread may be registered with
  * liburcu both as a reader and as an owner (tests do that): liburcu
  * asserts on a second registration, so registrations are counted. */
-static _Thread_local bool rsp__tls_registered; /* rsp__reader_register called */
+static _Thread_local bool rsp__tls_registered;   /* rsp__reader_register called */
 static _Thread_local uint32_t rsp__tls_rcu_regs; /* liburcu registrations held */
 static _Thread_local uint32_t rsp__tls_depth;    /* read-section nesting */
 
@@ -130,8 +130,8 @@ static size_t align_up(size_t n, size_t a)
 }
 
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
-                         const rsp__plan_label_src *labels, uint32_t num_labels,
-                         rsp_plan **out, rsp_error *err)
+                         const rsp__plan_label_src *labels, uint32_t num_labels, rsp_plan **out,
+                         rsp_error *err)
 {
     size_t gens = 0, idx = 0, flags = 0;
     for (uint32_t i = 0; i < num_labels; i++) {
@@ -139,9 +139,8 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
         idx += labels[i].length;
     }
     flags = idx;
-    const size_t off_gens =
-        align_up(sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label),
-                 alignof(uint64_t));
+    const size_t off_gens = align_up(
+        sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label), alignof(uint64_t));
     const size_t off_idx = align_up(off_gens + gens * sizeof(uint64_t), alignof(int32_t));
     const size_t off_flags = off_idx + idx * sizeof(int32_t);
     unsigned char *mem = malloc(off_flags + flags * sizeof(bool));
@@ -236,8 +235,7 @@ rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_ad
         n += (size_t)w;
     }
     return rsp__fail(err, RSP_ENOPLAN, "label %u is not planned in %s step %llu; planned: %s",
-                     label, plan->staged ? "staged" : "live",
-                     (unsigned long long)plan->step_id,
+                     label, plan->staged ? "staged" : "live", (unsigned long long)plan->step_id,
                      plan->num_labels ? list : "no label");
 }
 
@@ -340,7 +338,7 @@ void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan)
     if (old == plan)
         return;
     if (plan)
-        rsp__hb_release(plan); /* P1 (TSan mirror) */
+        rsp__hb_release(plan);           /* P1 (TSan mirror) */
     rcu_assign_pointer(p->staged, plan); /* P1 */
     retire(p, old);
 }
@@ -376,8 +374,7 @@ const rsp_plan *rsp__publisher_staged(const rsp__publisher *p)
 static bool step_reached(rsp__publisher *p, uint64_t step_id)
 {
     /* W2: acquire; pairs with the release stores of W1. */
-    return rsp__load_acquire_u32(&p->has_live) &&
-           rsp__load_acquire_u64(&p->live_step) >= step_id;
+    return rsp__load_acquire_u32(&p->has_live) && rsp__load_acquire_u64(&p->live_step) >= step_id;
 }
 
 rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
@@ -408,9 +405,9 @@ rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t tim
         if (deadline != UINT64_MAX) {
             uint64_t now = rsp__now_ns();
             if (now >= deadline) {
-                st = rsp__fail(err, RSP_ETIMEDOUT,
-                               "no live plan of step >= %llu before the timeout",
-                               (unsigned long long)step_id);
+                st =
+                    rsp__fail(err, RSP_ETIMEDOUT, "no live plan of step >= %llu before the timeout",
+                              (unsigned long long)step_id);
                 break;
             }
             ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
@@ -530,5 +527,5 @@ void rsp__read_end(void)
         return; /* unbalanced end: ignore rather than corrupt liburcu's nesting */
     rsp__tls_depth--;
     rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
-    urcu_memb_read_unlock();                  /* G1 */
+    urcu_memb_read_unlock();            /* G1 */
 }

@@ -63,7 +63,7 @@ void rsp__publisher_owner_leave(rsp__publisher *p);
 /* One label's addressing, as the owner built it. Host vectors are copied. */
 typedef struct rsp__plan_label_src {
     rsp_label_id label;
-    const char *name;            /* copied (truncated to RSP_NAME_MAX - 1) */
+    const char *name; /* copied (truncated to RSP_NAME_MAX - 1) */
     uint32_t num_rows;
     uint32_t length;             /* >= num_rows */
     const int32_t *slot_indices; /* [length] */
@@ -76,8 +76,8 @@ typedef struct rsp__plan_label_src {
 /* Build an unpublished plan (one allocation). Owner thread.
  * RSP_ENOMEM if the allocation fails. Cost: the copy of the vectors. */
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
-                         const rsp__plan_label_src *labels, uint32_t num_labels,
-                         rsp_plan **out, rsp_error *err);
+                         const rsp__plan_label_src *labels, uint32_t num_labels, rsp_plan **out,
+                         rsp_error *err);
 
 /* Free a plan that was never published. Owner thread. */
 void rsp__plan_discard(rsp_plan *plan);

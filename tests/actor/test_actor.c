@@ -29,16 +29,16 @@
 
 /* The fake handler. rid = producer << 32 | sequence number. */
 typedef struct fake {
-    uint32_t gate;                   /* futex: 0 = handler blocks, 1 = open */
-    uint32_t entered;                /* handler calls started (atomic) */
-    uint64_t next_seq[MAX_PRODUCERS];/* owner only */
-    uint64_t out_of_order;           /* owner only; read after join */
-    uint64_t handled;                /* owner only; read after join */
-    uint64_t shutdowns;              /* owner only */
-    rsp_row seen_rows[2];            /* owner only: last ADMIT's rows */
+    uint32_t gate;                    /* futex: 0 = handler blocks, 1 = open */
+    uint32_t entered;                 /* handler calls started (atomic) */
+    uint64_t next_seq[MAX_PRODUCERS]; /* owner only */
+    uint64_t out_of_order;            /* owner only; read after join */
+    uint64_t handled;                 /* owner only; read after join */
+    uint64_t shutdowns;               /* owner only */
+    rsp_row seen_rows[2];             /* owner only: last ADMIT's rows */
     uint32_t seen_nrows;
-    rsp_fork seen_pre, seen_post;    /* first pre-fork, second post-fork */
-    char seen_name[RSP_NAME_MAX];    /* last LABEL's name */
+    rsp_fork seen_pre, seen_post; /* first pre-fork, second post-fork */
+    char seen_name[RSP_NAME_MAX]; /* last LABEL's name */
 } fake;
 
 static void fake_handle(void *ctx, const rsp_msg *msg, rsp_reply *reply)
@@ -93,8 +93,8 @@ static rsp__actor *make_actor(fake *f, uint32_t capacity, uint32_t spin_max, boo
 {
     memset(f, 0, sizeof *f);
     f->gate = open ? 1 : 0;
-    rsp__actor_config cfg = {.capacity = capacity, .spin_max = spin_max,
-                             .handle = fake_handle, .ctx = f};
+    rsp__actor_config cfg = {
+        .capacity = capacity, .spin_max = spin_max, .handle = fake_handle, .ctx = f};
     rsp__actor *a = NULL;
     rsp_error err;
     assert_int_equal(rsp__actor_create(&cfg, &a, &err), RSP_OK);
@@ -228,8 +228,8 @@ static void full_inbox_refuses_at_once_and_waits_up_to_timeout(void **state)
 typedef struct alternation_arg {
     rsp__actor *a;
     uint32_t rounds;
-    uint32_t lost;      /* waits that timed out: a lost wake-up */
-    uint32_t mismatch;  /* wrong reply */
+    uint32_t lost;     /* waits that timed out: a lost wake-up */
+    uint32_t mismatch; /* wrong reply */
 } alternation_arg;
 
 static void *alternation_main(void *p)
@@ -413,8 +413,13 @@ static void post_copies_the_callers_arrays(void **state)
     rsp_fork post_[2] = {{1, 2}, {2, 3}};
     char name[8] = "draft";
     rsp_msg m = {.kind = RSP_MSG_ADMIT,
-                 .step = {.step_id = 9, .rows = rows, .num_rows = 2, .pre_forks = pre,
-                          .num_pre_forks = 1, .post_forks = post_, .num_post_forks = 2}};
+                 .step = {.step_id = 9,
+                          .rows = rows,
+                          .num_rows = 2,
+                          .pre_forks = pre,
+                          .num_pre_forks = 1,
+                          .post_forks = post_,
+                          .num_post_forks = 2}};
     rsp_ticket *t = rsp__ticket_new(&m);
     assert_non_null(t);
     rsp_msg l = {.kind = RSP_MSG_LABEL, .label_name = name};

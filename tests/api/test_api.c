@@ -109,8 +109,8 @@ static void sync_wrappers_run_a_step_and_count_it(void **state)
     rsp_row rows[2] = {{.rid = 10, .label = RSP_LABEL_MAIN, .span = 4},
                        {.rid = 11, .label = RSP_LABEL_MAIN, .span = 1}};
     rsp_fork post[1] = {{RSP_LABEL_MAIN, 1}};
-    rsp_step step = {.step_id = 1, .rows = rows, .num_rows = 2, .post_forks = post,
-                     .num_post_forks = 1};
+    rsp_step step = {
+        .step_id = 1, .rows = rows, .num_rows = 2, .post_forks = post, .num_post_forks = 1};
     rsp_admit_outcome out;
     assert_int_equal(rsp_step_admit(pool, &step, &out, &err), RSP_OK);
     assert_true(out.ok);
@@ -216,7 +216,10 @@ static void invalid_messages_are_refused_before_the_owner(void **state)
                   .step = {.step_id = 1, .rows = rows, .num_rows = 1, .num_pre_forks = 1}};
     expect_refused(pool, &m, RSP_EINVAL, "step.pre_forks");
     m = (rsp_msg){.kind = RSP_MSG_ADMIT,
-                  .step = {.step_id = 1, .rows = rows, .num_rows = 1, .post_forks = bad_fork,
+                  .step = {.step_id = 1,
+                           .rows = rows,
+                           .num_rows = 1,
+                           .post_forks = bad_fork,
                            .num_post_forks = 1}};
     expect_refused(pool, &m, RSP_ENOLABEL, "step.post_forks[0].to");
     m = (rsp_msg){.kind = RSP_MSG_HOLDING, .rid = 1, .label = 7};
@@ -417,10 +420,10 @@ static void changed_stage_is_dropped_for_a_live_plan(void **state)
 
 typedef struct ref_ctx {
     rsp_pool *pool;
-    uint32_t go;         /* set by main once step 1 is planned */
-    uint32_t done;       /* set by main after 10,000 more steps */
-    uint32_t have_ref;   /* set by the reader */
-    uint64_t step;       /* recorded */
+    uint32_t go;       /* set by main once step 1 is planned */
+    uint32_t done;     /* set by main after 10,000 more steps */
+    uint32_t have_ref; /* set by the reader */
+    uint64_t step;     /* recorded */
     int32_t slot_before, slot_after;
     uint32_t len_after;
 } ref_ctx;

@@ -36,9 +36,12 @@ static rsp_plan *make_plan(rsp__publisher *p, uint64_t step, bool staged)
         }
         for (uint32_t i = 0; i < ROWS; i++)
             gen[l][i] = step * 100 + i + l;
-        src[l] = (rsp__plan_label_src){.label = l, .name = l ? "draft" : "main",
-                                       .num_rows = ROWS, .length = l ? ROWS * 2 : ROWS,
-                                       .slot_indices = si[l], .has_state = hs[l],
+        src[l] = (rsp__plan_label_src){.label = l,
+                                       .name = l ? "draft" : "main",
+                                       .num_rows = ROWS,
+                                       .length = l ? ROWS * 2 : ROWS,
+                                       .slot_indices = si[l],
+                                       .has_state = hs[l],
                                        .generations = gen[l],
                                        .device_slot_indices = (void *)(uintptr_t)(step + 1),
                                        .device_has_state = NULL};
@@ -238,7 +241,7 @@ static void reference_keeps_plan_past_the_read_section(void **state)
 typedef struct churn_ctx {
     rsp__publisher *p;
     uint32_t *stop;
-    uint64_t sections;   /* this reader's, read after join */
+    uint64_t sections; /* this reader's, read after join */
     uint32_t mismatches;
 } churn_ctx;
 
