@@ -485,13 +485,33 @@ void rsp__publisher_abandon(rsp__publisher *p)
 /* Readers                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* A reader thread that exits without rsp_reader_unregister would stay in
+ * liburcu's registry, and the next grace period would wait on a dead
+ * thread: a key destructor unregisters it at thread exit instead. */
+static pthread_key_t rsp__reader_key;
+static pthread_once_t rsp__reader_key_once = PTHREAD_ONCE_INIT;
+static int rsp__reader_key_rc;
+
+static void reader_at_exit(void *unused)
+{
+    (void)unused;
+    rsp__reader_unregister();
+}
+
+static void reader_key_create(void)
+{
+    rsp__reader_key_rc = pthread_key_create(&rsp__reader_key, reader_at_exit);
+}
+
 rsp_status rsp__reader_register(rsp_error *err)
 {
-    (void)err;
-    if (!rsp__tls_registered) {
-        rcu_register_ref();
-        rsp__tls_registered = true;
-    }
+    if (rsp__tls_registered)
+        return RSP_OK;
+    pthread_once(&rsp__reader_key_once, reader_key_create);
+    if (rsp__reader_key_rc != 0 || pthread_setspecific(rsp__reader_key, &rsp__reader_key) != 0)
+        return rsp__fail(err, RSP_ENOMEM, "cannot register the reader (no thread-specific key)");
+    rcu_register_ref();
+    rsp__tls_registered = true;
     return RSP_OK;
 }
 
@@ -505,6 +525,7 @@ void rsp__reader_unregister(void)
         rsp__read_end();
     rcu_unregister_ref();
     rsp__tls_registered = false;
+    pthread_setspecific(rsp__reader_key, NULL);
 }
 
 bool rsp__reader_registered(void)

@@ -469,6 +469,32 @@ static void live_outside_a_read_section_is_null(void **state)
     rsp__publisher_destroy(p);
 }
 
+static void *forgetful_reader(void *arg)
+{
+    (void)arg;
+    rsp__reader_register(NULL);
+    rsp__read_begin();
+    rsp__read_end();
+    return NULL; /* exits registered: the thread-exit hook unregisters it */
+}
+
+static void reader_exiting_registered_does_not_stall_grace_periods(void **state)
+{
+    (void)state;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, forgetful_reader, NULL), 0);
+    pthread_join(th, NULL);
+    rsp__publisher *p;
+    assert_int_equal(rsp__publisher_create(1, &p, NULL), RSP_OK);
+    rsp__publisher_owner_enter(p);
+    /* Cap 1: these go through synchronize_rcu, which would wait on a dead
+     * registered reader forever. */
+    for (uint64_t s = 1; s <= 8; s++)
+        rsp__publish_live(p, make_plan(p, s, false));
+    rsp__publisher_owner_leave(p);
+    rsp__publisher_destroy(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -480,6 +506,7 @@ int main(void)
         cmocka_unit_test(addressing_of_unplanned_label_names_the_planned_ones),
         cmocka_unit_test(unregistered_reader_gets_enotreg),
         cmocka_unit_test(live_outside_a_read_section_is_null),
+        cmocka_unit_test(reader_exiting_registered_does_not_stall_grace_periods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
