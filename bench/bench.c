@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
-#include <unistd.h>
 
 uint64_t bench_now_ns(void)
 {
@@ -228,85 +227,4 @@ void bench_report(const bench_opts *o, const bench_result *r)
                r->baseline ? r->baseline : "", bm, bops, ratio);
     }
     fflush(stdout);
-}
-
-/* The machine, on stderr (stdout stays one JSON object per line): CPU model,
- * online CPUs, load average. Other work on the machine skews every figure. */
-static void print_machine(const char *when)
-{
-    char model[128] = "?", load[128] = "?";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "model name", 10) == 0) {
-                const char *c = strchr(line, ':');
-                if (c) {
-                    snprintf(model, sizeof model, "%s", c + 2);
-                    model[strcspn(model, "\n")] = '\0';
-                }
-                break;
-            }
-        fclose(f);
-    }
-    f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fgets(load, sizeof load, f))
-            load[strcspn(load, "\n")] = '\0';
-        fclose(f);
-    }
-    fprintf(stderr, "# rsp-bench %s: %s, %ld CPUs online, loadavg %s\n", when, model,
-            sysconf(_SC_NPROCESSORS_ONLN), load);
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: rsp-bench [--quick] [--json] [--only SCENARIO]\n"
-            "  scenarios: rtt ingest_remove step read zero_fork (default: all)\n"
-            "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
-            "  --json   one JSON object per line instead of a table\n");
-}
-
-int main(int argc, char **argv)
-{
-    bench_opts o = {0};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0)
-            o.quick = true;
-        else if (strcmp(argv[i], "--json") == 0)
-            o.json = true;
-        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
-            o.only = argv[++i];
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "rsp-bench: unknown argument '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
-    static const struct {
-        const char *name;
-        void (*run)(const bench_opts *);
-    } scenarios[] = {
-        {"rtt", bench_rtt},   {"ingest_remove", bench_ingest_remove}, {"step", bench_step},
-        {"read", bench_read}, {"zero_fork", bench_zero_fork},
-    };
-    print_machine("start");
-    bool ran = false;
-    for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
-        if (o.only && strcmp(o.only, scenarios[i].name) != 0)
-            continue;
-        scenarios[i].run(&o);
-        ran = true;
-    }
-    print_machine("end");
-    if (!ran) {
-        fprintf(stderr, "rsp-bench: unknown scenario '%s'\n", o.only);
-        usage(stderr);
-        return 2;
-    }
-    return 0;
 }

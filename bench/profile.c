@@ -1,0 +1,215 @@
+/*
+ * rsp-bench-profile: small fixed workloads to run under
+ * `valgrind --tool=callgrind`, so the work per operation of rsp and of the
+ * baseline can be compared in instructions, whatever else the machine does
+ * (bench/profile.sh runs them all and prints instructions per operation).
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ *   rsp-bench-profile MODE [N]
+ *     read-rsp | read-rwlock     N reads of the live plan's addressing (one reader)
+ *     ingest-rsp | ingest-mutex  N ingest + remove pairs (one client thread;
+ *                                rsp: fire-and-forget posts, then a barrier)
+ *     step-rsp | step-mutex      N steady decode steps of 256 rows, one label
+ *                                (rsp: the pipelined protocol of bench/step.c)
+ *
+ * Each mode does its set-up, then the N operations, then tears down; the
+ * profile script subtracts a run with N = 0 (set-up and tear-down only).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baseline.h"
+#include "bench.h"
+
+#define STEP_ROWS 256u
+
+static void read_rsp(uint32_t n)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 80);
+    rsp_error err = {0};
+    rsp_row rows[64];
+    for (uint32_t i = 0; i < 64; i++)
+        rows[i] = (rsp_row){.rid = i + 1, .span = 1};
+    rsp_step st = {.step_id = 1, .rows = rows, .num_rows = 64};
+    rsp_admit_outcome out;
+    rsp_pool *pool;
+    BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
+    BENCH_CHECK(rsp_step_admit(pool, &st, &out, &err), &err);
+    BENCH_CHECK(rsp_step_plan(pool, &st, &err), &err);
+    BENCH_CHECK(rsp_reader_register(&err), &err);
+    uint64_t acc = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        rsp_read_begin();
+        const rsp_plan *p = rsp_plan_live(pool);
+        rsp_addressing a;
+        if (p && rsp_plan_addressing(p, RSP_LABEL_MAIN, &a, NULL) == RSP_OK)
+            acc += a.step_id + a.num_rows + (uint64_t)a.slot_indices[0] + a.has_state[0];
+        rsp_read_end();
+    }
+    rsp_reader_unregister();
+    rsp_pool_destroy(pool);
+    printf("read-rsp: %u reads (checksum %llu)\n", n, (unsigned long long)acc);
+}
+
+static void read_rwlock(uint32_t n)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 80);
+    rsp_error err = {0};
+    rsp_row rows[64];
+    for (uint32_t i = 0; i < 64; i++)
+        rows[i] = (rsp_row){.rid = i + 1, .span = 1};
+    rsp_step st = {.step_id = 1, .rows = rows, .num_rows = 64};
+    rsp_admit_outcome out;
+    bl_pool *bl;
+    BENCH_CHECK(bl_create(&cfg, &bl, &err), &err);
+    BENCH_CHECK(bl_admit(bl, &st, &out, &err), &err);
+    BENCH_CHECK(bl_plan(bl, &st, &err), &err);
+    uint64_t acc = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        bl_read_begin(bl);
+        rsp_addressing a;
+        if (bl_plan_addressing(bl, RSP_LABEL_MAIN, &a) == RSP_OK)
+            acc += a.step_id + a.num_rows + (uint64_t)a.slot_indices[0] + a.has_state[0];
+        bl_read_end(bl);
+    }
+    bl_destroy(bl);
+    printf("read-rwlock: %u reads (checksum %llu)\n", n, (unsigned long long)acc);
+}
+
+static void ingest_rsp(uint32_t n)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 64);
+    rsp_error err = {0};
+    rsp_pool *pool;
+    BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
+    rsp_msg m = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        m.rid = i + 1;
+        m.kind = RSP_MSG_INGEST;
+        BENCH_CHECK(rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+        m.kind = RSP_MSG_REMOVE;
+        BENCH_CHECK(rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+    }
+    BENCH_CHECK(rsp_barrier(pool, &err), &err);
+    rsp_pool_destroy(pool);
+    printf("ingest-rsp: %u pairs\n", n);
+}
+
+static void ingest_mutex(uint32_t n)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 64);
+    rsp_error err = {0};
+    bl_pool *bl;
+    BENCH_CHECK(bl_create(&cfg, &bl, &err), &err);
+    for (uint32_t i = 0; i < n; i++) {
+        BENCH_CHECK(bl_ingest(bl, i + 1, &err), &err);
+        BENCH_CHECK(bl_remove(bl, i + 1, &err), &err);
+    }
+    bl_destroy(bl);
+    printf("ingest-mutex: %u pairs\n", n);
+}
+
+/* One warm-up step first (it allocates every slot), so N steady steps follow. */
+static void step_rsp(uint32_t n)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 2 * STEP_ROWS + 8);
+    rsp_error err = {0};
+    rsp_pool *pool;
+    BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
+    BENCH_CHECK(rsp_reader_register(&err), &err);
+    rsp_row *rows = calloc(STEP_ROWS, sizeof *rows);
+    if (!rows)
+        bench_die("calloc", RSP_ENOMEM, "");
+    for (uint32_t i = 0; i < STEP_ROWS; i++)
+        rows[i] = (rsp_row){.rid = i + 1, .span = 1};
+    rsp_msg m = {.step = {.rows = rows, .num_rows = STEP_ROWS}};
+    rsp_reply *reply = malloc(sizeof *reply);
+    if (!reply)
+        bench_die("malloc", RSP_ENOMEM, "");
+    for (uint64_t sid = 1; sid <= (uint64_t)n + 1; sid++) {
+        rsp_ticket *ta, *tp;
+        m.step.step_id = sid;
+        m.kind = RSP_MSG_ADMIT;
+        BENCH_CHECK(rsp_post(pool, &m, &ta, RSP_WAIT_FOREVER, &err), &err);
+        m.kind = RSP_MSG_PLAN;
+        BENCH_CHECK(rsp_post(pool, &m, &tp, RSP_WAIT_FOREVER, &err), &err);
+        BENCH_CHECK(rsp_wait(ta, RSP_WAIT_FOREVER, reply), &reply->error);
+        BENCH_CHECK(rsp_wait(tp, RSP_WAIT_FOREVER, reply), &reply->error);
+        rsp_read_begin();
+        rsp_addressing a;
+        rsp_status st = rsp_plan_addressing(rsp_plan_live(pool), RSP_LABEL_MAIN, &a, &err);
+        rsp_read_end();
+        BENCH_CHECK(st, &err);
+        BENCH_CHECK(rsp_event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err), &err);
+        m.kind = RSP_MSG_COMMIT;
+        BENCH_CHECK(rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+    }
+    BENCH_CHECK(rsp_barrier(pool, &err), &err);
+    free(reply);
+    free(rows);
+    rsp_reader_unregister();
+    rsp_pool_destroy(pool);
+    printf("step-rsp: %u steps of %u rows\n", n, STEP_ROWS);
+}
+
+static void step_mutex(uint32_t n)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 2 * STEP_ROWS + 8);
+    rsp_error err = {0};
+    bl_pool *bl;
+    BENCH_CHECK(bl_create(&cfg, &bl, &err), &err);
+    rsp_row *rows = calloc(STEP_ROWS, sizeof *rows);
+    if (!rows)
+        bench_die("calloc", RSP_ENOMEM, "");
+    for (uint32_t i = 0; i < STEP_ROWS; i++)
+        rows[i] = (rsp_row){.rid = i + 1, .span = 1};
+    rsp_step st = {.rows = rows, .num_rows = STEP_ROWS};
+    rsp_admit_outcome out;
+    for (uint64_t sid = 1; sid <= (uint64_t)n + 1; sid++) {
+        st.step_id = sid;
+        BENCH_CHECK(bl_admit(bl, &st, &out, &err), &err);
+        BENCH_CHECK(bl_plan(bl, &st, &err), &err);
+        rsp_addressing a;
+        bl_read_begin(bl);
+        rsp_status s = bl_plan_addressing(bl, RSP_LABEL_MAIN, &a);
+        bl_read_end(bl);
+        BENCH_CHECK(s, &err);
+        BENCH_CHECK(bl_commit(bl, &st, NULL, &err), &err);
+    }
+    free(rows);
+    bl_destroy(bl);
+    printf("step-mutex: %u steps of %u rows\n", n, STEP_ROWS);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        void (*run)(uint32_t);
+    } modes[] = {
+        {"read-rsp", read_rsp},     {"read-rwlock", read_rwlock}, {"ingest-rsp", ingest_rsp},
+        {"ingest-mutex", ingest_mutex}, {"step-rsp", step_rsp},   {"step-mutex", step_mutex},
+    };
+    if (argc < 2) {
+        fprintf(stderr, "usage: rsp-bench-profile MODE [N]; modes:");
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            fprintf(stderr, " %s", modes[i].name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    uint32_t n = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 1000;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(argv[1], modes[i].name) == 0) {
+            modes[i].run(n);
+            return 0;
+        }
+    fprintf(stderr, "rsp-bench-profile: unknown mode '%s'\n", argv[1]);
+    return 2;
+}
