@@ -156,6 +156,14 @@ void Client::run()
             ask_holding();
         if (rng_.chance(0.0005))
             burst();
+        if (rng_.chance(0.0005)) {
+            // A runner capturing graphs mid-run: buffers that exist must not
+            // move (partitions may be reading them right now).
+            rsp_error err{};
+            rsp_status st = rsp_build_graph_buffers(cx_.pool, kGraphMaxBs + rng_.below(48), 4096, &err);
+            cx_.checks.expect(CHECK_API, st == RSP_OK, "build_graph_buffers: %s", err.message);
+            cx_.client_msgs.fetch_add(1, std::memory_order_relaxed);
+        }
         std::this_thread::sleep_for(std::chrono::microseconds(50 + rng_.below(400)));
     }
 }
