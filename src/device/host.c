@@ -13,14 +13,14 @@
  *   any thread: event_wait, read, and every rsp_host_fence_* function.
  *
  * Synchronises-with pairs (tags used at both ends below):
- *   Q1/Q2  job publication: the owner's ring enqueue (ck_ring's store fence
+ *   HQ1/HQ2  job publication: the owner's ring enqueue (ck_ring's store fence
  *          before the tail store) -> the worker's dequeue.
- *   W1/W2  worker sleep: the worker announces `sleeping`, full fence, re-checks
+ *   HS1/HS2  worker sleep: the worker announces `sleeping`, full fence, re-checks
  *          the ring; the owner enqueues, full fence, checks `sleeping`.
- *   F1/F2  fence wake: a waiter counts itself in `waiters`, then reads `seq`
+ *   HW1/HW2  fence wake: a waiter counts itself in `waiters`, then reads `seq`
  *          and `value`; a signaller stores `value`, bumps `seq`, reads
  *          `waiters`.
- *   V1/V2  fence value: the release store of `value` in signal -> the acquire
+ *   HV1/HV2  fence value: the release store of `value` in signal -> the acquire
  *          load in wait/value; everything the worker wrote for a job is
  *          visible to whoever sees the job's value reached.
  */
@@ -77,13 +77,13 @@ void AnnotateIgnoreWritesEnd(const char *file, int line);
 #define HOST_SPIN 256
 
 struct rsp_host_fence {
-    /* Any thread: written under `lock` with a release store (V1), read with
-     * an acquire load (V2). Never decreases. */
+    /* Any thread: written under `lock` with a release store (HV1), read with
+     * an acquire load (HV2). Never decreases. */
     uint64_t value;
-    /* Futex word, bumped after every raise (F2), so a sleeper whose snapshot
+    /* Futex word, bumped after every raise (HW2), so a sleeper whose snapshot
      * is stale returns at once instead of missing the wake. Any thread. */
     uint32_t seq;
-    /* Threads inside fence_wait's sleeping path (F1); signal skips the wake
+    /* Threads inside fence_wait's sleeping path (HW1); signal skips the wake
      * syscall while it is zero. Any thread, atomic. */
     uint32_t waiters;
     /* Serialises signallers only: a raise is compare-then-store and sync.h
@@ -101,7 +101,7 @@ static rsp_status fence_init(struct rsp_host_fence *f)
 
 static bool fence_reached(struct rsp_host_fence *f, uint64_t value)
 {
-    /* V2: pairs with V1 in fence_signal. */
+    /* HV2: pairs with HV1 in fence_signal. */
     if (rsp__load_acquire_u64(&f->value) >= value) {
         rsp__hb_acquire(f);
         return true;
@@ -116,16 +116,16 @@ static void fence_signal(struct rsp_host_fence *f, uint64_t value)
     /* Relaxed: `value` only changes under this lock. */
     if (value > rsp__load_relaxed_u64(&f->value)) {
         rsp__hb_release(f);
-        /* V1: publishes everything written before this signal; pairs with V2. */
+        /* HV1: publishes everything written before this signal; pairs with HV2. */
         rsp__store_release_u64(&f->value, value);
-        /* F2: full barrier; orders the value store before the `waiters` load
-         * below; pairs with F1 in fence_wait. */
+        /* HW2: full barrier; orders the value store before the `waiters` load
+         * below; pairs with HW1 in fence_wait. */
         rsp__fetch_add_u32(&f->seq, 1);
         raised = true;
     }
     pthread_mutex_unlock(&f->lock);
-    /* Relaxed: ordered after F2's full barrier; a waiter counted after this
-     * load re-reads `value` after its own F1 and sees the raise. */
+    /* Relaxed: ordered after HW2's full barrier; a waiter counted after this
+     * load re-reads `value` after its own HW1 and sees the raise. */
     if (raised && rsp__load_relaxed_u32(&f->waiters) != 0)
         rsp__futex_wake_all(&f->seq);
 }
@@ -152,8 +152,8 @@ static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t 
     }
     uint64_t deadline = deadline_after(timeout_ns);
     rsp_status st = RSP_OK;
-    /* F1: full barrier; orders this increment before the loads of `seq` and
-     * `value` below; pairs with F2 in fence_signal. */
+    /* HW1: full barrier; orders this increment before the loads of `seq` and
+     * `value` below; pairs with HW2 in fence_signal. */
     rsp__fetch_add_u32(&f->waiters, 1);
     for (;;) {
         /* Acquire: the snapshot must be taken before `value` is re-read, so
@@ -213,7 +213,7 @@ uint64_t rsp_host_fence_value(const rsp_host_fence *fence)
 {
     if (!fence)
         return 0;
-    uint64_t v = rsp__load_acquire_u64(&fence->value); /* V2 */
+    uint64_t v = rsp__load_acquire_u64(&fence->value); /* HV2 */
     rsp__hb_acquire(fence);
     return v;
 }
@@ -262,7 +262,7 @@ typedef struct host_op {
 } host_op;
 
 /* One allocation: the header, ops[num_ops], then the copied data. Written by
- * the owner before Q1, read and freed by the worker after Q2. */
+ * the owner before HQ1, read and freed by the worker after HQ2. */
 typedef struct host_job {
     uint64_t value; /* timeline value reached once this job has run */
     bool stop;      /* destroy's last job: the worker exits after it */
@@ -294,7 +294,7 @@ typedef struct rsp__host_device {
     host_job *stop_job;   /* allocated at creation so destroy cannot fail */
     pthread_t worker;
 
-    /* Written by the owner (relaxed store after Q1), read by any thread in
+    /* Written by the owner (relaxed store after HQ1), read by any thread in
      * sync/read: the value of the last job enqueued. */
     uint64_t submitted;
 
@@ -303,7 +303,7 @@ typedef struct rsp__host_device {
     struct ck_ring ring;
     ck_ring_buffer_t *ring_buf;
 
-    /* Futex word: 1 while the worker announces sleep (W1/W2). */
+    /* Futex word: 1 while the worker announces sleep (HS1/HS2). */
     uint32_t sleeping CK_CC_CACHELINE;
 
     /* The device's timeline; raised by the worker after each job. */
@@ -337,7 +337,7 @@ static bool ring_take(rsp__host_device *dev, host_job **job)
 {
     void *p = NULL;
     host_tsan_ignore_begin();
-    /* Q2: pairs with Q1 in ring_put (ck_ring's load fence after the tail). */
+    /* HQ2: pairs with HQ1 in ring_put (ck_ring's load fence after the tail). */
     bool ok = ck_ring_dequeue_spsc(&dev->ring, dev->ring_buf, &p);
     host_tsan_ignore_end();
     if (ok) {
@@ -357,8 +357,8 @@ static host_job *worker_next(rsp__host_device *dev)
                 return job;
             rsp__cpu_relax();
         }
-        /* W1: full barrier; the announcement is ordered before the re-check
-         * of the ring; pairs with W2 in ring_put. */
+        /* HS1: full barrier; the announcement is ordered before the re-check
+         * of the ring; pairs with HS2 in ring_put. */
         rsp__swap_u32(&dev->sleeping, 1);
         if (ring_take(dev, &job)) {
             rsp__store_relaxed_u32(&dev->sleeping, 0);
@@ -449,8 +449,8 @@ static void ring_put(rsp__host_device *dev, host_job *job)
     rsp__hb_release(job);
     for (;;) {
         host_tsan_ignore_begin();
-        /* Q1: ck_ring fences the slot store before the tail store; pairs
-         * with Q2 in ring_take. */
+        /* HQ1: ck_ring fences the slot store before the tail store; pairs
+         * with HQ2 in ring_take. */
         bool ok = ck_ring_enqueue_spsc(&dev->ring, dev->ring_buf, job);
         host_tsan_ignore_end();
         if (ok)
@@ -460,10 +460,10 @@ static void ring_put(rsp__host_device *dev, host_job *job)
         fence_wait(&dev->fence, done + 1, RSP_WAIT_FOREVER);
     }
     /* Relaxed: `submitted` is read by sync/read only to pick a value to wait
-     * for; the wait itself orders (V1/V2). */
+     * for; the wait itself orders (HV1/HV2). */
     rsp__store_relaxed_u64(&dev->submitted, value);
-    /* W2: full fence; the enqueue is ordered before the `sleeping` check;
-     * pairs with W1 in worker_next. */
+    /* HS2: full fence; the enqueue is ordered before the `sleeping` check;
+     * pairs with HS1 in worker_next. */
     rsp__fence_full();
     if (rsp__load_relaxed_u32(&dev->sleeping) != 0 && rsp__swap_u32(&dev->sleeping, 0) != 0)
         rsp__futex_wake(&dev->sleeping, 1);
@@ -789,7 +789,7 @@ static rsp_status host_read(rsp__device *base, uint32_t block, uint32_t layer, u
                          "device read: block %u layer %u slot %u outside %u blocks, %u layers, %u "
                          "slots (or dst NULL)",
                          block, layer, slot, lay->num_blocks, lay->num_layers, lay->max_slots);
-    /* Any thread: wait for what was submitted when we looked (V2 orders the
+    /* Any thread: wait for what was submitted when we looked (HV2 orders the
      * worker's writes before our copy). */
     fence_wait(&dev->fence, rsp__load_relaxed_u64(&dev->submitted), RSP_WAIT_FOREVER);
     memcpy(dst, (const char *)base->block_base[block] + rsp__layout_offset(lay, block, layer, slot),
