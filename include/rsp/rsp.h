@@ -373,7 +373,8 @@ typedef struct rsp_ticket rsp_ticket;
  * ticket: receives a ticket to pass to rsp_wait exactly once; NULL posts
  * fire-and-forget (the reply is dropped; failures are counted only).
  * timeout_ns: how long to wait for inbox credit when full: 0 = return
- * RSP_EFULL at once, UINT64_MAX = wait forever.
+ * RSP_EFULL at once, UINT64_MAX = wait forever; a finite wait that expires
+ * returns RSP_ETIMEDOUT. Nothing is queued in either case.
  *
  * Any thread, concurrently. Cost: one wait-free enqueue plus a copy of the
  * message's arrays; a futex wake if the owner sleeps.
