@@ -48,12 +48,29 @@
 #define RSP__ACTOR_DEFAULT_CAPACITY 4096u
 #define RSP__CACHELINE 64
 
-/* Owner's idle spin before it sleeps: adapts between these bounds (doubles
- * when a spin found work, halves when it had to sleep). */
-#define RSP__SPIN_MIN 64u
-#define RSP__SPIN_MAX 4096u
-/* Spin of a ticket waiter before it sleeps (the owner answers in us). */
-#define RSP__WAIT_SPIN 256u
+/* Spins are bounded by time, not by PAUSE count: a PAUSE costs 10-150 cycles
+ * depending on the CPU, and the thing worth waiting for (a futex wake-up,
+ * 5-10 us on a VM) is measured in time.
+ *
+ * Owner, after its inbox ran dry: the next message of a step or of a
+ * back-to-back caller usually follows within microseconds, and a sleeping
+ * owner costs the poster a futex wake (syscall) plus the wake-up latency. */
+#define RSP__OWNER_SPIN_NS 50000u
+/* Ticket waiter: the owner answers a message in microseconds (a 256-row
+ * step message in ~20 us on a slow machine); sleeping costs the owner a
+ * wake syscall and the waiter the wake-up latency. */
+#define RSP__WAIT_SPIN_NS 50000u
+/* Pure PAUSE spin before a spinner starts yielding (see spin_until). */
+#define RSP__PURE_SPIN_NS 2000u
+/* Ticket waiter whose post had to wake the owner: no spin. The woken owner
+ * is usually queued on the waiter's own core (wake-affine placement), so a
+ * spin only delays it: measured here, a 10 us spin made the owner start
+ * 10 us later; sleeping at once matches a bare futex ping-pong. */
+#define RSP__WAIT_SPIN_WOKE_NS 0u
+/* A credit waiter is woken at least every this many credits given back (and
+ * always when the owner's batch ends): one wake syscall per message would
+ * cost the owner more than the message itself. */
+#define RSP__CREDIT_WAKE_BATCH 32u
 
 enum {
     RSP__TICKET_PENDING = 0,  /* not answered, nobody sleeping */
@@ -66,6 +83,7 @@ struct rsp_ticket {
     uint32_t state;            /* any thread, atomic: RSP__TICKET_* (T1/T2) */
     uint32_t refs;             /* any thread, atomic: owner + kept waiter (T3) */
     bool kept;                 /* immutable after post: a waiter will collect */
+    bool spin;                 /* poster only: the owner was awake when posted */
     rsp_msg msg;               /* immutable after post; arrays point below */
     rsp_reply reply;           /* owner writes before T1; waiter reads after T2 */
     /* followed by the copies of rows, forks and the label name */
@@ -86,10 +104,11 @@ struct rsp__actor {
     uint64_t handled;           /* owner writes, any thread reads (relaxed) */
     uint64_t unwaited_failures; /* owner writes, any thread reads (relaxed) */
     uint64_t sleeps;            /* owner writes, any thread reads (relaxed) */
+    bool woke_waiter;           /* owner only: an answer since the last idle woke a waiter */
 
     /* Immutable after create. */
     alignas(RSP__CACHELINE) uint32_t capacity;
-    uint32_t spin_min, spin_max; /* owner's adaptive idle spin bounds */
+    uint64_t spin_ns; /* owner's idle spin before it sleeps */
     rsp__actor_config cfg;
     pthread_t thread;
     rsp_ticket *stop_ticket; /* the closer that wins S2 takes it */
@@ -102,6 +121,38 @@ struct rsp__actor {
 static size_t align_up(size_t n, size_t a)
 {
     return (n + a - 1) / a * a;
+}
+
+/*
+ * Spin until ready(arg) or budget_ns passed; returns whether ready(arg) was
+ * seen true. PAUSE for the first RSP__PURE_SPIN_NS, then PAUSE and
+ * sched_yield: the thread we wait for may be queued on our own core (the
+ * scheduler places a woken thread on its waker's core), and a pure spin
+ * would hold it off for the whole budget; measured here, two threads that
+ * ended up on one core each spun their full 50 us per message. A yield
+ * with nothing else runnable costs a cheap syscall. The clock is read
+ * every 16 rounds (a vDSO call).
+ */
+static bool spin_until(bool (*ready)(void *), void *arg, uint64_t budget_ns)
+{
+    if (budget_ns < 2)
+        return ready(arg);
+    const uint64_t start = rsp__now_ns();
+    bool yield = false;
+    for (unsigned i = 1;; i++) {
+        if (ready(arg))
+            return true;
+        if ((i & 15u) == 0 || yield) {
+            const uint64_t spent = rsp__now_ns() - start;
+            if (spent >= budget_ns)
+                return false;
+            yield = spent >= RSP__PURE_SPIN_NS;
+        }
+        if (yield)
+            sched_yield();
+        else
+            rsp__cpu_relax();
+    }
 }
 
 static bool kind_has_step(rsp_msg_kind k)
@@ -176,8 +227,9 @@ static void ticket_unref(rsp_ticket *t)
     }
 }
 
-/* Owner: publish the reply and wake the waiter. */
-static void ticket_answer(rsp__actor *a, rsp_ticket *t)
+/* Owner: publish the reply and wake the waiter. Returns whether the waiter
+ * slept (and was woken). */
+static bool ticket_answer(rsp__actor *a, rsp_ticket *t)
 {
     if (!t->kept && t->reply.error.status != RSP_OK) {
         /* Single writer (the owner): a relaxed read-modify-write is exact. */
@@ -191,6 +243,7 @@ static void ticket_answer(rsp__actor *a, rsp_ticket *t)
     if (old == RSP__TICKET_SLEEPING)
         rsp__futex_wake_all(&t->state); /* our reference keeps t alive here */
     ticket_unref(t);
+    return old == RSP__TICKET_SLEEPING;
 }
 
 static uint64_t deadline_of(uint64_t timeout_ns)
@@ -218,16 +271,26 @@ static bool remaining(uint64_t deadline, struct timespec *ts, const struct times
     return true;
 }
 
+/* spin_until's test for a ticket waiter (relaxed: T2 is the load-acquire
+ * that follows it). */
+static bool ticket_answered(void *t)
+{
+    return rsp__load_relaxed_u32(&((rsp_ticket *)t)->state) == RSP__TICKET_DONE;
+}
+
 rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply)
 {
     uint32_t s = rsp__load_acquire_u32(&t->state); /* T2: pairs with T1 */
     if (s != RSP__TICKET_DONE) {
         if (timeout_ns == 0)
             return RSP_EAGAIN;
-        for (unsigned i = 0; i < RSP__WAIT_SPIN && s != RSP__TICKET_DONE; i++) {
-            rsp__cpu_relax();
-            s = rsp__load_acquire_u32(&t->state); /* T2 */
-        }
+        /* Spin first if the owner was awake when we posted (bounded by the
+         * caller's timeout too): an answer seen here spares the owner a wake
+         * syscall and us the wake-up. If our post had to wake the owner,
+         * sleep at once: the owner may be queued on this very core. */
+        uint64_t budget = t->spin ? RSP__WAIT_SPIN_NS : RSP__WAIT_SPIN_WOKE_NS;
+        spin_until(ticket_answered, t, timeout_ns < budget ? timeout_ns : budget);
+        s = rsp__load_acquire_u32(&t->state); /* T2 */
         const uint64_t deadline = deadline_of(timeout_ns);
         while (s != RSP__TICKET_DONE) {
             struct timespec ts;
@@ -300,19 +363,26 @@ out:
     return st;
 }
 
-/* Owner: return n credits and wake producers waiting for one. */
-static void give_credits(rsp__actor *a, uint32_t n)
+/* Owner: return the credit of one dequeued message. Returns whether a
+ * producer waits for credit (the caller owes it a wake-up: wake_credit_waiters,
+ * deferred by at most RSP__CREDIT_WAKE_BATCH messages or the batch end, which
+ * delays a waiter a little but never loses it: it sleeps on the epoch, and
+ * the epoch moves at the deferred wake). */
+static bool give_credit(rsp__actor *a)
 {
-    if (n == 0)
-        return;
-    rsp__fetch_add_u32(&a->credits, n); /* C2: full RMW, pairs with C1 */
-    if (rsp__load_relaxed_u32(&a->credit_waiters) != 0) {
-        rsp__fetch_add_u32(&a->credit_epoch, 1);
-        rsp__futex_wake_all(&a->credit_epoch);
-    }
+    rsp__fetch_add_u32(&a->credits, 1); /* C2: full RMW, pairs with C1 */
+    return rsp__load_relaxed_u32(&a->credit_waiters) != 0;
 }
 
-static void enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
+/* Owner: wake the producers waiting for credit (C2's second half). */
+static void wake_credit_waiters(rsp__actor *a)
+{
+    rsp__fetch_add_u32(&a->credit_epoch, 1);
+    rsp__futex_wake_all(&a->credit_epoch);
+}
+
+/* Returns whether the owner had announced sleep (and was woken). */
+static bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
 {
     rsp__hb_release(t); /* I1 (TSan mirror: liburcu is not instrumented) */
     /* I1: cds_wfcq_enqueue issues a full barrier before linking the node,
@@ -322,8 +392,12 @@ static void enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
      * link) before the load of `sleeping`: either the owner's re-check
      * sees our node, or we see its announcement and wake it. */
     rsp__fence_full();
-    if (rsp__load_relaxed_u32(&a->sleeping) == 1 && rsp__cas_u32(&a->sleeping, 1, 0))
-        rsp__futex_wake(&a->sleeping, 1);
+    if (rsp__load_relaxed_u32(&a->sleeping) == 1) {
+        if (rsp__cas_u32(&a->sleeping, 1, 0))
+            rsp__futex_wake(&a->sleeping, 1);
+        return true;
+    }
+    return false;
 }
 
 static void leave_posting(rsp__actor *a)
@@ -350,7 +424,11 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
             t->kept = keep;
             t->refs = keep ? 2u : 1u;
             t->state = RSP__TICKET_PENDING;
-            enqueue_and_wake(a, t);
+            t->spin = false;
+            /* From here the owner may answer, and (not kept) free t. */
+            const bool woke = enqueue_and_wake(a, t);
+            if (keep)
+                t->spin = !woke; /* read by our own rsp__ticket_wait only */
         }
     }
     leave_posting(a);
@@ -386,6 +464,7 @@ rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *
     t->kept = keep;
     t->refs = keep ? 2u : 1u;
     t->state = RSP__TICKET_PENDING;
+    t->spin = false; /* the owner stops after this: nothing worth spinning for */
     /* The shutdown message takes no credit: it must get in even when full. */
     enqueue_and_wake(a, t);
     return RSP_OK;
@@ -442,17 +521,23 @@ static void backoff(unsigned *tries)
     }
 }
 
-/* F1: announce sleep, full fence, re-check, sleep. */
-static void owner_idle(rsp__actor *a, uint32_t *spin)
+/* spin_until's test for the owner. */
+static bool inbox_nonempty(void *a)
 {
-    for (uint32_t i = 0; i < *spin; i++) {
-        if (!cds_wfcq_empty(&a->head, &a->tail)) {
-            *spin = *spin * 2 > a->spin_max ? a->spin_max : *spin * 2;
-            return;
-        }
-        rsp__cpu_relax();
-    }
-    *spin = *spin / 2 < a->spin_min ? a->spin_min : *spin / 2;
+    return !cds_wfcq_empty(&((rsp__actor *)a)->head, &((rsp__actor *)a)->tail);
+}
+
+/* Spin for a while (the next message usually follows soon) unless a waiter
+ * was just woken, then F1:
+ * announce sleep, full fence, re-check, sleep. */
+static void owner_idle(rsp__actor *a)
+{
+    /* No spin if an answer woke its waiter: that thread is likely queued on
+     * this core (wake-affine), and our spin would hold it off. */
+    const bool spin = !a->woke_waiter;
+    a->woke_waiter = false;
+    if (spin && spin_until(inbox_nonempty, a, a->spin_ns))
+        return;
 
     rsp__swap_u32(&a->sleeping, 1);
     /* F1: pairs with F2 in enqueue_and_wake. Orders the store of
@@ -485,6 +570,7 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
                          bool stopped)
 {
     unsigned tries = 0;
+    uint32_t owed = 0; /* credits given back since the last wake of their waiters */
     for (;;) {
         struct cds_wfcq_node *node = __cds_wfcq_dequeue_nonblocking(lh, lt);
         if (node == NULL)
@@ -500,8 +586,10 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
         /* The message has left the inbox: its credit goes back before it
          * is answered, so a caller that saw the answer sees the credit. The
          * shutdown message took none. */
-        if (!stop_msg)
-            give_credits(a, 1);
+        if (!stop_msg && give_credit(a) && ++owed >= RSP__CREDIT_WAKE_BATCH) {
+            wake_credit_waiters(a);
+            owed = 0;
+        }
         if (stopped) {
             /* Unreachable by S1/S2 (nothing follows the shutdown message);
              * answered anyway so that no waiter can hang. */
@@ -511,8 +599,11 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
             handle_one(a, t);
             stopped = stop_msg;
         }
-        ticket_answer(a, t);
+        if (ticket_answer(a, t))
+            a->woke_waiter = true;
     }
+    if (owed)
+        wake_credit_waiters(a);
     return stopped;
 }
 
@@ -539,11 +630,10 @@ static void *owner_main(void *arg)
     rsp__actor *a = arg;
     if (a->cfg.on_start)
         a->cfg.on_start(a->cfg.ctx);
-    uint32_t spin = a->spin_min;
     bool stopped = false;
     while (!stopped) {
         if (!drain(a, &stopped))
-            owner_idle(a, &spin);
+            owner_idle(a);
     }
     if (a->cfg.on_stop)
         a->cfg.on_stop(a->cfg.ctx);
@@ -562,8 +652,7 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
     a->cfg = *cfg;
     a->capacity = cfg->capacity ? cfg->capacity : RSP__ACTOR_DEFAULT_CAPACITY;
     a->credits = a->capacity;
-    a->spin_max = cfg->spin_max ? cfg->spin_max : RSP__SPIN_MAX;
-    a->spin_min = a->spin_max < RSP__SPIN_MIN ? a->spin_max : RSP__SPIN_MIN;
+    a->spin_ns = cfg->spin_max ? cfg->spin_max : RSP__OWNER_SPIN_NS;
     __cds_wfcq_init(&a->head, &a->tail);
 
     rsp_msg stop = {.kind = RSP_MSG_SHUTDOWN};

@@ -49,8 +49,9 @@ typedef void (*rsp__actor_handler)(void *ctx, const rsp_msg *msg, rsp_reply *rep
 
 typedef struct rsp__actor_config {
     uint32_t capacity;           /* messages queued at most; 0 = 4096 */
-    uint32_t spin_max;           /* owner's idle spin bound (relax loops); 0 = 4096.
-                                  * Tests set 1 to make the owner sleep at once. */
+    uint32_t spin_max;           /* owner's idle spin before it sleeps, in ns;
+                                  * 0 = 50 us. Tests set 1 to make the owner
+                                  * sleep at once. */
     rsp__actor_handler handle;   /* required */
     void *ctx;                   /* passed to every callback */
     void (*on_start)(void *ctx); /* optional: first thing on the owner thread */
@@ -104,7 +105,8 @@ bool rsp__actor_closed(const rsp__actor *a);
  * waits forever, otherwise RSP_ETIMEDOUT when it expires; in those cases the
  * ticket stays valid. On an answer, copies the reply (if reply != NULL),
  * consumes the ticket and returns the reply's status.
- * The thread holding the ticket; cost: a short spin, then a futex wait.
+ * The thread holding the ticket; cost: a spin of up to 50 us (yielding the
+ * CPU after the first 4 us), then a futex wait.
  */
 rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply);
 
