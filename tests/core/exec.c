@@ -1,25 +1,68 @@
-/* In-test executor of core device work. SPDX-License-Identifier: Apache-2.0 */
+/* In-test executor of core device work: emulated, or on the host or CUDA
+ * device (exec.h). SPDX-License-Identifier: Apache-2.0 */
 #include "core/exec.h"
 
+#include <setjmp.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cmocka.h>
+
+#include "cuda/gpu.h"
+#include "device/device.h"
+
+typedef enum exec_mode { MODE_EMULATED = 0, MODE_HOST, MODE_CUDA } exec_mode;
+
 typedef struct test_buffer {
     uint32_t capacity; /* 0: never created */
     uint32_t moves;
+    /* Emulated: the buffer itself. Device: a host copy, refreshed from the
+     * device by settle(). */
     int32_t *slots;
     bool *has_state;
+    void *dev_slots; /* device: its pointer after the last BUFFER op (moves) */
 } test_buffer;
 
+/* A simulated forward recorded by fill / fill_pattern on the host device and
+ * written later (flush_fills), possibly while the worker waits for it. */
+typedef struct pending_fill {
+    uint32_t slot;
+    bool pattern;
+    uint8_t byte;
+    uint64_t seed;
+} pending_fill;
+
+/* Everything a device-backed store adds. Reached through a pointer so that
+ * the const readers can bring the host view up to date (settle). */
+typedef struct test_device {
+    rsp__device *dev;
+    /* Host: stands for the caller's forward-done event; raised by the main
+     * thread after the forward's bytes are written. */
+    rsp_host_fence *forward;
+    uint64_t forward_value;
+    /* Work was submitted since the last rsp__device_sync. */
+    bool stale;
+    /* The submitted copy of a list's ops (caller events rewritten). */
+    rsp__op *ops;
+    uint32_t cap_ops;
+    pending_fill *fills; /* host only */
+    uint32_t num_fills, cap_fills;
+} test_device;
+
 struct rsp_test_store {
-    rsp__layout layout;
+    rsp__layout layout; /* the device keeps a pointer to it */
+    exec_mode mode;
+    /* Emulated: the storage. Host: the device's blocks. CUDA: a host copy,
+     * refreshed by settle(). */
     uint8_t *base[RSP_MAX_BLOCKS];
     test_buffer *buffers;
     uint32_t num_buffers;
     rsp_test_store_counts counts;
     char error[256];
+    test_device *dv; /* NULL when emulated */
 };
 
 static void *xcalloc(size_t n, size_t size)
@@ -32,12 +75,170 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
+static void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "exec: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Mode selection and the visible skip without a GPU                        */
+/* ------------------------------------------------------------------------ */
+
+static bool mode_parse(exec_mode *out)
+{
+    const char *e = getenv("RSP_TEST_DEVICE");
+    if (!e || !*e || strcmp(e, "emulated") == 0)
+        *out = MODE_EMULATED;
+    else if (strcmp(e, "host") == 0)
+        *out = MODE_HOST;
+    else if (strcmp(e, "cuda") == 0)
+        *out = MODE_CUDA;
+    else
+        return false;
+    return true;
+}
+
+static exec_mode mode_get(void)
+{
+    exec_mode m;
+    if (!mode_parse(&m))
+        fail_msg("RSP_TEST_DEVICE=%s: expected emulated, host or cuda", getenv("RSP_TEST_DEVICE"));
+    return m;
+}
+
+const char *rsp_test_store_mode(void)
+{
+    static const char *const names[] = {"emulated", "host", "cuda"};
+    return names[mode_get()];
+}
+
+static char no_gpu_why[160];
+
+static void skip_no_gpu(void **state)
+{
+    (void)state;
+    print_message("skipped: no CUDA device (%s)\n", no_gpu_why);
+    skip();
+}
+
+/*
+ * Every suite that compiles this file is linked with
+ * -Wl,--wrap=_cmocka_run_group_tests (tests/core/CMakeLists.txt), so its
+ * cmocka_run_group_tests call lands here first. Why: under
+ * RSP_TEST_DEVICE=cuda without a GPU, every test must skip visibly, also
+ * those that never create a store, and the suites stay unchanged. Otherwise
+ * this only names the mode and runs the group as written.
+ */
+int __real__cmocka_run_group_tests(const char *group_name, const struct CMUnitTest *const tests,
+                                   const size_t num_tests, CMFixtureFunction group_setup,
+                                   CMFixtureFunction group_teardown);
+int __wrap__cmocka_run_group_tests(const char *group_name, const struct CMUnitTest *const tests,
+                                   const size_t num_tests, CMFixtureFunction group_setup,
+                                   CMFixtureFunction group_teardown);
+int __wrap__cmocka_run_group_tests(const char *group_name, const struct CMUnitTest *const tests,
+                                   const size_t num_tests, CMFixtureFunction group_setup,
+                                   CMFixtureFunction group_teardown)
+{
+    exec_mode m;
+    if (!mode_parse(&m)) {
+        print_error("RSP_TEST_DEVICE=%s: expected emulated, host or cuda\n",
+                    getenv("RSP_TEST_DEVICE"));
+        return 1;
+    }
+    if (m != MODE_EMULATED)
+        print_message("[ core executor: RSP_TEST_DEVICE=%s ]\n", rsp_test_store_mode());
+    if (m != MODE_CUDA || rsp_test_gpu(no_gpu_why, sizeof no_gpu_why))
+        return __real__cmocka_run_group_tests(group_name, tests, num_tests, group_setup,
+                                              group_teardown);
+    struct CMUnitTest *skipped = xcalloc(num_tests, sizeof *skipped);
+    for (size_t i = 0; i < num_tests; i++)
+        skipped[i] = (struct CMUnitTest){.name = tests[i].name, .test_func = skip_no_gpu};
+    int rc = __real__cmocka_run_group_tests(group_name, skipped, num_tests, NULL, NULL);
+    free(skipped);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* CUDA copies (only in CUDA builds)                                         */
+/* ------------------------------------------------------------------------ */
+
+#ifdef RSP_HAVE_CUDA
+static void cuda_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    cudaError_t e = n ? cudaMemcpy(dst, src, n, kind) : cudaSuccess;
+    /* A host-to-device cudaMemcpy from pageable memory may return before the
+     * DMA lands; the pool stream does not order against it, so wait. */
+    if (e == cudaSuccess && kind == cudaMemcpyHostToDevice)
+        e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        fail_msg("exec: cudaMemcpy of %zu bytes: %s", n, cudaGetErrorString(e));
+}
+#endif
+
+/* Host memory `src` -> device memory `dst` (host device: plain memory). */
+static void to_device(exec_mode m, void *dst, const void *src, size_t n)
+{
+#ifdef RSP_HAVE_CUDA
+    if (m == MODE_CUDA) {
+        cuda_copy(dst, src, n, cudaMemcpyHostToDevice);
+        return;
+    }
+#endif
+    (void)m;
+    memcpy(dst, src, n);
+}
+
+static void from_device(exec_mode m, void *dst, const void *src, size_t n)
+{
+#ifdef RSP_HAVE_CUDA
+    if (m == MODE_CUDA) {
+        cuda_copy(dst, src, n, cudaMemcpyDeviceToHost);
+        return;
+    }
+#endif
+    (void)m;
+    if (n)
+        memcpy(dst, src, n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Store                                                                     */
+/* ------------------------------------------------------------------------ */
+
 rsp_test_store *rsp_test_store_new(const rsp__layout *layout)
 {
+    exec_mode m = mode_get();
+    if (m == MODE_CUDA && !rsp_test_gpu(no_gpu_why, sizeof no_gpu_why))
+        skip_no_gpu(NULL); /* before anything is allocated: skip() does not return */
     rsp_test_store *s = xcalloc(1, sizeof *s);
     s->layout = *layout;
-    for (uint32_t b = 0; b < layout->num_blocks; b++)
-        s->base[b] = xcalloc(1, (size_t)layout->blocks[b].bytes);
+    s->mode = m;
+    if (m == MODE_EMULATED) {
+        for (uint32_t b = 0; b < layout->num_blocks; b++)
+            s->base[b] = xcalloc(1, (size_t)layout->blocks[b].bytes);
+        return s;
+    }
+    s->dv = xcalloc(1, sizeof *s->dv);
+    rsp_error err;
+    memset(&err, 0, sizeof err);
+    rsp_status st = rsp__device_create(m == MODE_HOST ? RSP_DEVICE_HOST : RSP_DEVICE_CUDA, 0,
+                                       &s->layout, &s->dv->dev, &err);
+    if (st != RSP_OK)
+        fail_msg("exec: %s device create: %s", rsp_test_store_mode(), err.message);
+    if (m == MODE_HOST) {
+        if (rsp_host_fence_create(&s->dv->forward, &err) != RSP_OK)
+            fail_msg("exec: rsp_host_fence_create: %s", err.message);
+        for (uint32_t b = 0; b < layout->num_blocks; b++)
+            s->base[b] = rsp__device_block_base(s->dv->dev, b);
+    } else {
+        for (uint32_t b = 0; b < layout->num_blocks; b++)
+            s->base[b] = xcalloc(1, (size_t)layout->blocks[b].bytes);
+    }
     return s;
 }
 
@@ -45,8 +246,17 @@ void rsp_test_store_free(rsp_test_store *s)
 {
     if (!s)
         return;
-    for (uint32_t b = 0; b < s->layout.num_blocks; b++)
-        free(s->base[b]);
+    if (s->dv) {
+        /* Waits for everything queued; every WAIT of ours was raised. */
+        rsp__device_destroy(s->dv->dev);
+        rsp_host_fence_destroy(s->dv->forward);
+        free(s->dv->ops);
+        free(s->dv->fills);
+        free(s->dv);
+    }
+    if (s->mode != MODE_HOST)
+        for (uint32_t b = 0; b < s->layout.num_blocks; b++)
+            free(s->base[b]);
     for (uint32_t i = 0; i < s->num_buffers; i++) {
         free(s->buffers[i].slots);
         free(s->buffers[i].has_state);
@@ -55,8 +265,8 @@ void rsp_test_store_free(rsp_test_store *s)
     free(s);
 }
 
-static bool fail(rsp_test_store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool fail(rsp_test_store *s, const char *fmt, ...)
+static bool bad(rsp_test_store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool bad(rsp_test_store *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -70,146 +280,19 @@ const char *rsp_test_store_error(const rsp_test_store *s)
     return s->error;
 }
 
-uint8_t *rsp_test_store_slot_ptr(rsp_test_store *s, uint32_t block, uint32_t layer, uint32_t slot)
-{
-    return s->base[block] + rsp__layout_offset(&s->layout, block, layer, slot);
-}
-
 static const uint8_t *cslot(const rsp_test_store *s, uint32_t b, uint32_t l, uint32_t slot)
 {
     return s->base[b] + rsp__layout_offset(&s->layout, b, l, slot);
 }
 
-static void zero_slot(rsp_test_store *s, uint32_t slot)
+static uint8_t *mslot(const rsp_test_store *s, uint32_t b, uint32_t l, uint32_t slot)
 {
-    for (uint32_t b = 0; b < s->layout.num_blocks; b++)
-        for (uint32_t l = 0; l < s->layout.num_layers; l++)
-            memset(rsp_test_store_slot_ptr(s, b, l, slot), 0,
-                   (size_t)s->layout.blocks[b].slot_bytes);
+    return s->base[b] + rsp__layout_offset(&s->layout, b, l, slot);
 }
 
-static void copy_slot(rsp_test_store *s, uint32_t src, uint32_t dst)
-{
-    for (uint32_t b = 0; b < s->layout.num_blocks; b++)
-        for (uint32_t l = 0; l < s->layout.num_layers; l++)
-            memcpy(rsp_test_store_slot_ptr(s, b, l, dst), rsp_test_store_slot_ptr(s, b, l, src),
-                   (size_t)s->layout.blocks[b].slot_bytes);
-}
-
-static test_buffer *buffer_get(rsp_test_store *s, uint32_t id, bool create)
-{
-    if (id >= s->num_buffers) {
-        if (!create)
-            return NULL;
-        uint32_t n = s->num_buffers ? s->num_buffers : 8;
-        while (n <= id)
-            n *= 2;
-        test_buffer *nb = realloc(s->buffers, (size_t)n * sizeof *nb);
-        if (!nb)
-            abort();
-        memset(nb + s->num_buffers, 0, (size_t)(n - s->num_buffers) * sizeof *nb);
-        s->buffers = nb;
-        s->num_buffers = n;
-    }
-    return &s->buffers[id];
-}
-
-static bool apply_copy(rsp_test_store *s, const rsp__work *w, const rsp__op *op, uint32_t i)
-{
-    if ((uint64_t)op->first + op->count > w->num_pairs)
-        return fail(s, "op %u: COPY pairs [%u, +%u) past %u", i, op->first, op->count,
-                    w->num_pairs);
-    const rsp__copy *p = w->pairs + op->first;
-    for (uint32_t a = 0; a < op->count; a++) {
-        if (p[a].src >= s->layout.max_slots || p[a].dst >= s->layout.max_slots)
-            return fail(s, "op %u: COPY pair %u (%u -> %u) out of range", i, a, p[a].src, p[a].dst);
-        if (p[a].src == p[a].dst)
-            return fail(s, "op %u: COPY pair %u copies slot %u onto itself", i, a, p[a].src);
-        for (uint32_t c = 0; c < op->count; c++) {
-            if (c != a && p[c].dst == p[a].dst)
-                return fail(s, "op %u: COPY destination %u appears twice", i, p[a].dst);
-            if (p[c].src == p[a].dst)
-                return fail(s, "op %u: COPY slot %u is both source and destination", i, p[a].dst);
-        }
-    }
-    /* Non-overlapping pairs: sequential copies equal one batched launch. */
-    for (uint32_t a = 0; a < op->count; a++)
-        copy_slot(s, p[a].src, p[a].dst);
-    s->counts.pairs_copied += op->count;
-    return true;
-}
-
-bool rsp_test_store_apply(rsp_test_store *s, const rsp__work *w)
-{
-    s->error[0] = '\0';
-    for (uint32_t i = 0; i < w->num_ops; i++) {
-        const rsp__op *op = &w->ops[i];
-        if ((unsigned)op->kind > RSP__OP_UPLOAD)
-            return fail(s, "op %u: unknown kind %d", i, (int)op->kind);
-        s->counts.ops[op->kind]++;
-        switch (op->kind) {
-        case RSP__OP_WAIT: break;
-        case RSP__OP_ZERO:
-            if ((uint64_t)op->first + op->count > w->num_slots)
-                return fail(s, "op %u: ZERO slots [%u, +%u) past %u", i, op->first, op->count,
-                            w->num_slots);
-            for (uint32_t a = 0; a < op->count; a++) {
-                uint32_t slot = w->slots[op->first + a];
-                if (slot >= s->layout.max_slots)
-                    return fail(s, "op %u: ZERO slot %u out of range", i, slot);
-                zero_slot(s, slot);
-            }
-            s->counts.slots_zeroed += op->count;
-            break;
-        case RSP__OP_COPY:
-            if (!apply_copy(s, w, op, i))
-                return false;
-            break;
-        case RSP__OP_BUFFER: {
-            test_buffer *b = buffer_get(s, op->buffer, true);
-            if (op->capacity > b->capacity) {
-                int32_t *ns = xcalloc(op->capacity, sizeof *ns);
-                bool *nh = xcalloc(op->capacity, sizeof *nh);
-                if (b->capacity) {
-                    memcpy(ns, b->slots, (size_t)b->capacity * sizeof *ns);
-                    memcpy(nh, b->has_state, (size_t)b->capacity * sizeof *nh);
-                    b->moves++;
-                }
-                free(b->slots);
-                free(b->has_state);
-                b->slots = ns;
-                b->has_state = nh;
-                b->capacity = op->capacity;
-            }
-            break;
-        }
-        case RSP__OP_UPLOAD: {
-            test_buffer *b = buffer_get(s, op->buffer, false);
-            if (!b || b->capacity == 0)
-                return fail(s, "op %u: UPLOAD into buffer %u that does not exist", i, op->buffer);
-            if (op->count > b->capacity)
-                return fail(s, "op %u: UPLOAD of %u entries into buffer %u of %u", i, op->count,
-                            op->buffer, b->capacity);
-            if (op->count && (!op->slot_indices || !op->has_state))
-                return fail(s, "op %u: UPLOAD with NULL vectors", i);
-            if (op->count) {
-                memcpy(b->slots, op->slot_indices, (size_t)op->count * sizeof *b->slots);
-                memcpy(b->has_state, op->has_state, (size_t)op->count * sizeof *b->has_state);
-            }
-            break;
-        }
-        }
-    }
-    return true;
-}
-
-void rsp_test_store_fill(rsp_test_store *s, uint32_t slot, uint8_t byte)
-{
-    for (uint32_t b = 0; b < s->layout.num_blocks; b++)
-        for (uint32_t l = 0; l < s->layout.num_layers; l++)
-            memset(rsp_test_store_slot_ptr(s, b, l, slot), byte,
-                   (size_t)s->layout.blocks[b].slot_bytes);
-}
+/* ------------------------------------------------------------------------ */
+/* Simulated forwards                                                        */
+/* ------------------------------------------------------------------------ */
 
 static uint64_t mix(uint64_t x)
 {
@@ -221,21 +304,380 @@ static uint64_t mix(uint64_t x)
     return x;
 }
 
-void rsp_test_store_fill_pattern(rsp_test_store *s, uint32_t slot, uint64_t seed)
+/* Write one forward into host-visible storage (emulated heap, the host
+ * device's blocks, or the CUDA host copy). */
+static void write_fill(const rsp_test_store *s, const pending_fill *f)
 {
     for (uint32_t b = 0; b < s->layout.num_blocks; b++)
         for (uint32_t l = 0; l < s->layout.num_layers; l++) {
-            uint8_t *p = rsp_test_store_slot_ptr(s, b, l, slot);
+            uint8_t *p = mslot(s, b, l, f->slot);
             uint64_t n = s->layout.blocks[b].slot_bytes;
+            if (!f->pattern) {
+                memset(p, f->byte, (size_t)n);
+                continue;
+            }
             for (uint64_t i = 0; i < n; i++)
-                p[i] = (uint8_t)(mix(seed * 0x9e3779b97f4a7c15ull + ((uint64_t)b << 48) +
+                p[i] = (uint8_t)(mix(f->seed * 0x9e3779b97f4a7c15ull + ((uint64_t)b << 48) +
                                      ((uint64_t)l << 32) + i) |
                                  1u); /* never 0: a filled slot is never "zero" */
         }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Device view: wait for the device, then read it                            */
+/* ------------------------------------------------------------------------ */
+
+static void device_sync(const rsp_test_store *s)
+{
+    test_device *dv = s->dv;
+    if (!dv->stale)
+        return;
+    rsp_error err;
+    memset(&err, 0, sizeof err);
+    if (rsp__device_sync(dv->dev, &err) != RSP_OK)
+        fail_msg("exec: device sync: %s", err.message);
+    dv->stale = false;
+}
+
+/* Host device: write the recorded forwards, after the device finished
+ * everything queued (it may touch the same bytes). */
+static void flush_fills(const rsp_test_store *s)
+{
+    test_device *dv = s->dv;
+    if (!dv->num_fills)
+        return;
+    device_sync(s);
+    for (uint32_t i = 0; i < dv->num_fills; i++)
+        write_fill(s, &dv->fills[i]);
+    dv->num_fills = 0;
+}
+
+/* Bring the host view up to date: wait for all queued work, then (CUDA)
+ * download the blocks, and copy every addressing buffer from the device.
+ * Logically const: only the cached view changes. */
+static void settle(const rsp_test_store *s)
+{
+    test_device *dv = s->dv;
+    if (!dv)
+        return;
+    flush_fills(s);
+    if (!dv->stale)
+        return;
+    device_sync(s);
+    if (s->mode == MODE_CUDA)
+        for (uint32_t b = 0; b < s->layout.num_blocks; b++)
+            from_device(s->mode, s->base[b], rsp__device_block_base(dv->dev, b),
+                        (size_t)s->layout.blocks[b].bytes);
+    for (uint32_t id = 0; id < s->num_buffers; id++) {
+        test_buffer *tb = &s->buffers[id];
+        if (!tb->capacity)
+            continue;
+        void *idx = NULL, *has = NULL;
+        uint32_t cap = 0;
+        rsp_error err;
+        memset(&err, 0, sizeof err);
+        if (rsp__device_buffer(dv->dev, id, &idx, &has, &cap, &err) != RSP_OK)
+            fail_msg("exec: device buffer %u: %s", id, err.message);
+        if (cap < tb->capacity)
+            fail_msg("exec: device buffer %u holds %u entries, BUFFER ops asked for %u", id, cap,
+                     tb->capacity);
+        from_device(s->mode, tb->slots, idx, (size_t)tb->capacity * sizeof *tb->slots);
+        from_device(s->mode, tb->has_state, has, (size_t)tb->capacity * sizeof *tb->has_state);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checking and executing a work list                                        */
+/* ------------------------------------------------------------------------ */
+
+static test_buffer *buffer_get(rsp_test_store *s, uint32_t id, bool create)
+{
+    if (id >= s->num_buffers) {
+        if (!create)
+            return NULL;
+        uint32_t n = s->num_buffers ? s->num_buffers : 8;
+        while (n <= id)
+            n *= 2;
+        test_buffer *nb = xrealloc(s->buffers, (size_t)n * sizeof *nb);
+        memset(nb + s->num_buffers, 0, (size_t)(n - s->num_buffers) * sizeof *nb);
+        s->buffers = nb;
+        s->num_buffers = n;
+    }
+    return &s->buffers[id];
+}
+
+/* Is op i well formed, given the buffers as the ops before it left them? */
+static bool check_op(rsp_test_store *s, const rsp__work *w, uint32_t i)
+{
+    const rsp__op *op = &w->ops[i];
+    switch (op->kind) {
+    case RSP__OP_WAIT:
+    case RSP__OP_BUFFER: return true;
+    case RSP__OP_ZERO:
+        if ((uint64_t)op->first + op->count > w->num_slots)
+            return bad(s, "op %u: ZERO slots [%u, +%u) past %u", i, op->first, op->count,
+                       w->num_slots);
+        for (uint32_t a = 0; a < op->count; a++)
+            if (w->slots[op->first + a] >= s->layout.max_slots)
+                return bad(s, "op %u: ZERO slot %u out of range", i, w->slots[op->first + a]);
+        return true;
+    case RSP__OP_COPY: {
+        if ((uint64_t)op->first + op->count > w->num_pairs)
+            return bad(s, "op %u: COPY pairs [%u, +%u) past %u", i, op->first, op->count,
+                       w->num_pairs);
+        const rsp__copy *p = w->pairs + op->first;
+        for (uint32_t a = 0; a < op->count; a++) {
+            if (p[a].src >= s->layout.max_slots || p[a].dst >= s->layout.max_slots)
+                return bad(s, "op %u: COPY pair %u (%u -> %u) out of range", i, a, p[a].src,
+                           p[a].dst);
+            if (p[a].src == p[a].dst)
+                return bad(s, "op %u: COPY pair %u copies slot %u onto itself", i, a, p[a].src);
+            for (uint32_t c = 0; c < op->count; c++) {
+                if (c != a && p[c].dst == p[a].dst)
+                    return bad(s, "op %u: COPY destination %u appears twice", i, p[a].dst);
+                if (p[c].src == p[a].dst)
+                    return bad(s, "op %u: COPY slot %u is both source and destination", i,
+                               p[a].dst);
+            }
+        }
+        return true;
+    }
+    case RSP__OP_UPLOAD: {
+        test_buffer *b = buffer_get(s, op->buffer, false);
+        if (!b || b->capacity == 0)
+            return bad(s, "op %u: UPLOAD into buffer %u that does not exist", i, op->buffer);
+        if (op->count > b->capacity)
+            return bad(s, "op %u: UPLOAD of %u entries into buffer %u of %u", i, op->count,
+                       op->buffer, b->capacity);
+        if (op->count && (!op->slot_indices || !op->has_state))
+            return bad(s, "op %u: UPLOAD with NULL vectors", i);
+        return true;
+    }
+    }
+    return bad(s, "op %u: unknown kind %d", i, (int)op->kind);
+}
+
+/* BUFFER: grow the buffer's arrays (the storage when emulated, the host copy
+ * on a device: both keep the old entries, as the devices do). */
+static void buffer_grow(rsp_test_store *s, const rsp__op *op)
+{
+    test_buffer *b = buffer_get(s, op->buffer, true);
+    if (op->capacity <= b->capacity)
+        return;
+    int32_t *ns = xcalloc(op->capacity, sizeof *ns);
+    bool *nh = xcalloc(op->capacity, sizeof *nh);
+    if (b->capacity) {
+        memcpy(ns, b->slots, (size_t)b->capacity * sizeof *ns);
+        memcpy(nh, b->has_state, (size_t)b->capacity * sizeof *nh);
+        if (s->mode == MODE_EMULATED)
+            b->moves++;
+    }
+    free(b->slots);
+    free(b->has_state);
+    b->slots = ns;
+    b->has_state = nh;
+    b->capacity = op->capacity;
+}
+
+static void zero_slot(rsp_test_store *s, uint32_t slot)
+{
+    for (uint32_t b = 0; b < s->layout.num_blocks; b++)
+        for (uint32_t l = 0; l < s->layout.num_layers; l++)
+            memset(mslot(s, b, l, slot), 0, (size_t)s->layout.blocks[b].slot_bytes);
+}
+
+static void copy_slot(rsp_test_store *s, uint32_t src, uint32_t dst)
+{
+    for (uint32_t b = 0; b < s->layout.num_blocks; b++)
+        for (uint32_t l = 0; l < s->layout.num_layers; l++)
+            memcpy(mslot(s, b, l, dst), cslot(s, b, l, src),
+                   (size_t)s->layout.blocks[b].slot_bytes);
+}
+
+/* Emulated: run one checked op on the heap storage. */
+static void emulate_op(rsp_test_store *s, const rsp__work *w, const rsp__op *op)
+{
+    switch (op->kind) {
+    case RSP__OP_WAIT:
+    case RSP__OP_BUFFER: break; /* BUFFER: buffer_grow did it */
+    case RSP__OP_ZERO:
+        for (uint32_t a = 0; a < op->count; a++)
+            zero_slot(s, w->slots[op->first + a]);
+        break;
+    case RSP__OP_COPY:
+        /* Non-overlapping pairs: sequential copies equal one batched launch. */
+        for (uint32_t a = 0; a < op->count; a++)
+            copy_slot(s, w->pairs[op->first + a].src, w->pairs[op->first + a].dst);
+        break;
+    case RSP__OP_UPLOAD: {
+        test_buffer *b = &s->buffers[op->buffer];
+        if (op->count) {
+            memcpy(b->slots, op->slot_indices, (size_t)op->count * sizeof *b->slots);
+            memcpy(b->has_state, op->has_state, (size_t)op->count * sizeof *b->has_state);
+        }
+        break;
+    }
+    }
+}
+
+/*
+ * Device: queue ops[0 .. n) of w (all checked). A caller event becomes, on
+ * the host device, a wait on our `forward` fence; when the recorded forwards
+ * may be written while the worker waits there (nothing before the first
+ * such WAIT touches slots, so the result equals writing them first), they
+ * are written after the submit and the fence raised after them. On CUDA a
+ * caller event becomes NULL (complete).
+ */
+static bool device_submit(rsp_test_store *s, const rsp__work *w, uint32_t n)
+{
+    test_device *dv = s->dv;
+    if (n == 0)
+        return true;
+    if (n > dv->cap_ops) {
+        dv->ops = xrealloc(dv->ops, (size_t)n * sizeof *dv->ops);
+        dv->cap_ops = n;
+    }
+    memcpy(dv->ops, w->ops, (size_t)n * sizeof *dv->ops);
+    uint64_t raise_to = 0;
+    bool slot_op_before_wait = false;
+    for (uint32_t i = 0; i < n; i++) {
+        rsp__op *op = &dv->ops[i];
+        if ((op->kind == RSP__OP_ZERO || op->kind == RSP__OP_COPY) && !raise_to)
+            slot_op_before_wait = true;
+        if (op->kind != RSP__OP_WAIT || !op->event.handle)
+            continue;
+        if (s->mode == MODE_CUDA) {
+            op->event = (rsp_event){.handle = NULL, .value = 0};
+            continue;
+        }
+        raise_to = ++dv->forward_value;
+        op->event = (rsp_event){.handle = dv->forward, .value = raise_to};
+    }
+    bool defer = raise_to && !slot_op_before_wait && dv->num_fills;
+    if (defer)
+        device_sync(s); /* earlier work is done before the fills are written */
+    else
+        flush_fills(s);
+
+    rsp__work sub = *w;
+    sub.ops = dv->ops;
+    sub.num_ops = n;
+    sub.cap_ops = n;
+    rsp_error err;
+    memset(&err, 0, sizeof err);
+    rsp_status st = rsp__device_submit(dv->dev, &sub, NULL, &err);
+    if (st != RSP_OK) {
+        if (raise_to)
+            rsp_host_fence_signal(dv->forward, raise_to); /* nothing waits; keep it monotonic */
+        return bad(s, "device submit: %s", err.message);
+    }
+    dv->stale = true;
+    if (defer) {
+        /* The worker may be held at the WAIT now: the forward "runs". */
+        for (uint32_t i = 0; i < dv->num_fills; i++)
+            write_fill(s, &dv->fills[i]);
+        dv->num_fills = 0;
+    }
+    if (raise_to)
+        rsp_host_fence_signal(dv->forward, raise_to);
+
+    /* BUFFER ops took effect at submit: a changed pointer is a move. */
+    for (uint32_t i = 0; i < n; i++) {
+        if (dv->ops[i].kind != RSP__OP_BUFFER)
+            continue;
+        test_buffer *tb = &s->buffers[dv->ops[i].buffer];
+        void *idx = NULL, *has = NULL;
+        uint32_t cap = 0;
+        if (rsp__device_buffer(dv->dev, dv->ops[i].buffer, &idx, &has, &cap, &err) != RSP_OK)
+            return bad(s, "device buffer %u: %s", dv->ops[i].buffer, err.message);
+        /* Only once the emulation would call it created (capacity > 0): a
+         * device gives a capacity-0 BUFFER one entry, emulated gives none. */
+        if (!tb->capacity)
+            continue;
+        if (tb->dev_slots && idx != tb->dev_slots)
+            tb->moves++;
+        tb->dev_slots = idx;
+    }
+    return true;
+}
+
+bool rsp_test_store_apply(rsp_test_store *s, const rsp__work *w)
+{
+    s->error[0] = '\0';
+    uint32_t i = 0;
+    bool ok = true;
+    for (; i < w->num_ops; i++) {
+        const rsp__op *op = &w->ops[i];
+        if ((unsigned)op->kind <= RSP__OP_UPLOAD)
+            s->counts.ops[op->kind]++;
+        if (!check_op(s, w, i)) {
+            ok = false;
+            break;
+        }
+        if (op->kind == RSP__OP_BUFFER)
+            buffer_grow(s, op);
+        else if (op->kind == RSP__OP_ZERO)
+            s->counts.slots_zeroed += op->count;
+        else if (op->kind == RSP__OP_COPY)
+            s->counts.pairs_copied += op->count;
+        if (s->mode == MODE_EMULATED)
+            emulate_op(s, w, op);
+    }
+    /* The checked prefix, as the emulation applied it. */
+    if (s->dv && !device_submit(s, w, i))
+        return false;
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forwards and reads                                                        */
+/* ------------------------------------------------------------------------ */
+
+static void store_fill(rsp_test_store *s, const pending_fill *f)
+{
+    test_device *dv = s->dv;
+    if (!dv) {
+        write_fill(s, f);
+        return;
+    }
+    if (s->mode == MODE_HOST) {
+        /* Written at the next WAIT of a caller event, or before any read. */
+        if (dv->num_fills == dv->cap_fills) {
+            dv->cap_fills = dv->cap_fills ? dv->cap_fills * 2 : 16;
+            dv->fills = xrealloc(dv->fills, (size_t)dv->cap_fills * sizeof *dv->fills);
+        }
+        dv->fills[dv->num_fills++] = *f;
+        return;
+    }
+    /* CUDA: into the up-to-date host copy, then the whole blocks back. */
+    settle(s);
+    write_fill(s, f);
+    for (uint32_t b = 0; b < s->layout.num_blocks; b++)
+        to_device(s->mode, rsp__device_block_base(dv->dev, b), s->base[b],
+                  (size_t)s->layout.blocks[b].bytes);
+}
+
+void rsp_test_store_fill(rsp_test_store *s, uint32_t slot, uint8_t byte)
+{
+    pending_fill f = {.slot = slot, .pattern = false, .byte = byte};
+    store_fill(s, &f);
+}
+
+void rsp_test_store_fill_pattern(rsp_test_store *s, uint32_t slot, uint64_t seed)
+{
+    pending_fill f = {.slot = slot, .pattern = true, .seed = seed};
+    store_fill(s, &f);
+}
+
+uint8_t *rsp_test_store_slot_ptr(rsp_test_store *s, uint32_t block, uint32_t layer, uint32_t slot)
+{
+    settle(s);
+    return mslot(s, block, layer, slot);
+}
+
 bool rsp_test_store_slot_is_zero(const rsp_test_store *s, uint32_t slot)
 {
+    settle(s);
     for (uint32_t b = 0; b < s->layout.num_blocks; b++)
         for (uint32_t l = 0; l < s->layout.num_layers; l++) {
             const uint8_t *p = cslot(s, b, l, slot);
@@ -248,6 +690,7 @@ bool rsp_test_store_slot_is_zero(const rsp_test_store *s, uint32_t slot)
 
 uint64_t rsp_test_store_checksum(const rsp_test_store *s, uint32_t slot)
 {
+    settle(s);
     uint64_t h = 0x243f6a8885a308d3ull;
     for (uint32_t b = 0; b < s->layout.num_blocks; b++)
         for (uint32_t l = 0; l < s->layout.num_layers; l++) {
@@ -270,6 +713,7 @@ uint64_t rsp_test_store_zero_checksum(const rsp_test_store *s)
 
 static const test_buffer *cbuf(const rsp_test_store *s, uint32_t id)
 {
+    settle(s);
     return id < s->num_buffers ? &s->buffers[id] : NULL;
 }
 
