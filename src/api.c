@@ -90,6 +90,7 @@ rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error
         .ctx = p,
         .on_start = rsp__pool_owner_start,
         .on_stop = rsp__pool_owner_stop,
+        .on_idle = rsp__pool_owner_idle,
     };
     st = rsp__actor_create(&acfg, &p->actor, err);
     if (st != RSP_OK)

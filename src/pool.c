@@ -64,6 +64,14 @@ void rsp__pool_owner_start(void *ctx)
     rsp__publisher_owner_enter(p->pub);
 }
 
+void rsp__pool_owner_idle(void *ctx)
+{
+    rsp_pool *p = ctx;
+    /* Retired plans go to call_rcu in batches; an idle owner hands over
+     * the rest, so they do not wait for the next plan to be reclaimed. */
+    rsp__publisher_flush(p->pub);
+}
+
 void rsp__pool_owner_stop(void *ctx)
 {
     rsp_pool *p = ctx;

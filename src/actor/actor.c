@@ -538,6 +538,8 @@ static void owner_idle(rsp__actor *a)
     a->woke_waiter = false;
     if (spin && spin_until(inbox_nonempty, a, a->spin_ns))
         return;
+    if (a->cfg.on_idle)
+        a->cfg.on_idle(a->cfg.ctx);
 
     rsp__swap_u32(&a->sleeping, 1);
     /* F1: pairs with F2 in enqueue_and_wake. Orders the store of

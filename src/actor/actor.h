@@ -56,6 +56,8 @@ typedef struct rsp__actor_config {
     void *ctx;                   /* passed to every callback */
     void (*on_start)(void *ctx); /* optional: first thing on the owner thread */
     void (*on_stop)(void *ctx);  /* optional: last thing on the owner thread */
+    void (*on_idle)(void *ctx);  /* optional: the owner found its inbox empty
+                                  * after its spin and is about to sleep */
 } rsp__actor_config;
 
 /* Allocate the inbox and start the owner thread. Nothing is left allocated

@@ -55,6 +55,7 @@ typedef struct rsp__plan_label {
 /* Immutable after publication except `refs` and `rcu`. */
 struct rsp_plan {
     struct rcu_head rcu; /* owner, then liburcu's call_rcu worker */
+    rsp_plan *next_retired; /* owner, then the call_rcu worker: retired batch link */
     uint32_t refs;       /* any thread, atomic (X1) */
     rsp__publisher *pub; /* immutable: the publisher outlives its plans */
     uint64_t step_id;
@@ -76,6 +77,9 @@ struct rsp__publisher {
     uint32_t retired_max;       /* owner only writes; tests read */
     uint32_t objects;           /* plans alive: any thread, atomic (X1) */
     uint32_t retired_cap;       /* immutable */
+    uint32_t batch_cap;         /* immutable: plans per call_rcu batch */
+    rsp_plan *batch;            /* owner only: retired, not yet handed to call_rcu */
+    uint32_t batch_len;         /* owner only */
     struct call_rcu_data *crdp; /* immutable: this pool's call_rcu worker */
 };
 
@@ -262,6 +266,7 @@ rsp_status rsp__publisher_create(uint32_t retired_cap, rsp__publisher **out, rsp
     if (!p)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan publisher");
     p->retired_cap = retired_cap ? retired_cap : RSP__RETIRED_CAP_DEFAULT;
+    p->batch_cap = p->retired_cap / 4 ? p->retired_cap / 4 : 1;
     p->crdp = urcu_memb_create_call_rcu_data(0, -1);
     if (!p->crdp) {
         free(p);
@@ -284,18 +289,60 @@ void rsp__publisher_owner_leave(rsp__publisher *p)
     rcu_unregister_ref();
 }
 
-/* G2: the call_rcu worker runs this after a grace period. */
+/* Drop the publisher's reference to every plan of a retired batch, after a
+ * grace period (G2). Returns how many. */
+static uint32_t drop_batch(rsp_plan *plan)
+{
+    uint32_t n = 0;
+    while (plan) {
+        rsp_plan *next = plan->next_retired;
+        rsp__hb_acquire(plan); /* the owner's writes, across call_rcu */
+        plan_drop(plan);
+        plan = next;
+        n++;
+    }
+    return n;
+}
+
+/* G2: the call_rcu worker runs this after a grace period; head is the
+ * first plan of a batch linked through next_retired. */
 static void reclaim_cb(struct rcu_head *head)
 {
     rsp_plan *plan = caa_container_of(head, rsp_plan, rcu);
     rsp__hb_acquire(&rsp__grace_token); /* G2 (TSan mirror of the grace period) */
-    rsp__hb_acquire(plan);              /* the owner's writes, across call_rcu */
+    rsp__hb_acquire(plan);
     rsp__publisher *p = plan->pub;
-    rsp__fetch_add_u32(&p->retired, UINT32_MAX);
-    plan_drop(plan);
+    uint32_t n = 0;
+    for (rsp_plan *q = plan; q; q = q->next_retired)
+        n++;
+    /* Before the drops: the last plan_free is our last access to p (its
+     * destroy waits for the objects count to reach zero). */
+    rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
+    drop_batch(plan);
 }
 
-/* Owner: drop the publisher's reference to a plan readers may still see. */
+/* Owner: hand the retired batch to call_rcu (one callback for the batch:
+ * a call_rcu per plan costs the owner more than the plan's copy). */
+void rsp__publisher_flush(rsp__publisher *p)
+{
+    if (!p->batch)
+        return;
+    rsp_plan *head = p->batch;
+    p->batch = NULL;
+    p->batch_len = 0;
+    rsp__hb_release(head);
+    urcu_memb_call_rcu(&head->rcu, reclaim_cb); /* G2 via the pool's worker */
+}
+
+/*
+ * Owner: drop the publisher's reference to a plan readers may still see.
+ * Retired plans gather in a batch of batch_cap, handed to call_rcu whole.
+ * `retired` counts every plan not yet reclaimed (batch and call_rcu's);
+ * at the cap the owner waits for one grace period itself (synchronize_rcu),
+ * which covers this plan and its batch too, so retired plans stay bounded
+ * however far the call_rcu worker lags (10-20 ms), at one grace period per
+ * batch_cap plans at worst.
+ */
 static void retire(rsp__publisher *p, rsp_plan *plan)
 {
     if (!plan)
@@ -306,13 +353,18 @@ static void retire(rsp__publisher *p, rsp_plan *plan)
         if (r + 1 > p->retired_max)
             rsp__store_relaxed_u32(&p->retired_max, r + 1);
         rsp__hb_release(plan);
-        urcu_memb_call_rcu(&plan->rcu, reclaim_cb); /* G2 via the pool's worker */
+        plan->next_retired = p->batch;
+        p->batch = plan;
+        if (++p->batch_len >= p->batch_cap)
+            rsp__publisher_flush(p);
     } else {
-        /* Past the cap: wait for the grace period here, so retired plans
-         * stay bounded however far the call_rcu worker lags. */
         urcu_memb_synchronize_rcu(); /* G2 */
         rsp__hb_acquire(&rsp__grace_token);
-        plan_drop(plan);
+        plan->next_retired = p->batch;
+        uint32_t n = drop_batch(plan) - 1; /* the batch's plans were counted */
+        p->batch = NULL;
+        p->batch_len = 0;
+        rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
     }
 }
 
@@ -456,6 +508,12 @@ void rsp__publisher_destroy(rsp__publisher *p)
     rcu_assign_pointer(p->staged, NULL);
     urcu_memb_synchronize_rcu(); /* G2: no section still sees either plan */
     rsp__hb_acquire(&rsp__grace_token);
+    /* The owner has stopped: its unflushed batch is ours now, and the grace
+     * period above covers it. */
+    uint32_t n = drop_batch(p->batch);
+    p->batch = NULL;
+    p->batch_len = 0;
+    rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
     if (live)
         plan_drop(live);
     if (staged)

@@ -34,7 +34,8 @@ typedef struct rsp__publisher rsp__publisher;
 
 /* Retired plans waiting for call_rcu at most, per pool, before the owner
  * falls back to synchronize_rcu (call_rcu lags 10-20 ms and nothing bounds
- * its queue). */
+ * its queue). Retired plans go to call_rcu in batches of a quarter of the
+ * cap (one callback each). */
 #define RSP__RETIRED_CAP_DEFAULT 64u
 
 /* Create the publisher and its call_rcu worker (a per-pool call_rcu_data).
@@ -85,10 +86,17 @@ void rsp__plan_discard(rsp_plan *plan);
 /*
  * Publish plan as the live plan (replacing and retiring the previous one)
  * and wake rsp__publisher_wait callers whose step it reaches. Owner thread.
- * Cost: a release store, a call_rcu (or, past the retired cap, a
- * synchronize_rcu), a futex wake only if someone waits.
+ * Cost: a release store, a call_rcu once per batch of retired plans (or,
+ * past the retired cap, a synchronize_rcu), a futex wake only if someone
+ * waits.
  */
 void rsp__publish_live(rsp__publisher *p, rsp_plan *plan);
+
+/* Hand the plans retired so far to call_rcu now (they are otherwise handed
+ * over in batches). The owner calls it before it goes idle, so retired
+ * plans do not wait for the next publication to be reclaimed. Owner
+ * thread. Cost: one call_rcu when a batch is pending. */
+void rsp__publisher_flush(rsp__publisher *p);
 
 /* Publish plan as the staged plan, or unpublish the stage (plan NULL).
  * Owner thread. */
