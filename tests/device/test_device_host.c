@@ -598,6 +598,31 @@ static void full_ring_blocks_the_producer_until_work_completes(void **state)
     rsp_host_fence_destroy(gate);
 }
 
+/* Opens gate i once the main thread announced (on `submitted`) that round
+ * i's list is queued, sometimes after a nap so that the worker and the
+ * waiters are asleep on their futexes when the raise comes. */
+typedef struct gate_keeper {
+    rsp_host_fence *submitted;
+    rsp_host_fence *gate;
+    uint32_t rounds;
+    uint32_t failures;
+} gate_keeper;
+
+static void *gate_keeper_main(void *arg)
+{
+    gate_keeper *k = arg;
+    for (uint32_t i = 1; i <= k->rounds; i++) {
+        if (rsp_host_fence_wait(k->submitted, i, RSP_WAIT_FOREVER) != RSP_OK)
+            k->failures++;
+        if (i % 4 == 0) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+        rsp_host_fence_signal(k->gate, i);
+    }
+    return NULL;
+}
+
 static void no_lost_wakeup_when_submits_alternate_with_idle(void **state)
 {
     (void)state;
@@ -606,21 +631,35 @@ static void no_lost_wakeup_when_submits_alternate_with_idle(void **state)
     make_layout(&lay, 1, 4, 1, sb);
     rsp__device *dev = NULL;
     assert_int_equal(rsp__device_create(RSP_DEVICE_HOST, 0, &lay, &dev, NULL), RSP_OK);
-    /* Each round lets the worker go to sleep, then submits and waits: a lost
-     * wake-up hangs here (and the ctest timeout reports it). */
-    for (uint32_t i = 0; i < 2000; i++) {
+    rsp_host_fence *submitted = NULL, *gate = NULL;
+    assert_int_equal(rsp_host_fence_create(&submitted, NULL), RSP_OK);
+    assert_int_equal(rsp_host_fence_create(&gate, NULL), RSP_OK);
+    gate_keeper k = {submitted, gate, 2000, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, gate_keeper_main, &k), 0);
+    /* Each round's list waits on a gate that is still closed when it is
+     * submitted, so it always goes through the worker (never run at once):
+     * the worker sleeps between rounds and must be woken by the submit, then
+     * sleep on the gate and be woken by its raise, and we sleep on the
+     * device timeline. A lost wake-up anywhere hangs here (the ctest timeout
+     * reports it). */
+    for (uint32_t i = 1; i <= k.rounds; i++) {
         test_work t;
         tw_init(&t);
-        tw_zero(&t, 1);
+        tw_wait(&t, gate, i);
+        tw_zero(&t, 1 + i % 3);
         rsp_event e;
         assert_int_equal(rsp__device_submit(dev, &t.w, &e, NULL), RSP_OK);
+        rsp_host_fence_signal(submitted, i);
         assert_int_equal(rsp__device_event_wait(dev, &e, RSP_WAIT_FOREVER, NULL), RSP_OK);
-        if (i % 8 == 0) {
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
-        }
+        assert_true(rsp_host_fence_value(gate) >= i);
     }
+    pthread_join(th, NULL);
+    assert_int_equal(k.failures, 0);
+    /* The device is done with both fences once its last event completed. */
     rsp__device_destroy(dev);
+    rsp_host_fence_destroy(gate);
+    rsp_host_fence_destroy(submitted);
 }
 
 /* destroy drains: work queued behind a gate runs before the device is freed. */
