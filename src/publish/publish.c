@@ -34,6 +34,9 @@
 #include <string.h>
 #include <time.h>
 
+/* Inline rcu_dereference / rcu_assign_pointer (a few lines each; liburcu
+ * offers this without _LGPL_SOURCE, which stays undefined). */
+#define URCU_INLINE_SMALL_FUNCTIONS
 #include <urcu/urcu-memb.h>
 
 #include "hb.h"
@@ -90,9 +93,15 @@ static char rsp__grace_token;
 /* The calling thread's reader state. A thread may be registered with
  * liburcu both as a reader and as an owner (tests do that): liburcu
  * asserts on a second registration, so registrations are counted. */
-static _Thread_local bool rsp__tls_registered;   /* rsp__reader_register called */
-static _Thread_local uint32_t rsp__tls_rcu_regs; /* liburcu registrations held */
-static _Thread_local uint32_t rsp__tls_depth;    /* read-section nesting */
+/* initial-exec: a fixed offset from the thread pointer instead of a
+ * __tls_get_addr call per access (the general-dynamic default of -fPIC
+ * code), which was a sixth of a read section's instructions. The variables
+ * are a few bytes: a dlopen'ed librsp still fits in glibc's static TLS
+ * surplus. */
+#define RSP__TLS _Thread_local __attribute__((tls_model("initial-exec")))
+static RSP__TLS bool rsp__tls_registered;   /* rsp__reader_register called */
+static RSP__TLS uint32_t rsp__tls_rcu_regs; /* liburcu registrations held */
+static RSP__TLS uint32_t rsp__tls_depth;    /* read-section nesting */
 
 static void rcu_register_ref(void)
 {
