@@ -61,7 +61,7 @@
  * wake syscall and the waiter the wake-up latency. */
 #define RSP__WAIT_SPIN_NS 50000u
 /* Pure PAUSE spin before a spinner starts yielding (see spin_until). */
-#define RSP__PURE_SPIN_NS 2000u
+#define RSP__PURE_SPIN_NS 500u
 /* Ticket waiter whose post had to wake the owner: no spin. The woken owner
  * is usually queued on the waiter's own core (wake-affine placement), so a
  * spin only delays it: measured here, a 10 us spin made the owner start
