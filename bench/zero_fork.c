@@ -6,7 +6,8 @@
  * rsp side: the device layer the owner uses (src/device): one work list
  * with a ZERO of N slots (or a COPY of N pairs), rsp__device_submit, then
  * rsp__device_sync; the time includes the hand-off to the device worker and
- * the wake-up of the waiting thread.
+ * the wake-up of the waiting thread (work of at most 1 MiB on an idle host
+ * device runs inline in submit instead: see docs/device.md).
  * Baseline: memset / memcpy, in the calling thread, of exactly the same
  * byte ranges of the same storage (rsp__device_block_base), one call per
  * (block, layer, slot), so memory, pages and alignment are identical.
