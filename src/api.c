@@ -288,7 +288,10 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
     rsp_status st = validate(pool, msg, err);
     if (st != RSP_OK)
         return st;
-    rsp_ticket *t = rsp__ticket_new(msg);
+    /* Fire-and-forget tickets are recycled by the actor (the owner frees
+     * them: no cross-thread malloc/free per message); kept ones are freed
+     * by their waiter, on its own thread, and may outlive the pool. */
+    rsp_ticket *t = rsp__actor_ticket_new(ticket ? NULL : pool->actor, msg);
     if (!t)
         return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
     st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);

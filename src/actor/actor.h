@@ -72,6 +72,16 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
  */
 rsp_ticket *rsp__ticket_new(const rsp_msg *msg);
 
+/*
+ * Like rsp__ticket_new, for a message that will be posted to a WITHOUT
+ * keeping the ticket (fire-and-forget): a small one is taken from a's pool
+ * of recycled tickets, which the owner refills when it releases them (no
+ * malloc/free per message). a NULL: same as rsp__ticket_new. Such a ticket
+ * must not be kept (it returns to a's pool, and a's destroy frees the pool).
+ * Any thread. Cost: a double-width CAS, or one allocation.
+ */
+rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, const rsp_msg *msg);
+
 /* Free a ticket that was never posted. */
 void rsp__ticket_discard(rsp_ticket *t);
 
