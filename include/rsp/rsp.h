@@ -495,7 +495,12 @@ RSP_API rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t time
 typedef struct rsp_host_fence rsp_host_fence;
 
 RSP_API rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err);
-/** Only when nothing waits on it any more. */
+/**
+ * Drop the caller's handle. Device work already queued to wait on the fence
+ * keeps it alive until that wait has run (like a CUDA event destroyed while a
+ * stream waits on it); threads blocked in rsp_host_fence_wait on it must have
+ * returned. Any thread. NULL is a no-op.
+ */
 RSP_API void rsp_host_fence_destroy(rsp_host_fence *fence);
 /** Raise the timeline to value (never lowers it) and wake waiters. Any thread. */
 RSP_API void rsp_host_fence_signal(rsp_host_fence *fence, uint64_t value);

@@ -93,6 +93,11 @@ struct rsp_host_fence {
     /* Serialises signallers only: a raise is compare-then-store and sync.h
      * has no 64-bit compare-and-swap. Waiters never take it. */
     pthread_mutex_t lock;
+    /* The creator's reference plus one per queued WAIT on this fence, so a
+     * caller may destroy a fence the device still waits on (as CUDA lets a
+     * stream outlive a destroyed event): the last reference frees it. Any
+     * thread, atomic (RC1/RC2). */
+    uint32_t refs;
 };
 
 static rsp_status fence_init(struct rsp_host_fence *f)
@@ -100,6 +105,7 @@ static rsp_status fence_init(struct rsp_host_fence *f)
     f->value = 0;
     f->seq = 0;
     f->waiters = 0;
+    f->refs = 1;
     return pthread_mutex_init(&f->lock, NULL) == 0 ? RSP_OK : RSP_ENOMEM;
 }
 
@@ -199,12 +205,31 @@ rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
     return RSP_OK;
 }
 
+static void fence_ref(struct rsp_host_fence *f)
+{
+    /* Relaxed would do (the caller already holds a reference); the wrapper
+     * is a full RMW anyway. */
+    rsp__fetch_add_u32(&f->refs, 1);
+}
+
+static void fence_unref(struct rsp_host_fence *f)
+{
+    rsp__hb_release(&f->refs);
+    /* RC1: full-barrier RMW; every use of f by this thread happens before
+     * the decrement. Pairs with RC2 in whichever thread drops the last one. */
+    if (rsp__fetch_add_u32(&f->refs, UINT32_MAX) != 1)
+        return;
+    /* RC2: the RMW saw the last reference; RC1 of every other holder is
+     * ordered before it, so nobody touches f any more. */
+    rsp__hb_acquire(&f->refs);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}
+
 void rsp_host_fence_destroy(rsp_host_fence *fence)
 {
-    if (!fence)
-        return;
-    pthread_mutex_destroy(&fence->lock);
-    free(fence);
+    if (fence)
+        fence_unref(fence);
 }
 
 void rsp_host_fence_signal(rsp_host_fence *fence, uint64_t value)
@@ -410,8 +435,11 @@ static void run_job(rsp__host_device *dev, const host_job *job)
             /* Checked at submit: a host fence, never this device's own
              * timeline ahead of this job. Forever: FIFO means nothing later
              * may run before it. */
-            if (op->u.event.handle)
+            if (op->u.event.handle) {
                 fence_wait(op->u.event.handle, op->u.event.value, RSP_WAIT_FOREVER);
+                if (op->u.event.handle != &dev->fence)
+                    fence_unref(op->u.event.handle); /* taken in hold_waited_fences */
+            }
             break;
         case HOP_ZERO: run_zero(lay, dev->base.block_base, op->u.slots, op->count); break;
         case HOP_COPY: run_copy(lay, dev->base.block_base, op->u.pairs, op->count); break;
@@ -643,6 +671,17 @@ static host_job *scratch_job(rsp__host_device *dev, size_t size)
     return dev->scratch;
 }
 
+/* A job keeps every caller fence it waits on alive until its WAIT has run
+ * (released in run_job). Owner only, once the job can no longer fail. */
+static void hold_waited_fences(rsp__host_device *dev, const host_job *job)
+{
+    for (uint32_t i = 0; i < job->num_ops; i++) {
+        const host_op *op = &job->ops[i];
+        if (op->kind == HOP_WAIT && op->u.event.handle && op->u.event.handle != &dev->fence)
+            fence_ref(op->u.event.handle);
+    }
+}
+
 static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *done,
                               rsp_error *err)
 {
@@ -769,6 +808,7 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
         return RSP_OK;
     }
     job->value = dev->submitted + 1;
+    hold_waited_fences(dev, job);
     if (run_inline) {
         /* The device is idle and w cannot block: run it here, in FIFO
          * order all the same, and raise the timeline (HV1) as the worker

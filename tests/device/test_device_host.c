@@ -714,6 +714,50 @@ typedef struct fence_waiter {
     uint64_t seen;
 } fence_waiter;
 
+/* A backend may drop its forward-done fence right after the commit that
+ * carries it: the queued WAIT keeps the fence alive until it has run. Without
+ * the reference the worker reads freed memory here (ASan reports it). */
+static void fence_destroyed_while_a_wait_is_queued_stays_alive(void **state)
+{
+    (void)state;
+    const uint64_t sb[1] = {32};
+    rsp__layout lay;
+    make_layout(&lay, 1, 4, 1, sb);
+    rsp__device *dev = NULL;
+    assert_int_equal(rsp__device_create(RSP_DEVICE_HOST, 0, &lay, &dev, NULL), RSP_OK);
+    fill_pattern(dev, &lay);
+    rsp_host_fence *gate = NULL, *forward_done = NULL;
+    assert_int_equal(rsp_host_fence_create(&gate, NULL), RSP_OK);
+    assert_int_equal(rsp_host_fence_create(&forward_done, NULL), RSP_OK);
+
+    test_work t;
+    tw_init(&t);
+    tw_wait(&t, gate, 1); /* holds the worker so the next WAIT stays queued */
+    assert_int_equal(rsp__device_submit(dev, &t.w, NULL, NULL), RSP_OK);
+    tw_init(&t);
+    tw_wait(&t, forward_done, 1);
+    tw_zero(&t, 2);
+    rsp_event done;
+    assert_int_equal(rsp__device_submit(dev, &t.w, &done, NULL), RSP_OK);
+    rsp_host_fence_signal(forward_done, 1);
+    rsp_host_fence_destroy(forward_done);
+    /* A fresh fence at value 0 likely takes the freed memory (glibc reuses
+     * the chunk at once; ck_pr's loads are invisible to ASan): a worker
+     * reading freed memory would wait on it instead of passing. */
+    rsp_host_fence *reuse = NULL;
+    assert_int_equal(rsp_host_fence_create(&reuse, NULL), RSP_OK);
+    rsp_host_fence_signal(gate, 1);
+    const rsp_status st = rsp__device_event_wait(dev, &done, 10ull * 1000000000ull, NULL);
+    rsp_host_fence_signal(reuse, 1); /* lets a broken worker finish */
+    assert_int_equal(st, RSP_OK);
+
+    check_slot(dev, &lay, 2, -1);
+    check_slot(dev, &lay, 1, 1);
+    rsp__device_destroy(dev);
+    rsp_host_fence_destroy(gate);
+    rsp_host_fence_destroy(reuse);
+}
+
 static void *fence_waiter_main(void *arg)
 {
     fence_waiter *w = arg;
@@ -789,6 +833,7 @@ int main(void)
         cmocka_unit_test(oom_at_creation_fails_cleanly),
         cmocka_unit_test(cuda_kind_without_cuda_is_enodev),
         cmocka_unit_test(copy_after_zero_sees_zeros_fifo),
+        cmocka_unit_test(fence_destroyed_while_a_wait_is_queued_stays_alive),
         cmocka_unit_test(zero_and_copy_touch_exact_bytes_of_odd_sizes),
         cmocka_unit_test(wait_blocks_later_work_until_fence_signalled),
         cmocka_unit_test(event_values_increase_per_submit),
