@@ -655,7 +655,16 @@ static void owner_idle(rsp__actor *a)
 
 static void handle_one(rsp__actor *a, rsp_ticket *t)
 {
-    memset(&t->reply, 0, sizeof t->reply);
+    if (t->kept) {
+        memset(&t->reply, 0, sizeof t->reply);
+    } else {
+        /* Nobody reads the reply of a fire-and-forget message but its
+         * status (unwaited_failures): zeroing the other 450 bytes cost 9%
+         * of a message, and the cache lines travel back to the next poster
+         * of this recycled ticket. */
+        t->reply.error.status = RSP_OK;
+        t->reply.error.message[0] = '\0';
+    }
     a->cfg.handle(a->cfg.ctx, &t->msg, &t->reply);
     /* Single writer (the owner): a relaxed read-modify-write is exact. */
     rsp__store_relaxed_u64(&a->handled, rsp__load_relaxed_u64(&a->handled) + 1);

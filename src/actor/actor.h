@@ -40,8 +40,10 @@ typedef struct rsp__actor rsp__actor;
 
 /*
  * The owner's per-message callback. msg is the actor's private copy (arrays
- * included); reply arrives zeroed and the handler sets reply->error (status
- * RSP_OK on success) and the fields of msg's kind. Owner thread only.
+ * included); reply arrives zeroed (for a message nobody waits for, only
+ * reply->error's status and message: nobody reads the rest) and the handler
+ * sets reply->error (status RSP_OK on success) and the fields of msg's kind.
+ * Owner thread only.
  * A message of kind RSP_MSG_SHUTDOWN is passed to the handler too; the owner
  * stops right after answering it.
  */
