@@ -14,10 +14,11 @@
  *       announcement and wakes it (both fences are store->load orderings;
  *       without either one the two loads can both miss).
  *   C1/C2  credit wake-up. Waiter C1: waiters += 1 (full RMW), snapshot the
- *       epoch, re-check credits. Owner C2: credits += n (full RMW), load
- *       waiters, bump the epoch and wake. Same store->load shape as F1/F2;
- *       the futex compares the epoch, so a wake between check and sleep is
- *       not lost.
+ *       epoch, re-check credits. Owner C2: credits += 1 (full RMW), load
+ *       waiters; if any, bump the epoch and wake, at once or deferred to a
+ *       quarter of the capacity later or the end of the batch. Same
+ *       store->load shape as F1/F2; the futex compares the epoch, so a wake
+ *       between check and sleep is not lost, and a deferred one only late.
  *   S1/S2  close. Poster S1: posting += 1 (full RMW), load closed. Closer
  *       S2: CAS closed 0 -> 1 (full RMW), then wait for posting == 0. Either
  *       the poster sees closed, or the closer sees the poster and waits for
