@@ -50,15 +50,10 @@
 #include "util/sync.h"
 
 typedef struct rsp__plan_label {
-    rsp_label_id label;
+    /* The answer of rsp__plan_addressing, built once with the plan: a read
+     * is one struct copy (its vectors point into the plan's allocation). */
+    rsp_addressing addr;
     char name[RSP_NAME_MAX];
-    uint32_t num_rows;
-    uint32_t length;
-    const int32_t *slot_indices; /* into the plan's allocation */
-    const bool *has_state;
-    const uint64_t *generations;
-    void *device_slot_indices;
-    void *device_has_state;
 } rsp__plan_label;
 
 /* Immutable after publication except `refs` and `rcu`. */
@@ -182,21 +177,26 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
         const rsp__plan_label_src *s = &labels[i];
         rsp__plan_label *l = &plan->labels[i];
         memset(l, 0, sizeof *l);
-        l->label = s->label;
         snprintf(l->name, sizeof l->name, "%s", s->name ? s->name : "?");
-        l->num_rows = s->num_rows;
-        l->length = s->length;
         if (s->num_rows)
             memcpy(g, s->generations, s->num_rows * sizeof *g);
         if (s->length) {
             memcpy(si, s->slot_indices, s->length * sizeof *si);
             memcpy(hs, s->has_state, s->length * sizeof *hs);
         }
-        l->generations = g;
-        l->slot_indices = si;
-        l->has_state = hs;
-        l->device_slot_indices = s->device_slot_indices;
-        l->device_has_state = s->device_has_state;
+        l->addr = (rsp_addressing){
+            .label = s->label,
+            .step_id = step_id,
+            .staged = staged,
+            .num_rows = s->num_rows,
+            .length = s->length,
+            .slot_indices = si,
+            .has_state = hs,
+            .generations = g,
+            .device_slot_indices = s->device_slot_indices,
+            .device_has_state = s->device_has_state,
+            .ready = ready,
+        };
         g += s->num_rows;
         si += s->length;
         hs += s->length;
@@ -226,21 +226,10 @@ rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_ad
                                 rsp_error *err)
 {
     for (uint32_t i = 0; i < plan->num_labels; i++) {
-        const rsp__plan_label *l = &plan->labels[i];
-        if (l->label != label)
-            continue;
-        out->label = label;
-        out->step_id = plan->step_id;
-        out->staged = plan->staged;
-        out->num_rows = l->num_rows;
-        out->length = l->length;
-        out->slot_indices = l->slot_indices;
-        out->has_state = l->has_state;
-        out->generations = l->generations;
-        out->device_slot_indices = l->device_slot_indices;
-        out->device_has_state = l->device_has_state;
-        out->ready = plan->ready;
-        return RSP_OK;
+        if (plan->labels[i].addr.label == label) {
+            *out = plan->labels[i].addr;
+            return RSP_OK;
+        }
     }
     /* Name the labels that were planned, so the caller sees its mistake. */
     char list[RSP_ERROR_MAX];
@@ -248,7 +237,7 @@ rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_ad
     list[0] = '\0';
     for (uint32_t i = 0; i < plan->num_labels && n < sizeof list; i++) {
         int w = snprintf(list + n, sizeof list - n, "%s%s (%u)", i ? ", " : "",
-                         plan->labels[i].name, plan->labels[i].label);
+                         plan->labels[i].name, plan->labels[i].addr.label);
         if (w < 0)
             break;
         n += (size_t)w;
