@@ -6,6 +6,8 @@
  *
  * Fair and competent on purpose:
  * - Same core, same config, same step declarations as the pool under test.
+ * - A default (normal) pthread_mutex: the adaptive (spinning) kind was tried
+ *   and was not faster here (ingest_remove, 1-8 threads on 2 cores).
  * - Device work runs synchronously in the calling thread, under the mutex,
  *   straight onto heap storage (memset / memcpy per layer and block, like
  *   the host device's worker does), with no thread hop: for a lock-based
