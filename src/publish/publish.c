@@ -325,12 +325,20 @@ static void reclaim_cb(struct rcu_head *head)
     drop_batch(plan);
 }
 
+/* Owner: whether the batch may go to call_rcu: call_rcu's share (plans
+ * retired minus the batch) plus the batch must leave room for one more
+ * batch under the cap, so that while call_rcu lags the owner still gathers
+ * a whole batch per grace period it waits for (instead of one per plan). */
+static bool batch_fits_call_rcu(const rsp__publisher *p)
+{
+    uint32_t in_flight = rsp__load_relaxed_u32(&p->retired) - p->batch_len;
+    return in_flight + p->batch_len <= p->retired_cap - p->batch_cap;
+}
+
 /* Owner: hand the retired batch to call_rcu (one callback for the batch:
  * a call_rcu per plan costs the owner more than the plan's copy). */
-void rsp__publisher_flush(rsp__publisher *p)
+static void batch_to_call_rcu(rsp__publisher *p)
 {
-    if (!p->batch)
-        return;
     rsp_plan *head = p->batch;
     p->batch = NULL;
     p->batch_len = 0;
@@ -338,38 +346,47 @@ void rsp__publisher_flush(rsp__publisher *p)
     urcu_memb_call_rcu(&head->rcu, reclaim_cb); /* G2 via the pool's worker */
 }
 
+void rsp__publisher_flush(rsp__publisher *p)
+{
+    /* Past the room for call_rcu the batch waits for the next retire
+     * (which waits for a grace period): an idle owner must not block on a
+     * reader's long read section. */
+    if (p->batch && batch_fits_call_rcu(p))
+        batch_to_call_rcu(p);
+}
+
 /*
  * Owner: drop the publisher's reference to a plan readers may still see.
- * Retired plans gather in a batch of batch_cap, handed to call_rcu whole.
- * `retired` counts every plan not yet reclaimed (batch and call_rcu's);
- * at the cap the owner waits for one grace period itself (synchronize_rcu),
- * which covers this plan and its batch too, so retired plans stay bounded
- * however far the call_rcu worker lags (10-20 ms), at one grace period per
- * batch_cap plans at worst.
+ * Retired plans gather in a batch of batch_cap, handed to call_rcu whole
+ * while call_rcu's share leaves room for a batch under the cap. Past that,
+ * a full batch waits for one grace period here (synchronize_rcu) and is
+ * freed at once: one grace period per batch_cap plans however far the
+ * call_rcu worker lags (10-20 ms), and `retired` (every plan not yet
+ * reclaimed, batch included) never exceeds the cap.
  */
 static void retire(rsp__publisher *p, rsp_plan *plan)
 {
     if (!plan)
         return;
-    uint32_t r = rsp__load_relaxed_u32(&p->retired);
-    if (r < p->retired_cap) {
-        rsp__fetch_add_u32(&p->retired, 1);
-        if (r + 1 > p->retired_max)
-            rsp__store_relaxed_u32(&p->retired_max, r + 1);
-        rsp__hb_release(plan);
-        plan->next_retired = p->batch;
-        p->batch = plan;
-        if (++p->batch_len >= p->batch_cap)
-            rsp__publisher_flush(p);
-    } else {
-        urcu_memb_synchronize_rcu(); /* G2 */
-        rsp__hb_acquire(&rsp__grace_token);
-        plan->next_retired = p->batch;
-        uint32_t n = drop_batch(plan) - 1; /* the batch's plans were counted */
-        p->batch = NULL;
-        p->batch_len = 0;
-        rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
+    rsp__hb_release(plan);
+    plan->next_retired = p->batch;
+    p->batch = plan;
+    p->batch_len++;
+    uint32_t r = rsp__fetch_add_u32(&p->retired, 1) + 1;
+    if (r > p->retired_max)
+        rsp__store_relaxed_u32(&p->retired_max, r);
+    if (p->batch_len < p->batch_cap)
+        return;
+    if (batch_fits_call_rcu(p)) {
+        batch_to_call_rcu(p);
+        return;
     }
+    urcu_memb_synchronize_rcu(); /* G2 */
+    rsp__hb_acquire(&rsp__grace_token);
+    uint32_t n = drop_batch(p->batch);
+    p->batch = NULL;
+    p->batch_len = 0;
+    rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
 }
 
 void rsp__publish_live(rsp__publisher *p, rsp_plan *plan)
