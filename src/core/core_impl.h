@@ -128,6 +128,8 @@ struct rsp__core {
     rsp__steprec *steps; /* [max_inflight] */
     uint64_t last_admitted;
     bool any_admitted;
+    uint64_t last_committed; /* highest committed id: never admitted again */
+    bool any_committed;
 
     /* Stage: at most one. */
     bool stage_active;

@@ -206,6 +206,11 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
                              "admit: step id %" PRIu64 " goes backwards (last admitted %" PRIu64
                              ")",
                              step->step_id, c->last_admitted);
+        if (c->any_committed && step->step_id <= c->last_committed)
+            return rsp__fail(err, RSP_EORDER,
+                             "admit: step id %" PRIu64 " was already used by a committed step "
+                             "(last committed %" PRIu64 "); step ids increase",
+                             step->step_id, c->last_committed);
         for (uint32_t i = 0; i < c->max_inflight && rec == RSP__NONE; i++)
             if (!c->steps[i].used)
                 rec = i;
@@ -347,14 +352,22 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
     for (uint32_t j = s->num_journal; j-- > 0;) {
         const rsp__jent *e = &s->journal[j];
         rsp__req *r = rsp__req_find(c, e->rid);
-        if (!r)
-            continue; /* removed meanwhile: its slot went through removal */
-        rsp__hold *h = rsp__req_holds(r);
+        rsp__hold *h = r ? rsp__req_holds(r) : NULL;
         uint32_t i = 0;
-        while (i < r->num_holds && !(h[i].label == e->label && h[i].slot == e->slot))
+        while (r && i < r->num_holds && !(h[i].label == e->label && h[i].slot == e->slot))
             i++;
-        if (i == r->num_holds)
+        if (!r || i == r->num_holds) {
+            /* Removed (or reset with free) meanwhile: the slot went pending.
+             * If this step is its last pin, release it here, at its journal
+             * position, so the free stack still ends as before the admit. */
+            rsp__slot *sl = &c->slots[e->slot];
+            if (sl->state == RSP__SLOT_PENDING && sl->pins == bit) {
+                sl->pins = 0;
+                c->pending--;
+                rsp__slot_release(c, e->slot, w);
+            }
             continue;
+        }
         c->slots[e->slot].pins &= ~bit;
         rsp__hold_drop(c, r, i, w);
     }
@@ -392,6 +405,9 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
 
     /* Everything below runs after the forward on the device. */
+    if (!c->any_committed || step->step_id > c->last_committed)
+        c->last_committed = step->step_id;
+    c->any_committed = true;
     if (forward_done)
         (void)rsp__work_wait(w, forward_done);
     if (capture) {

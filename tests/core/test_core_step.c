@@ -550,13 +550,81 @@ static void step_id_going_backwards_is_order_error(void **state)
     assert_non_null(strstr(f.err.message, "goes backwards"));
     snap_take(&f, &z);
     snap_assert_equal(&a, &z);
-    /* The same id again (a retry) is fine, and so is a larger one. */
-    sb_init(&b, 10);
-    sb_row(&b, 2, 0, 1);
-    fx_admit_ok(&f, &b.s);
+    /* A larger id is fine; the same id again after a rollback (a retry) too. */
     sb_init(&b, 11);
     sb_row(&b, 3, 0, 1);
     fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_rollback(&f, 11, NULL), RSP_OK);
+    fx_admit_ok(&f, &b.s);
+    fx_fini(&f);
+}
+
+/* Step ids increase: the id of a committed step is never a new step again
+ * (admit 5, commit 5, admit 5 is refused, nothing changes). */
+static void admit_of_a_committed_step_id_is_order_error(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 8, true);
+    stepb b;
+    sb_init(&b, 5);
+    sb_row(&b, 1, 0, 1);
+    fx_run_step(&f, &b.s);
+    snap a, z;
+    snap_take(&f, &a);
+    sb_init(&b, 5);
+    sb_row(&b, 2, 0, 1);
+    rsp_admit_outcome out;
+    assert_int_equal(fx_admit(&f, &b.s, &out), RSP_EORDER);
+    assert_non_null(strstr(f.err.message, "committed"));
+    snap_take(&f, &z);
+    snap_assert_equal(&a, &z);
+    assert_false(rsp__core_has_request(f.core, 2));
+    /* Plan and commit of it stay refused too (it is not in flight). */
+    assert_int_equal(fx_plan(&f, &b.s), RSP_EORDER);
+    sb_init(&b, 6);
+    sb_row(&b, 2, 0, 1);
+    fx_admit_ok(&f, &b.s);
+    fx_fini(&f);
+}
+
+/* SEMANTICS 4.2: a row removed during the step is released at its journal
+ * position by the rollback, so the free stack ends exactly as before the
+ * admit (1 2 3 4, not 2 1 3 4). */
+static void rollback_restores_free_order_after_removal_during_step(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 5, true);
+    uint32_t before[8], after[8];
+    uint32_t n = rsp__core_free_order(f.core, before, 8);
+    assert_int_equal(n, 4);
+    stepb b;
+    sb_init(&b, 1);
+    sb_row(&b, 1, 0, 1);
+    sb_row(&b, 2, 0, 1);
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_remove(&f, 2), RSP_OK);
+    assert_int_equal(rsp__core_slot_state(f.core, 2), RSP__SLOT_PENDING);
+    assert_int_equal(fx_rollback(&f, 1, &done_ev), RSP_OK);
+    assert_int_equal(op_index(&f, RSP__OP_WAIT), 0);
+    assert_int_equal(rsp__core_free_order(f.core, after, 8), n);
+    assert_memory_equal(before, after, n * sizeof before[0]);
+    assert_int_equal(fx_stats(&f).pending_release, 0);
+    fx_check_invariants(&f);
+    /* Removal of the other row instead, with a second step pinning it: the
+     * slot stays pending until that step ends. */
+    fx_admit_ok(&f, &b.s);
+    stepb c;
+    sb_init(&c, 2);
+    sb_row(&c, 1, 0, 1);
+    fx_admit_ok(&f, &c.s);
+    assert_int_equal(fx_remove(&f, 1), RSP_OK);
+    assert_int_equal(fx_rollback(&f, 1, NULL), RSP_OK);
+    assert_int_equal(rsp__core_slot_state(f.core, 1), RSP__SLOT_PENDING);
+    assert_int_equal(fx_rollback(&f, 2, NULL), RSP_OK);
+    assert_int_equal(rsp__core_slot_state(f.core, 1), RSP__SLOT_FREE);
+    fx_check_invariants(&f);
     fx_fini(&f);
 }
 
@@ -598,6 +666,8 @@ int main(void)
         cmocka_unit_test(reset_keep_during_step_zeroes_after_forward),
         cmocka_unit_test(too_many_steps_in_flight_is_capacity_error),
         cmocka_unit_test(step_id_going_backwards_is_order_error),
+        cmocka_unit_test(admit_of_a_committed_step_id_is_order_error),
+        cmocka_unit_test(rollback_restores_free_order_after_removal_during_step),
         cmocka_unit_test(rid_never_ingested_is_ingested_by_admit),
     };
     return cmocka_run_group_tests_name("core_step", tests, NULL, NULL);

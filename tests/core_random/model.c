@@ -321,7 +321,15 @@ void rspm_rollback(rspm *m, uint64_t step_id)
         rspm_journal_entry *e = &st->journal[i];
         rspm_holding *h = find(m, e->ridx, e->label);
         if (!h || h->slot != e->slot) {
+            /* Removed during the step: pending. If this step is its last
+             * pin, it is released here, at its journal position. */
             m->cov.rollback_skips++;
+            rspm_slot *sl = &m->slot[e->slot];
+            if (sl->state == RSPM_PENDING && sl->pins == 1 && pinned_by(st, e->slot)) {
+                unpin_one(m, st, e->slot);
+                push_slot(m, e->slot);
+                m->cov.pending_freed++;
+            }
             continue;
         }
         m->cov.rollback_frees++;

@@ -23,6 +23,9 @@
  *   - commit sets has_state only on holdings whose slot this step pins (a
  *     holding re-created since the plan was not written by this forward);
  *   - a fork from a slot whose zero is deferred gives the target zeros;
+ *   - rollback of a journal entry whose holding was removed during the step
+ *     releases the pending slot at its journal position when this step is
+ *     its last pin (the free stack ends as before the admit);
  *   - rollback of a fresh allocation that another in-flight step also pins
  *     leaves the slot pending instead of pushing it;
  *   - a capture step ingests nothing; a refused admit ingests nothing.
