@@ -16,6 +16,8 @@ void rsp__work_fini(rsp__work *w)
     free(w->ops);
     free(w->slots);
     free(w->pairs);
+    free(w->read_mark);
+    free(w->write_mark);
     memset(w, 0, sizeof *w);
 }
 
@@ -61,6 +63,17 @@ rsp_status rsp__work_reserve(rsp__work *w, uint32_t ops, uint32_t slots, uint32_
     return RSP_OK;
 }
 
+/* Start a new COPY stamp for op and mark its pairs with it. O(pairs in op). */
+static void copy_restamp(rsp__work *w, rsp__op *op)
+{
+    op->stamp = ++w->next_stamp;
+    for (uint32_t i = 0; i < op->count; i++) {
+        const rsp__copy *p = &w->pairs[op->first + i];
+        w->read_mark[p->src] = op->stamp;
+        w->write_mark[p->dst] = op->stamp;
+    }
+}
+
 void rsp__work_mark_take(const rsp__work *w, rsp__work_mark *m)
 {
     m->num_ops = w->num_ops;
@@ -77,8 +90,13 @@ void rsp__work_mark_restore(rsp__work *w, const rsp__work_mark *m)
     w->num_ops = m->num_ops;
     w->num_slots = m->num_slots;
     w->num_pairs = m->num_pairs;
-    if (m->num_ops)
+    if (m->num_ops) {
         w->ops[m->num_ops - 1] = m->last;
+        /* Marks of the dropped ops may have overwritten this op's: re-mark
+         * it under a fresh stamp so a later pair cannot join it wrongly. */
+        if (m->last.kind == RSP__OP_COPY)
+            copy_restamp(w, &w->ops[m->num_ops - 1]);
+    }
 }
 
 static rsp__op *push_op(rsp__work *w, rsp__op_kind kind)
@@ -120,21 +138,39 @@ rsp_status rsp__work_zero(rsp__work *w, uint32_t slot)
 
 /* Can (src -> dst) join `op` without changing the result of running its pairs
  * as one unordered batch? Not if dst is read or written by another pair, or
- * src is written by another pair. O(pairs in op). */
+ * src is written by another pair. O(1): every pair of op carries op's stamp
+ * in the marks of its slots. */
 static bool copy_fits(const rsp__work *w, const rsp__op *op, uint32_t src, uint32_t dst)
 {
-    const rsp__copy *p = w->pairs + op->first;
-    for (uint32_t i = 0; i < op->count; i++)
-        if (p[i].dst == dst || p[i].src == dst || p[i].dst == src)
-            return false;
-    return true;
+    return w->write_mark[dst] != op->stamp && w->read_mark[dst] != op->stamp &&
+           w->write_mark[src] != op->stamp;
+}
+
+/* Room in the marks for slot ids up to max_slot; new entries hold stamp 0,
+ * which no op has. */
+static rsp_status marks_reserve(rsp__work *w, uint32_t max_slot)
+{
+    if (max_slot < w->cap_marks)
+        return RSP_OK;
+    uint32_t old = w->cap_marks;
+    uint32_t cap = old;
+    if (grow((void **)&w->read_mark, &cap, (uint64_t)max_slot + 1, sizeof *w->read_mark))
+        return RSP_ENOMEM;
+    cap = old;
+    if (grow((void **)&w->write_mark, &cap, (uint64_t)max_slot + 1, sizeof *w->write_mark))
+        return RSP_ENOMEM;
+    memset(w->read_mark + old, 0, (size_t)(cap - old) * sizeof *w->read_mark);
+    memset(w->write_mark + old, 0, (size_t)(cap - old) * sizeof *w->write_mark);
+    w->cap_marks = cap;
+    return RSP_OK;
 }
 
 rsp_status rsp__work_copy(rsp__work *w, uint32_t src, uint32_t dst)
 {
     if (src == dst)
         return RSP_OK; /* copying a slot onto itself changes nothing */
-    if (grow((void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + 1, sizeof *w->pairs))
+    if (grow((void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + 1, sizeof *w->pairs) ||
+        marks_reserve(w, src > dst ? src : dst))
         return RSP_ENOMEM;
     rsp__op *last = w->num_ops ? &w->ops[w->num_ops - 1] : NULL;
     /* A chain (a->b, b->c) must see b's new contents: start a new COPY op,
@@ -145,11 +181,14 @@ rsp_status rsp__work_copy(rsp__work *w, uint32_t src, uint32_t dst)
         if (!last)
             return RSP_ENOMEM;
         last->first = w->num_pairs;
+        last->stamp = ++w->next_stamp;
     }
     w->pairs[w->num_pairs].src = src;
     w->pairs[w->num_pairs].dst = dst;
     w->num_pairs++;
     last->count++;
+    w->read_mark[src] = last->stamp;
+    w->write_mark[dst] = last->stamp;
     return RSP_OK;
 }
 

@@ -47,6 +47,8 @@ typedef struct rsp__op {
     rsp_event event;            /* WAIT */
     const int32_t *slot_indices;/* UPLOAD, host, [count] */
     const bool *has_state;      /* UPLOAD, host, [count] */
+    uint32_t stamp;             /* COPY: batch identity for the conflict marks;
+                                 * the list's own bookkeeping, devices ignore it */
 } rsp__op;
 
 /* Grows by doubling; after warm-up a step appends without allocating. */
@@ -57,6 +59,11 @@ typedef struct rsp__work {
     uint32_t num_slots, cap_slots;
     rsp__copy *pairs;
     uint32_t num_pairs, cap_pairs;
+    /* Per slot, the stamp of the COPY op that last read / wrote it, so that
+     * whether a pair may join the last COPY op is O(1), not O(pairs). */
+    uint32_t *read_mark, *write_mark;
+    uint32_t cap_marks;
+    uint32_t next_stamp;
 } rsp__work;
 
 void rsp__work_init(rsp__work *w);

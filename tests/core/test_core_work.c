@@ -84,6 +84,28 @@ static void mark_restore_puts_the_list_back(void **state)
     rsp__work_fini(&w);
 }
 
+/* After an error path drops a later COPY op, the op left last must still
+ * refuse a pair that conflicts with it, even though the dropped op had
+ * re-marked the same slots. */
+static void copy_after_mark_restore_still_sees_conflicts(void **state)
+{
+    (void)state;
+    rsp__work w;
+    rsp__work_init(&w);
+    assert_int_equal(rsp__work_copy(&w, 5, 6), RSP_OK); /* op A writes 6 */
+    rsp__work_mark m;
+    rsp__work_mark_take(&w, &m);
+    assert_int_equal(rsp__work_copy(&w, 7, 6), RSP_OK); /* writes 6 too: op B */
+    assert_int_equal(w.num_ops, 2);
+    rsp__work_mark_restore(&w, &m);
+    assert_int_equal(w.num_ops, 1);
+    assert_int_equal(rsp__work_copy(&w, 8, 6), RSP_OK); /* writes 6 again */
+    assert_int_equal(w.num_ops, 2); /* so it must not join op A */
+    assert_int_equal(rsp__work_copy(&w, 9, 10), RSP_OK);
+    assert_int_equal(w.num_ops, 2); /* independent pairs still batch */
+    rsp__work_fini(&w);
+}
+
 static void reserve_then_append_does_not_grow(void **state)
 {
     (void)state;
@@ -154,6 +176,7 @@ int main(void)
         cmocka_unit_test(independent_copies_batch_into_one_op),
         cmocka_unit_test(chains_and_conflicts_split_into_ordered_copies),
         cmocka_unit_test(mark_restore_puts_the_list_back),
+        cmocka_unit_test(copy_after_mark_restore_still_sees_conflicts),
         cmocka_unit_test(reserve_then_append_does_not_grow),
         cmocka_unit_test(upload_and_buffer_ops_carry_their_fields),
         cmocka_unit_test(executor_rejects_overlapping_copies),
