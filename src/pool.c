@@ -7,6 +7,8 @@
  */
 #include "pool.h"
 
+#include <stdio.h>
+
 #include "hb.h"
 #include "util/error.h"
 #include "util/sync.h"
@@ -85,6 +87,11 @@ static rsp_status submit(rsp_pool *p, rsp_event *done, rsp_error *err)
     rsp__work *w = &p->work;
     if (!done && rsp__work_empty(w))
         return RSP_OK;
+    uint32_t inject = rsp__load_relaxed_u32(&p->inject_submit_failures);
+    if (inject) {
+        rsp__store_relaxed_u32(&p->inject_submit_failures, inject - 1);
+        return rsp__fail(err, RSP_ENOMEM, "device submit: out of host memory (injected)");
+    }
     rsp_status st = rsp__device_submit(p->dev, w, done, err);
     if (st != RSP_OK)
         return st;
@@ -101,21 +108,41 @@ static rsp_status submit(rsp_pool *p, rsp_event *done, rsp_error *err)
     return RSP_OK;
 }
 
+void rsp__pool_inject_submit_failures(rsp_pool *p, uint32_t n)
+{
+    rsp__store_relaxed_u32(&p->inject_submit_failures, n);
+}
+
 static void unpublish_stage(rsp_pool *p)
 {
     if (!p->has_stage)
         return;
     rsp__publish_staged(p->pub, NULL);
     p->has_stage = false;
+    p->stage_num_bufs = 0;
 }
 
-static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r)
+/* Whether the live plan just built binds an addressing buffer of the
+ * published stage (the core gave it a leased buffer the stage held). */
+static bool takes_stage_buffer(const rsp_pool *p, const rsp__plan_out *out)
+{
+    for (uint32_t i = 0; i < out->num_labels; i++)
+        for (uint32_t j = 0; j < p->stage_num_bufs; j++)
+            if (out->labels[i].buffer == p->stage_bufs[j])
+                return true;
+    return false;
+}
+
+/* *changed: set once the core has planned (a failure after it, in the
+ * device or the plan's allocation, breaks the pool). */
+static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, bool *changed)
 {
     rsp_error *e = &r->error;
     rsp__plan_out out;
     rsp_status st = rsp__core_plan(p->core, step, &out, &p->work, e);
     if (st != RSP_OK)
         return st;
+    *changed = true;
     rsp_event ready = {0};
     st = submit(p, &ready, e);
     if (st != RSP_OK)
@@ -148,12 +175,17 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r)
         rsp__publish_staged(p->pub, plan);
         p->has_stage = true;
         p->stage_step = out.step_id;
+        p->stage_num_bufs = out.num_labels;
+        for (uint32_t i = 0; i < out.num_labels; i++)
+            p->stage_bufs[i] = out.labels[i].buffer;
         bump(&p->ctr.stages, 1);
     } else {
-        /* Live first, then drop the stage it consumed: readers never see
-         * a moment without a live plan. */
+        /* Live first, then drop the stage it consumed (its own step's) or
+         * whose leased buffer it took (another step's; the core dropped
+         * that stage): readers never see a moment without a live plan,
+         * nor a stage whose device vectors hold another step's rows. */
         rsp__publish_live(p->pub, plan);
-        if (p->has_stage && p->stage_step == out.step_id)
+        if (p->has_stage && (p->stage_step == out.step_id || takes_stage_buffer(p, &out)))
             unpublish_stage(p);
         bump(&p->ctr.plans, 1);
         if (out.promoted)
@@ -164,6 +196,50 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r)
     return RSP_OK;
 }
 
+static const char *kind_name(rsp_msg_kind k)
+{
+    static const char *const names[RSP_MSG_KIND_COUNT_] = {
+        [RSP_MSG_INGEST] = "ingest",
+        [RSP_MSG_REMOVE] = "remove",
+        [RSP_MSG_RESET] = "reset",
+        [RSP_MSG_ADMIT] = "admit",
+        [RSP_MSG_ROLLBACK] = "rollback",
+        [RSP_MSG_PLAN] = "plan",
+        [RSP_MSG_CLEAR_PREPLAN] = "clear_preplan",
+        [RSP_MSG_COMMIT] = "commit",
+        [RSP_MSG_BUILD_GRAPH_BUFFERS] = "build_graph_buffers",
+        [RSP_MSG_STATS] = "stats",
+        [RSP_MSG_BARRIER] = "barrier",
+        [RSP_MSG_LABEL] = "label",
+        [RSP_MSG_HOLDING] = "holding",
+        [RSP_MSG_SHUTDOWN] = "shutdown",
+    };
+    return (unsigned)k < RSP_MSG_KIND_COUNT_ ? names[k] : "?";
+}
+
+/* The device work (or the plan) of message m failed after the core had
+ * already changed: the pool can no longer say "nothing changed", and the
+ * core's state (slots freed, a step finished) no longer matches the device
+ * (a slot never zeroed, a plan never published). Break the pool for good:
+ * m and every later message get RSP_EDEVICE naming m. Plan waiters are
+ * released (RSP_ESHUTDOWN): the step they wait for will never come. */
+static rsp_status break_pool(rsp_pool *p, const rsp_msg *m, rsp_error *e)
+{
+    char cause[RSP_ERROR_MAX];
+    snprintf(cause, sizeof cause, "%s", e->status != RSP_OK ? e->message : "unknown failure");
+    const bool has_step = m->kind == RSP_MSG_ADMIT || m->kind == RSP_MSG_ROLLBACK ||
+                          m->kind == RSP_MSG_PLAN || m->kind == RSP_MSG_COMMIT;
+    char step[48] = "";
+    if (has_step)
+        snprintf(step, sizeof step, " of step %llu", (unsigned long long)m->step.step_id);
+    snprintf(p->broken_why, sizeof p->broken_why,
+             "the device work of message %s%s failed after the pool's state changed (%.120s)",
+             kind_name(m->kind), step, cause);
+    p->broken = true;
+    rsp__publisher_close(p->pub);
+    return rsp__fail(e, RSP_EDEVICE, "%s; the pool is broken: destroy it", p->broken_why);
+}
+
 void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
 {
     rsp_pool *p = ctx;
@@ -172,30 +248,40 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
     rsp__work *w = &p->work;
     const rsp_event *ev = m->event.handle ? &m->event : NULL;
     rsp_status st = RSP_OK;
+    /* Set once the core has changed: a failure after it breaks the pool. */
+    bool changed = false;
     rsp__work_clear(w);
 
+    if (p->broken && m->kind != RSP_MSG_SHUTDOWN) {
+        rsp__fail(e, RSP_EDEVICE, "the pool is broken: %s; destroy it", p->broken_why);
+        return;
+    }
     switch (m->kind) {
     case RSP_MSG_INGEST: st = rsp__core_ingest(core, m->rid, e); break;
     case RSP_MSG_REMOVE:
         st = rsp__core_remove(core, m->rid, w, e);
-        if (st == RSP_OK)
+        if ((changed = st == RSP_OK))
             st = submit(p, NULL, e);
         break;
     case RSP_MSG_RESET:
         st = rsp__core_reset(core, m->rid, m->free, w, e);
-        if (st == RSP_OK)
+        if ((changed = st == RSP_OK))
             st = submit(p, NULL, e);
         break;
     case RSP_MSG_ADMIT:
         st = rsp__core_admit(core, &m->step, &r->admit, w, e);
-        if (st == RSP_OK)
+        if ((changed = st == RSP_OK))
             st = submit(p, NULL, e);
         if (st == RSP_OK)
             bump(r->admit.ok ? &p->ctr.admits_ok : &p->ctr.admits_refused, 1);
         break;
     case RSP_MSG_ROLLBACK:
-        st = rsp__core_rollback(core, m->step.step_id, ev, w, e);
+        /* The caller's event is checked before the core changes anything:
+         * the device would refuse its WAIT only after the rollback. */
+        st = rsp__device_check_event(p->dev, ev, e);
         if (st == RSP_OK)
+            st = rsp__core_rollback(core, m->step.step_id, ev, w, e);
+        if ((changed = st == RSP_OK))
             st = submit(p, NULL, e);
         if (st == RSP_OK) {
             /* The core drops a stage of the step it rolls back. */
@@ -204,22 +290,26 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
             bump(&p->ctr.rollbacks, 1);
         }
         break;
-    case RSP_MSG_PLAN: st = handle_plan(p, &m->step, r); break;
+    case RSP_MSG_PLAN:
+        st = handle_plan(p, &m->step, r, &changed);
+        break;
     case RSP_MSG_CLEAR_PREPLAN:
         st = rsp__core_clear_preplan(core, e);
         if (st == RSP_OK)
             unpublish_stage(p);
         break;
     case RSP_MSG_COMMIT:
-        st = rsp__core_commit(core, &m->step, ev, w, e);
+        st = rsp__device_check_event(p->dev, ev, e); /* as for rollback */
         if (st == RSP_OK)
+            st = rsp__core_commit(core, &m->step, ev, w, e);
+        if ((changed = st == RSP_OK))
             st = submit(p, NULL, e);
         if (st == RSP_OK)
             bump(&p->ctr.commits, 1);
         break;
     case RSP_MSG_BUILD_GRAPH_BUFFERS:
         st = rsp__core_build_graph_buffers(core, m->max_bs, m->max_seq_len, w, e);
-        if (st == RSP_OK)
+        if ((changed = st == RSP_OK))
             st = submit(p, NULL, e);
         break;
     case RSP_MSG_STATS:
@@ -247,6 +337,8 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
     }
     if (st != RSP_OK && e->status == RSP_OK)
         rsp__fail(e, st, "%s", rsp_strerror(st)); /* a status without a message */
+    if (st != RSP_OK && changed)
+        st = break_pool(p, m, e);
     if (st == RSP_OK)
         e->status = RSP_OK;
     rsp__pool_mirror_gauges(p);

@@ -54,11 +54,24 @@ struct rsp_pool {
     rsp__work work;
     bool has_stage;      /* a staged plan is published */
     uint64_t stage_step; /* its step id */
+    /* The stage's addressing buffers: a live plan that binds one of them
+     * took it from the stage (the core dropped the stage), so the staged
+     * plan must go too: its device vectors now hold the live step's. */
+    uint32_t stage_bufs[RSP_MAX_LABELS];
+    uint32_t stage_num_bufs;
+    /* Sticky: device work failed after the core had changed (out of memory
+     * in a submit or a plan). The core and the device disagree from then
+     * on, so every later message is refused with RSP_EDEVICE and why. */
+    bool broken;
+    char broken_why[RSP_ERROR_MAX];
     rsp__plan_label_src srcs[RSP_MAX_LABELS];
 
     /* Any thread, atomic. */
     uint32_t num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
     rsp__pool_counters ctr;
+    /* Tests: fail this many of the next device submits as out of memory
+     * (the only failure left after the core changed). Relaxed atomic. */
+    uint32_t inject_submit_failures;
 };
 
 /* The actor's callbacks (owner thread). ctx is the rsp_pool. */
@@ -70,6 +83,11 @@ void rsp__pool_owner_idle(void *ctx);
 /* Refresh the gauges mirrored from the core. Owner thread (or the creating
  * thread before the owner starts). O(1). */
 void rsp__pool_mirror_gauges(rsp_pool *pool);
+
+/* Tests only: make the next n device submits of the owner fail with
+ * RSP_ENOMEM, as an allocation in the device would. Any thread; a message
+ * posted after the call sees it. O(1). */
+void rsp__pool_inject_submit_failures(rsp_pool *pool, uint32_t n);
 
 /* Fill *out from the counters: any thread, relaxed (not a snapshot). */
 void rsp__pool_read_counters(const rsp_pool *pool, rsp_stats *out);

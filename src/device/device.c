@@ -58,6 +58,14 @@ rsp_status rsp__device_buffer(const rsp__device *dev, uint32_t id, void **slot_i
     return dev->ops->buffer(dev, id, slot_indices, has_state, capacity, err);
 }
 
+rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event,
+                                   rsp_error *err)
+{
+    if (!event || !event->handle || !dev->ops->check_event)
+        return RSP_OK;
+    return dev->ops->check_event(dev, event, err);
+}
+
 rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err)
 {
     return dev->ops->sync(dev, err);

@@ -46,6 +46,18 @@ rsp_status rsp__device_submit(rsp__device *dev, const rsp__work *work, rsp_event
 rsp_status rsp__device_buffer(const rsp__device *dev, uint32_t id, void **slot_indices,
                               void **has_state, uint32_t *capacity, rsp_error *err);
 
+/*
+ * Would a WAIT on the caller's event be accepted by rsp__device_submit?
+ * The owner asks before the core changes anything, so a bad forward_done is
+ * refused with the pool unchanged (submit's own check would come too late).
+ * Host: refuses the device's own timeline at a value no submitted work
+ * reaches (it would never complete). CUDA: any handle. NULL / a NULL handle:
+ * RSP_OK ("already complete"). Owner thread (reads the submitted value).
+ * O(1).
+ */
+rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event,
+                                   rsp_error *err);
+
 /* Wait until everything submitted so far has run. */
 rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err);
 

@@ -19,6 +19,8 @@ typedef struct rsp__device_ops {
                              uint64_t timeout_ns, rsp_error *err);
     rsp_status (*read)(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                        void *dst, rsp_error *err);
+    /* rsp__device_check_event; NULL = every non-NULL handle is accepted. */
+    rsp_status (*check_event)(const rsp__device *dev, const rsp_event *event, rsp_error *err);
 } rsp__device_ops;
 
 /* Common head of every device; implementations embed it first. */

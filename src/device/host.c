@@ -527,6 +527,25 @@ typedef struct job_size {
     size_t slots, pairs, uploads; /* entries */
 } job_size;
 
+/* A WAIT may name any host fence, or the device's own timeline at a value
+ * already submitted: a later one would wait for work queued behind itself
+ * (FIFO) and never complete. Owner only (reads `submitted`). */
+static bool wait_ok(const rsp__host_device *dev, const rsp_event *ev)
+{
+    return !(ev->handle == &dev->fence && ev->value > dev->submitted);
+}
+
+static rsp_status host_check_event(const rsp__device *base, const rsp_event *ev, rsp_error *err)
+{
+    const rsp__host_device *dev = (const rsp__host_device *)base;
+    if (wait_ok(dev, ev))
+        return RSP_OK;
+    return rsp__fail(err, RSP_EINVAL,
+                     "forward_done is the pool's own device timeline at value %llu, which no "
+                     "submitted work reaches (at most %llu): it would never complete",
+                     (unsigned long long)ev->value, (unsigned long long)dev->submitted);
+}
+
 /* Pass 1: check every op against the layout and the buffers; count sizes.
  * Changes nothing. */
 static rsp_status validate(const rsp__host_device *dev, const rsp__work *w, job_size *sz,
@@ -538,7 +557,7 @@ static rsp_status validate(const rsp__host_device *dev, const rsp__work *w, job_
         const rsp__op *op = &w->ops[i];
         switch (op->kind) {
         case RSP__OP_WAIT:
-            if (op->event.handle == &dev->fence && op->event.value > dev->submitted)
+            if (!wait_ok(dev, &op->event))
                 return rsp__fail(err, RSP_EINVAL,
                                  "device submit: op %u WAITs for value %llu of the device's own "
                                  "timeline, which no earlier work reaches",
@@ -934,6 +953,7 @@ static const rsp__device_ops host_ops = {
     .sync = host_sync,
     .event_wait = host_event_wait,
     .read = host_read,
+    .check_event = host_check_event,
 };
 
 rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out, rsp_error *err)
