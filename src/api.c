@@ -50,6 +50,21 @@ static rsp_status fail_forked(rsp_error *err)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Waiting inside a read section                                             */
+/* ------------------------------------------------------------------------ */
+
+/* A thread inside rsp_read_begin/end must not wait for the owner: past the
+ * retired-plan cap the owner waits for a grace period, i.e. for that very
+ * section to end (docs/ordering.md), and neither would move again. Every
+ * call that waits on the owner refuses instead, before posting anything. */
+#define IN_SECTION_MSG "called inside a read section: end it (or take rsp_plan_ref) first"
+
+static rsp_status fail_in_section(rsp_error *err, const char *what)
+{
+    return rsp__fail(err, RSP_EINVAL, "%s " IN_SECTION_MSG, what);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Pool                                                                      */
 /* ------------------------------------------------------------------------ */
 
@@ -110,6 +125,11 @@ fail:
 void rsp_pool_destroy(rsp_pool *pool)
 {
     if (!pool)
+        return;
+    /* Destroy waits for a grace period, i.e. for this thread's own
+     * section: do nothing instead (the pool stays usable; call it again
+     * once the section has ended). */
+    if (rsp__in_read_section())
         return;
     if (forked()) {
         /* The owner, call_rcu and device threads exist only in the parent:
@@ -288,6 +308,11 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
     rsp_status st = validate(pool, msg, err);
     if (st != RSP_OK)
         return st;
+    /* Inside a read section a wait for credit could wait for an owner that
+     * waits for the section: take what is free now, or refuse (RSP_EFULL). */
+    const bool in_section = timeout_ns != 0 && rsp__in_read_section();
+    if (in_section)
+        timeout_ns = 0;
     /* Fire-and-forget tickets are recycled by the actor (the owner frees
      * them: no cross-thread malloc/free per message); kept ones are freed
      * by their waiter, on its own thread, and may outlive the pool. */
@@ -297,6 +322,11 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
     st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);
     if (st == RSP_OK && ticket)
         *ticket = t;
+    if (st == RSP_EFULL && in_section)
+        return rsp__fail(err, RSP_EFULL,
+                         "rsp_post: the inbox is full and the caller is inside a read section, "
+                         "where it may not wait for credit (the owner may be waiting for the "
+                         "section to end): end it first");
     return st;
 }
 
@@ -319,12 +349,22 @@ rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply)
         }
         return RSP_EFORKED;
     }
+    if (timeout_ns != RSP_WAIT_POLL && rsp__in_read_section()) {
+        /* The ticket stays valid: the caller polls, or waits after the section. */
+        if (reply) {
+            memset(reply, 0, sizeof *reply);
+            fail_in_section(&reply->error, "rsp_wait (with a timeout)");
+        }
+        return RSP_EINVAL;
+    }
     return rsp__ticket_wait(ticket, timeout_ns, reply);
 }
 
 /* Post and wait forever: the synchronous wrappers. */
 static rsp_status call(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, rsp_error *err)
 {
+    if (rsp__in_read_section())
+        return fail_in_section(err, "a synchronous call (it waits for the owner)");
     rsp_ticket *t;
     rsp_status st = rsp_post(pool, m, &t, RSP_WAIT_FOREVER, err);
     if (st != RSP_OK)
@@ -538,6 +578,8 @@ rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns, 
         return rsp__fail(err, RSP_EINVAL, "pool is NULL");
     if (forked())
         return fail_forked(err);
+    if (timeout_ns != 0 && rsp__in_read_section())
+        return fail_in_section(err, "rsp_plan_wait (with a timeout)");
     return rsp__publisher_wait(pool->pub, step_id, timeout_ns, err);
 }
 

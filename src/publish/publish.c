@@ -612,6 +612,11 @@ bool rsp__reader_registered(void)
     return rsp__tls_registered;
 }
 
+bool rsp__in_read_section(void)
+{
+    return rsp__tls_depth != 0;
+}
+
 rsp_status rsp__read_begin(void)
 {
     if (!rsp__tls_registered)

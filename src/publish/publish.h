@@ -135,6 +135,11 @@ void rsp__plan_unref(const rsp_plan *plan);
 rsp_status rsp__reader_register(rsp_error *err);
 void rsp__reader_unregister(void);
 bool rsp__reader_registered(void);
+/* Whether the calling thread is inside a read section (of any pool: the
+ * grace periods are global). The API refuses every wait on the owner there:
+ * an owner at the retired cap waits for that very section to end. Calling
+ * thread, O(1) (a thread-local load). */
+bool rsp__in_read_section(void);
 /* RSP_ENOTREG when the thread is not registered. Nestable. */
 rsp_status rsp__read_begin(void);
 void rsp__read_end(void);
