@@ -16,10 +16,12 @@
  *   rsp_pool_create / _destroy     | any one thread           | yes (joins)
  *   rsp_pool_info, rsp_pool_block  | any thread               | no (immutable)
  *   rsp_post                       | any thread, concurrently | no (or timeout)
- *   rsp_wait, sync wrappers        | the thread owning ticket | yes (or timeout)
+ *   rsp_wait, sync wrappers        | the thread owning ticket,| yes (or timeout)
+ *                                  | never in a read section  |
  *   rsp_pool_counters              | any thread               | no (atomics)
  *   rsp_read_*, rsp_plan_*         | registered reader thread | no (RCU read)
- *   rsp_plan_wait                  | any thread               | yes (or timeout)
+ *   rsp_plan_wait                  | any thread, not in a     | yes (or timeout)
+ *                                  | read section             |
  *   rsp_host_fence_*               | any thread               | wait only
  *
  * Plain data only: no atomics and no library types, so this header compiles
@@ -62,7 +64,9 @@ typedef enum rsp_status {
     RSP_EAGAIN,       /**< poll: the ticket is not answered yet */
     RSP_ETIMEDOUT,    /**< a timed wait expired */
     RSP_ENOMEM,       /**< out of host or device memory */
-    RSP_EDEVICE,      /**< the device failed (CUDA error string in the message) */
+    RSP_EDEVICE,      /**< the device failed (CUDA error string in the message); also: the
+                           pool is broken (device work failed after its state changed, see
+                           "Messages"), for that message and every later one */
     RSP_ENODEV,       /**< the requested device does not exist or is not built in */
     RSP_ENOTREG,      /**< reader thread not registered with rsp_reader_register */
     RSP_EFORKED,      /**< called in a child after fork() without exec() */
@@ -167,6 +171,14 @@ RSP_API rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, r
  * still queued, wait for reader references and the device, free everything.
  * Call once, from one thread, after every other thread stopped posting.
  * NULL is a no-op.
+ *
+ * Waiting for the device includes every forward_done event given to the
+ * pool (commit, rollback): the device runs nothing after such a WAIT until
+ * the event completes, so an event that is never signalled (a host fence
+ * whose forward was abandoned) hangs destroy. Signal it first.
+ * Called inside a read section (rsp_read_begin) it returns at once and
+ * destroys nothing: it would wait for a grace period, i.e. for the caller's
+ * own section. End the section, then call it again.
  */
 RSP_API void rsp_pool_destroy(rsp_pool *pool);
 
@@ -377,7 +389,16 @@ typedef struct rsp_ticket rsp_ticket;
  * returns RSP_ETIMEDOUT. Nothing is queued in either case.
  *
  * Any thread, concurrently. Cost: one wait-free enqueue plus a copy of the
- * message's arrays; a futex wake if the owner sleeps.
+ * message's arrays; a futex wake if the owner sleeps. Inside a read section
+ * it never waits for credit (timeout_ns is taken as 0: see rsp_read_begin).
+ *
+ * A pool breaks when device work fails after the message had already
+ * changed its state (out of host or device memory in the device submit or
+ * the plan's allocation; bad input is always refused before anything
+ * changes). The pool can then no longer keep its slots and the device in
+ * step: that message and every later one are answered RSP_EDEVICE, naming
+ * the message whose device work failed, plan waiters get RSP_ESHUTDOWN, and
+ * only rsp_pool_destroy (and the lock-free readers) remain useful.
  */
 RSP_API rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket,
                             uint64_t timeout_ns, rsp_error *err);
@@ -390,30 +411,81 @@ RSP_API rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **tic
  * reply->error) and consumes the ticket; or RSP_EAGAIN (poll) / RSP_ETIMEDOUT
  * (timed) and leaves the ticket valid. reply may be NULL.
  * Called by the thread that holds the ticket; cost: a futex wait if needed.
+ * Inside a read section only RSP_WAIT_POLL is allowed: any other timeout is
+ * RSP_EINVAL and the ticket stays valid (see rsp_read_begin).
  */
 RSP_API rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply);
 
-/* Synchronous wrappers: post, then wait forever. Any thread. They return the
- * operation's status; err receives its message. */
+/*
+ * Synchronous wrappers: rsp_post (waiting forever for credit), then rsp_wait
+ * forever. They return the operation's status; err receives its message.
+ * Any thread, concurrently, but never inside a read section (RSP_EINVAL,
+ * nothing posted: see rsp_read_begin). Cost: the post, a round trip to the
+ * owner (a futex wait if the answer is not there within a short spin), plus
+ * the owner-side cost named at each. Every one may also fail with
+ * RSP_EINVAL/RSP_ENOLABEL (validation, nothing posted), RSP_ESHUTDOWN,
+ * RSP_ENOMEM (copying the message) and RSP_EDEVICE (a broken pool).
+ */
 
+/** Intern a label name (idempotent: an existing name gets its id) -> *out.
+ * RSP_EINVAL: empty or longer than RSP_NAME_MAX - 1; RSP_ECAPACITY: past
+ * RSP_MAX_LABELS. Owner: O(labels). */
 RSP_API rsp_status rsp_label(rsp_pool *pool, const char *name, rsp_label_id *out, rsp_error *err);
+/** Make sure request rid exists (idempotent: an existing rid and its holdings
+ * are left as they are). Owner: O(1) expected (a hash). */
 RSP_API rsp_status rsp_ingest(rsp_pool *pool, rsp_rid rid, rsp_error *err);
+/** reset(rid, free = true), then forget rid (SEMANTICS 3). A slot an
+ * in-flight step addresses is zeroed and freed when that step ends. Unknown
+ * rid: RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_remove(rsp_pool *pool, rsp_rid rid, rsp_error *err);
+/** Zero every slot rid holds: free = false keeps the holdings (has_state
+ * false), free = true returns the slots to the free stack. Unknown rid:
+ * RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free, rsp_error *err);
+/** Reserve the slots of a step (SEMANTICS 4.1). A full pool is RSP_OK with
+ * out->ok false (nothing changed; out says who found no slot and how many
+ * are short). Errors: RSP_EDUPROW, RSP_EORDER (id went back), RSP_ECAPACITY
+ * (too many steps in flight). Owner: O(rows + rids * forks). */
 RSP_API rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,
                                   rsp_error *err);
-/** forward_done may be NULL when no forward ran for the step. */
+/** Undo an admitted step (slots it reserved are freed and zeroed once
+ * forward_done completes; its stage is dropped). Unknown or finished step:
+ * RSP_OK, nothing happens. forward_done may be NULL when no forward ran;
+ * one the device could never wait for is RSP_EINVAL, nothing changed.
+ * Owner: O(rows + pinned slots). */
 RSP_API rsp_status rsp_step_rollback(rsp_pool *pool, uint64_t step_id,
                                      const rsp_event *forward_done, rsp_error *err);
+/** Plan an admitted step: publish its live plan (pre-forks queued first), or
+ * with step->preplan its staged plan. RSP_EORDER (not admitted / already
+ * planned), RSP_ESTAGED (a stage exists), RSP_ECAPACITY (a leased buffer too
+ * small or held by another in-flight step). Owner: O(rows + labels + forks),
+ * plus the copy of the addressing into the plan. */
 RSP_API rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error *err);
+/** Drop the staged plan, if any (RSP_OK either way). Owner: O(labels). */
 RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
-/** forward_done: the event recorded after the step's forward (NULL = none ran). */
+/** Finish a planned step (a capture: an admitted one): post-forks and the
+ * zeroing of slots released during it are queued behind forward_done, the
+ * event recorded after the step's forward (NULL = none ran). RSP_EORDER: not
+ * in flight or not planned; a forward_done the device could never wait for:
+ * RSP_EINVAL, nothing changed. The pool's device waits for forward_done
+ * (so does rsp_pool_destroy): it must be signalled eventually.
+ * Owner: O(rows + pinned slots + rids * forks). */
 RSP_API rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step,
                                    const rsp_event *forward_done, rsp_error *err);
+/** Create (or grow) the leased addressing buffers of graph buckets up to
+ * max_bs rows (max_bs > 0, else RSP_EINVAL). Owner: O(buffers), plus their
+ * device allocation. */
 RSP_API rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max_seq_len,
                                            rsp_error *err);
+/** A consistent snapshot of every counter and gauge -> *out (out NULL:
+ * RSP_EINVAL). Owner: O(1). For a lock-free read use rsp_pool_counters. */
 RSP_API rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err);
+/** Answered once every message posted before it (by any thread whose post
+ * returned) has been handled; device work they queued may still run.
+ * Owner: O(1). */
 RSP_API rsp_status rsp_barrier(rsp_pool *pool, rsp_error *err);
+/** rid's holding of label -> *out (out NULL: RSP_EINVAL). RSP_ENOREQ: unknown
+ * rid, or it holds nothing under label. Owner: O(1). */
 RSP_API rsp_status rsp_holding_get(rsp_pool *pool, rsp_rid rid, rsp_label_id label,
                                    rsp_holding *out, rsp_error *err);
 
@@ -432,7 +504,18 @@ RSP_API void rsp_reader_unregister(void);
 /**
  * An RCU read-side section. Plans obtained inside it stay valid until the
  * matching rsp_read_end. Nestable. Registered threads only (otherwise
- * RSP_ENOTREG). Cost: a few ns; never blocks the owner.
+ * RSP_ENOTREG). Cost: a few ns.
+ *
+ * A section does not block the owner while it is short, but the owner caps
+ * the plans it has retired (docs/ordering.md): past the cap it waits for a
+ * grace period, i.e. for every open section to end. So a thread inside a
+ * section (of any pool) must not wait for an owner: the synchronous
+ * wrappers, rsp_wait with a timeout other than RSP_WAIT_POLL and
+ * rsp_plan_wait with a non-zero timeout return RSP_EINVAL there ("called
+ * inside a read section: end it (or take rsp_plan_ref) first"), nothing
+ * posted; rsp_post does not wait for credit there (RSP_EFULL when the inbox
+ * is full); rsp_pool_destroy does nothing. Keep sections short; hold a
+ * reference (rsp_plan_ref), not a section, across a wait.
  */
 RSP_API rsp_status rsp_read_begin(void);
 RSP_API void rsp_read_end(void);
@@ -455,18 +538,26 @@ typedef struct rsp_addressing {
     bool staged;
     uint32_t num_rows;               /**< rows of this label in the step */
     uint32_t length;                 /**< vector length (>= num_rows; graph bucket) */
-    const int32_t *slot_indices;     /**< host copy, [length] */
-    const bool *has_state;           /**< host copy, [length] */
-    const uint64_t *generations;     /**< host, [num_rows] */
-    void *device_slot_indices;       /**< device int32 [length]; host memory on the host device */
-    void *device_has_state;          /**< device bool [length] */
+    const int32_t *slot_indices;     /**< host copy, [length]; lives as long as the plan */
+    const bool *has_state;           /**< host copy, [length]; as long as the plan */
+    const uint64_t *generations;     /**< host, [num_rows]; as long as the plan */
+    void *device_slot_indices;       /**< device int32 [length]; host memory on the host device.
+                                          Valid only while the step is in flight (see below) */
+    void *device_has_state;          /**< device bool [length]; same lifetime */
     rsp_event ready;                 /**< wait for it before reading the device vectors */
 } rsp_addressing;
 
 /**
  * The addressing of `label` in `plan`. A label the step did not plan:
- * RSP_ENOPLAN with a message naming the planned labels. The pointers live as
- * long as the plan (the read section, or a reference). Any reader, O(labels).
+ * RSP_ENOPLAN with a message naming the planned labels. Any reader,
+ * O(labels).
+ *
+ * Lifetimes differ. The host copies (slot_indices, has_state, generations)
+ * live as long as the plan (the read section, or a reference). The device
+ * vectors are the pool's addressing buffers, reused by later steps (and, for
+ * a buffer that grows, freed): they hold this plan's rows only while its
+ * step is in flight, i.e. until its commit or rollback is posted; a
+ * referenced plan keeps its host copies, not its device vectors.
  */
 RSP_API rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label,
                                        rsp_addressing *out, rsp_error *err);
@@ -477,7 +568,9 @@ RSP_API void rsp_plan_unref(const rsp_plan *plan);
 
 /**
  * Block until the live plan of a step with id >= step_id is published (or the
- * timeout; RSP_ETIMEDOUT). Does not need a registered thread. Any thread.
+ * timeout; RSP_ETIMEDOUT; RSP_ESHUTDOWN once the pool shuts down or breaks).
+ * Does not need a registered thread. Any thread, but inside a read section
+ * only with timeout 0 (else RSP_EINVAL: see rsp_read_begin).
  */
 RSP_API rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns,
                                  rsp_error *err);
