@@ -11,6 +11,9 @@
  *                                rsp: fire-and-forget posts, then a barrier)
  *     step-rsp | step-mutex      N steady decode steps of 256 rows, one label
  *                                (rsp: the pipelined protocol of bench/step.c)
+ *     fork-rsp | fork-mutex      the same with bench/step.c's fork variant: rows
+ *                                on "draft", pre-fork main->draft, post-fork
+ *                                draft->main, 1 KiB slots
  *
  * Each mode does its set-up, then the N operations, then tears down; the
  * profile script subtracts a run with N = 0 (set-up and tear-down only).
@@ -115,20 +118,30 @@ static void ingest_mutex(uint32_t n)
 }
 
 /* One warm-up step first (it allocates every slot), so N steady steps follow. */
-static void step_rsp(uint32_t n)
+static void steps_rsp(uint32_t n, bool fork)
 {
     rsp_pool_config cfg;
-    bench_config(&cfg, BENCH_TINY, 2 * STEP_ROWS + 8);
+    bench_config(&cfg, fork ? BENCH_KIB : BENCH_TINY, 2 * STEP_ROWS + 8);
     rsp_error err = {0};
     rsp_pool *pool;
     BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
     BENCH_CHECK(rsp_reader_register(&err), &err);
+    rsp_label_id draft;
+    BENCH_CHECK(rsp_label(pool, "draft", &draft, &err), &err);
+    rsp_label_id label = fork ? draft : RSP_LABEL_MAIN;
     rsp_row *rows = calloc(STEP_ROWS, sizeof *rows);
     if (!rows)
         bench_die("calloc", RSP_ENOMEM, "");
     for (uint32_t i = 0; i < STEP_ROWS; i++)
-        rows[i] = (rsp_row){.rid = i + 1, .span = 1};
+        rows[i] = (rsp_row){.rid = i + 1, .label = label, .span = 1};
+    rsp_fork pre = {.from = RSP_LABEL_MAIN, .to = draft}, post = {.from = draft, .to = RSP_LABEL_MAIN};
     rsp_msg m = {.step = {.rows = rows, .num_rows = STEP_ROWS}};
+    if (fork) {
+        m.step.pre_forks = &pre;
+        m.step.num_pre_forks = 1;
+        m.step.post_forks = &post;
+        m.step.num_post_forks = 1;
+    }
     rsp_reply *reply = malloc(sizeof *reply);
     if (!reply)
         bench_die("malloc", RSP_ENOMEM, "");
@@ -143,7 +156,7 @@ static void step_rsp(uint32_t n)
         BENCH_CHECK(rsp_wait(tp, RSP_WAIT_FOREVER, reply), &reply->error);
         rsp_read_begin();
         rsp_addressing a;
-        rsp_status st = rsp_plan_addressing(rsp_plan_live(pool), RSP_LABEL_MAIN, &a, &err);
+        rsp_status st = rsp_plan_addressing(rsp_plan_live(pool), label, &a, &err);
         rsp_read_end();
         BENCH_CHECK(st, &err);
         BENCH_CHECK(rsp_event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err), &err);
@@ -155,22 +168,32 @@ static void step_rsp(uint32_t n)
     free(rows);
     rsp_reader_unregister();
     rsp_pool_destroy(pool);
-    printf("step-rsp: %u steps of %u rows\n", n, STEP_ROWS);
+    printf("%s-rsp: %u steps of %u rows\n", fork ? "fork" : "step", n, STEP_ROWS);
 }
 
-static void step_mutex(uint32_t n)
+static void steps_mutex(uint32_t n, bool fork)
 {
     rsp_pool_config cfg;
-    bench_config(&cfg, BENCH_TINY, 2 * STEP_ROWS + 8);
+    bench_config(&cfg, fork ? BENCH_KIB : BENCH_TINY, 2 * STEP_ROWS + 8);
     rsp_error err = {0};
     bl_pool *bl;
     BENCH_CHECK(bl_create(&cfg, &bl, &err), &err);
+    rsp_label_id draft;
+    BENCH_CHECK(bl_label(bl, "draft", &draft, &err), &err);
+    rsp_label_id label = fork ? draft : RSP_LABEL_MAIN;
     rsp_row *rows = calloc(STEP_ROWS, sizeof *rows);
     if (!rows)
         bench_die("calloc", RSP_ENOMEM, "");
     for (uint32_t i = 0; i < STEP_ROWS; i++)
-        rows[i] = (rsp_row){.rid = i + 1, .span = 1};
+        rows[i] = (rsp_row){.rid = i + 1, .label = label, .span = 1};
+    rsp_fork pre = {.from = RSP_LABEL_MAIN, .to = draft}, post = {.from = draft, .to = RSP_LABEL_MAIN};
     rsp_step st = {.rows = rows, .num_rows = STEP_ROWS};
+    if (fork) {
+        st.pre_forks = &pre;
+        st.num_pre_forks = 1;
+        st.post_forks = &post;
+        st.num_post_forks = 1;
+    }
     rsp_admit_outcome out;
     for (uint64_t sid = 1; sid <= (uint64_t)n + 1; sid++) {
         st.step_id = sid;
@@ -178,14 +201,31 @@ static void step_mutex(uint32_t n)
         BENCH_CHECK(bl_plan(bl, &st, &err), &err);
         rsp_addressing a;
         bl_read_begin(bl);
-        rsp_status s = bl_plan_addressing(bl, RSP_LABEL_MAIN, &a);
+        rsp_status s = bl_plan_addressing(bl, label, &a);
         bl_read_end(bl);
         BENCH_CHECK(s, &err);
         BENCH_CHECK(bl_commit(bl, &st, NULL, &err), &err);
     }
     free(rows);
     bl_destroy(bl);
-    printf("step-mutex: %u steps of %u rows\n", n, STEP_ROWS);
+    printf("%s-mutex: %u steps of %u rows\n", fork ? "fork" : "step", n, STEP_ROWS);
+}
+
+static void step_rsp(uint32_t n)
+{
+    steps_rsp(n, false);
+}
+static void step_mutex(uint32_t n)
+{
+    steps_mutex(n, false);
+}
+static void fork_rsp(uint32_t n)
+{
+    steps_rsp(n, true);
+}
+static void fork_mutex(uint32_t n)
+{
+    steps_mutex(n, true);
 }
 
 int main(int argc, char **argv)
@@ -196,6 +236,7 @@ int main(int argc, char **argv)
     } modes[] = {
         {"read-rsp", read_rsp},     {"read-rwlock", read_rwlock}, {"ingest-rsp", ingest_rsp},
         {"ingest-mutex", ingest_mutex}, {"step-rsp", step_rsp},   {"step-mutex", step_mutex},
+        {"fork-rsp", fork_rsp},     {"fork-mutex", fork_mutex},
     };
     if (argc < 2) {
         fprintf(stderr, "usage: rsp-bench-profile MODE [N]; modes:");
