@@ -321,6 +321,50 @@ static void live_plan_that_takes_a_stage_lease_unpublishes_the_stage(void **stat
     rsp_pool_destroy(pool);
 }
 
+/* rsp.h: the host copies of an addressing live as long as the plan; the
+ * device vectors only while the step is in flight (a later, larger step
+ * grows the eager buffer and the host device frees the old arrays). Under
+ * ASan a read of the host copies after that growth is checked too. */
+static void referenced_plan_keeps_its_host_copies_after_its_buffer_grows(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(300, 0);
+    assert_int_equal(rsp_reader_register(NULL), RSP_OK);
+    rsp_row r1 = {.rid = 1, .label = RSP_LABEL_MAIN, .span = 1};
+    static rsp_row rows[200];
+    for (int i = 0; i < 200; i++)
+        rows[i] = (rsp_row){.rid = 100 + (rsp_rid)i, .label = RSP_LABEL_MAIN, .span = 1};
+    rsp_step s1 = {.step_id = 1, .rows = &r1, .num_rows = 1};
+    rsp_step s2 = {.step_id = 2, .rows = rows, .num_rows = 200};
+    rsp_admit_outcome o;
+    assert_int_equal(rsp_step_admit(pool, &s1, &o, NULL), RSP_OK);
+    assert_int_equal(rsp_step_plan(pool, &s1, NULL), RSP_OK);
+    assert_int_equal(rsp_read_begin(), RSP_OK);
+    const rsp_plan *plan = rsp_plan_ref(rsp_plan_live(pool));
+    rsp_read_end();
+    rsp_addressing a;
+    assert_int_equal(rsp_plan_addressing(plan, RSP_LABEL_MAIN, &a, NULL), RSP_OK);
+    const int32_t slot = a.slot_indices[0];
+    const uint64_t gen = a.generations[0];
+
+    assert_int_equal(rsp_step_commit(pool, &s1, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_admit(pool, &s2, &o, NULL), RSP_OK);
+    assert_true(o.ok);
+    assert_int_equal(rsp_step_plan(pool, &s2, NULL), RSP_OK);
+    rsp_event ready = live_ready(pool);
+    assert_int_equal(rsp_event_wait(pool, &ready, RSP_WAIT_FOREVER, NULL), RSP_OK);
+
+    rsp_addressing again;
+    assert_int_equal(rsp_plan_addressing(plan, RSP_LABEL_MAIN, &again, NULL), RSP_OK);
+    assert_int_equal(again.num_rows, 1);
+    assert_int_equal(again.slot_indices[0], slot);
+    assert_true(again.has_state[0] == a.has_state[0]);
+    assert_int_equal(again.generations[0], gen);
+    rsp_plan_unref(plan);
+    rsp_reader_unregister();
+    rsp_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +374,7 @@ int main(void)
         cmocka_unit_test(waits_on_the_owner_inside_a_read_section_are_refused),
         cmocka_unit_test(post_inside_a_read_section_does_not_wait_for_credit),
         cmocka_unit_test(live_plan_that_takes_a_stage_lease_unpublishes_the_stage),
+        cmocka_unit_test(referenced_plan_keeps_its_host_copies_after_its_buffer_grows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
