@@ -77,6 +77,8 @@ void rsp__core_destroy(rsp__core *c)
         for (uint32_t i = 0; i < c->max_inflight; i++) {
             free(c->steps[i].journal);
             free(c->steps[i].pinned);
+            free(c->steps[i].prows);
+            free(c->steps[i].fslots);
         }
     free(c->steps);
     free(c->slots);
@@ -298,6 +300,7 @@ void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w)
     (void)rsp__work_zero(w, slot);
     c->slots[slot].state = RSP__SLOT_FREE;
     c->slots[slot].zero_pending = false;
+    c->slots[slot].took_zero = 0;
     c->free_stack[c->free_top++] = slot;
 }
 
@@ -354,6 +357,23 @@ rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins
                  sizeof *s->pinned))
         return RSP_ENOMEM;
     return RSP_OK;
+}
+
+rsp_status rsp__steprec_reserve_plan(rsp__steprec *s, uint32_t rows, uint32_t fslots)
+{
+    if (grow_arr((void **)&s->prows, &s->cap_prows, rows, sizeof *s->prows) ||
+        grow_arr((void **)&s->fslots, &s->cap_fslots, fslots, sizeof *s->fslots))
+        return RSP_ENOMEM;
+    return RSP_OK;
+}
+
+uint64_t rsp__planned_mask(const rsp__core *c)
+{
+    uint64_t m = 0;
+    for (uint32_t i = 0; i < c->max_inflight; i++)
+        if (c->steps[i].used && !c->steps[i].capture && c->steps[i].phase == RSP__PHASE_PLANNED)
+            m |= 1ull << i;
+    return m;
 }
 
 /* --- (rid, label) scratch set ------------------------------------------- */
@@ -422,12 +442,16 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
         return RSP_OK;
     }
     rsp__hold *h = rsp__req_holds(r);
+    uint64_t planned = rsp__planned_mask(c);
     for (uint32_t i = 0; i < r->num_holds; i++) {
         h[i].has_state = false;
         h[i].generation = rsp__next_generation(c);
         rsp__slot *s = &c->slots[h[i].slot];
-        if (s->pins)
-            s->zero_pending = true; /* zeroed after the forward, see commit */
+        /* Only a planned step's forward may be writing the slot: then the
+         * zero waits for it (see commit). Admitted or staged steps run no
+         * forward, so the zero goes out now and their plan sees zeros. */
+        if (s->pins & planned)
+            s->zero_pending = true;
         else
             (void)rsp__work_zero(w, h[i].slot);
     }

@@ -44,7 +44,8 @@ rsp_status rsp__core_remove(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_e
 /* SEMANTICS 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged
  * (counted before anything is allocated; no implicit ingest either).
  * Errors: an invalid step (RSP_EINVAL, RSP_ENOLABEL, RSP_EDUPROW), a new step
- * id below the last admitted (RSP_EORDER), every step record busy
+ * id below the last admitted or not above the last committed (RSP_EORDER;
+ * a rolled-back id may be admitted again), every step record busy
  * (RSP_ECAPACITY). An id in flight is a re-admit. O(rows + rids * forks). */
 rsp_status rsp__core_admit(rsp__core *core, const rsp_step *step, rsp_admit_outcome *out,
                            rsp__work *work, rsp_error *err);
@@ -75,7 +76,10 @@ typedef struct rsp__plan_out {
 } rsp__plan_out;
 
 /* SEMANTICS 4.3 / 4.4 / 4.6 (pre-forks). Errors: invalid step; not in flight
- * or already planned (RSP_EORDER); a stage while one exists (RSP_ESTAGED);
+ * or already planned (RSP_EORDER); a live plan whose forks touch a slot of
+ * another planned, uncommitted step, or whose rows address a slot that
+ * step's post-forks touch (RSP_EORDER, "commit step N first", nothing
+ * changed); a stage while one exists (RSP_ESTAGED);
  * more rows than a leased buffer, or a leased buffer holding another
  * in-flight step's plan (RSP_ECAPACITY; a live plan takes it from another
  * step's stage, which is dropped). See docs/design.md "The core".

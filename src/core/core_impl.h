@@ -50,9 +50,15 @@ typedef struct rsp__rid_entry {
 } rsp__rid_entry;
 
 typedef struct rsp__slot {
-    uint8_t state;     /* rsp__slot_state */
-    bool zero_pending; /* reset(free = false) during a step: zero when unpinned */
-    uint64_t pins;     /* bit r: step record r addresses this slot */
+    uint8_t state;       /* rsp__slot_state */
+    bool zero_pending;   /* reset(free = false) while a planned step's forward
+                          * may write it: zero once no planned step pins it */
+    uint64_t pins;       /* bit r: step record r addresses this slot */
+    uint64_t took_zero;  /* bit r: step r's live plan took over the pending
+                          * zero (its forward rewrites the slot from zeros);
+                          * a rollback of r puts it back */
+    uint64_t fork_pins;  /* bit r: planned step r's post-forks read or write
+                          * this slot at its commit */
 } rsp__slot;
 
 typedef struct rsp__jent {
@@ -60,6 +66,15 @@ typedef struct rsp__jent {
     rsp_label_id label;
     uint32_t slot;
 } rsp__jent;
+
+/* A row of a live plan: the holding's generation when it was addressed.
+ * Commit sets has_state only if the generation is still the same (nothing
+ * reset, forked into or reassigned it since: this forward's write counts). */
+typedef struct rsp__prow {
+    rsp_rid rid;
+    rsp_label_id label;
+    uint64_t generation;
+} rsp__prow;
 
 typedef enum rsp__phase {
     RSP__PHASE_ADMITTED = 0,
@@ -75,6 +90,10 @@ typedef struct rsp__steprec {
     uint32_t num_journal, cap_journal;
     uint32_t *pinned; /* slots this step addresses, in pin order */
     uint32_t num_pinned, cap_pinned;
+    rsp__prow *prows; /* live plan rows with a holding, declaration order */
+    uint32_t num_prows, cap_prows;
+    uint32_t *fslots; /* slots whose fork_pins bit this step set */
+    uint32_t num_fslots, cap_fslots;
 } rsp__steprec;
 
 /* An addressing buffer (device vectors live in the device, keyed by id). */
@@ -178,6 +197,11 @@ uint64_t rsp__next_generation(rsp__core *c);
  * the record's pin list (rsp__steprec_reserve). */
 void rsp__pin(rsp__core *c, uint32_t rec, uint32_t slot);
 rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins);
+/* Room for a live plan's rows and post-fork slots (replaces, not appends). */
+rsp_status rsp__steprec_reserve_plan(rsp__steprec *s, uint32_t rows, uint32_t fslots);
+/* Step records whose live plan is out and not yet committed or rolled back
+ * (their forwards may be running), as a bit mask. O(max_inflight). */
+uint64_t rsp__planned_mask(const rsp__core *c);
 
 /* (rid, label) scratch set. Reset before use with room for n entries. */
 rsp_status rsp__set_reset(rsp__core *c, uint32_t n);

@@ -211,7 +211,123 @@ static void build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec
                                : h->has_state;
         a->gens[gat] = h->generation;
         rsp__pin(c, rec, h->slot);
+        if (staged)
+            continue;
+        rsp__steprec *s = &c->steps[rec];
+        s->prows[s->num_prows].rid = row->rid;
+        s->prows[s->num_prows].label = row->label;
+        s->prows[s->num_prows].generation = h->generation;
+        s->num_prows++;
+        rsp__slot *sl = &c->slots[h->slot];
+        if (sl->zero_pending) {
+            /* Reset while an earlier planned step's forward may still write
+             * it: this forward runs after that one and rewrites the slot
+             * from zeros (has_state false), so it supersedes the pending
+             * zero; a rollback of this step puts the zero back. */
+            sl->zero_pending = false;
+            sl->took_zero |= 1ull << rec;
+        }
     }
+}
+
+/* Slot of (rid, label), RSP__NONE when the rid holds nothing there. */
+static uint32_t slot_of(const rsp__core *c, rsp_rid rid, rsp_label_id label)
+{
+    const rsp__req *r = rsp__req_find(c, rid);
+    const rsp__hold *h = r ? rsp__hold_find_const(r, label) : NULL;
+    return h ? h->slot : RSP__NONE;
+}
+
+/* Lowest record in mask (not 0). */
+static uint32_t first_rec(uint64_t mask)
+{
+    uint32_t r = 0;
+    while (!(mask & 1u))
+        mask >>= 1, r++;
+    return r;
+}
+
+/* SEMANTICS 5 with steps pipelined: a live plan's forks (pre-forks now,
+ * post-forks at its commit) must not read or write a slot that another
+ * planned, uncommitted step's forward or post-forks may touch, and its rows
+ * must not address a slot another planned step's post-forks will touch:
+ * neither is ordered after that step's forward (its forward_done is only
+ * known at its commit). Refused with RSP_EORDER, nothing changed; the
+ * caller commits that step and plans again. Uses c->rids. */
+static rsp_status check_pipeline(rsp__core *c, const rsp_step *step, uint32_t rec,
+                                 rsp_error *err)
+{
+    uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
+    if (!others || step->capture)
+        return RSP_OK;
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        for (uint32_t i = 0; i < step->num_pre_forks + step->num_post_forks; i++) {
+            bool pre = i < step->num_pre_forks;
+            const rsp_fork *f = pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
+            uint32_t from = slot_of(c, c->rids[k], f->from);
+            uint32_t to = slot_of(c, c->rids[k], f->to);
+            if (from == RSP__NONE || to == RSP__NONE)
+                continue; /* nothing happens (SEMANTICS 4.6) */
+            for (int e = 0; e < 2; e++) {
+                uint32_t slot = e ? to : from;
+                uint64_t busy = (c->slots[slot].pins | c->slots[slot].fork_pins) & others;
+                if (!busy)
+                    continue;
+                uint64_t n = c->steps[first_rec(busy)].step_id;
+                return rsp__fail(err, RSP_EORDER,
+                                 "plan: step %" PRIu64 ": %s[%" PRIu32 "] (rid %" PRIu64
+                                 ", \"%s\" -> \"%s\") %s slot %" PRIu32
+                                 ", which step %" PRIu64
+                                 " (planned, not committed) may still write; commit step %" PRIu64
+                                 " first",
+                                 step->step_id, pre ? "pre_forks" : "post_forks",
+                                 pre ? i : i - step->num_pre_forks, c->rids[k],
+                                 c->label_names[f->from], c->label_names[f->to],
+                                 e ? "writes" : "reads", slot, n, n);
+            }
+        }
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (row->padding || row->span <= 0)
+            continue;
+        uint32_t slot = slot_of(c, row->rid, row->label);
+        if (slot == RSP__NONE || !(c->slots[slot].fork_pins & others))
+            continue;
+        uint64_t n = c->steps[first_rec(c->slots[slot].fork_pins & others)].step_id;
+        return rsp__fail(err, RSP_EORDER,
+                         "plan: step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64
+                         ", \"%s\") addresses slot %" PRIu32 ", which the post-forks of step %" PRIu64
+                         " (planned, not committed) will touch at its commit; commit step %" PRIu64
+                         " first",
+                         step->step_id, i, row->rid, c->label_names[row->label], slot, n, n);
+    }
+    return RSP_OK;
+}
+
+/* Mark the slots this step's post-forks will read and write at its commit
+ * (holdings as they are now), for check_pipeline of later plans. The
+ * caller reserved fslots (2 per rid and post-fork). */
+static void mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint64_t bit = 1ull << rec;
+    s->num_fslots = 0;
+    if (step->capture)
+        return;
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        for (uint32_t i = 0; i < step->num_post_forks; i++) {
+            uint32_t from = slot_of(c, c->rids[k], step->post_forks[i].from);
+            uint32_t to = slot_of(c, c->rids[k], step->post_forks[i].to);
+            if (from == RSP__NONE || to == RSP__NONE)
+                continue;
+            for (int e = 0; e < 2; e++) {
+                uint32_t slot = e ? to : from;
+                if (c->slots[slot].fork_pins & bit)
+                    continue;
+                c->slots[slot].fork_pins |= bit;
+                s->fslots[s->num_fslots++] = slot;
+            }
+        }
 }
 
 static bool same_addressing(const rsp__core *c, const rsp__addr *live, const rsp__addr *stage,
@@ -330,9 +446,18 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
     if (step->capture)
         c->num_rids = 0;
+    if (!step->preplan) {
+        st = check_pipeline(c, step, rec, err);
+        if (st)
+            return st;
+    }
     uint64_t pairs = step->preplan ? 0 : (uint64_t)c->num_rids * step->num_pre_forks;
+    uint64_t fslots = step->preplan ? 0 : (uint64_t)c->num_rids * step->num_post_forks * 2;
+    if (fslots > c->layout.max_slots)
+        fslots = c->layout.max_slots;
     if (pairs > UINT32_MAX / 4 || addr_reserve(target, total, step->num_rows) ||
         bufs_reserve(c, new_bufs) || rsp__steprec_reserve(s, 0, step->num_rows) ||
+        rsp__steprec_reserve_plan(s, step->num_rows, (uint32_t)fslots) ||
         rsp__work_reserve(w, 2 * (uint32_t)pairs + 2 * c->num_plan_labels + 1, (uint32_t)pairs,
                           (uint32_t)pairs))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
@@ -353,7 +478,9 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
         /* Pre-forks run now, before the forward (also at promotion: the stage
          * deferred them). */
         rsp__apply_forks(c, step->pre_forks, step->num_pre_forks, w);
+        s->num_prows = 0;
         build(c, target, step, rec, false, lengths);
+        mark_post_forks(c, step, rec);
         if (promote && same_addressing(c, target, &c->stage, step)) {
             /* The stage's uploaded buffers already hold exactly this. */
             for (uint32_t li = 0; li < target->num_labels; li++)

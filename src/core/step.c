@@ -299,23 +299,33 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
 
 /* --- end of a step: rollback and commit ---------------------------------- */
 
-/* Drop rec's pins; slots whose last pin this was and that were removed
- * (pending) are zeroed and pushed, in pin order (deterministic). */
-static void unpin_all(rsp__core *c, uint32_t rec, rsp__work *w)
+/* Drop rec's pins, in pin order (deterministic). A slot whose last pin this
+ * was and that was removed (pending) is zeroed and pushed. A slot with a
+ * pending zero is zeroed once no other planned step pins it (no forward
+ * may write it any more; an admitted step's later plan then sees zeros).
+ * A rollback gives back the pending zeros its live plan took over. The
+ * caller emitted the WAIT on this step's forward first. */
+static void unpin_all(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
 {
     rsp__steprec *s = &c->steps[rec];
     uint64_t bit = 1ull << rec;
+    uint64_t others = rsp__planned_mask(c) & ~bit;
+    for (uint32_t i = 0; i < s->num_fslots; i++)
+        c->slots[s->fslots[i]].fork_pins &= ~bit;
     for (uint32_t i = 0; i < s->num_pinned; i++) {
         rsp__slot *sl = &c->slots[s->pinned[i]];
+        if (sl->took_zero & bit) {
+            sl->took_zero &= ~bit;
+            if (rollback && sl->state == RSP__SLOT_HELD)
+                sl->zero_pending = true; /* its forward's write does not count */
+        }
         if (!(sl->pins & bit))
             continue;
         sl->pins &= ~bit;
-        if (sl->pins)
-            continue;
-        if (sl->state == RSP__SLOT_PENDING) {
+        if (!sl->pins && sl->state == RSP__SLOT_PENDING) {
             c->pending--;
             rsp__slot_release(c, s->pinned[i], w);
-        } else if (sl->zero_pending) {
+        } else if (sl->zero_pending && sl->state == RSP__SLOT_HELD && !(sl->pins & others)) {
             sl->zero_pending = false;
             (void)rsp__work_zero(w, s->pinned[i]);
         }
@@ -329,6 +339,8 @@ static void steprec_free(rsp__core *c, uint32_t rec)
     s->used = false;
     s->num_journal = 0;
     s->num_pinned = 0;
+    s->num_prows = 0;
+    s->num_fslots = 0;
 }
 
 rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *forward_done,
@@ -371,7 +383,7 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
         c->slots[e->slot].pins &= ~bit;
         rsp__hold_drop(c, r, i, w);
     }
-    unpin_all(c, rec, w);
+    unpin_all(c, rec, true, w);
     steprec_free(c, rec);
     return RSP_OK;
 }
@@ -412,32 +424,37 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
         (void)rsp__work_wait(w, forward_done);
     if (capture) {
         /* Graph warm-up: wrote only the pad target; nothing to record. */
-        unpin_all(c, rec, w);
+        unpin_all(c, rec, false, w);
         steprec_free(c, rec);
         return RSP_OK;
     }
     uint64_t bit = 1ull << rec;
-    for (uint32_t i = 0; i < step->num_rows; i++) {
-        const rsp_row *row = &step->rows[i];
-        if (!addresses(row))
-            continue;
-        rsp__req *r = rsp__req_find(c, row->rid);
-        rsp__hold *h = r ? rsp__hold_find(r, row->label) : NULL;
-        /* Only a slot this step addressed was written by its forward; a slot
-         * reset during the step is zeroed below instead. */
-        if (h && (c->slots[h->slot].pins & bit) && !c->slots[h->slot].zero_pending)
+    /* has_state for the rows this step's live plan addressed, if the
+     * holding is still the one addressed (same generation): a reset, a fork
+     * into it or a new assignment since then means this forward's write is
+     * not the request's state. A row planned after a reset started from
+     * zeros and its write counts. */
+    for (uint32_t i = 0; i < s->num_prows; i++) {
+        const rsp__prow *p = &s->prows[i];
+        rsp__req *r = rsp__req_find(c, p->rid);
+        rsp__hold *h = r ? rsp__hold_find(r, p->label) : NULL;
+        if (h && h->generation == p->generation)
             h->has_state = true;
     }
-    /* Reset during the step: zero after the forward, before post-forks read. */
+    /* Reset during the step (before any later plan took the slot over):
+     * zero after the forward, before post-forks read it, unless another
+     * planned step's forward may still write it. */
+    uint64_t others = rsp__planned_mask(c) & ~bit;
     for (uint32_t i = 0; i < s->num_pinned; i++) {
         rsp__slot *sl = &c->slots[s->pinned[i]];
-        if (sl->zero_pending && sl->pins == bit && sl->state == RSP__SLOT_HELD) {
+        if (sl->zero_pending && (sl->pins & bit) && !(sl->pins & others) &&
+            sl->state == RSP__SLOT_HELD) {
             sl->zero_pending = false;
             (void)rsp__work_zero(w, s->pinned[i]);
         }
     }
     rsp__apply_forks(c, step->post_forks, step->num_post_forks, w);
-    unpin_all(c, rec, w);
+    unpin_all(c, rec, false, w);
     steprec_free(c, rec);
     return RSP_OK;
 }

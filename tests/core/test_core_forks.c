@@ -1,5 +1,6 @@
 /* Forks: pre and post, chains, from == to, missing sources, fork-rid order
  * (SEMANTICS 4.1 item 3, 4.6). SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -379,20 +380,146 @@ static void fork_from_slot_reset_during_step_copies_zeros(void **state)
     sb_row(&s, 1, d, 1);
     sb_pre(&s, 0, d);
     fx_admit_ok(&f, &s.s);
-    assert_int_equal(fx_plan(&f, &s.s), RSP_OK);
-    /* The source logically reads zeros: the target gets zeros, not bytes
-     * the deferred zero is about to wipe. */
-    assert_true(rsp_test_store_slot_is_zero(f.store, dr));
-    assert_false(fx_has_state(&f, 1, d));
-    assert_false(fx_plan_label(&f, d)->has_state[0]);
-    /* Step 2's post-fork also copies zeros (its source was reset). */
+    /* Step 2's forward may still write main and draft: a pre-fork between
+     * them is refused until step 2 commits (docs/design.md, pipelining). */
+    assert_int_equal(fx_plan(&f, &s.s), RSP_EORDER);
+    assert_non_null(strstr(f.err.message, "commit step 2 first"));
+    /* Step 2's post-fork copies zeros (its source was reset). */
     assert_int_equal(fx_commit(&f, &n.s, &done_ev), RSP_OK);
     assert_true(rsp_test_store_slot_is_zero(f.store, m));
     assert_true(rsp_test_store_slot_is_zero(f.store, dr));
     assert_false(fx_has_state(&f, 1, 0));
     assert_false(fx_has_state(&f, 1, d));
+    /* Now the pre-fork runs; the source reads zeros, so does the target. */
+    rsp_test_store_fill(f.store, dr, 0x66);
+    assert_int_equal(fx_plan(&f, &s.s), RSP_OK);
+    assert_true(rsp_test_store_slot_is_zero(f.store, dr));
+    assert_false(fx_has_state(&f, 1, d));
+    assert_false(fx_plan_label(&f, d)->has_state[0]);
     assert_int_equal(fx_commit(&f, &s.s, &done_ev), RSP_OK);
+    assert_true(fx_has_state(&f, 1, d));
     fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
+/* SEMANTICS 5 with pipelined steps: step 1 planned on (rid 1, draft), not
+ * committed; step 2's pre-fork main -> draft would copy onto a slot step 1's
+ * forward may still write, with no WAIT possible. Refused (RSP_EORDER,
+ * names the step and the slot), nothing changed; after step 1's commit the
+ * same plan runs. */
+static void pre_fork_onto_a_planned_steps_slot_is_order_error(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 8, true);
+    rsp_label_id d = fx_label(&f, "draft");
+    written(&f, 1, 1, 0, 5);
+    stepb s1, s2;
+    sb_init(&s1, 2);
+    sb_row(&s1, 1, d, 1);
+    fx_admit_ok(&f, &s1.s);
+    assert_int_equal(fx_plan(&f, &s1.s), RSP_OK);
+    sb_init(&s2, 3);
+    sb_row(&s2, 1, 0, 1);
+    sb_pre(&s2, 0, d);
+    fx_admit_ok(&f, &s2.s);
+    snap a, z;
+    snap_take(&f, &a);
+    assert_int_equal(fx_plan(&f, &s2.s), RSP_EORDER);
+    assert_non_null(strstr(f.err.message, "commit step 2 first"));
+    char slot[32];
+    snprintf(slot, sizeof slot, "slot %d", fx_slot(&f, 1, d));
+    assert_non_null(strstr(f.err.message, slot));
+    snap_take(&f, &z);
+    snap_assert_equal(&a, &z);
+    /* Still admitted: commit step 2, plan again. */
+    assert_int_equal(fx_commit(&f, &s1.s, &done_ev), RSP_OK);
+    assert_int_equal(fx_plan(&f, &s2.s), RSP_OK);
+    assert_int_equal(count_ops(&f, RSP__OP_COPY), 1);
+    assert_same_bytes(&f, (uint32_t)fx_slot(&f, 1, 0), (uint32_t)fx_slot(&f, 1, d));
+    assert_int_equal(fx_commit(&f, &s2.s, &done_ev), RSP_OK);
+    fx_fini(&f);
+}
+
+/* A fork that reads a slot a planned step's forward writes is refused too
+ * (it would copy a half-written state), and so is a post-fork of the step
+ * being planned that would touch it at its commit. */
+static void fork_reading_a_planned_steps_slot_is_order_error(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 8, true);
+    rsp_label_id d = fx_label(&f, "draft");
+    written(&f, 1, 1, 0, 5);
+    stepb s1, s2;
+    sb_init(&s1, 2);
+    sb_row(&s1, 1, 0, 1); /* writes main */
+    fx_admit_ok(&f, &s1.s);
+    assert_int_equal(fx_plan(&f, &s1.s), RSP_OK);
+    sb_init(&s2, 3);
+    sb_row(&s2, 1, d, 1);
+    sb_post(&s2, 0, d); /* would read main at its commit */
+    fx_admit_ok(&f, &s2.s);
+    assert_int_equal(fx_plan(&f, &s2.s), RSP_EORDER);
+    assert_non_null(strstr(f.err.message, "post_forks[0]"));
+    assert_non_null(strstr(f.err.message, "commit step 2 first"));
+    sb_init(&s2, 3);
+    sb_row(&s2, 1, d, 1);
+    sb_pre(&s2, 0, d); /* reads main now */
+    assert_int_equal(fx_plan(&f, &s2.s), RSP_EORDER);
+    assert_non_null(strstr(f.err.message, "pre_forks[0]"));
+    /* A step on other requests is not held back. */
+    stepb o;
+    sb_init(&o, 4);
+    sb_row(&o, 2, 0, 1);
+    sb_pre(&o, 0, d);
+    fx_admit_ok(&f, &o.s);
+    assert_int_equal(fx_plan(&f, &o.s), RSP_OK);
+    assert_int_equal(fx_commit(&f, &s1.s, &done_ev), RSP_OK);
+    assert_int_equal(fx_plan(&f, &s2.s), RSP_OK);
+    fx_fini(&f);
+}
+
+/* The other order: step 2 planned with a post-fork main -> draft (it writes
+ * draft at its commit, after its forward only); step 3's rows on draft
+ * would have their forward race that copy. Refused at step 3's plan. */
+static void row_on_a_planned_steps_post_fork_slot_is_order_error(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 8, true);
+    rsp_label_id d = fx_label(&f, "draft");
+    written(&f, 1, 1, 0, 5);
+    stepb s1, s2;
+    sb_init(&s1, 2);
+    sb_row(&s1, 1, 0, 1);
+    sb_post(&s1, 0, d);
+    fx_admit_ok(&f, &s1.s);
+    assert_int_equal(fx_plan(&f, &s1.s), RSP_OK);
+    sb_init(&s2, 3);
+    sb_row(&s2, 1, d, 1);
+    fx_admit_ok(&f, &s2.s);
+    snap a, z;
+    snap_take(&f, &a);
+    assert_int_equal(fx_plan(&f, &s2.s), RSP_EORDER);
+    assert_non_null(strstr(f.err.message, "post-forks of step 2"));
+    snap_take(&f, &z);
+    snap_assert_equal(&a, &z);
+    /* Rows on main too: step 2's post-fork reads main after step 2's
+     * forward, while step 4's forward may be writing it. */
+    stepb p;
+    sb_init(&p, 4);
+    sb_row(&p, 1, 0, 1);
+    fx_admit_ok(&f, &p.s);
+    assert_int_equal(fx_plan(&f, &p.s), RSP_EORDER);
+    /* Other requests pipeline as before. */
+    stepb q;
+    sb_init(&q, 5);
+    sb_row(&q, 2, 0, 1);
+    fx_admit_ok(&f, &q.s);
+    assert_int_equal(fx_plan(&f, &q.s), RSP_OK);
+    assert_int_equal(fx_commit(&f, &s1.s, &done_ev), RSP_OK);
+    assert_int_equal(fx_plan(&f, &s2.s), RSP_OK);
     fx_fini(&f);
 }
 
@@ -413,6 +540,9 @@ int main(void)
         cmocka_unit_test(two_forking_requests_that_cannot_both_fit_leave_pool_as_before),
         cmocka_unit_test(forks_of_capture_step_are_ignored),
         cmocka_unit_test(fork_from_slot_reset_during_step_copies_zeros),
+        cmocka_unit_test(pre_fork_onto_a_planned_steps_slot_is_order_error),
+        cmocka_unit_test(fork_reading_a_planned_steps_slot_is_order_error),
+        cmocka_unit_test(row_on_a_planned_steps_post_fork_slot_is_order_error),
     };
     return cmocka_run_group_tests_name("core_forks", tests, NULL, NULL);
 }

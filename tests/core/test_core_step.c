@@ -501,6 +501,125 @@ static void reset_keep_during_step_zeroes_after_forward(void **state)
     fx_fini(&f);
 }
 
+/* A step admitted before reset(free = false) but planned after it starts
+ * from zeros (its plan says has_state false); its forward's write is the
+ * request's state: has_state true at its commit, no zero after it. With no
+ * planned step, the reset zeroes at once (no forward may write the slot). */
+static void step_planned_after_reset_keeps_its_write(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 4, true);
+    stepb b;
+    sb_init(&b, 1);
+    sb_row(&b, 1, 0, 1);
+    fx_run_step(&f, &b.s);
+    rsp_test_store_fill(f.store, 1, 0x10);
+    sb_init(&b, 2);
+    sb_row(&b, 1, 0, 1);
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_reset(&f, 1, false), RSP_OK);
+    assert_true(work_zeroes(&f, 1));
+    assert_true(rsp_test_store_slot_is_zero(f.store, 1));
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_false(fx_plan_label(&f, 0)->has_state[0]); /* the kernel starts from zeros */
+    rsp_test_store_fill(f.store, 1, 0x20);             /* ... and writes the slot */
+    assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK);
+    assert_false(work_zeroes(&f, 1));
+    assert_true(fx_has_state(&f, 1, 0));
+    assert_false(rsp_test_store_slot_is_zero(f.store, 1));
+    fx_fini(&f);
+}
+
+/* Pipelined: step 2 planned, reset(free = false), step 3 admitted and
+ * planned behind it. Step 2's write is discarded (planned before the
+ * reset), step 3's counts: the zero step 2's forward was waiting for is
+ * taken over by step 3's plan (its forward rewrites the slot from zeros
+ * after step 2's), so step 2's commit zeroes nothing and step 3's commit
+ * sets has_state. */
+static void step_planned_behind_a_reset_takes_over_the_pending_zero(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 4, true);
+    stepb a, b, c;
+    sb_init(&a, 1);
+    sb_row(&a, 1, 0, 1);
+    fx_run_step(&f, &a.s);
+    sb_init(&b, 2);
+    sb_row(&b, 1, 0, 1);
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_int_equal(fx_reset(&f, 1, false), RSP_OK);
+    assert_false(work_zeroes(&f, 1)); /* step 2's forward may write it */
+    sb_init(&c, 3);
+    sb_row(&c, 1, 0, 1);
+    fx_admit_ok(&f, &c.s);
+    assert_int_equal(fx_plan(&f, &c.s), RSP_OK);
+    assert_false(fx_plan_label(&f, 0)->has_state[0]);
+    assert_false(work_zeroes(&f, 1));
+    rsp_test_store_fill(f.store, 1, 0x20); /* step 2's forward */
+    rsp_test_store_fill(f.store, 1, 0x30); /* step 3's forward, after it */
+    assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK);
+    assert_false(work_zeroes(&f, 1)); /* would wipe step 3's write */
+    assert_false(fx_has_state(&f, 1, 0));
+    assert_int_equal(fx_commit(&f, &c.s, &done_ev), RSP_OK);
+    assert_false(work_zeroes(&f, 1));
+    assert_true(fx_has_state(&f, 1, 0));
+    assert_false(rsp_test_store_slot_is_zero(f.store, 1));
+    fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
+/* The step that took a pending zero over is rolled back: the zero is back,
+ * and done after that step's forward once no planned step may write it. */
+static void rollback_of_the_step_that_took_a_pending_zero_gives_it_back(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 4, true);
+    stepb a, b, c;
+    sb_init(&a, 1);
+    sb_row(&a, 1, 0, 1);
+    fx_run_step(&f, &a.s);
+    sb_init(&b, 2);
+    sb_row(&b, 1, 0, 1);
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_int_equal(fx_reset(&f, 1, false), RSP_OK);
+    sb_init(&c, 3);
+    sb_row(&c, 1, 0, 1);
+    fx_admit_ok(&f, &c.s);
+    assert_int_equal(fx_plan(&f, &c.s), RSP_OK);
+    rsp_test_store_fill(f.store, 1, 0x20);
+    assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK);
+    rsp_test_store_fill(f.store, 1, 0x30);
+    assert_int_equal(fx_rollback(&f, 3, &done_ev), RSP_OK);
+    assert_int_equal(op_index(&f, RSP__OP_WAIT), 0);
+    assert_true(work_zeroes(&f, 1));
+    assert_true(rsp_test_store_slot_is_zero(f.store, 1));
+    assert_false(fx_has_state(&f, 1, 0));
+    assert_int_equal(fx_slot(&f, 1, 0), 1);
+    /* Rolled back while step 2 is still in flight: the zero waits for it. */
+    sb_init(&b, 4);
+    sb_row(&b, 1, 0, 1);
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_int_equal(fx_reset(&f, 1, false), RSP_OK);
+    sb_init(&c, 5);
+    sb_row(&c, 1, 0, 1);
+    fx_admit_ok(&f, &c.s);
+    assert_int_equal(fx_plan(&f, &c.s), RSP_OK);
+    assert_int_equal(fx_rollback(&f, 5, NULL), RSP_OK);
+    assert_false(work_zeroes(&f, 1));
+    rsp_test_store_fill(f.store, 1, 0x40); /* step 4's forward */
+    assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK);
+    assert_true(work_zeroes(&f, 1));
+    assert_true(rsp_test_store_slot_is_zero(f.store, 1));
+    assert_false(fx_has_state(&f, 1, 0));
+    fx_fini(&f);
+}
+
 static void too_many_steps_in_flight_is_capacity_error(void **state)
 {
     (void)state;
@@ -664,6 +783,9 @@ int main(void)
         cmocka_unit_test(removal_of_admitted_unplanned_step_is_deferred_too),
         cmocka_unit_test(removal_pinned_by_two_steps_waits_for_both),
         cmocka_unit_test(reset_keep_during_step_zeroes_after_forward),
+        cmocka_unit_test(step_planned_after_reset_keeps_its_write),
+        cmocka_unit_test(step_planned_behind_a_reset_takes_over_the_pending_zero),
+        cmocka_unit_test(rollback_of_the_step_that_took_a_pending_zero_gives_it_back),
         cmocka_unit_test(too_many_steps_in_flight_is_capacity_error),
         cmocka_unit_test(step_id_going_backwards_is_order_error),
         cmocka_unit_test(admit_of_a_committed_step_id_is_order_error),

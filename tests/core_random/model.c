@@ -97,6 +97,20 @@ static void drop_holding(rspm *m, uint32_t ridx, uint32_t label)
     assert(0);
 }
 
+static bool pinned_by(const rspm_step *st, int32_t s);
+
+/* Is slot s pinned by a planned step other than `except`? Only a planned
+ * step's forward may be writing it. */
+static bool planned_pin(const rspm *m, const rspm_step *except, int32_t s)
+{
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS; i++) {
+        const rspm_step *u = &m->steps[i];
+        if (u != except && u->used && u->planned && pinned_by(u, s))
+            return true;
+    }
+    return false;
+}
+
 /* --- requests ------------------------------------------------------------ */
 
 void rspm_ingest(rspm *m, uint32_t ridx)
@@ -122,7 +136,8 @@ void rspm_reset(rspm *m, uint32_t ridx, bool free)
         rspm_holding *h = &r->h[i];
         h->has_state = false;
         h->gen_moved = true;
-        if (m->slot[h->slot].pins > 0)
+        h->gen = ++m->gen;
+        if (planned_pin(m, NULL, h->slot))
             m->slot[h->slot].zero_pending = true,
             m->cov.zero_deferred++; /* zeroed after the forward */
         else
@@ -264,7 +279,8 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
         if (!h) {
             rspm_request *r = &m->req[w[i].ridx];
             h = &r->h[r->num_holdings++];
-            *h = (rspm_holding){.label = w[i].label, .slot = pop_slot(m), .gen_moved = true};
+            *h = (rspm_holding){
+                .label = w[i].label, .slot = pop_slot(m), .gen_moved = true, .gen = ++m->gen};
             assert(st->num_journal < sizeof st->journal / sizeof st->journal[0]);
             st->journal[st->num_journal++] = (rspm_journal_entry){w[i].ridx, w[i].label, h->slot};
         }
@@ -274,20 +290,26 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
 }
 
 /* The step is over: unpin its slots in pin order; a slot whose last pin
- * this was is released if it is pending, zeroed if a reset deferred it. */
-static void finish(rspm *m, rspm_step *st)
+ * this was is released if it is pending; a slot with a deferred zero is
+ * zeroed once no other planned step pins it. A rollback gives back the
+ * pending zeros its plan took over. */
+static void finish(rspm *m, rspm_step *st, bool rollback)
 {
     for (uint32_t i = 0; i < st->num_pins; i++) {
         int32_t s = st->pins[i];
         rspm_slot *sl = &m->slot[s];
+        if (st->took[s]) {
+            st->took[s] = false;
+            if (rollback && sl->state == RSPM_HELD)
+                sl->zero_pending = true;
+        }
         if (st->unpinned[i])
             continue;
         assert(sl->pins > 0);
-        if (--sl->pins > 0)
-            continue;
-        if (sl->state == RSPM_PENDING)
+        --sl->pins;
+        if (sl->pins == 0 && sl->state == RSPM_PENDING)
             push_slot(m, s), m->cov.pending_freed++;
-        else if (sl->zero_pending)
+        else if (sl->zero_pending && sl->state == RSPM_HELD && !planned_pin(m, st, s))
             zero_content(m, s);
     }
     st->used = false;
@@ -337,7 +359,7 @@ void rspm_rollback(rspm *m, uint64_t step_id)
         unpin_one(m, st, e->slot);
         let_go(m, e->slot);
     }
-    finish(m, st);
+    finish(m, st, true);
 }
 
 /* Apply forks in order: copy contents, to.has_state = from.has_state. */
@@ -352,6 +374,7 @@ static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t
             if (!from || !to)
                 continue;
             to->gen_moved = true;
+            to->gen = ++m->gen;
             if (from == to)
                 continue;
             m->cov.fork_copies++;
@@ -415,6 +438,53 @@ static void pin_addressed(rspm *m, const rspm_decl *d, const rspm_plan *p)
         }
 }
 
+/* Forking rids' (from, to) slots of every fork that does something. */
+static uint32_t fork_slots(const rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t nf,
+                           int32_t *out)
+{
+    uint32_t fr[RSPM_MAX_ROWS], n = 0;
+    uint32_t nr = forking_rids(d, fr);
+    for (uint32_t i = 0; i < nr; i++)
+        for (uint32_t k = 0; k < nf; k++) {
+            const rspm_holding *from = rspm_holding_get(m, fr[i], f[k].from);
+            const rspm_holding *to = rspm_holding_get(m, fr[i], f[k].to);
+            if (!from || !to)
+                continue;
+            out[n++] = from->slot;
+            out[n++] = to->slot;
+        }
+    return n;
+}
+
+uint64_t rspm_plan_blocker(const rspm *m, const rspm_decl *d)
+{
+    if (d->capture)
+        return 0;
+    int32_t fs[2 * RSPM_MAX_ROWS * 2 * RSPM_MAX_FORKS];
+    uint32_t n = fork_slots(m, d, d->pre, d->num_pre, fs);
+    n += fork_slots(m, d, d->post, d->num_post, fs + n);
+    /* The core checks the forks in order, then the rows; the first hit
+     * names the lowest step record, so report any blocker: the test only
+     * checks that one exists and that it is in flight. */
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS; i++) {
+        const rspm_step *u = &m->steps[i];
+        if (!u->used || !u->planned || step_find((rspm *)m, d->step_id) == u)
+            continue;
+        for (uint32_t k = 0; k < n; k++)
+            if (pinned_by(u, fs[k]) || u->fslot[fs[k]])
+                return u->step_id;
+        for (uint32_t r = 0; r < d->num_rows; r++) {
+            const rspm_row *row = &d->rows[r];
+            if (row->padding || row->span <= 0)
+                continue;
+            const rspm_holding *h = rspm_holding_get(m, row->ridx, row->label);
+            if (h && u->fslot[h->slot])
+                return u->step_id;
+        }
+    }
+    return 0;
+}
+
 void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
 {
     bool flags[RSPM_MAX_RIDS * RSPM_MAX_LABELS] = {0};
@@ -437,6 +507,32 @@ void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
             flags[r * RSPM_MAX_LABELS + h] = m->req[r].h[h].has_state;
     build(m, d, flags, out);
     pin_addressed(m, d, out);
+    rspm_step *st = step_find(m, d->step_id);
+    st->planned = !d->capture;
+    st->num_prows = 0;
+    memset(st->fslot, 0, sizeof st->fslot);
+    if (d->capture)
+        return;
+    for (uint32_t i = 0; i < d->num_rows; i++) {
+        const rspm_row *r = &d->rows[i];
+        rspm_holding *h = r->padding || r->span <= 0 ? NULL : find(m, r->ridx, r->label);
+        if (!h)
+            continue;
+        st->prows[st->num_prows].ridx = r->ridx;
+        st->prows[st->num_prows].label = r->label;
+        st->prows[st->num_prows].gen = h->gen;
+        st->num_prows++;
+        if (m->slot[h->slot].zero_pending) {
+            /* This forward rewrites the slot from zeros after the earlier
+             * planned forward: it supersedes the deferred zero. */
+            m->slot[h->slot].zero_pending = false;
+            st->took[h->slot] = true;
+        }
+    }
+    int32_t fs[2 * RSPM_MAX_ROWS * RSPM_MAX_FORKS];
+    uint32_t n = fork_slots(m, d, d->post, d->num_post, fs);
+    for (uint32_t k = 0; k < n; k++)
+        st->fslot[fs[k]] = true;
 }
 
 void rspm_commit(rspm *m, const rspm_decl *d)
@@ -444,28 +540,27 @@ void rspm_commit(rspm *m, const rspm_decl *d)
     rspm_step *st = step_find(m, d->step_id);
     assert(st);
     if (!d->capture) {
-        /* Only a slot this step addressed was written by its forward; a
-         * holding reset during the step stays has_state = false. */
-        for (uint32_t i = 0; i < d->num_rows; i++) {
-            const rspm_row *r = &d->rows[i];
-            if (r->padding || r->span <= 0)
-                continue;
-            rspm_holding *h = find(m, r->ridx, r->label);
-            if (h && pinned_by(st, h->slot) && !m->slot[h->slot].zero_pending)
+        /* The rows its live plan addressed, if the holding is still the one
+         * addressed (generation unchanged): this forward's write counts. */
+        for (uint32_t i = 0; i < st->num_prows; i++) {
+            rspm_holding *h = find(m, st->prows[i].ridx, st->prows[i].label);
+            if (h && h->gen == st->prows[i].gen)
                 h->has_state = true;
-            else if (h && !pinned_by(st, h->slot))
+            else
                 m->cov.commit_stale++;
         }
-        /* Deferred zeroes of slots only this step addresses: after the
+        /* Deferred zeroes no other planned step waits on: after the
          * forward, before post-forks read them. */
         for (uint32_t i = 0; i < st->num_pins; i++) {
-            rspm_slot *sl = &m->slot[st->pins[i]];
-            if (sl->zero_pending && sl->pins == 1 && sl->state == RSPM_HELD)
-                zero_content(m, st->pins[i]);
+            int32_t sl_ = st->pins[i];
+            rspm_slot *sl = &m->slot[sl_];
+            if (sl->zero_pending && !st->unpinned[i] && sl->state == RSPM_HELD &&
+                !planned_pin(m, st, sl_))
+                zero_content(m, sl_);
         }
         apply_forks(m, d, d->post, d->num_post);
     }
-    finish(m, st);
+    finish(m, st, false);
 }
 
 void rspm_forward_write(rspm *m, int32_t slot, uint64_t seed)

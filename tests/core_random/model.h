@@ -17,11 +17,18 @@
  *     plans (live or staged) address; pins end at its commit or rollback;
  *   - a release deferred by pins happens when the last pinning step ends, in
  *     that step's pin order;
- *   - reset(free = false) of a pinned slot: has_state false and a new
- *     generation at once, the zero deferred; at commit of the last pinning
- *     step it is zeroed before post-forks, and its rows stay has_state false;
- *   - commit sets has_state only on holdings whose slot this step pins (a
- *     holding re-created since the plan was not written by this forward);
+ *   - reset(free = false): has_state false and a new generation at once;
+ *     the zero is deferred only while a planned (live, uncommitted) step
+ *     pins the slot, and done when no planned step pins it any more (at
+ *     a commit before post-forks, or a rollback); a live plan addressing
+ *     such a slot takes the pending zero over (its forward rewrites the
+ *     slot from zeros), a rollback of that plan gives it back;
+ *   - commit sets has_state on the rows its live plan addressed whose
+ *     holding's generation has not moved since that plan;
+ *   - a live plan whose forks touch a slot of another planned step, or
+ *     whose rows address a slot another planned step's post-forks touch,
+ *     is refused (RSP_EORDER), nothing changed;
+ *   - a committed step id is never admitted again (RSP_EORDER);
  *   - a fork from a slot whose zero is deferred gives the target zeros;
  *   - rollback of a journal entry whose holding was removed during the step
  *     releases the pending slot at its journal position when this step is
@@ -61,6 +68,7 @@ typedef struct rspm_holding {
     int32_t slot;
     bool has_state;
     bool gen_moved; /* the generation must have moved since the last check */
+    uint64_t gen;   /* model-local generation: moves when the core's must */
 } rspm_holding;
 
 typedef struct rspm_request {
@@ -73,7 +81,7 @@ typedef struct rspm_slot {
     rspm_slot_state state;
     uint64_t content;  /* tag: 0 zeros, RSPM_UNKNOWN, or a pattern seed */
     uint32_t pins;     /* in-flight steps that address this slot */
-    bool zero_pending; /* reset(free=false) while pinned: zero when unpinned */
+    bool zero_pending; /* reset(free=false) while a planned step pins it */
     bool written;      /* a forward wrote it since it was last zeroed */
 } rspm_slot;
 
@@ -107,6 +115,14 @@ typedef struct rspm_step {
     uint32_t num_pins;
     int32_t pins[RSPM_MAX_SLOTS];  /* pin order */
     bool unpinned[RSPM_MAX_SLOTS]; /* rollback let go of it early */
+    bool planned;                  /* live plan out, forward may run */
+    uint32_t num_prows;            /* live plan rows with a holding */
+    struct {
+        uint32_t ridx, label;
+        uint64_t gen;
+    } prows[RSPM_MAX_ROWS];
+    bool took[RSPM_MAX_SLOTS];   /* its plan took over the slot's pending zero */
+    bool fslot[RSPM_MAX_SLOTS];  /* its post-forks read/write the slot at commit */
 } rspm_step;
 
 /* Expected addressing of one label. */
@@ -152,10 +168,16 @@ typedef struct rspm {
     uint32_t num_free;
     int32_t free_stack[RSPM_MAX_SLOTS]; /* top = free_stack[num_free - 1] */
     rspm_step steps[RSPM_MAX_STEPS];
+    uint64_t gen;
     rspm_cov cov;
 } rspm;
 
 void rspm_init(rspm *m, uint32_t max_slots, bool sink, uint32_t num_rids);
+
+/* A live plan of d that must be refused (RSP_EORDER): the step id of the
+ * planned, uncommitted step whose slots its forks would touch, or whose
+ * post-fork slots its rows address; 0 when none (step ids start at 1). */
+uint64_t rspm_plan_blocker(const rspm *m, const rspm_decl *d);
 
 /* SEMANTICS 3. */
 void rspm_ingest(rspm *m, uint32_t ridx);

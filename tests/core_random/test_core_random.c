@@ -158,6 +158,7 @@ typedef struct T {
     uint64_t count_two_live; /* plans made live while the older step was live */
     uint64_t count_three;    /* operations done with three steps in flight */
     uint64_t count_lease_refused, count_lease_taken, count_retry, count_readmit;
+    uint64_t count_pipeline_refused;
 } T;
 
 static uint32_t rid_of(uint32_t ridx)
@@ -273,7 +274,7 @@ enum {
     W_NO_ZERO = 1u << 0,       /* no ZERO at all (admit, stage, live plan) */
     W_NO_COPY = 1u << 1,       /* no COPY at all (stage, reset, remove, admit, rollback) */
     W_WAIT_FIRST = 1u << 2,    /* a forward ran: WAIT before any ZERO or COPY */
-    W_UNPINNED_ZERO = 1u << 3, /* zero only slots no in-flight step addresses */
+    W_UNPINNED_ZERO = 1u << 3, /* zero only slots no planned step's forward may write */
 };
 
 /* Check the work of the last core call before it is applied. `before` is the
@@ -299,8 +300,13 @@ static void check_work(T *t, const char *what, unsigned rules, const rspm *befor
             CHECK(t, !(t->cfg.sink && (a == 0 || b == 0)), "%s: device work touches the sink",
                   what);
             if (op->kind == RSP__OP_ZERO && (rules & W_UNPINNED_ZERO) && a < RSPM_MAX_SLOTS)
-                CHECK(t, before->slot[a].pins == 0,
-                      "%s: zeroes slot %u while an in-flight step addresses it", what, a);
+                for (uint32_t j = 0; j < RSPM_MAX_STEPS; j++) {
+                    const rspm_step *u = &before->steps[j];
+                    for (uint32_t p = 0; u->used && u->planned && p < u->num_pins; p++)
+                        CHECK(t, u->unpinned[p] || u->pins[p] != (int32_t)a,
+                              "%s: zeroes slot %u while planned step %llu may write it", what,
+                              a, (unsigned long long)u->step_id);
+                }
         }
     }
 }
@@ -920,6 +926,15 @@ static void op_plan(T *t, dstep *s, bool staged)
         check_all(t, "plan (refused)");
         return;
     }
+    uint64_t blocker = staged ? 0 : rspm_plan_blocker(&t->m, &s->d);
+    if (blocker) {
+        /* Its forks would touch a slot of a planned, uncommitted step (or
+         * its rows a slot that step's post-forks touch): refused. */
+        expect_err(t, rc, RSP_EORDER, "plan against a planned step's slots");
+        t->count_pipeline_refused++;
+        check_all(t, "plan (refused: commit the earlier step first)");
+        return;
+    }
     CHECK(t, rc == RSP_OK, "plan step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
           (int)rc, rsp_strerror(rc));
     check_work(t, staged ? "stage" : "plan", staged ? W_NO_ZERO | W_NO_COPY : 0u, &t->m);
@@ -1365,14 +1380,15 @@ static void run(const run_cfg *cfg, uint64_t ops)
         "seed %llu max_slots %u sink %d: %llu ops, %llu admits ok, %llu full, "
         "%llu stages, %llu promoted, %llu live behind a live step, %llu ops with pending "
         "releases, %llu with three steps in flight, leased plans refused %llu, stages losing "
-        "their lease %llu, retried admits %llu, re-admits %llu\n",
+        "their lease %llu, retried admits %llu, re-admits %llu, plans refused behind a "
+        "planned step %llu\n",
         (unsigned long long)cfg->seed, cfg->max_slots, cfg->sink, (unsigned long long)ops,
         (unsigned long long)t->count_admit_ok, (unsigned long long)t->count_admit_full,
         (unsigned long long)t->count_stage, (unsigned long long)t->count_promoted,
         (unsigned long long)t->count_two_live, (unsigned long long)t->count_pending,
         (unsigned long long)t->count_three, (unsigned long long)t->count_lease_refused,
         (unsigned long long)t->count_lease_taken, (unsigned long long)t->count_retry,
-        (unsigned long long)t->count_readmit);
+        (unsigned long long)t->count_readmit, (unsigned long long)t->count_pipeline_refused);
     const rspm_cov *cv = &t->m.cov;
     print_message(
         "  pending %llu (freed at step end %llu), deferred zeroes %llu, stale commit "
@@ -1531,10 +1547,11 @@ static rsp_holding mini_hold(mini *x, rsp_rid rid, rsp_label_id label)
 }
 
 /*
- * reset(free = false) while two steps address the slot defers its zero to
- * the end of the later one; a pre-fork of the later step must not copy the
- * stale bytes into a target that then has has_state = false (SEMANTICS 2:
- * has_state = false reads as zeros).
+ * reset(free = false) while two steps are admitted (none planned) zeroes the
+ * slot at once: no forward may write it. Step 2, planned after the reset,
+ * starts from zeros and its write is the request's state (has_state true at
+ * its commit); step 3's pre-fork then copies those bytes with the flag. A
+ * target never has has_state = false with stale bytes (SEMANTICS 2).
  */
 static void reset_during_two_steps_then_fork_target_reads_zeros(void **state)
 {
@@ -1555,19 +1572,23 @@ static void reset_during_two_steps_then_fork_target_reads_zeros(void **state)
     mini_admit(&x, &s2);
     assert_int_equal(rsp__core_reset(x.core, R, false, &x.work, NULL), RSP_OK);
     mini_apply(&x);
+    assert_true(rsp_test_store_slot_is_zero(x.store, (uint32_t)m.index));
     rsp_fork f = {.from = RSP_LABEL_MAIN, .to = x.draft};
     rsp_step s3 = {
         .step_id = 3, .rows = &main_row, .num_rows = 1, .pre_forks = &f, .num_pre_forks = 1};
     mini_admit(&x, &s3); /* draft taken fresh, after the reset */
     mini_plan(&x, &s2);
-    mini_commit(&x, &s2); /* no forward wrote anything since the reset */
-    mini_plan(&x, &s3);   /* pre-fork main -> draft */
+    assert_false(mini_hold(&x, R, RSP_LABEL_MAIN).has_state);
+    rsp_test_store_fill_pattern(x.store, (uint32_t)m.index, 78); /* step 2's forward */
+    mini_commit(&x, &s2);
+    assert_true(mini_hold(&x, R, RSP_LABEL_MAIN).has_state);
+    mini_plan(&x, &s3); /* pre-fork main -> draft */
     rsp_holding d = mini_hold(&x, R, x.draft);
-    assert_false(d.has_state);
-    if (!rsp_test_store_slot_is_zero(x.store, (uint32_t)d.index))
-        fail_msg("draft (slot %d) has has_state = false after the pre-fork but holds the bytes "
-                 "main had before its reset",
-                 d.index);
+    assert_true(d.has_state);
+    if (rsp_test_store_checksum(x.store, (uint32_t)d.index) !=
+        rsp_test_store_checksum(x.store, (uint32_t)m.index))
+        fail_msg("draft (slot %d) is not a copy of main (slot %d) after the pre-fork", d.index,
+                 m.index);
     mini_commit(&x, &s3);
     d = mini_hold(&x, R, x.draft);
     if (!d.has_state && !rsp_test_store_slot_is_zero(x.store, (uint32_t)d.index))
