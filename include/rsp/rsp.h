@@ -393,9 +393,9 @@ typedef struct rsp_ticket rsp_ticket;
  * it never waits for credit (timeout_ns is taken as 0: see rsp_read_begin).
  *
  * A pool breaks when device work fails after the message had already
- * changed its state (out of host or device memory in the device submit or
- * the plan's allocation; bad input is always refused before anything
- * changes). The pool can then no longer keep its slots and the device in
+ * changed its state (out of host or device memory, or a CUDA error, in the
+ * device submit or the plan's allocation; bad input is always refused
+ * before anything changes). The pool can then no longer keep its slots and the device in
  * step: that message and every later one are answered RSP_EDEVICE, naming
  * the message whose device work failed, plan waiters get RSP_ESHUTDOWN, and
  * only rsp_pool_destroy (and the lock-free readers) remain useful.
