@@ -301,6 +301,7 @@ void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w)
     c->slots[slot].state = RSP__SLOT_FREE;
     c->slots[slot].zero_pending = false;
     c->slots[slot].took_zero = 0;
+    c->slots[slot].fork_pins = 0; /* marks were for the holding that left */
     c->free_stack[c->free_top++] = slot;
 }
 

@@ -217,8 +217,12 @@ uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id);
 /* Fill c->rids with the forking rids of step (non-padding rows, first
  * appearance); empty when the step has no forks of the given kind. */
 rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step);
-/* Apply forks (SEMANTICS 4.6) for every rid in c->rids. */
-void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, rsp__work *w);
+/* Apply forks (SEMANTICS 4.6) for every rid in c->rids. Skips a fork whose
+ * source or target slot is pinned by a step in `avoid` (a commit passes the
+ * other planned steps: their forwards may be writing those slots, and a
+ * commit cannot be refused). */
+void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid,
+                      rsp__work *w);
 
 /* --- plan.c ------------------------------------------------------------- */
 

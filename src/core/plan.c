@@ -477,7 +477,7 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
     } else {
         /* Pre-forks run now, before the forward (also at promotion: the stage
          * deferred them). */
-        rsp__apply_forks(c, step->pre_forks, step->num_pre_forks, w);
+        rsp__apply_forks(c, step->pre_forks, step->num_pre_forks, 0, w);
         s->num_prows = 0;
         build(c, target, step, rec, false, lengths);
         mark_post_forks(c, step, rec);

@@ -122,7 +122,8 @@ rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
     return collect_rids_in_set(c, step);
 }
 
-void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, rsp__work *w)
+void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid,
+                      rsp__work *w)
 {
     for (uint32_t k = 0; k < c->num_rids; k++) {
         rsp__req *r = rsp__req_find(c, c->rids[k]);
@@ -133,6 +134,8 @@ void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, rsp__work
             rsp__hold *to = rsp__hold_find(r, forks[i].to);
             if (!from || !to)
                 continue; /* no source: nothing happens (SEMANTICS 4.6) */
+            if ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid)
+                continue; /* another planned step's forward may write it */
             if (from != to) {
                 /* The caller reserved room; chains split into ordered COPYs.
                  * A source reset during a step in flight logically reads
@@ -453,7 +456,11 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
             (void)rsp__work_zero(w, s->pinned[i]);
         }
     }
-    rsp__apply_forks(c, step->post_forks, step->num_post_forks, w);
+    /* Post-forks on the slots the plan recorded were checked against every
+     * other planned step (check_pipeline, both orders). A holding that
+     * appeared or was re-created after the plan may sit on a slot another
+     * planned step's forward writes: such a fork is skipped. */
+    rsp__apply_forks(c, step->post_forks, step->num_post_forks, others, w);
     unpin_all(c, rec, false, w);
     steprec_free(c, rec);
     return RSP_OK;

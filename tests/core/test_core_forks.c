@@ -523,6 +523,42 @@ static void row_on_a_planned_steps_post_fork_slot_is_order_error(void **state)
     fx_fini(&f);
 }
 
+/* A request removed during the step and re-created by a later, planned step
+ * (new slots, that step's forward may be writing them): the earlier step's
+ * commit cannot be refused, so its post-fork onto those slots is skipped. */
+static void post_forks_skip_a_request_removed_and_recreated_during_the_step(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 8, true);
+    rsp_label_id d = fx_label(&f, "draft");
+    written(&f, 1, 1, 0, 5);
+    stepb s1, s2;
+    sb_init(&s1, 2);
+    sb_row(&s1, 1, 0, 1);
+    sb_post(&s1, 0, d);
+    fx_admit_ok(&f, &s1.s);
+    assert_int_equal(fx_plan(&f, &s1.s), RSP_OK);
+    assert_int_equal(fx_remove(&f, 1), RSP_OK);
+    sb_init(&s2, 3);
+    sb_row(&s2, 1, 0, 1);
+    sb_row(&s2, 1, d, 1);
+    fx_admit_ok(&f, &s2.s);
+    assert_int_equal(fx_plan(&f, &s2.s), RSP_OK);
+    uint32_t m = (uint32_t)fx_slot(&f, 1, 0), dr = (uint32_t)fx_slot(&f, 1, d);
+    rsp_test_store_fill(f.store, m, 0x21); /* step 3's forward */
+    rsp_test_store_fill(f.store, dr, 0x22);
+    uint64_t gen = fx_gen(&f, 1, d);
+    assert_int_equal(fx_commit(&f, &s1.s, &done_ev), RSP_OK);
+    assert_int_equal(count_ops(&f, RSP__OP_COPY), 0);
+    assert_int_equal(fx_gen(&f, 1, d), gen);
+    assert_int_equal(fx_commit(&f, &s2.s, &done_ev), RSP_OK);
+    assert_true(fx_has_state(&f, 1, d));
+    assert_false(rsp_test_store_slot_is_zero(f.store, dr));
+    fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -543,6 +579,7 @@ int main(void)
         cmocka_unit_test(pre_fork_onto_a_planned_steps_slot_is_order_error),
         cmocka_unit_test(fork_reading_a_planned_steps_slot_is_order_error),
         cmocka_unit_test(row_on_a_planned_steps_post_fork_slot_is_order_error),
+        cmocka_unit_test(post_forks_skip_a_request_removed_and_recreated_during_the_step),
     };
     return cmocka_run_group_tests_name("core_forks", tests, NULL, NULL);
 }

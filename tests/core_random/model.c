@@ -40,6 +40,8 @@ static int32_t pop_slot(rspm *m)
 /* Zero a slot and push it (every release zeroes first). */
 static void push_slot(rspm *m, int32_t s)
 {
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS; i++)
+        m->steps[i].fslot[s] = false; /* post-fork marks of the holding that left */
     m->slot[s].state = RSPM_FREE;
     m->slot[s].content = 0;
     m->slot[s].written = false;
@@ -362,8 +364,11 @@ void rspm_rollback(rspm *m, uint64_t step_id)
     finish(m, st, true);
 }
 
-/* Apply forks in order: copy contents, to.has_state = from.has_state. */
-static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t nf)
+/* Apply forks in order: copy contents, to.has_state = from.has_state.
+ * only != NULL (a commit's post-forks): a fork touching a slot another
+ * planned step pins is skipped (that forward may be writing it). */
+static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t nf,
+                        const rspm_step *only)
 {
     uint32_t fr[RSPM_MAX_ROWS];
     uint32_t n = forking_rids(d, fr);
@@ -372,6 +377,8 @@ static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t
             rspm_holding *from = find(m, fr[i], f[k].from);
             rspm_holding *to = find(m, fr[i], f[k].to);
             if (!from || !to)
+                continue;
+            if (only && (planned_pin(m, only, from->slot) || planned_pin(m, only, to->slot)))
                 continue;
             to->gen_moved = true;
             to->gen = ++m->gen;
@@ -492,7 +499,7 @@ void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
         /* Flags as the pre-forks will leave them, nothing copied. */
         rspm copy = *m;
         if (!d->capture)
-            apply_forks(&copy, d, d->pre, d->num_pre);
+            apply_forks(&copy, d, d->pre, d->num_pre, NULL);
         for (uint32_t r = 0; r < m->num_rids; r++)
             for (uint32_t h = 0; h < m->req[r].num_holdings; h++)
                 flags[r * RSPM_MAX_LABELS + h] = copy.req[r].h[h].has_state;
@@ -501,7 +508,7 @@ void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
         return;
     }
     if (!d->capture)
-        apply_forks(m, d, d->pre, d->num_pre);
+        apply_forks(m, d, d->pre, d->num_pre, NULL);
     for (uint32_t r = 0; r < m->num_rids; r++)
         for (uint32_t h = 0; h < m->req[r].num_holdings; h++)
             flags[r * RSPM_MAX_LABELS + h] = m->req[r].h[h].has_state;
@@ -558,7 +565,7 @@ void rspm_commit(rspm *m, const rspm_decl *d)
                 !planned_pin(m, st, sl_))
                 zero_content(m, sl_);
         }
-        apply_forks(m, d, d->post, d->num_post);
+        apply_forks(m, d, d->post, d->num_post, st);
     }
     finish(m, st, false);
 }

@@ -28,6 +28,9 @@
  *   - a live plan whose forks touch a slot of another planned step, or
  *     whose rows address a slot another planned step's post-forks touch,
  *     is refused (RSP_EORDER), nothing changed;
+ *   - a commit's post-fork that touches a slot another planned step pins
+ *     is skipped (only possible for holdings that appeared or were
+ *     re-created after the plan; the plan checked the others);
  *   - a committed step id is never admitted again (RSP_EORDER);
  *   - a fork from a slot whose zero is deferred gives the target zeros;
  *   - rollback of a journal entry whose holding was removed during the step
