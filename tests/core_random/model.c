@@ -534,6 +534,7 @@ void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
              * planned forward: it supersedes the deferred zero. */
             m->slot[h->slot].zero_pending = false;
             st->took[h->slot] = true;
+            m->cov.zero_taken++;
         }
     }
     int32_t fs[2 * RSPM_MAX_ROWS * RSPM_MAX_FORKS];

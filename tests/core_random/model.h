@@ -153,7 +153,8 @@ typedef struct rspm_admit {
 typedef struct rspm_cov {
     uint64_t pending;         /* releases deferred by a step in flight */
     uint64_t pending_freed;   /* ... and later released at the step's end */
-    uint64_t zero_deferred;   /* reset(free = false) of a pinned slot */
+    uint64_t zero_deferred;   /* reset(free = false) of a slot a planned step pins */
+    uint64_t zero_taken;      /* ... whose zero a later live plan took over */
     uint64_t commit_stale;    /* commit row whose holding is not the planned one */
     uint64_t fork_copies;     /* fork copies between two slots */
     uint64_t fork_from_reset; /* ... from a slot whose reset zero is deferred */

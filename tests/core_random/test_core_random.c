@@ -1395,10 +1395,12 @@ static void run(const run_cfg *cfg, uint64_t ops)
         (unsigned long long)t->count_readmit, (unsigned long long)t->count_pipeline_refused);
     const rspm_cov *cv = &t->m.cov;
     print_message(
-        "  pending %llu (freed at step end %llu), deferred zeroes %llu, stale commit "
-        "rows %llu, fork copies %llu (%llu from a reset slot), rollback frees %llu skips %llu\n",
+        "  pending %llu (freed at step end %llu), deferred zeroes %llu (taken over by a "
+        "later plan %llu), stale commit rows %llu, fork copies %llu (%llu from a reset slot), "
+        "rollback frees %llu skips %llu\n",
         (unsigned long long)cv->pending, (unsigned long long)cv->pending_freed,
-        (unsigned long long)cv->zero_deferred, (unsigned long long)cv->commit_stale,
+        (unsigned long long)cv->zero_deferred, (unsigned long long)cv->zero_taken,
+        (unsigned long long)cv->commit_stale,
         (unsigned long long)cv->fork_copies, (unsigned long long)cv->fork_from_reset,
         (unsigned long long)cv->rollback_frees, (unsigned long long)cv->rollback_skips);
     /* "Pool full" must be common, or the test does not test much. */
