@@ -439,13 +439,16 @@ RSP_API rsp_status rsp_ingest(rsp_pool *pool, rsp_rid rid, rsp_error *err);
  * rid: RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_remove(rsp_pool *pool, rsp_rid rid, rsp_error *err);
 /** Zero every slot rid holds: free = false keeps the holdings (has_state
- * false), free = true returns the slots to the free stack. Unknown rid:
+ * false), free = true returns the slots to the free stack. While a planned,
+ * uncommitted step's forward may write a slot, its zero waits for that
+ * forward; a step planned after the reset keeps its write. Unknown rid:
  * RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free, rsp_error *err);
 /** Reserve the slots of a step (SEMANTICS 4.1). A full pool is RSP_OK with
  * out->ok false (nothing changed; out says who found no slot and how many
- * are short). Errors: RSP_EDUPROW, RSP_EORDER (id went back), RSP_ECAPACITY
- * (too many steps in flight). Owner: O(rows + rids * forks). */
+ * are short). Errors: RSP_EDUPROW, RSP_EORDER (id went back, or is the id of
+ * a committed step; a rolled-back id may be retried), RSP_ECAPACITY (too many
+ * steps in flight). Owner: O(rows + rids * forks). */
 RSP_API rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,
                                   rsp_error *err);
 /** Undo an admitted step (slots it reserved are freed and zeroed once
@@ -457,8 +460,10 @@ RSP_API rsp_status rsp_step_rollback(rsp_pool *pool, uint64_t step_id,
                                      const rsp_event *forward_done, rsp_error *err);
 /** Plan an admitted step: publish its live plan (pre-forks queued first), or
  * with step->preplan its staged plan. RSP_EORDER (not admitted / already
- * planned), RSP_ESTAGED (a stage exists), RSP_ECAPACITY (a leased buffer too
- * small or held by another in-flight step). Owner: O(rows + labels + forks),
+ * planned; or its forks would read or write a slot of another planned,
+ * uncommitted step, or its rows address a slot that step's post-forks touch:
+ * commit that step first; nothing changed), RSP_ESTAGED (a stage exists),
+ * RSP_ECAPACITY (a leased buffer too small or held by another in-flight step). Owner: O(rows + labels + forks),
  * plus the copy of the addressing into the plan. */
 RSP_API rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error *err);
 /** Drop the staged plan, if any (RSP_OK either way). Owner: O(labels). */
