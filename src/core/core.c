@@ -79,6 +79,7 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].pinned);
             free(c->steps[i].prows);
             free(c->steps[i].fslots);
+            free(c->steps[i].arows);
         }
     free(c->steps);
     free(c->slots);
@@ -262,6 +263,34 @@ const rsp__hold *rsp__hold_find_const(const rsp__req *r, rsp_label_id label)
     return rsp__hold_find((rsp__req *)r, label);
 }
 
+rsp__hold *rsp__hold_lookup_slow(rsp__core *c, rsp_rid rid, rsp_label_id label, uint32_t *rec,
+                                 uint32_t *hold, rsp__req **out_r)
+{
+    rsp__req *r;
+    /* A rid has at most one live record, so a live record carrying this rid
+     * is the one the table would find. */
+    if (*rec < c->num_recs && c->reqs[*rec].live && c->reqs[*rec].rid == rid) {
+        r = &c->reqs[*rec];
+    } else {
+        r = rsp__req_find(c, rid);
+        *rec = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
+    }
+    *out_r = r;
+    if (!r)
+        return NULL;
+    rsp__hold *h = rsp__req_holds(r);
+    /* Labels are unique within a request. */
+    if (*hold < r->num_holds && h[*hold].label == label)
+        return &h[*hold];
+    for (uint32_t i = 0; i < r->num_holds; i++)
+        if (h[i].label == label) {
+            *hold = i;
+            return &h[i];
+        }
+    *hold = RSP__NONE;
+    return NULL;
+}
+
 uint64_t rsp__next_generation(rsp__core *c)
 {
     return ++c->generation;
@@ -366,6 +395,11 @@ rsp_status rsp__steprec_reserve_plan(rsp__steprec *s, uint32_t rows, uint32_t fs
         grow_arr((void **)&s->fslots, &s->cap_fslots, fslots, sizeof *s->fslots))
         return RSP_ENOMEM;
     return RSP_OK;
+}
+
+rsp_status rsp__steprec_reserve_arows(rsp__steprec *s, uint32_t n)
+{
+    return grow_arr((void **)&s->arows, &s->cap_arows, n, sizeof *s->arows);
 }
 
 uint64_t rsp__planned_mask(const rsp__core *c)

@@ -74,7 +74,21 @@ typedef struct rsp__prow {
     rsp_rid rid;
     rsp_label_id label;
     uint64_t generation;
+    uint32_t rec, hold; /* lookup hints (see rsp__hold_lookup) */
 } rsp__prow;
+
+/* A row of the declaration as last validated for a step record, with where
+ * its (rid, label) was found at admit. Plan and commit compare the rows
+ * they get against it: equal rows were validated already (labels are never
+ * removed), so the duplicate-row check is skipped. The hints are only
+ * hints: a removal or reassignment in between is caught on use. */
+typedef struct rsp__arow {
+    rsp_rid rid;
+    rsp_label_id label;
+    int32_t span;
+    bool padding;
+    uint32_t rec, hold; /* lookup hints (see rsp__hold_lookup) */
+} rsp__arow;
 
 typedef enum rsp__phase {
     RSP__PHASE_ADMITTED = 0,
@@ -94,6 +108,8 @@ typedef struct rsp__steprec {
     uint32_t num_prows, cap_prows;
     uint32_t *fslots; /* slots whose fork_pins bit this step set */
     uint32_t num_fslots, cap_fslots;
+    rsp__arow *arows; /* the rows last validated for this record */
+    uint32_t num_arows, cap_arows;
 } rsp__steprec;
 
 /* An addressing buffer (device vectors live in the device, keyed by id). */
@@ -182,6 +198,33 @@ rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid);
 rsp__hold *rsp__req_holds(rsp__req *r);
 rsp__hold *rsp__hold_find(rsp__req *r, rsp_label_id label);
 const rsp__hold *rsp__hold_find_const(const rsp__req *r, rsp_label_id label);
+/* Holding of (rid, label), NULL when there is none; *out_r gets the request
+ * record (NULL when the rid has none). *rec and *hold are hints: record and
+ * holding index where the pair was found before. They are checked (a live
+ * record of this rid, a holding of this label: both unique) and used when
+ * right, which costs a few compares instead of a hash probe and a scan;
+ * otherwise the pair is looked up and the hints are updated. O(1) with good
+ * hints, else a probe plus O(holdings). */
+rsp__hold *rsp__hold_lookup_slow(rsp__core *c, rsp_rid rid, rsp_label_id label, uint32_t *rec,
+                                 uint32_t *hold, rsp__req **out_r);
+static inline rsp__hold *rsp__hold_lookup(rsp__core *c, rsp_rid rid, rsp_label_id label,
+                                          uint32_t *rec, uint32_t *hold, rsp__req **out_r)
+{
+    /* A rid has at most one live record, and a label at most one holding in
+     * it: a live record of this rid is the one the table would find. */
+    uint32_t ri = *rec, hi = *hold;
+    if (ri < c->num_recs) {
+        rsp__req *r = &c->reqs[ri];
+        if (r->live && r->rid == rid && hi < r->num_holds) {
+            rsp__hold *h = (r->heap ? r->heap : r->inl) + hi;
+            if (h->label == label) {
+                *out_r = r;
+                return h;
+            }
+        }
+    }
+    return rsp__hold_lookup_slow(c, rid, label, rec, hold, out_r);
+}
 /* Pop a free slot and give it to (r, label); the caller checked there is one
  * and that r holds nothing under label. ENOMEM when the holding array cannot
  * grow (nothing changed). */
@@ -199,6 +242,8 @@ void rsp__pin(rsp__core *c, uint32_t rec, uint32_t slot);
 rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins);
 /* Room for a live plan's rows and post-fork slots (replaces, not appends). */
 rsp_status rsp__steprec_reserve_plan(rsp__steprec *s, uint32_t rows, uint32_t fslots);
+/* Room for n declaration rows (replaces, not appends). */
+rsp_status rsp__steprec_reserve_arows(rsp__steprec *s, uint32_t n);
 /* Step records whose live plan is out and not yet committed or rolled back
  * (their forwards may be running), as a bit mask. O(max_inflight). */
 uint64_t rsp__planned_mask(const rsp__core *c);
@@ -212,6 +257,10 @@ bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label);
 
 /* Validate a declaration (labels, duplicates, NULL arrays). */
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err);
+/* The same verdict for a step that may be in flight (plan, commit): when
+ * its rows equal the ones last validated for its record, only the O(forks)
+ * checks run again, and the rows are compared (no hashing). */
+rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, rsp_error *err);
 /* Step record index of step_id, RSP__NONE if none is in flight. */
 uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id);
 /* Fill c->rids with the forking rids of step (non-padding rows, first

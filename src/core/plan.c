@@ -201,8 +201,12 @@ static void build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec
         pos[li]++;
         if (step->capture || row->padding || row->span <= 0)
             continue;
-        rsp__req *r = rsp__req_find(c, row->rid);
-        const rsp__hold *h = r ? rsp__hold_find(r, row->label) : NULL;
+        rsp__steprec *s = &c->steps[rec];
+        uint32_t rh = RSP__NONE, hh = RSP__NONE;
+        uint32_t *rec_hint = i < s->num_arows ? &s->arows[i].rec : &rh;
+        uint32_t *hold_hint = i < s->num_arows ? &s->arows[i].hold : &hh;
+        rsp__req *r;
+        const rsp__hold *h = rsp__hold_lookup(c, row->rid, row->label, rec_hint, hold_hint, &r);
         if (!h)
             continue;
         a->slots[at] = (int32_t)h->slot;
@@ -213,10 +217,11 @@ static void build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec
         rsp__pin(c, rec, h->slot);
         if (staged)
             continue;
-        rsp__steprec *s = &c->steps[rec];
         s->prows[s->num_prows].rid = row->rid;
         s->prows[s->num_prows].label = row->label;
         s->prows[s->num_prows].generation = h->generation;
+        s->prows[s->num_prows].rec = *rec_hint;
+        s->prows[s->num_prows].hold = *hold_hint;
         s->num_prows++;
         rsp__slot *sl = &c->slots[h->slot];
         if (sl->zero_pending) {
@@ -356,7 +361,7 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
 {
     if (!out || !w)
         return rsp__fail(err, RSP_EINVAL, "plan: out or work is NULL");
-    rsp_status st = rsp__step_validate(c, step, err);
+    rsp_status st = rsp__step_revalidate(c, step, err);
     if (st)
         return st;
     uint32_t rec = rsp__step_find(c, step->step_id);

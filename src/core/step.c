@@ -17,7 +17,8 @@ static bool addresses(const rsp_row *row)
     return !row->padding && row->span > 0;
 }
 
-rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err)
+/* NULL arrays and the lease. */
+static rsp_status validate_arrays(const rsp_step *step, rsp_error *err)
 {
     if (!step)
         return rsp__fail(err, RSP_EINVAL, "step is NULL");
@@ -34,12 +35,11 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err
                          step->step_id, step->num_post_forks);
     if (step->has_lease && step->lease.bucket_bs == 0)
         return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": lease.bucket_bs = 0", step->step_id);
-    for (uint32_t i = 0; i < step->num_rows; i++)
-        if (step->rows[i].label >= c->num_labels)
-            return rsp__fail(err, RSP_ENOLABEL,
-                             "step %" PRIu64 ": rows[%" PRIu32 "].label = %" PRIu32
-                             " is not an interned label (%" PRIu32 " labels)",
-                             step->step_id, i, step->rows[i].label, c->num_labels);
+    return RSP_OK;
+}
+
+static rsp_status validate_forks(rsp__core *c, const rsp_step *step, rsp_error *err)
+{
     for (int k = 0; k < 2; k++) {
         const rsp_fork *f = k ? step->post_forks : step->pre_forks;
         uint32_t n = k ? step->num_post_forks : step->num_pre_forks;
@@ -57,6 +57,40 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err
                                  step->step_id, what, i, f[i].to);
         }
     }
+    return RSP_OK;
+}
+
+rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err)
+{
+    rsp_status st = validate_arrays(step, err);
+    if (st)
+        return st;
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (step->rows[i].label >= c->num_labels)
+            return rsp__fail(err, RSP_ENOLABEL,
+                             "step %" PRIu64 ": rows[%" PRIu32 "].label = %" PRIu32
+                             " is not an interned label (%" PRIu32 " labels)",
+                             step->step_id, i, step->rows[i].label, c->num_labels);
+    st = validate_forks(c, step, err);
+    if (st)
+        return st;
+    /* Few rows: a pairwise scan is cheaper than the hash set. */
+    if (step->num_rows <= 8) {
+        for (uint32_t i = 1; i < step->num_rows; i++) {
+            const rsp_row *row = &step->rows[i];
+            if (!addresses(row))
+                continue;
+            for (uint32_t first = 0; first < i; first++)
+                if (addresses(&step->rows[first]) && step->rows[first].rid == row->rid &&
+                    step->rows[first].label == row->label)
+                    return rsp__fail(err, RSP_EDUPROW,
+                                     "step %" PRIu64 ": rows[%" PRIu32 "] repeats (rid %" PRIu64
+                                     ", label \"%s\") of rows[%" PRIu32 "] with span > 0",
+                                     step->step_id, i, row->rid, c->label_names[row->label],
+                                     first);
+        }
+        return RSP_OK;
+    }
     if (rsp__set_reset(c, step->num_rows))
         return rsp__fail(err, RSP_ENOMEM, "out of memory checking step %" PRIu64, step->step_id);
     for (uint32_t i = 0; i < step->num_rows; i++) {
@@ -73,6 +107,35 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err
                          step->step_id, i, row->rid, c->label_names[row->label], first);
     }
     return RSP_OK;
+}
+
+/* Are step's rows the ones last validated for record s? */
+static bool same_rows(const rsp__steprec *s, const rsp_step *step)
+{
+    if (s->num_arows != step->num_rows)
+        return false;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *a = &step->rows[i];
+        const rsp__arow *b = &s->arows[i];
+        if (a->rid != b->rid || a->label != b->label || a->span != b->span ||
+            a->padding != b->padding)
+            return false;
+    }
+    return true;
+}
+
+rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, rsp_error *err)
+{
+    if (step && (!step->num_rows || step->rows)) {
+        uint32_t rec = rsp__step_find(c, step->step_id);
+        if (rec != RSP__NONE && same_rows(&c->steps[rec], step)) {
+            /* Rows validated before stay valid: labels are never removed.
+             * The other checks are O(forks) and run again. */
+            rsp_status st = validate_arrays(step, err);
+            return st ? st : validate_forks(c, step, err);
+        }
+    }
+    return rsp__step_validate(c, step, err);
 }
 
 uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id)
@@ -178,13 +241,21 @@ static void need(rsp__core *c, need_count *n, rsp_rid rid, rsp_label_id label)
     }
 }
 
-/* Allocate (rid, label) if missing (journaled) and pin its slot. */
-static void take(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label)
+/* Allocate (rid, label) if missing (journaled) and pin its slot. The hints
+ * (may be NULL: none) are updated to where the holding is. */
+static void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label,
+                        uint32_t *rec_hint, uint32_t *hold_hint)
 {
-    rsp__req *r = rsp__req_find(c, rid);
-    rsp__hold *h = rsp__hold_find(r, label);
+    uint32_t rh = RSP__NONE, hh = RSP__NONE;
+    if (!rec_hint) {
+        rec_hint = &rh;
+        hold_hint = &hh;
+    }
+    rsp__req *r;
+    rsp__hold *h = rsp__hold_lookup(c, rid, label, rec_hint, hold_hint, &r);
     if (!h) {
         (void)rsp__hold_assign(c, r, label, &h); /* room checked before */
+        *hold_hint = r->num_holds - 1;
         rsp__steprec *s = &c->steps[rec];
         s->journal[s->num_journal].rid = rid;
         s->journal[s->num_journal].label = label;
@@ -192,6 +263,11 @@ static void take(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label)
         s->num_journal++;
     }
     rsp__pin(c, rec, h->slot);
+}
+
+static void take(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label)
+{
+    take_hinted(c, rec, rid, label, NULL, NULL);
 }
 
 rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
@@ -225,6 +301,24 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
                              step->step_id, c->max_inflight);
     }
     bool fresh_rec = !c->steps[rec].used;
+    rsp__steprec *s = &c->steps[rec];
+    /* Keep the validated rows, with where each (rid, label) is found: plan
+     * and commit get the same rows again and skip the lookups. */
+    if (rsp__steprec_reserve_arows(s, step->num_rows))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+    /* Hints of the record's previous rows stay: they are checked on use,
+     * and a steady decode loop declares the same rows in the same order. */
+    for (uint32_t i = s->num_arows; i < step->num_rows; i++)
+        s->arows[i].rec = s->arows[i].hold = RSP__NONE;
+    s->num_arows = step->num_rows;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        rsp__arow *a = &s->arows[i];
+        a->rid = row->rid;
+        a->label = row->label;
+        a->span = row->span;
+        a->padding = row->padding;
+    }
 
     /* Count first, allocate after: a full pool changes nothing at all. */
     need_count n = {.free = c->free_top};
@@ -235,9 +329,24 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         if (set_n > UINT32_MAX / 4 || rsp__set_reset(c, (uint32_t)set_n))
             return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
                              step->step_id);
-        for (uint32_t i = 0; i < step->num_rows; i++)
-            if (addresses(&step->rows[i]))
-                need(c, &n, step->rows[i].rid, step->rows[i].label);
+        for (uint32_t i = 0; i < step->num_rows; i++) {
+            const rsp_row *row = &step->rows[i];
+            if (!addresses(row))
+                continue;
+            rsp__req *r;
+            if (rsp__hold_lookup(c, row->rid, row->label, &s->arows[i].rec, &s->arows[i].hold,
+                                 &r))
+                continue; /* held already: the steady decode step */
+            /* Counts each missing pair once (forks' targets share the set). */
+            if (!rsp__set_insert(c, row->rid, row->label))
+                continue;
+            n.needed++;
+            if (n.needed == n.free + 1) {
+                n.short_found = true;
+                n.rid = row->rid;
+                n.label = row->label;
+            }
+        }
         if (collect_rids_in_set(c, step))
             return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
                              step->step_id);
@@ -260,7 +369,6 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         out->free = c->free_top;
         return RSP_OK;
     }
-    rsp__steprec *s = &c->steps[rec];
     uint64_t pins = (uint64_t)step->num_rows + (uint64_t)c->num_rids * nforks;
     if (pins > c->layout.max_slots)
         pins = c->layout.max_slots;
@@ -268,10 +376,17 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
     /* Implicit ingest: every non-padding row's rid exists from here on
      * (not for capture: its rows are dummies). */
-    for (uint32_t i = 0; i < step->num_rows && !step->capture; i++)
-        if (!step->rows[i].padding && !rsp__req_get(c, step->rows[i].rid))
+    for (uint32_t i = 0; i < step->num_rows && !step->capture; i++) {
+        rsp__arow *a = &s->arows[i];
+        if (step->rows[i].padding || (a->rec != RSP__NONE && c->reqs[a->rec].live &&
+                                      c->reqs[a->rec].rid == a->rid))
+            continue; /* found above (and records are only added here) */
+        rsp__req *r = rsp__req_get(c, a->rid);
+        if (!r)
             return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
                              step->step_id);
+        a->rec = (uint32_t)(r - c->reqs);
+    }
 
     if (fresh_rec) {
         s->used = true;
@@ -287,7 +402,8 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
     if (!step->capture) {
         for (uint32_t i = 0; i < step->num_rows; i++)
             if (addresses(&step->rows[i]))
-                take(c, rec, step->rows[i].rid, step->rows[i].label);
+                take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->arows[i].rec,
+                            &s->arows[i].hold);
         for (uint32_t k = 0; k < c->num_rids; k++) {
             for (uint32_t i = 0; i < step->num_pre_forks; i++)
                 take(c, rec, c->rids[k], step->pre_forks[i].to);
@@ -396,7 +512,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
 {
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "commit: work is NULL");
-    rsp_status st = rsp__step_validate(c, step, err);
+    rsp_status st = rsp__step_revalidate(c, step, err);
     if (st)
         return st;
     uint32_t rec = rsp__step_find(c, step->step_id);
@@ -438,9 +554,9 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
      * not the request's state. A row planned after a reset started from
      * zeros and its write counts. */
     for (uint32_t i = 0; i < s->num_prows; i++) {
-        const rsp__prow *p = &s->prows[i];
-        rsp__req *r = rsp__req_find(c, p->rid);
-        rsp__hold *h = r ? rsp__hold_find(r, p->label) : NULL;
+        rsp__prow *p = &s->prows[i];
+        rsp__req *r;
+        rsp__hold *h = rsp__hold_lookup(c, p->rid, p->label, &p->rec, &p->hold, &r);
         if (h && h->generation == p->generation)
             h->has_state = true;
     }
