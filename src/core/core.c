@@ -352,16 +352,6 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     }
 }
 
-void rsp__pin(rsp__core *c, uint32_t rec, uint32_t slot)
-{
-    uint64_t bit = 1ull << rec;
-    if (c->slots[slot].pins & bit)
-        return;
-    c->slots[slot].pins |= bit;
-    rsp__steprec *s = &c->steps[rec];
-    s->pinned[s->num_pinned++] = slot;
-}
-
 static rsp_status grow_arr(void **arr, uint32_t *cap, uint64_t need, size_t size)
 {
     if (need <= *cap)

@@ -238,7 +238,15 @@ uint64_t rsp__next_generation(rsp__core *c);
 
 /* Pin `slot` for step record rec (idempotent). The caller reserved room in
  * the record's pin list (rsp__steprec_reserve). */
-void rsp__pin(rsp__core *c, uint32_t rec, uint32_t slot);
+static inline void rsp__pin(rsp__core *c, uint32_t rec, uint32_t slot)
+{
+    uint64_t bit = 1ull << rec;
+    if (c->slots[slot].pins & bit)
+        return;
+    c->slots[slot].pins |= bit;
+    rsp__steprec *s = &c->steps[rec];
+    s->pinned[s->num_pinned++] = slot;
+}
 rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins);
 /* Room for a live plan's rows and post-fork slots (replaces, not appends). */
 rsp_status rsp__steprec_reserve_plan(rsp__steprec *s, uint32_t rows, uint32_t fslots);

@@ -166,7 +166,7 @@ static bool inherited_flag(const rsp__req *r, const rsp_fork *f, uint32_t k, rsp
 static void build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
                   const uint32_t *lengths)
 {
-    uint32_t pos[RSP_MAX_LABELS];
+    uint32_t pos[RSP_MAX_LABELS], gpos[RSP_MAX_LABELS];
     uint32_t index_of[RSP_MAX_LABELS];
     uint32_t off = 0, goff = 0;
     a->num_labels = c->num_plan_labels;
@@ -181,58 +181,77 @@ static void build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec
         lp->has_state = a->has_state + off;
         lp->generations = a->gens + goff;
         /* Every entry past num_rows is the pad target, on every plan. */
-        for (uint32_t i = 0; i < lp->length; i++) {
-            a->slots[off + i] = c->layout.pad_index;
-            a->has_state[off + i] = false;
-        }
-        for (uint32_t i = 0; i < lp->num_rows; i++)
-            a->gens[goff + i] = 0;
+        int32_t pad = c->layout.pad_index;
+        for (uint32_t i = 0; i < lp->length; i++)
+            a->slots[off + i] = pad;
+        memset(a->has_state + off, 0, lp->length * sizeof *a->has_state);
+        memset(a->gens + goff, 0, lp->num_rows * sizeof *a->gens);
         index_of[L] = li;
-        pos[li] = 0;
         off += lp->length;
         goff += lp->num_rows;
+    }
+    /* Locals, not fields: the stores below would make the compiler reload
+     * every field through c on each row. */
+    rsp__steprec *s = &c->steps[rec];
+    rsp__arow *arows = s->arows;
+    uint32_t num_arows = s->num_arows;
+    rsp__prow *prows = s->prows;
+    uint32_t num_prows = s->num_prows;
+    uint32_t *pinned = s->pinned;
+    uint32_t num_pinned = s->num_pinned;
+    rsp__slot *slots = c->slots;
+    int32_t *a_slots = a->slots;
+    bool *a_has = a->has_state;
+    uint64_t *a_gens = a->gens;
+    uint64_t bit = 1ull << rec;
+    bool inherit = staged && step->num_pre_forks;
+    for (uint32_t li = 0; li < a->num_labels; li++) {
+        pos[li] = (uint32_t)(a->labels[li].slot_indices - a->slots);
+        gpos[li] = (uint32_t)(a->labels[li].generations - a->gens);
     }
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         uint32_t li = index_of[row->label];
-        rsp__label_plan *lp = &a->labels[li];
-        uint32_t at = (uint32_t)(lp->slot_indices - a->slots) + pos[li];
-        uint32_t gat = (uint32_t)(lp->generations - a->gens) + pos[li];
-        pos[li]++;
+        uint32_t at = pos[li]++;
+        uint32_t gat = gpos[li]++;
         if (step->capture || row->padding || row->span <= 0)
             continue;
-        rsp__steprec *s = &c->steps[rec];
         uint32_t rh = RSP__NONE, hh = RSP__NONE;
-        uint32_t *rec_hint = i < s->num_arows ? &s->arows[i].rec : &rh;
-        uint32_t *hold_hint = i < s->num_arows ? &s->arows[i].hold : &hh;
+        uint32_t *rec_hint = i < num_arows ? &arows[i].rec : &rh;
+        uint32_t *hold_hint = i < num_arows ? &arows[i].hold : &hh;
         rsp__req *r;
         const rsp__hold *h = rsp__hold_lookup(c, row->rid, row->label, rec_hint, hold_hint, &r);
         if (!h)
             continue;
-        a->slots[at] = (int32_t)h->slot;
-        a->has_state[at] = staged && step->num_pre_forks
-                               ? inherited_flag(r, step->pre_forks, step->num_pre_forks, row->label)
-                               : h->has_state;
-        a->gens[gat] = h->generation;
-        rsp__pin(c, rec, h->slot);
+        uint32_t slot = h->slot;
+        a_slots[at] = (int32_t)slot;
+        a_has[at] = inherit ? inherited_flag(r, step->pre_forks, step->num_pre_forks, row->label)
+                            : h->has_state;
+        a_gens[gat] = h->generation;
+        rsp__slot *sl = &slots[slot];
+        if (!(sl->pins & bit)) { /* rsp__pin, on the locals */
+            sl->pins |= bit;
+            pinned[num_pinned++] = slot;
+        }
         if (staged)
             continue;
-        s->prows[s->num_prows].rid = row->rid;
-        s->prows[s->num_prows].label = row->label;
-        s->prows[s->num_prows].generation = h->generation;
-        s->prows[s->num_prows].rec = *rec_hint;
-        s->prows[s->num_prows].hold = *hold_hint;
-        s->num_prows++;
-        rsp__slot *sl = &c->slots[h->slot];
+        rsp__prow *p = &prows[num_prows++];
+        p->rid = row->rid;
+        p->label = row->label;
+        p->generation = h->generation;
+        p->rec = *rec_hint;
+        p->hold = *hold_hint;
         if (sl->zero_pending) {
             /* Reset while an earlier planned step's forward may still write
              * it: this forward runs after that one and rewrites the slot
              * from zeros (has_state false), so it supersedes the pending
              * zero; a rollback of this step puts the zero back. */
             sl->zero_pending = false;
-            sl->took_zero |= 1ull << rec;
+            sl->took_zero |= bit;
         }
     }
+    s->num_prows = num_prows;
+    s->num_pinned = num_pinned;
 }
 
 /* Slot of (rid, label), RSP__NONE when the rid holds nothing there. */

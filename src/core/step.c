@@ -243,7 +243,7 @@ static void need(rsp__core *c, need_count *n, rsp_rid rid, rsp_label_id label)
 
 /* Allocate (rid, label) if missing (journaled) and pin its slot. The hints
  * (may be NULL: none) are updated to where the holding is. */
-static void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label,
+static inline void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label,
                         uint32_t *rec_hint, uint32_t *hold_hint)
 {
     uint32_t rh = RSP__NONE, hh = RSP__NONE;
@@ -275,10 +275,20 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
 {
     if (!out || !w)
         return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
-    rsp_status st = rsp__step_validate(c, step, err);
+    rsp_status st = validate_arrays(step, err);
     if (st)
         return st;
+    /* The record this admit would use: when it last validated these very
+     * rows (a steady decode loop), only the O(forks) checks run again. */
     uint32_t rec = rsp__step_find(c, step->step_id);
+    uint32_t cand = rec;
+    for (uint32_t i = 0; i < c->max_inflight && cand == RSP__NONE; i++)
+        if (!c->steps[i].used)
+            cand = i;
+    bool same = cand != RSP__NONE && same_rows(&c->steps[cand], step);
+    st = same ? validate_forks(c, step, err) : rsp__step_validate(c, step, err);
+    if (st)
+        return st;
     if (rec == RSP__NONE) {
         if (c->any_admitted && step->step_id < c->last_admitted)
             return rsp__fail(err, RSP_EORDER,
@@ -304,14 +314,14 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
     rsp__steprec *s = &c->steps[rec];
     /* Keep the validated rows, with where each (rid, label) is found: plan
      * and commit get the same rows again and skip the lookups. */
-    if (rsp__steprec_reserve_arows(s, step->num_rows))
+    if (!same && rsp__steprec_reserve_arows(s, step->num_rows))
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
     /* Hints of the record's previous rows stay: they are checked on use,
      * and a steady decode loop declares the same rows in the same order. */
     for (uint32_t i = s->num_arows; i < step->num_rows; i++)
         s->arows[i].rec = s->arows[i].hold = RSP__NONE;
     s->num_arows = step->num_rows;
-    for (uint32_t i = 0; i < step->num_rows; i++) {
+    for (uint32_t i = 0; i < step->num_rows && !same; i++) {
         const rsp_row *row = &step->rows[i];
         rsp__arow *a = &s->arows[i];
         a->rid = row->rid;
@@ -322,6 +332,7 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
 
     /* Count first, allocate after: a full pool changes nothing at all. */
     need_count n = {.free = c->free_top};
+    bool ingest = false; /* some non-padding row's rid may have no record */
     uint32_t nforks = step->num_pre_forks + step->num_post_forks;
     if (!step->capture) {
         /* Pairs in the set: rows, rid marks, and (rid, to) per fork. */
@@ -331,12 +342,15 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
                              step->step_id);
         for (uint32_t i = 0; i < step->num_rows; i++) {
             const rsp_row *row = &step->rows[i];
-            if (!addresses(row))
+            if (!addresses(row)) {
+                ingest |= !row->padding;
                 continue;
+            }
             rsp__req *r;
             if (rsp__hold_lookup(c, row->rid, row->label, &s->arows[i].rec, &s->arows[i].hold,
                                  &r))
                 continue; /* held already: the steady decode step */
+            ingest |= !r;
             /* Counts each missing pair once (forks' targets share the set). */
             if (!rsp__set_insert(c, row->rid, row->label))
                 continue;
@@ -376,10 +390,10 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
     /* Implicit ingest: every non-padding row's rid exists from here on
      * (not for capture: its rows are dummies). */
-    for (uint32_t i = 0; i < step->num_rows && !step->capture; i++) {
+    for (uint32_t i = 0; i < step->num_rows && ingest; i++) {
         rsp__arow *a = &s->arows[i];
-        if (step->rows[i].padding || (a->rec != RSP__NONE && c->reqs[a->rec].live &&
-                                      c->reqs[a->rec].rid == a->rid))
+        if (step->rows[i].padding ||
+            (a->rec < c->num_recs && c->reqs[a->rec].live && c->reqs[a->rec].rid == a->rid))
             continue; /* found above (and records are only added here) */
         rsp__req *r = rsp__req_get(c, a->rid);
         if (!r)

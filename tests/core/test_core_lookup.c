@@ -148,6 +148,42 @@ static void admitted_rows_with_a_bad_fork_label_are_refused_at_plan(void **state
     fx_fini(&f);
 }
 
+static void admit_of_rows_validated_before_still_checks_forks_order_and_changes(void **state)
+{
+    (void)state;
+    const uint32_t sizes[] = {3, 20};
+    for (int k = 0; k < 2; k++) {
+        fx f;
+        fx_init(&f, 64, true);
+        stepb ok, bad;
+        build_rows(&ok, 1, sizes[k], false);
+        fx_run_step(&f, &ok.s); /* the record now holds these rows, validated */
+        /* The same rows with a repeat, or an unknown label, for the next id. */
+        build_rows(&bad, 2, sizes[k], true);
+        snap before, after;
+        snap_take(&f, &before);
+        rsp_admit_outcome out;
+        assert_int_equal(fx_admit(&f, &bad.s, &out), RSP_EDUPROW);
+        build_rows(&bad, 2, sizes[k], false);
+        bad.rows[sizes[k] - 1].label = 5;
+        assert_int_equal(fx_admit(&f, &bad.s, &out), RSP_ENOLABEL);
+        /* The very rows of step 1 under a bad fork label, then a used id. */
+        build_rows(&bad, 2, sizes[k], false);
+        sb_post(&bad, 0, 6);
+        assert_int_equal(fx_admit(&f, &bad.s, &out), RSP_ENOLABEL);
+        build_rows(&bad, 1, sizes[k], false);
+        assert_int_equal(fx_admit(&f, &bad.s, &out), RSP_EORDER);
+        snap_take(&f, &after);
+        snap_assert_equal(&before, &after);
+        build_rows(&ok, 2, sizes[k], false);
+        fx_run_step(&f, &ok.s);
+        for (uint32_t i = 0; i < sizes[k]; i++)
+            assert_true(fx_has_state(&f, 100 + i, 0));
+        fx_check_invariants(&f);
+        fx_fini(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +191,7 @@ int main(void)
         cmocka_unit_test(holdings_reordered_between_steps_are_addressed_by_label),
         cmocka_unit_test(changed_rows_at_plan_or_commit_are_validated_again),
         cmocka_unit_test(admitted_rows_with_a_bad_fork_label_are_refused_at_plan),
+        cmocka_unit_test(admit_of_rows_validated_before_still_checks_forks_order_and_changes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
