@@ -89,6 +89,7 @@ void rsp__core_destroy(rsp__core *c)
     free(c->bufs);
     free(c->set);
     free(c->rids);
+    free(c->rid_recs);
     free(c);
 }
 

@@ -185,6 +185,7 @@ struct rsp__core {
     uint32_t set_size, set_epoch;
     rsp_rid *rids; /* forking rids, first-appearance order */
     uint32_t num_rids, cap_rids;
+    uint32_t *rid_recs; /* [cap_rids] record hints of rids (see rsp__rid_req) */
     uint32_t label_rows[RSP_MAX_LABELS];
     uint32_t label_order[RSP_MAX_LABELS];
     uint32_t num_plan_labels;
@@ -260,6 +261,19 @@ uint64_t rsp__planned_mask(const rsp__core *c);
 rsp_status rsp__set_reset(rsp__core *c, uint32_t n);
 /* Insert; returns false when it was already there. */
 bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label);
+
+/* Request record of c->rids[k], NULL when it has none; the record found is
+ * remembered (and checked on the next call), so the forks of one rid cost
+ * one hash probe per call rather than one per fork and use. O(1). */
+static inline rsp__req *rsp__rid_req(rsp__core *c, uint32_t k)
+{
+    uint32_t ri = c->rid_recs[k];
+    if (ri < c->num_recs && c->reqs[ri].live && c->reqs[ri].rid == c->rids[k])
+        return &c->reqs[ri];
+    rsp__req *r = rsp__req_find(c, c->rids[k]);
+    c->rid_recs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
+    return r;
+}
 
 /* --- step.c ------------------------------------------------------------- */
 

@@ -262,6 +262,14 @@ static uint32_t slot_of(const rsp__core *c, rsp_rid rid, rsp_label_id label)
     return h ? h->slot : RSP__NONE;
 }
 
+/* slot_of for the forking rid c->rids[k] (its record remembered). */
+static uint32_t rid_slot_of(rsp__core *c, uint32_t k, rsp_label_id label)
+{
+    const rsp__req *r = rsp__rid_req(c, k);
+    const rsp__hold *h = r ? rsp__hold_find_const(r, label) : NULL;
+    return h ? h->slot : RSP__NONE;
+}
+
 /* Lowest record in mask (not 0). */
 static uint32_t first_rec(uint64_t mask)
 {
@@ -288,8 +296,8 @@ static rsp_status check_pipeline(rsp__core *c, const rsp_step *step, uint32_t re
         for (uint32_t i = 0; i < step->num_pre_forks + step->num_post_forks; i++) {
             bool pre = i < step->num_pre_forks;
             const rsp_fork *f = pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
-            uint32_t from = slot_of(c, c->rids[k], f->from);
-            uint32_t to = slot_of(c, c->rids[k], f->to);
+            uint32_t from = rid_slot_of(c, k, f->from);
+            uint32_t to = rid_slot_of(c, k, f->to);
             if (from == RSP__NONE || to == RSP__NONE)
                 continue; /* nothing happens (SEMANTICS 4.6) */
             for (int e = 0; e < 2; e++) {
@@ -340,8 +348,8 @@ static void mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
         return;
     for (uint32_t k = 0; k < c->num_rids; k++)
         for (uint32_t i = 0; i < step->num_post_forks; i++) {
-            uint32_t from = slot_of(c, c->rids[k], step->post_forks[i].from);
-            uint32_t to = slot_of(c, c->rids[k], step->post_forks[i].to);
+            uint32_t from = rid_slot_of(c, k, step->post_forks[i].from);
+            uint32_t to = rid_slot_of(c, k, step->post_forks[i].to);
             if (from == RSP__NONE || to == RSP__NONE)
                 continue;
             for (int e = 0; e < 2; e++) {

@@ -154,8 +154,13 @@ static rsp_status rids_push(rsp__core *c, rsp_rid rid)
         if (!p)
             return RSP_ENOMEM;
         c->rids = p;
+        uint32_t *q = realloc(c->rid_recs, (size_t)n * sizeof *q);
+        if (!q)
+            return RSP_ENOMEM;
+        c->rid_recs = q;
         c->cap_rids = n;
     }
+    c->rid_recs[c->num_rids] = RSP__NONE;
     c->rids[c->num_rids++] = rid;
     return RSP_OK;
 }
@@ -189,7 +194,7 @@ void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t 
                       rsp__work *w)
 {
     for (uint32_t k = 0; k < c->num_rids; k++) {
-        rsp__req *r = rsp__req_find(c, c->rids[k]);
+        rsp__req *r = rsp__rid_req(c, k);
         if (!r)
             continue;
         for (uint32_t i = 0; i < n; i++) {
@@ -225,10 +230,11 @@ typedef struct need_count {
     rsp_label_id label;
 } need_count;
 
-/* Would (rid, label) take a fresh slot? Counts each pair once. */
-static void need(rsp__core *c, need_count *n, rsp_rid rid, rsp_label_id label)
+/* Would (c->rids[k], label) take a fresh slot? Counts each pair once. */
+static void need(rsp__core *c, need_count *n, uint32_t k, rsp_label_id label)
 {
-    rsp__req *r = rsp__req_find(c, rid);
+    rsp_rid rid = c->rids[k];
+    rsp__req *r = rsp__rid_req(c, k);
     if (r && rsp__hold_find(r, label))
         return;
     if (!rsp__set_insert(c, rid, label))
@@ -265,9 +271,12 @@ static inline void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_labe
     rsp__pin(c, rec, h->slot);
 }
 
-static void take(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label)
+/* take() for a forking rid c->rids[k]; its record exists (implicit ingest). */
+static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label)
 {
-    take_hinted(c, rec, rid, label, NULL, NULL);
+    uint32_t hold = RSP__NONE;
+    (void)rsp__rid_req(c, k); /* refresh the hint: the ingest may have made it */
+    take_hinted(c, rec, c->rids[k], label, &c->rid_recs[k], &hold);
 }
 
 rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
@@ -366,9 +375,9 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
                              step->step_id);
         for (uint32_t k = 0; k < c->num_rids; k++) {
             for (uint32_t i = 0; i < step->num_pre_forks; i++)
-                need(c, &n, c->rids[k], step->pre_forks[i].to);
+                need(c, &n, k, step->pre_forks[i].to);
             for (uint32_t i = 0; i < step->num_post_forks; i++)
-                need(c, &n, c->rids[k], step->post_forks[i].to);
+                need(c, &n, k, step->post_forks[i].to);
         }
     } else {
         c->num_rids = 0;
@@ -420,9 +429,9 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
                             &s->arows[i].hold);
         for (uint32_t k = 0; k < c->num_rids; k++) {
             for (uint32_t i = 0; i < step->num_pre_forks; i++)
-                take(c, rec, c->rids[k], step->pre_forks[i].to);
+                take_rid(c, rec, k, step->pre_forks[i].to);
             for (uint32_t i = 0; i < step->num_post_forks; i++)
-                take(c, rec, c->rids[k], step->post_forks[i].to);
+                take_rid(c, rec, k, step->post_forks[i].to);
         }
     }
     out->ok = true;
