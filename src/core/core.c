@@ -80,6 +80,8 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].prows);
             free(c->steps[i].fslots);
             free(c->steps[i].arows);
+            free(c->steps[i].frids);
+            free(c->steps[i].frecs);
         }
     free(c->steps);
     free(c->slots);

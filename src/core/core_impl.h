@@ -110,6 +110,12 @@ typedef struct rsp__steprec {
     uint32_t num_fslots, cap_fslots;
     rsp__arow *arows; /* the rows last validated for this record */
     uint32_t num_arows, cap_arows;
+    /* The forking rids of arows (first appearance) with record hints, kept
+     * by an admit with forks; frids_ok is cleared when arows change. */
+    rsp_rid *frids;
+    uint32_t *frecs;
+    uint32_t num_frids, cap_frids;
+    bool frids_ok;
 } rsp__steprec;
 
 /* An addressing buffer (device vectors live in the device, keyed by id). */
@@ -281,13 +287,18 @@ static inline rsp__req *rsp__rid_req(rsp__core *c, uint32_t k)
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err);
 /* The same verdict for a step that may be in flight (plan, commit): when
  * its rows equal the ones last validated for its record, only the O(forks)
- * checks run again, and the rows are compared (no hashing). */
-rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, rsp_error *err);
+ * checks run again, and the rows are compared (no hashing). *same says
+ * whether they were equal. */
+rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, bool *same, rsp_error *err);
 /* Step record index of step_id, RSP__NONE if none is in flight. */
 uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id);
 /* Fill c->rids with the forking rids of step (non-padding rows, first
  * appearance); empty when the step has no forks of the given kind. */
 rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step);
+/* The same for in-flight record rec; same: step's rows are the record's
+ * validated rows (rsp__step_revalidate), then the rids its admit kept are
+ * copied instead of hashing every row again. */
+rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same);
 /* Apply forks (SEMANTICS 4.6) for every rid in c->rids. Skips a fork whose
  * source or target slot is pinned by a step in `avoid` (a commit passes the
  * other planned steps: their forwards may be writing those slots, and a

@@ -388,7 +388,8 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
 {
     if (!out || !w)
         return rsp__fail(err, RSP_EINVAL, "plan: out or work is NULL");
-    rsp_status st = rsp__step_revalidate(c, step, err);
+    bool same;
+    rsp_status st = rsp__step_revalidate(c, step, &same, err);
     if (st)
         return st;
     uint32_t rec = rsp__step_find(c, step->step_id);
@@ -474,7 +475,7 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
         new_bufs++;
     }
     rsp__addr *target = step->preplan ? &c->stage : &c->live;
-    if (!step->capture && rsp__collect_rids(c, step))
+    if (!step->capture && rsp__collect_rids_for(c, step, rec, same))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
     if (step->capture)
         c->num_rids = 0;

@@ -124,11 +124,13 @@ static bool same_rows(const rsp__steprec *s, const rsp_step *step)
     return true;
 }
 
-rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, rsp_error *err)
+rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, bool *same, rsp_error *err)
 {
+    *same = false;
     if (step && (!step->num_rows || step->rows)) {
         uint32_t rec = rsp__step_find(c, step->step_id);
         if (rec != RSP__NONE && same_rows(&c->steps[rec], step)) {
+            *same = true;
             /* Rows validated before stay valid: labels are never removed.
              * The other checks are O(forks) and run again. */
             rsp_status st = validate_arrays(step, err);
@@ -188,6 +190,46 @@ rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
     if (rsp__set_reset(c, step->num_rows))
         return RSP_ENOMEM;
     return collect_rids_in_set(c, step);
+}
+
+rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same)
+{
+    const rsp__steprec *s = &c->steps[rec];
+    if (same && s->frids_ok && !step->capture && (step->num_pre_forks || step->num_post_forks)) {
+        /* c->rids held these once, so it has room for them. */
+        if (s->num_frids) {
+            memcpy(c->rids, s->frids, s->num_frids * sizeof *c->rids);
+            memcpy(c->rid_recs, s->frecs, s->num_frids * sizeof *c->rid_recs);
+        }
+        c->num_rids = s->num_frids;
+        return RSP_OK;
+    }
+    return rsp__collect_rids(c, step);
+}
+
+/* Keep c->rids (collected from s's rows, with forks) in record s. Without
+ * room the record simply keeps none. */
+static void keep_rids(rsp__core *c, rsp__steprec *s)
+{
+    s->frids_ok = false;
+    if (c->num_rids > s->cap_frids) {
+        uint32_t n = c->cap_rids; /* >= num_rids */
+        rsp_rid *p = realloc(s->frids, (size_t)n * sizeof *p);
+        if (!p)
+            return;
+        s->frids = p;
+        uint32_t *q = realloc(s->frecs, (size_t)n * sizeof *q);
+        if (!q)
+            return;
+        s->frecs = q;
+        s->cap_frids = n;
+    }
+    if (c->num_rids) { /* memcpy of NULL is undefined even for 0 bytes */
+        memcpy(s->frids, c->rids, c->num_rids * sizeof *s->frids);
+        memcpy(s->frecs, c->rid_recs, c->num_rids * sizeof *s->frecs);
+    }
+    s->num_frids = c->num_rids;
+    s->frids_ok = true;
 }
 
 void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid,
@@ -330,6 +372,8 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
     for (uint32_t i = s->num_arows; i < step->num_rows; i++)
         s->arows[i].rec = s->arows[i].hold = RSP__NONE;
     s->num_arows = step->num_rows;
+    if (!same)
+        s->frids_ok = false; /* they were the rids of other rows */
     for (uint32_t i = 0; i < step->num_rows && !same; i++) {
         const rsp_row *row = &step->rows[i];
         rsp__arow *a = &s->arows[i];
@@ -370,9 +414,13 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
                 n.label = row->label;
             }
         }
-        if (collect_rids_in_set(c, step))
+        bool forks = nforks != 0;
+        if (forks && same && s->frids_ok) {
+            (void)rsp__collect_rids_for(c, step, rec, true);
+        } else if (collect_rids_in_set(c, step)) {
             return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
                              step->step_id);
+        }
         for (uint32_t k = 0; k < c->num_rids; k++) {
             for (uint32_t i = 0; i < step->num_pre_forks; i++)
                 need(c, &n, k, step->pre_forks[i].to);
@@ -433,6 +481,8 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
             for (uint32_t i = 0; i < step->num_post_forks; i++)
                 take_rid(c, rec, k, step->post_forks[i].to);
         }
+        if (nforks)
+            keep_rids(c, s); /* with the records the takes found */
     }
     out->ok = true;
     out->free = c->free_top;
@@ -535,7 +585,8 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
 {
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "commit: work is NULL");
-    rsp_status st = rsp__step_revalidate(c, step, err);
+    bool same;
+    rsp_status st = rsp__step_revalidate(c, step, &same, err);
     if (st)
         return st;
     uint32_t rec = rsp__step_find(c, step->step_id);
@@ -550,7 +601,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
         return rsp__fail(err, RSP_EORDER, "commit: step %" PRIu64 " was admitted but not planned",
                          step->step_id);
     bool capture = s->capture;
-    if (!capture && rsp__collect_rids(c, step))
+    if (!capture && rsp__collect_rids_for(c, step, rec, same))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
     if (pairs > UINT32_MAX / 4 ||

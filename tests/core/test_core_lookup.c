@@ -184,6 +184,42 @@ static void admit_of_rows_validated_before_still_checks_forks_order_and_changes(
     }
 }
 
+static void forking_rids_kept_from_admit_follow_removals_and_changed_rows(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 32, true);
+    rsp_label_id d = fx_label(&f, "draft");
+    stepb b;
+    sb_init(&b, 1);
+    sb_row(&b, 1, 0, 1);
+    sb_row(&b, 2, 0, 1);
+    sb_post(&b, 0, d);
+    fx_run_step(&f, &b.s);
+    assert_true(fx_has_state(&f, 1, d));
+    assert_true(fx_has_state(&f, 2, d));
+    /* Same rows (the record's kept rids), rid 2 removed between admit and
+     * plan: its fork does nothing, rid 1's still runs. */
+    b.s.step_id = 2;
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_remove(&f, 2), RSP_OK);
+    uint64_t g1 = fx_gen(&f, 1, d);
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_int_equal(fx_commit(&f, &b.s, NULL), RSP_OK);
+    assert_false(rsp__core_has_request(f.core, 2));
+    assert_true(fx_gen(&f, 1, d) > g1);
+    /* Other rows for the same record: rid 3 forks, rid 1 does not. */
+    sb_init(&b, 3);
+    sb_row(&b, 3, 0, 1);
+    sb_post(&b, 0, d);
+    g1 = fx_gen(&f, 1, d);
+    fx_run_step(&f, &b.s);
+    assert_true(fx_has_state(&f, 3, d));
+    assert_int_equal(fx_gen(&f, 1, d), g1);
+    fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -192,6 +228,7 @@ int main(void)
         cmocka_unit_test(changed_rows_at_plan_or_commit_are_validated_again),
         cmocka_unit_test(admitted_rows_with_a_bad_fork_label_are_refused_at_plan),
         cmocka_unit_test(admit_of_rows_validated_before_still_checks_forks_order_and_changes),
+        cmocka_unit_test(forking_rids_kept_from_admit_follow_removals_and_changed_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
