@@ -247,25 +247,6 @@ static void req_forget(rsp__core *c, rsp__req *r)
     c->num_requests--;
 }
 
-rsp__hold *rsp__req_holds(rsp__req *r)
-{
-    return r->heap ? r->heap : r->inl;
-}
-
-rsp__hold *rsp__hold_find(rsp__req *r, rsp_label_id label)
-{
-    rsp__hold *h = rsp__req_holds(r);
-    for (uint32_t i = 0; i < r->num_holds; i++)
-        if (h[i].label == label)
-            return &h[i];
-    return NULL;
-}
-
-const rsp__hold *rsp__hold_find_const(const rsp__req *r, rsp_label_id label)
-{
-    return rsp__hold_find((rsp__req *)r, label);
-}
-
 rsp__hold *rsp__hold_lookup_slow(rsp__core *c, rsp_rid rid, rsp_label_id label, uint32_t *rec,
                                  uint32_t *hold, rsp__req **out_r)
 {

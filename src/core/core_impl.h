@@ -202,9 +202,24 @@ struct rsp__core {
 rsp__req *rsp__req_find(const rsp__core *c, rsp_rid rid);
 /* Find or create; NULL only on ENOMEM. May move the record array. */
 rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid);
-rsp__hold *rsp__req_holds(rsp__req *r);
-rsp__hold *rsp__hold_find(rsp__req *r, rsp_label_id label);
-const rsp__hold *rsp__hold_find_const(const rsp__req *r, rsp_label_id label);
+/* r's holdings, in label insertion order. Inline: on every row's path. */
+static inline rsp__hold *rsp__req_holds(rsp__req *r)
+{
+    return r->heap ? r->heap : r->inl;
+}
+/* r's holding of label, NULL if none. O(holdings). */
+static inline rsp__hold *rsp__hold_find(rsp__req *r, rsp_label_id label)
+{
+    rsp__hold *h = rsp__req_holds(r);
+    for (uint32_t i = 0; i < r->num_holds; i++)
+        if (h[i].label == label)
+            return &h[i];
+    return NULL;
+}
+static inline const rsp__hold *rsp__hold_find_const(const rsp__req *r, rsp_label_id label)
+{
+    return rsp__hold_find((rsp__req *)r, label);
+}
 /* Holding of (rid, label), NULL when there is none; *out_r gets the request
  * record (NULL when the rid has none). *rec and *hold are hints: record and
  * holding index where the pair was found before. They are checked (a live

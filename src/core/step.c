@@ -3,6 +3,7 @@
  * 4.5, 4.6). SPDX-License-Identifier: Apache-2.0
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,15 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err
     return RSP_OK;
 }
 
+/* rsp__arow starts like rsp_row, so (rid, label, span) compare as 16 bytes
+ * (no padding inside them). */
+_Static_assert(offsetof(rsp_row, rid) == offsetof(rsp__arow, rid) &&
+                   offsetof(rsp_row, label) == offsetof(rsp__arow, label) &&
+                   offsetof(rsp_row, span) == offsetof(rsp__arow, span) &&
+                   offsetof(rsp_row, span) + sizeof(int32_t) == 16 &&
+                   offsetof(rsp_row, label) == 8,
+               "rsp__arow must start like rsp_row");
+
 /* Are step's rows the ones last validated for record s? */
 static bool same_rows(const rsp__steprec *s, const rsp_step *step)
 {
@@ -117,8 +127,7 @@ static bool same_rows(const rsp__steprec *s, const rsp_step *step)
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *a = &step->rows[i];
         const rsp__arow *b = &s->arows[i];
-        if (a->rid != b->rid || a->label != b->label || a->span != b->span ||
-            a->padding != b->padding)
+        if (memcmp(a, b, 16) != 0 || a->padding != b->padding)
             return false;
     }
     return true;
