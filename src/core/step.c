@@ -300,24 +300,29 @@ static void need(rsp__core *c, need_count *n, uint32_t k, rsp_label_id label)
 
 /* Allocate (rid, label) if missing (journaled) and pin its slot. The hints
  * (may be NULL: none) are updated to where the holding is. */
-static inline void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label,
-                        uint32_t *rec_hint, uint32_t *hold_hint)
+/* Give r a fresh holding of label (room checked before), journaled. */
+static rsp__hold *take_fresh(rsp__core *c, uint32_t rec, rsp__req *r, rsp_label_id label)
 {
-    uint32_t rh = RSP__NONE, hh = RSP__NONE;
-    if (!rec_hint) {
-        rec_hint = &rh;
-        hold_hint = &hh;
-    }
+    rsp__hold *h;
+    (void)rsp__hold_assign(c, r, label, &h); /* room checked before */
+    rsp__steprec *s = &c->steps[rec];
+    s->journal[s->num_journal].rid = r->rid;
+    s->journal[s->num_journal].label = label;
+    s->journal[s->num_journal].slot = h->slot;
+    s->num_journal++;
+    return h;
+}
+
+/* Allocate (rid, label) if missing (journaled) and pin its slot; the hints
+ * are updated to where the holding is. The rid has a record (ingest). */
+static inline void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label,
+                               uint32_t *rec_hint, uint32_t *hold_hint)
+{
     rsp__req *r;
     rsp__hold *h = rsp__hold_lookup(c, rid, label, rec_hint, hold_hint, &r);
     if (!h) {
-        (void)rsp__hold_assign(c, r, label, &h); /* room checked before */
+        h = take_fresh(c, rec, r, label);
         *hold_hint = r->num_holds - 1;
-        rsp__steprec *s = &c->steps[rec];
-        s->journal[s->num_journal].rid = rid;
-        s->journal[s->num_journal].label = label;
-        s->journal[s->num_journal].slot = h->slot;
-        s->num_journal++;
     }
     rsp__pin(c, rec, h->slot);
 }
@@ -325,9 +330,11 @@ static inline void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_labe
 /* take() for a forking rid c->rids[k]; its record exists (implicit ingest). */
 static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label)
 {
-    uint32_t hold = RSP__NONE;
-    (void)rsp__rid_req(c, k); /* refresh the hint: the ingest may have made it */
-    take_hinted(c, rec, c->rids[k], label, &c->rid_recs[k], &hold);
+    rsp__req *r = rsp__rid_req(c, k); /* exists: the implicit ingest */
+    rsp__hold *h = rsp__hold_find(r, label);
+    if (!h)
+        h = take_fresh(c, rec, r, label);
+    rsp__pin(c, rec, h->slot);
 }
 
 rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
