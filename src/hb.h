@@ -35,4 +35,30 @@ void __tsan_release(void *addr);
 #define rsp__hb_acquire(obj) ((void)(obj))
 #endif
 
+/*
+ * rsp__hb_ignore_begin/end: hide the accesses in between from TSan. Only for
+ * a structure whose own ordering TSan cannot model (ck_ring's slot copies,
+ * ck_stack's benign reuse race); every hand-over through it is still stated
+ * with rsp__hb_release/acquire at the call site.
+ */
+#ifdef RSP__TSAN
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+void AnnotateIgnoreWritesBegin(const char *file, int line);
+void AnnotateIgnoreWritesEnd(const char *file, int line);
+#define rsp__hb_ignore_begin()                                                                     \
+    do {                                                                                           \
+        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);                                              \
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);                                             \
+    } while (0)
+#define rsp__hb_ignore_end()                                                                       \
+    do {                                                                                           \
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);                                               \
+        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);                                                \
+    } while (0)
+#else
+#define rsp__hb_ignore_begin() ((void)0)
+#define rsp__hb_ignore_end() ((void)0)
+#endif
+
 #endif

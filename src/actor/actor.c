@@ -186,35 +186,16 @@ static bool kind_has_step(rsp_msg_kind k)
  * retry): a benign race by design, in memory that stays allocated. TSan
  * cannot see ck_pr's ordering either, so the stack's own accesses are
  * hidden from it and each hand-over is stated with hb (push releases the
- * ticket, pop acquires it). */
-#ifdef RSP__TSAN
-void AnnotateIgnoreReadsBegin(const char *file, int line);
-void AnnotateIgnoreReadsEnd(const char *file, int line);
-void AnnotateIgnoreWritesBegin(const char *file, int line);
-void AnnotateIgnoreWritesEnd(const char *file, int line);
-#define stack_tsan_ignore_begin()                                                                  \
-    do {                                                                                           \
-        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);                                              \
-        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);                                             \
-    } while (0)
-#define stack_tsan_ignore_end()                                                                    \
-    do {                                                                                           \
-        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);                                               \
-        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);                                                \
-    } while (0)
-#else
-#define stack_tsan_ignore_begin() ((void)0)
-#define stack_tsan_ignore_end() ((void)0)
-#endif
+ * ticket, pop acquires it), with rsp__hb_ignore_begin/end around it. */
 
 /* A pooled ticket from a's free stack, or a new one while a has created
  * fewer than capacity + RSP__POOL_SLACK; NULL otherwise (or out of memory).
  * Any thread. */
 static rsp_ticket *pooled_get(rsp__actor *a)
 {
-    stack_tsan_ignore_begin();
+    rsp__hb_ignore_begin();
     ck_stack_entry_t *e = ck_stack_pop_mpmc(&a->free_tickets);
-    stack_tsan_ignore_end();
+    rsp__hb_ignore_end();
     if (e) {
         rsp_ticket *t = caa_container_of(e, rsp_ticket, free_link);
         rsp__hb_acquire(t); /* the previous user's accesses, before its push */
@@ -240,9 +221,9 @@ static void ticket_release(rsp_ticket *t)
         return;
     }
     rsp__hb_release(t); /* to the next pooled_get */
-    stack_tsan_ignore_begin();
+    rsp__hb_ignore_begin();
     ck_stack_push_mpmc(&a->free_tickets, &t->free_link);
-    stack_tsan_ignore_end();
+    rsp__hb_ignore_end();
 }
 
 rsp_ticket *rsp__ticket_new(const rsp_msg *msg)

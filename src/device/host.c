@@ -49,28 +49,10 @@
  * neither reported nor turned into happens-before edges. So each handoff
  * states its edge explicitly (release before the publishing store, acquire
  * after the observing load: src/hb.h), and the ring's own slot copies are
- * hidden from TSan (they are ordered by ck_ring's fences, which TSan cannot
- * model). Outside a TSan build every macro is empty.
+ * hidden from TSan with rsp__hb_ignore_begin/end (they are ordered by
+ * ck_ring's fences, which TSan cannot model). Outside a TSan build these are
+ * all empty.
  */
-#ifdef RSP__TSAN
-void AnnotateIgnoreReadsBegin(const char *file, int line);
-void AnnotateIgnoreReadsEnd(const char *file, int line);
-void AnnotateIgnoreWritesBegin(const char *file, int line);
-void AnnotateIgnoreWritesEnd(const char *file, int line);
-#define host_tsan_ignore_begin()                                                                   \
-    do {                                                                                           \
-        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);                                              \
-        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);                                             \
-    } while (0)
-#define host_tsan_ignore_end()                                                                     \
-    do {                                                                                           \
-        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);                                               \
-        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);                                                \
-    } while (0)
-#else
-#define host_tsan_ignore_begin() ((void)0)
-#define host_tsan_ignore_end() ((void)0)
-#endif
 
 /* ------------------------------------------------------------------------ */
 /* rsp_host_fence: a monotonic 64-bit timeline with futex wake-up            */
@@ -367,10 +349,10 @@ static void *alloc_zeroed(uint64_t n)
 static bool ring_take(rsp__host_device *dev, host_job **job)
 {
     void *p = NULL;
-    host_tsan_ignore_begin();
+    rsp__hb_ignore_begin();
     /* HQ2: pairs with HQ1 in ring_put (ck_ring's load fence after the tail). */
     bool ok = ck_ring_dequeue_spsc(&dev->ring, dev->ring_buf, &p);
-    host_tsan_ignore_end();
+    rsp__hb_ignore_end();
     if (ok) {
         rsp__hb_acquire(p);
         *job = p;
@@ -482,11 +464,11 @@ static void ring_put(rsp__host_device *dev, host_job *job)
     uint64_t value = job->value;
     rsp__hb_release(job);
     for (;;) {
-        host_tsan_ignore_begin();
+        rsp__hb_ignore_begin();
         /* HQ1: ck_ring fences the slot store before the tail store; pairs
          * with HQ2 in ring_take. */
         bool ok = ck_ring_enqueue_spsc(&dev->ring, dev->ring_buf, job);
-        host_tsan_ignore_end();
+        rsp__hb_ignore_end();
         if (ok)
             break;
         /* Full: wait for the next completion, then retry. */
