@@ -592,6 +592,7 @@ RSP_API rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t time
  */
 typedef struct rsp_host_fence rsp_host_fence;
 
+/** A new fence at value 0. RSP_EINVAL (out NULL), RSP_ENOMEM. Any thread, one malloc. */
 RSP_API rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err);
 /**
  * Drop the caller's handle. Device work already queued to wait on the fence
