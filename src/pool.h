@@ -52,13 +52,11 @@ struct rsp_pool {
      * pthread_create in rsp__actor_create). */
     rsp__core *core;
     rsp__work work;
-    bool has_stage;      /* a staged plan is published */
-    uint64_t stage_step; /* its step id */
-    /* The stage's addressing buffers: a live plan that binds one of them
-     * took it from the stage (the core dropped the stage), so the staged
-     * plan must go too: its device vectors now hold the live step's. */
-    uint32_t stage_bufs[RSP_MAX_LABELS];
-    uint32_t stage_num_bufs;
+    /* A staged plan is published, for step stage_step. It mirrors the
+     * core's stage (rsp__core_stage), which is the one owner: the handler
+     * unpublishes it once the core no longer has that stage. */
+    bool has_stage;
+    uint64_t stage_step;
     /* Sticky: device work failed after the core had changed (out of memory
      * in a submit or a plan). The core and the device disagree from then
      * on, so every later message is refused with RSP_EDEVICE and why. */

@@ -87,6 +87,12 @@ typedef struct rsp__plan_out {
 rsp_status rsp__core_plan(rsp__core *core, const rsp_step *step, rsp__plan_out *out,
                           rsp__work *work, rsp_error *err);
 rsp_status rsp__core_clear_preplan(rsp__core *core, rsp_error *err);
+/* Whether a stage exists now, and its step (*step_id, when not NULL). The
+ * core is the stage's only owner: a plan (promotion, or a live plan taking
+ * a leased buffer from the stage), a commit or rollback of the stage's
+ * step, and clear_preplan drop it; callers that mirror it (the pool's
+ * published staged plan) compare after each call. O(1). */
+bool rsp__core_stage(const rsp__core *core, uint64_t *step_id);
 
 /* SEMANTICS 4.5 / 4.6 (post-forks). forward_done may be NULL. Errors: invalid
  * step; not in flight, or admitted but not planned (capture: admit is
@@ -94,7 +100,8 @@ rsp_status rsp__core_clear_preplan(rsp__core *core, rsp_error *err);
 rsp_status rsp__core_commit(rsp__core *core, const rsp_step *step, const rsp_event *forward_done,
                             rsp__work *work, rsp_error *err);
 
-/* SEMANTICS 4.4 build_graph_buffers. */
+/* SEMANTICS 4.4 build_graph_buffers. RSP_EINVAL unless 1 <= max_bs <=
+ * max(8192, 2 x max_slots) (core_impl.h: rsp__core_max_rows). */
 rsp_status rsp__core_build_graph_buffers(rsp__core *core, uint32_t max_bs, uint32_t max_seq_len,
                                          rsp__work *work, rsp_error *err);
 

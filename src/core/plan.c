@@ -104,6 +104,7 @@ static void bind_and_upload(rsp__core *c, rsp__addr *a, const rsp_step *step, ui
         if (step->has_lease) {
             id = lease_find(c, &step->lease, lp->label);
             if (id == RSP__NONE) {
+                RSP__ASSERT(c->num_bufs < c->cap_bufs);
                 id = c->num_bufs++;
                 rsp__buf *b = &c->bufs[id];
                 b->leased = true;
@@ -123,6 +124,7 @@ static void bind_and_upload(rsp__core *c, rsp__addr *a, const rsp_step *step, ui
                     c->bufs[i].owner == RSP__NONE)
                     id = i;
             if (id == RSP__NONE) {
+                RSP__ASSERT(c->num_bufs < c->cap_bufs);
                 id = c->num_bufs++;
                 rsp__buf *b = &c->bufs[id];
                 b->leased = false;
@@ -230,6 +232,7 @@ static void build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec
         a_gens[gat] = h->generation;
         rsp__slot *sl = &slots[slot];
         if (!(sl->pins & bit)) { /* rsp__pin, on the locals */
+            RSP__ASSERT(num_pinned < s->cap_pinned);
             sl->pins |= bit;
             pinned[num_pinned++] = slot;
         }
@@ -492,10 +495,12 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
         bufs_reserve(c, new_bufs) || rsp__steprec_reserve(s, 0, step->num_rows) ||
         rsp__steprec_reserve_plan(s, step->num_rows, (uint32_t)fslots) ||
         rsp__work_reserve(w, 2 * (uint32_t)pairs + 2 * c->num_plan_labels + 1, (uint32_t)pairs,
-                          (uint32_t)pairs))
+                          (uint32_t)pairs) ||
+        (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
 
     /* Nothing below fails. */
+    rsp__work_freeze(w);
     if (drop_other_stage)
         rsp__stage_drop(c);
     memset(out, 0, sizeof *out);
@@ -527,9 +532,17 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
         }
         s->phase = RSP__PHASE_PLANNED;
     }
+    rsp__work_thaw(w);
     out->num_labels = target->num_labels;
     out->labels = target->labels;
     return RSP_OK;
+}
+
+bool rsp__core_stage(const rsp__core *c, uint64_t *step_id)
+{
+    if (c->stage_active && step_id)
+        *step_id = c->stage_step;
+    return c->stage_active;
 }
 
 rsp_status rsp__core_clear_preplan(rsp__core *c, rsp_error *err)
@@ -544,7 +557,11 @@ rsp_status rsp__core_build_graph_buffers(rsp__core *c, uint32_t max_bs, uint32_t
 {
     (void)max_seq_len; /* recurrent state does not grow with the sequence */
     (void)w;
-    (void)err;
+    if (max_bs == 0 || max_bs > rsp__core_max_rows(c))
+        return rsp__fail(err, RSP_EINVAL,
+                         "build_graph_buffers: max_bs = %" PRIu32 ": must be 1 .. %" PRIu32
+                         " (max(8192, 2 x max_slots): past that a batch is only padding)",
+                         max_bs, rsp__core_max_rows(c));
     /* Only the length of leased buffers created from now on; existing ones
      * never move (a captured graph baked their addresses in). */
     if (max_bs > c->graph_max_bs)
