@@ -251,6 +251,10 @@ typedef struct rsp_lease {
 /**
  * One batched forward. The same declaration is passed to admit, plan and
  * commit. Arrays are read during the call (or copied by rsp_post) only.
+ * Sizes: at most max(8192, 2 x max_slots) rows per label, the same bound on
+ * lease.bucket_bs, and at most RSP_MAX_LABELS^2 entries per fork list;
+ * beyond that RSP_EINVAL, nothing changed (a row with state addresses a slot
+ * of its own, so a longer batch is only padding).
  */
 typedef struct rsp_step {
     uint64_t step_id;            /**< chosen by the caller, increasing */
@@ -477,9 +481,9 @@ RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
  * Owner: O(rows + pinned slots + rids * forks). */
 RSP_API rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step,
                                    const rsp_event *forward_done, rsp_error *err);
-/** Create (or grow) the leased addressing buffers of graph buckets up to
- * max_bs rows (max_bs > 0, else RSP_EINVAL). Owner: O(buffers), plus their
- * device allocation. */
+/** Leased addressing buffers created from now on hold at least max_bs
+ * rows; existing ones never move. 1 <= max_bs <= max(8192, 2 x max_slots),
+ * else RSP_EINVAL naming the bound, nothing changed. Owner: O(1). */
 RSP_API rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max_seq_len,
                                            rsp_error *err);
 /** A consistent snapshot of every counter and gauge -> *out (out NULL:
