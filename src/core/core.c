@@ -98,6 +98,12 @@ void rsp__core_destroy(rsp__core *c)
     free(c);
 }
 
+void rsp__core_set_reserve_hook(rsp__core *c, rsp__reserve_hook hook, void *ctx)
+{
+    c->reserve_hook = hook;
+    c->reserve_ctx = ctx;
+}
+
 const rsp__layout *rsp__core_layout(const rsp__core *c)
 {
     return &c->layout;
@@ -490,6 +496,10 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
         return RSP_OK; /* sent once per partition: unknown rid is a no-op */
     if (rsp__work_reserve(w, 1, r->num_holds, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory resetting rid %" PRIu64, rid);
+    rsp_status st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = r->num_holds},
+                                          err);
+    if (st)
+        return st;
     rsp__work_freeze(w); /* nothing below fails */
     if (free) {
         /* Label insertion order: the last label's slot ends on top. */

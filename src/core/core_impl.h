@@ -139,6 +139,13 @@ typedef struct rsp__pair_entry {
     uint32_t stamp;
 } rsp__pair_entry;
 
+/* The buffer a plan binds for one label, chosen in its reserve phase. */
+typedef struct rsp__buf_pick {
+    uint32_t id;
+    bool create;       /* a new buffer (id == num_bufs at bind) */
+    uint32_t capacity; /* its capacity when created or grown; 0: as it is */
+} rsp__buf_pick;
+
 /* A built addressing: label plans plus the arrays they point into. */
 typedef struct rsp__addr {
     uint32_t num_labels;
@@ -204,7 +211,19 @@ struct rsp__core {
     uint32_t label_rows[RSP_MAX_LABELS];
     uint32_t label_order[RSP_MAX_LABELS];
     uint32_t num_plan_labels;
+    rsp__buf_pick picks[RSP_MAX_LABELS]; /* per label_order entry */
+
+    rsp__reserve_hook reserve_hook; /* see core.h; NULL: none */
+    void *reserve_ctx;
 };
+
+/* Hand need to the reserve hook (core.h): the last fallible step of a call
+ * that emits work, right before its first change. */
+static inline rsp_status rsp__core_reserve_ext(rsp__core *c, const rsp__ext_need *need,
+                                               rsp_error *err)
+{
+    return c->reserve_hook ? c->reserve_hook(c->reserve_ctx, need, err) : RSP_OK;
+}
 
 /* Rows of one label in a step, a lease's bucket_bs and a graph max_bs are
  * at most max(8192, 2 x max_slots). Each row with state addresses a slot of

@@ -651,6 +651,10 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
     rsp__steprec *s = &c->steps[rec];
     if (rsp__work_reserve(w, 3, s->num_journal + s->num_pinned, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory rolling back step %" PRIu64, step_id);
+    rsp_status st = rsp__core_reserve_ext(
+        c, &(rsp__ext_need){.ops = 3, .slots = s->num_journal + s->num_pinned}, err);
+    if (st)
+        return st;
     /* Nothing below fails. A forward may have written these slots: zero
      * only after it is done. */
     rsp__work_freeze(w);
@@ -716,6 +720,13 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
                           (uint32_t)pairs) ||
         (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
+    st = rsp__core_reserve_ext(c,
+                               &(rsp__ext_need){.ops = 3 + 2 * (uint32_t)pairs,
+                                                .slots = 2 * s->num_pinned + (uint32_t)pairs,
+                                                .pairs = (uint32_t)pairs},
+                               err);
+    if (st)
+        return st;
 
     /* Nothing below fails. Everything below runs after the forward on the
      * device. */
