@@ -26,9 +26,10 @@
  *             publishes (RMW), then looks (load)". Both RMWs AND both loads
  *             must be seq_cst (rsp__load_seq_cst_*); a seq_cst RMW does NOT
  *             order a later relaxed or acquire load on a weakly ordered CPU
- *             (aarch64: a plain LDR may pass the STLXR). Where the accesses
- *             on one side are not ours (a liburcu queue check, a ck_ring
- *             index), use rsp__fence_full instead.
+ *             (aarch64: a plain LDR may be satisfied before the RMW's
+ *             store is visible to other CPUs). Where the accesses on one
+ *             side are not ours (a liburcu queue check, a ck_ring index),
+ *             use rsp__fence_full instead.
  *
  * Why this file changed (docs/ordering.md, "What changed"): it was built on
  * Concurrency Kit's ck_pr, and its "full" RMWs were ck_pr_fence_atomic +
@@ -134,12 +135,13 @@ static inline uint64_t rsp__load_seq_cst_u64(const uint64_t *p)
  * suffix says what it orders around it:
  *   _relaxed  nothing: counts nobody derives a hand-over from (a reference
  *             taken while holding one, a gauge).
- *   _release  earlier accesses before it (giving something up: the last
- *             access to an object before the count another thread waits on).
+ *   _release  earlier accesses before it: publishing by an RMW (a reply
+ *             by a state swap, an epoch bump), or giving something up (the
+ *             last access to an object before the count another thread
+ *             waits on before freeing it).
  *   _acq_rel  both ways: a reference-count decrement that may free (this
  *             side's accesses happen before whoever frees; the freer's
- *             free happens after every other side's accesses), publishing
- *             a reply by a state swap that is also read.
+ *             free happens after every other side's accesses).
  *   _seq_cst  acq_rel plus the total order: the "announce" of a
  *             store->load protocol (pair it with rsp__load_seq_cst_*).
  * Fetch-add and swap return the old value; CAS returns whether it stored.
