@@ -13,21 +13,31 @@
  *       the owner's re-check sees the node, or the producer sees the
  *       announcement and wakes it (both fences are store->load orderings;
  *       without either one the two loads can both miss).
- *   C1/C2  credit wake-up. Waiter C1: waiters += 1 (full RMW), snapshot the
- *       epoch, re-check credits. Owner C2: credits += 1 (full RMW), load
- *       waiters; if any, bump the epoch and wake, at once or deferred to a
- *       quarter of the capacity later or the end of the batch. Same
- *       store->load shape as F1/F2; the futex compares the epoch, so a wake
- *       between check and sleep is not lost, and a deferred one only late.
- *   S1/S2  close. Poster S1: posting += 1 (full RMW), load closed. Closer
- *       S2: CAS closed 0 -> 1 (full RMW), then wait for posting == 0. Either
- *       the poster sees closed, or the closer sees the poster and waits for
- *       its enqueue: nothing is ever queued behind the shutdown message.
+ *   C1/C2  credit wake-up. Waiter C1: waiters += 1 (seq_cst RMW), snapshot
+ *       the epoch (acquire), re-check credits (seq_cst load). Owner C2:
+ *       credits += 1 (seq_cst RMW), load waiters (seq_cst); if any, bump the
+ *       epoch (release) and wake, at once or deferred to a quarter of the
+ *       capacity later or the end of the batch. Same store->load shape as
+ *       F1/F2, made with seq_cst RMW + seq_cst load on both sides; the futex
+ *       compares the epoch, so a wake between check and sleep is not lost,
+ *       and a deferred one only late.
+ *   S1/S2  close. Poster S1: posting += 1 (seq_cst RMW), load closed
+ *       (seq_cst). Closer S2: CAS closed 0 -> 1 (seq_cst), then wait for
+ *       posting == 0 (seq_cst loads; the poster's decrement is seq_cst, so
+ *       also release). Either the poster sees closed, or the closer sees
+ *       the poster and waits for its enqueue: nothing is ever queued behind
+ *       the shutdown message.
  *   T1/T2  answer. Owner T1: writes the reply, then swaps state to DONE
- *       (release). Waiter T2: load-acquire state == DONE, then reads the
+ *       (release RMW). Waiter T2: load-acquire state == DONE, then reads the
  *       reply.
- *   T3  ticket free: each side drops its reference with a full RMW; the
- *       last one frees, after the other side's last access.
+ *   T3  ticket free: each side drops its reference with an acq_rel RMW; the
+ *       last one frees, after the other side's last access (its release
+ *       half orders this side's reads of the reply before the drop, its
+ *       acquire half orders the free after the other side's drop).
+ *
+ * Every atomic here is an __atomic builtin (util/sync.h), which TSan sees:
+ * only the edges through liburcu's queue (I1) and Concurrency Kit's
+ * ck_stack (the pooled tickets) are told to it by hand (hb.h).
  */
 #include "actor.h"
 
@@ -206,7 +216,7 @@ static rsp_ticket *pooled_get(rsp__actor *a)
         return NULL;
     rsp_ticket *t = malloc(RSP__POOLED_TICKET_BYTES);
     if (t) {
-        rsp__fetch_add_u32(&a->pooled, 1);
+        rsp__fetch_add_relaxed_u32(&a->pooled, 1); /* a bound, orders nothing */
         t->pool = a;
     }
     return t;
@@ -293,15 +303,14 @@ void rsp__ticket_discard(rsp_ticket *t)
     ticket_release(t);
 }
 
-/* T3: drop one reference; the last holder frees. The full RMW orders this
- * side's accesses before the other side's free. */
+/* T3: drop one reference; the last holder frees. T3: pairs with the other
+ * side's drop: acq_rel, so this side's accesses (the waiter's reads of the
+ * reply, the owner's swap and wake) happen before the other side's free,
+ * and the free after the other side's drop. */
 static void ticket_unref(rsp_ticket *t)
 {
-    rsp__hb_release(t); /* T3 (TSan mirror) */
-    if (rsp__fetch_add_u32(&t->refs, UINT32_MAX) == 1) {
-        rsp__hb_acquire(t); /* T3 (TSan mirror) */
+    if (rsp__fetch_add_acq_rel_u32(&t->refs, UINT32_MAX) == 1)
         ticket_release(t);
-    }
 }
 
 /* Owner: publish the reply and wake the waiter. Returns whether the waiter
@@ -313,10 +322,12 @@ static bool ticket_answer(rsp__actor *a, rsp_ticket *t)
         rsp__store_relaxed_u64(&a->unwaited_failures,
                                rsp__load_relaxed_u64(&a->unwaited_failures) + 1);
     }
-    rsp__hb_release(t); /* T1 (TSan mirror) */
-    /* T1: the swap is a full RMW, so the reply writes above are visible to
-     * whoever reads DONE with T2. It also tells us whether to wake. */
-    uint32_t old = rsp__swap_u32(&t->state, RSP__TICKET_DONE);
+    /* T1: pairs with T2 in rsp__ticket_wait. Release: the reply writes
+     * above are visible to whoever reads DONE with T2. The old value tells
+     * us whether to wake; the waiter's PENDING -> SLEEPING CAS is on this
+     * same word, so atomicity alone decides which came first (no other
+     * order needed). */
+    uint32_t old = rsp__swap_release_u32(&t->state, RSP__TICKET_DONE);
     if (old == RSP__TICKET_SLEEPING)
         rsp__futex_wake_all(&t->state); /* our reference keeps t alive here */
     ticket_unref(t);
@@ -375,14 +386,15 @@ rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply
             if (!remaining(deadline, &ts, &rel))
                 return RSP_ETIMEDOUT; /* state may stay SLEEPING: a spare wake, harmless */
             /* Announce the sleep. If the CAS fails the owner answered
-             * meanwhile and the futex wait below returns at once. */
+             * meanwhile and the futex wait below returns at once. Relaxed:
+             * one word with T1's swap (atomicity orders them); the reply is
+             * read only after the acquire load of DONE (T2). */
             if (s == RSP__TICKET_PENDING)
-                rsp__cas_u32(&t->state, RSP__TICKET_PENDING, RSP__TICKET_SLEEPING);
+                rsp__cas_relaxed_u32(&t->state, RSP__TICKET_PENDING, RSP__TICKET_SLEEPING);
             rsp__futex_wait(&t->state, RSP__TICKET_SLEEPING, rel);
             s = rsp__load_acquire_u32(&t->state); /* T2 */
         }
     }
-    rsp__hb_acquire(t); /* T2 (TSan mirror) */
     rsp_status st = t->reply.error.status;
     if (reply)
         *reply = t->reply;
@@ -404,9 +416,13 @@ static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err
         /* Snapshot the epoch before looking at credits: a give-back after
          * this load changes the epoch, so the futex wait below returns. */
         uint32_t epoch = rsp__load_acquire_u32(&a->credit_epoch); /* C2 */
-        uint32_t c = rsp__load_relaxed_u32(&a->credits);
+        /* C1: the re-check after the announce below; seq_cst, pairs with
+         * C2's seq_cst increment (store->load on both sides). */
+        uint32_t c = rsp__load_seq_cst_u32(&a->credits);
         while (c > 0) {
-            if (rsp__cas_u32(&a->credits, c, c - 1))
+            /* Relaxed: a credit carries no data (the message goes through
+             * I1), only a count. */
+            if (rsp__cas_relaxed_u32(&a->credits, c, c - 1))
                 goto out;
             c = rsp__load_relaxed_u32(&a->credits);
         }
@@ -419,8 +435,9 @@ static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err
             goto out;
         }
         if (!waiting) {
-            /* C1: pairs with C2. Announce, then re-check credits above. */
-            rsp__fetch_add_u32(&a->credit_waiters, 1);
+            /* C1: pairs with C2. Announce (seq_cst), then re-check credits
+             * above (seq_cst load). */
+            rsp__fetch_add_seq_cst_u32(&a->credit_waiters, 1);
             waiting = true;
             deadline = deadline_of(timeout_ns);
             continue;
@@ -435,8 +452,8 @@ static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err
         rsp__futex_wait(&a->credit_epoch, epoch, rel);
     }
 out:
-    if (waiting)
-        rsp__fetch_add_u32(&a->credit_waiters, UINT32_MAX);
+    if (waiting) /* relaxed: a stale count only costs the owner a spare wake */
+        rsp__fetch_add_relaxed_u32(&a->credit_waiters, UINT32_MAX);
     return st;
 }
 
@@ -447,14 +464,17 @@ out:
  * the epoch moves at the deferred wake). */
 static bool give_credit(rsp__actor *a)
 {
-    rsp__fetch_add_u32(&a->credits, 1); /* C2: full RMW, pairs with C1 */
-    return rsp__load_relaxed_u32(&a->credit_waiters) != 0;
+    /* C2: pairs with C1: seq_cst RMW, then seq_cst load (store->load). */
+    rsp__fetch_add_seq_cst_u32(&a->credits, 1);
+    return rsp__load_seq_cst_u32(&a->credit_waiters) != 0;
 }
 
 /* Owner: wake the producers waiting for credit (C2's second half). */
 static void wake_credit_waiters(rsp__actor *a)
 {
-    rsp__fetch_add_u32(&a->credit_epoch, 1);
+    /* C2: release, pairs with the waiter's acquire snapshot of the epoch:
+     * a waiter that sees the new epoch sees the credits given back. */
+    rsp__fetch_add_release_u32(&a->credit_epoch, 1);
     rsp__futex_wake_all(&a->credit_epoch);
 }
 
@@ -470,7 +490,9 @@ static bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
      * sees our node, or we see its announcement and wake it. */
     rsp__fence_full();
     if (rsp__load_relaxed_u32(&a->sleeping) == 1) {
-        if (rsp__cas_u32(&a->sleeping, 1, 0))
+        /* Relaxed: `sleeping` carries no data (the fences above order the
+         * protocol; the futex compares the word). */
+        if (rsp__cas_relaxed_u32(&a->sleeping, 1, 0))
             rsp__futex_wake(&a->sleeping, 1);
         return true;
     }
@@ -479,8 +501,12 @@ static bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
 
 static void leave_posting(rsp__actor *a)
 {
-    /* S1 end: the closer waits for this count to reach zero. */
-    if (rsp__fetch_add_u32(&a->posting, UINT32_MAX) == 1 && rsp__load_relaxed_u32(&a->closed))
+    /* S1 end: the closer waits for this count to reach zero. Seq_cst RMW
+     * (also a release: our enqueue happens before the closer's) then a
+     * seq_cst load of `closed`: store->load against S2's CAS then load of
+     * `posting`, so either we see closed and wake it, or it sees zero. */
+    if (rsp__fetch_add_seq_cst_u32(&a->posting, UINT32_MAX) == 1 &&
+        rsp__load_seq_cst_u32(&a->closed))
         rsp__futex_wake_all(&a->posting);
 }
 
@@ -490,10 +516,11 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
     if (t->msg.kind == RSP_MSG_SHUTDOWN)
         return rsp__actor_close(a, t, keep, err);
 
-    /* S1: pairs with S2 in rsp__actor_close. */
-    rsp__fetch_add_u32(&a->posting, 1);
+    /* S1: pairs with S2 in rsp__actor_close: seq_cst RMW, seq_cst load
+     * (store->load on both sides). */
+    rsp__fetch_add_seq_cst_u32(&a->posting, 1);
     rsp_status st;
-    if (rsp__load_relaxed_u32(&a->closed)) {
+    if (rsp__load_seq_cst_u32(&a->closed)) {
         st = rsp__fail(err, RSP_ESHUTDOWN, "the pool is shutting down: post refused");
     } else {
         st = take_credit(a, timeout_ns, err);
@@ -516,19 +543,21 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
 
 rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *err)
 {
-    /* S2: pairs with S1. Only the first closer gets past this. */
-    if (!rsp__cas_u32(&a->closed, 0, 1)) {
+    /* S2: pairs with S1 (seq_cst CAS, then seq_cst loads of `posting`
+     * below). Only the first closer gets past this. */
+    if (!rsp__cas_seq_cst_u32(&a->closed, 0, 1)) {
         if (t)
             ticket_release(t);
         return rsp__fail(err, RSP_ESHUTDOWN, "the pool is already shutting down");
     }
-    /* Producers waiting for credit re-check `closed` when the epoch moves. */
-    rsp__fetch_add_u32(&a->credit_epoch, 1);
+    /* Producers waiting for credit re-check `closed` when the epoch moves.
+     * Release: a waiter whose acquire snapshot sees this epoch sees closed. */
+    rsp__fetch_add_release_u32(&a->credit_epoch, 1);
     rsp__futex_wake_all(&a->credit_epoch);
 
     /* Wait until every post that passed S1 has enqueued (or given up). */
     uint32_t n;
-    while ((n = rsp__load_acquire_u32(&a->posting)) != 0)
+    while ((n = rsp__load_seq_cst_u32(&a->posting)) != 0) /* S2 */
         rsp__futex_wait(&a->posting, n, NULL);
 
     if (!t) {
@@ -618,10 +647,11 @@ static void owner_idle(rsp__actor *a)
     if (a->cfg.on_idle)
         a->cfg.on_idle(a->cfg.ctx);
 
-    rsp__swap_u32(&a->sleeping, 1);
+    /* Relaxed: the fence below orders it. */
+    rsp__store_relaxed_u32(&a->sleeping, 1);
     /* F1: pairs with F2 in enqueue_and_wake. Orders the store of
      * `sleeping` before the emptiness re-check (store->load: only a full
-     * fence does that). */
+     * fence does that, the re-check being liburcu's loads). */
     rsp__fence_full();
     if (!cds_wfcq_empty(&a->head, &a->tail)) {
         rsp__store_relaxed_u32(&a->sleeping, 0);

@@ -21,12 +21,15 @@
  *          before the tail store) -> the worker's dequeue.
  *   HS1/HS2  worker sleep: the worker announces `sleeping`, full fence, re-checks
  *          the ring; the owner enqueues, full fence, checks `sleeping`.
- *   HW1/HW2  fence wake: a waiter counts itself in `waiters`, then reads `seq`
- *          and `value`; a signaller stores `value`, bumps `seq`, reads
- *          `waiters`.
+ *   HW1/HW2  fence wake: a waiter counts itself in `waiters` (seq_cst RMW),
+ *          then reads `seq` (seq_cst) and `value`; a signaller stores
+ *          `value` (release), bumps `seq` (seq_cst RMW), reads `waiters`
+ *          (seq_cst). Store->load on both sides.
  *   HV1/HV2  fence value: the release store of `value` in signal -> the acquire
  *          load in wait/value; everything the worker wrote for a job is
  *          visible to whoever sees the job's value reached.
+ *   RC1/RC2  fence references: every drop is an acq_rel decrement; the one
+ *          that reaches zero frees after every other holder's last access.
  */
 #include "device_impl.h"
 
@@ -45,10 +48,12 @@
 /* ------------------------------------------------------------------------ */
 
 /*
- * ck_pr is inline assembly, which TSan does not see: its loads and stores are
- * neither reported nor turned into happens-before edges. So each handoff
- * states its edge explicitly (release before the publishing store, acquire
- * after the observing load: src/hb.h), and the ring's own slot copies are
+ * Our own atomics (util/sync.h: __atomic builtins) are seen by TSan, so the
+ * fence's pairs (HV, HW, RC) need no annotation. ck_ring is built on ck_pr,
+ * inline assembly that TSan does not see: its loads and stores are neither
+ * reported nor turned into happens-before edges. So the job hand-off through
+ * it (HQ1/HQ2) states its edge explicitly (release before the enqueue,
+ * acquire after the dequeue: src/hb.h), and the ring's own slot copies are
  * hidden from TSan with rsp__hb_ignore_begin/end (they are ordered by
  * ck_ring's fences, which TSan cannot model). Outside a TSan build these are
  * all empty.
@@ -94,11 +99,7 @@ static rsp_status fence_init(struct rsp_host_fence *f)
 static bool fence_reached(struct rsp_host_fence *f, uint64_t value)
 {
     /* HV2: pairs with HV1 in fence_signal. */
-    if (rsp__load_acquire_u64(&f->value) >= value) {
-        rsp__hb_acquire(f);
-        return true;
-    }
-    return false;
+    return rsp__load_acquire_u64(&f->value) >= value;
 }
 
 static void fence_signal(struct rsp_host_fence *f, uint64_t value)
@@ -107,18 +108,18 @@ static void fence_signal(struct rsp_host_fence *f, uint64_t value)
     pthread_mutex_lock(&f->lock);
     /* Relaxed: `value` only changes under this lock. */
     if (value > rsp__load_relaxed_u64(&f->value)) {
-        rsp__hb_release(f);
         /* HV1: publishes everything written before this signal; pairs with HV2. */
         rsp__store_release_u64(&f->value, value);
-        /* HW2: full barrier; orders the value store before the `waiters` load
-         * below; pairs with HW1 in fence_wait. */
-        rsp__fetch_add_u32(&f->seq, 1);
+        /* HW2: pairs with HW1 in fence_wait. Seq_cst RMW (a release too: a
+         * waiter whose snapshot of `seq` reads it sees `value`), then the
+         * seq_cst load of `waiters` below (store->load). */
+        rsp__fetch_add_seq_cst_u32(&f->seq, 1);
         raised = true;
     }
     pthread_mutex_unlock(&f->lock);
-    /* Relaxed: ordered after HW2's full barrier; a waiter counted after this
-     * load re-reads `value` after its own HW1 and sees the raise. */
-    if (raised && rsp__load_relaxed_u32(&f->waiters) != 0)
+    /* HW2: seq_cst, after the seq_cst bump: a waiter counted after this load
+     * snapshots `seq` after the bump (the seq_cst order) and sees the raise. */
+    if (raised && rsp__load_seq_cst_u32(&f->waiters) != 0)
         rsp__futex_wake_all(&f->seq);
 }
 
@@ -144,14 +145,15 @@ static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t 
     }
     uint64_t deadline = deadline_after(timeout_ns);
     rsp_status st = RSP_OK;
-    /* HW1: full barrier; orders this increment before the loads of `seq` and
-     * `value` below; pairs with HW2 in fence_signal. */
-    rsp__fetch_add_u32(&f->waiters, 1);
+    /* HW1: pairs with HW2 in fence_signal: seq_cst RMW, then the seq_cst
+     * load of `seq` below (store->load). */
+    rsp__fetch_add_seq_cst_u32(&f->waiters, 1);
     for (;;) {
-        /* Acquire: the snapshot must be taken before `value` is re-read, so
-         * a raise after the re-read changes `seq` and the futex refuses to
-         * sleep on the stale snapshot. */
-        uint32_t seq = rsp__load_acquire_u32(&f->seq);
+        /* HW1: seq_cst (so also acquire): the snapshot is taken before
+         * `value` is re-read, so a raise after the re-read changes `seq` and
+         * the futex refuses to sleep on the stale snapshot; and a snapshot
+         * that reads a bump sees that raise's value. */
+        uint32_t seq = rsp__load_seq_cst_u32(&f->seq);
         if (fence_reached(f, value))
             break;
         struct timespec ts, *rel = NULL;
@@ -168,7 +170,8 @@ static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t 
         }
         rsp__futex_wait(&f->seq, seq, rel);
     }
-    rsp__fetch_add_u32(&f->waiters, (uint32_t)-1);
+    /* Relaxed: a stale count only costs a signaller a spare wake. */
+    rsp__fetch_add_relaxed_u32(&f->waiters, (uint32_t)-1);
     return st;
 }
 
@@ -189,21 +192,20 @@ rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
 
 static void fence_ref(struct rsp_host_fence *f)
 {
-    /* Relaxed would do (the caller already holds a reference); the wrapper
-     * is a full RMW anyway. */
-    rsp__fetch_add_u32(&f->refs, 1);
+    /* Relaxed: the caller already holds a reference (every drop is acq_rel,
+     * RC1/RC2). */
+    rsp__fetch_add_relaxed_u32(&f->refs, 1);
 }
 
 static void fence_unref(struct rsp_host_fence *f)
 {
-    rsp__hb_release(&f->refs);
-    /* RC1: full-barrier RMW; every use of f by this thread happens before
-     * the decrement. Pairs with RC2 in whichever thread drops the last one. */
-    if (rsp__fetch_add_u32(&f->refs, UINT32_MAX) != 1)
+    /* RC1: acq_rel RMW; its release half orders every use of f by this
+     * thread before the decrement. Pairs with RC2 in whichever thread drops
+     * the last one. */
+    if (rsp__fetch_add_acq_rel_u32(&f->refs, UINT32_MAX) != 1)
         return;
-    /* RC2: the RMW saw the last reference; RC1 of every other holder is
-     * ordered before it, so nobody touches f any more. */
-    rsp__hb_acquire(&f->refs);
+    /* RC2: the RMW saw the last reference; its acquire half orders the free
+     * after RC1 of every other holder, so nobody touches f any more. */
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
@@ -224,9 +226,7 @@ uint64_t rsp_host_fence_value(const rsp_host_fence *fence)
 {
     if (!fence)
         return 0;
-    uint64_t v = rsp__load_acquire_u64(&fence->value); /* HV2 */
-    rsp__hb_acquire(fence);
-    return v;
+    return rsp__load_acquire_u64(&fence->value); /* HV2 */
 }
 
 rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t value, uint64_t timeout_ns)
@@ -370,9 +370,11 @@ static host_job *worker_next(rsp__host_device *dev)
                 return job;
             rsp__cpu_relax();
         }
-        /* HS1: full barrier; the announcement is ordered before the re-check
-         * of the ring; pairs with HS2 in ring_put. */
-        rsp__swap_u32(&dev->sleeping, 1);
+        /* HS1: pairs with HS2 in ring_put. A full fence orders the
+         * announcement before the re-check of the ring (store->load; the
+         * re-check is ck_ring's loads, so no seq_cst RMW would do). */
+        rsp__store_relaxed_u32(&dev->sleeping, 1);
+        rsp__fence_full();
         if (ring_take(dev, &job)) {
             rsp__store_relaxed_u32(&dev->sleeping, 0);
             return job;
@@ -481,7 +483,8 @@ static void ring_put(rsp__host_device *dev, host_job *job)
     /* HS2: full fence; the enqueue is ordered before the `sleeping` check;
      * pairs with HS1 in worker_next. */
     rsp__fence_full();
-    if (rsp__load_relaxed_u32(&dev->sleeping) != 0 && rsp__swap_u32(&dev->sleeping, 0) != 0)
+    /* Relaxed: `sleeping` carries no data; the fence orders the protocol. */
+    if (rsp__load_relaxed_u32(&dev->sleeping) != 0 && rsp__swap_relaxed_u32(&dev->sleeping, 0) != 0)
         rsp__futex_wake(&dev->sleeping, 1);
 }
 

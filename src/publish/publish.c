@@ -16,14 +16,23 @@
  *          after a grace period, so after every section that could have
  *          seen the retired pointer has ended; only then is the
  *          publisher's reference dropped.
- *   X1     references. Every ref/unref is a full RMW; the drop that reaches
- *          zero frees, after every other holder's last access.
+ *   X1     references. A ref is a relaxed increment (the caller holds a
+ *          reference, or is in a read section that keeps the publisher's
+ *          until after G1); every drop is an acq_rel decrement, so the drop
+ *          that reaches zero frees after every other holder's last access.
  *   W1/W2  plan wait. Owner W1: stores live_step (release), then bumps
- *          wait_seq (full RMW), then loads waiters. Waiter W2: snapshots
- *          wait_seq, waiters += 1 (full RMW), loads live_step, sleeps on
- *          wait_seq == snapshot. Store->load on both sides through full
- *          RMWs: either the waiter sees the step, or the owner sees the
- *          waiter; the futex compare catches a wake between check and sleep.
+ *          wait_seq (seq_cst RMW), then loads waiters (seq_cst). Waiter W2:
+ *          waiters += 1 (seq_cst RMW), snapshots wait_seq (seq_cst load),
+ *          loads live_step (acquire), sleeps on wait_seq == snapshot.
+ *          Store->load on both sides (seq_cst RMW, then seq_cst load):
+ *          either the waiter's snapshot is the bumped one (and the acquire
+ *          makes the step visible), or the owner sees the waiter; the futex
+ *          compare catches a wake between check and sleep.
+ *
+ * The atomics here are __atomic builtins (util/sync.h) and TSan sees them:
+ * X1, W1/W2 and the objects/waiters counts destroy waits on need no hand
+ * annotation. P1/P2 and G1/G2 go through liburcu, which TSan cannot see,
+ * and are mirrored with hb.h.
  */
 #include "publish.h"
 
@@ -124,18 +133,18 @@ static void plan_free(rsp_plan *plan)
 {
     rsp__publisher *p = plan->pub;
     free(plan);
-    /* Last access to the publisher: its destroy waits for zero. */
-    rsp__fetch_add_u32(&p->objects, UINT32_MAX);
+    /* Last access to the publisher: its destroy waits for zero. Release:
+     * pairs with destroy's acquire load of `objects` before free(p). */
+    rsp__fetch_add_release_u32(&p->objects, UINT32_MAX);
 }
 
-/* X1: drop one reference; the last one frees. */
+/* X1: drop one reference; the last one frees. X1: pairs with every other
+ * holder's drop: acq_rel, so this holder's reads of the plan happen before
+ * the free, and the free after every other holder's drop. */
 static void plan_drop(rsp_plan *plan)
 {
-    rsp__hb_release(plan); /* X1 (TSan mirror) */
-    if (rsp__fetch_add_u32(&plan->refs, UINT32_MAX) == 1) {
-        rsp__hb_acquire(plan); /* X1 (TSan mirror) */
+    if (rsp__fetch_add_acq_rel_u32(&plan->refs, UINT32_MAX) == 1)
         plan_free(plan);
-    }
 }
 
 static size_t align_up(size_t n, size_t a)
@@ -201,7 +210,9 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
         si += s->length;
         hs += s->length;
     }
-    rsp__fetch_add_u32(&p->objects, 1);
+    /* Relaxed: destroy reads the count only after the owner stopped
+     * (pthread_join orders this), and frees after the decrements (release). */
+    rsp__fetch_add_relaxed_u32(&p->objects, 1);
     *out = plan;
     return RSP_OK;
 }
@@ -250,8 +261,11 @@ rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_ad
 const rsp_plan *rsp__plan_ref(const rsp_plan *plan)
 {
     /* X1: the caller is in a read section (the publisher's reference is
-     * still there) or holds a reference, so refs > 0 here. */
-    rsp__fetch_add_u32(&((rsp_plan *)plan)->refs, 1);
+     * still there) or holds a reference, so refs > 0 here. Relaxed, as for
+     * any increment made while holding a reference: the reclaimer's drop
+     * comes after a grace period (G1/G2), so after this increment, and
+     * every drop is acq_rel. */
+    rsp__fetch_add_relaxed_u32(&((rsp_plan *)plan)->refs, 1);
     return plan;
 }
 
@@ -320,8 +334,10 @@ static void reclaim_cb(struct rcu_head *head)
     for (rsp_plan *q = plan; q; q = q->next_retired)
         n++;
     /* Before the drops: the last plan_free is our last access to p (its
-     * destroy waits for the objects count to reach zero). */
-    rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
+     * destroy waits for the objects count to reach zero). Relaxed: a gauge
+     * (the owner reads it for the cap); the drops below are release RMWs
+     * that order it before destroy's free(p). */
+    rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n);
     drop_batch(plan);
 }
 
@@ -372,7 +388,7 @@ static void retire(rsp__publisher *p, rsp_plan *plan)
     plan->next_retired = p->batch;
     p->batch = plan;
     p->batch_len++;
-    uint32_t r = rsp__fetch_add_u32(&p->retired, 1) + 1;
+    uint32_t r = rsp__fetch_add_relaxed_u32(&p->retired, 1) + 1; /* a gauge */
     if (r > p->retired_max)
         rsp__store_relaxed_u32(&p->retired_max, r);
     if (p->batch_len < p->batch_cap)
@@ -386,7 +402,7 @@ static void retire(rsp__publisher *p, rsp_plan *plan)
     uint32_t n = drop_batch(p->batch);
     p->batch = NULL;
     p->batch_len = 0;
-    rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
+    rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n); /* a gauge */
 }
 
 void rsp__publish_live(rsp__publisher *p, rsp_plan *plan)
@@ -399,8 +415,10 @@ void rsp__publish_live(rsp__publisher *p, rsp_plan *plan)
     rsp__store_release_u64(&p->live_step, plan->step_id);
     if (!rsp__load_relaxed_u32(&p->has_live))
         rsp__store_release_u32(&p->has_live, 1);
-    rsp__fetch_add_u32(&p->wait_seq, 1);
-    if (rsp__load_relaxed_u32(&p->waiters) != 0)
+    /* W1: seq_cst RMW (a release too: a waiter whose snapshot reads it sees
+     * live_step), then seq_cst load of `waiters` (store->load against W2). */
+    rsp__fetch_add_seq_cst_u32(&p->wait_seq, 1);
+    if (rsp__load_seq_cst_u32(&p->waiters) != 0)
         rsp__futex_wake_all(&p->wait_seq);
     retire(p, old);
 }
@@ -418,8 +436,11 @@ void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan)
 
 void rsp__publisher_close(rsp__publisher *p)
 {
-    rsp__swap_u32(&p->closed, 1);
-    rsp__fetch_add_u32(&p->wait_seq, 1);
+    /* Relaxed: the release bump of wait_seq below publishes it to a waiter
+     * whose (seq_cst, so acquire) snapshot reads the bump; a waiter with an
+     * older snapshot is woken, or its futex compare fails. */
+    rsp__store_relaxed_u32(&p->closed, 1);
+    rsp__fetch_add_release_u32(&p->wait_seq, 1);
     rsp__futex_wake_all(&p->wait_seq);
 }
 
@@ -464,9 +485,10 @@ rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t tim
         deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
     }
     rsp_status st = RSP_OK;
-    rsp__fetch_add_u32(&p->waiters, 1); /* W2: pairs with W1 */
+    rsp__fetch_add_seq_cst_u32(&p->waiters, 1); /* W2: pairs with W1 (seq_cst) */
     for (;;) {
-        uint32_t seq = rsp__load_acquire_u32(&p->wait_seq);
+        /* W2: seq_cst load after the seq_cst announce (store->load). */
+        uint32_t seq = rsp__load_seq_cst_u32(&p->wait_seq);
         if (step_reached(p, step_id))
             break;
         if (rsp__load_relaxed_u32(&p->closed)) {
@@ -489,8 +511,9 @@ rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t tim
         }
         rsp__futex_wait(&p->wait_seq, seq, rel);
     }
-    /* Last access to p: destroy waits for waiters == 0. */
-    rsp__fetch_add_u32(&p->waiters, UINT32_MAX);
+    /* Last access to p: destroy waits for waiters == 0. Release: pairs with
+     * destroy's acquire load. */
+    rsp__fetch_add_release_u32(&p->waiters, UINT32_MAX);
     return st;
 }
 
@@ -534,7 +557,7 @@ void rsp__publisher_destroy(rsp__publisher *p)
     uint32_t n = drop_batch(p->batch);
     p->batch = NULL;
     p->batch_len = 0;
-    rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
+    rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n); /* a gauge */
     if (live)
         plan_drop(live);
     if (staged)
