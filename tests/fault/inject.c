@@ -232,12 +232,12 @@ void fault_print_hit(int fd)
     ssize_t w = write(fd, head, sizeof head - 1);
     if (__sanitizer_symbolize_pc) {
         for (int i = 0; i < hit.frames; i++) {
-            char line[512];
+            char line[512], num[16];
             /* A return address points after the call: step back into it. */
-            __sanitizer_symbolize_pc((char *)hit.stack[i] - 1, "    #%n %p %F %L", line,
-                                     sizeof line);
-            size_t len = strnlen(line, sizeof line);
-            w = write(fd, line, len);
+            __sanitizer_symbolize_pc((char *)hit.stack[i] - 1, "%p %F %L", line, sizeof line);
+            int n = snprintf(num, sizeof num, "    #%d ", i);
+            w = write(fd, num, n > 0 ? (size_t)n : 0);
+            w = write(fd, line, strnlen(line, sizeof line));
             w = write(fd, "\n", 1);
         }
         (void)w;
