@@ -1045,6 +1045,32 @@ static void setup_destroy(ctx *c)
     rsp_plan_unref(p);
 }
 
+/* --- the harness's self-test ------------------------------------------------- */
+
+/* Three fault points (three tickets) and no state change. */
+static rsp_status op_selftest(ctx *c, rsp_error *e)
+{
+    rsp_status st = RSP_OK;
+    for (int i = 0; i < 3 && st == RSP_OK; i++)
+        st = rsp_barrier(c->pool, e);
+    return st;
+}
+
+/* After the call: N = 2 leaks a block, N = 3 aborts. */
+static void selftest_plant(uint64_t n)
+{
+    static void *volatile keep;
+    if (n == 2) {
+        keep = malloc(100);
+        if (keep) /* forget it: a leak */
+            keep = NULL;
+    }
+    if (n == 3)
+        abort();
+}
+
+static const scenario selftest = {"selftest", POOL_OP, false, 0, setup_label, op_selftest};
+
 /* ------------------------------------------------------------------------ */
 
 static const scenario scenarios[] = {
@@ -1091,6 +1117,7 @@ typedef struct step_result {
     uint64_t count; /* fault points seen in the armed window */
     int32_t status; /* of the armed call (CREATE: create; DESTROY: RSP_OK) */
     uint32_t findings;
+    uint64_t text_begin, text_end; /* its part of the child's output */
 } step_result;
 
 /* The reference run of the current sweep: written by its child, read by
@@ -1102,6 +1129,11 @@ typedef struct reference {
 
 static reference ref;
 static bool have_ref;
+/* The N being run (the harness's self-test plants its faults by it), and
+ * the failing Ns of the last sweep (the self-test checks them). */
+static uint64_t current_n;
+static uint64_t failed_ns[64];
+static uint32_t num_failed_ns;
 static bool verbose;
 /* RSP_FAULT_STRICT: RSP_EDEVICE (a broken pool) counts as a failure too, as
  * issue 8's "reserve first, then apply" rule will make it. */
@@ -1384,11 +1416,14 @@ static void run_step(const scenario *sc, uint64_t n, step_result *res, reference
     pthread_t warm;
     if (pthread_create(&warm, NULL, thread_body, NULL) == 0)
         pthread_join(warm, NULL);
+    current_n = n;
     switch (sc->kind) {
     case POOL_OP: child_pool_op(sc, n, res, out); break;
     case CREATE: child_create(sc, n, res); break;
     case DESTROY: child_destroy(sc, n, res); break;
     }
+    if (sc == &selftest)
+        selftest_plant(n);
     if (num_findings && fault_last_hit()->fired)
         fault_print_hit(2);
     res->findings = num_findings;
@@ -1490,6 +1525,63 @@ static void run_child(const scenario *sc, uint64_t n, bool reference_run, child_
     close(bfd);
 }
 
+/* Offset of the child's output so far (stdout and stderr share one file). */
+static uint64_t text_pos(void)
+{
+    fflush(stdout);
+    off_t pos = lseek(2, 0, SEEK_CUR);
+    return pos < 0 ? 0 : (uint64_t)pos;
+}
+
+/*
+ * One child for N = first, first + 1, ... (each N on a pool of its own)
+ * until a call sees no failure, or `last`. One result record per N; the
+ * child stops at a crash, and LeakSanitizer checks the whole batch at its
+ * exit (the parent then runs each N of a leaking batch alone). Returns the
+ * records (malloc'd), their number, the child's wait status and output.
+ */
+static step_result *run_batch(const scenario *sc, uint64_t first, uint64_t last, uint32_t *num,
+                              int *wstatus, char **text)
+{
+    int tfd = memfd_create("fault-text", 0);
+    int bfd = memfd_create("fault-result", 0);
+    assert_true(tfd >= 0 && bfd >= 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        restore_signals();
+        dup2(tfd, 1);
+        dup2(tfd, 2);
+        fault_announce(true);
+        static step_result res;
+        for (uint64_t n = first, i = 0; n <= last; n++, i++) {
+            alarm(WATCHDOG_S);
+            uint64_t begin = text_pos();
+            run_step(sc, n, &res, NULL);
+            fflush(stderr);
+            res.text_begin = begin;
+            res.text_end = text_pos();
+            (void)!pwrite(bfd, &res, sizeof res, (off_t)(i * sizeof res));
+            if (!res.fired)
+                break;
+        }
+        fflush(stdout);
+        fflush(stderr);
+        exit(0); /* not _exit: LeakSanitizer checks at exit */
+    }
+    while (waitpid(pid, wstatus, 0) < 0 && errno == EINTR)
+        ;
+    size_t len;
+    step_result *recs = (step_result *)read_all(bfd, &len);
+    *num = (uint32_t)(len / sizeof *recs);
+    *text = read_all(tfd, &len);
+    close(tfd);
+    close(bfd);
+    return recs;
+}
+
 static bool child_passed(const child_outcome *o)
 {
     return WIFEXITED(o->wstatus) && WEXITSTATUS(o->wstatus) == 0 && o->have_result &&
@@ -1508,7 +1600,7 @@ static void describe_failure(const scenario *sc, uint64_t n, const child_outcome
         snprintf(how, sizeof how, "a setup call failed");
     } else if (WEXITSTATUS(o->wstatus) != 0) {
         snprintf(how, sizeof how, "exit status %d (%s)", WEXITSTATUS(o->wstatus),
-                 o->have_result ? "after the checks: LeakSanitizer exits 23"
+                 o->have_result ? "after the checks: a leak (LeakSanitizer) or a report at exit"
                                 : "before the checks: a sanitizer report or an abort");
     } else {
         snprintf(how, sizeof how, "%u finding(s)", o->res.findings);
@@ -1539,12 +1631,90 @@ static const char *known_defect(const char *op)
     return NULL;
 }
 
+typedef struct sweep_tally {
+    uint32_t failed, ok, enomem, edevice, other_thread;
+} sweep_tally;
+
+/* Account one (op, N); returns whether the sweep is over (nothing failed). */
+static bool tally(const scenario *sc, uint64_t n, const child_outcome *o, sweep_tally *t)
+{
+    if (!child_passed(o)) {
+        describe_failure(sc, n, o, argv0);
+        t->failed++;
+        if (num_failed_ns < sizeof failed_ns / sizeof failed_ns[0])
+            failed_ns[num_failed_ns++] = n;
+    } else if (verbose) {
+        printf("[%s] N=%llu ok: %s%s, answered %s\n%s", sc->name, (unsigned long long)n,
+               o->res.fired ? "failed " : "nothing failed", o->res.fired ? o->res.what : "",
+               rsp_strerror(o->res.status), o->text);
+    }
+    if (o->have_result && o->res.fired) {
+        t->ok += o->res.status == RSP_OK;
+        t->enomem += o->res.status == RSP_ENOMEM;
+        t->edevice += o->res.status == RSP_EDEVICE;
+        t->other_thread += !o->res.on_caller;
+    }
+    return o->have_result && !o->res.fired;
+}
+
+/* (op, N) in a child of its own. */
+static bool one_alone(const scenario *sc, uint64_t n, sweep_tally *t)
+{
+    child_outcome o;
+    run_child(sc, n, false, &o);
+    bool done = tally(sc, n, &o, t);
+    free(o.text);
+    return done;
+}
+
+/* Sweep N = first .. last in batches; *next: the first N not swept yet.
+ * Returns whether the sweep is over (a call saw no failure). */
+static bool sweep_range(const scenario *sc, uint64_t first, uint64_t last, sweep_tally *t,
+                        uint64_t *next)
+{
+    uint32_t k = 0;
+    int wstatus = 0;
+    char *text = NULL;
+    step_result *recs = run_batch(sc, first, last, &k, &wstatus, &text);
+    const bool clean = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    const bool finished = k > 0 && (!recs[k - 1].fired || first + k - 1 == last);
+    bool done = false;
+    if (clean) {
+        for (uint32_t i = 0; i < k; i++) {
+            child_outcome o = {.wstatus = 0, .have_result = true, .res = recs[i]};
+            size_t b = recs[i].text_begin, e = recs[i].text_end;
+            o.text = strndup(text + b, e > b ? e - b : 0);
+            done |= tally(sc, first + i, &o, t);
+            free(o.text);
+        }
+        *next = first + k;
+    } else if (finished) {
+        /* A leak or a sanitizer report at the batch's exit: find its N. */
+        for (uint32_t i = 0; i < k && !done; i++)
+            done = one_alone(sc, first + i, t);
+        *next = first + k;
+    } else {
+        /* It died during N = first + k: the Ns before it again (their leaks
+         * were never checked), then that one alone. */
+        uint64_t died = first + k, after = first;
+        if (k > 0)
+            done = sweep_range(sc, first, died - 1, t, &after);
+        if (!done)
+            done = one_alone(sc, died, t);
+        *next = died + 1;
+    }
+    free(recs);
+    free(text);
+    return done;
+}
+
 /* Sweep one operation; returns the number of failing (op, N). *bad: the
  * scenario itself is wrong (its fault-free run fails), whatever the table
  * of known failures says. */
 static uint32_t sweep(const scenario *sc, bool *bad)
 {
     *bad = false;
+    num_failed_ns = 0;
     const char *only_n = getenv("RSP_FAULT_N");
     uint64_t first = 1, last = UINT64_MAX;
     if (only_n && *only_n)
@@ -1583,32 +1753,22 @@ static uint32_t sweep(const scenario *sc, bool *bad)
         return res.findings ? 1 : 0;
     }
 
-    uint32_t failed = 0, ok = 0, enomem = 0, edevice = 0, other_thread = 0;
+    sweep_tally t = {0};
     uint64_t n = first;
     const uint64_t cap = 2 * points + 64;
-    for (; n <= last && n <= cap; n++) {
-        run_child(sc, n, false, &o);
-        bool pass = child_passed(&o);
-        if (!pass) {
-            describe_failure(sc, n, &o, argv0);
-            failed++;
-        } else if (verbose) {
-            printf("[%s] N=%llu ok: %s%s, answered %s\n%s", sc->name, (unsigned long long)n,
-                   o.res.fired ? "failed " : "nothing failed", o.res.fired ? o.res.what : "",
-                   rsp_strerror(o.res.status), o.text);
-        }
-        if (o.have_result && o.res.fired) {
-            ok += o.res.status == RSP_OK;
-            enomem += o.res.status == RSP_ENOMEM;
-            edevice += o.res.status == RSP_EDEVICE;
-            other_thread += !o.res.on_caller;
-        }
-        bool done = o.have_result && !o.res.fired;
-        free(o.text);
-        if (done)
-            break;
+    const uint64_t stop = last < cap ? last : cap;
+    bool done = false;
+    /* The first create of a process is what create_first sweeps: one
+     * child per N there. Everywhere else one child runs N after N. */
+    const bool one_per_child = strcmp(sc->name, "create_first") == 0 || first == last;
+    while (!done && n <= stop) {
+        if (one_per_child)
+            done = one_alone(sc, n++, &t);
+        else
+            done = sweep_range(sc, n, stop, &t, &n);
     }
-    if (n > cap && last == UINT64_MAX) {
+    uint32_t failed = t.failed;
+    if (!done && last == UINT64_MAX) {
         printf("[%s] the sweep did not end by N=%llu (the fault-free call counts %llu)\n",
                sc->name, (unsigned long long)cap, (unsigned long long)points);
         failed++;
@@ -1616,7 +1776,7 @@ static uint32_t sweep(const scenario *sc, bool *bad)
     printf("[%s] %llu fault points without failures; swept N=%llu..%llu: RSP_ENOMEM %u, "
            "RSP_EDEVICE (broken) %u, RSP_OK %u, off the calling thread %u; %u failing\n",
            sc->name, (unsigned long long)points, (unsigned long long)first,
-           (unsigned long long)(n > last ? last : n), enomem, edevice, ok, other_thread, failed);
+           (unsigned long long)(n - 1), t.enomem, t.edevice, t.ok, t.other_thread, failed);
     fflush(stdout);
     return failed;
 }
@@ -1688,6 +1848,32 @@ static void interposer_fails_allocations_and_threads(void **state)
     free(q);
 }
 
+extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
+/* The harness itself: a crash and a leak planted in one N each are
+ * reported as failures of exactly those Ns (the leak where LeakSanitizer
+ * runs), and the sweep goes on past them. */
+static void harness_reports_a_planted_crash_and_leak(void **state)
+{
+    (void)state;
+    if (getenv("RSP_FAULT_OPS") && !selected("selftest")) {
+        skip();
+        return;
+    }
+    const char *asan = getenv("ASAN_OPTIONS");
+    const bool lsan = __lsan_do_recoverable_leak_check && !(asan && strstr(asan, "detect_leaks=0"));
+    printf("[selftest] the failures below are planted: N=3 aborts%s\n",
+           lsan ? ", N=2 leaks" : "");
+    bool bad;
+    uint32_t failed = sweep(&selftest, &bad);
+    assert_false(bad);
+    assert_int_equal(failed, lsan ? 2 : 1);
+    assert_int_equal(num_failed_ns, failed);
+    if (lsan)
+        assert_int_equal(failed_ns[0], 2);
+    assert_int_equal(failed_ns[num_failed_ns - 1], 3);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -1695,13 +1881,14 @@ int main(int argc, char **argv)
     verbose = getenv("RSP_FAULT_VERBOSE") != NULL;
     strict = getenv("RSP_FAULT_STRICT") != NULL;
     save_signals();
-    struct CMUnitTest tests[NUM_SCENARIOS + 1];
+    struct CMUnitTest tests[NUM_SCENARIOS + 2];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(interposer_fails_allocations_and_threads);
+    tests[1] = (struct CMUnitTest)cmocka_unit_test(harness_reports_a_planted_crash_and_leak);
     for (size_t i = 0; i < NUM_SCENARIOS; i++)
-        tests[i + 1] = (struct CMUnitTest){
+        tests[i + 2] = (struct CMUnitTest){
             .name = scenarios[i].name,
             .test_func = run_sweep,
             .initial_state = (void *)&scenarios[i],
         };
-    return _cmocka_run_group_tests("fault_alloc", tests, NUM_SCENARIOS + 1, NULL, NULL);
+    return _cmocka_run_group_tests("fault_alloc", tests, NUM_SCENARIOS + 2, NULL, NULL);
 }
