@@ -133,9 +133,9 @@ __attribute__((constructor(101))) static void inject_init(void)
 
 /* --- counting ------------------------------------------------------------ */
 
-static int armed;           /* seq_cst: see fault_disarm */
-static int hooks_active;    /* threads between their armed check and their count */
-static uint64_t target;     /* the fault point to fail, 1-based; 0: none */
+static int armed;        /* seq_cst: see fault_disarm */
+static int hooks_active; /* threads between their armed check and their count */
+static uint64_t target;  /* the fault point to fail, 1-based; 0: none */
 static uint64_t counted;
 static pthread_t arming_thread;
 static fault_hit hit;
@@ -156,9 +156,10 @@ static void announce(uint64_t k)
     if (!announcing)
         return;
     char line[160];
-    int len = snprintf(line, sizeof line, "inject: fault point #%llu fails: %s(%llu) on %s thread\n",
-                       (unsigned long long)k, hit.what, (unsigned long long)hit.size,
-                       hit.on_arming_thread ? "the calling" : "another");
+    int len =
+        snprintf(line, sizeof line, "inject: fault point #%llu fails: %s(%llu) on %s thread\n",
+                 (unsigned long long)k, hit.what, (unsigned long long)hit.size,
+                 hit.on_arming_thread ? "the calling" : "another");
     if (len > 0) {
         ssize_t w = write(2, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
         (void)w;
@@ -420,8 +421,7 @@ static void *trampoline_main(void *p)
 /* pthread_create fails as it does when the process is out of memory or
  * threads: EAGAIN, nothing started. The thread starts in a trampoline
  * that marks it as running its own code (user_code). */
-int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
-                   void *arg)
+int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *), void *arg)
 {
     if (!resolved)
         resolve();

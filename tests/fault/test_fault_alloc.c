@@ -6,12 +6,16 @@
  *
  * Mechanism: inject.c interposes the allocator (every thread is counted
  * while armed: the caller's ticket, the owner, the host device, liburcu,
- * libc). Each (operation, N) runs in a forked child that builds its own
- * pool, so a crash, an abort (liburcu dies on a failed call_rcu set-up), a
- * hang (a watchdog) or a leak (LeakSanitizer runs at the child's exit) is
- * reported as a failure of that (operation, N) and the sweep goes on. The
- * parent never creates a pool, so every child starts from a process where
- * rsp and liburcu were never used (no fork of their threads).
+ * libc). The sweeps run in forked children, every N on a pool of its own:
+ * one child runs N, N + 1, ... and writes one result per N. A crash, an
+ * abort (liburcu dies on a failed call_rcu set-up) or a hang (a watchdog
+ * alarm) ends the child: it is that N's failure, the Ns before it run again
+ * (their leaks were not checked yet) and the sweep goes on after it. A leak
+ * (LeakSanitizer runs at the child's exit) is pinned by running each N of
+ * that child alone. create_first runs one child per N (the first create of
+ * a process is what it sweeps). The parent never creates a pool, so every
+ * child starts from a process where rsp and liburcu were never used (no
+ * fork of their threads).
  *
  * For each operation a reference child first runs it with nothing failing
  * and records three snapshots: before the call, after it, and after a
@@ -80,24 +84,28 @@
  * passes, the test fails until the entry is removed. The lead empties this
  * table as the fixes land.
  */
-#define ITEM8 "issue 8 item 8: liburcu's call_rcu set-up (urcu_memb_create_call_rcu_data in " \
-              "rsp__publisher_create) aborts the process when its malloc or pthread_create fails"
-#define SPILL "issue 8 item 2: rsp__hold_assign's RSP_ENOMEM (the holdings spill past 4 labels) " \
-              "is ignored in step.c take_fresh: a crash, or RSP_OK with a holding missing"
-#define INGEST "issue 8 item 2: an admit failing with RSP_ENOMEM in its implicit ingest (rid " \
-               "table or record array growth) leaves the earlier rids ingested"
-#define MARKS "issue 8 item 2: marks_reserve (work.c) allocates inside rsp__work_copy, after " \
-              "the core changed; rsp__apply_forks drops its RSP_ENOMEM: RSP_OK with a COPY missing"
+#define ITEM8                                                                                      \
+    "issue 8 item 8: liburcu's call_rcu set-up (urcu_memb_create_call_rcu_data in "                \
+    "rsp__publisher_create) aborts the process when its malloc or pthread_create fails"
+#define SPILL                                                                                      \
+    "issue 8 item 2: rsp__hold_assign's RSP_ENOMEM (the holdings spill past 4 labels) "            \
+    "is ignored in step.c take_fresh: a crash, or RSP_OK with a holding missing"
+#define INGEST                                                                                     \
+    "issue 8 item 2: an admit failing with RSP_ENOMEM in its implicit ingest (rid "                \
+    "table or record array growth) leaves the earlier rids ingested"
+#define MARKS                                                                                      \
+    "issue 8 item 2: marks_reserve (work.c) allocates inside rsp__work_copy, after "               \
+    "the core changed; rsp__apply_forks drops its RSP_ENOMEM: RSP_OK with a COPY missing"
 static const struct {
     const char *op;
     const char *defect;
 } known_failing[] = {
-    {"create_first", ITEM8},      {"create", ITEM8},
+    {"create_first", ITEM8},       {"create", ITEM8},
     {"admit_ingest_many", INGEST}, {"admit_spill", SPILL},
-    {"plan_live", MARKS},         {"plan_promote", MARKS},
-    {"plan_leased", MARKS},       {"plan_leased_graph", MARKS},
-    {"plan_leased_reuse", MARKS}, {"commit", MARKS},
-    {"commit_fence", MARKS},      {"commit_busy", MARKS},
+    {"plan_live", MARKS},          {"plan_promote", MARKS},
+    {"plan_leased", MARKS},        {"plan_leased_graph", MARKS},
+    {"plan_leased_reuse", MARKS},  {"commit", MARKS},
+    {"commit_fence", MARKS},       {"commit_busy", MARKS},
 };
 
 /* ------------------------------------------------------------------------ */
@@ -158,16 +166,17 @@ __attribute__((format(printf, 1, 2))) static void finding(const char *fmt, ...)
     num_findings++;
 }
 
-/* A setup call that must work: otherwise the scenario itself is wrong. */
-#define SETUP(expr)                                                                        \
-    do {                                                                                   \
-        rsp_status setup_st_ = (expr);                                                     \
-        if (setup_st_ != RSP_OK) {                                                         \
-            fprintf(stderr, "  SETUP FAILED: %s -> %s (%s:%d)\n", #expr,                   \
-                    rsp_strerror(setup_st_), __FILE__, __LINE__);                          \
-            fflush(stderr);                                                                \
-            _exit(3);                                                                      \
-        }                                                                                  \
+/* A call of a setup (or of the follow-up, on a pool that should work)
+ * that must succeed; the child stops with status 3 otherwise. */
+#define SETUP(expr)                                                                                \
+    do {                                                                                           \
+        rsp_status setup_st_ = (expr);                                                             \
+        if (setup_st_ != RSP_OK) {                                                                 \
+            fprintf(stderr, "  CALL FAILED: %s -> %s (%s:%d)\n", #expr, rsp_strerror(setup_st_),   \
+                    __FILE__, __LINE__);                                                           \
+            fflush(stderr);                                                                        \
+            _exit(3);                                                                              \
+        }                                                                                          \
     } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -184,7 +193,7 @@ typedef struct tracked {
 typedef struct ctx {
     rsp_pool *pool;
     uint32_t num_labels; /* interned: main, d1, ... */
-    bool many; /* the rids 100..179 are part of the scenario */
+    bool many;           /* the rids 100..179 are part of the scenario */
     rsp_admit_outcome admit;
     tracked steps[MAX_TRACKED];
     rsp_host_fence *fence;
@@ -233,7 +242,7 @@ static void admit_ok(ctx *c, tracked *t)
     rsp_admit_outcome o;
     SETUP(rsp_step_admit(c->pool, &t->step, &o, NULL));
     if (!o.ok) {
-        fprintf(stderr, "  SETUP FAILED: admit of step %llu found no room\n",
+        fprintf(stderr, "  CALL FAILED: admit of step %llu found no room\n",
                 (unsigned long long)t->step.step_id);
         _exit(3);
     }
@@ -477,17 +486,17 @@ static void unblock_device(ctx *c)
 static uint32_t snapshot_diff(const char *what, const snapshot *want, const snapshot *got)
 {
     uint32_t n = 0;
-#define DIFF(cond, ...)                                                                          \
-    do {                                                                                         \
-        if (cond) {                                                                              \
-            if (n < 24)                                                                          \
-                fprintf(stderr, "    %s: " , what), fprintf(stderr, __VA_ARGS__),               \
-                    fprintf(stderr, "\n");                                                       \
-            n++;                                                                                 \
-        }                                                                                        \
+#define DIFF(cond, ...)                                                                            \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            if (n < 24)                                                                            \
+                fprintf(stderr, "    %s: ", what), fprintf(stderr, __VA_ARGS__),                   \
+                    fprintf(stderr, "\n");                                                         \
+            n++;                                                                                   \
+        }                                                                                          \
     } while (0)
-#define STAT(f)                                                                                  \
-    DIFF(want->stats.f != got->stats.f, "stats." #f ": expected %llu, got %llu",                \
+#define STAT(f)                                                                                    \
+    DIFF(want->stats.f != got->stats.f, "stats." #f ": expected %llu, got %llu",                   \
          (unsigned long long)want->stats.f, (unsigned long long)got->stats.f)
     DIFF(want->stats_status != got->stats_status, "rsp_stats_get: expected %s, got %s",
          rsp_strerror(want->stats_status), rsp_strerror(got->stats_status));
@@ -522,8 +531,8 @@ static uint32_t snapshot_diff(const char *what, const snapshot *want, const snap
                  "state %d gen %llu",
                  (unsigned long long)want->rids[i], label_name(l),
                  x->status == RSP_OK ? "held" : "none", x->index, x->has_state,
-                 (unsigned long long)x->generation, y->status == RSP_OK ? "held" : "none",
-                 y->index, y->has_state, (unsigned long long)y->generation);
+                 (unsigned long long)x->generation, y->status == RSP_OK ? "held" : "none", y->index,
+                 y->has_state, (unsigned long long)y->generation);
         }
     for (uint32_t s = 0; s < MAX_SLOTS; s++) {
         const float *x = want->storage + s * SLOT_FLOATS, *y = got->storage + s * SLOT_FLOATS;
@@ -570,8 +579,7 @@ static void check_invariants(ctx *c, const snapshot *s)
     if (st->held_slots != st->num_holdings)
         finding("invariants: held_slots %u != num_holdings %u", st->held_slots, st->num_holdings);
     if (st->pending_release != 0)
-        finding("invariants: %u slots pending release with no step in flight",
-                st->pending_release);
+        finding("invariants: %u slots pending release with no step in flight", st->pending_release);
     static uint8_t held[MAX_SLOTS];
     memset(held, 0, sizeof held);
     uint32_t num_held = 0;
@@ -596,8 +604,8 @@ static void check_invariants(ctx *c, const snapshot *s)
             continue;
         const float *p = s->storage + slot * SLOT_FLOATS;
         if (p[0] != 0.0f || p[1] != 0.0f || p[2] != 0.0f || p[3] != 0.0f)
-            finding("invariants: free slot %u does not read zero: {%g %g %g %g}", slot, p[0],
-                    p[1], p[2], p[3]);
+            finding("invariants: free slot %u does not read zero: {%g %g %g %g}", slot, p[0], p[1],
+                    p[2], p[3]);
     }
 }
 
@@ -642,8 +650,8 @@ typedef enum scenario_kind { POOL_OP, CREATE, DESTROY } scenario_kind;
 typedef struct scenario {
     const char *name;
     scenario_kind kind;
-    bool many;           /* the rids 100..179 are part of it */
-    uint32_t labels;     /* labels interned (0: NUM_LABELS) */
+    bool many;       /* the rids 100..179 are part of it */
+    uint32_t labels; /* labels interned (0: NUM_LABELS) */
     void (*setup)(ctx *);
     rsp_status (*op)(ctx *, rsp_error *); /* the armed call */
 } scenario;
@@ -1383,8 +1391,8 @@ static void child_destroy(const scenario *sc, uint64_t n, step_result *res)
     record_hit(res, fault_disarm());
     res->status = RSP_OK;
     if (!threads_back_to(base))
-        finding("%d threads still run after rsp_pool_destroy (%d before): %s", thread_count(),
-                base, thread_names());
+        finding("%d threads still run after rsp_pool_destroy (%d before): %s", thread_count(), base,
+                thread_names());
     /* The process can still make and use a pool. */
     rsp_pool_config cfg;
     pool_config(&cfg);
@@ -1597,7 +1605,7 @@ static void describe_failure(const scenario *sc, uint64_t n, const child_outcome
         snprintf(how, sizeof how, "%s (signal %d, %s)",
                  sig == SIGALRM ? "hung: killed by the watchdog" : "died", sig, strsignal(sig));
     } else if (WEXITSTATUS(o->wstatus) == 3) {
-        snprintf(how, sizeof how, "a setup call failed");
+        snprintf(how, sizeof how, "a call of the setup or the follow-up failed (CALL FAILED)");
     } else if (WEXITSTATUS(o->wstatus) != 0) {
         snprintf(how, sizeof how, "exit status %d (%s)", WEXITSTATUS(o->wstatus),
                  o->have_result ? "after the checks: a leak (LeakSanitizer) or a report at exit"
@@ -1607,12 +1615,12 @@ static void describe_failure(const scenario *sc, uint64_t n, const child_outcome
     }
     printf("[%s] N=%llu FAILED: %s", sc->name, (unsigned long long)n, how);
     if (o->have_result)
-        printf("; injected: %s%s%s(%llu) on %s thread, the call answered %s", o->res.fired ? "" : "nothing",
-               o->res.fired ? o->res.what : "", o->res.fired ? "" : " ",
-               (unsigned long long)o->res.size, o->res.on_caller ? "the calling" : "another",
-               rsp_strerror(o->res.status));
-    printf("\n  reproduce: RSP_FAULT_OPS=%s RSP_FAULT_N=%llu %s\n", sc->name,
-           (unsigned long long)n, argv0);
+        printf("; injected: %s%s%s(%llu) on %s thread, the call answered %s",
+               o->res.fired ? "" : "nothing", o->res.fired ? o->res.what : "",
+               o->res.fired ? "" : " ", (unsigned long long)o->res.size,
+               o->res.on_caller ? "the calling" : "another", rsp_strerror(o->res.status));
+    printf("\n  reproduce: RSP_FAULT_OPS=%s RSP_FAULT_N=%llu %s\n", sc->name, (unsigned long long)n,
+           argv0);
     /* The child's own account: its findings, the stack of the failed fault
      * point, a sanitizer's report. Long reports are cut. */
     size_t len = strlen(o->text);
@@ -1769,8 +1777,8 @@ static uint32_t sweep(const scenario *sc, bool *bad)
     }
     uint32_t failed = t.failed;
     if (!done && last == UINT64_MAX) {
-        printf("[%s] the sweep did not end by N=%llu (the fault-free call counts %llu)\n",
-               sc->name, (unsigned long long)cap, (unsigned long long)points);
+        printf("[%s] the sweep did not end by N=%llu (the fault-free call counts %llu)\n", sc->name,
+               (unsigned long long)cap, (unsigned long long)points);
         failed++;
     }
     printf("[%s] %llu fault points without failures; swept N=%llu..%llu: RSP_ENOMEM %u, "
@@ -1862,8 +1870,7 @@ static void harness_reports_a_planted_crash_and_leak(void **state)
     }
     const char *asan = getenv("ASAN_OPTIONS");
     const bool lsan = __lsan_do_recoverable_leak_check && !(asan && strstr(asan, "detect_leaks=0"));
-    printf("[selftest] the failures below are planted: N=3 aborts%s\n",
-           lsan ? ", N=2 leaks" : "");
+    printf("[selftest] the failures below are planted: N=3 aborts%s\n", lsan ? ", N=2 leaks" : "");
     bool bad;
     uint32_t failed = sweep(&selftest, &bad);
     assert_false(bad);
