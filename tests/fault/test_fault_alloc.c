@@ -105,7 +105,8 @@ static const struct {
     {"plan_live", MARKS},          {"plan_promote", MARKS},
     {"plan_leased", MARKS},        {"plan_leased_graph", MARKS},
     {"plan_leased_reuse", MARKS},  {"commit", MARKS},
-    {"commit_fence", MARKS},       {"commit_busy", MARKS},
+    {"commit_fence", MARKS},       {"plan_busy", MARKS},
+    {"commit_busy", MARKS},
 };
 
 /* ------------------------------------------------------------------------ */
@@ -767,6 +768,13 @@ static void setup_plan_live(ctx *c)
     paint(c);
 }
 
+/* setup_plan_live with the device held: the plan's job is queued. */
+static void setup_plan_busy(ctx *c)
+{
+    setup_plan_live(c);
+    block_device(c);
+}
+
 /* Step 1 live and in flight; step 2 (70 rows, pre-forks deferred) staged. */
 static void setup_plan_preplan(ctx *c)
 {
@@ -849,6 +857,11 @@ static void setup_graph_buffers(ctx *c)
 {
     hold_labels(c, 0, 1, A, 3);
     paint(c);
+}
+
+static rsp_status op_clear_preplan(ctx *c, rsp_error *e)
+{
+    return rsp_clear_preplan(c->pool, e);
 }
 
 static rsp_status op_graph_buffers(ctx *c, rsp_error *e)
@@ -963,6 +976,24 @@ static void setup_rollback_wide(ctx *c)
     plan_ok(c, t, false);
     paint(c);
     block_device(c);
+}
+
+/* setup_rollback, with a host fence (signalled) as forward_done. */
+static void setup_rollback_fence(ctx *c)
+{
+    setup_rollback(c);
+    SETUP(rsp_host_fence_create(&c->fence, NULL));
+    rsp_host_fence_signal(c->fence, 1);
+}
+
+static rsp_status op_rollback1_fence(ctx *c, rsp_error *e)
+{
+    tracked *t = &c->steps[1];
+    rsp_event ev = {c->fence, 1};
+    rsp_status st = rsp_step_rollback(c->pool, t->step.step_id, &ev, e);
+    if (st == RSP_OK)
+        t->used = t->planned = false;
+    return st;
 }
 
 /* --- reset and remove --------------------------------------------------------- */
@@ -1089,7 +1120,9 @@ static const scenario scenarios[] = {
     {"admit_ingest_many", POOL_OP, true, 0, setup_admit_ingest, op_admit0},
     {"admit_spill", POOL_OP, false, 0, setup_admit_spill, op_admit1},
     {"plan_live", POOL_OP, true, 0, setup_plan_live, op_plan1},
+    {"plan_busy", POOL_OP, true, 0, setup_plan_busy, op_plan1},
     {"plan_preplan", POOL_OP, true, 0, setup_plan_preplan, op_preplan1},
+    {"clear_preplan", POOL_OP, false, 0, setup_plan_promote, op_clear_preplan},
     {"plan_promote", POOL_OP, false, 0, setup_plan_promote, op_plan1},
     {"plan_leased", POOL_OP, false, 0, setup_plan_leased, op_plan1},
     {"plan_leased_graph", POOL_OP, false, 0, setup_plan_leased_graph, op_plan1},
@@ -1100,6 +1133,7 @@ static const scenario scenarios[] = {
     {"commit_busy", POOL_OP, false, 0, setup_commit_busy, op_commit1},
     {"commit_capture", POOL_OP, false, 0, setup_commit_capture, op_commit1},
     {"rollback", POOL_OP, false, 0, setup_rollback, op_rollback1},
+    {"rollback_fence", POOL_OP, false, 0, setup_rollback_fence, op_rollback1_fence},
     {"rollback_busy", POOL_OP, false, WIDE_LABELS, setup_rollback_wide, op_rollback1},
     {"reset", POOL_OP, false, 0, setup_reset, op_reset},
     {"reset_free", POOL_OP, false, 0, setup_reset, op_reset_free},
