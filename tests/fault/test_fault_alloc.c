@@ -1864,30 +1864,71 @@ static void run_sweep(void **state)
     assert_int_equal(failed, 0);
 }
 
-/* The interposer sits in the allocation path (the executable's malloc wins
- * over libc's and libasan's) and fails thread creation too. */
+/* The interposer sits in the allocation path (the executable's functions
+ * win over libc's and libasan's) for every allocator entry point and for
+ * thread creation, and counts without failing when armed with 0. */
 static void interposer_fails_allocations_and_threads(void **state)
 {
     (void)state;
     assert_true(fault_interposer_active());
+    /* Through volatile pointers: the compiler may not fold them away. */
+    void *(*volatile c)(size_t, size_t) = calloc;
+    void *(*volatile r)(void *, size_t) = realloc;
+    void *(*volatile aa)(size_t, size_t) = aligned_alloc;
+    int (*volatile pm)(void **, size_t, size_t) = posix_memalign;
+    void *(*volatile m)(size_t) = malloc;
+
+    fault_arm(1);
+    void *p = c(4, 8);
+    assert_int_equal(fault_disarm(), 1);
+    assert_null(p);
+    assert_string_equal(fault_last_hit()->what, "calloc");
+
+    void *q = m(8);
+    assert_non_null(q);
+    fault_arm(1);
+    p = r(q, 4096);
+    assert_int_equal(fault_disarm(), 1);
+    assert_null(p); /* q is still valid */
+    assert_string_equal(fault_last_hit()->what, "realloc");
+    free(q);
+
+    fault_arm(1);
+    p = aa(64, 128);
+    assert_int_equal(fault_disarm(), 1);
+    assert_null(p);
+    assert_string_equal(fault_last_hit()->what, "aligned_alloc");
+
+    fault_arm(1);
+    p = NULL;
+    assert_int_equal(pm(&p, 64, 128), ENOMEM);
+    assert_int_equal(fault_disarm(), 1);
+    assert_string_equal(fault_last_hit()->what, "posix_memalign");
+
     fault_arm(1);
     pthread_t t;
     int rc = pthread_create(&t, NULL, thread_body, NULL);
-    uint64_t n = fault_disarm();
+    assert_int_equal(fault_disarm(), 1);
     assert_int_equal(rc, EAGAIN);
-    assert_int_equal(n, 1);
     assert_true(fault_last_hit()->fired);
     assert_string_equal(fault_last_hit()->what, "pthread_create");
-    /* Counting without failing. */
+
+    /* Counting without failing; the second of two fails with n = 2. */
     fault_arm(0);
-    void *(*volatile m)(size_t) = malloc;
-    void *p = m(16), *q = m(16);
-    n = fault_disarm();
+    p = m(16);
+    q = m(16);
+    assert_true(fault_disarm() >= 2);
     assert_non_null(p);
     assert_non_null(q);
-    assert_true(n >= 2);
     free(p);
     free(q);
+    fault_arm(2);
+    p = m(16);
+    q = m(16);
+    fault_disarm();
+    assert_non_null(p);
+    assert_null(q);
+    free(p);
 }
 
 extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
