@@ -1630,6 +1630,45 @@ static bool child_passed(const child_outcome *o)
            o->res.findings == 0;
 }
 
+static const char *argv0 = "test_fault_alloc";
+
+/* A child that died printed only the raw stack of its failed fault point
+ * ("test_fault_alloc(+0x1234)[0x...]" lines, after "inject: "): symbolize
+ * this executable's frames with addr2line (a forked child runs the same
+ * file). */
+static void symbolize_raw(const char *text)
+{
+    const char *at = strstr(text, "inject: fault point");
+    if (!at)
+        return;
+    const char *base = strrchr(argv0, '/');
+    base = base ? base + 1 : argv0;
+    char cmd[2048];
+    int len = snprintf(cmd, sizeof cmd, "addr2line -f -i -p -C -e /proc/%d/exe", (int)getpid());
+    int frames = 0;
+    const char *line = strchr(at, '\n');
+    while (line && frames < 24 && len > 0 && (size_t)len < sizeof cmd - 24) {
+        line++;
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        if (n == 0 || line[0] == ' ' || strncmp(line, "inject:", 7) == 0)
+            break; /* the end of the raw stack */
+        const char *off = strstr(line, "(+0x");
+        const char *name = strstr(line, base);
+        if (off && name && name < off && (size_t)(off - line) < n) {
+            unsigned long v = strtoul(off + 2, NULL, 16);
+            len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %#lx", v ? v - 1 : v);
+            frames++;
+        }
+        line = end;
+    }
+    if (frames == 0 || len <= 0 || (size_t)len >= sizeof cmd)
+        return;
+    printf("  the failed fault point, symbolized:\n");
+    fflush(stdout);
+    (void)!system(cmd);
+}
+
 static void describe_failure(const scenario *sc, uint64_t n, const child_outcome *o,
                              const char *argv0)
 {
@@ -1660,10 +1699,10 @@ static void describe_failure(const scenario *sc, uint64_t n, const child_outcome
     size_t len = strlen(o->text);
     const size_t cap = 12000;
     printf("%.*s%s", (int)(len > cap ? cap : len), o->text, len > cap ? "\n  [... cut]\n" : "");
+    if (!o->have_result)
+        symbolize_raw(o->text);
     fflush(stdout);
 }
-
-static const char *argv0 = "test_fault_alloc";
 
 static const char *known_defect(const char *op)
 {
