@@ -10,13 +10,19 @@
  * come first in the global lookup scope, so they win over libc's and over
  * libasan's interceptors for every caller, shared libraries included.
  * dlsym(RTLD_NEXT) from here returns the next definition in that order:
- * libasan's in an ASan build (so ASan still sees and checks every block, and
- * LeakSanitizer finds leaks), glibc's otherwise. dlsym may itself allocate
+ * libasan's (libtsan's) interceptor in a sanitizer build (so the sanitizer
+ * still sees and checks every block, and LeakSanitizer finds leaks),
+ * glibc's otherwise. dlsym may itself allocate
  * (its error state) before the real functions are known: those requests are
  * served from a static arena, which free() and realloc() recognise.
  *
- * This file is compiled with -fno-builtin so that the compiler cannot turn
- * the forwarding bodies back into calls to the functions they define.
+ * This file is compiled with -fno-builtin, so that the compiler cannot turn
+ * the forwarding bodies back into calls to the functions they define, and
+ * without sanitizer instrumentation: ASan's own start-up allocates through
+ * it before ASan's shadow memory exists.
+ *
+ * Threads a sanitizer is still setting up (before they run their start
+ * routine) are not counted: see user_code.
  */
 #include "inject.h"
 

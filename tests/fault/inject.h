@@ -4,8 +4,8 @@
  *
  * The test executable defines malloc, calloc, realloc, free, aligned_alloc,
  * posix_memalign, memalign, valloc, pvalloc, reallocarray and pthread_create.
- * Each forwards to the next definition (dlsym(RTLD_NEXT): glibc's, or
- * libasan's in an ASan build), so every allocation of the process goes
+ * Each forwards to the next definition (dlsym(RTLD_NEXT): glibc's, or the
+ * sanitizer's interceptor), so every allocation of the process goes
  * through here: rsp's (linked statically into the test), liburcu's, libc's
  * own. Each call is a "fault point". While armed, every fault point of every
  * thread is counted, and the n-th one fails (NULL with errno ENOMEM; EAGAIN
