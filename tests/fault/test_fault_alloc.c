@@ -87,26 +87,12 @@
 #define ITEM8                                                                                      \
     "issue 8 item 8: liburcu's call_rcu set-up (urcu_memb_create_call_rcu_data in "                \
     "rsp__publisher_create) aborts the process when its malloc or pthread_create fails"
-#define SPILL                                                                                      \
-    "issue 8 item 2: rsp__hold_assign's RSP_ENOMEM (the holdings spill past 4 labels) "            \
-    "is ignored in step.c take_fresh: a crash, or RSP_OK with a holding missing"
-#define INGEST                                                                                     \
-    "issue 8 item 2: an admit failing with RSP_ENOMEM in its implicit ingest (rid "                \
-    "table or record array growth) leaves the earlier rids ingested"
-#define MARKS                                                                                      \
-    "issue 8 item 2: marks_reserve (work.c) allocates inside rsp__work_copy, after "               \
-    "the core changed; rsp__apply_forks drops its RSP_ENOMEM: RSP_OK with a COPY missing"
 static const struct {
     const char *op;
     const char *defect;
 } known_failing[] = {
-    {"create_first", ITEM8},       {"create", ITEM8},
-    {"admit_ingest_many", INGEST}, {"admit_spill", SPILL},
-    {"plan_live", MARKS},          {"plan_promote", MARKS},
-    {"plan_leased", MARKS},        {"plan_leased_graph", MARKS},
-    {"plan_leased_reuse", MARKS},  {"commit", MARKS},
-    {"commit_fence", MARKS},       {"plan_busy", MARKS},
-    {"commit_busy", MARKS},
+    {"create_first", ITEM8},
+    {"create", ITEM8},
 };
 
 /* ------------------------------------------------------------------------ */
