@@ -590,7 +590,7 @@ static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, 
     if (st != RSP_OK)
         return st;
     if (done)
-        *done = (rsp_event){.handle = (void *)ev, .value = 0};
+        *done = rsp_event_cuda((void *)ev);
     return RSP_OK;
 }
 
@@ -708,6 +708,7 @@ static rsp_status rsp__cuda_read(rsp__device *dev, uint32_t block, uint32_t laye
 }
 
 static const rsp__device_ops rsp__cuda_ops = {
+    .event_kind = RSP_EVENT_CUDA,
     .destroy = rsp__cuda_destroy,
     .submit = rsp__cuda_submit,
     .buffer = rsp__cuda_buffer_get,

@@ -90,6 +90,7 @@ static void tw_wait(test_work *t, rsp_host_fence *f, uint64_t v)
     rsp__op *op = &t->ops[t->w.num_ops++];
     memset(op, 0, sizeof *op);
     op->kind = RSP__OP_WAIT;
+    op->event.kind = RSP_EVENT_HOST_FENCE;
     op->event.handle = f;
     op->event.value = v;
 }
@@ -390,7 +391,7 @@ static void event_values_increase_per_submit(void **state)
     assert_int_equal(rsp__device_event_wait(dev, &e, RSP_WAIT_FOREVER, NULL), RSP_OK);
     assert_true(rsp_host_fence_value(e.handle) >= prev.value);
     /* A NULL handle is an event that is already complete. */
-    rsp_event none = {NULL, 12345};
+    rsp_event none = {.handle = NULL, .value = 12345};
     assert_int_equal(rsp__device_event_wait(dev, &none, 0, NULL), RSP_OK);
     rsp__device_destroy(dev);
 }
@@ -815,7 +816,7 @@ static void event_wait_timeout_names_the_fence(void **state)
     assert_int_equal(rsp__device_create(RSP_DEVICE_HOST, 0, &lay, &dev, NULL), RSP_OK);
     rsp_host_fence *f = NULL;
     assert_int_equal(rsp_host_fence_create(&f, NULL), RSP_OK);
-    rsp_event e = {f, 3};
+    rsp_event e = rsp_event_host(f, 3);
     rsp_error err = {0};
     assert_int_equal(rsp__device_event_wait(dev, &e, 1000000, &err), RSP_ETIMEDOUT);
     assert_int_equal(err.status, RSP_ETIMEDOUT);
