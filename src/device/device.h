@@ -92,11 +92,13 @@ rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, ui
  *     takes one for the message of a commit or rollback naming the fence, the
  *     device one per queued WAIT on it.
  *   _signal, _value, _wait: the timeline (host.c).
+ *   _refs: references held now (tests; relaxed).
  */
 rsp_status rsp__fence_create(rsp_host_fence **out, rsp_error *err);
 bool rsp__fence_valid(const rsp_host_fence *f);
 void rsp__fence_ref(rsp_host_fence *f);
 void rsp__fence_unref(rsp_host_fence *f);
+uint32_t rsp__fence_refs(const rsp_host_fence *f);
 void rsp__fence_signal(rsp_host_fence *f, uint64_t value);
 uint64_t rsp__fence_value(const rsp_host_fence *f);
 rsp_status rsp__fence_wait(const rsp_host_fence *f, uint64_t value, uint64_t timeout_ns);

@@ -222,6 +222,11 @@ void rsp__fence_unref(rsp_host_fence *f)
     free(f);
 }
 
+uint32_t rsp__fence_refs(const rsp_host_fence *f)
+{
+    return rsp__load_relaxed_u32((uint32_t *)&f->refs);
+}
+
 void rsp__fence_signal(rsp_host_fence *f, uint64_t value)
 {
     fence_signal(f, value);
