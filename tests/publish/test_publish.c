@@ -479,6 +479,26 @@ static void reader_exiting_registered_does_not_stall_grace_periods(void **state)
     rsp__publisher_destroy(p);
 }
 
+/* The reclaimer thread frees every retired plan on its own (a grace period
+ * per hand-off), with no reader in the way: nothing but the live plan stays
+ * alive, and the owner never had to wait at the cap. */
+static void reclaimer_frees_retired_plans_without_the_owner(void **state)
+{
+    (void)state;
+    rsp__publisher *p;
+    assert_int_equal(rsp__publisher_create(8, &p, NULL), RSP_OK);
+    for (uint64_t s = 1; s <= 1000; s++) {
+        rsp__publish_live(p, make_plan(p, s, false));
+        if (s % 100 == 0)
+            rsp__publisher_flush(p); /* what an idle owner does */
+    }
+    rsp__publisher_flush(p);
+    while (rsp__publisher_retired(p) != 0 || rsp__publisher_objects(p) != 1)
+        sched_yield();
+    assert_true(rsp__publisher_retired_max(p) <= 8);
+    rsp__publisher_destroy(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +511,7 @@ int main(void)
         cmocka_unit_test(unregistered_reader_gets_enotreg),
         cmocka_unit_test(live_outside_a_read_section_is_null),
         cmocka_unit_test(reader_exiting_registered_does_not_stall_grace_periods),
+        cmocka_unit_test(reclaimer_frees_retired_plans_without_the_owner),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
