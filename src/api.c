@@ -409,6 +409,8 @@ rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply)
 /* Post and wait forever: the synchronous wrappers. */
 static rsp_status call(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, rsp_error *err)
 {
+    if (forked())
+        return fail_forked(err); /* before the section check: a child may inherit one */
     if (rsp__in_read_section())
         return fail_in_section(err, "a synchronous call (it waits for the owner)");
     rsp_ticket *t;

@@ -585,8 +585,9 @@ RSP_API void rsp_reader_unregister(void);
  * rsp_plan_wait with a non-zero timeout return RSP_EINVAL there ("called
  * inside a read section: end it (or take rsp_plan_ref) first"), nothing
  * posted; rsp_post does not wait for credit there (RSP_EFULL when the inbox
- * is full); rsp_pool_destroy does nothing. Keep sections short; hold a
- * reference (rsp_plan_ref), not a section, across a wait.
+ * is full); rsp_pool_close answers RSP_EINVAL (rsp_pool_destroy does
+ * nothing). Keep sections short; hold a reference (rsp_plan_ref), not a
+ * section, across a wait.
  */
 RSP_API rsp_status rsp_read_begin(void);
 /**
