@@ -355,7 +355,7 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
     rsp_ticket *t = rsp__actor_ticket_new(ticket ? NULL : pool->actor, msg);
     if (!t)
         return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
-    /* A commit's or rollback's host fence is referenced before the post
+    /* H1: a commit's or rollback's host fence is referenced before the post
      * returns: the caller may destroy its handle at once, and the owner may
      * handle the message much later (docs/ordering.md, "fence references").
      * The ticket drops it once the message is handled, or when the post is

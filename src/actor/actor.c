@@ -28,6 +28,9 @@
  *       reply.
  *   T3  ticket free: each side drops its reference with a full RMW; the
  *       last one frees, after the other side's last access.
+ *   H1  held reference (rsp__ticket_hold): set by the poster before I1,
+ *       dropped by the owner after the handler and before T1 (or by the
+ *       poster itself when the post is refused).
  */
 #include "actor.h"
 
@@ -725,8 +728,8 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
             handle_one(a, t);
             stopped = stop_msg;
         }
-        /* Handled (or refused): the message's own reference goes before its
-         * answer, so a caller that saw the answer sees it gone. */
+        /* H1: handled (or refused): the message's own reference goes before
+         * its answer, so a caller that saw the answer sees it gone. */
         ticket_drop_hold(t);
         if (ticket_answer(a, t))
             a->woke_waiter = true;
