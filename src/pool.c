@@ -60,24 +60,12 @@ void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
     out->bytes_copied = rsp__load_relaxed_u64(&c->bytes_copied);
 }
 
-void rsp__pool_owner_start(void *ctx)
-{
-    rsp_pool *p = ctx;
-    rsp__publisher_owner_enter(p->pub);
-}
-
 void rsp__pool_owner_idle(void *ctx)
 {
     rsp_pool *p = ctx;
-    /* Retired plans go to call_rcu in batches; an idle owner hands over
-     * the rest, so they do not wait for the next plan to be reclaimed. */
+    /* Retired plans go to the reclaimer in batches; an idle owner hands
+     * over the rest, so they do not wait for the next plan to be reclaimed. */
     rsp__publisher_flush(p->pub);
-}
-
-void rsp__pool_owner_stop(void *ctx)
-{
-    rsp_pool *p = ctx;
-    rsp__publisher_owner_leave(p->pub);
 }
 
 /* Submit the core's work (if any, or always when the caller wants its

@@ -74,8 +74,6 @@ struct rsp_pool {
 
 /* The actor's callbacks (owner thread). ctx is the rsp_pool. */
 void rsp__pool_handle(void *ctx, const rsp_msg *msg, rsp_reply *reply);
-void rsp__pool_owner_start(void *ctx);
-void rsp__pool_owner_stop(void *ctx);
 void rsp__pool_owner_idle(void *ctx);
 
 /* Refresh the gauges mirrored from the core. Owner thread (or the creating

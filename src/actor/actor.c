@@ -34,6 +34,9 @@
  *       last one frees, after the other side's last access (its release
  *       half orders this side's reads of the reply before the drop, its
  *       acquire half orders the free after the other side's drop).
+ *   H1  held reference (rsp__ticket_hold): set by the poster before I1,
+ *       dropped by the owner after the handler and before T1 (or by the
+ *       poster itself when the post is refused).
  *
  * Every atomic here is an __atomic builtin (util/sync.h), which TSan sees:
  * only the edges through liburcu's queue (I1) and Concurrency Kit's
@@ -106,6 +109,11 @@ struct rsp_ticket {
     uint32_t refs;             /* any thread, atomic: owner + kept waiter (T3) */
     bool kept;                 /* immutable after post: a waiter will collect */
     bool spin;                 /* poster only: the owner was awake when posted */
+    /* A reference the message holds (rsp__ticket_hold): the poster sets it
+     * before the post; dropped once by whoever ends the message's life
+     * (the owner after handling it, or a refused post), then NULL. */
+    void (*hold_drop)(void *);
+    void *hold;
     rsp__actor *pool;          /* immutable: the actor whose free stack owns it, or NULL */
     ck_stack_entry_t free_link; /* free stack link, while on it */
     rsp_msg msg;               /* immutable after post; arrays point below */
@@ -263,9 +271,18 @@ rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, const rsp_msg *msg)
         t->pool = NULL;
     }
     unsigned char *mem = (unsigned char *)t;
-    /* The header only: the reply is zeroed by the owner before its handler
-     * runs (handle_one), and the copies below overwrite the rest. */
-    memset(t, 0, offsetof(rsp_ticket, pool));
+    /* The header, field by field (not a memset up to some field, which
+     * would silently depend on the field order): the reply is zeroed by the
+     * owner before its handler runs (handle_one), `pool` was set above,
+     * `free_link` is written by the push that recycles the ticket, and the
+     * copies below overwrite the rest. */
+    cds_wfcq_node_init(&t->node);
+    t->state = RSP__TICKET_PENDING;
+    t->refs = 0;
+    t->kept = false;
+    t->spin = false;
+    t->hold_drop = NULL;
+    t->hold = NULL;
     t->msg = *msg;
     /* The owner must never follow a caller's pointer: every array its kind
      * reads is copied here, every other one is cleared. */
@@ -298,8 +315,28 @@ rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, const rsp_msg *msg)
     return t;
 }
 
+void rsp__ticket_hold(rsp_ticket *t, void (*drop)(void *), void *obj)
+{
+    t->hold_drop = drop;
+    t->hold = obj;
+}
+
+/* Drop the reference the message holds, if any, once. Whoever ends the
+ * message's life: the owner after its handler (or its RSP_ESHUTDOWN
+ * answer), or the poster whose post was refused. */
+static void ticket_drop_hold(rsp_ticket *t)
+{
+    if (t->hold_drop) {
+        void (*drop)(void *) = t->hold_drop;
+        t->hold_drop = NULL;
+        drop(t->hold);
+        t->hold = NULL;
+    }
+}
+
 void rsp__ticket_discard(rsp_ticket *t)
 {
+    ticket_drop_hold(t);
     ticket_release(t);
 }
 
@@ -536,8 +573,10 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
         }
     }
     leave_posting(a);
-    if (st != RSP_OK)
+    if (st != RSP_OK) {
+        ticket_drop_hold(t); /* refused: the owner will never see it */
         ticket_release(t);
+    }
     return st;
 }
 
@@ -546,8 +585,10 @@ rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *
     /* S2: pairs with S1 (seq_cst CAS, then seq_cst loads of `posting`
      * below). Only the first closer gets past this. */
     if (!rsp__cas_seq_cst_u32(&a->closed, 0, 1)) {
-        if (t)
+        if (t) {
+            ticket_drop_hold(t);
             ticket_release(t);
+        }
         return rsp__fail(err, RSP_ESHUTDOWN, "the pool is already shutting down");
     }
     /* Producers waiting for credit re-check `closed` when the epoch moves.
@@ -717,6 +758,9 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
             handle_one(a, t);
             stopped = stop_msg;
         }
+        /* H1: handled (or refused): the message's own reference goes before
+         * its answer, so a caller that saw the answer sees it gone. */
+        ticket_drop_hold(t);
         if (ticket_answer(a, t))
             a->woke_waiter = true;
     }
@@ -813,7 +857,3 @@ void rsp__actor_destroy(rsp__actor *a)
     free(a);
 }
 
-void rsp__actor_abandon(rsp__actor *a)
-{
-    (void)a;
-}

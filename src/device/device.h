@@ -47,13 +47,24 @@ rsp_status rsp__device_buffer(const rsp__device *dev, uint32_t id, void **slot_i
                               void **has_state, uint32_t *capacity, rsp_error *err);
 
 /*
+ * Can this device wait on the caller's event at all? An unknown kind, a
+ * handle of kind RSP_EVENT_NONE, a kind other than the device's own (host:
+ * host fences, CUDA: CUDA events) and a host fence whose tag does not match
+ * are RSP_EINVAL, the message naming `what` (e.g. "forward_done"). NULL or a
+ * NULL handle: RSP_OK ("already complete"). Any thread (reads only the
+ * immutable device kind and the fence's tag). O(1).
+ */
+rsp_status rsp__device_check_event_kind(const rsp__device *dev, const rsp_event *event,
+                                        const char *what, rsp_error *err);
+
+/*
  * Would a WAIT on the caller's event be accepted by rsp__device_submit?
  * The owner asks before the core changes anything, so a bad forward_done is
  * refused with the pool unchanged (submit's own check would come too late).
- * Host: refuses the device's own timeline at a value no submitted work
- * reaches (it would never complete). CUDA: any handle. NULL / a NULL handle:
- * RSP_OK ("already complete"). Owner thread (reads the submitted value).
- * O(1).
+ * First rsp__device_check_event_kind; then the host device refuses its own
+ * timeline at a value no submitted work reaches (it would never complete).
+ * NULL / a NULL handle: RSP_OK ("already complete"). Owner thread (reads the
+ * submitted value). O(1).
  */
 rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event,
                                    rsp_error *err);
@@ -61,7 +72,8 @@ rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *even
 /* Wait until everything submitted so far has run. */
 rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err);
 
-/* Wait for an event of this device (or a caller's forward-done). */
+/* Wait for an event of this device (or a caller's forward-done); a kind it
+ * cannot wait on: RSP_EINVAL (rsp__device_check_event_kind). Any thread. */
 rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event,
                                   uint64_t timeout_ns, rsp_error *err);
 
@@ -69,5 +81,26 @@ rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event
  * block), after everything submitted so far. For tests and the stress check. */
 rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                             void *dst, rsp_error *err);
+
+/*
+ * Host fences (host.c): the internal side of the public rsp_host_fence_*
+ * (api.c checks fork and NULL first). Any thread.
+ *   _create: a fence at value 0 with one reference (RSP_ENOMEM).
+ *   _valid: f is non-NULL and carries a live fence's tag (a cheap check, not
+ *     a proof: see rsp_event in rsp.h). O(1).
+ *   _ref / _unref: one reference more / less; the last unref frees. rsp_post
+ *     takes one for the message of a commit or rollback naming the fence, the
+ *     device one per queued WAIT on it.
+ *   _signal, _value, _wait: the timeline (host.c).
+ *   _refs: references held now (tests; relaxed).
+ */
+rsp_status rsp__fence_create(rsp_host_fence **out, rsp_error *err);
+bool rsp__fence_valid(const rsp_host_fence *f);
+void rsp__fence_ref(rsp_host_fence *f);
+void rsp__fence_unref(rsp_host_fence *f);
+uint32_t rsp__fence_refs(const rsp_host_fence *f);
+void rsp__fence_signal(rsp_host_fence *f, uint64_t value);
+uint64_t rsp__fence_value(const rsp_host_fence *f);
+rsp_status rsp__fence_wait(const rsp_host_fence *f, uint64_t value, uint64_t timeout_ns);
 
 #endif

@@ -9,6 +9,9 @@
 #include "device.h"
 
 typedef struct rsp__device_ops {
+    /* The only kind of event this device can wait on (device.c refuses the
+     * others before any implementation sees them). */
+    rsp_event_kind event_kind;
     void (*destroy)(rsp__device *dev);
     rsp_status (*submit)(rsp__device *dev, const rsp__work *work, rsp_event *done,
                          rsp_error *err);

@@ -67,7 +67,16 @@
  * finish, short enough not to steal a 2-core CI machine from the worker. */
 #define HOST_SPIN 256
 
+/* The tag of a live fence, and what its last unref leaves behind. */
+#define FENCE_MAGIC 0x72737066u /* "rspf" */
+#define FENCE_DEAD 0x64656164u  /* "dead" */
+
 struct rsp_host_fence {
+    /* FENCE_MAGIC from init until the last reference goes (then FENCE_DEAD):
+     * a cheap check that a handle given as a host fence is one. Written
+     * before the fence is handed out and when it dies; read by any thread
+     * that was handed it. */
+    uint32_t magic;
     /* Any thread: written under `lock` with a release store (HV1), read with
      * an acquire load (HV2). Never decreases. */
     uint64_t value;
@@ -89,6 +98,7 @@ struct rsp_host_fence {
 
 static rsp_status fence_init(struct rsp_host_fence *f)
 {
+    f->magic = FENCE_MAGIC;
     f->value = 0;
     f->seq = 0;
     f->waiters = 0;
@@ -175,10 +185,8 @@ static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t 
     return st;
 }
 
-rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
+rsp_status rsp__fence_create(rsp_host_fence **out, rsp_error *err)
 {
-    if (!out)
-        return rsp__fail(err, RSP_EINVAL, "rsp_host_fence_create: out is NULL");
     struct rsp_host_fence *f = malloc(sizeof *f);
     if (!f)
         return rsp__fail(err, RSP_ENOMEM, "rsp_host_fence_create: out of memory");
@@ -190,14 +198,19 @@ rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
     return RSP_OK;
 }
 
-static void fence_ref(struct rsp_host_fence *f)
+bool rsp__fence_valid(const rsp_host_fence *f)
+{
+    return f && f->magic == FENCE_MAGIC;
+}
+
+void rsp__fence_ref(rsp_host_fence *f)
 {
     /* Relaxed: the caller already holds a reference (every drop is acq_rel,
      * RC1/RC2). */
     rsp__fetch_add_relaxed_u32(&f->refs, 1);
 }
 
-static void fence_unref(struct rsp_host_fence *f)
+void rsp__fence_unref(rsp_host_fence *f)
 {
     /* RC1: acq_rel RMW; its release half orders every use of f by this
      * thread before the decrement. Pairs with RC2 in whichever thread drops
@@ -206,36 +219,31 @@ static void fence_unref(struct rsp_host_fence *f)
         return;
     /* RC2: the RMW saw the last reference; its acquire half orders the free
      * after RC1 of every other holder, so nobody touches f any more. */
+    f->magic = FENCE_DEAD; /* a later use of the freed handle may still see it */
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
 
-void rsp_host_fence_destroy(rsp_host_fence *fence)
+uint32_t rsp__fence_refs(const rsp_host_fence *f)
 {
-    if (fence)
-        fence_unref(fence);
+    return rsp__load_relaxed_u32((uint32_t *)&f->refs);
 }
 
-void rsp_host_fence_signal(rsp_host_fence *fence, uint64_t value)
+void rsp__fence_signal(rsp_host_fence *f, uint64_t value)
 {
-    if (fence)
-        fence_signal(fence, value);
+    fence_signal(f, value);
 }
 
-uint64_t rsp_host_fence_value(const rsp_host_fence *fence)
+uint64_t rsp__fence_value(const rsp_host_fence *f)
 {
-    if (!fence)
-        return 0;
-    return rsp__load_acquire_u64(&fence->value); /* HV2 */
+    return rsp__load_acquire_u64(&f->value); /* HV2 */
 }
 
-rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t value, uint64_t timeout_ns)
+rsp_status rsp__fence_wait(const rsp_host_fence *f, uint64_t value, uint64_t timeout_ns)
 {
-    if (!fence)
-        return RSP_EINVAL;
     /* The futex and the waiter count need a writable word; the timeline
      * itself is only read. */
-    return fence_wait((struct rsp_host_fence *)fence, value, timeout_ns);
+    return fence_wait((struct rsp_host_fence *)f, value, timeout_ns);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -422,7 +430,7 @@ static void run_job(rsp__host_device *dev, const host_job *job)
             if (op->u.event.handle) {
                 fence_wait(op->u.event.handle, op->u.event.value, RSP_WAIT_FOREVER);
                 if (op->u.event.handle != &dev->fence)
-                    fence_unref(op->u.event.handle); /* taken in hold_waited_fences */
+                    rsp__fence_unref(op->u.event.handle); /* taken in hold_waited_fences */
             }
             break;
         case HOP_ZERO: run_zero(lay, dev->base.block_base, op->u.slots, op->count); break;
@@ -542,6 +550,12 @@ static rsp_status validate(const rsp__host_device *dev, const rsp__work *w, job_
         const rsp__op *op = &w->ops[i];
         switch (op->kind) {
         case RSP__OP_WAIT:
+            if (op->event.handle &&
+                (op->event.kind != RSP_EVENT_HOST_FENCE || !rsp__fence_valid(op->event.handle)))
+                return rsp__fail(err, RSP_EINVAL,
+                                 "device submit: op %u WAITs for an event that is not a live host "
+                                 "fence (kind %d)",
+                                 i, (int)op->event.kind);
             if (!wait_ok(dev, &op->event))
                 return rsp__fail(err, RSP_EINVAL,
                                  "device submit: op %u WAITs for value %llu of the device's own "
@@ -682,7 +696,7 @@ static void hold_waited_fences(rsp__host_device *dev, const host_job *job)
     for (uint32_t i = 0; i < job->num_ops; i++) {
         const host_op *op = &job->ops[i];
         if (op->kind == HOP_WAIT && op->u.event.handle && op->u.event.handle != &dev->fence)
-            fence_ref(op->u.event.handle);
+            rsp__fence_ref(op->u.event.handle);
     }
 }
 
@@ -699,7 +713,7 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
     if (sz.ops == 0) {
         /* Nothing to run: complete once everything before has run. */
         if (done)
-            *done = (rsp_event){&dev->fence, dev->submitted};
+            *done = rsp_event_host(&dev->fence, dev->submitted);
         return RSP_OK;
     }
 
@@ -808,7 +822,7 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
         if (!run_inline)
             free(job);
         if (done)
-            *done = (rsp_event){&dev->fence, dev->submitted};
+            *done = rsp_event_host(&dev->fence, dev->submitted);
         return RSP_OK;
     }
     job->value = dev->submitted + 1;
@@ -824,7 +838,7 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
         ring_put(dev, job);
     }
     if (done)
-        *done = (rsp_event){&dev->fence, dev->submitted};
+        *done = rsp_event_host(&dev->fence, dev->submitted);
     return RSP_OK;
 
 oom:
@@ -873,15 +887,14 @@ static rsp_status host_event_wait(const rsp__device *base, const rsp_event *even
                                   uint64_t timeout_ns, rsp_error *err)
 {
     (void)base;
-    if (!event)
-        return rsp__fail(err, RSP_EINVAL, "event wait: event is NULL");
+    /* The kind and the tag were checked by rsp__device_event_wait. */
     if (!event->handle)
         return RSP_OK;
     rsp_status st = fence_wait(event->handle, event->value, timeout_ns);
     if (st == RSP_ETIMEDOUT)
         return rsp__fail(err, st, "event wait: host fence %p did not reach %llu in time (at %llu)",
                          event->handle, (unsigned long long)event->value,
-                         (unsigned long long)rsp_host_fence_value(event->handle));
+                         (unsigned long long)rsp__fence_value(event->handle));
     return st;
 }
 
@@ -915,6 +928,7 @@ static void host_free(rsp__host_device *dev)
     free(dev->ring_buf);
     free(dev->stop_job);
     free(dev->scratch);
+    dev->fence.magic = FENCE_DEAD;
     pthread_mutex_destroy(&dev->fence.lock);
     free(dev);
 }
@@ -932,6 +946,7 @@ static void host_destroy(rsp__device *base)
 }
 
 static const rsp__device_ops host_ops = {
+    .event_kind = RSP_EVENT_HOST_FENCE,
     .destroy = host_destroy,
     .submit = host_submit,
     .buffer = host_buffer_get,
