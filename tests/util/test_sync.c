@@ -459,8 +459,8 @@ static void *plan_reader(void *arg)
 }
 
 /* Readers reference plans, leave the read section, read them, unref; the
- * owner meanwhile retires every plan (call_rcu and, at the small cap,
- * synchronize_rcu). Each plan is freed once, by the last of the reclaimer
+ * owner meanwhile retires every plan (to the reclaimer thread and, at the
+ * small cap, its own synchronize_rcu). Each plan is freed once, by the last of the reclaimer
  * and its readers (destroy waits for the count of live plans to reach zero:
  * a lost drop hangs it, a double one is an ASan double free), after every
  * reader's reads (TSan: a missing order on X1 is a race with the free). */
@@ -470,7 +470,7 @@ static void plan_refs_from_many_readers_free_each_plan_once(void **state)
     rsp__publisher *p = NULL;
     uint32_t stop = 0;
     assert_int_equal(rsp__publisher_create(8, &p, NULL), RSP_OK);
-    rsp__publisher_owner_enter(p); /* this thread plays the owner */
+    /* This thread plays the owner. */
     rsp__publish_live(p, make_plan(p, 1));
     pthread_t th[READERS];
     plan_reader_arg args[READERS];
@@ -496,7 +496,6 @@ static void plan_refs_from_many_readers_free_each_plan_once(void **state)
         refs += args[i].refs_taken;
         assert_int_equal(args[i].mismatches, 0);
     }
-    rsp__publisher_owner_leave(p);
     rsp__publisher_destroy(p); /* waits for every plan's last drop */
     assert_int_equal(failed, 0);
     assert_true(refs > 0);
