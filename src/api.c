@@ -97,6 +97,9 @@ rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error
     st = rsp__publisher_create(0, &p->pub, err);
     if (st != RSP_OK)
         goto fail;
+    /* The device job memory and the plan object are reserved inside each
+     * core call, before it changes anything (rsp__pool_reserve). */
+    rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
     p->num_labels = rsp__core_num_labels(p->core);
     rsp__pool_mirror_gauges(p);
 

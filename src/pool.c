@@ -68,6 +68,16 @@ void rsp__pool_owner_idle(void *ctx)
     rsp__publisher_flush(p->pub);
 }
 
+rsp_status rsp__pool_reserve(void *ctx, const rsp__ext_need *need, rsp_error *err)
+{
+    rsp_pool *p = ctx;
+    rsp_status st = rsp__device_reserve(p->dev, need, err);
+    if (st == RSP_OK && need->plan)
+        st = rsp__plan_reserve(p->pub, need->plan_labels, need->plan_rows, need->plan_entries,
+                               err);
+    return st;
+}
+
 /* Submit the core's work (if any, or always when the caller wants its
  * completion event) and account what it costs. */
 static rsp_status submit(rsp_pool *p, rsp_event *done, rsp_error *err)

@@ -76,6 +76,13 @@ struct rsp_pool {
 void rsp__pool_handle(void *ctx, const rsp_msg *msg, rsp_reply *reply);
 void rsp__pool_owner_idle(void *ctx);
 
+/* The core's reserve hook (core.h, rsp__ext_need): reserves the device's
+ * job memory and buffers (rsp__device_reserve) and, for a plan, the plan
+ * object (rsp__plan_reserve), so nothing after the core's change can fail
+ * for want of host memory. ctx is the rsp_pool. Owner thread, inside a core
+ * call. */
+rsp_status rsp__pool_reserve(void *ctx, const rsp__ext_need *need, rsp_error *err);
+
 /* Refresh the gauges mirrored from the core. Owner thread (or the creating
  * thread before the owner starts). O(1). */
 void rsp__pool_mirror_gauges(rsp_pool *pool);

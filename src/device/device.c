@@ -46,6 +46,11 @@ void *rsp__device_block_base(const rsp__device *dev, uint32_t b)
     return b < RSP_MAX_BLOCKS ? dev->block_base[b] : NULL;
 }
 
+rsp_status rsp__device_reserve(rsp__device *dev, const rsp__ext_need *need, rsp_error *err)
+{
+    return dev->ops->reserve ? dev->ops->reserve(dev, need, err) : RSP_OK;
+}
+
 rsp_status rsp__device_submit(rsp__device *dev, const rsp__work *work, rsp_event *done,
                               rsp_error *err)
 {

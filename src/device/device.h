@@ -16,6 +16,7 @@
 #include <rsp/rsp.h>
 
 #include "../core/layout.h"
+#include "../core/core.h"
 #include "../core/work.h"
 
 typedef struct rsp__device rsp__device;
@@ -33,6 +34,18 @@ rsp_device_kind rsp__device_kind(const rsp__device *dev);
 /* Base pointer of block b (host or device memory). Immutable after create. */
 void *rsp__device_block_base(const rsp__device *dev, uint32_t b);
 
+/*
+ * Allocate now what a later submit of a work list within `need` (core.h:
+ * the work one core call emits, and the addressing buffers it creates or
+ * grows) would allocate, so that the submit that follows the core's change
+ * cannot fail for want of memory. The owner calls it from the core's
+ * reserve hook, before the core changes anything. RSP_ENOMEM: nothing the
+ * device does changed (what was reserved stays for later). Host device:
+ * the job storage, the buffer table, the buffers' arrays. CUDA device:
+ * nothing yet (its submit may still fail; the pool then breaks). Owner.
+ * No allocation once warm, except for buffers created or grown.
+ */
+rsp_status rsp__device_reserve(rsp__device *dev, const rsp__ext_need *need, rsp_error *err);
 /*
  * Queue a work list after everything submitted before. Copies what it needs
  * from *work (the core reuses it). BUFFER ops take effect now. If done is not

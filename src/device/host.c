@@ -313,6 +313,21 @@ typedef struct rsp__host_device {
     host_job *stop_job;   /* allocated at creation so destroy cannot fail */
     host_job *scratch;    /* reused job storage for work run inline */
     size_t scratch_size;
+    /* Reserved ahead by host_reserve (owner only), so that a submit after
+     * the core changed state does not allocate: storage for the next job
+     * handed to the worker, the undo records of its BUFFER ops, and the
+     * arrays of the buffers it creates or grows. A submit takes them when
+     * they fit and allocates otherwise (callers that reserve nothing). */
+    host_job *spare_job;
+    size_t spare_job_size;
+    struct buffer_undo *undo;
+    uint32_t cap_undo;
+    struct host_spare_buf {
+        uint32_t id, capacity;
+        int32_t *slot_indices;
+        bool *has_state;
+    } spare_bufs[RSP_MAX_LABELS];
+    uint32_t num_spare_bufs;
     pthread_t worker;
 
     /* Written by the owner (relaxed store after HQ1), read by any thread in
@@ -646,6 +661,111 @@ typedef struct buffer_undo {
     host_buffer before;
 } buffer_undo;
 
+/* Byte offsets of a job's parts in its one allocation; returns its size. */
+typedef struct job_offsets {
+    size_t slots, pairs, idx, has;
+} job_offsets;
+
+static size_t job_layout(const job_size *sz, job_offsets *o)
+{
+    o->slots = align_up(sizeof(host_job) + (size_t)sz->ops * sizeof(host_op), 8);
+    o->pairs = align_up(o->slots + sz->slots * sizeof(uint32_t), 8);
+    o->idx = align_up(o->pairs + sz->pairs * sizeof(rsp__copy), 8);
+    o->has = o->idx + sz->uploads * sizeof(int32_t);
+    return o->has + sz->uploads * sizeof(bool);
+}
+
+static void spare_bufs_free(rsp__host_device *dev)
+{
+    for (uint32_t i = 0; i < dev->num_spare_bufs; i++) {
+        free(dev->spare_bufs[i].slot_indices);
+        free(dev->spare_bufs[i].has_state);
+    }
+    dev->num_spare_bufs = 0;
+}
+
+/* Zeroed arrays of cap entries; false (nothing allocated): out of memory. */
+static bool alloc_buffer_arrays(uint32_t cap, int32_t **idx, bool **has)
+{
+    *idx = alloc_zeroed((uint64_t)cap * sizeof(int32_t));
+    *has = alloc_zeroed((uint64_t)cap * sizeof(bool));
+    if (*idx && *has)
+        return true;
+    free(*idx);
+    free(*has);
+    return false;
+}
+
+/* Arrays for buffer id with at least cap entries: a reserved spare when
+ * there is one (taken), else a new allocation (false: out of memory). */
+static bool buffer_arrays(rsp__host_device *dev, uint32_t id, uint32_t cap, int32_t **idx,
+                          bool **has)
+{
+    for (uint32_t i = 0; i < dev->num_spare_bufs; i++) {
+        struct host_spare_buf *sb = &dev->spare_bufs[i];
+        if (sb->id == id && sb->capacity >= cap) {
+            *idx = sb->slot_indices;
+            *has = sb->has_state;
+            *sb = dev->spare_bufs[--dev->num_spare_bufs];
+            return true;
+        }
+    }
+    return alloc_buffer_arrays(cap, idx, has);
+}
+
+static host_job *scratch_job(rsp__host_device *dev, size_t size);
+
+/* rsp__device_reserve: everything a submit of work within `need` would
+ * allocate, allocated now. Owner only. O(buffers of need) allocations, none
+ * once warm. */
+static rsp_status host_reserve(rsp__device *base, const rsp__ext_need *need, rsp_error *err)
+{
+    rsp__host_device *dev = (rsp__host_device *)base;
+    /* A BUFFER op may add a RETIRE op to the job. */
+    job_size sz = {.ops = need->ops + need->num_buffers,
+                   .slots = need->slots,
+                   .pairs = need->pairs,
+                   .uploads = need->upload_entries};
+    job_offsets o;
+    size_t bytes = job_layout(&sz, &o);
+    if (!scratch_job(dev, bytes))
+        goto oom;
+    if (dev->spare_job_size < bytes) {
+        free(dev->spare_job);
+        dev->spare_job_size = 0;
+        if (!(dev->spare_job = malloc(bytes)))
+            goto oom;
+        dev->spare_job_size = bytes;
+    }
+    if (need->num_buffers > dev->cap_undo) {
+        buffer_undo *u = realloc(dev->undo, need->num_buffers * sizeof *u);
+        if (!u)
+            goto oom;
+        dev->undo = u;
+        dev->cap_undo = need->num_buffers;
+    }
+    spare_bufs_free(dev); /* what the last reserve left unused */
+    for (uint32_t i = 0; i < need->num_buffers; i++) {
+        uint32_t id = need->buffer_id[i], cap = need->buffer_cap[i] ? need->buffer_cap[i] : 1;
+        if (id >= HOST_MAX_BUFFERS)
+            return rsp__fail(err, RSP_EINVAL, "device reserve: buffer id %u out of range", id);
+        if (buffers_reserve(dev, id) != RSP_OK)
+            goto oom;
+        const host_buffer *hb = &dev->buffers[id];
+        if (hb->exists && hb->capacity >= cap)
+            continue;
+        struct host_spare_buf *sb = &dev->spare_bufs[dev->num_spare_bufs];
+        sb->id = id;
+        sb->capacity = cap;
+        if (!alloc_buffer_arrays(cap, &sb->slot_indices, &sb->has_state))
+            goto oom;
+        dev->num_spare_bufs++;
+    }
+    return RSP_OK;
+oom:
+    return rsp__fail(err, RSP_ENOMEM, "device: out of host memory reserving a job");
+}
+
 /* Work that touches at most this many slot bytes may run inline on the owner
  * (about 25-40 us of memset/memcpy here): a hand-off to the worker costs a
  * futex wake of the worker and one of the waiter, 5-10 us each on a VM,
@@ -717,29 +837,42 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
         return RSP_OK;
     }
 
-    /* One allocation for the job and everything it copies. */
-    size_t off_slots = align_up(sizeof(host_job) + (size_t)sz.ops * sizeof(host_op), 8);
-    size_t off_pairs = align_up(off_slots + sz.slots * sizeof(uint32_t), 8);
-    size_t off_idx = align_up(off_pairs + sz.pairs * sizeof(rsp__copy), 8);
-    size_t off_has = off_idx + sz.uploads * sizeof(int32_t);
+    /* One allocation for the job and everything it copies: the reserved
+     * one when it fits (host_reserve), else a new one. */
+    job_offsets off;
+    const size_t job_bytes = job_layout(&sz, &off);
     const bool run_inline = can_run_inline(dev, w, &sz);
-    const size_t job_bytes = off_has + sz.uploads * sizeof(bool);
-    host_job *job = run_inline ? scratch_job(dev, job_bytes) : malloc(job_bytes);
+    host_job *job;
+    if (run_inline) {
+        job = scratch_job(dev, job_bytes);
+    } else if (dev->spare_job && dev->spare_job_size >= job_bytes) {
+        job = dev->spare_job; /* the worker frees it */
+        dev->spare_job = NULL;
+        dev->spare_job_size = 0;
+    } else {
+        job = malloc(job_bytes);
+    }
     buffer_undo *undo = NULL;
+    bool undo_owned = false; /* malloc'd here, not the reserved array */
     uint32_t num_undo = 0;
     if (!job)
         goto oom;
     uint32_t num_buffer_ops = 0;
     for (uint32_t i = 0; i < w->num_ops; i++)
         num_buffer_ops += w->ops[i].kind == RSP__OP_BUFFER;
-    if (num_buffer_ops && !(undo = malloc(num_buffer_ops * sizeof *undo)))
-        goto oom;
+    if (num_buffer_ops <= dev->cap_undo) {
+        undo = dev->undo;
+    } else {
+        if (!(undo = malloc(num_buffer_ops * sizeof *undo)))
+            goto oom;
+        undo_owned = true;
+    }
 
     char *data = (char *)job;
-    uint32_t *slots = (uint32_t *)(data + off_slots);
-    rsp__copy *pairs = (rsp__copy *)(data + off_pairs);
-    int32_t *idx = (int32_t *)(data + off_idx);
-    bool *has = (bool *)(data + off_has);
+    uint32_t *slots = (uint32_t *)(data + off.slots);
+    rsp__copy *pairs = (rsp__copy *)(data + off.pairs);
+    int32_t *idx = (int32_t *)(data + off.idx);
+    bool *has = (bool *)(data + off.has);
     job->stop = false;
     job->num_ops = 0;
 
@@ -792,13 +925,10 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
             if (hb->exists && hb->capacity >= op->capacity)
                 break;
             uint32_t cap = op->capacity ? op->capacity : 1;
-            int32_t *ni = alloc_zeroed((uint64_t)cap * sizeof(int32_t));
-            bool *nh = alloc_zeroed((uint64_t)cap * sizeof(bool));
-            if (!ni || !nh) {
-                free(ni);
-                free(nh);
+            int32_t *ni;
+            bool *nh;
+            if (!buffer_arrays(dev, op->buffer, cap, &ni, &nh))
                 goto oom;
-            }
             undo[num_undo++] = (buffer_undo){op->buffer, *hb};
             if (hb->exists) {
                 /* The worker may still upload into the old arrays (earlier
@@ -816,7 +946,8 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
         }
         }
     }
-    free(undo);
+    if (undo_owned)
+        free(undo);
     if (job->num_ops == 0) {
         /* Only buffer creations: nothing for the worker to do. */
         if (!run_inline)
@@ -850,7 +981,8 @@ oom:
         free(hb->has_state);
         *hb = u->before;
     }
-    free(undo);
+    if (undo_owned)
+        free(undo);
     if (!run_inline)
         free(job);
     return rsp__fail(err, RSP_ENOMEM, "device submit: out of host memory");
@@ -928,6 +1060,9 @@ static void host_free(rsp__host_device *dev)
     free(dev->ring_buf);
     free(dev->stop_job);
     free(dev->scratch);
+    free(dev->spare_job);
+    free(dev->undo);
+    spare_bufs_free(dev);
     dev->fence.magic = FENCE_DEAD;
     pthread_mutex_destroy(&dev->fence.lock);
     free(dev);
@@ -948,6 +1083,7 @@ static void host_destroy(rsp__device *base)
 static const rsp__device_ops host_ops = {
     .event_kind = RSP_EVENT_HOST_FENCE,
     .destroy = host_destroy,
+    .reserve = host_reserve,
     .submit = host_submit,
     .buffer = host_buffer_get,
     .sync = host_sync,

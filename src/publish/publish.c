@@ -120,6 +120,8 @@ struct rsp__publisher {
     rsp_plan *batch;            /* owner only: retired, not yet handed to the reclaimer */
     rsp_plan *batch_tail;       /* owner only: the batch's last link (its first plan) */
     uint32_t batch_len;         /* owner only */
+    void *spare;                /* owner only: a plan's memory, reserved ahead */
+    size_t spare_size;          /* (rsp__plan_reserve) */
 
     /* The reclaimer hand-off (R1/R2) and the waiter exit (W3). */
     pthread_mutex_t lock;
@@ -186,25 +188,63 @@ static size_t align_up(size_t n, size_t a)
     return (n + a - 1) / a * a;
 }
 
+/* Byte offsets of a plan's parts in its one allocation; returns its size. */
+typedef struct plan_offsets {
+    size_t gens, idx, flags;
+} plan_offsets;
+
+static size_t plan_layout(uint32_t num_labels, size_t gens, size_t entries, plan_offsets *o)
+{
+    o->gens = align_up(sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label),
+                       alignof(uint64_t));
+    o->idx = align_up(o->gens + gens * sizeof(uint64_t), alignof(int32_t));
+    o->flags = o->idx + entries * sizeof(int32_t);
+    return o->flags + entries * sizeof(bool);
+}
+
+rsp_status rsp__plan_reserve(rsp__publisher *p, uint32_t num_labels, uint64_t rows,
+                             uint64_t entries, rsp_error *err)
+{
+    if (rows > SIZE_MAX / 16 || entries > SIZE_MAX / 16)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for a plan of %llu entries",
+                         (unsigned long long)entries);
+    plan_offsets o;
+    size_t bytes = plan_layout(num_labels, (size_t)rows, (size_t)entries, &o);
+    if (p->spare_size >= bytes)
+        return RSP_OK;
+    free(p->spare);
+    p->spare_size = 0;
+    if (!(p->spare = malloc(bytes)))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for a plan of %llu entries",
+                         (unsigned long long)entries);
+    p->spare_size = bytes;
+    return RSP_OK;
+}
+
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
                          const rsp__plan_label_src *labels, uint32_t num_labels, rsp_plan **out,
                          rsp_error *err)
 {
-    size_t gens = 0, idx = 0, flags = 0;
+    size_t gens = 0, idx = 0;
     for (uint32_t i = 0; i < num_labels; i++) {
         gens += labels[i].num_rows;
         idx += labels[i].length;
     }
-    flags = idx;
-    const size_t off_gens = align_up(
-        sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label), alignof(uint64_t));
-    const size_t off_idx = align_up(off_gens + gens * sizeof(uint64_t), alignof(int32_t));
-    const size_t off_flags = off_idx + idx * sizeof(int32_t);
-    unsigned char *mem = malloc(off_flags + flags * sizeof(bool));
+    plan_offsets off;
+    const size_t bytes = plan_layout(num_labels, gens, idx, &off);
+    /* The reserved memory when it fits (the owner reserved it before the
+     * core changed anything), else a new allocation. */
+    unsigned char *mem;
+    if (p->spare && p->spare_size >= bytes) {
+        mem = p->spare;
+        p->spare = NULL;
+        p->spare_size = 0;
+    } else {
+        mem = malloc(bytes);
+    }
     if (!mem)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan of step %llu",
                          (unsigned long long)step_id);
-
     rsp_plan *plan = (rsp_plan *)mem;
     memset(plan, 0, sizeof *plan);
     plan->refs = 1; /* the publisher's */
@@ -213,9 +253,9 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     plan->staged = staged;
     plan->ready = ready;
     plan->num_labels = num_labels;
-    uint64_t *g = (uint64_t *)(mem + off_gens);
-    int32_t *si = (int32_t *)(mem + off_idx);
-    bool *hs = (bool *)(mem + off_flags);
+    uint64_t *g = (uint64_t *)(mem + off.gens);
+    int32_t *si = (int32_t *)(mem + off.idx);
+    bool *hs = (bool *)(mem + off.flags);
     for (uint32_t i = 0; i < num_labels; i++) {
         const rsp__plan_label_src *s = &labels[i];
         rsp__plan_label *l = &plan->labels[i];
@@ -646,6 +686,7 @@ void rsp__publisher_destroy(rsp__publisher *p)
     pthread_cond_destroy(&p->left);
     pthread_cond_destroy(&p->work);
     pthread_mutex_destroy(&p->lock);
+    free(p->spare);
     free(p);
 }
 

@@ -69,6 +69,14 @@ typedef struct rsp__plan_label_src {
     void *device_has_state;      /* not owned */
 } rsp__plan_label_src;
 
+/* Allocate now the memory of a plan of num_labels labels, `rows` rows
+ * (generations) and `entries` vector entries (sum of lengths), so that the
+ * rsp__plan_new that follows the core's change takes it and cannot fail.
+ * The owner calls it from the core's reserve hook. RSP_ENOMEM: nothing
+ * changed. Owner thread only. One allocation when the reserved memory is
+ * too small or was taken, none otherwise. */
+rsp_status rsp__plan_reserve(rsp__publisher *p, uint32_t num_labels, uint64_t rows,
+                             uint64_t entries, rsp_error *err);
 /* Build an unpublished plan (one allocation). Owner thread.
  * RSP_ENOMEM if the allocation fails. Cost: the copy of the vectors. */
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
