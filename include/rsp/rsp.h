@@ -148,7 +148,7 @@ typedef struct rsp_pool_config {
     uint32_t rank;                   /**< < world_size */
     rsp_device_kind device;
     int cuda_ordinal;                /**< RSP_DEVICE_CUDA only */
-    uint32_t inbox_capacity;         /**< messages queued at most; 0 = default (4096) */
+    uint32_t inbox_capacity;         /**< messages queued at most; 0 = default (4096); <= 2^20 */
     uint32_t max_inflight_steps;     /**< admitted, not finished; 0 = default (4) */
 } rsp_pool_config;
 

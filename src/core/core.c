@@ -32,6 +32,11 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
     if (inflight > RSP__MAX_INFLIGHT)
         return rsp__fail(err, RSP_EINVAL, "max_inflight_steps = %" PRIu32 ": at most %u",
                          cfg->max_inflight_steps, RSP__MAX_INFLIGHT);
+    /* Each queued message holds a copy of its arrays: bound what a full
+     * inbox may hold (and keep capacity + slack far from overflowing). */
+    if (cfg->inbox_capacity > RSP__MAX_INBOX)
+        return rsp__fail(err, RSP_EINVAL, "inbox_capacity = %" PRIu32 ": at most %u",
+                         cfg->inbox_capacity, RSP__MAX_INBOX);
 
     rsp__core *c = calloc(1, sizeof *c);
     if (!c)

@@ -19,6 +19,8 @@
 /* At most 64 steps in flight: a slot's pins are one bit per step record. */
 #define RSP__MAX_INFLIGHT 64u
 #define RSP__DEFAULT_INFLIGHT 4u
+/* Messages an inbox may queue at most (pool config inbox_capacity). */
+#define RSP__MAX_INBOX (1u << 20)
 /* Holdings stored inside the request record before spilling to the heap. */
 #define RSP__INLINE_HOLDINGS 4u
 #define RSP__NONE UINT32_MAX

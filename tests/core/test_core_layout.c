@@ -274,6 +274,21 @@ static void too_many_inflight_steps_is_error(void **state)
     rsp__core_destroy(core);
 }
 
+/* Issue 8, item 9: a size accepted only if it cannot cost unbounded memory. */
+static void huge_inbox_capacity_is_error(void **state)
+{
+    (void)state;
+    cfg.inbox_capacity = UINT32_MAX;
+    rsp__core *core = NULL;
+    rsp_error err = {0};
+    assert_int_equal(rsp__core_create(&cfg, &core, &err), RSP_EINVAL);
+    assert_non_null(strstr(err.message, "inbox_capacity = 4294967295"));
+    cfg.inbox_capacity = 1u << 20;
+    assert_int_equal(rsp__core_create(&cfg, &core, &err), RSP_OK);
+    rsp__core_destroy(core);
+    cfg.inbox_capacity = 0;
+}
+
 static void labels_intern_main_first(void **state)
 {
     (void)state;
@@ -347,6 +362,7 @@ int main(void)
         T(shard_dim_index_checked),
         T(byte_overflow_is_error),
         T(too_many_inflight_steps_is_error),
+        T(huge_inbox_capacity_is_error),
         T(labels_intern_main_first),
         T(core_layout_matches_build),
     };
