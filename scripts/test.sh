@@ -111,6 +111,11 @@ for v in $variants; do
             -DCMAKE_BUILD_TYPE=Debug -DRSP_CUDA=OFF -DRSP_SANITIZE=
         ;;
     clang)
+        if ! rsp_ensure_deps clang; then
+            summary+=("$(printf '%-8s %-14s missing package clang (see above)' clang build-clang)")
+            failed=1
+            continue
+        fi
         run_variant clang build-clang "" all -DRSP_CUDA=OFF -DRSP_SANITIZE= \
             -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
         ;;
