@@ -278,7 +278,7 @@ static rsp_status bl_publish(bl_pool *p, const rsp__plan_out *plan, rsp_error *e
             .generations = pl->gens,
             .device_slot_indices = b ? (void *)b->slots : NULL,
             .device_has_state = b ? (void *)b->has : NULL,
-            .ready = {NULL, 0}, /* the uploads ran synchronously */
+            .ready = {.handle = NULL}, /* the uploads ran synchronously */
         };
     }
     if (st == RSP_OK) {

@@ -137,7 +137,7 @@ static uint32_t rsp_one_step(rsp_pool *pool, step_decl *d, step_variant v, step_
         bench_die("rsp live plan", RSP_EORDER, "live plan is not the step just planned");
     BENCH_CHECK(rsp_event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err), &err);
     rsp_host_fence_signal(fence, sid); /* the (empty) forward is done */
-    rsp_event done = {.handle = fence, .value = sid};
+    rsp_event done = rsp_event_host(fence, sid);
     d->step.preplan = false;
     if (api == API_SYNC)
         BENCH_CHECK(rsp_step_commit(pool, &d->step, &done, &err), &err);
@@ -169,7 +169,7 @@ static uint32_t bl_one_step(bl_pool *pool, step_decl *d, step_variant v, uint64_
     if (a.step_id != sid)
         bench_die("baseline live plan", RSP_EORDER, "live plan is not the step just planned");
     rsp_host_fence_signal(fence, sid);
-    rsp_event done = {.handle = fence, .value = sid};
+    rsp_event done = rsp_event_host(fence, sid);
     d->step.preplan = false;
     BENCH_CHECK(bl_commit(pool, &d->step, &done, &err), &err);
     return a.num_rows;

@@ -8,8 +8,9 @@
  * rows, capacity) comes back through the ticket.
  *
  * Owners of the other public functions: core/layout.c (config init, shard
- * shapes, dtype size), device/host.c (host fences), util/error.c
- * (rsp_strerror).
+ * shapes, dtype size), util/error.c (rsp_strerror). Host fences are
+ * implemented in device/host.c; their public entry points are here, with
+ * the fork check every entry point makes.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -24,7 +25,9 @@
 /* ------------------------------------------------------------------------ */
 
 /* Set in the child by the atfork handler; any thread reads it relaxed (a
- * forked child starts with one thread, which is the one that set it). */
+ * forked child starts with one thread, which is the one that set it). The
+ * handler is registered by the first call that creates something a child
+ * could inherit (a pool, a host fence, a reader registration). */
 static uint32_t rsp__forked_child;
 static pthread_once_t rsp__atfork_once = PTHREAD_ONCE_INIT;
 
@@ -94,6 +97,9 @@ rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error
     st = rsp__publisher_create(0, &p->pub, err);
     if (st != RSP_OK)
         goto fail;
+    /* The device job memory and the plan object are reserved inside each
+     * core call, before it changes anything (rsp__pool_reserve). */
+    rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
     p->num_labels = rsp__core_num_labels(p->core);
     rsp__pool_mirror_gauges(p);
 
@@ -103,8 +109,6 @@ rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error
         .capacity = cfg->inbox_capacity,
         .handle = rsp__pool_handle,
         .ctx = p,
-        .on_start = rsp__pool_owner_start,
-        .on_stop = rsp__pool_owner_stop,
         .on_idle = rsp__pool_owner_idle,
     };
     st = rsp__actor_create(&acfg, &p->actor, err);
@@ -122,31 +126,41 @@ fail:
     return st;
 }
 
-void rsp_pool_destroy(rsp_pool *pool)
+rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err)
 {
     if (!pool)
-        return;
-    /* Destroy waits for a grace period, i.e. for this thread's own
-     * section: do nothing instead (the pool stays usable; call it again
-     * once the section has ended). */
-    if (rsp__in_read_section())
-        return;
+        return RSP_OK;
     if (forked()) {
-        /* The owner, call_rcu and device threads exist only in the parent:
-         * joining them would hang. Leak on purpose; exec() reclaims it. */
-        rsp__actor_abandon(pool->actor);
-        rsp__publisher_abandon(pool->pub);
-        return;
+        /* The owner, reclaimer and device threads exist only in the parent:
+         * joining them would hang. Leave everything; exec() or exit
+         * reclaims it. */
+        return rsp__fail(err, RSP_EFORKED,
+                         "rsp_pool_close: called in a child after fork() without exec(): the "
+                         "pool's threads exist only in the parent, nothing was freed");
     }
+    /* Destroy waits for a grace period, i.e. for this thread's own
+     * section: refuse instead (the pool stays usable). */
+    if (rsp__in_read_section())
+        return rsp__fail(err, RSP_EINVAL,
+                         "rsp_pool_close: called inside a read section, and destroying waits "
+                         "for a grace period, i.e. for that section: end it, then call again "
+                         "(nothing was destroyed)");
     /* Closes the inbox, handles everything queued, joins the owner. */
     rsp__actor_destroy(pool->actor);
-    /* Waits for readers' references and the call_rcu worker. */
+    /* Releases plan waiters and waits for them to leave, then for readers'
+     * references; joins the reclaimer. */
     rsp__publisher_destroy(pool->pub);
     /* Waits for all submitted device work. */
     rsp__device_destroy(pool->dev);
     rsp__work_fini(&pool->work);
     rsp__core_destroy(pool->core);
     free(pool);
+    return RSP_OK;
+}
+
+void rsp_pool_destroy(rsp_pool *pool)
+{
+    (void)rsp_pool_close(pool, NULL);
 }
 
 rsp_status rsp_pool_info_get(const rsp_pool *pool, rsp_pool_info *out, rsp_error *err)
@@ -269,9 +283,18 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
     /* L1: pairs with the owner's store-release after interning a label. */
     uint32_t num_labels = rsp__load_acquire_u32((uint32_t *)&pool->num_labels);
     switch (m->kind) {
+    case RSP_MSG_COMMIT: {
+        rsp_status st = check_step(&m->step, num_labels, err);
+        if (st == RSP_OK)
+            st = rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)",
+                                              err);
+        return st;
+    }
+    case RSP_MSG_ROLLBACK:
+        return rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)",
+                                            err);
     case RSP_MSG_ADMIT:
-    case RSP_MSG_PLAN:
-    case RSP_MSG_COMMIT: return check_step(&m->step, num_labels, err);
+    case RSP_MSG_PLAN: return check_step(&m->step, num_labels, err);
     case RSP_MSG_HOLDING: return check_label(m->label, num_labels, err, "msg->label", 0, NULL);
     case RSP_MSG_LABEL: {
         if (!m->label_name)
@@ -296,6 +319,22 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
 /* Messages                                                                  */
 /* ------------------------------------------------------------------------ */
 
+static void drop_fence(void *fence)
+{
+    rsp__fence_unref(fence);
+}
+
+/* The host fence a message names as forward_done, if it holds one
+ * (validated: a host fence with a matching tag on a host pool). */
+static rsp_host_fence *message_fence(const rsp_msg *m)
+{
+    if (m->kind != RSP_MSG_COMMIT && m->kind != RSP_MSG_ROLLBACK)
+        return NULL;
+    if (m->event.kind != RSP_EVENT_HOST_FENCE || !m->event.handle)
+        return NULL;
+    return m->event.handle;
+}
+
 rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uint64_t timeout_ns,
                     rsp_error *err)
 {
@@ -319,6 +358,16 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
     rsp_ticket *t = rsp__actor_ticket_new(ticket ? NULL : pool->actor, msg);
     if (!t)
         return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
+    /* H1: a commit's or rollback's host fence is referenced before the post
+     * returns: the caller may destroy its handle at once, and the owner may
+     * handle the message much later (docs/ordering.md, "fence references").
+     * The ticket drops it once the message is handled, or when the post is
+     * refused; the device takes its own for the WAIT it queues. */
+    rsp_host_fence *fence = message_fence(msg);
+    if (fence) {
+        rsp__fence_ref(fence);
+        rsp__ticket_hold(t, drop_fence, fence);
+    }
     st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);
     if (st == RSP_OK && ticket)
         *ticket = t;
@@ -363,6 +412,8 @@ rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply)
 /* Post and wait forever: the synchronous wrappers. */
 static rsp_status call(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, rsp_error *err)
 {
+    if (forked())
+        return fail_forked(err); /* before the section check: a child may inherit one */
     if (rsp__in_read_section())
         return fail_in_section(err, "a synchronous call (it waits for the owner)");
     rsp_ticket *t;
@@ -505,6 +556,7 @@ rsp_status rsp_reader_register(rsp_error *err)
 {
     if (forked())
         return fail_forked(err);
+    pthread_once(&rsp__atfork_once, register_atfork);
     return rsp__reader_register(err);
 }
 
@@ -522,11 +574,11 @@ rsp_status rsp_read_begin(void)
     return rsp__read_begin();
 }
 
-void rsp_read_end(void)
+rsp_status rsp_read_end(void)
 {
     if (forked())
-        return;
-    rsp__read_end();
+        return RSP_EFORKED;
+    return rsp__read_end();
 }
 
 const rsp_plan *rsp_plan_live(const rsp_pool *pool)
@@ -545,12 +597,12 @@ const rsp_plan *rsp_plan_staged(const rsp_pool *pool)
 
 uint64_t rsp_plan_step_id(const rsp_plan *plan)
 {
-    return plan ? rsp__plan_step_id(plan) : 0;
+    return plan && !forked() ? rsp__plan_step_id(plan) : 0;
 }
 
 bool rsp_plan_is_staged(const rsp_plan *plan)
 {
-    return plan ? rsp__plan_is_staged(plan) : false;
+    return plan && !forked() ? rsp__plan_is_staged(plan) : false;
 }
 
 rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
@@ -558,17 +610,19 @@ rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_add
 {
     if (!plan || !out)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !plan ? "plan" : "out");
+    if (forked())
+        return fail_forked(err);
     return rsp__plan_addressing(plan, label, out, err);
 }
 
 const rsp_plan *rsp_plan_ref(const rsp_plan *plan)
 {
-    return plan ? rsp__plan_ref(plan) : NULL;
+    return plan && !forked() ? rsp__plan_ref(plan) : NULL;
 }
 
 void rsp_plan_unref(const rsp_plan *plan)
 {
-    if (plan)
+    if (plan && !forked())
         rsp__plan_unref(plan);
 }
 
@@ -590,7 +644,64 @@ rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "event");
     if (forked())
         return fail_forked(err);
-    if (!event->handle)
-        return RSP_OK; /* "already complete" */
+    /* The device checks the kind (and a host fence's tag) first; a NULL
+     * handle of a valid kind is "already complete". */
     return rsp__device_event_wait(pool->dev, event, timeout_ns, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Events and host fences                                                    */
+/* ------------------------------------------------------------------------ */
+
+rsp_event rsp_event_host(rsp_host_fence *fence, uint64_t value)
+{
+    rsp_event e = {.kind = RSP_EVENT_HOST_FENCE, .handle = fence, .value = value};
+    return e;
+}
+
+rsp_event rsp_event_cuda(void *cuda_event)
+{
+    rsp_event e = {.kind = RSP_EVENT_CUDA, .handle = cuda_event, .value = 0};
+    return e;
+}
+
+rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
+{
+    if (!out)
+        return rsp__fail(err, RSP_EINVAL, "rsp_host_fence_create: out is NULL");
+    *out = NULL;
+    if (forked())
+        return fail_forked(err);
+    pthread_once(&rsp__atfork_once, register_atfork);
+    return rsp__fence_create(out, err);
+}
+
+/* In a forked child the fence may be waited on by a device worker that
+ * exists only in the parent: every fence call does nothing there. */
+void rsp_host_fence_destroy(rsp_host_fence *fence)
+{
+    if (!forked() && rsp__fence_valid(fence))
+        rsp__fence_unref(fence);
+}
+
+void rsp_host_fence_signal(rsp_host_fence *fence, uint64_t value)
+{
+    if (!forked() && rsp__fence_valid(fence))
+        rsp__fence_signal(fence, value);
+}
+
+uint64_t rsp_host_fence_value(const rsp_host_fence *fence)
+{
+    if (forked() || !rsp__fence_valid(fence))
+        return 0;
+    return rsp__fence_value(fence);
+}
+
+rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t value, uint64_t timeout_ns)
+{
+    if (forked())
+        return RSP_EFORKED;
+    if (!rsp__fence_valid(fence))
+        return RSP_EINVAL;
+    return rsp__fence_wait(fence, value, timeout_ns);
 }

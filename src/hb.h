@@ -2,13 +2,18 @@
  * Internal: happens-before annotations for ThreadSanitizer.
  * SPDX-License-Identifier: Apache-2.0
  *
- * Some of our hand-offs cross code that TSan cannot see: liburcu (linked
- * dynamically, uninstrumented: its queue, rcu_assign_pointer and call_rcu
- * threads) and Concurrency Kit's ck_pr (inline assembly). Without help TSan
- * reports the data carried across them as races. At each such hand-off the
- * sender calls rsp__hb_release(obj) after its last write and the receiver
+ * Our own atomics (util/sync.h) are __atomic builtins, which TSan models:
+ * an edge made by them needs nothing here. Some hand-offs cross code that
+ * TSan cannot see: liburcu (linked dynamically, uninstrumented: its wait-free
+ * queue, rcu_assign_pointer/rcu_dereference, the grace periods behind
+ * call_rcu and synchronize_rcu) and Concurrency Kit's structures (ck_ring,
+ * ck_stack: ck_pr inline assembly). Without help TSan reports the data
+ * carried across them as races. At each such hand-off the sender calls
+ * rsp__hb_release(obj) after its last write and the receiver
  * rsp__hb_acquire(obj) before its first read, naming the same object: that
  * is the synchronises-with edge the real barrier provides, told to TSan.
+ * Never use them to mirror an edge of our own atomics: that would hide a
+ * wrong memory order from TSan instead of letting it check the order.
  *
  * Outside TSan builds both are no-ops. Each use carries the tag of the pair
  * it mirrors (docs/ordering.md lists them).

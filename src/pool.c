@@ -60,24 +60,22 @@ void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
     out->bytes_copied = rsp__load_relaxed_u64(&c->bytes_copied);
 }
 
-void rsp__pool_owner_start(void *ctx)
-{
-    rsp_pool *p = ctx;
-    rsp__publisher_owner_enter(p->pub);
-}
-
 void rsp__pool_owner_idle(void *ctx)
 {
     rsp_pool *p = ctx;
-    /* Retired plans go to call_rcu in batches; an idle owner hands over
-     * the rest, so they do not wait for the next plan to be reclaimed. */
+    /* Retired plans go to the reclaimer in batches; an idle owner hands
+     * over the rest, so they do not wait for the next plan to be reclaimed. */
     rsp__publisher_flush(p->pub);
 }
 
-void rsp__pool_owner_stop(void *ctx)
+rsp_status rsp__pool_reserve(void *ctx, const rsp__ext_need *need, rsp_error *err)
 {
     rsp_pool *p = ctx;
-    rsp__publisher_owner_leave(p->pub);
+    rsp_status st = rsp__device_reserve(p->dev, need, err);
+    if (st == RSP_OK && need->plan)
+        st = rsp__plan_reserve(p->pub, need->plan_labels, need->plan_rows, need->plan_entries,
+                               err);
+    return st;
 }
 
 /* Submit the core's work (if any, or always when the caller wants its
@@ -113,24 +111,19 @@ void rsp__pool_inject_submit_failures(rsp_pool *p, uint32_t n)
     rsp__store_relaxed_u32(&p->inject_submit_failures, n);
 }
 
-static void unpublish_stage(rsp_pool *p)
+/* The core owns the stage; the published staged plan follows it. After
+ * every message: a published stage the core no longer has (promoted,
+ * dropped for a live plan that took its leased buffer, its step committed
+ * or rolled back, cleared) is unpublished. A live plan is published before
+ * this runs, so readers never see a moment without one, nor a stage whose
+ * device vectors hold another step's rows. */
+static void sync_stage(rsp_pool *p)
 {
-    if (!p->has_stage)
-        return;
-    rsp__publish_staged(p->pub, NULL);
-    p->has_stage = false;
-    p->stage_num_bufs = 0;
-}
-
-/* Whether the live plan just built binds an addressing buffer of the
- * published stage (the core gave it a leased buffer the stage held). */
-static bool takes_stage_buffer(const rsp_pool *p, const rsp__plan_out *out)
-{
-    for (uint32_t i = 0; i < out->num_labels; i++)
-        for (uint32_t j = 0; j < p->stage_num_bufs; j++)
-            if (out->labels[i].buffer == p->stage_bufs[j])
-                return true;
-    return false;
+    uint64_t step;
+    if (p->has_stage && !(rsp__core_stage(p->core, &step) && step == p->stage_step)) {
+        rsp__publish_staged(p->pub, NULL);
+        p->has_stage = false;
+    }
 }
 
 /* *changed: set once the core has planned (a failure after it, in the
@@ -175,18 +168,11 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
         rsp__publish_staged(p->pub, plan);
         p->has_stage = true;
         p->stage_step = out.step_id;
-        p->stage_num_bufs = out.num_labels;
-        for (uint32_t i = 0; i < out.num_labels; i++)
-            p->stage_bufs[i] = out.labels[i].buffer;
         bump(&p->ctr.stages, 1);
     } else {
-        /* Live first, then drop the stage it consumed (its own step's) or
-         * whose leased buffer it took (another step's; the core dropped
-         * that stage): readers never see a moment without a live plan,
-         * nor a stage whose device vectors hold another step's rows. */
+        /* The stage it consumed or took a buffer from goes in sync_stage,
+         * after this. */
         rsp__publish_live(p->pub, plan);
-        if (p->has_stage && (p->stage_step == out.step_id || takes_stage_buffer(p, &out)))
-            unpublish_stage(p);
         bump(&p->ctr.plans, 1);
         if (out.promoted)
             bump(&p->ctr.promotions, 1);
@@ -283,20 +269,14 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
             st = rsp__core_rollback(core, m->step.step_id, ev, w, e);
         if ((changed = st == RSP_OK))
             st = submit(p, NULL, e);
-        if (st == RSP_OK) {
-            /* The core drops a stage of the step it rolls back. */
-            if (p->has_stage && p->stage_step == m->step.step_id)
-                unpublish_stage(p);
+        if (st == RSP_OK)
             bump(&p->ctr.rollbacks, 1);
-        }
         break;
     case RSP_MSG_PLAN:
         st = handle_plan(p, &m->step, r, &changed);
         break;
     case RSP_MSG_CLEAR_PREPLAN:
         st = rsp__core_clear_preplan(core, e);
-        if (st == RSP_OK)
-            unpublish_stage(p);
         break;
     case RSP_MSG_COMMIT:
         st = rsp__device_check_event(p->dev, ev, e); /* as for rollback */
@@ -341,5 +321,7 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
         st = break_pool(p, m, e);
     if (st == RSP_OK)
         e->status = RSP_OK;
+    if (!p->broken)
+        sync_stage(p);
     rsp__pool_mirror_gauges(p);
 }

@@ -52,13 +52,11 @@ struct rsp_pool {
      * pthread_create in rsp__actor_create). */
     rsp__core *core;
     rsp__work work;
-    bool has_stage;      /* a staged plan is published */
-    uint64_t stage_step; /* its step id */
-    /* The stage's addressing buffers: a live plan that binds one of them
-     * took it from the stage (the core dropped the stage), so the staged
-     * plan must go too: its device vectors now hold the live step's. */
-    uint32_t stage_bufs[RSP_MAX_LABELS];
-    uint32_t stage_num_bufs;
+    /* A staged plan is published, for step stage_step. It mirrors the
+     * core's stage (rsp__core_stage), which is the one owner: the handler
+     * unpublishes it once the core no longer has that stage. */
+    bool has_stage;
+    uint64_t stage_step;
     /* Sticky: device work failed after the core had changed (out of memory
      * in a submit or a plan). The core and the device disagree from then
      * on, so every later message is refused with RSP_EDEVICE and why. */
@@ -76,9 +74,14 @@ struct rsp_pool {
 
 /* The actor's callbacks (owner thread). ctx is the rsp_pool. */
 void rsp__pool_handle(void *ctx, const rsp_msg *msg, rsp_reply *reply);
-void rsp__pool_owner_start(void *ctx);
-void rsp__pool_owner_stop(void *ctx);
 void rsp__pool_owner_idle(void *ctx);
+
+/* The core's reserve hook (core.h, rsp__ext_need): reserves the device's
+ * job memory and buffers (rsp__device_reserve) and, for a plan, the plan
+ * object (rsp__plan_reserve), so nothing after the core's change can fail
+ * for want of host memory. ctx is the rsp_pool. Owner thread, inside a core
+ * call. */
+rsp_status rsp__pool_reserve(void *ctx, const rsp__ext_need *need, rsp_error *err);
 
 /* Refresh the gauges mirrored from the core. Owner thread (or the creating
  * thread before the owner starts). O(1). */

@@ -285,7 +285,7 @@ rsp_status Stepper::plan(const Decl &d, bool preplan, rsp_error *err)
 void Stepper::commit(const Decl &d)
 {
     rsp_step s = d.step(false);
-    rsp_event ev{cx_.fence, d.id};
+    rsp_event ev = rsp_event_host(cx_.fence, d.id);
     rsp_error err{};
     rsp_status st;
     if (rng_.chance(0.5)) {

@@ -13,16 +13,26 @@
  *
  *   function group                 | callable from            | blocks?
  *   -------------------------------+--------------------------+------------------
- *   rsp_pool_create / _destroy     | any one thread           | yes (joins)
+ *   rsp_pool_create / _close /     | any one thread           | yes (joins)
+ *   _destroy                       |                          |
  *   rsp_pool_info, rsp_pool_block  | any thread               | no (immutable)
  *   rsp_post                       | any thread, concurrently | no (or timeout)
  *   rsp_wait, sync wrappers        | the thread owning ticket,| yes (or timeout)
  *                                  | never in a read section  |
  *   rsp_pool_counters              | any thread               | no (atomics)
  *   rsp_read_*, rsp_plan_*         | registered reader thread | no (RCU read)
+ *   rsp_event_host / _cuda         | any thread               | no (pure)
  *   rsp_plan_wait                  | any thread, not in a     | yes (or timeout)
  *                                  | read section             |
  *   rsp_host_fence_*               | any thread               | wait only
+ *
+ * After fork() without exec(), rsp does not survive in the child (its
+ * threads and liburcu's state stay in the parent): every function that
+ * touches a pool, a plan, a ticket, a host fence or the reader state answers
+ * RSP_EFORKED in the child; those without a status do nothing (a pointer
+ * result is NULL, a value 0, a bool false). The pure helpers keep working:
+ * rsp_strerror, rsp_dtype_size, rsp_pool_config_init, rsp_shard_shapes,
+ * rsp_event_host, rsp_event_cuda.
  *
  * Plain data only: no atomics and no library types, so this header compiles
  * as C11 and as C++17.
@@ -167,19 +177,37 @@ typedef struct rsp_pool rsp_pool;
 RSP_API rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err);
 
 /**
- * Stop accepting posts (later posts get RSP_ESHUTDOWN), answer every message
- * still queued, wait for reader references and the device, free everything.
- * Call once, from one thread, after every other thread stopped posting.
- * NULL is a no-op.
+ * Destroy the pool, saying whether it did. Stop accepting posts (later posts
+ * get RSP_ESHUTDOWN), answer every message still queued, release threads
+ * blocked in rsp_plan_wait (they return RSP_ESHUTDOWN) and wait until they
+ * have left, wait for reader references and the device, free everything,
+ * join the pool's threads. Call once, from one thread, after every other
+ * thread stopped posting. NULL is a no-op (RSP_OK).
  *
  * Waiting for the device includes every forward_done event given to the
  * pool (commit, rollback): the device runs nothing after such a WAIT until
  * the event completes, so an event that is never signalled (a host fence
  * whose forward was abandoned) hangs destroy. Signal it first.
- * Called inside a read section (rsp_read_begin) it returns at once and
- * destroys nothing: it would wait for a grace period, i.e. for the caller's
- * own section. End the section, then call it again.
+ *
+ * Refused, with nothing destroyed and the pool still usable:
+ * RSP_EINVAL inside a read section (rsp_read_begin): destroy waits for a
+ * grace period, i.e. for the caller's own section; end it, then call again.
+ * In a forked child: RSP_EFORKED, and the pool is left as it is (its
+ * threads do not exist in the child; exec or exit reclaims the memory).
+ *
+ * Plan waiters: a thread blocked in rsp_plan_wait when this is called is
+ * woken and waited for (destroy returns after it has left the pool). A call
+ * of rsp_plan_wait (or of anything else on the pool) that is not ordered
+ * before this call, i.e. that may start while destroy runs, is a use after
+ * free like any other: to stop such threads first, post RSP_MSG_SHUTDOWN
+ * (later rsp_plan_wait calls return RSP_ESHUTDOWN at once) and join them.
+ * Any one thread; cost: joins the owner, the device worker and the plan
+ * reclaimer, one grace period, and waits as above.
  */
+RSP_API rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err);
+
+/** rsp_pool_close(pool, NULL), ignoring its status (inside a read section or
+ * in a forked child it destroys nothing; rsp_pool_close says so). */
 RSP_API void rsp_pool_destroy(rsp_pool *pool);
 
 /** Immutable facts about a pool. */
@@ -251,6 +279,10 @@ typedef struct rsp_lease {
 /**
  * One batched forward. The same declaration is passed to admit, plan and
  * commit. Arrays are read during the call (or copied by rsp_post) only.
+ * Sizes: at most max(8192, 2 x max_slots) rows per label, the same bound on
+ * lease.bucket_bs, and at most RSP_MAX_LABELS^2 entries per fork list;
+ * beyond that RSP_EINVAL, nothing changed (a row with state addresses a slot
+ * of its own, so a longer batch is only padding).
  */
 typedef struct rsp_step {
     uint64_t step_id;            /**< chosen by the caller, increasing */
@@ -284,15 +316,45 @@ typedef struct rsp_holding {
 } rsp_holding;
 
 /**
- * A point on a device timeline that work can wait for.
- * Host device: `handle` is an rsp_host_fence*, `value` the point to reach.
- * CUDA device: `handle` is a cudaEvent_t, `value` unused.
- * handle == NULL means "already complete".
+ * A monotonic timeline, the host device's event (functions at the end of
+ * this header): signalling value v completes every wait for a value <= v.
+ */
+typedef struct rsp_host_fence rsp_host_fence;
+
+/** What an rsp_event's handle is. Each device waits on its own kind only. */
+typedef enum rsp_event_kind {
+    RSP_EVENT_NONE = 0,   /**< no event: "already complete"; handle must be NULL */
+    RSP_EVENT_HOST_FENCE, /**< handle: an rsp_host_fence *, value: the point to reach */
+    RSP_EVENT_CUDA,       /**< handle: a cudaEvent_t; value unused */
+    RSP_EVENT_KIND_COUNT_ /**< not a kind */
+} rsp_event_kind;
+
+/**
+ * A point on a device timeline that work can wait for. Build one with
+ * rsp_event_host / rsp_event_cuda; a zeroed one ({0}) is "already complete".
+ * handle == NULL means "already complete" whatever the kind. A pool refuses
+ * (RSP_EINVAL, nothing changed) an event it cannot wait on: the host device
+ * waits on host fences only, the CUDA device on CUDA events only; a non-NULL
+ * handle of kind RSP_EVENT_NONE, or an unknown kind, is refused by both.
+ *
+ * A host fence carries a tag, checked wherever a pool or rsp_host_fence_wait
+ * receives one: a pointer to some other object (a CUDA event labelled as a
+ * host fence, a stray struct) and a fence whose memory was freed but not yet
+ * reused are refused with RSP_EINVAL. Not caught: a pointer to unmapped
+ * memory (it faults), freed memory reused by a new fence, and a CUDA event
+ * handle that is not a live event (the CUDA runtime reports that one when the
+ * device waits, breaking the pool).
  */
 typedef struct rsp_event {
+    rsp_event_kind kind;
     void *handle;
     uint64_t value;
 } rsp_event;
+
+/** {RSP_EVENT_HOST_FENCE, fence, value}. Any thread, O(1), touches nothing. */
+RSP_API rsp_event rsp_event_host(rsp_host_fence *fence, uint64_t value);
+/** {RSP_EVENT_CUDA, cuda_event (a cudaEvent_t), 0}. Any thread, O(1). */
+RSP_API rsp_event rsp_event_cuda(void *cuda_event);
 
 /* ------------------------------------------------------------------------ */
 /* Counters                                                                  */
@@ -388,6 +450,14 @@ typedef struct rsp_ticket rsp_ticket;
  * RSP_EFULL at once, UINT64_MAX = wait forever; a finite wait that expires
  * returns RSP_ETIMEDOUT. Nothing is queued in either case.
  *
+ * COMMIT and ROLLBACK: msg->event (forward_done) is checked here (a kind the
+ * pool's device cannot wait on, or a host fence whose tag does not match:
+ * RSP_EINVAL, nothing queued). A host fence is referenced before this
+ * returns and until the pool's device has run its wait on it, so the caller
+ * may destroy its handle at once; the reference is dropped if the post is
+ * refused. A CUDA event cannot be referenced: it must stay valid until the
+ * message has been handled (its answer, or any later answer of the pool).
+ *
  * Any thread, concurrently. Cost: one wait-free enqueue plus a copy of the
  * message's arrays; a futex wake if the owner sleeps. Inside a read section
  * it never waits for credit (timeout_ns is taken as 0: see rsp_read_begin).
@@ -477,9 +547,9 @@ RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
  * Owner: O(rows + pinned slots + rids * forks). */
 RSP_API rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step,
                                    const rsp_event *forward_done, rsp_error *err);
-/** Create (or grow) the leased addressing buffers of graph buckets up to
- * max_bs rows (max_bs > 0, else RSP_EINVAL). Owner: O(buffers), plus their
- * device allocation. */
+/** Leased addressing buffers created from now on hold at least max_bs
+ * rows; existing ones never move. 1 <= max_bs <= max(8192, 2 x max_slots),
+ * else RSP_EINVAL naming the bound, nothing changed. Owner: O(1). */
 RSP_API rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max_seq_len,
                                            rsp_error *err);
 /** A consistent snapshot of every counter and gauge -> *out (out NULL:
@@ -519,11 +589,20 @@ RSP_API void rsp_reader_unregister(void);
  * rsp_plan_wait with a non-zero timeout return RSP_EINVAL there ("called
  * inside a read section: end it (or take rsp_plan_ref) first"), nothing
  * posted; rsp_post does not wait for credit there (RSP_EFULL when the inbox
- * is full); rsp_pool_destroy does nothing. Keep sections short; hold a
- * reference (rsp_plan_ref), not a section, across a wait.
+ * is full); rsp_pool_close answers RSP_EINVAL (rsp_pool_destroy does
+ * nothing). Keep sections short; hold a reference (rsp_plan_ref), not a
+ * section, across a wait.
  */
 RSP_API rsp_status rsp_read_begin(void);
-RSP_API void rsp_read_end(void);
+/**
+ * End the innermost read section of the calling thread: RSP_OK. Without an
+ * open section (an unbalanced end) nothing changes and it returns
+ * RSP_EINVAL; debug (NDEBUG undefined) and sanitizer builds of the library
+ * also print a line on stderr, since callers often drop this status. The
+ * nesting count is never corrupted. RSP_EFORKED in a forked child. Cost: a
+ * few ns.
+ */
+RSP_API rsp_status rsp_read_end(void);
 
 /** An immutable published plan. */
 typedef struct rsp_plan rsp_plan;
@@ -567,15 +646,19 @@ typedef struct rsp_addressing {
 RSP_API rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label,
                                        rsp_addressing *out, rsp_error *err);
 
-/** Keep a plan alive past the read section (take inside it). Any thread, O(1). */
+/** Keep a plan alive past the read section (take inside it). Any thread, O(1).
+ * In a forked child: ref returns NULL, unref does nothing. */
 RSP_API const rsp_plan *rsp_plan_ref(const rsp_plan *plan);
 RSP_API void rsp_plan_unref(const rsp_plan *plan);
 
 /**
  * Block until the live plan of a step with id >= step_id is published (or the
- * timeout; RSP_ETIMEDOUT; RSP_ESHUTDOWN once the pool shuts down or breaks).
- * Does not need a registered thread. Any thread, but inside a read section
- * only with timeout 0 (else RSP_EINVAL: see rsp_read_begin).
+ * timeout; RSP_ETIMEDOUT; RSP_ESHUTDOWN once the pool shuts down or breaks,
+ * or is being destroyed: rsp_pool_close wakes a blocked waiter and waits for
+ * it to return before it frees the pool). Does not need a registered thread.
+ * Any thread, but inside a read section only with timeout 0 (else
+ * RSP_EINVAL: see rsp_read_begin). Cost: two loads when the step is there;
+ * otherwise a mutex on entry and exit around a futex wait.
  */
 RSP_API rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns,
                                  rsp_error *err);
@@ -584,31 +667,40 @@ RSP_API rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t time
 /* Host device timelines                                                     */
 /* ------------------------------------------------------------------------ */
 
-/**
- * A monotonic timeline, the host device's event: signalling value v
- * completes every wait for a value <= v. A backend on the host device
- * creates one, passes {fence, v} as forward_done, and signals v when its
- * forward has finished writing slots.
+/*
+ * rsp_host_fence (declared with rsp_event): a backend on the host device
+ * creates one, passes rsp_event_host(fence, v) as forward_done, and signals
+ * v when its forward has finished writing slots. In a forked child every
+ * function below does nothing (RSP_EFORKED where it returns a status, 0 for
+ * the value).
  */
-typedef struct rsp_host_fence rsp_host_fence;
 
-/** A new fence at value 0. RSP_EINVAL (out NULL), RSP_ENOMEM. Any thread, one malloc. */
+/** A new fence at value 0. RSP_EINVAL (out NULL), RSP_ENOMEM, RSP_EFORKED.
+ * Any thread, one malloc. */
 RSP_API rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err);
 /**
- * Drop the caller's handle. Device work already queued to wait on the fence
- * keeps it alive until that wait has run (like a CUDA event destroyed while a
- * stream waits on it); threads blocked in rsp_host_fence_wait on it must have
- * returned. Any thread. NULL is a no-op.
+ * Drop the caller's handle. A commit or rollback that names the fence keeps
+ * it alive from its rsp_post (which takes a reference before it returns)
+ * until the pool's device has run its wait on it (like a CUDA event
+ * destroyed while a stream waits on it), so the fence may be destroyed right
+ * after the post; threads blocked in rsp_host_fence_wait on it must have
+ * returned. Any thread. NULL, or a pointer that is not a live fence (its tag
+ * does not match), is a no-op.
  */
 RSP_API void rsp_host_fence_destroy(rsp_host_fence *fence);
-/** Raise the timeline to value (never lowers it) and wake waiters. Any thread. */
+/** Raise the timeline to value (never lowers it) and wake waiters. Any thread;
+ * a futex wake if someone sleeps. NULL or not a live fence: a no-op. */
 RSP_API void rsp_host_fence_signal(rsp_host_fence *fence, uint64_t value);
-/** Current value. Any thread, O(1). */
+/** Current value (0 for NULL or not a live fence). Any thread, O(1). */
 RSP_API uint64_t rsp_host_fence_value(const rsp_host_fence *fence);
-/** Wait until the value reaches `value`; RSP_ETIMEDOUT otherwise. Any thread. */
+/** Wait until the value reaches `value`; RSP_ETIMEDOUT otherwise; RSP_EINVAL
+ * for NULL or a pointer that is not a live fence. Any thread; a short spin,
+ * then a futex wait. */
 RSP_API rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t value,
                                        uint64_t timeout_ns);
-/** Wait for an rsp_event of a pool on either device (host fence or CUDA event sync). */
+/** Wait for an event of the pool's device kind: a host fence on the host
+ * device, a CUDA event (cudaEventSynchronize / polling) on the CUDA device.
+ * A kind the pool's device cannot wait on: RSP_EINVAL. Any thread. */
 RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event,
                                   uint64_t timeout_ns, rsp_error *err);
 

@@ -13,21 +13,34 @@
  *       the owner's re-check sees the node, or the producer sees the
  *       announcement and wakes it (both fences are store->load orderings;
  *       without either one the two loads can both miss).
- *   C1/C2  credit wake-up. Waiter C1: waiters += 1 (full RMW), snapshot the
- *       epoch, re-check credits. Owner C2: credits += 1 (full RMW), load
- *       waiters; if any, bump the epoch and wake, at once or deferred to a
- *       quarter of the capacity later or the end of the batch. Same
- *       store->load shape as F1/F2; the futex compares the epoch, so a wake
- *       between check and sleep is not lost, and a deferred one only late.
- *   S1/S2  close. Poster S1: posting += 1 (full RMW), load closed. Closer
- *       S2: CAS closed 0 -> 1 (full RMW), then wait for posting == 0. Either
- *       the poster sees closed, or the closer sees the poster and waits for
- *       its enqueue: nothing is ever queued behind the shutdown message.
+ *   C1/C2  credit wake-up. Waiter C1: waiters += 1 (seq_cst RMW), snapshot
+ *       the epoch (acquire), re-check credits (seq_cst load). Owner C2:
+ *       credits += 1 (seq_cst RMW), load waiters (seq_cst); if any, bump the
+ *       epoch (release) and wake, at once or deferred to a quarter of the
+ *       capacity later or the end of the batch. Same store->load shape as
+ *       F1/F2, made with seq_cst RMW + seq_cst load on both sides; the futex
+ *       compares the epoch, so a wake between check and sleep is not lost,
+ *       and a deferred one only late.
+ *   S1/S2  close. Poster S1: posting += 1 (seq_cst RMW), load closed
+ *       (seq_cst). Closer S2: CAS closed 0 -> 1 (seq_cst), then wait for
+ *       posting == 0 (seq_cst loads; the poster's decrement is seq_cst, so
+ *       also release). Either the poster sees closed, or the closer sees
+ *       the poster and waits for its enqueue: nothing is ever queued behind
+ *       the shutdown message.
  *   T1/T2  answer. Owner T1: writes the reply, then swaps state to DONE
- *       (release). Waiter T2: load-acquire state == DONE, then reads the
+ *       (release RMW). Waiter T2: load-acquire state == DONE, then reads the
  *       reply.
- *   T3  ticket free: each side drops its reference with a full RMW; the
- *       last one frees, after the other side's last access.
+ *   T3  ticket free: each side drops its reference with an acq_rel RMW; the
+ *       last one frees, after the other side's last access (its release
+ *       half orders this side's reads of the reply before the drop, its
+ *       acquire half orders the free after the other side's drop).
+ *   H1  held reference (rsp__ticket_hold): set by the poster before I1,
+ *       dropped by the owner after the handler and before T1 (or by the
+ *       poster itself when the post is refused).
+ *
+ * Every atomic here is an __atomic builtin (util/sync.h), which TSan sees:
+ * only the edges through liburcu's queue (I1) and Concurrency Kit's
+ * ck_stack (the pooled tickets) are told to it by hand (hb.h).
  */
 #include "actor.h"
 
@@ -96,6 +109,11 @@ struct rsp_ticket {
     uint32_t refs;             /* any thread, atomic: owner + kept waiter (T3) */
     bool kept;                 /* immutable after post: a waiter will collect */
     bool spin;                 /* poster only: the owner was awake when posted */
+    /* A reference the message holds (rsp__ticket_hold): the poster sets it
+     * before the post; dropped once by whoever ends the message's life
+     * (the owner after handling it, or a refused post), then NULL. */
+    void (*hold_drop)(void *);
+    void *hold;
     rsp__actor *pool;          /* immutable: the actor whose free stack owns it, or NULL */
     ck_stack_entry_t free_link; /* free stack link, while on it */
     rsp_msg msg;               /* immutable after post; arrays point below */
@@ -206,7 +224,7 @@ static rsp_ticket *pooled_get(rsp__actor *a)
         return NULL;
     rsp_ticket *t = malloc(RSP__POOLED_TICKET_BYTES);
     if (t) {
-        rsp__fetch_add_u32(&a->pooled, 1);
+        rsp__fetch_add_relaxed_u32(&a->pooled, 1); /* a bound, orders nothing */
         t->pool = a;
     }
     return t;
@@ -253,9 +271,18 @@ rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, const rsp_msg *msg)
         t->pool = NULL;
     }
     unsigned char *mem = (unsigned char *)t;
-    /* The header only: the reply is zeroed by the owner before its handler
-     * runs (handle_one), and the copies below overwrite the rest. */
-    memset(t, 0, offsetof(rsp_ticket, pool));
+    /* The header, field by field (not a memset up to some field, which
+     * would silently depend on the field order): the reply is zeroed by the
+     * owner before its handler runs (handle_one), `pool` was set above,
+     * `free_link` is written by the push that recycles the ticket, and the
+     * copies below overwrite the rest. */
+    cds_wfcq_node_init(&t->node);
+    t->state = RSP__TICKET_PENDING;
+    t->refs = 0;
+    t->kept = false;
+    t->spin = false;
+    t->hold_drop = NULL;
+    t->hold = NULL;
     t->msg = *msg;
     /* The owner must never follow a caller's pointer: every array its kind
      * reads is copied here, every other one is cleared. */
@@ -288,20 +315,39 @@ rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, const rsp_msg *msg)
     return t;
 }
 
+void rsp__ticket_hold(rsp_ticket *t, void (*drop)(void *), void *obj)
+{
+    t->hold_drop = drop;
+    t->hold = obj;
+}
+
+/* Drop the reference the message holds, if any, once. Whoever ends the
+ * message's life: the owner after its handler (or its RSP_ESHUTDOWN
+ * answer), or the poster whose post was refused. */
+static void ticket_drop_hold(rsp_ticket *t)
+{
+    if (t->hold_drop) {
+        void (*drop)(void *) = t->hold_drop;
+        t->hold_drop = NULL;
+        drop(t->hold);
+        t->hold = NULL;
+    }
+}
+
 void rsp__ticket_discard(rsp_ticket *t)
 {
+    ticket_drop_hold(t);
     ticket_release(t);
 }
 
-/* T3: drop one reference; the last holder frees. The full RMW orders this
- * side's accesses before the other side's free. */
+/* T3: drop one reference; the last holder frees. T3: pairs with the other
+ * side's drop: acq_rel, so this side's accesses (the waiter's reads of the
+ * reply, the owner's swap and wake) happen before the other side's free,
+ * and the free after the other side's drop. */
 static void ticket_unref(rsp_ticket *t)
 {
-    rsp__hb_release(t); /* T3 (TSan mirror) */
-    if (rsp__fetch_add_u32(&t->refs, UINT32_MAX) == 1) {
-        rsp__hb_acquire(t); /* T3 (TSan mirror) */
+    if (rsp__fetch_add_acq_rel_u32(&t->refs, UINT32_MAX) == 1)
         ticket_release(t);
-    }
 }
 
 /* Owner: publish the reply and wake the waiter. Returns whether the waiter
@@ -313,10 +359,12 @@ static bool ticket_answer(rsp__actor *a, rsp_ticket *t)
         rsp__store_relaxed_u64(&a->unwaited_failures,
                                rsp__load_relaxed_u64(&a->unwaited_failures) + 1);
     }
-    rsp__hb_release(t); /* T1 (TSan mirror) */
-    /* T1: the swap is a full RMW, so the reply writes above are visible to
-     * whoever reads DONE with T2. It also tells us whether to wake. */
-    uint32_t old = rsp__swap_u32(&t->state, RSP__TICKET_DONE);
+    /* T1: pairs with T2 in rsp__ticket_wait. Release: the reply writes
+     * above are visible to whoever reads DONE with T2. The old value tells
+     * us whether to wake; the waiter's PENDING -> SLEEPING CAS is on this
+     * same word, so atomicity alone decides which came first (no other
+     * order needed). */
+    uint32_t old = rsp__swap_release_u32(&t->state, RSP__TICKET_DONE);
     if (old == RSP__TICKET_SLEEPING)
         rsp__futex_wake_all(&t->state); /* our reference keeps t alive here */
     ticket_unref(t);
@@ -375,14 +423,15 @@ rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply
             if (!remaining(deadline, &ts, &rel))
                 return RSP_ETIMEDOUT; /* state may stay SLEEPING: a spare wake, harmless */
             /* Announce the sleep. If the CAS fails the owner answered
-             * meanwhile and the futex wait below returns at once. */
+             * meanwhile and the futex wait below returns at once. Relaxed:
+             * one word with T1's swap (atomicity orders them); the reply is
+             * read only after the acquire load of DONE (T2). */
             if (s == RSP__TICKET_PENDING)
-                rsp__cas_u32(&t->state, RSP__TICKET_PENDING, RSP__TICKET_SLEEPING);
+                rsp__cas_relaxed_u32(&t->state, RSP__TICKET_PENDING, RSP__TICKET_SLEEPING);
             rsp__futex_wait(&t->state, RSP__TICKET_SLEEPING, rel);
             s = rsp__load_acquire_u32(&t->state); /* T2 */
         }
     }
-    rsp__hb_acquire(t); /* T2 (TSan mirror) */
     rsp_status st = t->reply.error.status;
     if (reply)
         *reply = t->reply;
@@ -404,9 +453,13 @@ static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err
         /* Snapshot the epoch before looking at credits: a give-back after
          * this load changes the epoch, so the futex wait below returns. */
         uint32_t epoch = rsp__load_acquire_u32(&a->credit_epoch); /* C2 */
-        uint32_t c = rsp__load_relaxed_u32(&a->credits);
+        /* C1: the re-check after the announce below; seq_cst, pairs with
+         * C2's seq_cst increment (store->load on both sides). */
+        uint32_t c = rsp__load_seq_cst_u32(&a->credits);
         while (c > 0) {
-            if (rsp__cas_u32(&a->credits, c, c - 1))
+            /* Relaxed: a credit carries no data (the message goes through
+             * I1), only a count. */
+            if (rsp__cas_relaxed_u32(&a->credits, c, c - 1))
                 goto out;
             c = rsp__load_relaxed_u32(&a->credits);
         }
@@ -419,8 +472,9 @@ static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err
             goto out;
         }
         if (!waiting) {
-            /* C1: pairs with C2. Announce, then re-check credits above. */
-            rsp__fetch_add_u32(&a->credit_waiters, 1);
+            /* C1: pairs with C2. Announce (seq_cst), then re-check credits
+             * above (seq_cst load). */
+            rsp__fetch_add_seq_cst_u32(&a->credit_waiters, 1);
             waiting = true;
             deadline = deadline_of(timeout_ns);
             continue;
@@ -435,8 +489,8 @@ static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err
         rsp__futex_wait(&a->credit_epoch, epoch, rel);
     }
 out:
-    if (waiting)
-        rsp__fetch_add_u32(&a->credit_waiters, UINT32_MAX);
+    if (waiting) /* relaxed: a stale count only costs the owner a spare wake */
+        rsp__fetch_add_relaxed_u32(&a->credit_waiters, UINT32_MAX);
     return st;
 }
 
@@ -447,14 +501,17 @@ out:
  * the epoch moves at the deferred wake). */
 static bool give_credit(rsp__actor *a)
 {
-    rsp__fetch_add_u32(&a->credits, 1); /* C2: full RMW, pairs with C1 */
-    return rsp__load_relaxed_u32(&a->credit_waiters) != 0;
+    /* C2: pairs with C1: seq_cst RMW, then seq_cst load (store->load). */
+    rsp__fetch_add_seq_cst_u32(&a->credits, 1);
+    return rsp__load_seq_cst_u32(&a->credit_waiters) != 0;
 }
 
 /* Owner: wake the producers waiting for credit (C2's second half). */
 static void wake_credit_waiters(rsp__actor *a)
 {
-    rsp__fetch_add_u32(&a->credit_epoch, 1);
+    /* C2: release, pairs with the waiter's acquire snapshot of the epoch:
+     * a waiter that sees the new epoch sees the credits given back. */
+    rsp__fetch_add_release_u32(&a->credit_epoch, 1);
     rsp__futex_wake_all(&a->credit_epoch);
 }
 
@@ -470,7 +527,9 @@ static bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
      * sees our node, or we see its announcement and wake it. */
     rsp__fence_full();
     if (rsp__load_relaxed_u32(&a->sleeping) == 1) {
-        if (rsp__cas_u32(&a->sleeping, 1, 0))
+        /* Relaxed: `sleeping` carries no data (the fences above order the
+         * protocol; the futex compares the word). */
+        if (rsp__cas_relaxed_u32(&a->sleeping, 1, 0))
             rsp__futex_wake(&a->sleeping, 1);
         return true;
     }
@@ -479,8 +538,12 @@ static bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
 
 static void leave_posting(rsp__actor *a)
 {
-    /* S1 end: the closer waits for this count to reach zero. */
-    if (rsp__fetch_add_u32(&a->posting, UINT32_MAX) == 1 && rsp__load_relaxed_u32(&a->closed))
+    /* S1 end: the closer waits for this count to reach zero. Seq_cst RMW
+     * (also a release: our enqueue happens before the closer's) then a
+     * seq_cst load of `closed`: store->load against S2's CAS then load of
+     * `posting`, so either we see closed and wake it, or it sees zero. */
+    if (rsp__fetch_add_seq_cst_u32(&a->posting, UINT32_MAX) == 1 &&
+        rsp__load_seq_cst_u32(&a->closed))
         rsp__futex_wake_all(&a->posting);
 }
 
@@ -490,10 +553,11 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
     if (t->msg.kind == RSP_MSG_SHUTDOWN)
         return rsp__actor_close(a, t, keep, err);
 
-    /* S1: pairs with S2 in rsp__actor_close. */
-    rsp__fetch_add_u32(&a->posting, 1);
+    /* S1: pairs with S2 in rsp__actor_close: seq_cst RMW, seq_cst load
+     * (store->load on both sides). */
+    rsp__fetch_add_seq_cst_u32(&a->posting, 1);
     rsp_status st;
-    if (rsp__load_relaxed_u32(&a->closed)) {
+    if (rsp__load_seq_cst_u32(&a->closed)) {
         st = rsp__fail(err, RSP_ESHUTDOWN, "the pool is shutting down: post refused");
     } else {
         st = take_credit(a, timeout_ns, err);
@@ -509,26 +573,32 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
         }
     }
     leave_posting(a);
-    if (st != RSP_OK)
+    if (st != RSP_OK) {
+        ticket_drop_hold(t); /* refused: the owner will never see it */
         ticket_release(t);
+    }
     return st;
 }
 
 rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *err)
 {
-    /* S2: pairs with S1. Only the first closer gets past this. */
-    if (!rsp__cas_u32(&a->closed, 0, 1)) {
-        if (t)
+    /* S2: pairs with S1 (seq_cst CAS, then seq_cst loads of `posting`
+     * below). Only the first closer gets past this. */
+    if (!rsp__cas_seq_cst_u32(&a->closed, 0, 1)) {
+        if (t) {
+            ticket_drop_hold(t);
             ticket_release(t);
+        }
         return rsp__fail(err, RSP_ESHUTDOWN, "the pool is already shutting down");
     }
-    /* Producers waiting for credit re-check `closed` when the epoch moves. */
-    rsp__fetch_add_u32(&a->credit_epoch, 1);
+    /* Producers waiting for credit re-check `closed` when the epoch moves.
+     * Release: a waiter whose acquire snapshot sees this epoch sees closed. */
+    rsp__fetch_add_release_u32(&a->credit_epoch, 1);
     rsp__futex_wake_all(&a->credit_epoch);
 
     /* Wait until every post that passed S1 has enqueued (or given up). */
     uint32_t n;
-    while ((n = rsp__load_acquire_u32(&a->posting)) != 0)
+    while ((n = rsp__load_seq_cst_u32(&a->posting)) != 0) /* S2 */
         rsp__futex_wait(&a->posting, n, NULL);
 
     if (!t) {
@@ -618,10 +688,11 @@ static void owner_idle(rsp__actor *a)
     if (a->cfg.on_idle)
         a->cfg.on_idle(a->cfg.ctx);
 
-    rsp__swap_u32(&a->sleeping, 1);
+    /* Relaxed: the fence below orders it. */
+    rsp__store_relaxed_u32(&a->sleeping, 1);
     /* F1: pairs with F2 in enqueue_and_wake. Orders the store of
      * `sleeping` before the emptiness re-check (store->load: only a full
-     * fence does that). */
+     * fence does that, the re-check being liburcu's loads). */
     rsp__fence_full();
     if (!cds_wfcq_empty(&a->head, &a->tail)) {
         rsp__store_relaxed_u32(&a->sleeping, 0);
@@ -687,6 +758,9 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
             handle_one(a, t);
             stopped = stop_msg;
         }
+        /* H1: handled (or refused): the message's own reference goes before
+         * its answer, so a caller that saw the answer sees it gone. */
+        ticket_drop_hold(t);
         if (ticket_answer(a, t))
             a->woke_waiter = true;
     }
@@ -783,7 +857,3 @@ void rsp__actor_destroy(rsp__actor *a)
     free(a);
 }
 
-void rsp__actor_abandon(rsp__actor *a)
-{
-    (void)a;
-}

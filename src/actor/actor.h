@@ -84,7 +84,17 @@ rsp_ticket *rsp__ticket_new(const rsp_msg *msg);
  */
 rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, const rsp_msg *msg);
 
-/* Free a ticket that was never posted. */
+/*
+ * Let t's message hold a reference to obj (e.g. a host fence the message
+ * names): drop(obj) runs exactly once, on the owner thread right after the
+ * handler returned for it (or after its RSP_ESHUTDOWN answer), before the
+ * answer is published; or on the posting thread when the post is refused
+ * (RSP_EFULL, RSP_ETIMEDOUT, RSP_ESHUTDOWN); or in rsp__ticket_discard.
+ * Call before posting t. The poster's thread; O(1).
+ */
+void rsp__ticket_hold(rsp_ticket *t, void (*drop)(void *), void *obj);
+
+/* Free a ticket that was never posted (dropping what it holds). */
 void rsp__ticket_discard(rsp_ticket *t);
 
 /*
@@ -143,9 +153,5 @@ bool rsp__actor_asleep(const rsp__actor *a);
  * Not from the owner thread. NULL is a no-op.
  */
 void rsp__actor_destroy(rsp__actor *a);
-
-/* Leak the actor on purpose: for a forked child, where the owner thread
- * does not exist and joining it would hang. */
-void rsp__actor_abandon(rsp__actor *a);
 
 #endif

@@ -88,11 +88,20 @@ void rsp__core_destroy(rsp__core *c)
     free(c->free_stack);
     rsp__addr_fini(&c->stage);
     rsp__addr_fini(&c->live);
+    for (uint32_t i = 0; i < c->num_spare_heaps; i++)
+        free(c->spare_heaps[i]);
+    free(c->spare_heaps);
     free(c->bufs);
     free(c->set);
     free(c->rids);
     free(c->rid_recs);
     free(c);
+}
+
+void rsp__core_set_reserve_hook(rsp__core *c, rsp__reserve_hook hook, void *ctx)
+{
+    c->reserve_hook = hook;
+    c->reserve_ctx = ctx;
 }
 
 const rsp__layout *rsp__core_layout(const rsp__core *c)
@@ -155,18 +164,23 @@ rsp__req *rsp__req_find(const rsp__core *c, rsp_rid rid)
     return c->table[i].rec == RSP__NONE ? NULL : &c->reqs[c->table[i].rec];
 }
 
-static rsp_status table_grow(rsp__core *c)
+/* Grow the table (doubling) until `requests` fit at load <= 1/2. */
+static rsp_status table_grow(rsp__core *c, uint64_t requests)
 {
-    uint32_t n = c->table_size * 2;
+    uint64_t n = c->table_size;
+    while (requests * 2 > n)
+        n *= 2;
+    if (n > UINT32_MAX / 2 + 1)
+        return RSP_ENOMEM;
     rsp__rid_entry *t = malloc((size_t)n * sizeof *t);
     if (!t)
         return RSP_ENOMEM;
-    for (uint32_t i = 0; i < n; i++)
+    for (uint64_t i = 0; i < n; i++)
         t[i].rec = RSP__NONE;
     rsp__rid_entry *old = c->table;
     uint32_t old_n = c->table_size;
     c->table = t;
-    c->table_size = n;
+    c->table_size = (uint32_t)n;
     for (uint32_t i = 0; i < old_n; i++)
         if (old[i].rec != RSP__NONE)
             c->table[table_probe(c, old[i].rid)] = old[i];
@@ -198,26 +212,43 @@ static void table_delete(rsp__core *c, rsp_rid rid)
     }
 }
 
+rsp_status rsp__req_reserve(rsp__core *c, uint32_t n)
+{
+    uint64_t requests = (uint64_t)c->num_requests + n;
+    if (requests * 2 > c->table_size && table_grow(c, requests))
+        return RSP_ENOMEM;
+    if (n <= c->num_free_recs)
+        return RSP_OK;
+    uint64_t recs = (uint64_t)c->num_recs + (n - c->num_free_recs);
+    if (recs <= c->cap_recs)
+        return RSP_OK;
+    uint64_t cap = c->cap_recs ? c->cap_recs : 64;
+    while (cap < recs)
+        cap *= 2;
+    if (cap > UINT32_MAX / 2)
+        return RSP_ENOMEM;
+    rsp__req *nr = realloc(c->reqs, (size_t)cap * sizeof *nr);
+    if (!nr)
+        return RSP_ENOMEM;
+    c->reqs = nr;
+    c->cap_recs = (uint32_t)cap;
+    return RSP_OK;
+}
+
 rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid)
 {
     rsp__req *r = rsp__req_find(c, rid);
     if (r)
         return r;
-    if ((uint64_t)(c->num_requests + 1) * 2 > c->table_size && table_grow(c))
+    if (rsp__req_reserve(c, 1))
         return NULL;
     uint32_t rec;
     if (c->free_rec != RSP__NONE) {
         rec = c->free_rec;
         c->free_rec = c->reqs[rec].next_free;
+        c->num_free_recs--;
     } else {
-        if (c->num_recs == c->cap_recs) {
-            uint32_t n = c->cap_recs ? c->cap_recs * 2 : 64;
-            rsp__req *nr = realloc(c->reqs, (size_t)n * sizeof *nr);
-            if (!nr)
-                return NULL;
-            c->reqs = nr;
-            c->cap_recs = n;
-        }
+        RSP__ASSERT(c->num_recs < c->cap_recs);
         rec = c->num_recs++;
         c->reqs[rec].heap = NULL;
     }
@@ -244,6 +275,8 @@ static void req_forget(rsp__core *c, rsp__req *r)
     r->live = false;
     r->next_free = c->free_rec;
     c->free_rec = rec;
+    c->num_free_recs++;
+    RSP__ASSERT(c->num_requests > 0);
     c->num_requests--;
 }
 
@@ -280,19 +313,38 @@ uint64_t rsp__next_generation(rsp__core *c)
     return ++c->generation;
 }
 
-rsp_status rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label, rsp__hold **out)
+rsp_status rsp__hold_reserve_spills(rsp__core *c, uint32_t n)
 {
-    if (r->num_holds == r->cap_holds) {
-        /* Spill once to room for every label: a request never needs more. */
-        rsp__hold *h = r->heap ? r->heap : malloc(RSP_MAX_LABELS * sizeof *h);
+    if (n <= c->num_spare_heaps)
+        return RSP_OK;
+    if (n > c->cap_spare_heaps) {
+        rsp__hold **p = realloc(c->spare_heaps, (size_t)n * sizeof *p);
+        if (!p)
+            return RSP_ENOMEM;
+        c->spare_heaps = p;
+        c->cap_spare_heaps = n;
+    }
+    while (c->num_spare_heaps < n) {
+        rsp__hold *h = malloc(RSP_MAX_LABELS * sizeof *h);
         if (!h)
             return RSP_ENOMEM;
-        if (!r->heap) {
-            memcpy(h, r->inl, r->num_holds * sizeof *h);
-            r->heap = h;
-        }
+        c->spare_heaps[c->num_spare_heaps++] = h;
+    }
+    return RSP_OK;
+}
+
+rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label)
+{
+    if (r->num_holds == r->cap_holds) {
+        /* Spill once to room for every label: a request never needs more.
+         * (A record with a heap already has cap_holds = RSP_MAX_LABELS.) */
+        RSP__ASSERT(!r->heap && c->num_spare_heaps > 0);
+        rsp__hold *h = c->spare_heaps[--c->num_spare_heaps];
+        memcpy(h, r->inl, r->num_holds * sizeof *h);
+        r->heap = h;
         r->cap_holds = RSP_MAX_LABELS;
     }
+    RSP__ASSERT(c->free_top > 0);
     uint32_t slot = c->free_stack[--c->free_top];
     c->slots[slot].state = RSP__SLOT_HELD;
     c->held++;
@@ -302,15 +354,14 @@ rsp_status rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label, rsp__
     h->has_state = false; /* free slots read zeros */
     h->generation = rsp__next_generation(c);
     c->num_holdings++;
-    if (out)
-        *out = h;
-    return RSP_OK;
+    return h;
 }
 
 void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w)
 {
     /* Invariant: every free slot reads zeros. The caller reserved work room. */
     (void)rsp__work_zero(w, slot);
+    RSP__ASSERT(c->free_top < c->layout.max_slots);
     c->slots[slot].state = RSP__SLOT_FREE;
     c->slots[slot].zero_pending = false;
     c->slots[slot].took_zero = 0;
@@ -322,6 +373,7 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
 {
     rsp__hold *h = rsp__req_holds(r);
     uint32_t slot = h[i].slot;
+    RSP__ASSERT(i < r->num_holds && c->num_holdings > 0 && c->held > 0);
     memmove(&h[i], &h[i + 1], (r->num_holds - i - 1) * sizeof *h);
     r->num_holds--;
     c->num_holdings--;
@@ -444,10 +496,16 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
         return RSP_OK; /* sent once per partition: unknown rid is a no-op */
     if (rsp__work_reserve(w, 1, r->num_holds, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory resetting rid %" PRIu64, rid);
+    rsp_status st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = r->num_holds},
+                                          err);
+    if (st)
+        return st;
+    rsp__work_freeze(w); /* nothing below fails */
     if (free) {
         /* Label insertion order: the last label's slot ends on top. */
         while (r->num_holds)
             rsp__hold_drop(c, r, 0, w);
+        rsp__work_thaw(w);
         return RSP_OK;
     }
     rsp__hold *h = rsp__req_holds(r);
@@ -464,6 +522,7 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
         else
             (void)rsp__work_zero(w, h[i].slot);
     }
+    rsp__work_thaw(w);
     return RSP_OK;
 }
 

@@ -28,6 +28,34 @@ void rsp__core_destroy(rsp__core *core);
 
 const rsp__layout *rsp__core_layout(const rsp__core *core);
 
+/*
+ * What one core call needs outside the core once it starts changing state:
+ * room in the device for the work it appends and, for a plan, the
+ * published plan object and the storage of the addressing buffers it
+ * creates or grows. The core computes it in its reserve phase and passes it
+ * to the reserve hook (if one is set) before its first change; when the
+ * hook fails, the call fails with the hook's status and nothing changed.
+ * So the owner can reserve the device's job memory and the plan object
+ * ahead too, and nothing after the core's change can fail for want of
+ * memory (docs/design.md, "Validate, count, reserve, apply").
+ */
+typedef struct rsp__ext_need {
+    uint32_t ops, slots, pairs;  /* work list entries this call appends, at most */
+    uint64_t upload_entries;     /* sum of its UPLOAD counts, at most */
+    uint32_t num_buffers;        /* BUFFER ops: buffer_id[i] gets buffer_cap[i] */
+    uint32_t buffer_id[RSP_MAX_LABELS];
+    uint32_t buffer_cap[RSP_MAX_LABELS];
+    bool plan;                   /* a plan is built: */
+    uint32_t plan_labels;        /*   its labels, */
+    uint64_t plan_rows;          /*   rows (generations) and */
+    uint64_t plan_entries;       /*   vector entries (sum of lengths) */
+} rsp__ext_need;
+typedef rsp_status (*rsp__reserve_hook)(void *ctx, const rsp__ext_need *need, rsp_error *err);
+/* Set (or clear, with NULL) the reserve hook. It runs on the core's caller,
+ * inside reset, remove, rollback, commit and plan, and must not call the
+ * core. O(1). */
+void rsp__core_set_reserve_hook(rsp__core *core, rsp__reserve_hook hook, void *ctx);
+
 /* Intern a label name (idempotent). RSP_EINVAL for an empty or too long name,
  * RSP_ECAPACITY past RSP_MAX_LABELS. */
 rsp_status rsp__core_label(rsp__core *core, const char *name, rsp_label_id *out, rsp_error *err);
@@ -87,6 +115,12 @@ typedef struct rsp__plan_out {
 rsp_status rsp__core_plan(rsp__core *core, const rsp_step *step, rsp__plan_out *out,
                           rsp__work *work, rsp_error *err);
 rsp_status rsp__core_clear_preplan(rsp__core *core, rsp_error *err);
+/* Whether a stage exists now, and its step (*step_id, when not NULL). The
+ * core is the stage's only owner: a plan (promotion, or a live plan taking
+ * a leased buffer from the stage), a commit or rollback of the stage's
+ * step, and clear_preplan drop it; callers that mirror it (the pool's
+ * published staged plan) compare after each call. O(1). */
+bool rsp__core_stage(const rsp__core *core, uint64_t *step_id);
 
 /* SEMANTICS 4.5 / 4.6 (post-forks). forward_done may be NULL. Errors: invalid
  * step; not in flight, or admitted but not planned (capture: admit is
@@ -94,7 +128,8 @@ rsp_status rsp__core_clear_preplan(rsp__core *core, rsp_error *err);
 rsp_status rsp__core_commit(rsp__core *core, const rsp_step *step, const rsp_event *forward_done,
                             rsp__work *work, rsp_error *err);
 
-/* SEMANTICS 4.4 build_graph_buffers. */
+/* SEMANTICS 4.4 build_graph_buffers. RSP_EINVAL unless 1 <= max_bs <=
+ * max(8192, 2 x max_slots) (core_impl.h: rsp__core_max_rows). */
 rsp_status rsp__core_build_graph_buffers(rsp__core *core, uint32_t max_bs, uint32_t max_seq_len,
                                          rsp__work *work, rsp_error *err);
 

@@ -13,6 +13,7 @@
 #define RSP_CORE_CORE_IMPL_H
 
 #include "core.h"
+#include "util/assert.h"
 #include "work_impl.h"
 
 /* At most 64 steps in flight: a slot's pins are one bit per step record. */
@@ -21,6 +22,8 @@
 /* Holdings stored inside the request record before spilling to the heap. */
 #define RSP__INLINE_HOLDINGS 4u
 #define RSP__NONE UINT32_MAX
+/* Fork entries per list (pre or post) of one step: one per (from, to). */
+#define RSP__MAX_FORKS (RSP_MAX_LABELS * RSP_MAX_LABELS)
 
 /* A request's holding of one label. */
 typedef struct rsp__hold {
@@ -136,6 +139,13 @@ typedef struct rsp__pair_entry {
     uint32_t stamp;
 } rsp__pair_entry;
 
+/* The buffer a plan binds for one label, chosen in its reserve phase. */
+typedef struct rsp__buf_pick {
+    uint32_t id;
+    bool create;       /* a new buffer (id == num_bufs at bind) */
+    uint32_t capacity; /* its capacity when created or grown; 0: as it is */
+} rsp__buf_pick;
+
 /* A built addressing: label plans plus the arrays they point into. */
 typedef struct rsp__addr {
     uint32_t num_labels;
@@ -161,10 +171,16 @@ struct rsp__core {
 
     rsp__req *reqs;
     uint32_t num_recs, cap_recs, free_rec;
+    uint32_t num_free_recs; /* length of the free_rec list */
     rsp__rid_entry *table;
     uint32_t table_size; /* power of two */
     uint32_t num_requests, num_holdings;
     uint64_t epoch;
+    /* Spill arrays (RSP_MAX_LABELS holdings each) allocated ahead by an
+     * admit's reserve phase (rsp__hold_reserve_spills), so a request that
+     * outgrows its inline holdings during the apply phase cannot fail. */
+    rsp__hold **spare_heaps;
+    uint32_t num_spare_heaps, cap_spare_heaps;
 
     rsp__steprec *steps; /* [max_inflight] */
     uint64_t last_admitted;
@@ -195,13 +211,46 @@ struct rsp__core {
     uint32_t label_rows[RSP_MAX_LABELS];
     uint32_t label_order[RSP_MAX_LABELS];
     uint32_t num_plan_labels;
+    rsp__buf_pick picks[RSP_MAX_LABELS]; /* per label_order entry */
+
+    rsp__reserve_hook reserve_hook; /* see core.h; NULL: none */
+    void *reserve_ctx;
 };
+
+/* Hand need to the reserve hook (core.h): the last fallible step of a call
+ * that emits work, right before its first change. */
+static inline rsp_status rsp__core_reserve_ext(rsp__core *c, const rsp__ext_need *need,
+                                               rsp_error *err)
+{
+    return c->reserve_hook ? c->reserve_hook(c->reserve_ctx, need, err) : RSP_OK;
+}
+
+/* Rows of one label in a step, a lease's bucket_bs and a graph max_bs are
+ * at most max(8192, 2 x max_slots). Each row with state addresses a slot of
+ * its own, so past 2 x max_slots a batch is only padding; the floor lets a
+ * small pool serve the usual graph buckets (and tests). Each bound row
+ * costs a few bytes per plan, so this caps a plan at tens of MiB instead
+ * of letting one call ask for gigabytes. Fits 32 bits: max_slots <=
+ * INT32_MAX. */
+#define RSP__ROWS_FLOOR 8192u
+static inline uint32_t rsp__core_max_rows(const rsp__core *c)
+{
+    uint32_t n = 2u * c->layout.max_slots;
+    return n > RSP__ROWS_FLOOR ? n : RSP__ROWS_FLOOR;
+}
 
 /* --- core.c: requests, holdings, slots ----------------------------------- */
 
 rsp__req *rsp__req_find(const rsp__core *c, rsp_rid rid);
-/* Find or create; NULL only on ENOMEM. May move the record array. */
+/* Find or create; NULL only on ENOMEM (nothing changed). May move the
+ * record array. Cannot fail after rsp__req_reserve(c, n) for the next n
+ * new rids. */
 rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid);
+/* Make room for n new request records (record array and rid table), so
+ * the next n rsp__req_get of new rids cannot fail. RSP_ENOMEM: nothing
+ * changed. May move the record array. Amortised O(1), O(requests) when the
+ * table grows. */
+rsp_status rsp__req_reserve(rsp__core *c, uint32_t n);
 /* r's holdings, in label insertion order. Inline: on every row's path. */
 static inline rsp__hold *rsp__req_holds(rsp__req *r)
 {
@@ -248,9 +297,13 @@ static inline rsp__hold *rsp__hold_lookup(rsp__core *c, rsp_rid rid, rsp_label_i
     return rsp__hold_lookup_slow(c, rid, label, rec, hold, out_r);
 }
 /* Pop a free slot and give it to (r, label); the caller checked there is one
- * and that r holds nothing under label. ENOMEM when the holding array cannot
- * grow (nothing changed). */
-rsp_status rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label, rsp__hold **out);
+ * and that r holds nothing under label. When r's inline holdings are full,
+ * it takes a spare spill array: the caller reserved one
+ * (rsp__hold_reserve_spills). Cannot fail. O(1). */
+rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label);
+/* Have at least n spare spill arrays. RSP_ENOMEM: the spares that were
+ * allocated stay (a later reserve uses them), nothing else changed. */
+rsp_status rsp__hold_reserve_spills(rsp__core *c, uint32_t n);
 /* Drop r's holding at position i (order of the others kept) and release its
  * slot: pinned -> pending, otherwise zero (into w) and push. */
 void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w);
@@ -267,6 +320,7 @@ static inline void rsp__pin(rsp__core *c, uint32_t rec, uint32_t slot)
         return;
     c->slots[slot].pins |= bit;
     rsp__steprec *s = &c->steps[rec];
+    RSP__ASSERT(s->num_pinned < s->cap_pinned);
     s->pinned[s->num_pinned++] = slot;
 }
 rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins);

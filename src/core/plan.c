@@ -93,50 +93,72 @@ void rsp__stage_drop(rsp__core *c)
     c->stage_active = false;
 }
 
-/* Pick (or create, or grow) the buffer of each label, then upload. The
- * caller reserved buffer records and work room. */
+/* Decide the buffer of each label of a plan (c->label_order, lengths),
+ * before anything changes: an existing one (leased key, or the lowest free
+ * buffer of the label's eager ring), grown if too short, or a new one with
+ * the next id. A buffer owned by record `freed` counts as free: its stage
+ * is dropped before the buffers are bound. Fills c->picks; returns how many
+ * buffers it creates. O(labels x buffers). */
+static uint32_t choose_buffers(rsp__core *c, const rsp_step *step, const uint32_t *lengths,
+                               uint32_t freed)
+{
+    uint32_t next = c->num_bufs;
+    for (uint32_t li = 0; li < c->num_plan_labels; li++) {
+        rsp_label_id L = c->label_order[li];
+        rsp__buf_pick *pk = &c->picks[li];
+        pk->create = false;
+        pk->capacity = 0;
+        uint32_t id = RSP__NONE;
+        if (step->has_lease) {
+            id = lease_find(c, &step->lease, L);
+        } else {
+            /* Lowest free buffer of the label's ring: a buffer a step in
+             * flight reads is never overwritten. */
+            for (uint32_t i = 0; i < c->num_bufs && id == RSP__NONE; i++) {
+                const rsp__buf *b = &c->bufs[i];
+                if (!b->leased && b->label == L && (b->owner == RSP__NONE || b->owner == freed))
+                    id = i;
+            }
+            if (id != RSP__NONE && c->bufs[id].capacity < lengths[li]) {
+                uint32_t cap = c->bufs[id].capacity * 2;
+                pk->capacity = cap > lengths[li] ? cap : lengths[li];
+            }
+        }
+        if (id == RSP__NONE) {
+            id = next++;
+            pk->create = true;
+            pk->capacity = lengths[li];
+        }
+        pk->id = id;
+    }
+    return next - c->num_bufs;
+}
+
+/* Bind each label's chosen buffer (c->picks) to record rec, creating or
+ * growing it, then upload. The caller reserved buffer records and work
+ * room. */
 static void bind_and_upload(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec,
                             rsp__work *w)
 {
     for (uint32_t li = 0; li < a->num_labels; li++) {
         rsp__label_plan *lp = &a->labels[li];
-        uint32_t id;
-        if (step->has_lease) {
-            id = lease_find(c, &step->lease, lp->label);
-            if (id == RSP__NONE) {
-                id = c->num_bufs++;
-                rsp__buf *b = &c->bufs[id];
-                b->leased = true;
-                b->label = lp->label;
-                b->bucket_id = step->lease.bucket_id;
-                b->lease_slot = step->lease.lease_slot;
-                b->capacity = lp->length;
-                (void)rsp__work_buffer(w, id, b->capacity);
-            }
-            c->bufs[id].owner = rec;
-        } else {
-            /* Lowest free buffer of the label's ring: a buffer a step in
-             * flight reads is never overwritten. */
-            id = RSP__NONE;
-            for (uint32_t i = 0; i < c->num_bufs && id == RSP__NONE; i++)
-                if (!c->bufs[i].leased && c->bufs[i].label == lp->label &&
-                    c->bufs[i].owner == RSP__NONE)
-                    id = i;
-            if (id == RSP__NONE) {
-                id = c->num_bufs++;
-                rsp__buf *b = &c->bufs[id];
-                b->leased = false;
-                b->label = lp->label;
-                b->bucket_id = b->lease_slot = 0;
-                b->capacity = lp->length;
-                (void)rsp__work_buffer(w, id, b->capacity);
-            } else if (c->bufs[id].capacity < lp->length) {
-                uint32_t cap = c->bufs[id].capacity * 2;
-                c->bufs[id].capacity = cap > lp->length ? cap : lp->length;
-                (void)rsp__work_buffer(w, id, c->bufs[id].capacity);
-            }
-            c->bufs[id].owner = rec;
+        const rsp__buf_pick *pk = &c->picks[li];
+        uint32_t id = pk->id;
+        if (pk->create) {
+            RSP__ASSERT(id == c->num_bufs && c->num_bufs < c->cap_bufs);
+            c->num_bufs++;
+            rsp__buf *b = &c->bufs[id];
+            b->leased = step->has_lease;
+            b->label = lp->label;
+            b->bucket_id = step->has_lease ? step->lease.bucket_id : 0;
+            b->lease_slot = step->has_lease ? step->lease.lease_slot : 0;
+            b->capacity = pk->capacity;
+            (void)rsp__work_buffer(w, id, b->capacity);
+        } else if (pk->capacity) {
+            c->bufs[id].capacity = pk->capacity;
+            (void)rsp__work_buffer(w, id, pk->capacity);
         }
+        c->bufs[id].owner = rec;
         lp->buffer = id;
         (void)rsp__work_upload(w, id, lp->slot_indices, lp->has_state, lp->length);
     }
@@ -230,6 +252,7 @@ static void build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec
         a_gens[gat] = h->generation;
         rsp__slot *sl = &slots[slot];
         if (!(sl->pins & bit)) { /* rsp__pin, on the locals */
+            RSP__ASSERT(num_pinned < s->cap_pinned);
             sl->pins |= bit;
             pinned[num_pinned++] = slot;
         }
@@ -423,7 +446,6 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
     }
     uint32_t lengths[RSP_MAX_LABELS];
     uint64_t total = 0;
-    uint32_t new_bufs = 0;
     bool drop_other_stage = false;
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
         rsp_label_id L = c->label_order[li];
@@ -472,7 +494,6 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
             lengths[li] = rows;
         }
         total += lengths[li];
-        new_bufs++;
     }
     rsp__addr *target = step->preplan ? &c->stage : &c->live;
     if (!step->capture && rsp__collect_rids_for(c, step, rec, same))
@@ -488,14 +509,33 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
     uint64_t fslots = step->preplan ? 0 : (uint64_t)c->num_rids * step->num_post_forks * 2;
     if (fslots > c->layout.max_slots)
         fslots = c->layout.max_slots;
+    /* A stage that goes before the buffers are bound (this step's, at a
+     * promotion that does not match; another step's, whose leased buffer
+     * this live plan takes) leaves its buffers free for this plan. */
+    uint32_t freed = promote || drop_other_stage ? c->stage_rec : RSP__NONE;
+    uint32_t new_bufs = choose_buffers(c, step, lengths, freed);
+    uint32_t ops = 2 * (uint32_t)pairs + 2 * c->num_plan_labels + 1;
     if (pairs > UINT32_MAX / 4 || addr_reserve(target, total, step->num_rows) ||
         bufs_reserve(c, new_bufs) || rsp__steprec_reserve(s, 0, step->num_rows) ||
         rsp__steprec_reserve_plan(s, step->num_rows, (uint32_t)fslots) ||
-        rsp__work_reserve(w, 2 * (uint32_t)pairs + 2 * c->num_plan_labels + 1, (uint32_t)pairs,
-                          (uint32_t)pairs))
+        rsp__work_reserve(w, ops, (uint32_t)pairs, (uint32_t)pairs) ||
+        (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
+    rsp__ext_need need = {.ops = ops, .slots = (uint32_t)pairs, .pairs = (uint32_t)pairs,
+                          .upload_entries = total, .plan = true,
+                          .plan_labels = c->num_plan_labels, .plan_rows = step->num_rows,
+                          .plan_entries = total};
+    for (uint32_t li = 0; li < c->num_plan_labels; li++)
+        if (c->picks[li].capacity) {
+            need.buffer_id[need.num_buffers] = c->picks[li].id;
+            need.buffer_cap[need.num_buffers++] = c->picks[li].capacity;
+        }
+    st = rsp__core_reserve_ext(c, &need, err);
+    if (st)
+        return st;
 
     /* Nothing below fails. */
+    rsp__work_freeze(w);
     if (drop_other_stage)
         rsp__stage_drop(c);
     memset(out, 0, sizeof *out);
@@ -527,9 +567,17 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
         }
         s->phase = RSP__PHASE_PLANNED;
     }
+    rsp__work_thaw(w);
     out->num_labels = target->num_labels;
     out->labels = target->labels;
     return RSP_OK;
+}
+
+bool rsp__core_stage(const rsp__core *c, uint64_t *step_id)
+{
+    if (c->stage_active && step_id)
+        *step_id = c->stage_step;
+    return c->stage_active;
 }
 
 rsp_status rsp__core_clear_preplan(rsp__core *c, rsp_error *err)
@@ -544,7 +592,11 @@ rsp_status rsp__core_build_graph_buffers(rsp__core *c, uint32_t max_bs, uint32_t
 {
     (void)max_seq_len; /* recurrent state does not grow with the sequence */
     (void)w;
-    (void)err;
+    if (max_bs == 0 || max_bs > rsp__core_max_rows(c))
+        return rsp__fail(err, RSP_EINVAL,
+                         "build_graph_buffers: max_bs = %" PRIu32 ": must be 1 .. %" PRIu32
+                         " (max(8192, 2 x max_slots): past that a batch is only padding)",
+                         max_bs, rsp__core_max_rows(c));
     /* Only the length of leased buffers created from now on; existing ones
      * never move (a captured graph baked their addresses in). */
     if (max_bs > c->graph_max_bs)

@@ -18,8 +18,8 @@ static bool addresses(const rsp_row *row)
     return !row->padding && row->span > 0;
 }
 
-/* NULL arrays and the lease. */
-static rsp_status validate_arrays(const rsp_step *step, rsp_error *err)
+/* NULL arrays, list lengths and the lease. */
+static rsp_status validate_arrays(const rsp__core *c, const rsp_step *step, rsp_error *err)
 {
     if (!step)
         return rsp__fail(err, RSP_EINVAL, "step is NULL");
@@ -34,8 +34,19 @@ static rsp_status validate_arrays(const rsp_step *step, rsp_error *err)
         return rsp__fail(err, RSP_EINVAL,
                          "step %" PRIu64 ": post_forks is NULL with num_post_forks = %" PRIu32,
                          step->step_id, step->num_post_forks);
+    if (step->num_pre_forks > RSP__MAX_FORKS || step->num_post_forks > RSP__MAX_FORKS)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": %" PRIu32 " pre_forks and %" PRIu32
+                         " post_forks: at most %u each (one per pair of labels)",
+                         step->step_id, step->num_pre_forks, step->num_post_forks,
+                         RSP__MAX_FORKS);
     if (step->has_lease && step->lease.bucket_bs == 0)
         return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": lease.bucket_bs = 0", step->step_id);
+    if (step->has_lease && step->lease.bucket_bs > rsp__core_max_rows(c))
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": lease.bucket_bs = %" PRIu32 ": at most %" PRIu32
+                         " (max(8192, 2 x max_slots): past that a bucket is only padding)",
+                         step->step_id, step->lease.bucket_bs, rsp__core_max_rows(c));
     return RSP_OK;
 }
 
@@ -63,15 +74,23 @@ static rsp_status validate_forks(rsp__core *c, const rsp_step *step, rsp_error *
 
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err)
 {
-    rsp_status st = validate_arrays(step, err);
+    rsp_status st = validate_arrays(c, step, err);
     if (st)
         return st;
-    for (uint32_t i = 0; i < step->num_rows; i++)
-        if (step->rows[i].label >= c->num_labels)
+    uint32_t rows_of[RSP_MAX_LABELS] = {0};
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        rsp_label_id L = step->rows[i].label;
+        if (L >= c->num_labels)
             return rsp__fail(err, RSP_ENOLABEL,
                              "step %" PRIu64 ": rows[%" PRIu32 "].label = %" PRIu32
                              " is not an interned label (%" PRIu32 " labels)",
-                             step->step_id, i, step->rows[i].label, c->num_labels);
+                             step->step_id, i, L, c->num_labels);
+        if (++rows_of[L] > rsp__core_max_rows(c))
+            return rsp__fail(err, RSP_EINVAL,
+                             "step %" PRIu64 ": label \"%s\" has more than %" PRIu32
+                             " rows (max(8192, 2 x max_slots): every row with state addresses its own slot)",
+                             step->step_id, c->label_names[L], rsp__core_max_rows(c));
+    }
     st = validate_forks(c, step, err);
     if (st)
         return st;
@@ -142,7 +161,7 @@ rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, bool *same, 
             *same = true;
             /* Rows validated before stay valid: labels are never removed.
              * The other checks are O(forks) and run again. */
-            rsp_status st = validate_arrays(step, err);
+            rsp_status st = validate_arrays(c, step, err);
             return st ? st : validate_forks(c, step, err);
         }
     }
@@ -273,39 +292,71 @@ void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t 
 
 /* --- admit ---------------------------------------------------------------- */
 
-typedef struct need_count {
-    uint32_t needed;
-    uint32_t free;
-    bool short_found;
+/* Set markers beside the real label ids (< RSP_MAX_LABELS) in the pair set:
+ * a rid counted as new (no record yet), a rid counted for a spill array. */
+#define NEW_RID_MARK (UINT32_MAX - 1)
+#define SPILL_MARK (UINT32_MAX - 2)
+
+/* What an admit needs before it may change anything (count phase). */
+typedef struct admit_need {
+    uint32_t slots;      /* fresh (rid, label) holdings */
+    uint32_t free;       /* free slots now */
+    bool short_found;    /* the first pair that does not fit: */
     rsp_rid rid;
     rsp_label_id label;
-} need_count;
+    uint32_t new_rids;   /* non-padding rids without a record (implicit ingest) */
+    uint32_t spills;     /* requests whose holdings outgrow the inline ones */
+    uint32_t labels;     /* distinct labels a rid of this step may gain */
+} admit_need;
 
-/* Would (c->rids[k], label) take a fresh slot? Counts each pair once. */
-static void need(rsp__core *c, need_count *n, uint32_t k, rsp_label_id label)
+/* Count (rid, label) as a fresh holding, once; r: its record (NULL: new). */
+static void need_pair(rsp__core *c, admit_need *n, const rsp__req *r, rsp_rid rid,
+                      rsp_label_id label)
 {
-    rsp_rid rid = c->rids[k];
-    rsp__req *r = rsp__rid_req(c, k);
-    if (r && rsp__hold_find(r, label))
-        return;
     if (!rsp__set_insert(c, rid, label))
         return;
-    n->needed++;
-    if (n->needed == n->free + 1) {
+    if (++n->slots == n->free + 1) {
         n->short_found = true;
         n->rid = rid;
         n->label = label;
     }
+    /* Gaining up to n->labels more holdings may spill the inline array:
+     * reserve one spare per such request (an upper bound; spares are kept). */
+    if (!(r && r->heap) && (r ? r->num_holds : 0) + n->labels > RSP__INLINE_HOLDINGS &&
+        rsp__set_insert(c, rid, SPILL_MARK))
+        n->spills++;
 }
 
-/* Allocate (rid, label) if missing (journaled) and pin its slot. The hints
- * (may be NULL: none) are updated to where the holding is. */
-/* Give r a fresh holding of label (room checked before), journaled. */
+/* Would (c->rids[k], label) take a fresh slot? */
+static void need_fork(rsp__core *c, admit_need *n, uint32_t k, rsp_label_id label)
+{
+    rsp__req *r = rsp__rid_req(c, k);
+    if (r && rsp__hold_find(r, label))
+        return;
+    need_pair(c, n, r, c->rids[k], label);
+}
+
+/* Distinct labels a request may gain in this step: rows' and forks' targets. */
+static uint32_t step_labels(const rsp_step *step)
+{
+    uint64_t seen = 0; /* RSP_MAX_LABELS == 64 */
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (addresses(&step->rows[i]))
+            seen |= 1ull << step->rows[i].label;
+    for (uint32_t i = 0; i < step->num_pre_forks; i++)
+        seen |= 1ull << step->pre_forks[i].to;
+    for (uint32_t i = 0; i < step->num_post_forks; i++)
+        seen |= 1ull << step->post_forks[i].to;
+    return (uint32_t)__builtin_popcountll(seen);
+}
+_Static_assert(RSP_MAX_LABELS <= 64, "step_labels keeps labels in a 64-bit mask");
+
+/* Give r a fresh holding of label (room reserved), journaled. */
 static rsp__hold *take_fresh(rsp__core *c, uint32_t rec, rsp__req *r, rsp_label_id label)
 {
-    rsp__hold *h;
-    (void)rsp__hold_assign(c, r, label, &h); /* room checked before */
+    rsp__hold *h = rsp__hold_assign(c, r, label);
     rsp__steprec *s = &c->steps[rec];
+    RSP__ASSERT(s->num_journal < s->cap_journal);
     s->journal[s->num_journal].rid = r->rid;
     s->journal[s->num_journal].label = label;
     s->journal[s->num_journal].slot = h->slot;
@@ -321,6 +372,7 @@ static inline void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_labe
     rsp__req *r;
     rsp__hold *h = rsp__hold_lookup(c, rid, label, rec_hint, hold_hint, &r);
     if (!h) {
+        RSP__ASSERT(r != NULL);
         h = take_fresh(c, rec, r, label);
         *hold_hint = r->num_holds - 1;
     }
@@ -330,67 +382,61 @@ static inline void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_labe
 /* take() for a forking rid c->rids[k]; its record exists (implicit ingest). */
 static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label)
 {
-    rsp__req *r = rsp__rid_req(c, k); /* exists: the implicit ingest */
+    rsp__req *r = rsp__rid_req(c, k);
+    RSP__ASSERT(r != NULL);
     rsp__hold *h = rsp__hold_find(r, label);
     if (!h)
         h = take_fresh(c, rec, r, label);
     rsp__pin(c, rec, h->slot);
 }
 
-rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
-                           rsp_error *err)
+/* The record an admit of step would use: its own when in flight, else the
+ * lowest free one (RSP__NONE: all busy). */
+static uint32_t admit_record(const rsp__core *c, uint64_t step_id)
 {
-    if (!out || !w)
-        return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
-    rsp_status st = validate_arrays(step, err);
-    if (st)
-        return st;
-    /* The record this admit would use: when it last validated these very
-     * rows (a steady decode loop), only the O(forks) checks run again. */
-    uint32_t rec = rsp__step_find(c, step->step_id);
-    uint32_t cand = rec;
-    for (uint32_t i = 0; i < c->max_inflight && cand == RSP__NONE; i++)
+    uint32_t rec = rsp__step_find(c, step_id);
+    for (uint32_t i = 0; i < c->max_inflight && rec == RSP__NONE; i++)
         if (!c->steps[i].used)
-            cand = i;
-    bool same = cand != RSP__NONE && same_rows(&c->steps[cand], step);
-    st = same ? validate_forks(c, step, err) : rsp__step_validate(c, step, err);
-    if (st)
-        return st;
-    if (rec == RSP__NONE) {
-        if (c->any_admitted && step->step_id < c->last_admitted)
-            return rsp__fail(err, RSP_EORDER,
-                             "admit: step id %" PRIu64 " goes backwards (last admitted %" PRIu64
-                             ")",
-                             step->step_id, c->last_admitted);
-        if (c->any_committed && step->step_id <= c->last_committed)
-            return rsp__fail(err, RSP_EORDER,
-                             "admit: step id %" PRIu64 " was already used by a committed step "
-                             "(last committed %" PRIu64 "); step ids increase",
-                             step->step_id, c->last_committed);
-        for (uint32_t i = 0; i < c->max_inflight && rec == RSP__NONE; i++)
-            if (!c->steps[i].used)
-                rec = i;
-        if (rec == RSP__NONE)
-            return rsp__fail(err, RSP_ECAPACITY,
-                             "admit: step %" PRIu64 ": %" PRIu32
-                             " steps are already in flight (max_inflight_steps); commit or "
-                             "roll one back first",
-                             step->step_id, c->max_inflight);
-    }
-    bool fresh_rec = !c->steps[rec].used;
-    rsp__steprec *s = &c->steps[rec];
-    /* Keep the validated rows, with where each (rid, label) is found: plan
-     * and commit get the same rows again and skip the lookups. */
-    if (!same && rsp__steprec_reserve_arows(s, step->num_rows))
-        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
-    /* Hints of the record's previous rows stay: they are checked on use,
-     * and a steady decode loop declares the same rows in the same order. */
+            rec = i;
+    return rec;
+}
+
+/* Step order and a free record, for a step not in flight yet. */
+static rsp_status admit_check_new(const rsp__core *c, const rsp_step *step, uint32_t rec,
+                                  rsp_error *err)
+{
+    if (c->any_admitted && step->step_id < c->last_admitted)
+        return rsp__fail(err, RSP_EORDER,
+                         "admit: step id %" PRIu64 " goes backwards (last admitted %" PRIu64 ")",
+                         step->step_id, c->last_admitted);
+    if (c->any_committed && step->step_id <= c->last_committed)
+        return rsp__fail(err, RSP_EORDER,
+                         "admit: step id %" PRIu64 " was already used by a committed step "
+                         "(last committed %" PRIu64 "); step ids increase",
+                         step->step_id, c->last_committed);
+    if (rec == RSP__NONE)
+        return rsp__fail(err, RSP_ECAPACITY,
+                         "admit: step %" PRIu64 ": %" PRIu32
+                         " steps are already in flight (max_inflight_steps); commit or "
+                         "roll one back first",
+                         step->step_id, c->max_inflight);
+    return RSP_OK;
+}
+
+/* Keep step's rows in record s as the rows last validated (plan and commit
+ * get the same rows again and skip the checks); the previous rows' hints
+ * stay where the rows are unchanged (checked on use). */
+static rsp_status keep_arows(rsp__steprec *s, const rsp_step *step, bool same)
+{
+    if (same)
+        return RSP_OK;
+    if (rsp__steprec_reserve_arows(s, step->num_rows))
+        return RSP_ENOMEM;
     for (uint32_t i = s->num_arows; i < step->num_rows; i++)
         s->arows[i].rec = s->arows[i].hold = RSP__NONE;
     s->num_arows = step->num_rows;
-    if (!same)
-        s->frids_ok = false; /* they were the rids of other rows */
-    for (uint32_t i = 0; i < step->num_rows && !same; i++) {
+    s->frids_ok = false; /* they were the rids of other rows */
+    for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         rsp__arow *a = &s->arows[i];
         a->rid = row->rid;
@@ -398,83 +444,132 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         a->span = row->span;
         a->padding = row->padding;
     }
+    return RSP_OK;
+}
 
-    /* Count first, allocate after: a full pool changes nothing at all. */
-    need_count n = {.free = c->free_top};
-    bool ingest = false; /* some non-padding row's rid may have no record */
+/* Count phase: fresh holdings, new rids and spills of a non-capture step;
+ * fills c->rids (forking rids). Changes nothing but scratch and hints. */
+static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, bool same,
+                              admit_need *n)
+{
+    rsp__steprec *s = &c->steps[rec];
     uint32_t nforks = step->num_pre_forks + step->num_post_forks;
-    if (!step->capture) {
-        /* Pairs in the set: rows, rid marks, and (rid, to) per fork. */
-        uint64_t set_n = (uint64_t)step->num_rows * (2u + nforks);
-        if (set_n > UINT32_MAX / 4 || rsp__set_reset(c, (uint32_t)set_n))
-            return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
-                             step->step_id);
-        for (uint32_t i = 0; i < step->num_rows; i++) {
-            const rsp_row *row = &step->rows[i];
-            if (!addresses(row)) {
-                ingest |= !row->padding;
-                continue;
-            }
-            rsp__req *r;
+    /* Pairs in the set: rows, rid marks (forks, new rids, spills), and
+     * (rid, to) per fork. */
+    uint64_t set_n = (uint64_t)step->num_rows * (4u + nforks);
+    if (set_n > UINT32_MAX / 4 || rsp__set_reset(c, (uint32_t)set_n))
+        return RSP_ENOMEM;
+    n->labels = step_labels(step);
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (row->padding)
+            continue;
+        rsp__req *r;
+        if (addresses(row)) {
             if (rsp__hold_lookup(c, row->rid, row->label, &s->arows[i].rec, &s->arows[i].hold,
                                  &r))
                 continue; /* held already: the steady decode step */
-            ingest |= !r;
-            /* Counts each missing pair once (forks' targets share the set). */
-            if (!rsp__set_insert(c, row->rid, row->label))
-                continue;
-            n.needed++;
-            if (n.needed == n.free + 1) {
-                n.short_found = true;
-                n.rid = row->rid;
-                n.label = row->label;
-            }
+        } else {
+            r = rsp__req_find(c, row->rid);
+            s->arows[i].rec = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
         }
-        bool forks = nforks != 0;
-        if (forks && same && s->frids_ok) {
-            (void)rsp__collect_rids_for(c, step, rec, true);
-        } else if (collect_rids_in_set(c, step)) {
-            return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
-                             step->step_id);
-        }
-        for (uint32_t k = 0; k < c->num_rids; k++) {
-            for (uint32_t i = 0; i < step->num_pre_forks; i++)
-                need(c, &n, k, step->pre_forks[i].to);
-            for (uint32_t i = 0; i < step->num_post_forks; i++)
-                need(c, &n, k, step->post_forks[i].to);
-        }
-    } else {
-        c->num_rids = 0;
+        if (!r && rsp__set_insert(c, row->rid, NEW_RID_MARK))
+            n->new_rids++;
+        if (addresses(row))
+            need_pair(c, n, r, row->rid, row->label);
     }
-    memset(out, 0, sizeof *out);
-    out->usable = c->layout.usable_slots;
-    if (n.needed > c->free_top) {
-        out->ok = false;
-        out->rid = n.rid;
-        out->label = n.label;
-        out->slots_short = n.needed - c->free_top;
-        out->free = c->free_top;
-        return RSP_OK;
+    if (nforks && same && s->frids_ok)
+        (void)rsp__collect_rids_for(c, step, rec, true);
+    else if (collect_rids_in_set(c, step))
+        return RSP_ENOMEM;
+    for (uint32_t k = 0; k < c->num_rids; k++) {
+        for (uint32_t i = 0; i < step->num_pre_forks; i++)
+            need_fork(c, n, k, step->pre_forks[i].to);
+        for (uint32_t i = 0; i < step->num_post_forks; i++)
+            need_fork(c, n, k, step->post_forks[i].to);
     }
-    uint64_t pins = (uint64_t)step->num_rows + (uint64_t)c->num_rids * nforks;
-    if (pins > c->layout.max_slots)
-        pins = c->layout.max_slots;
-    if (rsp__steprec_reserve(s, n.needed, (uint32_t)pins))
-        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
-    /* Implicit ingest: every non-padding row's rid exists from here on
-     * (not for capture: its rows are dummies). */
+    return RSP_OK;
+}
+
+/* Apply phase: the implicit ingest, then every fresh holding, journaled and
+ * pinned. Everything was reserved: nothing here can fail. */
+static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool ingest)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    /* Every non-padding row's rid exists from here on. */
     for (uint32_t i = 0; i < step->num_rows && ingest; i++) {
         rsp__arow *a = &s->arows[i];
         if (step->rows[i].padding ||
             (a->rec < c->num_recs && c->reqs[a->rec].live && c->reqs[a->rec].rid == a->rid))
-            continue; /* found above (and records are only added here) */
-        rsp__req *r = rsp__req_get(c, a->rid);
-        if (!r)
-            return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64,
-                             step->step_id);
+            continue; /* found in the count phase (records are only added here) */
+        rsp__req *r = rsp__req_get(c, a->rid); /* reserved: cannot fail */
+        RSP__ASSERT(r != NULL);
         a->rec = (uint32_t)(r - c->reqs);
     }
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (addresses(&step->rows[i]))
+            take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->arows[i].rec,
+                        &s->arows[i].hold);
+    for (uint32_t k = 0; k < c->num_rids; k++) {
+        for (uint32_t i = 0; i < step->num_pre_forks; i++)
+            take_rid(c, rec, k, step->pre_forks[i].to);
+        for (uint32_t i = 0; i < step->num_post_forks; i++)
+            take_rid(c, rec, k, step->post_forks[i].to);
+    }
+    if (nforks)
+        keep_rids(c, s); /* with the records the takes found */
+}
 
+rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
+                           rsp_error *err)
+{
+    if (!out || !w)
+        return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
+    /* 1. Validate. When the record last validated these very rows (a
+     *    steady decode loop), only the O(forks) checks run again. */
+    rsp_status st = validate_arrays(c, step, err);
+    if (st)
+        return st;
+    uint32_t rec = admit_record(c, step->step_id);
+    bool fresh_rec = rec == RSP__NONE || !c->steps[rec].used;
+    bool same = rec != RSP__NONE && same_rows(&c->steps[rec], step);
+    st = same ? validate_forks(c, step, err) : rsp__step_validate(c, step, err);
+    if (st == RSP_OK && fresh_rec)
+        st = admit_check_new(c, step, rec, err);
+    if (st)
+        return st;
+    rsp__steprec *s = &c->steps[rec];
+    if (keep_arows(s, step, same))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+
+    /* 2. Count: a full pool changes nothing at all. Capture rows are
+     *    dummies: they hold, ingest and fork nothing. */
+    admit_need n = {.free = c->free_top};
+    c->num_rids = 0;
+    if (!step->capture && admit_count(c, step, rec, same, &n))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+    memset(out, 0, sizeof *out);
+    out->usable = c->layout.usable_slots;
+    if (n.slots > c->free_top) {
+        out->ok = false;
+        out->rid = n.rid;
+        out->label = n.label;
+        out->slots_short = n.slots - c->free_top;
+        out->free = c->free_top;
+        return RSP_OK;
+    }
+
+    /* 3. Reserve everything the apply phase consumes. */
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    uint64_t pins = (uint64_t)step->num_rows + (uint64_t)c->num_rids * nforks;
+    if (pins > c->layout.max_slots)
+        pins = c->layout.max_slots;
+    if (rsp__steprec_reserve(s, n.slots, (uint32_t)pins) || rsp__req_reserve(c, n.new_rids) ||
+        rsp__hold_reserve_spills(c, n.spills))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+
+    /* 4. Apply: nothing below fails. */
     if (fresh_rec) {
         s->used = true;
         s->capture = step->capture;
@@ -486,20 +581,8 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
             c->last_admitted = step->step_id;
         c->any_admitted = true;
     }
-    if (!step->capture) {
-        for (uint32_t i = 0; i < step->num_rows; i++)
-            if (addresses(&step->rows[i]))
-                take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->arows[i].rec,
-                            &s->arows[i].hold);
-        for (uint32_t k = 0; k < c->num_rids; k++) {
-            for (uint32_t i = 0; i < step->num_pre_forks; i++)
-                take_rid(c, rec, k, step->pre_forks[i].to);
-            for (uint32_t i = 0; i < step->num_post_forks; i++)
-                take_rid(c, rec, k, step->post_forks[i].to);
-        }
-        if (nforks)
-            keep_rids(c, s); /* with the records the takes found */
-    }
+    if (!step->capture)
+        admit_apply(c, step, rec, n.new_rids != 0);
     out->ok = true;
     out->free = c->free_top;
     return RSP_OK;
@@ -531,6 +614,7 @@ static void unpin_all(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
             continue;
         sl->pins &= ~bit;
         if (!sl->pins && sl->state == RSP__SLOT_PENDING) {
+            RSP__ASSERT(c->pending > 0);
             c->pending--;
             rsp__slot_release(c, s->pinned[i], w);
         } else if (sl->zero_pending && sl->state == RSP__SLOT_HELD && !(sl->pins & others)) {
@@ -540,8 +624,13 @@ static void unpin_all(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
     }
 }
 
+/* The step of record rec has ended (commit or rollback): its buffers go
+ * back, and so does a stage built for it (the stage must never outlive its
+ * step: the record is reused by the next admit). */
 static void steprec_free(rsp__core *c, uint32_t rec)
 {
+    if (c->stage_active && c->stage_rec == rec)
+        rsp__stage_drop(c);
     rsp__bufs_release(c, rec);
     rsp__steprec *s = &c->steps[rec];
     s->used = false;
@@ -562,11 +651,15 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
     rsp__steprec *s = &c->steps[rec];
     if (rsp__work_reserve(w, 3, s->num_journal + s->num_pinned, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory rolling back step %" PRIu64, step_id);
-    /* A forward may have written these slots: zero only after it is done. */
+    rsp_status st = rsp__core_reserve_ext(
+        c, &(rsp__ext_need){.ops = 3, .slots = s->num_journal + s->num_pinned}, err);
+    if (st)
+        return st;
+    /* Nothing below fails. A forward may have written these slots: zero
+     * only after it is done. */
+    rsp__work_freeze(w);
     if (forward_done)
         (void)rsp__work_wait(w, forward_done);
-    if (c->stage_active && c->stage_rec == rec)
-        rsp__stage_drop(c);
     uint64_t bit = 1ull << rec;
     /* Reverse allocation order, so the free stack ends as before the admit. */
     for (uint32_t j = s->num_journal; j-- > 0;) {
@@ -583,6 +676,7 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
             rsp__slot *sl = &c->slots[e->slot];
             if (sl->state == RSP__SLOT_PENDING && sl->pins == bit) {
                 sl->pins = 0;
+                RSP__ASSERT(c->pending > 0);
                 c->pending--;
                 rsp__slot_release(c, e->slot, w);
             }
@@ -593,6 +687,7 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
     }
     unpin_all(c, rec, true, w);
     steprec_free(c, rec);
+    rsp__work_thaw(w);
     return RSP_OK;
 }
 
@@ -622,10 +717,20 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
     if (pairs > UINT32_MAX / 4 ||
         rsp__work_reserve(w, 3 + 2 * (uint32_t)pairs, 2 * s->num_pinned + (uint32_t)pairs,
-                          (uint32_t)pairs))
+                          (uint32_t)pairs) ||
+        (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
+    st = rsp__core_reserve_ext(c,
+                               &(rsp__ext_need){.ops = 3 + 2 * (uint32_t)pairs,
+                                                .slots = 2 * s->num_pinned + (uint32_t)pairs,
+                                                .pairs = (uint32_t)pairs},
+                               err);
+    if (st)
+        return st;
 
-    /* Everything below runs after the forward on the device. */
+    /* Nothing below fails. Everything below runs after the forward on the
+     * device. */
+    rsp__work_freeze(w);
     if (!c->any_committed || step->step_id > c->last_committed)
         c->last_committed = step->step_id;
     c->any_committed = true;
@@ -635,6 +740,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
         /* Graph warm-up: wrote only the pad target; nothing to record. */
         unpin_all(c, rec, false, w);
         steprec_free(c, rec);
+        rsp__work_thaw(w);
         return RSP_OK;
     }
     uint64_t bit = 1ull << rec;
@@ -669,5 +775,6 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
     rsp__apply_forks(c, step->post_forks, step->num_post_forks, others, w);
     unpin_all(c, rec, false, w);
     steprec_free(c, rec);
+    rsp__work_thaw(w);
     return RSP_OK;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/assert.h"
 #include "work_impl.h"
 
 void rsp__work_init(rsp__work *w)
@@ -54,6 +55,13 @@ static rsp_status grow(void **arr, uint32_t *cap, uint64_t need, size_t size)
     return RSP_OK;
 }
 
+/* grow() for an append: a frozen list must already have the room. */
+static rsp_status room(const rsp__work *w, void **arr, uint32_t *cap, uint64_t need, size_t size)
+{
+    RSP__ASSERT(!w->frozen || need <= *cap);
+    return grow(arr, cap, need, size);
+}
+
 rsp_status rsp__work_reserve(rsp__work *w, uint32_t ops, uint32_t slots, uint32_t pairs)
 {
     if (grow((void **)&w->ops, &w->cap_ops, (uint64_t)w->num_ops + ops, sizeof *w->ops) ||
@@ -101,7 +109,7 @@ void rsp__work_mark_restore(rsp__work *w, const rsp__work_mark *m)
 
 static rsp__op *push_op(rsp__work *w, rsp__op_kind kind)
 {
-    if (grow((void **)&w->ops, &w->cap_ops, (uint64_t)w->num_ops + 1, sizeof *w->ops))
+    if (room(w, (void **)&w->ops, &w->cap_ops, (uint64_t)w->num_ops + 1, sizeof *w->ops))
         return NULL;
     rsp__op *op = &w->ops[w->num_ops++];
     memset(op, 0, sizeof *op);
@@ -120,7 +128,7 @@ rsp_status rsp__work_wait(rsp__work *w, const rsp_event *event)
 
 rsp_status rsp__work_zero(rsp__work *w, uint32_t slot)
 {
-    if (grow((void **)&w->slots, &w->cap_slots, (uint64_t)w->num_slots + 1, sizeof *w->slots))
+    if (room(w, (void **)&w->slots, &w->cap_slots, (uint64_t)w->num_slots + 1, sizeof *w->slots))
         return RSP_ENOMEM;
     rsp__op *last = w->num_ops ? &w->ops[w->num_ops - 1] : NULL;
     /* Merge into the previous ZERO: zeroing is idempotent and unordered
@@ -152,6 +160,7 @@ static rsp_status marks_reserve(rsp__work *w, uint32_t max_slot)
 {
     if (max_slot < w->cap_marks)
         return RSP_OK;
+    RSP__ASSERT(!w->frozen);
     uint32_t old = w->cap_marks;
     uint32_t cap = old;
     if (grow((void **)&w->read_mark, &cap, (uint64_t)max_slot + 1, sizeof *w->read_mark))
@@ -165,11 +174,16 @@ static rsp_status marks_reserve(rsp__work *w, uint32_t max_slot)
     return RSP_OK;
 }
 
+rsp_status rsp__work_reserve_marks(rsp__work *w, uint32_t num_slots)
+{
+    return num_slots ? marks_reserve(w, num_slots - 1) : RSP_OK;
+}
+
 rsp_status rsp__work_copy(rsp__work *w, uint32_t src, uint32_t dst)
 {
     if (src == dst)
         return RSP_OK; /* copying a slot onto itself changes nothing */
-    if (grow((void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + 1, sizeof *w->pairs) ||
+    if (room(w, (void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + 1, sizeof *w->pairs) ||
         marks_reserve(w, src > dst ? src : dst))
         return RSP_ENOMEM;
     rsp__op *last = w->num_ops ? &w->ops[w->num_ops - 1] : NULL;

@@ -64,6 +64,10 @@ typedef struct rsp__work {
     uint32_t *read_mark, *write_mark;
     uint32_t cap_marks;
     uint32_t next_stamp;
+    /* Set by the core between reserving and the end of its apply phase:
+     * an append that would have to grow is then a broken reservation
+     * (RSP__ASSERT in debug and sanitizer builds). */
+    bool frozen;
 } rsp__work;
 
 void rsp__work_init(rsp__work *w);

@@ -26,5 +26,21 @@ void rsp__work_mark_restore(rsp__work *w, const rsp__work_mark *m);
  * pairs, so the appends that follow cannot fail. RSP_ENOMEM on failure (the
  * list is unchanged). Amortised O(1); no allocation once warm. */
 rsp_status rsp__work_reserve(rsp__work *w, uint32_t ops, uint32_t slots, uint32_t pairs);
+/* Make room in the COPY conflict marks for slot ids below num_slots, so
+ * rsp__work_copy cannot fail on them. RSP_ENOMEM on failure (nothing
+ * changed). O(num_slots) once, then O(1). */
+rsp_status rsp__work_reserve_marks(rsp__work *w, uint32_t num_slots);
+
+/* Between rsp__work_freeze and rsp__work_thaw every append must fit what
+ * was reserved: the core freezes the list when it starts changing state,
+ * after which nothing may fail. Debug and sanitizer builds assert it. */
+static inline void rsp__work_freeze(rsp__work *w)
+{
+    w->frozen = true;
+}
+static inline void rsp__work_thaw(rsp__work *w)
+{
+    w->frozen = false;
+}
 
 #endif

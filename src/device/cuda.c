@@ -590,7 +590,7 @@ static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, 
     if (st != RSP_OK)
         return st;
     if (done)
-        *done = (rsp_event){.handle = (void *)ev, .value = 0};
+        *done = rsp_event_cuda((void *)ev);
     return RSP_OK;
 }
 
@@ -598,6 +598,15 @@ static rsp_status rsp__cuda_submit(rsp__device *dev, const rsp__work *w, rsp_eve
                                    rsp_error *err)
 {
     rsp__cuda_device *cd = rsp__cuda_of(dev);
+    /* A WAIT is a cudaStreamWaitEvent: only CUDA events (the pool checked
+     * the caller's before the core ran; this guards direct submits). */
+    for (uint32_t i = 0; w && i < w->num_ops; i++)
+        if (w->ops[i].kind == RSP__OP_WAIT && w->ops[i].event.handle &&
+            w->ops[i].event.kind != RSP_EVENT_CUDA)
+            return rsp__fail(err, RSP_EINVAL,
+                             "CUDA device submit: op %u WAITs for an event of kind %d, not a CUDA "
+                             "event",
+                             i, (int)w->ops[i].event.kind);
     int prev;
     rsp_status st = rsp__cuda_enter(cd, &prev, err);
     if (st == RSP_OK)
@@ -708,6 +717,7 @@ static rsp_status rsp__cuda_read(rsp__device *dev, uint32_t block, uint32_t laye
 }
 
 static const rsp__device_ops rsp__cuda_ops = {
+    .event_kind = RSP_EVENT_CUDA,
     .destroy = rsp__cuda_destroy,
     .submit = rsp__cuda_submit,
     .buffer = rsp__cuda_buffer_get,

@@ -46,6 +46,11 @@ void *rsp__device_block_base(const rsp__device *dev, uint32_t b)
     return b < RSP_MAX_BLOCKS ? dev->block_base[b] : NULL;
 }
 
+rsp_status rsp__device_reserve(rsp__device *dev, const rsp__ext_need *need, rsp_error *err)
+{
+    return dev->ops->reserve ? dev->ops->reserve(dev, need, err) : RSP_OK;
+}
+
 rsp_status rsp__device_submit(rsp__device *dev, const rsp__work *work, rsp_event *done,
                               rsp_error *err)
 {
@@ -58,11 +63,50 @@ rsp_status rsp__device_buffer(const rsp__device *dev, uint32_t id, void **slot_i
     return dev->ops->buffer(dev, id, slot_indices, has_state, capacity, err);
 }
 
+static const char *event_kind_name(rsp_event_kind k)
+{
+    switch (k) {
+    case RSP_EVENT_HOST_FENCE: return "a host fence";
+    case RSP_EVENT_CUDA: return "a CUDA event";
+    default: return "an event of no kind";
+    }
+}
+
+rsp_status rsp__device_check_event_kind(const rsp__device *dev, const rsp_event *event,
+                                        const char *what, rsp_error *err)
+{
+    if (!event)
+        return RSP_OK;
+    if ((unsigned)event->kind >= (unsigned)RSP_EVENT_KIND_COUNT_)
+        return rsp__fail(err, RSP_EINVAL, "%s.kind %d is not an event kind", what,
+                         (int)event->kind);
+    if (!event->handle)
+        return RSP_OK; /* "already complete", whatever the kind */
+    const rsp_event_kind want = dev->ops->event_kind;
+    if (event->kind == RSP_EVENT_NONE)
+        return rsp__fail(err, RSP_EINVAL,
+                         "%s has a handle (%p) but kind RSP_EVENT_NONE: build it with %s", what,
+                         event->handle,
+                         want == RSP_EVENT_CUDA ? "rsp_event_cuda()" : "rsp_event_host()");
+    if (event->kind != want)
+        return rsp__fail(err, RSP_EINVAL,
+                         "%s is %s, which the %s device cannot wait on (it waits on %s only)",
+                         what, event_kind_name(event->kind),
+                         dev->kind == RSP_DEVICE_CUDA ? "CUDA" : "host", event_kind_name(want));
+    if (event->kind == RSP_EVENT_HOST_FENCE && !rsp__fence_valid(event->handle))
+        return rsp__fail(err, RSP_EINVAL,
+                         "%s.handle %p is not a live rsp_host_fence (its tag does not match: "
+                         "another object, or a destroyed fence)",
+                         what, event->handle);
+    return RSP_OK;
+}
+
 rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event,
                                    rsp_error *err)
 {
-    if (!event || !event->handle || !dev->ops->check_event)
-        return RSP_OK;
+    rsp_status st = rsp__device_check_event_kind(dev, event, "forward_done", err);
+    if (st != RSP_OK || !event || !event->handle || !dev->ops->check_event)
+        return st;
     return dev->ops->check_event(dev, event, err);
 }
 
@@ -74,6 +118,11 @@ rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err)
 rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event,
                                   uint64_t timeout_ns, rsp_error *err)
 {
+    if (!event)
+        return rsp__fail(err, RSP_EINVAL, "event wait: event is NULL");
+    rsp_status st = rsp__device_check_event_kind(dev, event, "event", err);
+    if (st != RSP_OK)
+        return st;
     return dev->ops->event_wait(dev, event, timeout_ns, err);
 }
 

@@ -16,6 +16,7 @@
 #include <rsp/rsp.h>
 
 #include "../core/layout.h"
+#include "../core/core.h"
 #include "../core/work.h"
 
 typedef struct rsp__device rsp__device;
@@ -34,6 +35,18 @@ rsp_device_kind rsp__device_kind(const rsp__device *dev);
 void *rsp__device_block_base(const rsp__device *dev, uint32_t b);
 
 /*
+ * Allocate now what a later submit of a work list within `need` (core.h:
+ * the work one core call emits, and the addressing buffers it creates or
+ * grows) would allocate, so that the submit that follows the core's change
+ * cannot fail for want of memory. The owner calls it from the core's
+ * reserve hook, before the core changes anything. RSP_ENOMEM: nothing the
+ * device does changed (what was reserved stays for later). Host device:
+ * the job storage, the buffer table, the buffers' arrays. CUDA device:
+ * nothing yet (its submit may still fail; the pool then breaks). Owner.
+ * No allocation once warm, except for buffers created or grown.
+ */
+rsp_status rsp__device_reserve(rsp__device *dev, const rsp__ext_need *need, rsp_error *err);
+/*
  * Queue a work list after everything submitted before. Copies what it needs
  * from *work (the core reuses it). BUFFER ops take effect now. If done is not
  * NULL it receives an event that completes once this work has run.
@@ -47,13 +60,24 @@ rsp_status rsp__device_buffer(const rsp__device *dev, uint32_t id, void **slot_i
                               void **has_state, uint32_t *capacity, rsp_error *err);
 
 /*
+ * Can this device wait on the caller's event at all? An unknown kind, a
+ * handle of kind RSP_EVENT_NONE, a kind other than the device's own (host:
+ * host fences, CUDA: CUDA events) and a host fence whose tag does not match
+ * are RSP_EINVAL, the message naming `what` (e.g. "forward_done"). NULL or a
+ * NULL handle: RSP_OK ("already complete"). Any thread (reads only the
+ * immutable device kind and the fence's tag). O(1).
+ */
+rsp_status rsp__device_check_event_kind(const rsp__device *dev, const rsp_event *event,
+                                        const char *what, rsp_error *err);
+
+/*
  * Would a WAIT on the caller's event be accepted by rsp__device_submit?
  * The owner asks before the core changes anything, so a bad forward_done is
  * refused with the pool unchanged (submit's own check would come too late).
- * Host: refuses the device's own timeline at a value no submitted work
- * reaches (it would never complete). CUDA: any handle. NULL / a NULL handle:
- * RSP_OK ("already complete"). Owner thread (reads the submitted value).
- * O(1).
+ * First rsp__device_check_event_kind; then the host device refuses its own
+ * timeline at a value no submitted work reaches (it would never complete).
+ * NULL / a NULL handle: RSP_OK ("already complete"). Owner thread (reads the
+ * submitted value). O(1).
  */
 rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event,
                                    rsp_error *err);
@@ -61,7 +85,8 @@ rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *even
 /* Wait until everything submitted so far has run. */
 rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err);
 
-/* Wait for an event of this device (or a caller's forward-done). */
+/* Wait for an event of this device (or a caller's forward-done); a kind it
+ * cannot wait on: RSP_EINVAL (rsp__device_check_event_kind). Any thread. */
 rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event,
                                   uint64_t timeout_ns, rsp_error *err);
 
@@ -69,5 +94,26 @@ rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event
  * block), after everything submitted so far. For tests and the stress check. */
 rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                             void *dst, rsp_error *err);
+
+/*
+ * Host fences (host.c): the internal side of the public rsp_host_fence_*
+ * (api.c checks fork and NULL first). Any thread.
+ *   _create: a fence at value 0 with one reference (RSP_ENOMEM).
+ *   _valid: f is non-NULL and carries a live fence's tag (a cheap check, not
+ *     a proof: see rsp_event in rsp.h). O(1).
+ *   _ref / _unref: one reference more / less; the last unref frees. rsp_post
+ *     takes one for the message of a commit or rollback naming the fence, the
+ *     device one per queued WAIT on it.
+ *   _signal, _value, _wait: the timeline (host.c).
+ *   _refs: references held now (tests; relaxed).
+ */
+rsp_status rsp__fence_create(rsp_host_fence **out, rsp_error *err);
+bool rsp__fence_valid(const rsp_host_fence *f);
+void rsp__fence_ref(rsp_host_fence *f);
+void rsp__fence_unref(rsp_host_fence *f);
+uint32_t rsp__fence_refs(const rsp_host_fence *f);
+void rsp__fence_signal(rsp_host_fence *f, uint64_t value);
+uint64_t rsp__fence_value(const rsp_host_fence *f);
+rsp_status rsp__fence_wait(const rsp_host_fence *f, uint64_t value, uint64_t timeout_ns);
 
 #endif

@@ -9,7 +9,12 @@
 #include "device.h"
 
 typedef struct rsp__device_ops {
+    /* The only kind of event this device can wait on (device.c refuses the
+     * others before any implementation sees them). */
+    rsp_event_kind event_kind;
     void (*destroy)(rsp__device *dev);
+    /* rsp__device_reserve; NULL = reserves nothing (submit may still fail). */
+    rsp_status (*reserve)(rsp__device *dev, const rsp__ext_need *need, rsp_error *err);
     rsp_status (*submit)(rsp__device *dev, const rsp__work *work, rsp_event *done,
                          rsp_error *err);
     rsp_status (*buffer)(const rsp__device *dev, uint32_t id, void **slot_indices,

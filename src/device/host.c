@@ -21,12 +21,15 @@
  *          before the tail store) -> the worker's dequeue.
  *   HS1/HS2  worker sleep: the worker announces `sleeping`, full fence, re-checks
  *          the ring; the owner enqueues, full fence, checks `sleeping`.
- *   HW1/HW2  fence wake: a waiter counts itself in `waiters`, then reads `seq`
- *          and `value`; a signaller stores `value`, bumps `seq`, reads
- *          `waiters`.
+ *   HW1/HW2  fence wake: a waiter counts itself in `waiters` (seq_cst RMW),
+ *          then reads `seq` (seq_cst) and `value`; a signaller stores
+ *          `value` (release), bumps `seq` (seq_cst RMW), reads `waiters`
+ *          (seq_cst). Store->load on both sides.
  *   HV1/HV2  fence value: the release store of `value` in signal -> the acquire
  *          load in wait/value; everything the worker wrote for a job is
  *          visible to whoever sees the job's value reached.
+ *   RC1/RC2  fence references: every drop is an acq_rel decrement; the one
+ *          that reaches zero frees after every other holder's last access.
  */
 #include "device_impl.h"
 
@@ -45,10 +48,12 @@
 /* ------------------------------------------------------------------------ */
 
 /*
- * ck_pr is inline assembly, which TSan does not see: its loads and stores are
- * neither reported nor turned into happens-before edges. So each handoff
- * states its edge explicitly (release before the publishing store, acquire
- * after the observing load: src/hb.h), and the ring's own slot copies are
+ * Our own atomics (util/sync.h: __atomic builtins) are seen by TSan, so the
+ * fence's pairs (HV, HW, RC) need no annotation. ck_ring is built on ck_pr,
+ * inline assembly that TSan does not see: its loads and stores are neither
+ * reported nor turned into happens-before edges. So the job hand-off through
+ * it (HQ1/HQ2) states its edge explicitly (release before the enqueue,
+ * acquire after the dequeue: src/hb.h), and the ring's own slot copies are
  * hidden from TSan with rsp__hb_ignore_begin/end (they are ordered by
  * ck_ring's fences, which TSan cannot model). Outside a TSan build these are
  * all empty.
@@ -62,7 +67,16 @@
  * finish, short enough not to steal a 2-core CI machine from the worker. */
 #define HOST_SPIN 256
 
+/* The tag of a live fence, and what its last unref leaves behind. */
+#define FENCE_MAGIC 0x72737066u /* "rspf" */
+#define FENCE_DEAD 0x64656164u  /* "dead" */
+
 struct rsp_host_fence {
+    /* FENCE_MAGIC from init until the last reference goes (then FENCE_DEAD):
+     * a cheap check that a handle given as a host fence is one. Written
+     * before the fence is handed out and when it dies; read by any thread
+     * that was handed it. */
+    uint32_t magic;
     /* Any thread: written under `lock` with a release store (HV1), read with
      * an acquire load (HV2). Never decreases. */
     uint64_t value;
@@ -84,6 +98,7 @@ struct rsp_host_fence {
 
 static rsp_status fence_init(struct rsp_host_fence *f)
 {
+    f->magic = FENCE_MAGIC;
     f->value = 0;
     f->seq = 0;
     f->waiters = 0;
@@ -94,11 +109,7 @@ static rsp_status fence_init(struct rsp_host_fence *f)
 static bool fence_reached(struct rsp_host_fence *f, uint64_t value)
 {
     /* HV2: pairs with HV1 in fence_signal. */
-    if (rsp__load_acquire_u64(&f->value) >= value) {
-        rsp__hb_acquire(f);
-        return true;
-    }
-    return false;
+    return rsp__load_acquire_u64(&f->value) >= value;
 }
 
 static void fence_signal(struct rsp_host_fence *f, uint64_t value)
@@ -107,18 +118,18 @@ static void fence_signal(struct rsp_host_fence *f, uint64_t value)
     pthread_mutex_lock(&f->lock);
     /* Relaxed: `value` only changes under this lock. */
     if (value > rsp__load_relaxed_u64(&f->value)) {
-        rsp__hb_release(f);
         /* HV1: publishes everything written before this signal; pairs with HV2. */
         rsp__store_release_u64(&f->value, value);
-        /* HW2: full barrier; orders the value store before the `waiters` load
-         * below; pairs with HW1 in fence_wait. */
-        rsp__fetch_add_u32(&f->seq, 1);
+        /* HW2: pairs with HW1 in fence_wait. Seq_cst RMW (a release too: a
+         * waiter whose snapshot of `seq` reads it sees `value`), then the
+         * seq_cst load of `waiters` below (store->load). */
+        rsp__fetch_add_seq_cst_u32(&f->seq, 1);
         raised = true;
     }
     pthread_mutex_unlock(&f->lock);
-    /* Relaxed: ordered after HW2's full barrier; a waiter counted after this
-     * load re-reads `value` after its own HW1 and sees the raise. */
-    if (raised && rsp__load_relaxed_u32(&f->waiters) != 0)
+    /* HW2: seq_cst, after the seq_cst bump: a waiter counted after this load
+     * snapshots `seq` after the bump (the seq_cst order) and sees the raise. */
+    if (raised && rsp__load_seq_cst_u32(&f->waiters) != 0)
         rsp__futex_wake_all(&f->seq);
 }
 
@@ -144,14 +155,15 @@ static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t 
     }
     uint64_t deadline = deadline_after(timeout_ns);
     rsp_status st = RSP_OK;
-    /* HW1: full barrier; orders this increment before the loads of `seq` and
-     * `value` below; pairs with HW2 in fence_signal. */
-    rsp__fetch_add_u32(&f->waiters, 1);
+    /* HW1: pairs with HW2 in fence_signal: seq_cst RMW, then the seq_cst
+     * load of `seq` below (store->load). */
+    rsp__fetch_add_seq_cst_u32(&f->waiters, 1);
     for (;;) {
-        /* Acquire: the snapshot must be taken before `value` is re-read, so
-         * a raise after the re-read changes `seq` and the futex refuses to
-         * sleep on the stale snapshot. */
-        uint32_t seq = rsp__load_acquire_u32(&f->seq);
+        /* HW1: seq_cst (so also acquire): the snapshot is taken before
+         * `value` is re-read, so a raise after the re-read changes `seq` and
+         * the futex refuses to sleep on the stale snapshot; and a snapshot
+         * that reads a bump sees that raise's value. */
+        uint32_t seq = rsp__load_seq_cst_u32(&f->seq);
         if (fence_reached(f, value))
             break;
         struct timespec ts, *rel = NULL;
@@ -168,14 +180,13 @@ static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t 
         }
         rsp__futex_wait(&f->seq, seq, rel);
     }
-    rsp__fetch_add_u32(&f->waiters, (uint32_t)-1);
+    /* Relaxed: a stale count only costs a signaller a spare wake. */
+    rsp__fetch_add_relaxed_u32(&f->waiters, (uint32_t)-1);
     return st;
 }
 
-rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
+rsp_status rsp__fence_create(rsp_host_fence **out, rsp_error *err)
 {
-    if (!out)
-        return rsp__fail(err, RSP_EINVAL, "rsp_host_fence_create: out is NULL");
     struct rsp_host_fence *f = malloc(sizeof *f);
     if (!f)
         return rsp__fail(err, RSP_ENOMEM, "rsp_host_fence_create: out of memory");
@@ -187,55 +198,52 @@ rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
     return RSP_OK;
 }
 
-static void fence_ref(struct rsp_host_fence *f)
+bool rsp__fence_valid(const rsp_host_fence *f)
 {
-    /* Relaxed would do (the caller already holds a reference); the wrapper
-     * is a full RMW anyway. */
-    rsp__fetch_add_u32(&f->refs, 1);
+    return f && f->magic == FENCE_MAGIC;
 }
 
-static void fence_unref(struct rsp_host_fence *f)
+void rsp__fence_ref(rsp_host_fence *f)
 {
-    rsp__hb_release(&f->refs);
-    /* RC1: full-barrier RMW; every use of f by this thread happens before
-     * the decrement. Pairs with RC2 in whichever thread drops the last one. */
-    if (rsp__fetch_add_u32(&f->refs, UINT32_MAX) != 1)
+    /* Relaxed: the caller already holds a reference (every drop is acq_rel,
+     * RC1/RC2). */
+    rsp__fetch_add_relaxed_u32(&f->refs, 1);
+}
+
+void rsp__fence_unref(rsp_host_fence *f)
+{
+    /* RC1: acq_rel RMW; its release half orders every use of f by this
+     * thread before the decrement. Pairs with RC2 in whichever thread drops
+     * the last one. */
+    if (rsp__fetch_add_acq_rel_u32(&f->refs, UINT32_MAX) != 1)
         return;
-    /* RC2: the RMW saw the last reference; RC1 of every other holder is
-     * ordered before it, so nobody touches f any more. */
-    rsp__hb_acquire(&f->refs);
+    /* RC2: the RMW saw the last reference; its acquire half orders the free
+     * after RC1 of every other holder, so nobody touches f any more. */
+    f->magic = FENCE_DEAD; /* a later use of the freed handle may still see it */
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
 
-void rsp_host_fence_destroy(rsp_host_fence *fence)
+uint32_t rsp__fence_refs(const rsp_host_fence *f)
 {
-    if (fence)
-        fence_unref(fence);
+    return rsp__load_relaxed_u32((uint32_t *)&f->refs);
 }
 
-void rsp_host_fence_signal(rsp_host_fence *fence, uint64_t value)
+void rsp__fence_signal(rsp_host_fence *f, uint64_t value)
 {
-    if (fence)
-        fence_signal(fence, value);
+    fence_signal(f, value);
 }
 
-uint64_t rsp_host_fence_value(const rsp_host_fence *fence)
+uint64_t rsp__fence_value(const rsp_host_fence *f)
 {
-    if (!fence)
-        return 0;
-    uint64_t v = rsp__load_acquire_u64(&fence->value); /* HV2 */
-    rsp__hb_acquire(fence);
-    return v;
+    return rsp__load_acquire_u64(&f->value); /* HV2 */
 }
 
-rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t value, uint64_t timeout_ns)
+rsp_status rsp__fence_wait(const rsp_host_fence *f, uint64_t value, uint64_t timeout_ns)
 {
-    if (!fence)
-        return RSP_EINVAL;
     /* The futex and the waiter count need a writable word; the timeline
      * itself is only read. */
-    return fence_wait((struct rsp_host_fence *)fence, value, timeout_ns);
+    return fence_wait((struct rsp_host_fence *)f, value, timeout_ns);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -305,6 +313,21 @@ typedef struct rsp__host_device {
     host_job *stop_job;   /* allocated at creation so destroy cannot fail */
     host_job *scratch;    /* reused job storage for work run inline */
     size_t scratch_size;
+    /* Reserved ahead by host_reserve (owner only), so that a submit after
+     * the core changed state does not allocate: storage for the next job
+     * handed to the worker, the undo records of its BUFFER ops, and the
+     * arrays of the buffers it creates or grows. A submit takes them when
+     * they fit and allocates otherwise (callers that reserve nothing). */
+    host_job *spare_job;
+    size_t spare_job_size;
+    struct buffer_undo *undo;
+    uint32_t cap_undo;
+    struct host_spare_buf {
+        uint32_t id, capacity;
+        int32_t *slot_indices;
+        bool *has_state;
+    } spare_bufs[RSP_MAX_LABELS];
+    uint32_t num_spare_bufs;
     pthread_t worker;
 
     /* Written by the owner (relaxed store after HQ1), read by any thread in
@@ -370,9 +393,11 @@ static host_job *worker_next(rsp__host_device *dev)
                 return job;
             rsp__cpu_relax();
         }
-        /* HS1: full barrier; the announcement is ordered before the re-check
-         * of the ring; pairs with HS2 in ring_put. */
-        rsp__swap_u32(&dev->sleeping, 1);
+        /* HS1: pairs with HS2 in ring_put. A full fence orders the
+         * announcement before the re-check of the ring (store->load; the
+         * re-check is ck_ring's loads, so no seq_cst RMW would do). */
+        rsp__store_relaxed_u32(&dev->sleeping, 1);
+        rsp__fence_full();
         if (ring_take(dev, &job)) {
             rsp__store_relaxed_u32(&dev->sleeping, 0);
             return job;
@@ -420,7 +445,7 @@ static void run_job(rsp__host_device *dev, const host_job *job)
             if (op->u.event.handle) {
                 fence_wait(op->u.event.handle, op->u.event.value, RSP_WAIT_FOREVER);
                 if (op->u.event.handle != &dev->fence)
-                    fence_unref(op->u.event.handle); /* taken in hold_waited_fences */
+                    rsp__fence_unref(op->u.event.handle); /* taken in hold_waited_fences */
             }
             break;
         case HOP_ZERO: run_zero(lay, dev->base.block_base, op->u.slots, op->count); break;
@@ -481,7 +506,8 @@ static void ring_put(rsp__host_device *dev, host_job *job)
     /* HS2: full fence; the enqueue is ordered before the `sleeping` check;
      * pairs with HS1 in worker_next. */
     rsp__fence_full();
-    if (rsp__load_relaxed_u32(&dev->sleeping) != 0 && rsp__swap_u32(&dev->sleeping, 0) != 0)
+    /* Relaxed: `sleeping` carries no data; the fence orders the protocol. */
+    if (rsp__load_relaxed_u32(&dev->sleeping) != 0 && rsp__swap_relaxed_u32(&dev->sleeping, 0) != 0)
         rsp__futex_wake(&dev->sleeping, 1);
 }
 
@@ -539,6 +565,12 @@ static rsp_status validate(const rsp__host_device *dev, const rsp__work *w, job_
         const rsp__op *op = &w->ops[i];
         switch (op->kind) {
         case RSP__OP_WAIT:
+            if (op->event.handle &&
+                (op->event.kind != RSP_EVENT_HOST_FENCE || !rsp__fence_valid(op->event.handle)))
+                return rsp__fail(err, RSP_EINVAL,
+                                 "device submit: op %u WAITs for an event that is not a live host "
+                                 "fence (kind %d)",
+                                 i, (int)op->event.kind);
             if (!wait_ok(dev, &op->event))
                 return rsp__fail(err, RSP_EINVAL,
                                  "device submit: op %u WAITs for value %llu of the device's own "
@@ -629,6 +661,111 @@ typedef struct buffer_undo {
     host_buffer before;
 } buffer_undo;
 
+/* Byte offsets of a job's parts in its one allocation; returns its size. */
+typedef struct job_offsets {
+    size_t slots, pairs, idx, has;
+} job_offsets;
+
+static size_t job_layout(const job_size *sz, job_offsets *o)
+{
+    o->slots = align_up(sizeof(host_job) + (size_t)sz->ops * sizeof(host_op), 8);
+    o->pairs = align_up(o->slots + sz->slots * sizeof(uint32_t), 8);
+    o->idx = align_up(o->pairs + sz->pairs * sizeof(rsp__copy), 8);
+    o->has = o->idx + sz->uploads * sizeof(int32_t);
+    return o->has + sz->uploads * sizeof(bool);
+}
+
+static void spare_bufs_free(rsp__host_device *dev)
+{
+    for (uint32_t i = 0; i < dev->num_spare_bufs; i++) {
+        free(dev->spare_bufs[i].slot_indices);
+        free(dev->spare_bufs[i].has_state);
+    }
+    dev->num_spare_bufs = 0;
+}
+
+/* Zeroed arrays of cap entries; false (nothing allocated): out of memory. */
+static bool alloc_buffer_arrays(uint32_t cap, int32_t **idx, bool **has)
+{
+    *idx = alloc_zeroed((uint64_t)cap * sizeof(int32_t));
+    *has = alloc_zeroed((uint64_t)cap * sizeof(bool));
+    if (*idx && *has)
+        return true;
+    free(*idx);
+    free(*has);
+    return false;
+}
+
+/* Arrays for buffer id with at least cap entries: a reserved spare when
+ * there is one (taken), else a new allocation (false: out of memory). */
+static bool buffer_arrays(rsp__host_device *dev, uint32_t id, uint32_t cap, int32_t **idx,
+                          bool **has)
+{
+    for (uint32_t i = 0; i < dev->num_spare_bufs; i++) {
+        struct host_spare_buf *sb = &dev->spare_bufs[i];
+        if (sb->id == id && sb->capacity >= cap) {
+            *idx = sb->slot_indices;
+            *has = sb->has_state;
+            *sb = dev->spare_bufs[--dev->num_spare_bufs];
+            return true;
+        }
+    }
+    return alloc_buffer_arrays(cap, idx, has);
+}
+
+static host_job *scratch_job(rsp__host_device *dev, size_t size);
+
+/* rsp__device_reserve: everything a submit of work within `need` would
+ * allocate, allocated now. Owner only. O(buffers of need) allocations, none
+ * once warm. */
+static rsp_status host_reserve(rsp__device *base, const rsp__ext_need *need, rsp_error *err)
+{
+    rsp__host_device *dev = (rsp__host_device *)base;
+    /* A BUFFER op may add a RETIRE op to the job. */
+    job_size sz = {.ops = need->ops + need->num_buffers,
+                   .slots = need->slots,
+                   .pairs = need->pairs,
+                   .uploads = need->upload_entries};
+    job_offsets o;
+    size_t bytes = job_layout(&sz, &o);
+    if (!scratch_job(dev, bytes))
+        goto oom;
+    if (dev->spare_job_size < bytes) {
+        free(dev->spare_job);
+        dev->spare_job_size = 0;
+        if (!(dev->spare_job = malloc(bytes)))
+            goto oom;
+        dev->spare_job_size = bytes;
+    }
+    if (need->num_buffers > dev->cap_undo) {
+        buffer_undo *u = realloc(dev->undo, need->num_buffers * sizeof *u);
+        if (!u)
+            goto oom;
+        dev->undo = u;
+        dev->cap_undo = need->num_buffers;
+    }
+    spare_bufs_free(dev); /* what the last reserve left unused */
+    for (uint32_t i = 0; i < need->num_buffers; i++) {
+        uint32_t id = need->buffer_id[i], cap = need->buffer_cap[i] ? need->buffer_cap[i] : 1;
+        if (id >= HOST_MAX_BUFFERS)
+            return rsp__fail(err, RSP_EINVAL, "device reserve: buffer id %u out of range", id);
+        if (buffers_reserve(dev, id) != RSP_OK)
+            goto oom;
+        const host_buffer *hb = &dev->buffers[id];
+        if (hb->exists && hb->capacity >= cap)
+            continue;
+        struct host_spare_buf *sb = &dev->spare_bufs[dev->num_spare_bufs];
+        sb->id = id;
+        sb->capacity = cap;
+        if (!alloc_buffer_arrays(cap, &sb->slot_indices, &sb->has_state))
+            goto oom;
+        dev->num_spare_bufs++;
+    }
+    return RSP_OK;
+oom:
+    return rsp__fail(err, RSP_ENOMEM, "device: out of host memory reserving a job");
+}
+
 /* Work that touches at most this many slot bytes may run inline on the owner
  * (about 25-40 us of memset/memcpy here): a hand-off to the worker costs a
  * futex wake of the worker and one of the waiter, 5-10 us each on a VM,
@@ -679,7 +816,7 @@ static void hold_waited_fences(rsp__host_device *dev, const host_job *job)
     for (uint32_t i = 0; i < job->num_ops; i++) {
         const host_op *op = &job->ops[i];
         if (op->kind == HOP_WAIT && op->u.event.handle && op->u.event.handle != &dev->fence)
-            fence_ref(op->u.event.handle);
+            rsp__fence_ref(op->u.event.handle);
     }
 }
 
@@ -696,33 +833,46 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
     if (sz.ops == 0) {
         /* Nothing to run: complete once everything before has run. */
         if (done)
-            *done = (rsp_event){&dev->fence, dev->submitted};
+            *done = rsp_event_host(&dev->fence, dev->submitted);
         return RSP_OK;
     }
 
-    /* One allocation for the job and everything it copies. */
-    size_t off_slots = align_up(sizeof(host_job) + (size_t)sz.ops * sizeof(host_op), 8);
-    size_t off_pairs = align_up(off_slots + sz.slots * sizeof(uint32_t), 8);
-    size_t off_idx = align_up(off_pairs + sz.pairs * sizeof(rsp__copy), 8);
-    size_t off_has = off_idx + sz.uploads * sizeof(int32_t);
+    /* One allocation for the job and everything it copies: the reserved
+     * one when it fits (host_reserve), else a new one. */
+    job_offsets off;
+    const size_t job_bytes = job_layout(&sz, &off);
     const bool run_inline = can_run_inline(dev, w, &sz);
-    const size_t job_bytes = off_has + sz.uploads * sizeof(bool);
-    host_job *job = run_inline ? scratch_job(dev, job_bytes) : malloc(job_bytes);
+    host_job *job;
+    if (run_inline) {
+        job = scratch_job(dev, job_bytes);
+    } else if (dev->spare_job && dev->spare_job_size >= job_bytes) {
+        job = dev->spare_job; /* the worker frees it */
+        dev->spare_job = NULL;
+        dev->spare_job_size = 0;
+    } else {
+        job = malloc(job_bytes);
+    }
     buffer_undo *undo = NULL;
+    bool undo_owned = false; /* malloc'd here, not the reserved array */
     uint32_t num_undo = 0;
     if (!job)
         goto oom;
     uint32_t num_buffer_ops = 0;
     for (uint32_t i = 0; i < w->num_ops; i++)
         num_buffer_ops += w->ops[i].kind == RSP__OP_BUFFER;
-    if (num_buffer_ops && !(undo = malloc(num_buffer_ops * sizeof *undo)))
-        goto oom;
+    if (num_buffer_ops <= dev->cap_undo) {
+        undo = dev->undo;
+    } else {
+        if (!(undo = malloc(num_buffer_ops * sizeof *undo)))
+            goto oom;
+        undo_owned = true;
+    }
 
     char *data = (char *)job;
-    uint32_t *slots = (uint32_t *)(data + off_slots);
-    rsp__copy *pairs = (rsp__copy *)(data + off_pairs);
-    int32_t *idx = (int32_t *)(data + off_idx);
-    bool *has = (bool *)(data + off_has);
+    uint32_t *slots = (uint32_t *)(data + off.slots);
+    rsp__copy *pairs = (rsp__copy *)(data + off.pairs);
+    int32_t *idx = (int32_t *)(data + off.idx);
+    bool *has = (bool *)(data + off.has);
     job->stop = false;
     job->num_ops = 0;
 
@@ -775,13 +925,10 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
             if (hb->exists && hb->capacity >= op->capacity)
                 break;
             uint32_t cap = op->capacity ? op->capacity : 1;
-            int32_t *ni = alloc_zeroed((uint64_t)cap * sizeof(int32_t));
-            bool *nh = alloc_zeroed((uint64_t)cap * sizeof(bool));
-            if (!ni || !nh) {
-                free(ni);
-                free(nh);
+            int32_t *ni;
+            bool *nh;
+            if (!buffer_arrays(dev, op->buffer, cap, &ni, &nh))
                 goto oom;
-            }
             undo[num_undo++] = (buffer_undo){op->buffer, *hb};
             if (hb->exists) {
                 /* The worker may still upload into the old arrays (earlier
@@ -799,13 +946,14 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
         }
         }
     }
-    free(undo);
+    if (undo_owned)
+        free(undo);
     if (job->num_ops == 0) {
         /* Only buffer creations: nothing for the worker to do. */
         if (!run_inline)
             free(job);
         if (done)
-            *done = (rsp_event){&dev->fence, dev->submitted};
+            *done = rsp_event_host(&dev->fence, dev->submitted);
         return RSP_OK;
     }
     job->value = dev->submitted + 1;
@@ -821,7 +969,7 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
         ring_put(dev, job);
     }
     if (done)
-        *done = (rsp_event){&dev->fence, dev->submitted};
+        *done = rsp_event_host(&dev->fence, dev->submitted);
     return RSP_OK;
 
 oom:
@@ -833,7 +981,8 @@ oom:
         free(hb->has_state);
         *hb = u->before;
     }
-    free(undo);
+    if (undo_owned)
+        free(undo);
     if (!run_inline)
         free(job);
     return rsp__fail(err, RSP_ENOMEM, "device submit: out of host memory");
@@ -870,15 +1019,14 @@ static rsp_status host_event_wait(const rsp__device *base, const rsp_event *even
                                   uint64_t timeout_ns, rsp_error *err)
 {
     (void)base;
-    if (!event)
-        return rsp__fail(err, RSP_EINVAL, "event wait: event is NULL");
+    /* The kind and the tag were checked by rsp__device_event_wait. */
     if (!event->handle)
         return RSP_OK;
     rsp_status st = fence_wait(event->handle, event->value, timeout_ns);
     if (st == RSP_ETIMEDOUT)
         return rsp__fail(err, st, "event wait: host fence %p did not reach %llu in time (at %llu)",
                          event->handle, (unsigned long long)event->value,
-                         (unsigned long long)rsp_host_fence_value(event->handle));
+                         (unsigned long long)rsp__fence_value(event->handle));
     return st;
 }
 
@@ -912,6 +1060,10 @@ static void host_free(rsp__host_device *dev)
     free(dev->ring_buf);
     free(dev->stop_job);
     free(dev->scratch);
+    free(dev->spare_job);
+    free(dev->undo);
+    spare_bufs_free(dev);
+    dev->fence.magic = FENCE_DEAD;
     pthread_mutex_destroy(&dev->fence.lock);
     free(dev);
 }
@@ -929,7 +1081,9 @@ static void host_destroy(rsp__device *base)
 }
 
 static const rsp__device_ops host_ops = {
+    .event_kind = RSP_EVENT_HOST_FENCE,
     .destroy = host_destroy,
+    .reserve = host_reserve,
     .submit = host_submit,
     .buffer = host_buffer_get,
     .sync = host_sync,

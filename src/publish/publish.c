@@ -4,6 +4,10 @@
  *
  * liburcu is used through its library symbols (urcu-memb flavour,
  * liburcu-memb); _LGPL_SOURCE is never defined (the library is Apache-2.0).
+ * No call_rcu: each publisher has its own reclaimer thread, started with a
+ * checked pthread_create (liburcu's call_rcu set-up aborts the process when
+ * its malloc or pthread_create fails, and liburcu >= 0.14 joins its worker
+ * itself, which made our join a double join).
  *
  * Synchronises-with pairs of this file (listed in docs/ordering.md):
  *
@@ -12,21 +16,40 @@
  *          (dependency-ordered load) inside a read section, then reads the
  *          plan. A reader sees either the old plan or the complete new one.
  *   G1/G2  reclamation. Reader G1: rcu_read_unlock ends the section.
- *          Reclaimer G2: call_rcu's callback (or synchronize_rcu) runs
- *          after a grace period, so after every section that could have
- *          seen the retired pointer has ended; only then is the
- *          publisher's reference dropped.
- *   X1     references. Every ref/unref is a full RMW; the drop that reaches
- *          zero frees, after every other holder's last access.
+ *          Reclaimer G2: the reclaimer thread (or the owner at the cap, or
+ *          destroy) returns from synchronize_rcu after a grace period, so
+ *          after every section that could have seen the retired pointer
+ *          has ended; only then is the publisher's reference dropped.
+ *   R1/R2  retired batches. Owner R1: links a batch onto `pending` under
+ *          `lock` and signals. Reclaimer R2: takes every pending batch
+ *          under `lock`, then waits its grace period. The mutex carries the
+ *          batch (and TSan sees it).
+ *   X1     references. A ref is a relaxed increment (the caller holds a
+ *          reference, or is in a read section that keeps the publisher's
+ *          until after G1); every drop is an acq_rel decrement, so the drop
+ *          that reaches zero frees after every other holder's last access.
  *   W1/W2  plan wait. Owner W1: stores live_step (release), then bumps
- *          wait_seq (full RMW), then loads waiters. Waiter W2: snapshots
- *          wait_seq, waiters += 1 (full RMW), loads live_step, sleeps on
- *          wait_seq == snapshot. Store->load on both sides through full
- *          RMWs: either the waiter sees the step, or the owner sees the
- *          waiter; the futex compare catches a wake between check and sleep.
+ *          wait_seq (seq_cst RMW), then loads waiters (seq_cst). Waiter W2:
+ *          waiters += 1 (seq_cst RMW), snapshots wait_seq (seq_cst load),
+ *          loads live_step (acquire), sleeps on wait_seq == snapshot.
+ *          Store->load on both sides (seq_cst RMW, then seq_cst load):
+ *          either the waiter's snapshot is the bumped one (and the acquire
+ *          makes the step visible), or the owner sees the waiter; the futex
+ *          compare catches a wake between check and sleep.
+ *   W3     waiter exit. A waiter that counted itself (W2) leaves by
+ *          decrementing `waiters` under `lock` and broadcasting `left` when
+ *          it reaches zero; destroy, after closing, waits under `lock` until
+ *          `waiters` is zero. The mutex orders every access of the waiter
+ *          (and its caller's read of the pool) before destroy's free.
+ *
+ * The atomics here are __atomic builtins (util/sync.h) and TSan sees them:
+ * X1, W1/W2 and the objects count destroy waits on need no hand
+ * annotation; R1/R2 and W3 go through a mutex. P1/P2 and G1/G2 go through
+ * liburcu, which TSan cannot see, and are mirrored with hb.h.
  */
 #include "publish.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdio.h>
@@ -49,6 +72,19 @@
 #include "util/error.h"
 #include "util/sync.h"
 
+/* Misuse that returns a status callers often drop (an unbalanced
+ * rsp_read_end) is also printed in debug and sanitizer builds. */
+#if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(RSP__TSAN)
+#define RSP__REPORT_MISUSE 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSP__REPORT_MISUSE 1
+#endif
+#endif
+#ifndef RSP__REPORT_MISUSE
+#define RSP__REPORT_MISUSE 0
+#endif
+
 typedef struct rsp__plan_label {
     /* The answer of rsp__plan_addressing, built once with the plan: a read
      * is one struct copy (its vectors point into the plan's allocation). */
@@ -56,10 +92,9 @@ typedef struct rsp__plan_label {
     char name[RSP_NAME_MAX];
 } rsp__plan_label;
 
-/* Immutable after publication except `refs` and `rcu`. */
+/* Immutable after publication except `refs` and `next_retired`. */
 struct rsp_plan {
-    struct rcu_head rcu; /* owner, then liburcu's call_rcu worker */
-    rsp_plan *next_retired; /* owner, then the call_rcu worker: retired batch link */
+    rsp_plan *next_retired; /* owner, then the reclaimer (R1/R2): retired batch link */
     uint32_t refs;       /* any thread, atomic (X1) */
     rsp__publisher *pub; /* immutable: the publisher outlives its plans */
     uint64_t step_id;
@@ -77,14 +112,24 @@ struct rsp__publisher {
     uint32_t wait_seq;          /* futex word: bumped on each live publish and close */
     uint32_t waiters;           /* any thread, atomic (W2) */
     uint32_t closed;            /* any thread, atomic: 0 -> 1 once */
-    uint32_t retired;           /* owner increments, call_rcu worker decrements */
+    uint32_t retired;           /* owner increments, reclaimer decrements (atomic) */
     uint32_t retired_max;       /* owner only writes; tests read */
     uint32_t objects;           /* plans alive: any thread, atomic (X1) */
     uint32_t retired_cap;       /* immutable */
-    uint32_t batch_cap;         /* immutable: plans per call_rcu batch */
-    rsp_plan *batch;            /* owner only: retired, not yet handed to call_rcu */
+    uint32_t batch_cap;         /* immutable: plans per batch */
+    rsp_plan *batch;            /* owner only: retired, not yet handed to the reclaimer */
+    rsp_plan *batch_tail;       /* owner only: the batch's last link (its first plan) */
     uint32_t batch_len;         /* owner only */
-    struct call_rcu_data *crdp; /* immutable: this pool's call_rcu worker */
+    void *spare;                /* owner only: a plan's memory, reserved ahead */
+    size_t spare_size;          /* (rsp__plan_reserve) */
+
+    /* The reclaimer hand-off (R1/R2) and the waiter exit (W3). */
+    pthread_mutex_t lock;
+    pthread_cond_t work;  /* reclaimer sleeps on it: pending or stop */
+    pthread_cond_t left;  /* destroy sleeps on it: waiters == 0 */
+    rsp_plan *pending;    /* under lock: batches for the reclaimer, one list */
+    bool stop;            /* under lock: destroy asks the reclaimer to finish */
+    pthread_t reclaimer;  /* immutable */
 };
 
 /* TSan stand-in for the grace period (G1/G2): every read section releases
@@ -124,18 +169,18 @@ static void plan_free(rsp_plan *plan)
 {
     rsp__publisher *p = plan->pub;
     free(plan);
-    /* Last access to the publisher: its destroy waits for zero. */
-    rsp__fetch_add_u32(&p->objects, UINT32_MAX);
+    /* Last access to the publisher: its destroy waits for zero. Release:
+     * pairs with destroy's acquire load of `objects` before free(p). */
+    rsp__fetch_add_release_u32(&p->objects, UINT32_MAX);
 }
 
-/* X1: drop one reference; the last one frees. */
+/* X1: drop one reference; the last one frees. X1: pairs with every other
+ * holder's drop: acq_rel, so this holder's reads of the plan happen before
+ * the free, and the free after every other holder's drop. */
 static void plan_drop(rsp_plan *plan)
 {
-    rsp__hb_release(plan); /* X1 (TSan mirror) */
-    if (rsp__fetch_add_u32(&plan->refs, UINT32_MAX) == 1) {
-        rsp__hb_acquire(plan); /* X1 (TSan mirror) */
+    if (rsp__fetch_add_acq_rel_u32(&plan->refs, UINT32_MAX) == 1)
         plan_free(plan);
-    }
 }
 
 static size_t align_up(size_t n, size_t a)
@@ -143,25 +188,63 @@ static size_t align_up(size_t n, size_t a)
     return (n + a - 1) / a * a;
 }
 
+/* Byte offsets of a plan's parts in its one allocation; returns its size. */
+typedef struct plan_offsets {
+    size_t gens, idx, flags;
+} plan_offsets;
+
+static size_t plan_layout(uint32_t num_labels, size_t gens, size_t entries, plan_offsets *o)
+{
+    o->gens = align_up(sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label),
+                       alignof(uint64_t));
+    o->idx = align_up(o->gens + gens * sizeof(uint64_t), alignof(int32_t));
+    o->flags = o->idx + entries * sizeof(int32_t);
+    return o->flags + entries * sizeof(bool);
+}
+
+rsp_status rsp__plan_reserve(rsp__publisher *p, uint32_t num_labels, uint64_t rows,
+                             uint64_t entries, rsp_error *err)
+{
+    if (rows > SIZE_MAX / 16 || entries > SIZE_MAX / 16)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for a plan of %llu entries",
+                         (unsigned long long)entries);
+    plan_offsets o;
+    size_t bytes = plan_layout(num_labels, (size_t)rows, (size_t)entries, &o);
+    if (p->spare_size >= bytes)
+        return RSP_OK;
+    free(p->spare);
+    p->spare_size = 0;
+    if (!(p->spare = malloc(bytes)))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for a plan of %llu entries",
+                         (unsigned long long)entries);
+    p->spare_size = bytes;
+    return RSP_OK;
+}
+
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
                          const rsp__plan_label_src *labels, uint32_t num_labels, rsp_plan **out,
                          rsp_error *err)
 {
-    size_t gens = 0, idx = 0, flags = 0;
+    size_t gens = 0, idx = 0;
     for (uint32_t i = 0; i < num_labels; i++) {
         gens += labels[i].num_rows;
         idx += labels[i].length;
     }
-    flags = idx;
-    const size_t off_gens = align_up(
-        sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label), alignof(uint64_t));
-    const size_t off_idx = align_up(off_gens + gens * sizeof(uint64_t), alignof(int32_t));
-    const size_t off_flags = off_idx + idx * sizeof(int32_t);
-    unsigned char *mem = malloc(off_flags + flags * sizeof(bool));
+    plan_offsets off;
+    const size_t bytes = plan_layout(num_labels, gens, idx, &off);
+    /* The reserved memory when it fits (the owner reserved it before the
+     * core changed anything), else a new allocation. */
+    unsigned char *mem;
+    if (p->spare && p->spare_size >= bytes) {
+        mem = p->spare;
+        p->spare = NULL;
+        p->spare_size = 0;
+    } else {
+        mem = malloc(bytes);
+    }
     if (!mem)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan of step %llu",
                          (unsigned long long)step_id);
-
     rsp_plan *plan = (rsp_plan *)mem;
     memset(plan, 0, sizeof *plan);
     plan->refs = 1; /* the publisher's */
@@ -170,9 +253,9 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     plan->staged = staged;
     plan->ready = ready;
     plan->num_labels = num_labels;
-    uint64_t *g = (uint64_t *)(mem + off_gens);
-    int32_t *si = (int32_t *)(mem + off_idx);
-    bool *hs = (bool *)(mem + off_flags);
+    uint64_t *g = (uint64_t *)(mem + off.gens);
+    int32_t *si = (int32_t *)(mem + off.idx);
+    bool *hs = (bool *)(mem + off.flags);
     for (uint32_t i = 0; i < num_labels; i++) {
         const rsp__plan_label_src *s = &labels[i];
         rsp__plan_label *l = &plan->labels[i];
@@ -201,7 +284,9 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
         si += s->length;
         hs += s->length;
     }
-    rsp__fetch_add_u32(&p->objects, 1);
+    /* Relaxed: destroy reads the count only after the owner stopped
+     * (pthread_join orders this), and frees after the decrements (release). */
+    rsp__fetch_add_relaxed_u32(&p->objects, 1);
     *out = plan;
     return RSP_OK;
 }
@@ -250,8 +335,11 @@ rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_ad
 const rsp_plan *rsp__plan_ref(const rsp_plan *plan)
 {
     /* X1: the caller is in a read section (the publisher's reference is
-     * still there) or holds a reference, so refs > 0 here. */
-    rsp__fetch_add_u32(&((rsp_plan *)plan)->refs, 1);
+     * still there) or holds a reference, so refs > 0 here. Relaxed, as for
+     * any increment made while holding a reference: the reclaimer's drop
+     * comes after a grace period (G1/G2), so after this increment, and
+     * every drop is acq_rel. */
+    rsp__fetch_add_relaxed_u32(&((rsp_plan *)plan)->refs, 1);
     return plan;
 }
 
@@ -264,43 +352,14 @@ void rsp__plan_unref(const rsp_plan *plan)
 /* Publisher                                                                 */
 /* ------------------------------------------------------------------------ */
 
-rsp_status rsp__publisher_create(uint32_t retired_cap, rsp__publisher **out, rsp_error *err)
-{
-    rsp__publisher *p = calloc(1, sizeof *p);
-    if (!p)
-        return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan publisher");
-    p->retired_cap = retired_cap ? retired_cap : RSP__RETIRED_CAP_DEFAULT;
-    p->batch_cap = p->retired_cap / 4 ? p->retired_cap / 4 : 1;
-    p->crdp = urcu_memb_create_call_rcu_data(0, -1);
-    if (!p->crdp) {
-        free(p);
-        return rsp__fail(err, RSP_ENOMEM, "cannot start the call_rcu worker");
-    }
-    *out = p;
-    return RSP_OK;
-}
-
-void rsp__publisher_owner_enter(rsp__publisher *p)
-{
-    rcu_register_ref();
-    urcu_memb_set_thread_call_rcu_data(p->crdp);
-}
-
-void rsp__publisher_owner_leave(rsp__publisher *p)
-{
-    (void)p;
-    urcu_memb_set_thread_call_rcu_data(NULL);
-    rcu_unregister_ref();
-}
-
-/* Drop the publisher's reference to every plan of a retired batch, after a
+/* Drop the publisher's reference to every plan of a retired list, after a
  * grace period (G2). Returns how many. */
 static uint32_t drop_batch(rsp_plan *plan)
 {
     uint32_t n = 0;
     while (plan) {
         rsp_plan *next = plan->next_retired;
-        rsp__hb_acquire(plan); /* the owner's writes, across call_rcu */
+        rsp__hb_acquire(plan); /* the owner's writes (TSan mirror of P1) */
         plan_drop(plan);
         plan = next;
         n++;
@@ -308,61 +367,110 @@ static uint32_t drop_batch(rsp_plan *plan)
     return n;
 }
 
-/* G2: the call_rcu worker runs this after a grace period; head is the
- * first plan of a batch linked through next_retired. */
-static void reclaim_cb(struct rcu_head *head)
+/* The reclaimer thread: takes every batch handed over so far (R2), waits
+ * one grace period for all of them (G2), frees them; sleeps when there is
+ * nothing to do. Exits once destroy asked and nothing is pending. */
+static void *reclaimer_main(void *arg)
 {
-    rsp_plan *plan = caa_container_of(head, rsp_plan, rcu);
-    rsp__hb_acquire(&rsp__grace_token); /* G2 (TSan mirror of the grace period) */
-    rsp__hb_acquire(plan);
-    rsp__publisher *p = plan->pub;
-    uint32_t n = 0;
-    for (rsp_plan *q = plan; q; q = q->next_retired)
-        n++;
-    /* Before the drops: the last plan_free is our last access to p (its
-     * destroy waits for the objects count to reach zero). */
-    rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
-    drop_batch(plan);
+    rsp__publisher *p = arg;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->pending && !p->stop)
+            pthread_cond_wait(&p->work, &p->lock);
+        rsp_plan *list = p->pending; /* R2 */
+        p->pending = NULL;
+        if (!list)
+            break; /* stop, and nothing left */
+        pthread_mutex_unlock(&p->lock);
+        urcu_memb_synchronize_rcu(); /* G2: one grace period for every batch taken */
+        rsp__hb_acquire(&rsp__grace_token);
+        uint32_t n = drop_batch(list);
+        /* A gauge (the owner reads it for the cap): relaxed. */
+        rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n);
+        pthread_mutex_lock(&p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
 }
 
-/* Owner: whether the batch may go to call_rcu: call_rcu's share (plans
- * retired minus the batch) plus the batch must leave room for one more
- * batch under the cap, so that while call_rcu lags the owner still gathers
- * a whole batch per grace period it waits for (instead of one per plan). */
-static bool batch_fits_call_rcu(const rsp__publisher *p)
+rsp_status rsp__publisher_create(uint32_t retired_cap, rsp__publisher **out, rsp_error *err)
+{
+    rsp__publisher *p = calloc(1, sizeof *p);
+    if (!p)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan publisher");
+    p->retired_cap = retired_cap ? retired_cap : RSP__RETIRED_CAP_DEFAULT;
+    p->batch_cap = p->retired_cap / 4 ? p->retired_cap / 4 : 1;
+    int rc = pthread_mutex_init(&p->lock, NULL);
+    if (rc != 0)
+        goto fail_lock;
+    rc = pthread_cond_init(&p->work, NULL);
+    if (rc != 0)
+        goto fail_work;
+    rc = pthread_cond_init(&p->left, NULL);
+    if (rc != 0)
+        goto fail_left;
+    /* Everything above is handed to the reclaimer through pthread_create. */
+    rc = pthread_create(&p->reclaimer, NULL, reclaimer_main, p);
+    if (rc != 0)
+        goto fail_thread;
+    *out = p;
+    return RSP_OK;
+
+fail_thread:
+    pthread_cond_destroy(&p->left);
+fail_left:
+    pthread_cond_destroy(&p->work);
+fail_work:
+    pthread_mutex_destroy(&p->lock);
+fail_lock:
+    free(p);
+    return rsp__fail(err, rc == EAGAIN || rc == ENOMEM ? RSP_ENOMEM : RSP_EINVAL,
+                     "cannot start the plan reclaimer (%s)", strerror(rc));
+}
+
+/* Owner: whether the batch may go to the reclaimer: the reclaimer's share
+ * (plans retired minus the batch) plus the batch must leave room for one
+ * more batch under the cap, so that while the reclaimer lags (a long read
+ * section) the owner still gathers a whole batch per grace period it waits
+ * for (instead of one per plan). */
+static bool batch_fits_reclaimer(const rsp__publisher *p)
 {
     uint32_t in_flight = rsp__load_relaxed_u32(&p->retired) - p->batch_len;
     return in_flight + p->batch_len <= p->retired_cap - p->batch_cap;
 }
 
-/* Owner: hand the retired batch to call_rcu (one callback for the batch:
- * a call_rcu per plan costs the owner more than the plan's copy). */
-static void batch_to_call_rcu(rsp__publisher *p)
+/* Owner: hand the retired batch to the reclaimer (R1). A short critical
+ * section (two pointer stores) and a futex wake if the reclaimer sleeps. */
+static void batch_to_reclaimer(rsp__publisher *p)
 {
-    rsp_plan *head = p->batch;
+    rsp_plan *head = p->batch, *tail = p->batch_tail;
     p->batch = NULL;
+    p->batch_tail = NULL;
     p->batch_len = 0;
-    rsp__hb_release(head);
-    urcu_memb_call_rcu(&head->rcu, reclaim_cb); /* G2 via the pool's worker */
+    pthread_mutex_lock(&p->lock);
+    tail->next_retired = p->pending; /* R1 */
+    p->pending = head;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->lock);
 }
 
 void rsp__publisher_flush(rsp__publisher *p)
 {
-    /* Past the room for call_rcu the batch waits for the next retire
+    /* Past the room for the reclaimer the batch waits for the next retire
      * (which waits for a grace period): an idle owner must not block on a
      * reader's long read section. */
-    if (p->batch && batch_fits_call_rcu(p))
-        batch_to_call_rcu(p);
+    if (p->batch && batch_fits_reclaimer(p))
+        batch_to_reclaimer(p);
 }
 
 /*
  * Owner: drop the publisher's reference to a plan readers may still see.
- * Retired plans gather in a batch of batch_cap, handed to call_rcu whole
- * while call_rcu's share leaves room for a batch under the cap. Past that,
+ * Retired plans gather in a batch of batch_cap, handed to the reclaimer
+ * whole while its share leaves room for a batch under the cap. Past that,
  * a full batch waits for one grace period here (synchronize_rcu) and is
  * freed at once: one grace period per batch_cap plans however far the
- * call_rcu worker lags (10-20 ms), and `retired` (every plan not yet
- * reclaimed, batch included) never exceeds the cap.
+ * reclaimer lags, and `retired` (every plan not yet reclaimed, batch
+ * included) never exceeds the cap.
  */
 static void retire(rsp__publisher *p, rsp_plan *plan)
 {
@@ -370,23 +478,26 @@ static void retire(rsp__publisher *p, rsp_plan *plan)
         return;
     rsp__hb_release(plan);
     plan->next_retired = p->batch;
+    if (!p->batch)
+        p->batch_tail = plan;
     p->batch = plan;
     p->batch_len++;
-    uint32_t r = rsp__fetch_add_u32(&p->retired, 1) + 1;
+    uint32_t r = rsp__fetch_add_relaxed_u32(&p->retired, 1) + 1; /* a gauge */
     if (r > p->retired_max)
         rsp__store_relaxed_u32(&p->retired_max, r);
     if (p->batch_len < p->batch_cap)
         return;
-    if (batch_fits_call_rcu(p)) {
-        batch_to_call_rcu(p);
+    if (batch_fits_reclaimer(p)) {
+        batch_to_reclaimer(p);
         return;
     }
     urcu_memb_synchronize_rcu(); /* G2 */
     rsp__hb_acquire(&rsp__grace_token);
     uint32_t n = drop_batch(p->batch);
     p->batch = NULL;
+    p->batch_tail = NULL;
     p->batch_len = 0;
-    rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
+    rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n); /* a gauge */
 }
 
 void rsp__publish_live(rsp__publisher *p, rsp_plan *plan)
@@ -399,8 +510,10 @@ void rsp__publish_live(rsp__publisher *p, rsp_plan *plan)
     rsp__store_release_u64(&p->live_step, plan->step_id);
     if (!rsp__load_relaxed_u32(&p->has_live))
         rsp__store_release_u32(&p->has_live, 1);
-    rsp__fetch_add_u32(&p->wait_seq, 1);
-    if (rsp__load_relaxed_u32(&p->waiters) != 0)
+    /* W1: seq_cst RMW (a release too: a waiter whose snapshot reads it sees
+     * live_step), then seq_cst load of `waiters` (store->load against W2). */
+    rsp__fetch_add_seq_cst_u32(&p->wait_seq, 1);
+    if (rsp__load_seq_cst_u32(&p->waiters) != 0)
         rsp__futex_wake_all(&p->wait_seq);
     retire(p, old);
 }
@@ -418,8 +531,11 @@ void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan)
 
 void rsp__publisher_close(rsp__publisher *p)
 {
-    rsp__swap_u32(&p->closed, 1);
-    rsp__fetch_add_u32(&p->wait_seq, 1);
+    /* Relaxed: the release bump of wait_seq below publishes it to a waiter
+     * whose (seq_cst, so acquire) snapshot reads the bump; a waiter with an
+     * older snapshot is woken, or its futex compare fails. */
+    rsp__store_relaxed_u32(&p->closed, 1);
+    rsp__fetch_add_release_u32(&p->wait_seq, 1);
     rsp__futex_wake_all(&p->wait_seq);
 }
 
@@ -464,9 +580,15 @@ rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t tim
         deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
     }
     rsp_status st = RSP_OK;
-    rsp__fetch_add_u32(&p->waiters, 1); /* W2: pairs with W1 */
+    /* W2: pairs with W1 (seq_cst RMW here, seq_cst load of wait_seq
+     * below). Under `lock` only for W3's sake (destroy reads the count
+     * under it). */
+    pthread_mutex_lock(&p->lock);
+    rsp__fetch_add_seq_cst_u32(&p->waiters, 1);
+    pthread_mutex_unlock(&p->lock);
     for (;;) {
-        uint32_t seq = rsp__load_acquire_u32(&p->wait_seq);
+        /* W2: seq_cst load after the seq_cst announce (store->load). */
+        uint32_t seq = rsp__load_seq_cst_u32(&p->wait_seq);
         if (step_reached(p, step_id))
             break;
         if (rsp__load_relaxed_u32(&p->closed)) {
@@ -489,8 +611,12 @@ rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t tim
         }
         rsp__futex_wait(&p->wait_seq, seq, rel);
     }
-    /* Last access to p: destroy waits for waiters == 0. */
-    rsp__fetch_add_u32(&p->waiters, UINT32_MAX);
+    /* W3: the last accesses to p. Destroy waits under `lock` for zero, so
+     * it frees p only after this unlock. */
+    pthread_mutex_lock(&p->lock);
+    if (rsp__fetch_add_release_u32(&p->waiters, UINT32_MAX) == 1)
+        pthread_cond_broadcast(&p->left);
+    pthread_mutex_unlock(&p->lock);
     return st;
 }
 
@@ -509,6 +635,11 @@ uint32_t rsp__publisher_objects(const rsp__publisher *p)
     return rsp__load_relaxed_u32((uint32_t *)&p->objects);
 }
 
+uint32_t rsp__publisher_waiters(const rsp__publisher *p)
+{
+    return rsp__load_relaxed_u32((uint32_t *)&p->waiters);
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -520,9 +651,12 @@ void rsp__publisher_destroy(rsp__publisher *p)
     if (!p)
         return;
     rsp__publisher_close(p);
-    /* Waiters were woken with RSP_ESHUTDOWN; let them leave. */
-    while (rsp__load_acquire_u32(&p->waiters) != 0)
-        sleep_ms(1);
+    /* W3: waiters were woken with RSP_ESHUTDOWN; wait until they have left
+     * (each decrements under the lock, the last one broadcasts). */
+    pthread_mutex_lock(&p->lock);
+    while (rsp__load_relaxed_u32(&p->waiters) != 0)
+        pthread_cond_wait(&p->left, &p->lock);
+    pthread_mutex_unlock(&p->lock);
 
     rsp_plan *live = p->live, *staged = p->staged;
     rcu_assign_pointer(p->live, NULL);
@@ -533,31 +667,27 @@ void rsp__publisher_destroy(rsp__publisher *p)
      * period above covers it. */
     uint32_t n = drop_batch(p->batch);
     p->batch = NULL;
+    p->batch_tail = NULL;
     p->batch_len = 0;
-    rsp__fetch_add_u32(&p->retired, (uint32_t)-n);
+    rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n); /* a gauge */
     if (live)
         plan_drop(live);
     if (staged)
         plan_drop(staged);
-    /* Retired plans wait for the call_rcu worker; referenced plans for
-     * their readers' unref. Both end with the objects count at zero. */
+    /* The reclaimer frees what it was handed, then exits: joined here. */
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->reclaimer, NULL);
+    /* Referenced plans wait for their readers' unref. */
     while (rsp__load_acquire_u32(&p->objects) != 0)
         sleep_ms(1);
-    pthread_t worker = urcu_memb_get_call_rcu_thread(p->crdp);
-    urcu_memb_call_rcu_data_free(p->crdp); /* stops the worker after its callbacks */
-#ifndef RSP_URCU_JOINS_CALL_RCU_WORKER
-    /* liburcu 0.13 stops the worker but never joins it (its stack would
-     * leak with every pool). Later releases join it themselves
-     * (CRDF_FLAG_JOIN_THREAD): build against those with
-     * -DRSP_URCU_JOINS_CALL_RCU_WORKER. */
-    pthread_join(worker, NULL);
-#endif
+    pthread_cond_destroy(&p->left);
+    pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->lock);
+    free(p->spare);
     free(p);
-}
-
-void rsp__publisher_abandon(rsp__publisher *p)
-{
-    (void)p;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -626,11 +756,19 @@ rsp_status rsp__read_begin(void)
     return RSP_OK;
 }
 
-void rsp__read_end(void)
+rsp_status rsp__read_end(void)
 {
-    if (rsp__tls_depth == 0)
-        return; /* unbalanced end: ignore rather than corrupt liburcu's nesting */
+    if (rsp__tls_depth == 0) {
+        /* Unbalanced: ignore rather than corrupt the nesting (ours and
+         * liburcu's), and say so where a developer will see it. */
+#if RSP__REPORT_MISUSE
+        fprintf(stderr, "rsp: rsp_read_end without an open read section on this thread "
+                        "(ignored: RSP_EINVAL, the nesting count is unchanged)\n");
+#endif
+        return RSP_EINVAL;
+    }
     rsp__tls_depth--;
     rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
     urcu_memb_read_unlock();            /* G1 */
+    return RSP_OK;
 }

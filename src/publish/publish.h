@@ -1,7 +1,7 @@
 /*
  * Plan publication: immutable plan objects, published with RCU (liburcu,
- * urcu-memb flavour), reclaimed with call_rcu, kept alive past a read
- * section by reference counts.
+ * urcu-memb flavour), reclaimed after a grace period by the publisher's own
+ * reclaimer thread, kept alive past a read section by reference counts.
  * SPDX-License-Identifier: Apache-2.0
  *
  * Knows nothing of slots or devices: the owner hands it finished vectors
@@ -12,7 +12,6 @@
  *   operation                          | thread
  *   -----------------------------------+-------------------------------------
  *   rsp__publisher_create / _destroy   | one thread, after the owner stopped
- *   rsp__publisher_owner_enter/_leave  | the owner thread (start / end)
  *   rsp__plan_new, rsp__publish_*      | the owner thread only (one writer)
  *   rsp__publisher_close               | any thread
  *   rsp__publisher_live / _staged      | registered reader, inside a section
@@ -22,8 +21,8 @@
  *
  * Lifetime of a plan: one reference belongs to the publisher while the plan
  * is published (live or staged); replacing it retires that reference through
- * call_rcu (after a grace period, so no read section can still see it); each
- * rsp__plan_ref adds one. The last drop frees the plan.
+ * the reclaimer (after a grace period, so no read section can still see it);
+ * each rsp__plan_ref adds one. The last drop frees the plan.
  */
 #ifndef RSP_PUBLISH_PUBLISH_H
 #define RSP_PUBLISH_PUBLISH_H
@@ -32,34 +31,30 @@
 
 typedef struct rsp__publisher rsp__publisher;
 
-/* Retired plans waiting for call_rcu at most, per pool, before the owner
- * falls back to synchronize_rcu (call_rcu lags 10-20 ms and nothing bounds
- * its queue). Retired plans go to call_rcu in batches of a quarter of the
- * cap (one callback each). */
+/* Retired plans not yet reclaimed at most, per pool (the owner's batch
+ * included), before the owner waits for a grace period itself
+ * (synchronize_rcu): the reclaimer lags a grace period behind, longer while
+ * a reader stays in a section. Retired plans go to the reclaimer in batches
+ * of a quarter of the cap. */
 #define RSP__RETIRED_CAP_DEFAULT 64u
 
-/* Create the publisher and its call_rcu worker (a per-pool call_rcu_data).
- * retired_cap 0 = RSP__RETIRED_CAP_DEFAULT. Any thread. */
+/* Create the publisher and start its reclaimer thread (a checked
+ * pthread_create: on failure RSP_ENOMEM / RSP_EINVAL with nothing left
+ * allocated and nothing handed to liburcu). retired_cap 0 =
+ * RSP__RETIRED_CAP_DEFAULT. Any thread. */
 rsp_status rsp__publisher_create(uint32_t retired_cap, rsp__publisher **out, rsp_error *err);
 
 /*
- * Stop plan waiters (they return RSP_ESHUTDOWN), unpublish, wait a grace
- * period, wait until every plan is freed (call_rcu callbacks and readers'
- * references: this blocks while a reader holds one), then free. Call after
- * the owner thread stopped, from a thread outside any read section, once
- * no other thread calls into this publisher except to drop references.
+ * Stop plan waiters (they return RSP_ESHUTDOWN) and wait until every one has
+ * left rsp__publisher_wait (W3), unpublish, wait a grace period, stop and
+ * join the reclaimer (it frees what it was handed), wait until every plan is
+ * freed (readers' references: this blocks while a reader holds one), then
+ * free. Call after the owner thread stopped, from a thread outside any read
+ * section, once no other thread calls into this publisher except to drop
+ * references or to wait in rsp__publisher_wait (a wait that began before).
  * NULL is a no-op.
  */
 void rsp__publisher_destroy(rsp__publisher *p);
-
-/* Leak on purpose (forked child: the call_rcu thread does not exist). */
-void rsp__publisher_abandon(rsp__publisher *p);
-
-/* The owner thread's first and last calls: register it with RCU (call_rcu
- * needs a registered caller) and route its call_rcu to this publisher's
- * worker. */
-void rsp__publisher_owner_enter(rsp__publisher *p);
-void rsp__publisher_owner_leave(rsp__publisher *p);
 
 /* One label's addressing, as the owner built it. Host vectors are copied. */
 typedef struct rsp__plan_label_src {
@@ -74,6 +69,14 @@ typedef struct rsp__plan_label_src {
     void *device_has_state;      /* not owned */
 } rsp__plan_label_src;
 
+/* Allocate now the memory of a plan of num_labels labels, `rows` rows
+ * (generations) and `entries` vector entries (sum of lengths), so that the
+ * rsp__plan_new that follows the core's change takes it and cannot fail.
+ * The owner calls it from the core's reserve hook. RSP_ENOMEM: nothing
+ * changed. Owner thread only. One allocation when the reserved memory is
+ * too small or was taken, none otherwise. */
+rsp_status rsp__plan_reserve(rsp__publisher *p, uint32_t num_labels, uint64_t rows,
+                             uint64_t entries, rsp_error *err);
 /* Build an unpublished plan (one allocation). Owner thread.
  * RSP_ENOMEM if the allocation fails. Cost: the copy of the vectors. */
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
@@ -86,16 +89,16 @@ void rsp__plan_discard(rsp_plan *plan);
 /*
  * Publish plan as the live plan (replacing and retiring the previous one)
  * and wake rsp__publisher_wait callers whose step it reaches. Owner thread.
- * Cost: a release store, a call_rcu once per batch of retired plans (or,
- * past the retired cap, a synchronize_rcu), a futex wake only if someone
- * waits.
+ * Cost: a release store, a hand-off to the reclaimer once per batch of
+ * retired plans (a mutex and a futex wake if it sleeps; past the retired
+ * cap, a synchronize_rcu instead), a futex wake only if someone waits.
  */
 void rsp__publish_live(rsp__publisher *p, rsp_plan *plan);
 
-/* Hand the plans retired so far to call_rcu now (they are otherwise handed
- * over in batches). The owner calls it before it goes idle, so retired
- * plans do not wait for the next publication to be reclaimed. Owner
- * thread. Cost: one call_rcu when a batch is pending. */
+/* Hand the plans retired so far to the reclaimer now (they are otherwise
+ * handed over in batches). The owner calls it before it goes idle, so
+ * retired plans do not wait for the next publication to be reclaimed. Owner
+ * thread. Cost: one hand-off when a batch is pending. */
 void rsp__publisher_flush(rsp__publisher *p);
 
 /* Publish plan as the staged plan, or unpublish the stage (plan NULL).
@@ -111,9 +114,15 @@ const rsp_plan *rsp__publisher_live(const rsp__publisher *p);
 const rsp_plan *rsp__publisher_staged(const rsp__publisher *p);
 
 /* Block until a live plan with step id >= step_id is published;
- * RSP_ETIMEDOUT, RSP_ESHUTDOWN. Any thread; no registration needed. */
+ * RSP_ETIMEDOUT, RSP_ESHUTDOWN (closed, or destroy began: destroy waits for
+ * the waiter to leave, W3). Any thread; no registration needed. Cost: two
+ * loads when the step is there, else a mutex on entry and exit around a
+ * futex wait. */
 rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
                                rsp_error *err);
+/* Threads counted inside rsp__publisher_wait's blocking path. For tests.
+ * Any thread, relaxed. */
+uint32_t rsp__publisher_waiters(const rsp__publisher *p);
 
 /* Plans retired and not yet reclaimed; the most there ever were at once.
  * For tests of the cap. Any thread, relaxed. */
@@ -142,6 +151,8 @@ bool rsp__reader_registered(void);
 bool rsp__in_read_section(void);
 /* RSP_ENOTREG when the thread is not registered. Nestable. */
 rsp_status rsp__read_begin(void);
-void rsp__read_end(void);
+/* RSP_EINVAL (nothing changed; printed in debug and sanitizer builds) when
+ * the thread has no open section. */
+rsp_status rsp__read_end(void);
 
 #endif

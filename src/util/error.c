@@ -3,6 +3,17 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "assert.h"
+
+#ifdef RSP_DEBUG_ASSERTS
+void rsp__assert_fail(const char *cond, const char *file, int line, const char *func)
+{
+    fprintf(stderr, "rsp: internal invariant violated: %s (%s:%d, %s)\n", cond, file, line, func);
+    abort();
+}
+#endif
 
 rsp_status rsp__fail(rsp_error *err, rsp_status status, const char *fmt, ...)
 {

@@ -466,6 +466,69 @@ static void idle_owner_sleeps_on_its_futex(void **state)
     rsp__actor_destroy(a);
 }
 
+/* ------------------------------------------------------------------------ */
+
+/* A message's held reference (rsp__ticket_hold: a host fence, in the pool)
+ * is dropped exactly once: after the handler ran, before the answer; at
+ * once when the post is refused; never again by a recycled ticket. */
+static void count_drop(void *counter)
+{
+    __atomic_add_fetch((uint32_t *)counter, 1, __ATOMIC_RELAXED);
+}
+
+static uint32_t drops_of(uint32_t *counter)
+{
+    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+static rsp_status post_held(rsp__actor *a, uint64_t rid, uint32_t *counter, rsp_ticket **keep,
+                            uint64_t timeout_ns)
+{
+    rsp_msg m = {.kind = RSP_MSG_BARRIER, .rid = rid};
+    rsp_ticket *t = keep ? rsp__ticket_new(&m) : rsp__actor_ticket_new(a, &m);
+    assert_non_null(t);
+    if (counter)
+        rsp__ticket_hold(t, count_drop, counter);
+    rsp_status st = rsp__actor_post(a, t, keep != NULL, timeout_ns, NULL);
+    if (keep)
+        *keep = st == RSP_OK ? t : NULL;
+    return st;
+}
+
+static void held_reference_is_dropped_once_after_handling_or_refusal(void **state)
+{
+    (void)state;
+    fake f;
+    rsp__actor *a = make_actor(&f, 1, 0, false);
+    uint32_t drops[4] = {0};
+    assert_int_equal(post_held(a, 1, &drops[0], NULL, 0), RSP_OK);
+    await_entered(&f, 1); /* the handler holds message 1 */
+    assert_int_equal(drops_of(&drops[0]), 0); /* not before its handling */
+    rsp_ticket *kept;
+    assert_int_equal(post_held(a, 2, &drops[1], &kept, 0), RSP_OK); /* takes the one credit */
+    /* Refused (inbox full): dropped on this thread before the post returns. */
+    assert_int_equal(post_held(a, 3, &drops[2], NULL, 0), RSP_EFULL);
+    assert_int_equal(drops_of(&drops[2]), 1);
+    gate_open(&f);
+    rsp_reply r;
+    assert_int_equal(rsp__ticket_wait(kept, RSP_WAIT_FOREVER, &r), RSP_OK);
+    /* Dropped before the answer was published: the waiter sees it. */
+    assert_int_equal(drops_of(&drops[1]), 1);
+    assert_int_equal(drops_of(&drops[0]), 1);
+    /* Recycled fire-and-forget tickets carry no hold of a previous message. */
+    for (uint64_t i = 0; i < 50; i++)
+        assert_int_equal(post_held(a, 10 + i, NULL, NULL, UINT64_MAX), RSP_OK);
+    assert_int_equal(post_held(a, 100, NULL, &kept, UINT64_MAX), RSP_OK);
+    assert_int_equal(rsp__ticket_wait(kept, RSP_WAIT_FOREVER, &r), RSP_OK);
+    /* Queued at destroy: handled and dropped too. */
+    assert_int_equal(post_held(a, 200, &drops[3], NULL, UINT64_MAX), RSP_OK);
+    rsp__actor_destroy(a);
+    assert_int_equal(drops_of(&drops[0]), 1);
+    assert_int_equal(drops_of(&drops[1]), 1);
+    assert_int_equal(drops_of(&drops[2]), 1);
+    assert_int_equal(drops_of(&drops[3]), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,6 +541,7 @@ int main(void)
         cmocka_unit_test(shutdown_message_with_ticket_is_answered_last),
         cmocka_unit_test(post_copies_the_callers_arrays),
         cmocka_unit_test(idle_owner_sleeps_on_its_futex),
+        cmocka_unit_test(held_reference_is_dropped_once_after_handling_or_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -96,7 +96,7 @@ static void bad_forward_done_is_refused_with_the_pool_unchanged(void **state)
     assert_int_equal(before.pending_release, 1);
 
     /* The pool's own timeline at a value no submitted work reaches. */
-    rsp_event bogus = {ready.handle, ready.value + 1000};
+    rsp_event bogus = rsp_event_host(ready.handle, ready.value + 1000);
     rsp_error err;
     assert_int_equal(rsp_step_commit(pool, &s, &bogus, &err), RSP_EINVAL);
     assert_int_equal(err.status, RSP_EINVAL);

@@ -556,7 +556,7 @@ static bool device_submit(rsp_test_store *s, const rsp__work *w, uint32_t n)
             continue;
         }
         raise_to = ++dv->forward_value;
-        op->event = (rsp_event){.handle = dv->forward, .value = raise_to};
+        op->event = rsp_event_host(dv->forward, raise_to);
     }
     bool defer = raise_to && !slot_op_before_wait && dv->num_fills;
     if (defer)

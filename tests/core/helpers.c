@@ -59,6 +59,17 @@ static rsp_status after(fx *f, rsp_status st)
     return st;
 }
 
+void (*fx_core_hook)(bool enter);
+
+static void hook(bool enter)
+{
+    if (fx_core_hook)
+        fx_core_hook(enter);
+}
+
+/* One core call, between the hook's enter and leave. */
+#define CORE(call) (hook(true), core_st = (call), hook(false), core_st)
+
 static void before(fx *f)
 {
     rsp__work_clear(&f->work);
@@ -68,25 +79,29 @@ static void before(fx *f)
 rsp_status fx_ingest(fx *f, rsp_rid rid)
 {
     before(f);
-    return after(f, rsp__core_ingest(f->core, rid, &f->err));
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_ingest(f->core, rid, &f->err)));
 }
 
 rsp_status fx_reset(fx *f, rsp_rid rid, bool free)
 {
     before(f);
-    return after(f, rsp__core_reset(f->core, rid, free, &f->work, &f->err));
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_reset(f->core, rid, free, &f->work, &f->err)));
 }
 
 rsp_status fx_remove(fx *f, rsp_rid rid)
 {
     before(f);
-    return after(f, rsp__core_remove(f->core, rid, &f->work, &f->err));
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_remove(f->core, rid, &f->work, &f->err)));
 }
 
 rsp_status fx_admit(fx *f, const rsp_step *s, rsp_admit_outcome *out)
 {
     before(f);
-    return after(f, rsp__core_admit(f->core, s, out, &f->work, &f->err));
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_admit(f->core, s, out, &f->work, &f->err)));
 }
 
 void fx_admit_ok(fx *f, const rsp_step *s)
@@ -99,19 +114,22 @@ void fx_admit_ok(fx *f, const rsp_step *s)
 rsp_status fx_rollback(fx *f, uint64_t step_id, const rsp_event *done)
 {
     before(f);
-    return after(f, rsp__core_rollback(f->core, step_id, done, &f->work, &f->err));
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_rollback(f->core, step_id, done, &f->work, &f->err)));
 }
 
 rsp_status fx_plan(fx *f, const rsp_step *s)
 {
     before(f);
-    return after(f, rsp__core_plan(f->core, s, &f->plan, &f->work, &f->err));
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_plan(f->core, s, &f->plan, &f->work, &f->err)));
 }
 
 rsp_status fx_commit(fx *f, const rsp_step *s, const rsp_event *done)
 {
     before(f);
-    return after(f, rsp__core_commit(f->core, s, done, &f->work, &f->err));
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_commit(f->core, s, done, &f->work, &f->err)));
 }
 
 void fx_run_step(fx *f, const rsp_step *s)

@@ -34,6 +34,11 @@ void fx_init_cfg(fx *f, const rsp_pool_config *cfg);
 void fx_fini(fx *f);
 rsp_label_id fx_label(fx *f, const char *name);
 
+/* When set, called with true right before and false right after each core
+ * call of the fx_* operations below (not around their checks): the
+ * allocation-failure suite arms its injection there. */
+extern void (*fx_core_hook)(bool enter);
+
 /* Each call clears the work list, runs the core op, checks and executes the
  * work on the store (asserting it is well formed), and returns the status.
  * On an error it asserts the work list is empty (errors emit nothing). */

@@ -64,7 +64,7 @@ static rsp_status one_step(rsp__core *core, rsp__work *w, uint64_t id, rsp_label
     if (id % 4 == 1)
         s.has_lease = true,
         s.lease = (rsp_lease){.bucket_bs = 16, .bucket_id = 0, .lease_slot = (uint32_t)(id % 2)};
-    rsp_event done = {.handle = (void *)&fence_dummy, .value = id};
+    rsp_event done = {.kind = RSP_EVENT_HOST_FENCE, .handle = (void *)&fence_dummy, .value = id};
     rsp_admit_outcome out;
     rsp__plan_out plan;
     rsp_status st;

@@ -6,7 +6,8 @@
 #include "helpers.h"
 
 static const int fence_dummy = 0;
-static const rsp_event done_ev = {.handle = (void *)&fence_dummy, .value = 3};
+static const rsp_event done_ev = {
+    .kind = RSP_EVENT_HOST_FENCE, .handle = (void *)&fence_dummy, .value = 3};
 
 static uint32_t count_ops(fx *f, rsp__op_kind kind)
 {

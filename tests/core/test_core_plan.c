@@ -5,7 +5,8 @@
 #include "helpers.h"
 
 static const int fence_dummy = 0;
-static const rsp_event done_ev = {.handle = (void *)&fence_dummy, .value = 7};
+static const rsp_event done_ev = {
+    .kind = RSP_EVENT_HOST_FENCE, .handle = (void *)&fence_dummy, .value = 7};
 
 static uint32_t count_ops(fx *f, rsp__op_kind kind)
 {
@@ -253,6 +254,81 @@ static void build_graph_buffers_keeps_largest(void **state)
     fx_admit_ok(&f, &b.s);
     assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
     assert_int_equal(fx_plan_label(&f, 0)->length, 16);
+    fx_fini(&f);
+}
+
+/* Issue 8, item 1: a capture step that was preplanned and then committed
+ * leaves no stage behind. A stale one pointed at a step record the next
+ * admit reuses: a later live plan "took the lease from that stage" and
+ * handed step 11's leased buffer to step 12 while 11 was in flight. */
+static void committed_capture_step_drops_its_stage(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 8, true);
+    stepb cap;
+    sb_init(&cap, 10);
+    sb_row(&cap, 1, 0, 1);
+    sb_lease(&cap, 4, 0, 0);
+    cap.s.capture = true;
+    fx_admit_ok(&f, &cap.s);
+    cap.s.preplan = true;
+    assert_int_equal(fx_plan(&f, &cap.s), RSP_OK);
+    assert_true(rsp__core_stage(f.core, NULL));
+    cap.s.preplan = false;
+    assert_int_equal(fx_commit(&f, &cap.s, &done_ev), RSP_OK);
+    assert_false(rsp__core_stage(f.core, NULL));
+
+    stepb b11, b12;
+    sb_init(&b11, 11);
+    sb_row(&b11, 1, 0, 1);
+    sb_lease(&b11, 4, 0, 0);
+    fx_admit_ok(&f, &b11.s);
+    assert_int_equal(fx_plan(&f, &b11.s), RSP_OK);
+    uint32_t buf11 = fx_plan_label(&f, 0)->buffer;
+    sb_init(&b12, 12);
+    sb_row(&b12, 2, 0, 1);
+    sb_lease(&b12, 4, 0, 0);
+    fx_admit_ok(&f, &b12.s);
+    /* Step 11's live plan holds the leased buffer: refused, nothing changed. */
+    assert_int_equal(fx_plan(&f, &b12.s), RSP_ECAPACITY);
+    assert_int_equal(rsp_test_store_buffer_slots(f.store, buf11)[0], fx_slot(&f, 1, 0));
+    assert_int_equal(fx_commit(&f, &b11.s, &done_ev), RSP_OK);
+    assert_int_equal(fx_plan(&f, &b12.s), RSP_OK);
+    assert_int_equal(fx_commit(&f, &b12.s, &done_ev), RSP_OK);
+    fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
+/* Issue 8, item 9: sizes that would cost gigabytes are refused up front. */
+static void oversized_buckets_are_invalid(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 8, true);
+    /* max(8192, 2 x max_slots) rows: 8192 here. */
+    assert_int_equal(rsp__core_build_graph_buffers(f.core, 8192, 0, &f.work, &f.err), RSP_OK);
+    assert_int_equal(rsp__core_build_graph_buffers(f.core, 8193, 0, &f.work, &f.err),
+                     RSP_EINVAL);
+    assert_non_null(strstr(f.err.message, "8192"));
+    assert_int_equal(rsp__core_build_graph_buffers(f.core, UINT32_MAX, 0, &f.work, &f.err),
+                     RSP_EINVAL);
+    assert_int_equal(rsp__core_build_graph_buffers(f.core, 0, 0, &f.work, &f.err), RSP_EINVAL);
+    stepb b;
+    sb_init(&b, 1);
+    sb_row(&b, 1, 0, 1);
+    sb_lease(&b, 1u << 28, 0, 0);
+    rsp_admit_outcome out;
+    snap before, after;
+    snap_take(&f, &before);
+    assert_int_equal(fx_admit(&f, &b.s, &out), RSP_EINVAL);
+    snap_take(&f, &after);
+    snap_assert_equal(&before, &after);
+    sb_lease(&b, 8192, 0, 0);
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_int_equal(fx_plan_label(&f, 0)->length, 8192);
+    assert_int_equal(fx_commit(&f, &b.s, NULL), RSP_OK);
     fx_fini(&f);
 }
 
@@ -750,6 +826,8 @@ int main(void)
         cmocka_unit_test(leased_buffers_never_move_across_plans),
         cmocka_unit_test(build_graph_buffers_keeps_largest),
         cmocka_unit_test(more_rows_than_leased_buffer_is_error),
+        cmocka_unit_test(committed_capture_step_drops_its_stage),
+        cmocka_unit_test(oversized_buckets_are_invalid),
         cmocka_unit_test(eager_buffers_grow_and_never_shrink),
         cmocka_unit_test(eager_buffer_of_step_in_flight_is_not_overwritten),
         cmocka_unit_test(plan_of_step_not_admitted_is_order_error),

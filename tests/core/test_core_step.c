@@ -5,7 +5,8 @@
 #include "helpers.h"
 
 static const int fence_dummy = 0;
-static const rsp_event done_ev = {.handle = (void *)&fence_dummy, .value = 42};
+static const rsp_event done_ev = {
+    .kind = RSP_EVENT_HOST_FENCE, .handle = (void *)&fence_dummy, .value = 42};
 
 /* Index of the first op of `kind` in the last work list, -1 if none. */
 static int op_index(fx *f, rsp__op_kind kind)

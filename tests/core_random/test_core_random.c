@@ -376,6 +376,19 @@ static void check_all(T *t, const char *what)
     const rspm *m = &t->m;
     uint32_t max = t->cfg.max_slots;
 
+    /* The core's stage is the step the model holds staged, if any (issue
+     * 8, item 1: it must not outlive its step). */
+    const dstep *staged = NULL;
+    for (uint32_t k = 0; k < t->nq; k++)
+        if (t->q[k].phase == PH_STAGED)
+            staged = &t->q[k];
+    uint64_t stage_step = 0;
+    bool has_stage = rsp__core_stage(t->core, &stage_step);
+    CHECK(t, has_stage == (staged != NULL) && (!staged || stage_step == staged->d.step_id),
+          "%s: the core's stage is %s step %llu, the model's %s step %llu", what,
+          has_stage ? "of" : "not there;", (unsigned long long)stage_step,
+          staged ? "of" : "not there;", staged ? (unsigned long long)staged->d.step_id : 0ull);
+
     /* Slot accounting, slot by slot and in the counters. */
     uint32_t n[4] = {0};
     for (uint32_t s = 0; s < max; s++) {
@@ -1267,6 +1280,12 @@ static void op_step(T *t)
         earlier_fwd &= t->q[k].forward_ran;
     }
     uint32_t y = below(t, 100);
+    /* A capture step may commit without a plan, staged or not (graph
+     * warm-up); its commit takes its stage with it. */
+    if (s->d.capture && i == 0 && s->phase != PH_PLANNED && y < 15) {
+        op_commit(t, s);
+        return;
+    }
     switch (s->phase) {
     case PH_ADMITTED:
         if (y < 55 && earlier_live)

@@ -141,12 +141,12 @@ static rsp_event gate_close(gate *g, rsp_device_kind kind)
     g->kind = kind;
     if (kind == RSP_DEVICE_HOST) {
         assert_int_equal(rsp_host_fence_create(&g->fence, NULL), RSP_OK);
-        return (rsp_event){g->fence, 1};
+        return rsp_event_host(g->fence, 1);
     }
 #ifdef RSP_HAVE_CUDA
     RSP_TEST_CUDA(rsp_test_gate_new(&g->g));
     RSP_TEST_CUDA(rsp_test_gate_close(g->g, &g->ev));
-    return (rsp_event){(void *)g->ev, 0};
+    return rsp_event_cuda((void *)g->ev);
 #else
     fail_msg("CUDA gate without CUDA");
     return (rsp_event){0};
@@ -309,7 +309,7 @@ static void null_event_is_complete(void **state)
     rsp__layout lay;
     make_layout(&lay, 1, 2);
     rsp__device *dev = dev_new(kind, &lay);
-    rsp_event none = {NULL, 7};
+    rsp_event none = {.handle = NULL, .value = 7};
     assert_int_equal(rsp__device_event_wait(dev, &none, 0, NULL), RSP_OK);
     /* a WAIT on it in a list is a no-op too */
     test_work t;

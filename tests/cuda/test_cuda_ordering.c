@@ -157,7 +157,7 @@ static void forward_writes_then_post_forks_and_removals_see_them(void **state)
                 const uint32_t j = k - 1;
                 test_work t;
                 tw_init(&t);
-                tw_wait(&t, (rsp_event){(void *)fwd_done[j], 0});
+                tw_wait(&t, rsp_event_cuda((void *)fwd_done[j]));
                 const rsp__copy c[2] = {{st[j].a[0], st[j].b[0]}, {st[j].a[1], st[j].b[1]}};
                 tw_copy(&t, c, 2);
                 tw_zero(&t, &st[j].c, 1);
@@ -202,7 +202,7 @@ static void plan_event_orders_pool_work_before_the_forward(void **state)
         RSP_TEST_CUDA(cudaEventRecord(done, s));
         test_work t;
         tw_init(&t);
-        tw_wait(&t, (rsp_event){(void *)done, 0});
+        tw_wait(&t, rsp_event_cuda((void *)done));
         const rsp__copy c = {1, 2};
         tw_copy(&t, &c, 1);
         tw_zero(&t, &one, 1);

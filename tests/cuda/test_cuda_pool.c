@@ -159,7 +159,7 @@ static void views_get(rsp_pool *pool, views *vs)
 static rsp_event forward_start(forward *f, const views *vs, const rsp_addressing *a, uint64_t step)
 {
     if (f->kind == RSP_DEVICE_HOST)
-        return (rsp_event){f->fence, step};
+        return rsp_event_host(f->fence, step);
 #ifdef RSP_HAVE_CUDA
     rsp__kgeom g;
     memset(&g, 0, sizeof g);
@@ -174,7 +174,7 @@ static rsp_event forward_start(forward *f, const views *vs, const rsp_addressing
         rsp_test_forward_indexed(&g, a->device_slot_indices, a->num_rows, step, 30, f->stream));
     cudaEvent_t done = f->done[step % 2];
     RSP_TEST_CUDA(cudaEventRecord(done, f->stream));
-    return (rsp_event){(void *)done, 0};
+    return rsp_event_cuda((void *)done);
 #else
     (void)vs;
     (void)a;

@@ -90,6 +90,7 @@ static void tw_wait(test_work *t, rsp_host_fence *f, uint64_t v)
     rsp__op *op = &t->ops[t->w.num_ops++];
     memset(op, 0, sizeof *op);
     op->kind = RSP__OP_WAIT;
+    op->event.kind = RSP_EVENT_HOST_FENCE;
     op->event.handle = f;
     op->event.value = v;
 }
@@ -390,7 +391,7 @@ static void event_values_increase_per_submit(void **state)
     assert_int_equal(rsp__device_event_wait(dev, &e, RSP_WAIT_FOREVER, NULL), RSP_OK);
     assert_true(rsp_host_fence_value(e.handle) >= prev.value);
     /* A NULL handle is an event that is already complete. */
-    rsp_event none = {NULL, 12345};
+    rsp_event none = {.handle = NULL, .value = 12345};
     assert_int_equal(rsp__device_event_wait(dev, &none, 0, NULL), RSP_OK);
     rsp__device_destroy(dev);
 }
@@ -815,7 +816,7 @@ static void event_wait_timeout_names_the_fence(void **state)
     assert_int_equal(rsp__device_create(RSP_DEVICE_HOST, 0, &lay, &dev, NULL), RSP_OK);
     rsp_host_fence *f = NULL;
     assert_int_equal(rsp_host_fence_create(&f, NULL), RSP_OK);
-    rsp_event e = {f, 3};
+    rsp_event e = rsp_event_host(f, 3);
     rsp_error err = {0};
     assert_int_equal(rsp__device_event_wait(dev, &e, 1000000, &err), RSP_ETIMEDOUT);
     assert_int_equal(err.status, RSP_ETIMEDOUT);
@@ -824,6 +825,61 @@ static void event_wait_timeout_names_the_fence(void **state)
     assert_int_equal(rsp__device_event_wait(dev, &e, 0, NULL), RSP_OK);
     rsp__device_destroy(dev);
     rsp_host_fence_destroy(f);
+}
+
+/* The host device waits on host fences only: any other kind, and a handle
+ * that does not carry a live fence's tag, is refused (RSP_EINVAL) by the
+ * check the owner makes before the core changes, by event_wait, and by
+ * submit itself; nothing is queued and nothing is written through it. */
+static void host_device_refuses_events_it_cannot_wait_on(void **state)
+{
+    (void)state;
+    const uint64_t sb[1] = {8};
+    rsp__layout lay;
+    make_layout(&lay, 1, 4, 1, sb);
+    rsp__device *dev = NULL;
+    assert_int_equal(rsp__device_create(RSP_DEVICE_HOST, 0, &lay, &dev, NULL), RSP_OK);
+    uint64_t stray[16];
+    memset(stray, 0, sizeof stray);
+    const rsp_event bad[] = {
+        rsp_event_cuda(stray),
+        {.kind = RSP_EVENT_NONE, .handle = stray, .value = 1},
+        {.kind = (rsp_event_kind)9, .handle = NULL},
+        rsp_event_host((rsp_host_fence *)stray, 1),
+    };
+    const char *why[] = {"CUDA event", "RSP_EVENT_NONE", "not an event kind",
+                         "not a live rsp_host_fence"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rsp_error err = {0};
+        assert_int_equal(rsp__device_check_event(dev, &bad[i], &err), RSP_EINVAL);
+        assert_non_null(strstr(err.message, why[i]));
+        assert_int_equal(rsp__device_event_wait(dev, &bad[i], 0, &err), RSP_EINVAL);
+        test_work t;
+        tw_init(&t);
+        rsp__op *op = &t.ops[t.w.num_ops++];
+        op->kind = RSP__OP_WAIT;
+        op->event = bad[i];
+        tw_zero(&t, 1);
+        rsp_event done;
+        rsp_status st = rsp__device_submit(dev, &t.w, &done, &err);
+        /* A NULL handle is "complete" for submit whatever the kind: the
+         * kind's range is checked where events enter (post, owner). */
+        assert_int_equal(st, bad[i].handle ? RSP_EINVAL : RSP_OK);
+    }
+    for (size_t i = 0; i < sizeof stray / sizeof stray[0]; i++)
+        assert_true(stray[i] == 0);
+    /* NULL and a zeroed event are complete; a real fence is accepted. */
+    rsp_event none = {0};
+    assert_int_equal(rsp__device_check_event(dev, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp__device_check_event(dev, &none, NULL), RSP_OK);
+    assert_int_equal(rsp__device_event_wait(dev, &none, 0, NULL), RSP_OK);
+    rsp_host_fence *f = NULL;
+    assert_int_equal(rsp_host_fence_create(&f, NULL), RSP_OK);
+    rsp_event good = rsp_event_host(f, 0);
+    assert_int_equal(rsp__device_check_event(dev, &good, NULL), RSP_OK);
+    assert_int_equal(rsp__device_event_wait(dev, &good, 0, NULL), RSP_OK);
+    rsp_host_fence_destroy(f);
+    rsp__device_destroy(dev);
 }
 
 int main(void)
@@ -844,6 +900,7 @@ int main(void)
         cmocka_unit_test(destroy_drains_queued_work),
         cmocka_unit_test(fence_is_monotonic_and_wait_times_out),
         cmocka_unit_test(event_wait_timeout_names_the_fence),
+        cmocka_unit_test(host_device_refuses_events_it_cannot_wait_on),
     };
     return cmocka_run_group_tests_name("device_host", tests, NULL, NULL);
 }
