@@ -44,7 +44,8 @@ else()
 endif()
 set(RSP_PC_LIBS_PRIVATE "-lpthread")
 if(RSP_HAVE_CUDA)
-  string(APPEND RSP_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart")
+  # libstdc++: the guards of the kernels' launch stubs (kernels/CMakeLists.txt).
+  string(APPEND RSP_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lstdc++")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/rsp.pc.in ${PROJECT_BINARY_DIR}/rsp.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/rsp.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig

@@ -1,45 +1,65 @@
 #!/usr/bin/env bash
-# The whole test suite, three times:
-#   build/        plain build (RSP_CUDA=AUTO: the CUDA device too when nvcc exists)
-#   build-asan/   AddressSanitizer + UndefinedBehaviorSanitizer (RSP_CUDA=OFF)
-#   build-tsan/   ThreadSanitizer (RSP_CUDA=OFF), with tests/tsan.supp if present
-# Each runs `ctest --output-on-failure -j2`. A summary with timings follows;
-# the exit status is non-zero if any build or test failed.
+# The whole test suite: one tree per variant, each configured with
+# -DRSP_WERROR=ON (warnings are errors here, never in a user's build), built,
+# then tested with `ctest --output-on-failure -j2` (all of it, a subset, or
+# nothing: see the table). A summary with timings follows; the exit status is
+# non-zero if any build or test failed.
+#
+#   variant  tree            configure                          ctest
+#   plain    build/          RelWithDebInfo, RSP_CUDA=AUTO      all
+#   asan     build-asan/     ASan + UBSan, RSP_CUDA=OFF         all
+#   tsan     build-tsan/     TSan, RSP_CUDA=OFF (+tsan.supp)    all
+#   release  build-release/  Release (-O3), RSP_CUDA=AUTO       -L core
+#   debug    build-debug/    Debug (-O0), RSP_CUDA=OFF          -L core
+#   clang    build-clang/    clang/clang++, RSP_CUDA=OFF        all
+#   aarch64  build-aarch64/  aarch64 cross gcc, RSP_CUDA=OFF    all but install_consumer and
+#                                                               bench_quick, under qemu-user;
+#                                                               none without qemu-aarch64
 #
 # Environment:
-#   RSP_TEST_VARIANTS   variants to run, default "plain asan tsan"; "clang"
-#                       adds a clang build (CC=clang, CXX=clang++) with ctest
-#   RSP_CTEST_ARGS      extra ctest arguments for every variant (e.g. -R core)
+#   RSP_TEST_VARIANTS   variants to run, in order (default: all of the above)
+#   RSP_CTEST_ARGS      extra ctest arguments for every tree that runs ctest (e.g. -R core)
 #   RSP_JOBS            parallel build jobs (default: nproc)
+#   RSP_CCACHE=0        do not use ccache even when it is installed
+#
+# A new variant is one more case in the loop below: a call of run_variant.
 # SPDX-License-Identifier: Apache-2.0
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 rsp_ensure_deps || exit 1
 
-variants=${RSP_TEST_VARIANTS:-plain asan tsan}
+variants=${RSP_TEST_VARIANTS:-plain asan tsan release debug clang aarch64}
 summary=()
 failed=0
 t_all=$SECONDS
 
-# run_variant NAME DIR "ENV... [LAUNCHER...]" CMAKE-ARGS...: build DIR, then run
-# `env ENV... [LAUNCHER...] ctest` in it.
+# run_variant NAME DIR ENVS CTEST CMAKE-ARGS...: configure DIR with
+# -DRSP_WERROR=ON and CMAKE-ARGS, build it, then, unless CTEST is "none", run
+# `env ENVS ctest --output-on-failure -j2 CTEST $RSP_CTEST_ARGS` in it. ENVS
+# is a word list of VAR=value (and, after them, a launcher such as setarch);
+# CTEST is "all" or a word list of ctest arguments (-L core, -E name).
 run_variant() {
-    local name=$1 dir=$2 envs=$3
-    shift 3
+    local name=$1 dir=$2 envs=$3 sel=$4
+    shift 4
     local t0=$SECONDS build_s test_s status=ok
     echo
     echo "=== rsp: $name: build $dir ==="
-    if ! rsp_build "$dir" "$@"; then
-        summary+=("$(printf '%-6s %-11s build FAILED after %4ds' "$name" "$dir" $((SECONDS - t0)))")
+    if ! rsp_build "$dir" -DRSP_WERROR=ON "$@"; then
+        summary+=("$(printf '%-8s %-14s build FAILED after %4ds' "$name" "$dir" $((SECONDS - t0)))")
         failed=1
         return
     fi
     build_s=$((SECONDS - t0))
-    echo "=== rsp: $name: ctest ($dir) ==="
+    if [ "$sel" = none ]; then
+        summary+=("$(printf '%-8s %-14s build %4ds  ctest    -  ok (build only)' "$name" "$dir" "$build_s")")
+        return
+    fi
+    [ "$sel" = all ] && sel=
+    echo "=== rsp: $name: ctest${sel:+ $sel} ($dir) ==="
     local t1=$SECONDS
-    # shellcheck disable=SC2086  # envs and RSP_CTEST_ARGS are word lists on purpose
-    if ! (cd "$RSP_ROOT/$dir" && env $envs ctest --output-on-failure -j2 ${RSP_CTEST_ARGS:-}); then
+    # shellcheck disable=SC2086  # envs, sel and RSP_CTEST_ARGS are word lists on purpose
+    if ! (cd "$RSP_ROOT/$dir" && env $envs ctest --output-on-failure -j2 $sel ${RSP_CTEST_ARGS:-}); then
         status=FAILED
         failed=1
     fi
@@ -49,7 +69,7 @@ run_variant() {
         # Lines read "N:name"; keep the names.
         failed_tests=" ($(cut -d: -f2 "$RSP_ROOT/$dir/Testing/Temporary/LastTestsFailed.log" | paste -sd' ' -))"
     fi
-    summary+=("$(printf '%-6s %-11s build %4ds  ctest %4ds  %s%s' "$name" "$dir" "$build_s" "$test_s" "$status" "$failed_tests")")
+    summary+=("$(printf '%-8s %-14s build %4ds  ctest %4ds  %s%s%s' "$name" "$dir" "$build_s" "$test_s" "$status" "${sel:+ ($sel)}" "$failed_tests")")
 }
 
 # ThreadSanitizer (gcc 12) cannot map its shadow with the high ASLR entropy
@@ -67,22 +87,57 @@ fi
 
 for v in $variants; do
     case $v in
-    plain) run_variant plain build "" -DRSP_CUDA=AUTO -DRSP_SANITIZE= ;;
+    plain)
+        run_variant plain build "" all \
+            -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRSP_CUDA=AUTO -DRSP_SANITIZE=
+        ;;
     asan)
         run_variant asan build-asan \
             "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1" \
-            -DRSP_CUDA=OFF -DRSP_SANITIZE=address
+            all -DRSP_CUDA=OFF -DRSP_SANITIZE=address
         ;;
     tsan)
-        run_variant tsan build-tsan "TSAN_OPTIONS=$tsan_opts $tsan_prefix" \
+        run_variant tsan build-tsan "TSAN_OPTIONS=$tsan_opts $tsan_prefix" all \
             -DRSP_CUDA=OFF -DRSP_SANITIZE=thread
         ;;
+    release)
+        # -O3: where gcc's flow-based warnings (maybe-uninitialized, ...)
+        # appear; the kernels too. The core suites check the optimised core.
+        run_variant release build-release "" "-L core" \
+            -DCMAKE_BUILD_TYPE=Release -DRSP_CUDA=AUTO -DRSP_SANITIZE=
+        ;;
+    debug)
+        run_variant debug build-debug "" "-L core" \
+            -DCMAKE_BUILD_TYPE=Debug -DRSP_CUDA=OFF -DRSP_SANITIZE=
+        ;;
     clang)
-        run_variant clang build-clang "" -DRSP_CUDA=OFF -DRSP_SANITIZE= \
+        if ! rsp_ensure_deps clang; then
+            summary+=("$(printf '%-8s %-14s missing package clang (see above)' clang build-clang)")
+            failed=1
+            continue
+        fi
+        run_variant clang build-clang "" all -DRSP_CUDA=OFF -DRSP_SANITIZE= \
             -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
         ;;
+    aarch64)
+        # Compiles the atomics for a weakly ordered CPU; the tests run under
+        # qemu-user (on this x86 host it runs them correctly but cannot show
+        # reorderings). install_consumer and bench_quick start target
+        # programs without the emulator.
+        if ! rsp_ensure_aarch64_deps "$RSP_ROOT/build-aarch64-deps"; then
+            summary+=("$(printf '%-8s %-14s missing cross packages (see above)' aarch64 build-aarch64)")
+            failed=1
+            continue
+        fi
+        a64_ctest="-E ^(install_consumer|bench_quick)$"
+        command -v qemu-aarch64 >/dev/null 2>&1 || a64_ctest=none
+        run_variant aarch64 build-aarch64 "" "$a64_ctest" \
+            -DCMAKE_TOOLCHAIN_FILE="$RSP_ROOT/cmake/toolchain-aarch64.cmake" \
+            -DRSP_CROSS_PKG_CONFIG_PATH="$RSP_ROOT/build-aarch64-deps/pkgconfig" \
+            -DRSP_CUDA=OFF -DRSP_SANITIZE=
+        ;;
     *)
-        echo "rsp: unknown variant '$v' (plain, asan, tsan, clang)" >&2
+        echo "rsp: unknown variant '$v' (plain, asan, tsan, release, debug, clang, aarch64)" >&2
         failed=1
         ;;
     esac
