@@ -2,7 +2,8 @@
 # Build the libFuzzer targets (clang, ASan+UBSan) in build-fuzz/ and run each
 # for a while, starting from its seed corpus:
 #   scripts/fuzz.sh [seconds-per-target] [target...]
-# Default 60 s per target, targets fuzz_api fuzz_config. New inputs go to
+# Default 60 s per target, targets fuzz_api fuzz_config; 0 only builds and
+# replays the seed corpus (ctest -L fuzz, also done before every run). New inputs go to
 # build-fuzz/corpus/<target>/ (the seeds in tests/fuzz/corpus/ stay as they
 # are); a crash, leak or timeout is kept under build-fuzz/findings/<target>/
 # and the script exits non-zero. See docs/testing.md "Fuzzing".
@@ -48,6 +49,11 @@ fi
 # shellcheck disable=SC2086  # targets is a word list
 cmake --build "$dir" -j "$RSP_JOBS" --target $targets || exit 1
 
+echo "=== rsp: fuzz: replay the seed corpus ==="
+re=$(echo "$targets" | tr ' ' '|')
+(cd "$dir" && ctest --output-on-failure -L fuzz -R "^($re)_corpus\$") || exit 1
+[ "$seconds" -gt 0 ] || exit 0
+
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 parallel=
@@ -60,6 +66,7 @@ for t in $targets; do
     corpus=$RSP_ROOT/build-fuzz/corpus/$t
     findings=$RSP_ROOT/build-fuzz/findings/$t
     mkdir -p "$corpus" "$findings"
+    marker=$(mktemp)
     echo "=== rsp: fuzz: $t for ${seconds}s (corpus $corpus + tests/fuzz/corpus/$t) ==="
     t0=$SECONDS
     # shellcheck disable=SC2086  # RSP_FUZZ_ARGS is a word list on purpose
@@ -68,9 +75,11 @@ for t in $targets; do
         "$corpus" "$RSP_ROOT/tests/fuzz/corpus/$t" 2>&1 |
         grep --line-buffered -E "^#[0-9]+ +(pulse|DONE|INITED)|^stat::|ERROR|SUMMARY|^fuzz_|Test unit|^    #[0-9]"
     rc=${PIPESTATUS[0]}
-    echo "=== rsp: fuzz: $t: exit $rc after $((SECONDS - t0))s, corpus $(ls "$corpus" | wc -l) files ==="
-    if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$findings" 2>/dev/null)" ]; then
-        echo "rsp: fuzz: $t: FINDING (kept in $findings: $(ls "$findings" | tr '\n' ' '))" >&2
+    echo "=== rsp: fuzz: $t: exit $rc after $((SECONDS - t0))s, corpus $(find "$corpus" -type f | wc -l) files ==="
+    new=$(find "$findings" -type f -newer "$marker" -printf '%f ')
+    rm -f "$marker"
+    if [ "$rc" -ne 0 ] || [ -n "$new" ]; then
+        echo "rsp: fuzz: $t: FINDING (exit $rc; kept in $findings: $new)" >&2
         status=1
     fi
 done

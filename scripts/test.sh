@@ -3,12 +3,16 @@
 #   build/        plain build (RSP_CUDA=AUTO: the CUDA device too when nvcc exists)
 #   build-asan/   AddressSanitizer + UndefinedBehaviorSanitizer (RSP_CUDA=OFF)
 #   build-tsan/   ThreadSanitizer (RSP_CUDA=OFF), with tests/tsan.supp if present
+#   build-fuzz/   libFuzzer targets (clang, ASan+UBSan): the seed corpus
+#                 replayed, then each target fuzzed for a bounded time
 # Each runs `ctest --output-on-failure -j2`. A summary with timings follows;
 # the exit status is non-zero if any build or test failed.
 #
 # Environment:
-#   RSP_TEST_VARIANTS   variants to run, default "plain asan tsan"; "clang"
+#   RSP_TEST_VARIANTS   variants to run, default "plain asan tsan fuzz"; "clang"
 #                       adds a clang build (CC=clang, CXX=clang++) with ctest
+#   RSP_FUZZ_SECONDS    fuzz variant: seconds per target (default 30: about a
+#                       minute for both); scripts/fuzz.sh runs them longer
 #   RSP_CTEST_ARGS      extra ctest arguments for every variant (e.g. -R core)
 #   RSP_JOBS            parallel build jobs (default: nproc)
 # SPDX-License-Identifier: Apache-2.0
@@ -17,7 +21,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 rsp_ensure_deps || exit 1
 
-variants=${RSP_TEST_VARIANTS:-plain asan tsan}
+variants=${RSP_TEST_VARIANTS:-plain asan tsan fuzz}
 summary=()
 failed=0
 t_all=$SECONDS
@@ -65,6 +69,20 @@ if [ -f "$RSP_ROOT/tests/tsan.supp" ]; then
     tsan_opts="$tsan_opts:suppressions=$RSP_ROOT/tests/tsan.supp"
 fi
 
+# The fuzz variant: scripts/fuzz.sh builds build-fuzz/, replays the seed
+# corpus (ctest -L fuzz) and fuzzes each target for RSP_FUZZ_SECONDS. A
+# finding fails the variant (kept under build-fuzz/findings/).
+run_fuzz() {
+    local t0=$SECONDS status=ok
+    echo
+    echo "=== rsp: fuzz: ${RSP_FUZZ_SECONDS:-30}s per target ==="
+    if ! "$RSP_ROOT/scripts/fuzz.sh" "${RSP_FUZZ_SECONDS:-30}"; then
+        status=FAILED
+        failed=1
+    fi
+    summary+=("$(printf '%-6s %-11s fuzz  %4ds  %s' fuzz build-fuzz $((SECONDS - t0)) "$status")")
+}
+
 for v in $variants; do
     case $v in
     plain) run_variant plain build "" -DRSP_CUDA=AUTO -DRSP_SANITIZE= ;;
@@ -81,8 +99,9 @@ for v in $variants; do
         run_variant clang build-clang "" -DRSP_CUDA=OFF -DRSP_SANITIZE= \
             -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
         ;;
+    fuzz) run_fuzz ;;
     *)
-        echo "rsp: unknown variant '$v' (plain, asan, tsan, clang)" >&2
+        echo "rsp: unknown variant '$v' (plain, asan, tsan, clang, fuzz)" >&2
         failed=1
         ;;
     esac

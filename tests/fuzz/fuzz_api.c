@@ -185,7 +185,7 @@ static mhold H[NRIDS][NLAB];
 static bool g_rid_exists[NRIDS];
 static uint64_t g_inst;
 
-#define MAX_ROWS 8
+#define MAX_ROWS 12 /* more than 8: the core's hash-set path for duplicates */
 #define MAX_FORKS 3
 
 typedef struct decl {
@@ -200,7 +200,7 @@ typedef struct decl {
 } decl;
 
 #define MAX_STEPS 8
-#define MAX_JOURNAL 64
+#define MAX_JOURNAL 1024
 
 typedef struct mstep {
     bool used;       /* in flight in the model */
@@ -362,38 +362,68 @@ typedef struct snapshot {
 
 static snapshot g_prev;
 
-static void observe(snapshot *s)
+/* Rids whose holdings the next check queries (bit per g_rids index); the
+ * others keep their last observation. Every few calls, and at the end of an
+ * input, every rid is queried. */
+static uint32_t g_touch;
+
+static void touch_decl(const decl *d)
+{
+    for (uint32_t i = 0; i < d->nrows; i++)
+        g_touch |= 1u << d->rid_ix[i];
+}
+
+static bool asked(int ri)
+{
+    return g_rid_exists[ri] && (g_touch >> ri & 1);
+}
+
+static void observe(snapshot *s, bool full)
 {
     rsp_error err;
-    rsp_ticket *t[NRIDS * NLAB], *ts;
+    rsp_ticket *t[NRIDS * NLAB], *ts = NULL;
     uint32_t nl = model_labels();
+    if (full)
+        g_touch = ~0u;
     /* One batch: every query is posted, then every answer taken. Rids the
      * model says do not exist are not asked about: num_requests and
      * num_holdings (checked against the model) would count them. */
     for (int ri = 0; ri < NRIDS; ri++)
-        for (uint32_t li = 0; li < nl && g_rid_exists[ri]; li++) {
+        for (uint32_t li = 0; li < nl && asked(ri); li++) {
             rsp_msg m = {.kind = RSP_MSG_HOLDING, .rid = g_rids[ri], .label = li};
             if (rsp_post(g_pool, &m, &t[ri * NLAB + li], RSP_WAIT_FOREVER, &err) != RSP_OK)
                 fail("post HOLDING: %s", err.message);
         }
+    /* A snapshot by message on full checks; otherwise the lock-free
+     * counters, exact here: every message this thread posted is answered
+     * and the owner mirrors its gauges before it answers. */
     rsp_msg ms = {.kind = RSP_MSG_STATS};
-    if (rsp_post(g_pool, &ms, &ts, RSP_WAIT_FOREVER, &err) != RSP_OK)
+    if (full && rsp_post(g_pool, &ms, &ts, RSP_WAIT_FOREVER, &err) != RSP_OK)
         fail("post STATS: %s", err.message);
     for (int ri = 0; ri < NRIDS; ri++)
         for (uint32_t li = 0; li < NLAB; li++) {
-            memset(&s->h[ri][li], 0, sizeof s->h[ri][li]);
-            if (li >= nl || !g_rid_exists[ri]) {
+            if (!g_rid_exists[ri] || li >= nl) {
+                memset(&s->h[ri][li], 0, sizeof s->h[ri][li]);
                 s->hst[ri][li] = RSP_ENOREQ;
+                continue;
+            }
+            if (!asked(ri)) {
+                s->hst[ri][li] = g_prev.hst[ri][li];
+                s->h[ri][li] = g_prev.h[ri][li];
                 continue;
             }
             rsp_reply r;
             s->hst[ri][li] = rsp_wait(t[ri * NLAB + li], RSP_WAIT_FOREVER, &r);
             s->h[ri][li] = r.holding;
         }
-    rsp_reply rs;
-    if (rsp_wait(ts, RSP_WAIT_FOREVER, &rs) != RSP_OK)
-        fail("STATS: %s", rs.error.message);
-    s->st = rs.stats;
+    if (full) {
+        rsp_reply rs;
+        if (rsp_wait(ts, RSP_WAIT_FOREVER, &rs) != RSP_OK)
+            fail("STATS: %s", rs.error.message);
+        s->st = rs.stats;
+    } else if (rsp_pool_counters(g_pool, &s->st, &err) != RSP_OK) {
+        fail("rsp_pool_counters: %s", err.message);
+    }
     CHECK(rsp_read_begin() == RSP_OK, "rsp_read_begin");
     const rsp_plan *live = rsp_plan_live(g_pool), *staged = rsp_plan_staged(g_pool);
     s->live_id = live ? rsp_plan_step_id(live) : 0;
@@ -414,10 +444,11 @@ static bool same_gauges(const rsp_stats *a, const rsp_stats *b)
 
 /* Check the pool against the model after a call; `failed`: the call
  * returned an error, so nothing may have changed. */
-static void check(bool failed)
+static void check_full(bool failed, bool full)
 {
     snapshot s;
-    observe(&s);
+    full |= g_opno % 8 == 0;
+    observe(&s, full);
     const rsp_stats *st = &s.st;
     uint32_t sink = g_info.sink ? 1 : 0;
     CHECK(st->max_slots == MAX_SLOTS, "stats.max_slots %u", st->max_slots);
@@ -442,6 +473,11 @@ static void check(bool failed)
             if (!m->held)
                 continue;
             holders++;
+            if (!asked(ri)) {
+                if (m->seen)
+                    used[m->slot] = true; /* as last seen */
+                continue;
+            }
             CHECK(h->index >= (int32_t)sink && h->index < MAX_SLOTS,
                   "holding(rid %d, label %d): slot %d out of range", ri, li, h->index);
             CHECK(!used[h->index], "slot %d held twice (second: rid %d label %d)", h->index, ri,
@@ -473,6 +509,7 @@ static void check(bool failed)
           s.staged_id, want_stage);
     CHECK(s.live_id == g_live_id, "live plan is step %" PRIu64 ", model %" PRIu64, s.live_id,
           g_live_id);
+    g_touch = 0;
     if (failed) {
         CHECK(same_gauges(&g_prev.st, st), "an error changed the stats (free %u->%u held %u->%u "
               "pending %u->%u gen %" PRIu64 "->%" PRIu64 ")",
@@ -490,6 +527,11 @@ static void check(bool failed)
             }
     }
     g_prev = s;
+}
+
+static void check(bool failed)
+{
+    check_full(failed, false);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -554,6 +596,9 @@ static void forward(uint64_t step_id, uint8_t v)
         }
     }
     rsp_read_end();
+    /* The device runs its work in order: this plan's upload comes after the
+     * WAITs of earlier commits, whose forwards (ours) are done by now. */
+    rsp_host_fence_signal(g_fence, g_fence_next);
     for (uint32_t i = 0; i < nready; i++)
         CHECK(rsp_event_wait(g_pool, &ready[i], RSP_WAIT_FOREVER, NULL) == RSP_OK,
               "waiting for a plan's ready event");
@@ -593,7 +638,9 @@ static void decode_decl(input *in, decl *d)
 {
     memset(d, 0, sizeof *d);
     uint8_t f = u8(in);
-    d->nrows = (f & 7) % (MAX_ROWS - 1);
+    d->nrows = f & 7;
+    if (d->nrows == 7)
+        d->nrows = 7 + u8(in) % (MAX_ROWS - 6); /* 7..12 */
     d->npre = ((f >> 3) & 3) % 3;
     d->npost = (f >> 5) % 3;
     uint8_t g = u8(in);
@@ -644,8 +691,8 @@ static void to_step(const decl *d, uint64_t id, rsp_step *s)
     s->lease = d->lease;
 }
 
-/* The validation status (SEMANTICS 4 / rsp_post / core) d must get, or OK. */
-static rsp_status decl_invalid(const decl *d)
+/* The validation status d must get from rsp_post (NULL arrays, labels). */
+static rsp_status decl_invalid_post(const decl *d)
 {
     if (d->null_arrays == 1)
         return RSP_EINVAL;
@@ -660,6 +707,12 @@ static rsp_status decl_invalid(const decl *d)
             if (f[i].from >= g_num_labels || f[i].to >= g_num_labels)
                 return RSP_ENOLABEL;
     }
+    return RSP_OK;
+}
+
+/* ... and then from the core (the lease, duplicate rows; SEMANTICS 4). */
+static rsp_status decl_invalid_core(const decl *d)
+{
     if (d->has_lease && d->lease.bucket_bs == 0)
         return RSP_EINVAL;
     for (uint32_t i = 0; i < d->nrows; i++)
@@ -668,6 +721,12 @@ static rsp_status decl_invalid(const decl *d)
                 d->rows[i].rid == d->rows[j].rid && d->rows[i].label == d->rows[j].label)
                 return RSP_EDUPROW;
     return RSP_OK;
+}
+
+static rsp_status decl_invalid(const decl *d)
+{
+    rsp_status st = decl_invalid_post(d);
+    return st ? st : decl_invalid_core(d);
 }
 
 static void expect_status(rsp_status got, rsp_status want, const rsp_error *err)
@@ -773,6 +832,10 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
     }
     rsp_step step;
     to_step(&d, id, &step);
+    touch_decl(&d);
+    if (g_verbose)
+        fprintf(stderr, "  admit entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n",
+                e, id, d.nrows, d.capture, d.preplan, d.has_lease);
     int ee = entry_of(id); /* a backwards id may name another entry's step */
     bool in_flight = ee >= 0;
     rsp_status want = decl_invalid(&d);
@@ -783,6 +846,8 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
             want = RSP_ECAPACITY;
     }
     uint32_t needs = want == RSP_OK ? admit_needs(&d) : 0;
+    if (S[in_flight ? ee : e].njournal + needs > MAX_JOURNAL)
+        return; /* the model's journal is full */
     uint32_t free_before = g_prev.st.free_slots;
     rsp_admit_outcome out;
     rsp_error err;
@@ -857,15 +922,23 @@ static void op_plan(input *in, int e, uint8_t how)
         decode_decl(in, &d); /* a declaration that differs from the admitted one */
     else if ((how & 6) == 2 && d.nrows)
         d.rows[0].span = d.rows[0].span > 0 ? 0 : 1;
-    if (g_avoid_capture_preplan && d.capture && d.preplan)
+    int fe = entry_of(s->id);
+    /* The admit's record decides whether a step is a capture (a re-admit
+     * with capture = false does not change it). */
+    if (g_avoid_capture_preplan && d.preplan && (d.capture || (fe >= 0 && S[fe].capture)))
         d.preplan = false;
     rsp_step step;
     to_step(&d, s->id, &step);
+    if (g_verbose)
+        fprintf(stderr, "  plan entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n",
+                e, s->id, d.nrows, d.capture, d.preplan, d.has_lease);
     int ee = entry_of(s->id);
     if (ee >= 0 && ee != e) {
         e = ee; /* the step in flight under this id is another entry's */
         s = &S[e];
     }
+    touch_decl(&d);
+    touch_decl(&s->d);
     rsp_status want = decl_invalid(&d);
     bool may_eorder = false, may_enomem = false;
     bool take_stage = false;
@@ -1006,9 +1079,16 @@ static void op_commit(input *in, int e, uint8_t how)
         e = ee;
         s = &S[e];
     }
-    rsp_status want = decl_invalid(&d);
+    touch_decl(&d);
+    touch_decl(&s->d);
+    for (uint32_t i = 0; i < s->nprows; i++)
+        g_touch |= 1u << s->prows[i].ri;
+    /* rsp_post validates, then the owner checks the event, then the core. */
+    rsp_status want = decl_invalid_post(&d);
     if (want == RSP_OK)
         want = want_ev;
+    if (want == RSP_OK)
+        want = decl_invalid_core(&d);
     if (want == RSP_OK && (ee < 0 || (!S[ee].capture && !S[ee].planned)))
         want = RSP_EORDER;
     rsp_error err;
@@ -1048,6 +1128,11 @@ static void op_rollback(int e, uint8_t how)
     g_op = "rollback";
     rsp_status st = rsp_step_rollback(g_pool, id, use ? &ev : NULL, &err);
     expect_status(st, want, &err);
+    if (ee >= 0) {
+        touch_decl(&S[ee].d);
+        for (uint32_t j = 0; j < S[ee].njournal; j++)
+            g_touch |= 1u << S[ee].journal[j].ri;
+    }
     if (st == RSP_OK && ee >= 0) {
         mstep *x = &S[ee];
         /* Reverse allocation order; a journal entry whose holding is gone
@@ -1072,6 +1157,7 @@ static void op_rid(uint8_t kind, uint8_t b)
     rsp_rid rid = g_rids[ri];
     rsp_error err;
     rsp_status st;
+    g_touch |= 1u << ri;
     switch (kind) {
     case 0:
         g_op = "ingest";
@@ -1295,6 +1381,57 @@ static void op_raw(input *in, uint8_t b, uint8_t c)
     check(want != RSP_OK);
 }
 
+/* Intern labels until every id is taken (RSP_ECAPACITY). Outlives the
+ * input: the pool is recreated after it. */
+static void op_label_flood(void)
+{
+    char name[16];
+    rsp_error err;
+    g_op = "label flood";
+    for (uint32_t i = 0; i <= RSP_MAX_LABELS; i++) {
+        snprintf(name, sizeof name, "f%u", i);
+        rsp_label_id id;
+        rsp_status st = rsp_label(g_pool, name, &id, &err);
+        if (g_num_labels == RSP_MAX_LABELS) {
+            expect_status(st, RSP_ECAPACITY, &err);
+            break;
+        }
+        expect_status(st, RSP_OK, &err);
+        CHECK(id == g_num_labels, "label %s -> %u, expected %u", name, id, g_num_labels);
+        if (id < NLAB)
+            g_extra_names[id] = id == 4 ? "f0" : "f1";
+        g_num_labels++;
+    }
+    g_dirty = true;
+    check(true);
+}
+
+/* Many requests outside the model's universe (the rid table grows and
+ * deletes with collisions), all removed again before the check. */
+static void op_many_rids(uint8_t n, uint8_t step)
+{
+    rsp_error err;
+    uint32_t count = 16 + n % 112;
+    rsp_rid base = 1000 + (rsp_rid)step * 977;
+    g_op = "many rids";
+    for (uint32_t i = 0; i < count; i++) {
+        rsp_msg m = {.kind = RSP_MSG_INGEST, .rid = base + (rsp_rid)i * (1 + step % 7) * 64};
+        expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+    }
+    rsp_stats st;
+    expect_status(rsp_stats_get(g_pool, &st, &err), RSP_OK, &err);
+    CHECK(st.num_requests == g_prev.st.num_requests + count, "num_requests %u after %u ingests",
+          st.num_requests, count);
+    /* Every other one first: deletions in the middle of probe runs. */
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t k = i < (count + 1) / 2 ? 2 * i : 2 * (i - (count + 1) / 2) + 1;
+        rsp_msg m = {.kind = RSP_MSG_REMOVE, .rid = base + (rsp_rid)k * (1 + step % 7) * 64};
+        expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+    }
+    expect_status(rsp_barrier(g_pool, &err), RSP_OK, &err);
+    check_full(false, true);
+}
+
 /* A few fire-and-forget posts, then one barrier: the batched path. */
 static void op_batch(input *in, uint8_t n)
 {
@@ -1306,6 +1443,7 @@ static void op_batch(input *in, uint8_t n)
         rsp_msg m;
         memset(&m, 0, sizeof m);
         m.rid = g_rids[ri];
+        g_touch |= 1u << ri;
         switch (b & 3) {
         case 0: m.kind = RSP_MSG_INGEST; break;
         case 1: m.kind = RSP_MSG_REMOVE; break;
@@ -1368,7 +1506,7 @@ static void op_check_memory(void)
 {
     if (!flush())
         return;
-    check(false);
+    check_full(false, true); /* every holding: the held slots */
     if (g_prev.st.pending_release)
         return; /* released during a step in flight: zeroed at its end */
     bool held[MAX_SLOTS] = {0};
@@ -1417,6 +1555,9 @@ static void op_fence_drop(int e)
     rsp_host_fence_signal(f, 1);
     rsp_step step;
     to_step(&s->d, s->id, &step);
+    touch_decl(&s->d);
+    for (uint32_t j = 0; j < s->njournal; j++)
+        g_touch |= 1u << s->journal[j].ri;
     rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step = step, .event = {f, 1}};
     rsp_ticket *t;
     g_op = "rollback, fence dropped after the post";
@@ -1485,12 +1626,14 @@ static void cleanup(void)
             rsp_msg m = {.kind = RSP_MSG_REMOVE, .rid = g_rids[ri]};
             expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
         }
-    model_clear();
     /* Memory only the harness's forwards write: without one this input
      * left every byte as the last check found it (zero). */
+    for (int e = 0; e < MAX_STEPS; e++)
+        S[e].used = false;
     if (g_wrote)
         CHECK(flush(), "flush after cleanup");
-    check(false);
+    model_clear();
+    check_full(false, true);
     const rsp_stats *st = &g_prev.st;
     CHECK(st->free_slots == g_info.usable_slots && st->held_slots == 0 &&
               st->pending_release == 0 && st->num_requests == 0,
@@ -1526,7 +1669,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 4096)
         return -1; /* longer inputs add nothing but time */
-    if (g_fresh_pool || ++g_inputs_on_pool > 4096)
+    if (g_fresh_pool || ++g_inputs_on_pool > 256)
         pool_destroy();
     input in = {data, size};
     g_opno = 0;
@@ -1536,7 +1679,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!g_pool) {
         pool_create();
         g_op = "start";
-        check(false); /* later inputs start from the last cleanup's check */
+        check_full(false, true); /* later inputs start from the last cleanup's */
     }
     while (in.n && !g_shut && g_opno < 200) {
         g_opno++;
@@ -1569,6 +1712,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 21:
             if (a == 0xA5 && b == 0x5A)
                 op_shutdown();
+            else if (a == 0x5A && b == 0xA5)
+                op_label_flood();
+            else if (a % 8 == 0)
+                op_many_rids(a >> 3, b);
             break;
         default: op_plan(&in, e, b | 8); break; /* plan and run its forward */
         }

@@ -43,9 +43,12 @@ def fork(frm, to):
 
 def decl(rows, pre=(), post=(), capture=False, preplan=False, lease=None, null_arrays=0):
     """lease: (bucket_bs code 0..3 -> 1, 4, 8, 0; bucket 0/1; lease slot 0/1)."""
-    f = len(rows) | (len(pre) << 3) | (len(post) << 5)
+    n = len(rows)
+    f = min(n, 7) | (len(pre) << 3) | (len(post) << 5)
     g = (7 if capture else 0) | (8 if preplan else 0) | (16 if lease else 0)
     out = bytes([f])
+    if n >= 7:
+        out += bytes([n - 7])  # 7..12 rows
     if null_arrays:
         g |= 0xE0
         out += bytes([g, null_arrays - 1])
@@ -176,6 +179,18 @@ def seeds_api():
     s['pipeline'] = admit(0, decl([r0], post=[fork(MAIN, DRAFT)])) + plan(0) + \
         admit(1, decl([row(0, DRAFT)])) + plan(1) + admit(2, decl([r0], pre=[fork(MAIN, BEAM1)])) + \
         plan(2) + commit(0) + plan(1) + commit(1) + plan(2) + commit(2)
+    many = [row(i % 6, i // 6) for i in range(10)]
+    s['many_rows'] = admit(0, decl(many)) + plan(0, forward=True) + commit(0) + \
+        admit(0, decl(many[:8] + [row(0, MAIN)]))
+    s['preplan_chain'] = admit(0, decl([r0, row(0, DRAFT), row(0, BEAM1)],
+                                       pre=[fork(MAIN, DRAFT), fork(DRAFT, BEAM1)], preplan=True)) + \
+        plan(0) + plan(0, toggle_preplan=True, forward=True) + commit(0)
+    s['plan_extra_row'] = admit(0, decl([r0])) + plan(0, forward=True) + commit(0) + \
+        admit(1, decl([r1])) + plan(1, forward=True, new_decl=decl([r1, r0])) + commit(1)
+    s['five_labels'] = op(LABEL, 0, 4) + admit(0, decl([row(0, k) for k in range(5)])) + \
+        plan(0, forward=True) + commit(0) + op(RESET, 0, 0) + op(REMOVE, 0, 0)
+    s['label_flood'] = op(SHUTDOWN, 0x5A, 0xA5) + admit(0, decl([row(0, UNKNOWN_LABEL)]))
+    s['many_rids'] = op(INGEST, 0, 0) + op(SHUTDOWN, 8 * 5, 3) + op(SHUTDOWN, 8 * 13, 6)
     return s
 
 
