@@ -30,6 +30,7 @@ if [ "${RSP_FUZZ_AVOID_DEFAULTS:-1}" != 0 ]; then
     export RSP_FUZZ_AVOID_STRAY_EVENT=${RSP_FUZZ_AVOID_STRAY_EVENT:-1}       # defect 5
     export RSP_FUZZ_AVOID_FENCE_DROP=${RSP_FUZZ_AVOID_FENCE_DROP:-1}         # defect 7
     export RSP_FUZZ_AVOID_CAPTURE_PREPLAN=${RSP_FUZZ_AVOID_CAPTURE_PREPLAN:-1} # defect 1
+    export RSP_FUZZ_AVOID_HUGE_GRAPH_BS=${RSP_FUZZ_AVOID_HUGE_GRAPH_BS:-1}   # defect 9
 fi
 
 rsp_ensure_deps clang || exit 1

@@ -448,6 +448,11 @@ static void check_full(bool failed, bool full)
 {
     snapshot s;
     full |= g_opno % 8 == 0;
+    /* After an error the lock-free counters say whether anything moved
+     * (slot gauges, requests, holdings, the generation, which every
+     * assignment, fork and reset moves); every 8th call asks everything. */
+    if (failed && !full)
+        g_touch = 0;
     observe(&s, full);
     const rsp_stats *st = &s.st;
     uint32_t sink = g_info.sink ? 1 : 0;

@@ -112,13 +112,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     cfg.blocks = null_blocks && (a & 0x80) ? NULL : blocks;
 
-    /* Tiny pools only: a config of small dims is at most 3 layers * 3 blocks
-     * * 12^3 elements * 8 bytes * 11 slots, ~1.3 MiB; num_layers or
-     * max_slots of UINT32_MAX only with a refusal expected elsewhere or a
-     * size overflow, so skip the combinations that would really allocate. */
-    if ((cfg.num_layers == UINT32_MAX || cfg.max_slots == UINT32_MAX) && !huge && nb > 0 &&
-        nb <= RSP_MAX_BLOCKS)
-        return 0;
+    /* Tiny pools only. rsp_shard_shapes gives the local shapes of a config
+     * it accepts; from them the bytes the pool would allocate. A config
+     * whose size overflows 64 bits must be refused (SEMANTICS 1); a valid
+     * one above 64 MiB is skipped (it would only test the machine's
+     * memory); one rsp_shard_shapes refuses must be refused by create. */
+    int64_t local[RSP_MAX_BLOCKS][RSP_MAX_DIMS];
+    rsp_status shapes = rsp_shard_shapes(&cfg, local, NULL);
+    bool overflow = false;
+    if (shapes == RSP_OK) {
+        unsigned __int128 total = 0;
+        for (uint32_t i = 0; i < cfg.num_blocks; i++) {
+            unsigned __int128 n = rsp_dtype_size(blocks[i].dtype);
+            for (uint32_t k = 0; k < blocks[i].ndim && n; k++) {
+                n *= (uint64_t)local[i][k];
+                if (n >> 64)
+                    overflow = true, n = (unsigned __int128)1 << 64;
+            }
+            total += n;
+        }
+        total *= (unsigned __int128)cfg.num_layers * cfg.max_slots;
+        overflow |= (total >> 64) != 0;
+        if (!overflow && total > (64u << 20))
+            return 0;
+    }
+    (void)huge;
 
     rsp_pool *pool = (rsp_pool *)&cfg; /* must be set to NULL on failure */
     rsp_error err;
@@ -134,7 +152,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               err.message);
         return 0;
     }
-    CHECK(!huge, "a config with a huge dim was accepted", NULL);
+    CHECK(shapes == RSP_OK, "create accepted a config rsp_shard_shapes refuses", NULL);
+    CHECK(!overflow, "a config whose size overflows 64 bits was accepted", NULL);
     rsp_pool_info info;
     CHECK(rsp_pool_info_get(pool, &info, &err) == RSP_OK, "info", err.message);
     CHECK(info.max_slots == cfg.max_slots && info.num_layers == cfg.num_layers &&
@@ -142,9 +161,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               info.usable_slots == cfg.max_slots - (cfg.sink ? 1 : 0) &&
               info.total_bytes == info.slot_bytes * info.max_slots,
           "info disagrees with the config", NULL);
-    int64_t local[RSP_MAX_BLOCKS][RSP_MAX_DIMS];
-    CHECK(rsp_shard_shapes(&cfg, local, &err) == RSP_OK, "shard_shapes of an accepted config",
-          err.message);
     uint64_t slot_bytes = 0;
     for (uint32_t i = 0; i < cfg.num_blocks; i++) {
         for (uint32_t l = 0; l < cfg.num_layers; l++) {
