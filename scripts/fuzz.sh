@@ -11,6 +11,8 @@
 # Environment:
 #   RSP_FUZZ_JOBS         parallel fuzzing jobs per target (default 1)
 #   RSP_FUZZ_ARGS         extra libFuzzer flags (e.g. -max_len=512)
+#   RSP_FUZZ_FRESH_CORPUS 1: start from the seeds alone, in a temporary corpus
+#                         (bounded time: loading a grown corpus takes a while)
 #   RSP_FUZZ_AVOID_*      steer fuzz_api around open defects (tests/fuzz/fuzz_api.c);
 #                         RSP_FUZZ_AVOID_DEFAULTS=0 turns off the defaults below
 #   RSP_JOBS              parallel build jobs (default: nproc)
@@ -65,6 +67,9 @@ status=0
 for t in $targets; do
     bin=$RSP_ROOT/build-fuzz/tests/fuzz/$t
     corpus=$RSP_ROOT/build-fuzz/corpus/$t
+    if [ "${RSP_FUZZ_FRESH_CORPUS:-0}" = 1 ]; then
+        corpus=$(mktemp -d)
+    fi
     findings=$RSP_ROOT/build-fuzz/findings/$t
     mkdir -p "$corpus" "$findings"
     marker=$(mktemp)
@@ -74,11 +79,14 @@ for t in $targets; do
     "$bin" -max_total_time="$seconds" -print_final_stats=1 -timeout=30 -rss_limit_mb=4096 \
         -artifact_prefix="$findings/" $parallel ${RSP_FUZZ_ARGS:-} \
         "$corpus" "$RSP_ROOT/tests/fuzz/corpus/$t" 2>&1 |
-        grep --line-buffered -E "^#[0-9]+ +(pulse|DONE|INITED)|^stat::|ERROR|SUMMARY|^fuzz_|Test unit|^    #[0-9]"
+        grep --line-buffered -E "^#[0-9]+[[:space:]]+(pulse|DONE|INITED)|^stat::|ERROR|SUMMARY|^fuzz_|Test unit|^    #[0-9]"
     rc=${PIPESTATUS[0]}
     echo "=== rsp: fuzz: $t: exit $rc after $((SECONDS - t0))s, corpus $(find "$corpus" -type f | wc -l) files ==="
     new=$(find "$findings" -type f -newer "$marker" -printf '%f ')
     rm -f "$marker"
+    if [ "${RSP_FUZZ_FRESH_CORPUS:-0}" = 1 ]; then
+        rm -rf "$corpus"
+    fi
     if [ "$rc" -ne 0 ] || [ -n "$new" ]; then
         echo "rsp: fuzz: $t: FINDING (exit $rc; kept in $findings: $new)" >&2
         status=1

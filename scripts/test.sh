@@ -70,13 +70,14 @@ if [ -f "$RSP_ROOT/tests/tsan.supp" ]; then
 fi
 
 # The fuzz variant: scripts/fuzz.sh builds build-fuzz/, replays the seed
-# corpus (ctest -L fuzz) and fuzzes each target for RSP_FUZZ_SECONDS. A
+# corpus (ctest -L fuzz) and fuzzes each target for RSP_FUZZ_SECONDS from the
+# seeds alone (a corpus grown by earlier runs would take longer to load). A
 # finding fails the variant (kept under build-fuzz/findings/).
 run_fuzz() {
     local t0=$SECONDS status=ok
     echo
     echo "=== rsp: fuzz: ${RSP_FUZZ_SECONDS:-30}s per target ==="
-    if ! "$RSP_ROOT/scripts/fuzz.sh" "${RSP_FUZZ_SECONDS:-30}"; then
+    if ! RSP_FUZZ_FRESH_CORPUS=1 "$RSP_ROOT/scripts/fuzz.sh" "${RSP_FUZZ_SECONDS:-30}"; then
         status=FAILED
         failed=1
     fi
