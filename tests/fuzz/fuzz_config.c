@@ -71,7 +71,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t a = u8(&in), b = u8(&in), c = u8(&in), d = u8(&in);
     cfg.num_layers = a % 16 == 15 ? UINT32_MAX : a % 4; /* 0 is invalid */
     cfg.num_blocks = b % 8 == 7 ? RSP_MAX_BLOCKS + 1 : b % 4; /* 0 and 33 invalid */
-    cfg.max_slots = c % 32 == 31 ? UINT32_MAX : c % 12; /* 0, 1 invalid with the sink */
+    /* 0 and 1 are invalid with the sink, UINT32_MAX above INT32_MAX; 2^20
+     * only pairs with huge dims (a total that overflows 64 bits). */
+    cfg.max_slots = c % 32 == 31 ? UINT32_MAX : c % 32 == 30 ? 1u << 20 : c % 12;
     cfg.sink = !(c & 0x80);
     cfg.world_size = d % 8 == 7 ? 0 : 1 + d % 4;
     cfg.rank = (d >> 3) % 8 == 7 ? cfg.world_size : (d >> 3) % (cfg.world_size ? cfg.world_size : 1);
@@ -108,7 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t s = u8(&in);
         bl->num_shard_dims = s % 8 == 7 ? RSP_MAX_DIMS + 1 : s % 3;
         for (uint32_t k = 0; k < RSP_MAX_DIMS; k++)
-            bl->shard_dims[k] = (s >> 3) % 8 == 7 ? 100 : ((s >> 3) + k) % (bl->ndim ? bl->ndim : 1);
+            bl->shard_dims[k] = (s >> 3) % 8 == 7   ? 100 /* out of range */
+                                : (s >> 3) % 8 == 6 ? 0   /* repeated */
+                                                    : ((s >> 3) + k) % (bl->ndim ? bl->ndim : 1);
     }
     cfg.blocks = null_blocks && (a & 0x80) ? NULL : blocks;
 

@@ -189,6 +189,10 @@ def seeds_api():
         admit(1, decl([r1])) + plan(1, forward=True, new_decl=decl([r1, r0])) + commit(1)
     s['five_labels'] = op(LABEL, 0, 4) + admit(0, decl([row(0, k) for k in range(5)])) + \
         plan(0, forward=True) + commit(0) + op(RESET, 0, 0) + op(REMOVE, 0, 0)
+    s['promote_lease_dropped'] = admit(0, decl([r0], lease=(0, 0, 0), preplan=True)) + plan(0) + \
+        plan(0, new_decl=decl([r0])) + commit(0)
+    s['promote_lease_moved'] = admit(0, decl([r0], lease=(0, 0, 0), preplan=True)) + plan(0) + \
+        plan(0, new_decl=decl([r0], lease=(0, 1, 0))) + commit(0)
     s['label_flood'] = op(SHUTDOWN, 0x5A, 0xA5) + admit(0, decl([row(0, UNKNOWN_LABEL)]))
     s['many_rids'] = op(INGEST, 0, 0) + op(SHUTDOWN, 8 * 5, 3) + op(SHUTDOWN, 8 * 13, 6)
     return s
@@ -227,6 +231,9 @@ def seeds_config():
         'bad_device': bytes([1, 1, 8, 0, 6, 0]) + block(4, 1, [5]),
         'inbox_inflight': bytes([1, 1, 8, 0, 0, 6 | (7 << 3)]) + block(4, 1, [5]),
         'inflight_max': bytes([1, 1, 8, 0, 0, 7 | (6 << 3)]) + block(4, 1, [5]),
+        'total_overflow': bytes([1, 2, 30, 0, 0, 0]) + block(4, 1, [0x83], dtype=3) +
+        block(5, 1, [0x83], dtype=3),
+        'shard_repeat': bytes([1, 1, 8, 1, 0, 0]) + block(4, 2, [4 | 0x10, 4 | 0x10], shard=2 | (6 << 3)),
         'huge_slots': bytes([1, 1, 31, 0, 0, 0]) + block(4, 2, [2 | 0xF0, 3]),
     }
     return s
