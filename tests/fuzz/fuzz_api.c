@@ -366,6 +366,7 @@ static snapshot g_prev;
  * others keep their last observation. Every few calls, and at the end of an
  * input, every rid is queried. */
 static uint32_t g_touch;
+static bool g_force_query; /* the next check asks for the touched holdings */
 
 static void touch_decl(const decl *d)
 {
@@ -453,6 +454,14 @@ static void check_full(bool failed, bool full)
      * assignment, fork and reset moves); every 8th call asks everything. */
     if (failed && !full)
         g_touch = 0;
+    /* Nor are holdings asked for after a call that moved nothing the
+     * counters show (no slot, request or generation change): only a
+     * commit changes a holding (has_state) without moving them. */
+    rsp_stats now;
+    if (!full && !g_force_query && rsp_pool_counters(g_pool, &now, NULL) == RSP_OK &&
+        same_gauges(&g_prev.st, &now))
+        g_touch = 0;
+    g_force_query = false;
     observe(&s, full);
     const rsp_stats *st = &s.st;
     uint32_t sink = g_info.sink ? 1 : 0;
@@ -1098,6 +1107,7 @@ static void op_commit(input *in, int e, uint8_t how)
         want = RSP_EORDER;
     rsp_error err;
     g_op = "commit";
+    g_force_query = true; /* has_state moves without a counter */
     rsp_status st = rsp_step_commit(g_pool, &step, use ? &ev : NULL, &err);
     expect_status(st, want, &err);
     if (st == RSP_OK) {
