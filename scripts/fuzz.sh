@@ -40,6 +40,11 @@ if ! command -v clang >/dev/null 2>&1; then
     echo "rsp: fuzzing needs clang (apt-get install -y clang)" >&2
     exit 1
 fi
+# libFuzzer's runtime is a package of its own on recent Debian releases.
+fuzz_probe='int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }'
+if ! echo "$fuzz_probe" | clang -x c - -fsanitize=fuzzer -o /dev/null 2>/dev/null; then
+    rsp_ensure_deps "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev" || exit 1
+fi
 echo "=== rsp: fuzz: build build-fuzz ==="
 # Only what the targets need: the library and tests/fuzz.
 dir=$RSP_ROOT/build-fuzz
