@@ -368,6 +368,15 @@ static snapshot g_prev;
 static uint32_t g_touch;
 static bool g_force_query; /* the next check asks for the touched holdings */
 
+/* Pipelined calls (an input bit per call): the call is posted, the holdings
+ * queries of its touched rids right behind it, then the call's answer is
+ * waited for: one hand-off to the owner instead of two. Otherwise the
+ * synchronous wrappers. */
+static bool g_pipe;
+static int g_pipe_mode = -1; /* RSP_FUZZ_PIPE=0/1: never/always; unset: the input decides */
+static rsp_ticket *g_pre[NRIDS][NLAB];
+static uint32_t g_pre_mask;
+
 static void touch_decl(const decl *d)
 {
     for (uint32_t i = 0; i < d->nrows; i++)
@@ -376,7 +385,93 @@ static void touch_decl(const decl *d)
 
 static bool asked(int ri)
 {
-    return g_rid_exists[ri] && (g_touch >> ri & 1);
+    return g_rid_exists[ri] && ((g_touch | g_pre_mask) >> ri & 1);
+}
+
+static uint32_t model_labels(void);
+
+static void prepost(void)
+{
+    rsp_error err;
+    uint32_t nl = model_labels();
+    for (int ri = 0; ri < NRIDS; ri++)
+        for (uint32_t li = 0; li < nl && (g_touch >> ri & 1); li++) {
+            rsp_msg m = {.kind = RSP_MSG_HOLDING, .rid = g_rids[ri], .label = li};
+            if (rsp_post(g_pool, &m, &g_pre[ri][li], RSP_WAIT_FOREVER, &err) != RSP_OK)
+                fail("post HOLDING: %s", err.message);
+            g_pre_mask |= 1u << ri;
+        }
+}
+
+/* Post m, the queries behind it, wait for m's answer. */
+static rsp_status pipe_call(const rsp_msg *m, rsp_reply *r, rsp_error *err)
+{
+    rsp_ticket *t;
+    memset(r, 0, sizeof *r);
+    rsp_status st = rsp_post(g_pool, m, &t, RSP_WAIT_FOREVER, err);
+    if (st != RSP_OK)
+        return st;
+    prepost();
+    st = rsp_wait(t, RSP_WAIT_FOREVER, r);
+    if (st != RSP_OK)
+        *err = r->error;
+    return st;
+}
+
+static rsp_status do_admit(const rsp_step *step, rsp_admit_outcome *out, rsp_error *err)
+{
+    if (!g_pipe)
+        return rsp_step_admit(g_pool, step, out, err);
+    rsp_msg m = {.kind = RSP_MSG_ADMIT, .step = *step};
+    rsp_reply r;
+    rsp_status st = pipe_call(&m, &r, err);
+    *out = r.admit;
+    return st;
+}
+
+static rsp_status do_plan(const rsp_step *step, rsp_error *err)
+{
+    if (!g_pipe)
+        return rsp_step_plan(g_pool, step, err);
+    rsp_msg m = {.kind = RSP_MSG_PLAN, .step = *step};
+    rsp_reply r;
+    rsp_status st = pipe_call(&m, &r, err);
+    CHECK(st || (r.plan_step_id == step->step_id && r.plan_staged == step->preplan),
+          "plan reply: step %" PRIu64 " staged %d", r.plan_step_id, r.plan_staged);
+    return st;
+}
+
+static rsp_status do_commit(const rsp_step *step, const rsp_event *ev, rsp_error *err)
+{
+    if (!g_pipe)
+        return rsp_step_commit(g_pool, step, ev, err);
+    rsp_msg m = {.kind = RSP_MSG_COMMIT, .step = *step};
+    if (ev)
+        m.event = *ev;
+    rsp_reply r;
+    return pipe_call(&m, &r, err);
+}
+
+static rsp_status do_rollback(uint64_t id, const rsp_event *ev, rsp_error *err)
+{
+    if (!g_pipe)
+        return rsp_step_rollback(g_pool, id, ev, err);
+    rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step.step_id = id};
+    if (ev)
+        m.event = *ev;
+    rsp_reply r;
+    return pipe_call(&m, &r, err);
+}
+
+static rsp_status do_rid(rsp_msg_kind kind, rsp_rid rid, bool free_slots, rsp_error *err)
+{
+    if (!g_pipe)
+        return kind == RSP_MSG_INGEST   ? rsp_ingest(g_pool, rid, err)
+               : kind == RSP_MSG_REMOVE ? rsp_remove(g_pool, rid, err)
+                                        : rsp_reset(g_pool, rid, free_slots, err);
+    rsp_msg m = {.kind = kind, .rid = rid, .free = free_slots};
+    rsp_reply r;
+    return pipe_call(&m, &r, err);
 }
 
 static void observe(snapshot *s, bool full)
@@ -390,7 +485,11 @@ static void observe(snapshot *s, bool full)
      * model says do not exist are not asked about: num_requests and
      * num_holdings (checked against the model) would count them. */
     for (int ri = 0; ri < NRIDS; ri++)
-        for (uint32_t li = 0; li < nl && asked(ri); li++) {
+        for (uint32_t li = 0; li < nl; li++) {
+            t[ri * NLAB + li] = g_pre[ri][li]; /* posted behind a pipelined call */
+            g_pre[ri][li] = NULL;
+            if (t[ri * NLAB + li] || !asked(ri))
+                continue;
             rsp_msg m = {.kind = RSP_MSG_HOLDING, .rid = g_rids[ri], .label = li};
             if (rsp_post(g_pool, &m, &t[ri * NLAB + li], RSP_WAIT_FOREVER, &err) != RSP_OK)
                 fail("post HOLDING: %s", err.message);
@@ -406,6 +505,12 @@ static void observe(snapshot *s, bool full)
             if (!g_rid_exists[ri] || li >= nl) {
                 memset(&s->h[ri][li], 0, sizeof s->h[ri][li]);
                 s->hst[ri][li] = RSP_ENOREQ;
+                if (li < nl && t[ri * NLAB + li]) {
+                    /* Asked behind a call; the model says the rid is gone. */
+                    rsp_status q = rsp_wait(t[ri * NLAB + li], RSP_WAIT_FOREVER, NULL);
+                    CHECK(q == RSP_ENOREQ, "holding of rid %" PRIu64 ", which the model says "
+                          "does not exist: %s", g_rids[ri], rsp_strerror(q));
+                }
                 continue;
             }
             if (!asked(ri)) {
@@ -524,6 +629,7 @@ static void check_full(bool failed, bool full)
     CHECK(s.live_id == g_live_id, "live plan is step %" PRIu64 ", model %" PRIu64, s.live_id,
           g_live_id);
     g_touch = 0;
+    g_pre_mask = 0;
     if (failed) {
         CHECK(same_gauges(&g_prev.st, st), "an error changed the stats (free %u->%u held %u->%u "
               "pending %u->%u gen %" PRIu64 "->%" PRIu64 ")",
@@ -866,7 +972,7 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
     rsp_admit_outcome out;
     rsp_error err;
     g_op = "admit";
-    rsp_status st = rsp_step_admit(g_pool, &step, &out, &err);
+    rsp_status st = do_admit(&step, &out, &err);
     expect_status(st, want, &err);
     if (st == RSP_OK) {
         CHECK(out.ok == (needs <= free_before), "admit ok %d, needs %u, free %u", out.ok, needs,
@@ -994,7 +1100,7 @@ static void op_plan(input *in, int e, uint8_t how)
     }
     rsp_error err;
     g_op = d.preplan ? "plan (preplan)" : "plan";
-    rsp_status st = rsp_step_plan(g_pool, &step, &err);
+    rsp_status st = do_plan(&step, &err);
     if (!((may_eorder && st == RSP_EORDER) || (may_enomem && st == RSP_ENOMEM)))
         expect_status(st, want, &err);
     if (st == RSP_OK) {
@@ -1108,7 +1214,7 @@ static void op_commit(input *in, int e, uint8_t how)
     rsp_error err;
     g_op = "commit";
     g_force_query = true; /* has_state moves without a counter */
-    rsp_status st = rsp_step_commit(g_pool, &step, use ? &ev : NULL, &err);
+    rsp_status st = do_commit(&step, use ? &ev : NULL, &err);
     expect_status(st, want, &err);
     if (st == RSP_OK) {
         if (!g_any_committed || s->id > g_last_committed)
@@ -1141,7 +1247,7 @@ static void op_rollback(int e, uint8_t how)
     int ee = entry_of(id);
     rsp_error err;
     g_op = "rollback";
-    rsp_status st = rsp_step_rollback(g_pool, id, use ? &ev : NULL, &err);
+    rsp_status st = do_rollback(id, use ? &ev : NULL, &err);
     expect_status(st, want, &err);
     if (ee >= 0) {
         touch_decl(&S[ee].d);
@@ -1176,19 +1282,19 @@ static void op_rid(uint8_t kind, uint8_t b)
     switch (kind) {
     case 0:
         g_op = "ingest";
-        st = rsp_ingest(g_pool, rid, &err);
+        st = do_rid(RSP_MSG_INGEST, rid, false, &err);
         expect_status(st, RSP_OK, &err);
         g_rid_exists[ri] = true;
         break;
     case 1:
         g_op = "remove";
-        st = rsp_remove(g_pool, rid, &err);
+        st = do_rid(RSP_MSG_REMOVE, rid, false, &err);
         expect_status(st, RSP_OK, &err);
         model_remove_rid(ri, true);
         break;
     default:
         g_op = (b & 0x80) ? "reset(free)" : "reset(keep)";
-        st = rsp_reset(g_pool, rid, b & 0x80, &err);
+        st = do_rid(RSP_MSG_RESET, rid, b & 0x80, &err);
         expect_status(st, RSP_OK, &err);
         if (b & 0x80)
             model_remove_rid(ri, false);
@@ -1672,6 +1778,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     g_avoid_capture_preplan = env_on("RSP_FUZZ_AVOID_CAPTURE_PREPLAN");
     g_fresh_pool = env_on("RSP_FUZZ_FRESH_POOL");
     g_verbose = env_on("RSP_FUZZ_VERBOSE");
+    if (getenv("RSP_FUZZ_PIPE"))
+        g_pipe_mode = env_on("RSP_FUZZ_PIPE");
     rsp_error err;
     if (rsp_reader_register(&err) != RSP_OK)
         fail("rsp_reader_register: %s", err.message);
@@ -1699,6 +1807,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (in.n && !g_shut && g_opno < 200) {
         g_opno++;
         uint8_t op = u8(&in), a = u8(&in), b = u8(&in);
+        g_pipe = g_pipe_mode < 0 ? (op & 0x80) != 0 : g_pipe_mode;
         int e = a % 4 == 3 ? a % MAX_STEPS : a % 4;
         if (g_verbose)
             fprintf(stderr, "op %u: %u %u %u\n", g_opno, op % 24, a, b);
