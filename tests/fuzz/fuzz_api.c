@@ -207,6 +207,7 @@ typedef struct mstep {
     bool ever;       /* an id was assigned */
     uint64_t id;
     bool planned;    /* live plan */
+    uint32_t plan_npost; /* post-forks of the live plan's declaration (its fork marks) */
     bool capture;    /* the admit's declaration */
     decl d;          /* last declaration used with it */
     uint32_t njournal;
@@ -1094,7 +1095,7 @@ static void op_plan(input *in, int e, uint8_t how)
          * or rows on slots another planned step's post-forks touch. */
         bool others_post = false;
         for (int i = 0; i < MAX_STEPS; i++)
-            if (i != e && S[i].used && S[i].planned && S[i].d.npost)
+            if (i != e && S[i].used && S[i].planned && S[i].plan_npost)
                 others_post = true;
         may_eorder = planned_others(e) && (d.npre || d.npost || others_post);
     }
@@ -1113,6 +1114,7 @@ static void op_plan(input *in, int e, uint8_t how)
                 stage_drop();
             model_forks(&d, d.pre, d.npre, true);
             s->planned = true;
+            s->plan_npost = d.capture ? 0 : d.npost;
             g_live_id = s->id;
             s->nprows = 0;
             for (uint32_t i = 0; i < d.nrows && !d.capture; i++) {
