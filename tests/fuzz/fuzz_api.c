@@ -95,30 +95,30 @@ static bool g_fresh_pool, g_verbose;
 /* The pool                                                                  */
 /* ------------------------------------------------------------------------ */
 
-#define MAX_SLOTS 12     /* with the sink: 11 usable */
+#define MAX_SLOTS 12 /* with the sink: 11 usable */
 #define MAX_INFLIGHT 3
 #define INBOX 64
 #define NUM_LAYERS 2
 #define NRIDS 6
-#define NLAB 6           /* labels the model follows (ids 0..NLAB-1) */
-#define PRE_LABELS 4     /* interned at creation */
+#define NLAB 6       /* labels the model follows (ids 0..NLAB-1) */
+#define PRE_LABELS 4 /* interned at creation */
 
 static const char *const g_label_names[NLAB] = {"main", "draft", "beam1", "beam2", "x4", "x5"};
 static const rsp_rid g_rids[NRIDS] = {1, 2, 3, 0, 1ull << 40, UINT64_MAX};
 
 static rsp_pool *g_pool;
 static rsp_pool_info g_info;
-static rsp_host_fence *g_fence;    /* the harness's forward timeline */
-static uint64_t g_fence_next;      /* last value handed out */
-static void *g_dev_fence;          /* the pool's own timeline, once a plan showed it */
+static rsp_host_fence *g_fence; /* the harness's forward timeline */
+static uint64_t g_fence_next;   /* last value handed out */
+static void *g_dev_fence;       /* the pool's own timeline, once a plan showed it */
 static uint64_t g_last_admitted, g_last_committed;
 static bool g_any_admitted, g_any_committed;
-static uint32_t g_bucket_base;     /* lease bucket ids of this input start here */
+static uint32_t g_bucket_base; /* lease bucket ids of this input start here */
 static uint32_t g_graph_max_bs;
 static uint32_t g_num_labels;
-static uint64_t g_live_id;         /* step id of the newest live plan (0: none) */
-static bool g_dirty;               /* recreate after this input */
-static bool g_wrote;               /* a forward of this input wrote slots */
+static uint64_t g_live_id; /* step id of the newest live plan (0: none) */
+static bool g_dirty;       /* recreate after this input */
+static bool g_wrote;       /* a forward of this input wrote slots */
 static unsigned g_inputs_on_pool;
 
 static const rsp_block_config g_blocks[2] = {
@@ -175,8 +175,8 @@ typedef struct mhold {
     uint64_t inst;  /* instance: a new one per assignment */
     uint32_t epoch; /* bumped on every generation move the model knows of */
     uint8_t hs;
-    bool gen_free;  /* the generation may have moved in a way the model cannot tell */
-    bool seen;      /* slot and gen below were observed for this instance */
+    bool gen_free; /* the generation may have moved in a way the model cannot tell */
+    bool seen;     /* slot and gen below were observed for this instance */
     int32_t slot;
     uint64_t gen;
 } mhold;
@@ -203,17 +203,24 @@ typedef struct decl {
 #define MAX_JOURNAL 1024
 
 typedef struct mstep {
-    bool used;       /* in flight in the model */
-    bool ever;       /* an id was assigned */
+    bool used; /* in flight in the model */
+    bool ever; /* an id was assigned */
     uint64_t id;
-    bool planned;    /* live plan */
+    bool planned;        /* live plan */
     uint32_t plan_npost; /* post-forks of the live plan's declaration (its fork marks) */
-    bool capture;    /* the admit's declaration */
-    decl d;          /* last declaration used with it */
+    bool capture;        /* the admit's declaration */
+    decl d;              /* last declaration used with it */
     uint32_t njournal;
-    struct { uint8_t ri, li; uint64_t inst; } journal[MAX_JOURNAL];
+    struct {
+        uint8_t ri, li;
+        uint64_t inst;
+    } journal[MAX_JOURNAL];
     uint32_t nprows;
-    struct { uint8_t ri, li; uint64_t inst; uint32_t epoch; } prows[MAX_ROWS];
+    struct {
+        uint8_t ri, li;
+        uint64_t inst;
+        uint32_t epoch;
+    } prows[MAX_ROWS];
 } mstep;
 
 static mstep S[MAX_STEPS];
@@ -509,8 +516,10 @@ static void observe(snapshot *s, bool full)
                 if (li < nl && t[ri * NLAB + li]) {
                     /* Asked behind a call; the model says the rid is gone. */
                     rsp_status q = rsp_wait(t[ri * NLAB + li], RSP_WAIT_FOREVER, NULL);
-                    CHECK(q == RSP_ENOREQ, "holding of rid %" PRIu64 ", which the model says "
-                          "does not exist: %s", g_rids[ri], rsp_strerror(q));
+                    CHECK(q == RSP_ENOREQ,
+                          "holding of rid %" PRIu64 ", which the model says "
+                          "does not exist: %s",
+                          g_rids[ri], rsp_strerror(q));
                 }
                 continue;
             }
@@ -585,11 +594,11 @@ static void check_full(bool failed, bool full)
             mhold *m = &H[ri][li];
             rsp_status hs = s.hst[ri][li];
             const rsp_holding *h = &s.h[ri][li];
-            CHECK(hs == RSP_OK || hs == RSP_ENOREQ, "holding(rid %d, label %d): status %s", ri,
-                  li, rsp_strerror(hs));
+            CHECK(hs == RSP_OK || hs == RSP_ENOREQ, "holding(rid %d, label %d): status %s", ri, li,
+                  rsp_strerror(hs));
             CHECK((hs == RSP_OK) == m->held,
-                  "holding(rid %" PRIu64 ", label %d): pool says %s, model says %s", g_rids[ri],
-                  li, hs == RSP_OK ? "held" : "not held", m->held ? "held" : "not held");
+                  "holding(rid %" PRIu64 ", label %d): pool says %s, model says %s", g_rids[ri], li,
+                  hs == RSP_OK ? "held" : "not held", m->held ? "held" : "not held");
             if (!m->held)
                 continue;
             holders++;
@@ -608,8 +617,8 @@ static void check_full(bool failed, bool full)
                       "holding(rid %" PRIu64 ", label %d): has_state %d, model %d", g_rids[ri], li,
                       h->has_state, m->hs);
             if (m->seen) {
-                CHECK(h->index == m->slot, "holding(rid %d, label %d) moved from slot %d to %d",
-                      ri, li, m->slot, h->index);
+                CHECK(h->index == m->slot, "holding(rid %d, label %d) moved from slot %d to %d", ri,
+                      li, m->slot, h->index);
                 CHECK(m->gen_free || h->generation == m->gen,
                       "holding(rid %d, label %d): generation %" PRIu64 " -> %" PRIu64
                       " with no reset, fork or assignment",
@@ -625,18 +634,18 @@ static void check_full(bool failed, bool full)
     CHECK(st->num_holdings == holders, "num_holdings %u, model %u", st->num_holdings, holders);
     CHECK(st->num_requests == reqs, "num_requests %u, model %u", st->num_requests, reqs);
     uint64_t want_stage = g_stage >= 0 ? S[g_stage].id : 0;
-    CHECK(s.staged_id == want_stage, "staged plan is step %" PRIu64 ", model %" PRIu64,
-          s.staged_id, want_stage);
+    CHECK(s.staged_id == want_stage, "staged plan is step %" PRIu64 ", model %" PRIu64, s.staged_id,
+          want_stage);
     CHECK(s.live_id == g_live_id, "live plan is step %" PRIu64 ", model %" PRIu64, s.live_id,
           g_live_id);
     g_touch = 0;
     g_pre_mask = 0;
     if (failed) {
-        CHECK(same_gauges(&g_prev.st, st), "an error changed the stats (free %u->%u held %u->%u "
+        CHECK(same_gauges(&g_prev.st, st),
+              "an error changed the stats (free %u->%u held %u->%u "
               "pending %u->%u gen %" PRIu64 "->%" PRIu64 ")",
               g_prev.st.free_slots, st->free_slots, g_prev.st.held_slots, st->held_slots,
-              g_prev.st.pending_release, st->pending_release, g_prev.st.generation,
-              st->generation);
+              g_prev.st.pending_release, st->pending_release, g_prev.st.generation, st->generation);
         for (int ri = 0; ri < NRIDS; ri++)
             for (int li = 0; li < NLAB; li++) {
                 CHECK(g_prev.hst[ri][li] == s.hst[ri][li], "an error changed a holder");
@@ -939,12 +948,10 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
     else
         d = s->d;
     uint64_t id;
-    bool backwards = false;
     if (!s->ever || (!s->used && idsel % 4 == 0)) {
         /* A new id: above everything admitted so far (or, rarely, below). */
         if (idsel % 16 == 15 && g_any_admitted && g_last_admitted > 0) {
-            id = g_last_admitted - 1;
-            backwards = true;
+            id = g_last_admitted - 1; /* goes back: RSP_EORDER unless in flight */
         } else {
             id = ++g_step_base;
         }
@@ -955,8 +962,9 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
     to_step(&d, id, &step);
     touch_decl(&d);
     if (g_verbose)
-        fprintf(stderr, "  admit entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n",
-                e, id, d.nrows, d.capture, d.preplan, d.has_lease);
+        fprintf(stderr,
+                "  admit entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n", e,
+                id, d.nrows, d.capture, d.preplan, d.has_lease);
     int ee = entry_of(id); /* a backwards id may name another entry's step */
     bool in_flight = ee >= 0;
     rsp_status want = decl_invalid(&d);
@@ -997,7 +1005,6 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
             model_admit(in_flight ? ee : e, &d);
         }
     }
-    (void)backwards;
     if (!s->ever) {
         s->ever = true;
         s->id = id;
@@ -1051,8 +1058,9 @@ static void op_plan(input *in, int e, uint8_t how)
     rsp_step step;
     to_step(&d, s->id, &step);
     if (g_verbose)
-        fprintf(stderr, "  plan entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n",
-                e, s->id, d.nrows, d.capture, d.preplan, d.has_lease);
+        fprintf(stderr,
+                "  plan entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n", e,
+                s->id, d.nrows, d.capture, d.preplan, d.has_lease);
     int ee = entry_of(s->id);
     if (ee >= 0 && ee != e) {
         e = ee; /* the step in flight under this id is another entry's */
@@ -1162,7 +1170,7 @@ static rsp_status pick_event(uint8_t b, rsp_event *ev, bool *use)
     switch (b % 6) {
     case 0: *use = false; return RSP_OK;
     case 1: return RSP_OK; /* {NULL, 0}: complete */
-    case 2: /* already signalled */
+    case 2:                /* already signalled */
         ev->handle = g_fence;
         ev->value = rsp_host_fence_value(g_fence);
         return RSP_OK;
@@ -1393,7 +1401,7 @@ static void op_signal(uint8_t b)
 
 /* Raw messages with bad fields, answered (ticket) or fire-and-forget. The
  * model changes only for what the message does when it is good. */
-static void op_raw(input *in, uint8_t b, uint8_t c)
+static void op_raw(uint8_t b, uint8_t c)
 {
     bool ff = c & 1, poll = c & 2;
     uint64_t timeout = c & 4 ? 0 : RSP_WAIT_FOREVER;
@@ -1405,19 +1413,42 @@ static void op_raw(input *in, uint8_t b, uint8_t c)
     const rsp_msg *mp = &m;
     rsp_pool *pool = g_pool;
     switch (b % 20) {
-    case 0: m.kind = RSP_MSG_KIND_COUNT_; want_post = RSP_EINVAL; break;
-    case 1: m.kind = (rsp_msg_kind)-1; want_post = RSP_EINVAL; break;
-    case 2: mp = NULL; want_post = RSP_EINVAL; break;
-    case 3: pool = NULL; m.kind = RSP_MSG_BARRIER; want_post = RSP_EINVAL; break;
-    case 4: m.kind = RSP_MSG_LABEL; want_post = RSP_EINVAL; break; /* NULL name */
-    case 5: m.kind = RSP_MSG_HOLDING; m.label = g_num_labels + c; want_post = RSP_ENOLABEL; break;
+    case 0:
+        m.kind = RSP_MSG_KIND_COUNT_;
+        want_post = RSP_EINVAL;
+        break;
+    case 1:
+        m.kind = (rsp_msg_kind)-1;
+        want_post = RSP_EINVAL;
+        break;
+    case 2:
+        mp = NULL;
+        want_post = RSP_EINVAL;
+        break;
+    case 3:
+        pool = NULL;
+        m.kind = RSP_MSG_BARRIER;
+        want_post = RSP_EINVAL;
+        break;
+    case 4:
+        m.kind = RSP_MSG_LABEL;
+        want_post = RSP_EINVAL;
+        break; /* NULL name */
+    case 5:
+        m.kind = RSP_MSG_HOLDING;
+        m.label = g_num_labels + c;
+        want_post = RSP_ENOLABEL;
+        break;
     case 6:
         m.kind = RSP_MSG_ADMIT;
         m.step.num_rows = 3; /* rows NULL */
         m.step.step_id = g_step_base + 1;
         want_post = RSP_EINVAL;
         break;
-    case 7: m.kind = RSP_MSG_BUILD_GRAPH_BUFFERS; want_post = RSP_EINVAL; break;
+    case 7:
+        m.kind = RSP_MSG_BUILD_GRAPH_BUFFERS;
+        want_post = RSP_EINVAL;
+        break;
     case 8:
         m.kind = RSP_MSG_COMMIT;
         m.step.step_id = g_step_base + 500;
@@ -1428,10 +1459,16 @@ static void op_raw(input *in, uint8_t b, uint8_t c)
         m.step.step_id = g_step_base + 500;
         want = RSP_EORDER;
         break;
-    case 10: m.kind = RSP_MSG_ROLLBACK; m.step.step_id = g_step_base + 500; break;
+    case 10:
+        m.kind = RSP_MSG_ROLLBACK;
+        m.step.step_id = g_step_base + 500;
+        break;
     case 11: m.kind = RSP_MSG_STATS; break;
     case 12: m.kind = RSP_MSG_BARRIER; break;
-    case 13: m.kind = RSP_MSG_CLEAR_PREPLAN; clears_stage = true; break;
+    case 13:
+        m.kind = RSP_MSG_CLEAR_PREPLAN;
+        clears_stage = true;
+        break;
     case 14:
         m.kind = RSP_MSG_HOLDING;
         m.rid = g_rids[c % NRIDS];
@@ -1461,13 +1498,16 @@ static void op_raw(input *in, uint8_t b, uint8_t c)
         m.step.num_post_forks = 2;
         want_post = RSP_EINVAL;
         break;
-    case 18: m.kind = RSP_MSG_LABEL; m.label_name = g_long32; want_post = RSP_EINVAL; break;
+    case 18:
+        m.kind = RSP_MSG_LABEL;
+        m.label_name = g_long32;
+        want_post = RSP_EINVAL;
+        break;
     default:
         g_op = "rsp_wait(NULL)";
         CHECK(rsp_wait(NULL, RSP_WAIT_POLL, NULL) == RSP_EINVAL, "rsp_wait(NULL)");
         return;
     }
-    (void)in;
     rsp_error err;
     rsp_ticket *t = (rsp_ticket *)&err; /* must be set to NULL on refusal */
     g_op = ff ? "rsp_post (fire and forget)" : "rsp_post";
@@ -1570,7 +1610,10 @@ static void op_batch(input *in, uint8_t n)
         switch (b & 3) {
         case 0: m.kind = RSP_MSG_INGEST; break;
         case 1: m.kind = RSP_MSG_REMOVE; break;
-        case 2: m.kind = RSP_MSG_RESET; m.free = b & 0x80; break;
+        case 2:
+            m.kind = RSP_MSG_RESET;
+            m.free = b & 0x80;
+            break;
         default: m.kind = RSP_MSG_CLEAR_PREPLAN; break;
         }
         g_op = "rsp_post (batch)";
@@ -1644,7 +1687,7 @@ static void op_check_memory(void)
 
 /* Commit or rollback with a forward_done that is not a host fence (issue 8
  * defect 5: a host pool takes any handle for its fence). */
-static void op_stray_event(int e, uint8_t b)
+static void op_stray_event(int e)
 {
     if (g_avoid_stray_event)
         return;
@@ -1660,7 +1703,6 @@ static void op_stray_event(int e, uint8_t b)
     CHECK(st == RSP_EINVAL, "a forward_done that is no fence: %s", rsp_strerror(st));
     free(junk);
     check(true);
-    (void)b;
 }
 
 /* Commit with a fence the caller destroys right after posting (rsp.h: queued
@@ -1829,11 +1871,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 12: op_label(b); break;
         case 13: op_graph(a, b); break;
         case 14:
-        case 15: op_raw(&in, a, b); break;
+        case 15: op_raw(a, b); break;
         case 16: op_batch(&in, b); break;
         case 17: op_signal(b); break;
         case 18: op_check_memory(); break;
-        case 19: op_stray_event(e, b); break;
+        case 19: op_stray_event(e); break;
         case 20: op_fence_drop(e); break;
         case 21:
             if (a == 0xA5 && b == 0x5A)

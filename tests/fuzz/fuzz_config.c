@@ -69,14 +69,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rsp_pool_config cfg;
     rsp_pool_config_init(&cfg);
     uint8_t a = u8(&in), b = u8(&in), c = u8(&in), d = u8(&in);
-    cfg.num_layers = a % 16 == 15 ? UINT32_MAX : a % 4; /* 0 is invalid */
+    cfg.num_layers = a % 16 == 15 ? UINT32_MAX : a % 4;       /* 0 is invalid */
     cfg.num_blocks = b % 8 == 7 ? RSP_MAX_BLOCKS + 1 : b % 4; /* 0 and 33 invalid */
     /* 0 and 1 are invalid with the sink, UINT32_MAX above INT32_MAX; 2^20
      * only pairs with huge dims (a total that overflows 64 bits). */
     cfg.max_slots = c % 32 == 31 ? UINT32_MAX : c % 32 == 30 ? 1u << 20 : c % 12;
     cfg.sink = !(c & 0x80);
     cfg.world_size = d % 8 == 7 ? 0 : 1 + d % 4;
-    cfg.rank = (d >> 3) % 8 == 7 ? cfg.world_size : (d >> 3) % (cfg.world_size ? cfg.world_size : 1);
+    cfg.rank =
+        (d >> 3) % 8 == 7 ? cfg.world_size : (d >> 3) % (cfg.world_size ? cfg.world_size : 1);
     uint8_t e = u8(&in);
     cfg.device = e % 8 == 7 ? RSP_DEVICE_CUDA : e % 8 == 6 ? (rsp_device_kind)5 : RSP_DEVICE_HOST;
     cfg.cuda_ordinal = (e >> 3) % 4 == 3 ? -1 : (e >> 3) % 4;
@@ -192,7 +193,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               "layer out of range accepted", NULL);
     }
     CHECK(info.slot_bytes == slot_bytes * cfg.num_layers, "slot_bytes", NULL);
-    CHECK(rsp_pool_block(pool, "no such block", 0, NULL, &err) == RSP_EINVAL, "unknown block", NULL);
+    CHECK(rsp_pool_block(pool, "no such block", 0, NULL, &err) == RSP_EINVAL, "unknown block",
+          NULL);
     /* The pool works: a request takes a slot and gives it back. */
     rsp_row row = {.rid = 1, .label = RSP_LABEL_MAIN, .span = 1};
     rsp_step step = {.step_id = 1, .rows = &row, .num_rows = 1};
