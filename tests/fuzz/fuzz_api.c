@@ -1548,23 +1548,21 @@ static void op_raw(uint8_t b, uint8_t c)
  * input: the pool is recreated after it. */
 static void op_label_flood(void)
 {
-    char name[16];
+    static char names[RSP_MAX_LABELS][8];
     rsp_error err;
     g_op = "label flood";
-    for (uint32_t i = 0; i <= RSP_MAX_LABELS; i++) {
-        snprintf(name, sizeof name, "f%u", i);
+    while (g_num_labels < RSP_MAX_LABELS) {
+        char *name = names[g_num_labels];
+        snprintf(name, sizeof names[0], "f%u", g_num_labels); /* new: ids are unique */
         rsp_label_id id;
-        rsp_status st = rsp_label(g_pool, name, &id, &err);
-        if (g_num_labels == RSP_MAX_LABELS) {
-            expect_status(st, RSP_ECAPACITY, &err);
-            break;
-        }
-        expect_status(st, RSP_OK, &err);
+        expect_status(rsp_label(g_pool, name, &id, &err), RSP_OK, &err);
         CHECK(id == g_num_labels, "label %s -> %u, expected %u", name, id, g_num_labels);
         if (id < NLAB)
-            g_extra_names[id] = id == 4 ? "f0" : "f1";
+            g_extra_names[id] = name;
         g_num_labels++;
     }
+    rsp_label_id id;
+    expect_status(rsp_label(g_pool, "one too many", &id, &err), RSP_ECAPACITY, &err);
     g_dirty = true;
     check(true);
 }
