@@ -85,6 +85,40 @@ if [ -f "$RSP_ROOT/tests/tsan.supp" ]; then
     tsan_opts="$tsan_opts:suppressions=$RSP_ROOT/tests/tsan.supp"
 fi
 
+fi
+
+# The fuzz variant: scripts/fuzz.sh builds build-fuzz/, replays the seed
+# corpus (ctest -L fuzz) and fuzzes each target for RSP_FUZZ_SECONDS from the
+# seeds alone (a corpus grown by earlier runs would take longer to load). A
+# finding fails the variant (kept under build-fuzz/findings/).
+run_fuzz() {
+    local t0=$SECONDS status=ok
+    echo
+    echo "=== rsp: fuzz: ${RSP_FUZZ_SECONDS:-30}s per target ==="
+    if ! RSP_FUZZ_FRESH_CORPUS=1 "$RSP_ROOT/scripts/fuzz.sh" "${RSP_FUZZ_SECONDS:-30}"; then
+        status=FAILED
+        failed=1
+    fi
+    summary+=("$(printf '%-6s %-11s fuzz  %4ds  %s' fuzz build-fuzz $((SECONDS - t0)) "$status")")
+}
+
+for v in $variants; do
+    case $v in
+    plain) run_variant plain build "" -DRSP_CUDA=AUTO -DRSP_SANITIZE= ;;
+    asan)
+        run_variant asan build-asan \
+            "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1" \
+            -DRSP_CUDA=OFF -DRSP_SANITIZE=address
+        ;;
+    tsan)
+        run_variant tsan build-tsan "TSAN_OPTIONS=$tsan_opts $tsan_prefix" \
+            -DRSP_CUDA=OFF -DRSP_SANITIZE=thread
+        ;;
+    fuzz) run_fuzz ;;
+    clang)
+        run_variant clang build-clang "" -DRSP_CUDA=OFF -DRSP_SANITIZE= \
+            -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+
 for v in $variants; do
     case $v in
     plain)

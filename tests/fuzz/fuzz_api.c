@@ -1,0 +1,1899 @@
+/*
+ * libFuzzer target: the public API as a sequence of calls on one small host
+ * pool, checked after every call against what the API lets a caller see.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Speed: creating a pool starts an owner and a device thread and sets up
+ * liburcu (~30 ms), so one pool serves every input. After each input the
+ * harness brings it back to a clean state (rolls back every step in flight,
+ * clears the stage, removes every rid the input used, flushes the device,
+ * checks that every slot reads zero) and recreates it only when that fails
+ * or the input changed something that outlives it (a new label, a huge
+ * graph batch, shutdown). Step ids and lease bucket ids keep growing across
+ * inputs (a committed id cannot be reused), from global bases.
+ * RSP_FUZZ_FRESH_POOL=1 recreates the pool for every input: slow, but a
+ * finding then reproduces from its input alone.
+ *
+ * Checks after each call:
+ *   - the stats add up: free + held + pending + sink == max_slots, held ==
+ *     holdings, requests and holdings agree with the model;
+ *   - an error changed nothing: stats gauges and the holdings (slot,
+ *     has_state, generation) of every (rid, label) of the universe before
+ *     and after are equal;
+ *   - the holdings agree with a model of which (rid, label) hold a slot:
+ *     the set of holders, distinct slots, a holder's slot never moves,
+ *     has_state where the model is certain, generation unchanged where the
+ *     model knows nothing moved it;
+ *   - the live and staged plans readable are the steps the model expects;
+ *   - statuses the model can predict (validation, order, capacity, leased
+ *     buffer conflicts, admit ok iff enough free slots);
+ *   - at a flush: every free slot reads zero (the harness writes a pattern
+ *     into the slots a plan addresses, as a forward would).
+ *
+ * Known library defects the decoder can step around (issue 8), each behind
+ * an environment switch so fuzzing can go on while they are open:
+ *   RSP_FUZZ_AVOID_HUGE_GRAPH_BS   no build_graph_buffers(2^28) (defect 9)
+ *   RSP_FUZZ_AVOID_STRAY_EVENT     no forward_done that is not a fence (5)
+ *   RSP_FUZZ_AVOID_FENCE_DROP      no fence destroyed right after a post (7)
+ *   RSP_FUZZ_AVOID_CAPTURE_PREPLAN no preplan of a capture step (defect 1)
+ */
+#include <rsp/rsp.h>
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Failure and input decoding                                                */
+/* ------------------------------------------------------------------------ */
+
+static const char *g_op = "init"; /* the call being checked, for messages */
+static unsigned g_opno;
+
+__attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fuzz_api: op #%u (%s): ", g_opno, g_op);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    abort();
+}
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            fail(__VA_ARGS__);                                                                     \
+    } while (0)
+
+typedef struct input {
+    const uint8_t *p;
+    size_t n;
+} input;
+
+static uint8_t u8(input *in)
+{
+    if (!in->n)
+        return 0;
+    in->n--;
+    return *in->p++;
+}
+
+static bool env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static bool g_avoid_huge_bs, g_avoid_stray_event, g_avoid_fence_drop, g_avoid_capture_preplan;
+static bool g_fresh_pool, g_verbose;
+
+/* ------------------------------------------------------------------------ */
+/* The pool                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_SLOTS 12 /* with the sink: 11 usable */
+#define MAX_INFLIGHT 3
+#define INBOX 64
+#define NUM_LAYERS 2
+#define NRIDS 6
+#define NLAB 6       /* labels the model follows (ids 0..NLAB-1) */
+#define PRE_LABELS 4 /* interned at creation */
+
+static const char *const g_label_names[NLAB] = {"main", "draft", "beam1", "beam2", "x4", "x5"};
+static const rsp_rid g_rids[NRIDS] = {1, 2, 3, 0, 1ull << 40, UINT64_MAX};
+
+static rsp_pool *g_pool;
+static rsp_pool_info g_info;
+static rsp_host_fence *g_fence; /* the harness's forward timeline */
+static uint64_t g_fence_next;   /* last value handed out */
+static void *g_dev_fence;       /* the pool's own timeline, once a plan showed it */
+static uint64_t g_last_admitted, g_last_committed;
+static bool g_any_admitted, g_any_committed;
+static uint32_t g_bucket_base; /* lease bucket ids of this input start here */
+static uint32_t g_graph_max_bs;
+static uint32_t g_num_labels;
+static uint64_t g_live_id; /* step id of the newest live plan (0: none) */
+static bool g_dirty;       /* recreate after this input */
+static bool g_wrote;       /* a forward of this input wrote slots */
+static unsigned g_inputs_on_pool;
+
+static const rsp_block_config g_blocks[2] = {
+    {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {3}},
+    {.name = "ssm", .dtype = RSP_DTYPE_I8, .ndim = 2, .shape = {2, 3}},
+};
+
+static void pool_destroy(void)
+{
+    if (g_pool)
+        rsp_pool_destroy(g_pool);
+    g_pool = NULL;
+}
+
+static void pool_create(void)
+{
+    rsp_pool_config cfg;
+    rsp_pool_config_init(&cfg);
+    cfg.num_layers = NUM_LAYERS;
+    cfg.blocks = g_blocks;
+    cfg.num_blocks = 2;
+    cfg.max_slots = MAX_SLOTS;
+    cfg.sink = true;
+    cfg.inbox_capacity = INBOX;
+    cfg.max_inflight_steps = MAX_INFLIGHT;
+    rsp_error err;
+    if (rsp_pool_create(&cfg, &g_pool, &err) != RSP_OK)
+        fail("rsp_pool_create: %s", err.message);
+    if (rsp_pool_info_get(g_pool, &g_info, &err) != RSP_OK)
+        fail("rsp_pool_info_get: %s", err.message);
+    for (uint32_t i = 1; i < PRE_LABELS; i++) {
+        rsp_label_id id;
+        if (rsp_label(g_pool, g_label_names[i], &id, &err) != RSP_OK || id != i)
+            fail("rsp_label(%s) at creation", g_label_names[i]);
+    }
+    g_num_labels = PRE_LABELS;
+    g_any_admitted = g_any_committed = false;
+    g_last_admitted = g_last_committed = 0;
+    g_graph_max_bs = 0;
+    g_bucket_base = 0;
+    g_live_id = 0;
+    g_dev_fence = NULL;
+    g_inputs_on_pool = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The model                                                                 */
+/* ------------------------------------------------------------------------ */
+
+enum { HS_FALSE = 0, HS_TRUE = 1, HS_UNKNOWN = 2 };
+
+typedef struct mhold {
+    bool held;
+    uint64_t inst;  /* instance: a new one per assignment */
+    uint32_t epoch; /* bumped on every generation move the model knows of */
+    uint8_t hs;
+    bool gen_free; /* the generation may have moved in a way the model cannot tell */
+    bool seen;     /* slot and gen below were observed for this instance */
+    int32_t slot;
+    uint64_t gen;
+} mhold;
+
+static mhold H[NRIDS][NLAB];
+static bool g_rid_exists[NRIDS];
+static uint64_t g_inst;
+
+#define MAX_ROWS 12 /* more than 8: the core's hash-set path for duplicates */
+#define MAX_FORKS 3
+
+typedef struct decl {
+    uint32_t nrows;
+    rsp_row rows[MAX_ROWS];
+    int8_t rid_ix[MAX_ROWS]; /* index into g_rids */
+    uint32_t npre, npost;
+    rsp_fork pre[MAX_FORKS], post[MAX_FORKS];
+    bool capture, preplan, has_lease;
+    rsp_lease lease;
+    uint8_t null_arrays; /* 1 rows, 2 pre_forks, 3 post_forks NULL with a count */
+} decl;
+
+#define MAX_STEPS 8
+#define MAX_JOURNAL 1024
+
+typedef struct mstep {
+    bool used; /* in flight in the model */
+    bool ever; /* an id was assigned */
+    uint64_t id;
+    bool planned;        /* live plan */
+    uint32_t plan_npost; /* post-forks of the live plan's declaration (its fork marks) */
+    bool capture;        /* the admit's declaration */
+    decl d;              /* last declaration used with it */
+    uint32_t njournal;
+    struct {
+        uint8_t ri, li;
+        uint64_t inst;
+    } journal[MAX_JOURNAL];
+    uint32_t nprows;
+    struct {
+        uint8_t ri, li;
+        uint64_t inst;
+        uint32_t epoch;
+    } prows[MAX_ROWS];
+} mstep;
+
+static mstep S[MAX_STEPS];
+static int g_stage = -1; /* entry whose stage is published */
+
+/* Leased buffers of this input (bucket ids are fresh per input). */
+typedef struct mbuf {
+    uint32_t bucket, lslot, label, cap;
+    int owner; /* entry, -1 none */
+} mbuf;
+#define MAX_BUFS 32
+static mbuf B[MAX_BUFS];
+static uint32_t g_nbufs;
+
+static uint32_t model_labels(void)
+{
+    return g_num_labels < NLAB ? g_num_labels : NLAB;
+}
+
+static void hold_new(int ri, uint32_t li)
+{
+    mhold *h = &H[ri][li];
+    memset(h, 0, sizeof *h);
+    h->held = true;
+    h->inst = ++g_inst;
+    h->hs = HS_FALSE;
+}
+
+static void hold_gen_moves(mhold *h)
+{
+    h->epoch++;
+    h->gen_free = true; /* moves: the next observation takes the new value */
+}
+
+static void bufs_release(int e)
+{
+    for (uint32_t i = 0; i < g_nbufs; i++)
+        if (B[i].owner == e)
+            B[i].owner = -1;
+}
+
+static void stage_drop(void)
+{
+    if (g_stage >= 0)
+        bufs_release(g_stage); /* the stage's step has no live plan yet */
+    g_stage = -1;
+}
+
+static int planned_others(int e)
+{
+    int n = 0;
+    for (int i = 0; i < MAX_STEPS; i++)
+        if (i != e && S[i].used && S[i].planned)
+            n++;
+    return n;
+}
+
+static int steps_in_flight(void)
+{
+    int n = 0;
+    for (int i = 0; i < MAX_STEPS; i++)
+        n += S[i].used;
+    return n;
+}
+
+static void model_remove_rid(int ri, bool forget)
+{
+    for (int li = 0; li < NLAB; li++)
+        H[ri][li].held = false;
+    if (forget)
+        g_rid_exists[ri] = false;
+}
+
+static void model_reset_keep(int ri)
+{
+    for (int li = 0; li < NLAB; li++)
+        if (H[ri][li].held) {
+            H[ri][li].hs = HS_FALSE;
+            hold_gen_moves(&H[ri][li]);
+        }
+}
+
+/* Forking rids of d (non-padding rows, first appearance): indices into g_rids. */
+static uint32_t forking_rids(const decl *d, int *out)
+{
+    uint32_t n = 0;
+    if (d->capture || (d->npre == 0 && d->npost == 0))
+        return 0;
+    for (uint32_t i = 0; i < d->nrows; i++) {
+        if (d->rows[i].padding)
+            continue;
+        int ri = d->rid_ix[i];
+        bool dup = false;
+        for (uint32_t k = 0; k < n; k++)
+            dup |= out[k] == ri;
+        if (!dup)
+            out[n++] = ri;
+    }
+    return n;
+}
+
+static bool addresses(const rsp_row *r)
+{
+    return !r->padding && r->span > 0;
+}
+
+/* Apply forks f[0..n) for the forking rids of d. certain: no other planned
+ * step may make the pool skip one (post-forks at commit skip a fork on a slot
+ * another planned step's forward may write). */
+static void model_forks(const decl *d, const rsp_fork *f, uint32_t n, bool certain)
+{
+    int rids[MAX_ROWS];
+    uint32_t nr = forking_rids(d, rids);
+    for (uint32_t k = 0; k < nr; k++) {
+        int ri = rids[k];
+        if (!g_rid_exists[ri])
+            continue;
+        for (uint32_t i = 0; i < n; i++) {
+            if (f[i].from >= NLAB || f[i].to >= NLAB)
+                continue;
+            mhold *from = &H[ri][f[i].from], *to = &H[ri][f[i].to];
+            if (!from->held || !to->held)
+                continue;
+            if (!certain) {
+                to->hs = HS_UNKNOWN;
+                to->epoch++;
+                to->gen_free = true;
+                continue;
+            }
+            if (from != to)
+                to->hs = from->hs;
+            hold_gen_moves(to);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Observation                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct snapshot {
+    rsp_stats st;
+    rsp_status hst[NRIDS][NLAB];
+    rsp_holding h[NRIDS][NLAB];
+    uint64_t live_id, staged_id;
+} snapshot;
+
+static snapshot g_prev;
+
+/* Rids whose holdings the next check queries (bit per g_rids index); the
+ * others keep their last observation. Every few calls, and at the end of an
+ * input, every rid is queried. */
+static uint32_t g_touch;
+static bool g_force_query; /* the next check asks for the touched holdings */
+
+/* Pipelined calls (an input bit per call): the call is posted, the holdings
+ * queries of its touched rids right behind it, then the call's answer is
+ * waited for: one hand-off to the owner instead of two. Otherwise the
+ * synchronous wrappers. */
+static bool g_pipe;
+static int g_pipe_mode = -1; /* RSP_FUZZ_PIPE=0/1: never/always; unset: the input decides */
+static rsp_ticket *g_pre[NRIDS][NLAB];
+static uint32_t g_pre_mask;
+
+static void touch_decl(const decl *d)
+{
+    for (uint32_t i = 0; i < d->nrows; i++)
+        g_touch |= 1u << d->rid_ix[i];
+}
+
+static bool asked(int ri)
+{
+    return g_rid_exists[ri] && ((g_touch | g_pre_mask) >> ri & 1);
+}
+
+static uint32_t model_labels(void);
+
+static void prepost(void)
+{
+    rsp_error err;
+    uint32_t nl = model_labels();
+    for (int ri = 0; ri < NRIDS; ri++)
+        for (uint32_t li = 0; li < nl && (g_touch >> ri & 1); li++) {
+            rsp_msg m = {.kind = RSP_MSG_HOLDING, .rid = g_rids[ri], .label = li};
+            if (rsp_post(g_pool, &m, &g_pre[ri][li], RSP_WAIT_FOREVER, &err) != RSP_OK)
+                fail("post HOLDING: %s", err.message);
+            g_pre_mask |= 1u << ri;
+        }
+}
+
+/* Post m, the queries behind it, wait for m's answer. */
+static rsp_status pipe_call(const rsp_msg *m, rsp_reply *r, rsp_error *err)
+{
+    rsp_ticket *t;
+    memset(r, 0, sizeof *r);
+    rsp_status st = rsp_post(g_pool, m, &t, RSP_WAIT_FOREVER, err);
+    if (st != RSP_OK)
+        return st;
+    prepost();
+    st = rsp_wait(t, RSP_WAIT_FOREVER, r);
+    if (st != RSP_OK)
+        *err = r->error;
+    return st;
+}
+
+static rsp_status do_admit(const rsp_step *step, rsp_admit_outcome *out, rsp_error *err)
+{
+    if (!g_pipe)
+        return rsp_step_admit(g_pool, step, out, err);
+    rsp_msg m = {.kind = RSP_MSG_ADMIT, .step = *step};
+    rsp_reply r;
+    rsp_status st = pipe_call(&m, &r, err);
+    *out = r.admit;
+    return st;
+}
+
+static rsp_status do_plan(const rsp_step *step, rsp_error *err)
+{
+    if (!g_pipe)
+        return rsp_step_plan(g_pool, step, err);
+    rsp_msg m = {.kind = RSP_MSG_PLAN, .step = *step};
+    rsp_reply r;
+    rsp_status st = pipe_call(&m, &r, err);
+    CHECK(st || (r.plan_step_id == step->step_id && r.plan_staged == step->preplan),
+          "plan reply: step %" PRIu64 " staged %d", r.plan_step_id, r.plan_staged);
+    return st;
+}
+
+static rsp_status do_commit(const rsp_step *step, const rsp_event *ev, rsp_error *err)
+{
+    if (!g_pipe)
+        return rsp_step_commit(g_pool, step, ev, err);
+    rsp_msg m = {.kind = RSP_MSG_COMMIT, .step = *step};
+    if (ev)
+        m.event = *ev;
+    rsp_reply r;
+    return pipe_call(&m, &r, err);
+}
+
+static rsp_status do_rollback(uint64_t id, const rsp_event *ev, rsp_error *err)
+{
+    if (!g_pipe)
+        return rsp_step_rollback(g_pool, id, ev, err);
+    rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step.step_id = id};
+    if (ev)
+        m.event = *ev;
+    rsp_reply r;
+    return pipe_call(&m, &r, err);
+}
+
+static rsp_status do_rid(rsp_msg_kind kind, rsp_rid rid, bool free_slots, rsp_error *err)
+{
+    if (!g_pipe)
+        return kind == RSP_MSG_INGEST   ? rsp_ingest(g_pool, rid, err)
+               : kind == RSP_MSG_REMOVE ? rsp_remove(g_pool, rid, err)
+                                        : rsp_reset(g_pool, rid, free_slots, err);
+    rsp_msg m = {.kind = kind, .rid = rid, .free = free_slots};
+    rsp_reply r;
+    return pipe_call(&m, &r, err);
+}
+
+static void observe(snapshot *s, bool full)
+{
+    rsp_error err;
+    rsp_ticket *t[NRIDS * NLAB], *ts = NULL;
+    uint32_t nl = model_labels();
+    if (full)
+        g_touch = ~0u;
+    /* One batch: every query is posted, then every answer taken. Rids the
+     * model says do not exist are not asked about: num_requests and
+     * num_holdings (checked against the model) would count them. */
+    for (int ri = 0; ri < NRIDS; ri++)
+        for (uint32_t li = 0; li < nl; li++) {
+            t[ri * NLAB + li] = g_pre[ri][li]; /* posted behind a pipelined call */
+            g_pre[ri][li] = NULL;
+            if (t[ri * NLAB + li] || !asked(ri))
+                continue;
+            rsp_msg m = {.kind = RSP_MSG_HOLDING, .rid = g_rids[ri], .label = li};
+            if (rsp_post(g_pool, &m, &t[ri * NLAB + li], RSP_WAIT_FOREVER, &err) != RSP_OK)
+                fail("post HOLDING: %s", err.message);
+        }
+    /* A snapshot by message on full checks; otherwise the lock-free
+     * counters, exact here: every message this thread posted is answered
+     * and the owner mirrors its gauges before it answers. */
+    rsp_msg ms = {.kind = RSP_MSG_STATS};
+    if (full && rsp_post(g_pool, &ms, &ts, RSP_WAIT_FOREVER, &err) != RSP_OK)
+        fail("post STATS: %s", err.message);
+    for (int ri = 0; ri < NRIDS; ri++)
+        for (uint32_t li = 0; li < NLAB; li++) {
+            if (!g_rid_exists[ri] || li >= nl) {
+                memset(&s->h[ri][li], 0, sizeof s->h[ri][li]);
+                s->hst[ri][li] = RSP_ENOREQ;
+                if (li < nl && t[ri * NLAB + li]) {
+                    /* Asked behind a call; the model says the rid is gone. */
+                    rsp_status q = rsp_wait(t[ri * NLAB + li], RSP_WAIT_FOREVER, NULL);
+                    CHECK(q == RSP_ENOREQ,
+                          "holding of rid %" PRIu64 ", which the model says "
+                          "does not exist: %s",
+                          g_rids[ri], rsp_strerror(q));
+                }
+                continue;
+            }
+            if (!asked(ri)) {
+                s->hst[ri][li] = g_prev.hst[ri][li];
+                s->h[ri][li] = g_prev.h[ri][li];
+                continue;
+            }
+            rsp_reply r;
+            s->hst[ri][li] = rsp_wait(t[ri * NLAB + li], RSP_WAIT_FOREVER, &r);
+            s->h[ri][li] = r.holding;
+        }
+    if (full) {
+        rsp_reply rs;
+        if (rsp_wait(ts, RSP_WAIT_FOREVER, &rs) != RSP_OK)
+            fail("STATS: %s", rs.error.message);
+        s->st = rs.stats;
+    } else if (rsp_pool_counters(g_pool, &s->st, &err) != RSP_OK) {
+        fail("rsp_pool_counters: %s", err.message);
+    }
+    CHECK(rsp_read_begin() == RSP_OK, "rsp_read_begin");
+    const rsp_plan *live = rsp_plan_live(g_pool), *staged = rsp_plan_staged(g_pool);
+    s->live_id = live ? rsp_plan_step_id(live) : 0;
+    s->staged_id = staged ? rsp_plan_step_id(staged) : 0;
+    CHECK(!live || !rsp_plan_is_staged(live), "the live plan says it is staged");
+    CHECK(!staged || rsp_plan_is_staged(staged), "the staged plan says it is live");
+    rsp_read_end();
+}
+
+static bool same_gauges(const rsp_stats *a, const rsp_stats *b)
+{
+    return a->free_slots == b->free_slots && a->held_slots == b->held_slots &&
+           a->pending_release == b->pending_release && a->num_requests == b->num_requests &&
+           a->num_holdings == b->num_holdings && a->generation == b->generation &&
+           a->plans == b->plans && a->stages == b->stages && a->commits == b->commits &&
+           a->rollbacks == b->rollbacks && a->admits_ok == b->admits_ok;
+}
+
+/* Check the pool against the model after a call; `failed`: the call
+ * returned an error, so nothing may have changed. */
+static void check_full(bool failed, bool full)
+{
+    snapshot s;
+    full |= g_opno % 8 == 0;
+    /* After an error the lock-free counters say whether anything moved
+     * (slot gauges, requests, holdings, the generation, which every
+     * assignment, fork and reset moves); every 8th call asks everything. */
+    if (failed && !full)
+        g_touch = 0;
+    /* Nor are holdings asked for after a call that moved nothing the
+     * counters show (no slot, request or generation change): only a
+     * commit changes a holding (has_state) without moving them. */
+    rsp_stats now;
+    if (!full && !g_force_query && rsp_pool_counters(g_pool, &now, NULL) == RSP_OK &&
+        same_gauges(&g_prev.st, &now))
+        g_touch = 0;
+    g_force_query = false;
+    observe(&s, full);
+    const rsp_stats *st = &s.st;
+    uint32_t sink = g_info.sink ? 1 : 0;
+    CHECK(st->max_slots == MAX_SLOTS, "stats.max_slots %u", st->max_slots);
+    CHECK(st->free_slots + st->held_slots + st->pending_release + sink == st->max_slots,
+          "free %u + held %u + pending %u + sink %u != max_slots %u", st->free_slots,
+          st->held_slots, st->pending_release, sink, st->max_slots);
+    CHECK(st->held_slots == st->num_holdings, "held_slots %u != num_holdings %u", st->held_slots,
+          st->num_holdings);
+    uint32_t holders = 0, reqs = 0;
+    bool used[MAX_SLOTS] = {0};
+    for (int ri = 0; ri < NRIDS; ri++) {
+        reqs += g_rid_exists[ri];
+        for (int li = 0; li < NLAB; li++) {
+            mhold *m = &H[ri][li];
+            rsp_status hs = s.hst[ri][li];
+            const rsp_holding *h = &s.h[ri][li];
+            CHECK(hs == RSP_OK || hs == RSP_ENOREQ, "holding(rid %d, label %d): status %s", ri, li,
+                  rsp_strerror(hs));
+            CHECK((hs == RSP_OK) == m->held,
+                  "holding(rid %" PRIu64 ", label %d): pool says %s, model says %s", g_rids[ri], li,
+                  hs == RSP_OK ? "held" : "not held", m->held ? "held" : "not held");
+            if (!m->held)
+                continue;
+            holders++;
+            if (!asked(ri)) {
+                if (m->seen)
+                    used[m->slot] = true; /* as last seen */
+                continue;
+            }
+            CHECK(h->index >= (int32_t)sink && h->index < MAX_SLOTS,
+                  "holding(rid %d, label %d): slot %d out of range", ri, li, h->index);
+            CHECK(!used[h->index], "slot %d held twice (second: rid %d label %d)", h->index, ri,
+                  li);
+            used[h->index] = true;
+            if (m->hs != HS_UNKNOWN)
+                CHECK(h->has_state == (m->hs == HS_TRUE),
+                      "holding(rid %" PRIu64 ", label %d): has_state %d, model %d", g_rids[ri], li,
+                      h->has_state, m->hs);
+            if (m->seen) {
+                CHECK(h->index == m->slot, "holding(rid %d, label %d) moved from slot %d to %d", ri,
+                      li, m->slot, h->index);
+                CHECK(m->gen_free || h->generation == m->gen,
+                      "holding(rid %d, label %d): generation %" PRIu64 " -> %" PRIu64
+                      " with no reset, fork or assignment",
+                      ri, li, m->gen, h->generation);
+                CHECK(h->generation >= m->gen, "generation went back");
+            }
+            m->seen = true;
+            m->slot = h->index;
+            m->gen = h->generation;
+            m->gen_free = false;
+        }
+    }
+    CHECK(st->num_holdings == holders, "num_holdings %u, model %u", st->num_holdings, holders);
+    CHECK(st->num_requests == reqs, "num_requests %u, model %u", st->num_requests, reqs);
+    uint64_t want_stage = g_stage >= 0 ? S[g_stage].id : 0;
+    CHECK(s.staged_id == want_stage, "staged plan is step %" PRIu64 ", model %" PRIu64, s.staged_id,
+          want_stage);
+    CHECK(s.live_id == g_live_id, "live plan is step %" PRIu64 ", model %" PRIu64, s.live_id,
+          g_live_id);
+    g_touch = 0;
+    g_pre_mask = 0;
+    if (failed) {
+        CHECK(same_gauges(&g_prev.st, st),
+              "an error changed the stats (free %u->%u held %u->%u "
+              "pending %u->%u gen %" PRIu64 "->%" PRIu64 ")",
+              g_prev.st.free_slots, st->free_slots, g_prev.st.held_slots, st->held_slots,
+              g_prev.st.pending_release, st->pending_release, g_prev.st.generation, st->generation);
+        for (int ri = 0; ri < NRIDS; ri++)
+            for (int li = 0; li < NLAB; li++) {
+                CHECK(g_prev.hst[ri][li] == s.hst[ri][li], "an error changed a holder");
+                if (s.hst[ri][li] == RSP_OK)
+                    CHECK(g_prev.h[ri][li].index == s.h[ri][li].index &&
+                              g_prev.h[ri][li].has_state == s.h[ri][li].has_state &&
+                              g_prev.h[ri][li].generation == s.h[ri][li].generation,
+                          "an error changed holding(rid %d, label %d)", ri, li);
+            }
+    }
+    g_prev = s;
+}
+
+static void check(bool failed)
+{
+    check_full(failed, false);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory: the harness as the backend                                        */
+/* ------------------------------------------------------------------------ */
+
+static void slot_fill(int32_t slot, uint8_t v)
+{
+    for (uint32_t b = 0; b < 2; b++)
+        for (uint32_t l = 0; l < NUM_LAYERS; l++) {
+            rsp_block_view view;
+            if (rsp_pool_block(g_pool, g_blocks[b].name, l, &view, NULL) != RSP_OK)
+                fail("rsp_pool_block(%s, %u)", g_blocks[b].name, l);
+            size_t row = (size_t)view.strides[0] * rsp_dtype_size(view.dtype);
+            memset((char *)view.data + (size_t)slot * row, v, row);
+        }
+}
+
+static bool slot_zero(int32_t slot)
+{
+    for (uint32_t b = 0; b < 2; b++)
+        for (uint32_t l = 0; l < NUM_LAYERS; l++) {
+            rsp_block_view view;
+            if (rsp_pool_block(g_pool, g_blocks[b].name, l, &view, NULL) != RSP_OK)
+                fail("rsp_pool_block(%s, %u)", g_blocks[b].name, l);
+            size_t row = (size_t)view.strides[0] * rsp_dtype_size(view.dtype);
+            const unsigned char *p = (const unsigned char *)view.data + (size_t)slot * row;
+            for (size_t i = 0; i < row; i++)
+                if (p[i])
+                    return false;
+        }
+    return true;
+}
+
+/* The forward of the step whose live plan was just published: wait for its
+ * addressing, then write v into every slot it addresses (as kernels would),
+ * before the step's forward_done is signalled. */
+static void forward(uint64_t step_id, uint8_t v)
+{
+    rsp_event ready[NLAB + 4];
+    int32_t slots[64];
+    uint32_t nready = 0, nslots = 0;
+    CHECK(rsp_read_begin() == RSP_OK, "rsp_read_begin");
+    const rsp_plan *plan = rsp_plan_live(g_pool);
+    CHECK(plan && rsp_plan_step_id(plan) == step_id, "live plan is not step %" PRIu64, step_id);
+    for (uint32_t li = 0; li < g_num_labels && li < NLAB + 4; li++) {
+        rsp_addressing a;
+        if (rsp_plan_addressing(plan, li, &a, NULL) != RSP_OK)
+            continue;
+        CHECK(a.length >= a.num_rows && a.step_id == step_id && !a.staged, "addressing fields");
+        ready[nready++] = a.ready;
+        if (a.ready.handle)
+            g_dev_fence = a.ready.handle;
+        for (uint32_t i = 0; i < a.length; i++) {
+            int32_t s = a.slot_indices[i];
+            CHECK(s == g_info.pad_index || (s >= 0 && s < MAX_SLOTS), "slot index %d", s);
+            if (i >= a.num_rows)
+                CHECK(s == g_info.pad_index && !a.has_state[i],
+                      "entry %u past num_rows %u is not the pad target", i, a.num_rows);
+            if (s != g_info.pad_index && nslots < 64)
+                slots[nslots++] = s;
+        }
+    }
+    rsp_read_end();
+    /* The device runs its work in order: this plan's upload comes after the
+     * WAITs of earlier commits, whose forwards (ours) are done by now. */
+    rsp_host_fence_signal(g_fence, g_fence_next);
+    for (uint32_t i = 0; i < nready; i++)
+        CHECK(rsp_event_wait(g_pool, &ready[i], RSP_WAIT_FOREVER, NULL) == RSP_OK,
+              "waiting for a plan's ready event");
+    for (uint32_t i = 0; i < nslots; i++)
+        slot_fill(slots[i], v ? v : 1);
+    g_wrote |= nslots != 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Steps                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t g_step_base;
+
+static int32_t pick_span(uint8_t b)
+{
+    switch (b % 8) {
+    case 0: return 0;
+    case 1: return -1;
+    case 2: return INT32_MIN;
+    default: return (int32_t)(b % 8) - 2;
+    }
+}
+
+static uint32_t pick_label(uint8_t b)
+{
+    switch (b % 16) {
+    case 12: return g_num_labels; /* the first unknown id */
+    case 13: return RSP_MAX_LABELS;
+    case 14: return UINT32_MAX;
+    case 15: return g_num_labels < NLAB ? g_num_labels : 0;
+    default: return (b % 16) % (g_num_labels < 5 ? g_num_labels : 5);
+    }
+}
+
+static void decode_decl(input *in, decl *d)
+{
+    memset(d, 0, sizeof *d);
+    uint8_t f = u8(in);
+    d->nrows = f & 7;
+    if (d->nrows == 7)
+        d->nrows = 7 + u8(in) % (MAX_ROWS - 6); /* 7..12 */
+    d->npre = ((f >> 3) & 3) % 3;
+    d->npost = (f >> 5) % 3;
+    uint8_t g = u8(in);
+    d->capture = (g & 7) == 7;
+    d->preplan = g & 8;
+    d->has_lease = g & 16;
+    d->null_arrays = (g >> 5) == 7 ? 1 + u8(in) % 3 : 0;
+    for (uint32_t i = 0; i < d->nrows; i++) {
+        uint8_t a = u8(in), b = u8(in);
+        d->rid_ix[i] = (int8_t)(a % NRIDS);
+        d->rows[i].rid = g_rids[d->rid_ix[i]];
+        d->rows[i].label = pick_label(b);
+        d->rows[i].span = pick_span(a >> 3);
+        d->rows[i].padding = (b & 0x30) == 0x30;
+    }
+    for (uint32_t i = 0; i < d->npre; i++) {
+        uint8_t a = u8(in);
+        d->pre[i].from = pick_label(a & 15);
+        d->pre[i].to = pick_label(a >> 4);
+    }
+    for (uint32_t i = 0; i < d->npost; i++) {
+        uint8_t a = u8(in);
+        d->post[i].from = pick_label(a & 15);
+        d->post[i].to = pick_label(a >> 4);
+    }
+    if (d->has_lease) {
+        uint8_t a = u8(in);
+        static const uint32_t bs[4] = {1, 4, 8, 0};
+        d->lease.bucket_bs = bs[a & 3];
+        d->lease.bucket_id = g_bucket_base + ((a >> 2) & 1);
+        d->lease.lease_slot = (a >> 3) & 1;
+    }
+}
+
+static void to_step(const decl *d, uint64_t id, rsp_step *s)
+{
+    memset(s, 0, sizeof *s);
+    s->step_id = id;
+    s->rows = d->null_arrays == 1 ? NULL : d->rows;
+    s->num_rows = d->nrows + (d->null_arrays == 1);
+    s->pre_forks = d->null_arrays == 2 ? NULL : d->pre;
+    s->num_pre_forks = d->npre + (d->null_arrays == 2);
+    s->post_forks = d->null_arrays == 3 ? NULL : d->post;
+    s->num_post_forks = d->npost + (d->null_arrays == 3);
+    s->capture = d->capture;
+    s->preplan = d->preplan;
+    s->has_lease = d->has_lease;
+    s->lease = d->lease;
+}
+
+/* The validation status d must get from rsp_post (NULL arrays, labels). */
+static rsp_status decl_invalid_post(const decl *d)
+{
+    if (d->null_arrays == 1)
+        return RSP_EINVAL;
+    for (uint32_t i = 0; i < d->nrows; i++)
+        if (d->rows[i].label >= g_num_labels)
+            return RSP_ENOLABEL;
+    for (int k = 0; k < 2; k++) {
+        if (d->null_arrays == 2 + k)
+            return RSP_EINVAL;
+        const rsp_fork *f = k ? d->post : d->pre;
+        for (uint32_t i = 0; i < (k ? d->npost : d->npre); i++)
+            if (f[i].from >= g_num_labels || f[i].to >= g_num_labels)
+                return RSP_ENOLABEL;
+    }
+    return RSP_OK;
+}
+
+/* ... and then from the core (the lease, duplicate rows; SEMANTICS 4). */
+static rsp_status decl_invalid_core(const decl *d)
+{
+    if (d->has_lease && d->lease.bucket_bs == 0)
+        return RSP_EINVAL;
+    for (uint32_t i = 0; i < d->nrows; i++)
+        for (uint32_t j = 0; j < i; j++)
+            if (addresses(&d->rows[i]) && addresses(&d->rows[j]) &&
+                d->rows[i].rid == d->rows[j].rid && d->rows[i].label == d->rows[j].label)
+                return RSP_EDUPROW;
+    return RSP_OK;
+}
+
+static rsp_status decl_invalid(const decl *d)
+{
+    rsp_status st = decl_invalid_post(d);
+    return st ? st : decl_invalid_core(d);
+}
+
+static void expect_status(rsp_status got, rsp_status want, const rsp_error *err)
+{
+    if (g_verbose)
+        fprintf(stderr, "  %s -> %s%s%s\n", g_op, rsp_strerror(got), got ? ": " : "",
+                got ? err->message : "");
+    CHECK(got == want, "status %s, expected %s (%s)", rsp_strerror(got), rsp_strerror(want),
+          got ? err->message : "");
+}
+
+/* Slots d's admit needs that are not held (SEMANTICS 4.1). */
+static uint32_t admit_needs(const decl *d)
+{
+    bool need[NRIDS][NLAB] = {{false}};
+    uint32_t n = 0;
+    if (d->capture)
+        return 0;
+    for (uint32_t i = 0; i < d->nrows; i++) {
+        int ri = d->rid_ix[i];
+        uint32_t li = d->rows[i].label;
+        if (!addresses(&d->rows[i]) || H[ri][li].held || need[ri][li])
+            continue;
+        need[ri][li] = true;
+        n++;
+    }
+    int rids[MAX_ROWS];
+    uint32_t nr = forking_rids(d, rids);
+    for (uint32_t k = 0; k < nr; k++)
+        for (uint32_t i = 0; i < d->npre + d->npost; i++) {
+            uint32_t li = i < d->npre ? d->pre[i].to : d->post[i - d->npre].to;
+            if (H[rids[k]][li].held || need[rids[k]][li])
+                continue;
+            need[rids[k]][li] = true;
+            n++;
+        }
+    return n;
+}
+
+static void model_admit(int e, const decl *d)
+{
+    mstep *s = &S[e];
+    if (d->capture)
+        return; /* reserves nothing, ingests nothing */
+    for (uint32_t i = 0; i < d->nrows; i++)
+        if (!d->rows[i].padding)
+            g_rid_exists[d->rid_ix[i]] = true; /* implicit ingest */
+    for (uint32_t i = 0; i < d->nrows; i++) {
+        int ri = d->rid_ix[i];
+        uint32_t li = d->rows[i].label;
+        if (!addresses(&d->rows[i]) || H[ri][li].held)
+            continue;
+        hold_new(ri, li);
+        CHECK(s->njournal < MAX_JOURNAL, "model journal full");
+        s->journal[s->njournal].ri = (uint8_t)ri;
+        s->journal[s->njournal].li = (uint8_t)li;
+        s->journal[s->njournal++].inst = H[ri][li].inst;
+    }
+    int rids[MAX_ROWS];
+    uint32_t nr = forking_rids(d, rids);
+    for (uint32_t k = 0; k < nr; k++)
+        for (uint32_t i = 0; i < d->npre + d->npost; i++) {
+            uint32_t li = i < d->npre ? d->pre[i].to : d->post[i - d->npre].to;
+            int ri = rids[k];
+            if (H[ri][li].held)
+                continue;
+            hold_new(ri, li);
+            CHECK(s->njournal < MAX_JOURNAL, "model journal full");
+            s->journal[s->njournal].ri = (uint8_t)ri;
+            s->journal[s->njournal].li = (uint8_t)li;
+            s->journal[s->njournal++].inst = H[ri][li].inst;
+        }
+}
+
+static int entry_of(uint64_t id)
+{
+    for (int i = 0; i < MAX_STEPS; i++)
+        if (S[i].used && S[i].id == id)
+            return i;
+    return -1;
+}
+
+static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
+{
+    mstep *s = &S[e];
+    decl d;
+    if (fresh_decl || !s->ever)
+        decode_decl(in, &d);
+    else
+        d = s->d;
+    uint64_t id;
+    if (!s->ever || (!s->used && idsel % 4 == 0)) {
+        /* A new id: above everything admitted so far (or, rarely, below). */
+        if (idsel % 16 == 15 && g_any_admitted && g_last_admitted > 0) {
+            id = g_last_admitted - 1; /* goes back: RSP_EORDER unless in flight */
+        } else {
+            id = ++g_step_base;
+        }
+    } else {
+        id = s->id;
+    }
+    rsp_step step;
+    to_step(&d, id, &step);
+    touch_decl(&d);
+    if (g_verbose)
+        fprintf(stderr,
+                "  admit entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n", e,
+                id, d.nrows, d.capture, d.preplan, d.has_lease);
+    int ee = entry_of(id); /* a backwards id may name another entry's step */
+    bool in_flight = ee >= 0;
+    rsp_status want = decl_invalid(&d);
+    if (want == RSP_OK && !in_flight) {
+        if ((g_any_admitted && id < g_last_admitted) || (g_any_committed && id <= g_last_committed))
+            want = RSP_EORDER;
+        else if (steps_in_flight() >= MAX_INFLIGHT)
+            want = RSP_ECAPACITY;
+    }
+    uint32_t needs = want == RSP_OK ? admit_needs(&d) : 0;
+    if (S[in_flight ? ee : e].njournal + needs > MAX_JOURNAL)
+        return; /* the model's journal is full */
+    uint32_t free_before = g_prev.st.free_slots;
+    rsp_admit_outcome out;
+    rsp_error err;
+    g_op = "admit";
+    rsp_status st = do_admit(&step, &out, &err);
+    expect_status(st, want, &err);
+    if (st == RSP_OK) {
+        CHECK(out.ok == (needs <= free_before), "admit ok %d, needs %u, free %u", out.ok, needs,
+              free_before);
+        CHECK(out.usable == g_info.usable_slots, "outcome.usable %u", out.usable);
+        if (!out.ok) {
+            CHECK(out.slots_short == needs - free_before && out.free == free_before,
+                  "outcome short %u free %u, model %u %u", out.slots_short, out.free,
+                  needs - free_before, free_before);
+        } else {
+            if (!in_flight) {
+                /* Not the entry's in-flight step: this entry now names id. */
+                memset(s, 0, sizeof *s);
+                s->used = s->ever = true;
+                s->id = id;
+                s->capture = d.capture;
+                if (id > g_last_admitted || !g_any_admitted)
+                    g_last_admitted = id;
+                g_any_admitted = true;
+            }
+            model_admit(in_flight ? ee : e, &d);
+        }
+    }
+    if (!s->ever) {
+        s->ever = true;
+        s->id = id;
+    }
+    s->d = d;
+    check(st != RSP_OK || !out.ok);
+}
+
+static mbuf *buf_find(uint32_t bucket, uint32_t lslot, uint32_t label)
+{
+    for (uint32_t i = 0; i < g_nbufs; i++)
+        if (B[i].bucket == bucket && B[i].lslot == lslot && B[i].label == label)
+            return &B[i];
+    return NULL;
+}
+
+/* Labels with rows of d, first appearance; counts in rows[]. */
+static uint32_t plan_labels(const decl *d, uint32_t *labels, uint32_t *rows)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < d->nrows; i++) {
+        uint32_t k = 0;
+        while (k < n && labels[k] != d->rows[i].label)
+            k++;
+        if (k == n) {
+            labels[n] = d->rows[i].label;
+            rows[n++] = 0;
+        }
+        rows[k]++;
+    }
+    return n;
+}
+
+static void op_plan(input *in, int e, uint8_t how)
+{
+    mstep *s = &S[e];
+    if (!s->ever)
+        return;
+    decl d = s->d;
+    if (how & 1)
+        d.preplan = !d.preplan;
+    if ((how & 6) == 6)
+        decode_decl(in, &d); /* a declaration that differs from the admitted one */
+    else if ((how & 6) == 2 && d.nrows)
+        d.rows[0].span = d.rows[0].span > 0 ? 0 : 1;
+    int fe = entry_of(s->id);
+    /* The admit's record decides whether a step is a capture (a re-admit
+     * with capture = false does not change it). */
+    if (g_avoid_capture_preplan && d.preplan && (d.capture || (fe >= 0 && S[fe].capture)))
+        d.preplan = false;
+    rsp_step step;
+    to_step(&d, s->id, &step);
+    if (g_verbose)
+        fprintf(stderr,
+                "  plan entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n", e,
+                s->id, d.nrows, d.capture, d.preplan, d.has_lease);
+    int ee = entry_of(s->id);
+    if (ee >= 0 && ee != e) {
+        e = ee; /* the step in flight under this id is another entry's */
+        s = &S[e];
+    }
+    touch_decl(&d);
+    touch_decl(&s->d);
+    rsp_status want = decl_invalid(&d);
+    bool may_eorder = false, may_enomem = false;
+    bool take_stage = false;
+    if (want == RSP_OK) {
+        if (ee < 0 || S[ee].planned)
+            want = RSP_EORDER;
+        else if (d.preplan && g_stage >= 0)
+            want = RSP_ESTAGED;
+    }
+    uint32_t labels[MAX_ROWS], rows[MAX_ROWS], nl = 0;
+    if (want == RSP_OK) {
+        nl = plan_labels(&d, labels, rows);
+        if (d.has_lease)
+            for (uint32_t k = 0; k < nl && want == RSP_OK; k++) {
+                mbuf *b = buf_find(d.lease.bucket_id, d.lease.lease_slot, labels[k]);
+                if (!b) {
+                    if (g_graph_max_bs > (1u << 20))
+                        may_enomem = true;
+                    continue;
+                }
+                if (rows[k] > b->cap)
+                    want = RSP_ECAPACITY;
+                else if (b->owner >= 0 && b->owner != e) {
+                    if (!d.preplan && g_stage >= 0 && g_stage == b->owner)
+                        take_stage = true;
+                    else
+                        want = RSP_ECAPACITY;
+                }
+            }
+    }
+    if (want == RSP_OK && !d.preplan && !d.capture) {
+        /* check_pipeline: forks of this step against another planned one,
+         * or rows on slots another planned step's post-forks touch. */
+        bool others_post = false;
+        for (int i = 0; i < MAX_STEPS; i++)
+            if (i != e && S[i].used && S[i].planned && S[i].plan_npost)
+                others_post = true;
+        may_eorder = planned_others(e) && (d.npre || d.npost || others_post);
+    }
+    rsp_error err;
+    g_op = d.preplan ? "plan (preplan)" : "plan";
+    rsp_status st = do_plan(&step, &err);
+    if (!((may_eorder && st == RSP_EORDER) || (may_enomem && st == RSP_ENOMEM)))
+        expect_status(st, want, &err);
+    if (st == RSP_OK) {
+        if (take_stage)
+            stage_drop();
+        if (d.preplan) {
+            g_stage = e;
+        } else {
+            if (g_stage == e)
+                stage_drop();
+            model_forks(&d, d.pre, d.npre, true);
+            s->planned = true;
+            s->plan_npost = d.capture ? 0 : d.npost;
+            g_live_id = s->id;
+            s->nprows = 0;
+            for (uint32_t i = 0; i < d.nrows && !d.capture; i++) {
+                int ri = d.rid_ix[i];
+                uint32_t li = d.rows[i].label;
+                if (!addresses(&d.rows[i]) || !H[ri][li].held)
+                    continue;
+                s->prows[s->nprows].ri = (uint8_t)ri;
+                s->prows[s->nprows].li = (uint8_t)li;
+                s->prows[s->nprows].inst = H[ri][li].inst;
+                s->prows[s->nprows++].epoch = H[ri][li].epoch;
+            }
+        }
+        if (d.has_lease)
+            for (uint32_t k = 0; k < nl; k++) {
+                mbuf *b = buf_find(d.lease.bucket_id, d.lease.lease_slot, labels[k]);
+                if (!b) {
+                    CHECK(g_nbufs < MAX_BUFS, "model buffers full");
+                    b = &B[g_nbufs++];
+                    b->bucket = d.lease.bucket_id;
+                    b->lslot = d.lease.lease_slot;
+                    b->label = labels[k];
+                    uint32_t len = rows[k];
+                    if (d.lease.bucket_bs > len)
+                        len = d.lease.bucket_bs;
+                    if (g_graph_max_bs > len)
+                        len = g_graph_max_bs;
+                    b->cap = len;
+                }
+                b->owner = e;
+            }
+        s->d = d;
+    }
+    check(st != RSP_OK);
+    if (st == RSP_OK && !d.preplan && (how & 8))
+        forward(s->id, (uint8_t)(how | 1));
+}
+
+/* forward_done for a commit or rollback: returns the status the pool must
+ * give for the event alone (RSP_OK or RSP_EINVAL). */
+static rsp_status pick_event(uint8_t b, rsp_event *ev, bool *use)
+{
+    *use = true;
+    memset(ev, 0, sizeof *ev);
+    switch (b % 6) {
+    case 0: *use = false; return RSP_OK;
+    case 1: return RSP_OK; /* {NULL, 0}: complete */
+    case 2:                /* already signalled */
+        ev->handle = g_fence;
+        ev->value = rsp_host_fence_value(g_fence);
+        return RSP_OK;
+    case 3: /* signalled later (op SIGNAL, or the end of the input) */
+    case 4:
+        ev->handle = g_fence;
+        ev->value = ++g_fence_next;
+        return RSP_OK;
+    default:
+        if (!g_dev_fence) {
+            *use = false;
+            return RSP_OK;
+        }
+        /* The pool's own timeline far ahead: it would never complete. */
+        ev->handle = g_dev_fence;
+        ev->value = UINT64_MAX / 2;
+        return RSP_EINVAL;
+    }
+}
+
+static void op_commit(input *in, int e, uint8_t how)
+{
+    mstep *s = &S[e];
+    if (!s->ever)
+        return;
+    decl d = s->d;
+    if ((how & 0x30) == 0x30)
+        decode_decl(in, &d);
+    rsp_step step;
+    to_step(&d, s->id, &step);
+    rsp_event ev;
+    bool use;
+    rsp_status want_ev = pick_event(how >> 1, &ev, &use);
+    int ee = entry_of(s->id);
+    if (ee >= 0 && ee != e) {
+        e = ee;
+        s = &S[e];
+    }
+    touch_decl(&d);
+    touch_decl(&s->d);
+    for (uint32_t i = 0; i < s->nprows; i++)
+        g_touch |= 1u << s->prows[i].ri;
+    /* rsp_post validates, then the owner checks the event, then the core. */
+    rsp_status want = decl_invalid_post(&d);
+    if (want == RSP_OK)
+        want = want_ev;
+    if (want == RSP_OK)
+        want = decl_invalid_core(&d);
+    if (want == RSP_OK && (ee < 0 || (!S[ee].capture && !S[ee].planned)))
+        want = RSP_EORDER;
+    rsp_error err;
+    g_op = "commit";
+    g_force_query = true; /* has_state moves without a counter */
+    rsp_status st = do_commit(&step, use ? &ev : NULL, &err);
+    expect_status(st, want, &err);
+    if (st == RSP_OK) {
+        if (!g_any_committed || s->id > g_last_committed)
+            g_last_committed = s->id;
+        g_any_committed = true;
+        if (!s->capture) {
+            for (uint32_t i = 0; i < s->nprows; i++) {
+                mhold *h = &H[s->prows[i].ri][s->prows[i].li];
+                if (h->held && h->inst == s->prows[i].inst && h->epoch == s->prows[i].epoch)
+                    h->hs = HS_TRUE; /* the forward wrote the holding it addressed */
+            }
+            model_forks(&d, d.post, d.npost, planned_others(e) == 0);
+        }
+        if (g_stage == e)
+            stage_drop(); /* issue 8 defect 1: the commit must drop its stage */
+        bufs_release(e);
+        s->used = false;
+        s->planned = false;
+    }
+    check(st != RSP_OK);
+}
+
+static void op_rollback(int e, uint8_t how)
+{
+    mstep *s = &S[e];
+    uint64_t id = s->ever && (how & 0x80) == 0 ? s->id : g_step_base + 1000 + (how & 7);
+    rsp_event ev;
+    bool use;
+    rsp_status want = pick_event(how >> 3, &ev, &use);
+    int ee = entry_of(id);
+    rsp_error err;
+    g_op = "rollback";
+    rsp_status st = do_rollback(id, use ? &ev : NULL, &err);
+    expect_status(st, want, &err);
+    if (ee >= 0) {
+        touch_decl(&S[ee].d);
+        for (uint32_t j = 0; j < S[ee].njournal; j++)
+            g_touch |= 1u << S[ee].journal[j].ri;
+    }
+    if (st == RSP_OK && ee >= 0) {
+        mstep *x = &S[ee];
+        /* Reverse allocation order; a journal entry whose holding is gone
+         * (or was re-created since) is skipped. */
+        for (uint32_t j = x->njournal; j-- > 0;) {
+            mhold *h = &H[x->journal[j].ri][x->journal[j].li];
+            if (h->held && h->inst == x->journal[j].inst)
+                h->held = false;
+        }
+        if (g_stage == ee)
+            stage_drop();
+        bufs_release(ee);
+        x->used = false;
+        x->planned = false;
+    }
+    check(st != RSP_OK);
+}
+
+static void op_rid(uint8_t kind, uint8_t b)
+{
+    int ri = b % NRIDS;
+    rsp_rid rid = g_rids[ri];
+    rsp_error err;
+    rsp_status st;
+    g_touch |= 1u << ri;
+    switch (kind) {
+    case 0:
+        g_op = "ingest";
+        st = do_rid(RSP_MSG_INGEST, rid, false, &err);
+        expect_status(st, RSP_OK, &err);
+        g_rid_exists[ri] = true;
+        break;
+    case 1:
+        g_op = "remove";
+        st = do_rid(RSP_MSG_REMOVE, rid, false, &err);
+        expect_status(st, RSP_OK, &err);
+        model_remove_rid(ri, true);
+        break;
+    default:
+        g_op = (b & 0x80) ? "reset(free)" : "reset(keep)";
+        st = do_rid(RSP_MSG_RESET, rid, b & 0x80, &err);
+        expect_status(st, RSP_OK, &err);
+        if (b & 0x80)
+            model_remove_rid(ri, false);
+        else
+            model_reset_keep(ri);
+        break;
+    }
+    check(false);
+}
+
+static void op_clear_preplan(void)
+{
+    rsp_error err;
+    g_op = "clear_preplan";
+    expect_status(rsp_clear_preplan(g_pool, &err), RSP_OK, &err);
+    stage_drop();
+    check(false);
+}
+
+static const char g_long31[] = "abcdefghijklmnopqrstuvwxyz01234";
+static const char g_long32[] = "abcdefghijklmnopqrstuvwxyz012345";
+static const char *g_extra_names[NLAB]; /* names interned by inputs, by id */
+
+static void op_label(uint8_t b)
+{
+    const char *name;
+    switch (b % 8) {
+    case 4: name = "x4"; break;
+    case 5: name = g_long31; break;
+    case 6: name = ""; break;
+    case 7: name = g_long32; break;
+    default: name = g_label_names[b % 4]; break;
+    }
+    rsp_label_id want_id = UINT32_MAX;
+    rsp_status want = RSP_OK;
+    if (!*name || strlen(name) >= RSP_NAME_MAX) {
+        want = RSP_EINVAL;
+    } else {
+        for (uint32_t i = 0; i < g_num_labels && i < NLAB; i++)
+            if (strcmp(i < PRE_LABELS ? g_label_names[i] : g_extra_names[i], name) == 0)
+                want_id = i;
+        if (want_id == UINT32_MAX) {
+            if (g_num_labels >= NLAB)
+                return; /* the model follows NLAB labels */
+            want_id = g_num_labels;
+        }
+    }
+    rsp_label_id id = 12345;
+    rsp_error err;
+    g_op = "label";
+    rsp_status st = rsp_label(g_pool, name, &id, &err);
+    expect_status(st, want, &err);
+    if (st == RSP_OK) {
+        CHECK(id == want_id, "label \"%s\" -> %u, expected %u", name, id, want_id);
+        if (id == g_num_labels) {
+            g_extra_names[id] = name;
+            g_num_labels++;
+            g_dirty = true; /* outlives the input */
+        }
+    }
+    check(st != RSP_OK);
+}
+
+static void op_graph(uint8_t b, uint8_t c)
+{
+    static const uint32_t bs[8] = {0, 1, 3, 8, 17, 64, UINT32_MAX, 1u << 28};
+    uint32_t max_bs = bs[b % 8];
+    if (max_bs == (1u << 28) && g_avoid_huge_bs)
+        max_bs = 2;
+    rsp_error err;
+    g_op = "build_graph_buffers";
+    rsp_status st = rsp_build_graph_buffers(g_pool, max_bs, c, &err);
+    if (max_bs == 0)
+        expect_status(st, RSP_EINVAL, &err);
+    else
+        CHECK(st == RSP_OK || (max_bs > 1024 && st == RSP_EINVAL), "build_graph_buffers(%u): %s",
+              max_bs, st ? err.message : "OK");
+    if (st == RSP_OK && max_bs > g_graph_max_bs) {
+        g_graph_max_bs = max_bs;
+        if (max_bs > 1024)
+            g_dirty = true; /* every later leased buffer would be huge */
+    }
+    check(st != RSP_OK);
+}
+
+static void op_signal(uint8_t b)
+{
+    uint64_t v = rsp_host_fence_value(g_fence);
+    uint64_t to = b & 1 ? g_fence_next : v + (b >> 1) % 3;
+    if (to > g_fence_next)
+        to = g_fence_next;
+    rsp_host_fence_signal(g_fence, to);
+}
+
+/* Raw messages with bad fields, answered (ticket) or fire-and-forget. The
+ * model changes only for what the message does when it is good. */
+static void op_raw(uint8_t b, uint8_t c)
+{
+    bool ff = c & 1, poll = c & 2;
+    uint64_t timeout = c & 4 ? 0 : RSP_WAIT_FOREVER;
+    rsp_msg m;
+    memset(&m, 0, sizeof m);
+    rsp_row rows[3] = {{.rid = 1, .span = 1}, {.rid = 1, .span = 2}, {.rid = 2}};
+    rsp_status want_post = RSP_OK, want = RSP_OK;
+    bool clears_stage = false;
+    const rsp_msg *mp = &m;
+    rsp_pool *pool = g_pool;
+    switch (b % 20) {
+    case 0:
+        m.kind = RSP_MSG_KIND_COUNT_;
+        want_post = RSP_EINVAL;
+        break;
+    case 1:
+        m.kind = (rsp_msg_kind)-1;
+        want_post = RSP_EINVAL;
+        break;
+    case 2:
+        mp = NULL;
+        want_post = RSP_EINVAL;
+        break;
+    case 3:
+        pool = NULL;
+        m.kind = RSP_MSG_BARRIER;
+        want_post = RSP_EINVAL;
+        break;
+    case 4:
+        m.kind = RSP_MSG_LABEL;
+        want_post = RSP_EINVAL;
+        break; /* NULL name */
+    case 5:
+        m.kind = RSP_MSG_HOLDING;
+        m.label = g_num_labels + c;
+        want_post = RSP_ENOLABEL;
+        break;
+    case 6:
+        m.kind = RSP_MSG_ADMIT;
+        m.step.num_rows = 3; /* rows NULL */
+        m.step.step_id = g_step_base + 1;
+        want_post = RSP_EINVAL;
+        break;
+    case 7:
+        m.kind = RSP_MSG_BUILD_GRAPH_BUFFERS;
+        want_post = RSP_EINVAL;
+        break;
+    case 8:
+        m.kind = RSP_MSG_COMMIT;
+        m.step.step_id = g_step_base + 500;
+        want = RSP_EORDER;
+        break;
+    case 9:
+        m.kind = RSP_MSG_PLAN;
+        m.step.step_id = g_step_base + 500;
+        want = RSP_EORDER;
+        break;
+    case 10:
+        m.kind = RSP_MSG_ROLLBACK;
+        m.step.step_id = g_step_base + 500;
+        break;
+    case 11: m.kind = RSP_MSG_STATS; break;
+    case 12: m.kind = RSP_MSG_BARRIER; break;
+    case 13:
+        m.kind = RSP_MSG_CLEAR_PREPLAN;
+        clears_stage = true;
+        break;
+    case 14:
+        m.kind = RSP_MSG_HOLDING;
+        m.rid = g_rids[c % NRIDS];
+        m.label = c % g_num_labels;
+        want = H[c % NRIDS][m.label % NLAB].held ? RSP_OK : RSP_ENOREQ;
+        break;
+    case 15:
+        m.kind = RSP_MSG_ADMIT;
+        m.step.step_id = g_step_base + 1;
+        m.step.rows = rows;
+        m.step.num_rows = 1;
+        m.step.has_lease = true; /* bucket_bs 0 */
+        want = RSP_EINVAL;
+        break;
+    case 16:
+        m.kind = RSP_MSG_ADMIT;
+        m.step.step_id = g_step_base + 1;
+        m.step.rows = rows;
+        m.step.num_rows = 2; /* (1, main) twice with span > 0 */
+        want = RSP_EDUPROW;
+        break;
+    case 17:
+        m.kind = RSP_MSG_ADMIT;
+        m.step.rows = rows;
+        m.step.num_rows = 1;
+        m.step.post_forks = NULL;
+        m.step.num_post_forks = 2;
+        want_post = RSP_EINVAL;
+        break;
+    case 18:
+        m.kind = RSP_MSG_LABEL;
+        m.label_name = g_long32;
+        want_post = RSP_EINVAL;
+        break;
+    default:
+        g_op = "rsp_wait(NULL)";
+        CHECK(rsp_wait(NULL, RSP_WAIT_POLL, NULL) == RSP_EINVAL, "rsp_wait(NULL)");
+        return;
+    }
+    rsp_error err;
+    rsp_ticket *t = (rsp_ticket *)&err; /* must be set to NULL on refusal */
+    g_op = ff ? "rsp_post (fire and forget)" : "rsp_post";
+    rsp_status st = rsp_post(pool, mp, ff ? NULL : &t, timeout, &err);
+    if (st == RSP_EFULL && timeout == 0) {
+        CHECK(ff || t == NULL, "refused post left a ticket");
+        check(true);
+        return;
+    }
+    expect_status(st, want_post, &err);
+    if (st != RSP_OK) {
+        CHECK(ff || t == NULL, "refused post left a ticket");
+        check(true);
+        return;
+    }
+    if (!ff) {
+        rsp_reply r;
+        if (poll) {
+            rsp_status p = rsp_wait(t, RSP_WAIT_POLL, &r);
+            if (p == RSP_EAGAIN)
+                p = rsp_wait(t, RSP_WAIT_FOREVER, &r);
+            st = p;
+        } else {
+            st = rsp_wait(t, RSP_WAIT_FOREVER, &r);
+        }
+        expect_status(st, want, &r.error);
+        CHECK(r.error.status == st, "reply.error.status %d != %d", r.error.status, st);
+    } else {
+        g_op = "barrier";
+        expect_status(rsp_barrier(g_pool, &err), RSP_OK, &err);
+    }
+    if (clears_stage)
+        stage_drop();
+    check(want != RSP_OK);
+}
+
+/* Intern labels until every id is taken (RSP_ECAPACITY). Outlives the
+ * input: the pool is recreated after it. */
+static void op_label_flood(void)
+{
+    static char names[RSP_MAX_LABELS][8];
+    rsp_error err;
+    g_op = "label flood";
+    while (g_num_labels < RSP_MAX_LABELS) {
+        char *name = names[g_num_labels];
+        snprintf(name, sizeof names[0], "f%u", g_num_labels); /* new: ids are unique */
+        rsp_label_id id;
+        expect_status(rsp_label(g_pool, name, &id, &err), RSP_OK, &err);
+        CHECK(id == g_num_labels, "label %s -> %u, expected %u", name, id, g_num_labels);
+        if (id < NLAB)
+            g_extra_names[id] = name;
+        g_num_labels++;
+    }
+    rsp_label_id id;
+    expect_status(rsp_label(g_pool, "one too many", &id, &err), RSP_ECAPACITY, &err);
+    g_dirty = true;
+    check(true);
+}
+
+/* Many requests outside the model's universe (the rid table grows and
+ * deletes with collisions), all removed again before the check. */
+static void op_many_rids(uint8_t n, uint8_t step)
+{
+    rsp_error err;
+    uint32_t count = 16 + n % 112;
+    rsp_rid base = 1000 + (rsp_rid)step * 977;
+    g_op = "many rids";
+    for (uint32_t i = 0; i < count; i++) {
+        rsp_msg m = {.kind = RSP_MSG_INGEST, .rid = base + (rsp_rid)i * (1 + step % 7) * 64};
+        expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+    }
+    rsp_stats st;
+    expect_status(rsp_stats_get(g_pool, &st, &err), RSP_OK, &err);
+    CHECK(st.num_requests == g_prev.st.num_requests + count, "num_requests %u after %u ingests",
+          st.num_requests, count);
+    /* Every other one first: deletions in the middle of probe runs. */
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t k = i < (count + 1) / 2 ? 2 * i : 2 * (i - (count + 1) / 2) + 1;
+        rsp_msg m = {.kind = RSP_MSG_REMOVE, .rid = base + (rsp_rid)k * (1 + step % 7) * 64};
+        expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+    }
+    expect_status(rsp_barrier(g_pool, &err), RSP_OK, &err);
+    check_full(false, true);
+}
+
+/* A few fire-and-forget posts, then one barrier: the batched path. */
+static void op_batch(input *in, uint8_t n)
+{
+    n = 1 + n % 8;
+    rsp_error err;
+    for (uint8_t i = 0; i < n; i++) {
+        uint8_t b = u8(in);
+        int ri = (b >> 2) % NRIDS;
+        rsp_msg m;
+        memset(&m, 0, sizeof m);
+        m.rid = g_rids[ri];
+        g_touch |= 1u << ri;
+        switch (b & 3) {
+        case 0: m.kind = RSP_MSG_INGEST; break;
+        case 1: m.kind = RSP_MSG_REMOVE; break;
+        case 2:
+            m.kind = RSP_MSG_RESET;
+            m.free = b & 0x80;
+            break;
+        default: m.kind = RSP_MSG_CLEAR_PREPLAN; break;
+        }
+        g_op = "rsp_post (batch)";
+        rsp_status st = rsp_post(g_pool, &m, NULL, b & 0x40 ? 0 : RSP_WAIT_FOREVER, &err);
+        if (st == RSP_EFULL && (b & 0x40))
+            continue;
+        expect_status(st, RSP_OK, &err);
+        switch (m.kind) {
+        case RSP_MSG_INGEST: g_rid_exists[ri] = true; break;
+        case RSP_MSG_REMOVE: model_remove_rid(ri, true); break;
+        case RSP_MSG_RESET:
+            if (m.free)
+                model_remove_rid(ri, false);
+            else if (g_rid_exists[ri])
+                model_reset_keep(ri);
+            break;
+        default: stage_drop(); break;
+        }
+    }
+    g_op = "barrier";
+    expect_status(rsp_barrier(g_pool, &err), RSP_OK, &err);
+    check(false);
+}
+
+/* Everything the device was given has run: admit and plan a step of one
+ * padding row and wait for its plan's ready event (the device runs its work
+ * in FIFO order), then roll it back. Signals the harness's fence first (the
+ * device waits for every forward_done it was given). False when no step
+ * record is free. */
+static bool flush(void)
+{
+    rsp_host_fence_signal(g_fence, g_fence_next);
+    if (steps_in_flight() >= MAX_INFLIGHT)
+        return false;
+    rsp_row pad = {.rid = 77, .label = RSP_LABEL_MAIN, .span = 1, .padding = true};
+    rsp_step step = {.step_id = ++g_step_base, .rows = &pad, .num_rows = 1};
+    rsp_admit_outcome out;
+    rsp_error err;
+    g_op = "flush admit";
+    expect_status(rsp_step_admit(g_pool, &step, &out, &err), RSP_OK, &err);
+    CHECK(out.ok, "a padding-only step was refused");
+    g_last_admitted = step.step_id;
+    g_any_admitted = true;
+    g_op = "flush plan";
+    rsp_status st = rsp_step_plan(g_pool, &step, &err);
+    expect_status(st, RSP_OK, &err);
+    g_live_id = step.step_id;
+    forward(step.step_id, 0);
+    g_op = "flush rollback";
+    expect_status(rsp_step_rollback(g_pool, step.step_id, NULL, &err), RSP_OK, &err);
+    return true;
+}
+
+/* Every slot that is neither held nor the sink reads zero. */
+static void op_check_memory(void)
+{
+    if (!flush())
+        return;
+    check_full(false, true); /* every holding: the held slots */
+    if (g_prev.st.pending_release)
+        return; /* released during a step in flight: zeroed at its end */
+    bool held[MAX_SLOTS] = {0};
+    for (int ri = 0; ri < NRIDS; ri++)
+        for (int li = 0; li < NLAB; li++)
+            if (g_prev.hst[ri][li] == RSP_OK)
+                held[g_prev.h[ri][li].index] = true;
+    g_op = "memory check";
+    for (int32_t s = g_info.sink ? 1 : 0; s < MAX_SLOTS; s++)
+        CHECK(held[s] || slot_zero(s), "free slot %d does not read zero", s);
+}
+
+/* Commit or rollback with a forward_done that is not a host fence (issue 8
+ * defect 5: a host pool takes any handle for its fence). */
+static void op_stray_event(int e)
+{
+    if (g_avoid_stray_event)
+        return;
+    mstep *s = &S[e];
+    if (!s->ever || !s->used)
+        return;
+    uint64_t *junk = malloc(sizeof *junk);
+    *junk = 0;
+    rsp_event ev = {.handle = junk, .value = 1};
+    rsp_error err;
+    g_op = "rollback with a stray event";
+    rsp_status st = rsp_step_rollback(g_pool, s->id, &ev, &err);
+    CHECK(st == RSP_EINVAL, "a forward_done that is no fence: %s", rsp_strerror(st));
+    free(junk);
+    check(true);
+}
+
+/* Commit with a fence the caller destroys right after posting (rsp.h: queued
+ * work keeps it alive; issue 8 defect 7). */
+static void op_fence_drop(int e)
+{
+    if (g_avoid_fence_drop)
+        return;
+    mstep *s = &S[e];
+    if (!s->ever || !s->used || !(s->planned || s->capture))
+        return;
+    rsp_host_fence *f;
+    rsp_error err;
+    CHECK(rsp_host_fence_create(&f, &err) == RSP_OK, "rsp_host_fence_create");
+    rsp_host_fence_signal(f, 1);
+    rsp_step step;
+    to_step(&s->d, s->id, &step);
+    touch_decl(&s->d);
+    for (uint32_t j = 0; j < s->njournal; j++)
+        g_touch |= 1u << s->journal[j].ri;
+    rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step = step, .event = {f, 1}};
+    rsp_ticket *t;
+    g_op = "rollback, fence dropped after the post";
+    expect_status(rsp_post(g_pool, &m, &t, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+    rsp_host_fence_destroy(f);
+    rsp_reply r;
+    expect_status(rsp_wait(t, RSP_WAIT_FOREVER, &r), RSP_OK, &r.error);
+    for (uint32_t j = s->njournal; j-- > 0;) {
+        mhold *h = &H[s->journal[j].ri][s->journal[j].li];
+        if (h->held && h->inst == s->journal[j].inst)
+            h->held = false;
+    }
+    if (g_stage == e)
+        stage_drop();
+    bufs_release(e);
+    s->used = s->planned = false;
+    check(false);
+}
+
+/* ------------------------------------------------------------------------ */
+/* One input                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static bool g_shut; /* the input shut the pool down */
+
+static void op_shutdown(void)
+{
+    rsp_msg m = {.kind = RSP_MSG_SHUTDOWN};
+    rsp_ticket *t;
+    rsp_error err;
+    g_op = "shutdown";
+    expect_status(rsp_post(g_pool, &m, &t, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+    rsp_reply r;
+    expect_status(rsp_wait(t, RSP_WAIT_FOREVER, &r), RSP_OK, &r.error);
+    rsp_status st = rsp_ingest(g_pool, 1, &err);
+    CHECK(st == RSP_ESHUTDOWN, "ingest after shutdown: %s", rsp_strerror(st));
+    g_shut = true;
+}
+
+static void model_clear(void)
+{
+    memset(H, 0, sizeof H);
+    memset(g_rid_exists, 0, sizeof g_rid_exists);
+    memset(S, 0, sizeof S);
+    g_stage = -1;
+    g_nbufs = 0;
+}
+
+/* Back to a clean pool: every step rolled back, no stage, no request; every
+ * slot but the sink reads zero. */
+static void cleanup(void)
+{
+    rsp_error err;
+    rsp_host_fence_signal(g_fence, g_fence_next);
+    /* Fire-and-forget, then one barrier: a failure shows in the stats below. */
+    g_op = "cleanup";
+    for (int e = 0; e < MAX_STEPS; e++)
+        if (S[e].used) {
+            rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step.step_id = S[e].id};
+            expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+        }
+    rsp_msg clear = {.kind = RSP_MSG_CLEAR_PREPLAN};
+    expect_status(rsp_post(g_pool, &clear, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+    for (int ri = 0; ri < NRIDS; ri++)
+        if (g_rid_exists[ri]) {
+            rsp_msg m = {.kind = RSP_MSG_REMOVE, .rid = g_rids[ri]};
+            expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+        }
+    /* Memory only the harness's forwards write: without one this input
+     * left every byte as the last check found it (zero). */
+    for (int e = 0; e < MAX_STEPS; e++)
+        S[e].used = false;
+    if (g_wrote)
+        CHECK(flush(), "flush after cleanup");
+    model_clear();
+    check_full(false, true);
+    const rsp_stats *st = &g_prev.st;
+    CHECK(st->free_slots == g_info.usable_slots && st->held_slots == 0 &&
+              st->pending_release == 0 && st->num_requests == 0,
+          "not clean after cleanup: free %u held %u pending %u requests %u", st->free_slots,
+          st->held_slots, st->pending_release, st->num_requests);
+    g_op = "memory check after cleanup";
+    for (int32_t s = g_info.sink ? 1 : 0; s < MAX_SLOTS && g_wrote; s++)
+        CHECK(slot_zero(s), "slot %d does not read zero after cleanup", s);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    g_avoid_huge_bs = env_on("RSP_FUZZ_AVOID_HUGE_GRAPH_BS");
+    g_avoid_stray_event = env_on("RSP_FUZZ_AVOID_STRAY_EVENT");
+    g_avoid_fence_drop = env_on("RSP_FUZZ_AVOID_FENCE_DROP");
+    g_avoid_capture_preplan = env_on("RSP_FUZZ_AVOID_CAPTURE_PREPLAN");
+    g_fresh_pool = env_on("RSP_FUZZ_FRESH_POOL");
+    g_verbose = env_on("RSP_FUZZ_VERBOSE");
+    if (getenv("RSP_FUZZ_PIPE"))
+        g_pipe_mode = env_on("RSP_FUZZ_PIPE");
+    rsp_error err;
+    if (rsp_reader_register(&err) != RSP_OK)
+        fail("rsp_reader_register: %s", err.message);
+    if (rsp_host_fence_create(&g_fence, &err) != RSP_OK)
+        fail("rsp_host_fence_create: %s", err.message);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > 4096)
+        return -1; /* longer inputs add nothing but time */
+    if (g_fresh_pool || ++g_inputs_on_pool > 256)
+        pool_destroy();
+    input in = {data, size};
+    g_opno = 0;
+    g_dirty = g_shut = g_wrote = false;
+    g_bucket_base += 2;
+    model_clear();
+    if (!g_pool) {
+        pool_create();
+        g_op = "start";
+        check_full(false, true); /* later inputs start from the last cleanup's */
+    }
+    while (in.n && !g_shut && g_opno < 200) {
+        g_opno++;
+        uint8_t op = u8(&in), a = u8(&in), b = u8(&in);
+        g_pipe = g_pipe_mode < 0 ? (op & 0x80) != 0 : g_pipe_mode;
+        int e = a % 4 == 3 ? a % MAX_STEPS : a % 4;
+        if (g_verbose)
+            fprintf(stderr, "op %u: %u %u %u\n", g_opno, op % 24, a, b);
+        switch (op % 24) {
+        case 0:
+        case 1: op_admit(&in, e, b & 1, b >> 1); break;
+        case 2: op_admit(&in, e, false, b); break;
+        case 3:
+        case 4: op_plan(&in, e, b); break;
+        case 5:
+        case 6: op_commit(&in, e, b); break;
+        case 7: op_rollback(e, b); break;
+        case 8: op_rid(0, b); break;
+        case 9: op_rid(1, b); break;
+        case 10: op_rid(2, b); break;
+        case 11: op_clear_preplan(); break;
+        case 12: op_label(b); break;
+        case 13: op_graph(a, b); break;
+        case 14:
+        case 15: op_raw(a, b); break;
+        case 16: op_batch(&in, b); break;
+        case 17: op_signal(b); break;
+        case 18: op_check_memory(); break;
+        case 19: op_stray_event(e); break;
+        case 20: op_fence_drop(e); break;
+        case 21:
+            if (a == 0xA5 && b == 0x5A)
+                op_shutdown();
+            else if (a == 0x5A && b == 0xA5)
+                op_label_flood();
+            else if (a % 8 == 0)
+                op_many_rids(a >> 3, b);
+            break;
+        default: op_plan(&in, e, b | 8); break; /* plan and run its forward */
+        }
+    }
+    if (g_shut) {
+        rsp_host_fence_signal(g_fence, g_fence_next);
+        pool_destroy();
+        model_clear();
+        return 0;
+    }
+    cleanup();
+    if (g_dirty)
+        pool_destroy();
+    return 0;
+}
