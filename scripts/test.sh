@@ -29,7 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 rsp_ensure_deps || exit 1
 
-variants=${RSP_TEST_VARIANTS:-plain asan tsan release debug clang aarch64}
+variants=${RSP_TEST_VARIANTS:-plain asan tsan release debug clang aarch64 fuzz}
 summary=()
 failed=0
 t_all=$SECONDS
@@ -85,8 +85,6 @@ if [ -f "$RSP_ROOT/tests/tsan.supp" ]; then
     tsan_opts="$tsan_opts:suppressions=$RSP_ROOT/tests/tsan.supp"
 fi
 
-fi
-
 # The fuzz variant: scripts/fuzz.sh builds build-fuzz/, replays the seed
 # corpus (ctest -L fuzz) and fuzzes each target for RSP_FUZZ_SECONDS from the
 # seeds alone (a corpus grown by earlier runs would take longer to load). A
@@ -104,23 +102,6 @@ run_fuzz() {
 
 for v in $variants; do
     case $v in
-    plain) run_variant plain build "" -DRSP_CUDA=AUTO -DRSP_SANITIZE= ;;
-    asan)
-        run_variant asan build-asan \
-            "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1" \
-            -DRSP_CUDA=OFF -DRSP_SANITIZE=address
-        ;;
-    tsan)
-        run_variant tsan build-tsan "TSAN_OPTIONS=$tsan_opts $tsan_prefix" \
-            -DRSP_CUDA=OFF -DRSP_SANITIZE=thread
-        ;;
-    fuzz) run_fuzz ;;
-    clang)
-        run_variant clang build-clang "" -DRSP_CUDA=OFF -DRSP_SANITIZE= \
-            -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
-
-for v in $variants; do
-    case $v in
     plain)
         run_variant plain build "" all \
             -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRSP_CUDA=AUTO -DRSP_SANITIZE=
@@ -134,6 +115,7 @@ for v in $variants; do
         run_variant tsan build-tsan "TSAN_OPTIONS=$tsan_opts $tsan_prefix" all \
             -DRSP_CUDA=OFF -DRSP_SANITIZE=thread
         ;;
+    fuzz) run_fuzz ;;
     release)
         # -O3: where gcc's flow-based warnings (maybe-uninitialized, ...)
         # appear; the kernels too. The core suites check the optimised core.
@@ -171,7 +153,7 @@ for v in $variants; do
             -DRSP_CUDA=OFF -DRSP_SANITIZE=
         ;;
     *)
-        echo "rsp: unknown variant '$v' (plain, asan, tsan, release, debug, clang, aarch64)" >&2
+        echo "rsp: unknown variant '$v' (plain, asan, tsan, release, debug, clang, aarch64, fuzz)" >&2
         failed=1
         ;;
     esac
