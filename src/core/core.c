@@ -525,7 +525,7 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
         if (s->pins & planned)
             s->zero_pending = true;
         else
-            (void)rsp__work_zero(w, h[i].slot);
+            (void)rsp__work_zero(w, h[i].slot); /* reserved above; the list is frozen */
     }
     rsp__work_thaw(w);
     return RSP_OK;

@@ -136,7 +136,9 @@ static uint32_t choose_buffers(rsp__core *c, const rsp_step *step, const uint32_
 
 /* Bind each label's chosen buffer (c->picks) to record rec, creating or
  * growing it, then upload. The caller reserved buffer records and work
- * room. */
+ * room (2 ops per label) and froze the list, so the appends below cannot
+ * fail (a frozen list that would grow trips RSP__ASSERT): their statuses
+ * are dropped on purpose. */
 static void bind_and_upload(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec,
                             rsp__work *w)
 {
