@@ -13,8 +13,6 @@
 #   RSP_FUZZ_ARGS         extra libFuzzer flags (e.g. -max_len=512)
 #   RSP_FUZZ_FRESH_CORPUS 1: start from the seeds alone, in a temporary corpus
 #                         (bounded time: loading a grown corpus takes a while)
-#   RSP_FUZZ_AVOID_*      steer fuzz_api around open defects (tests/fuzz/fuzz_api.c);
-#                         RSP_FUZZ_AVOID_DEFAULTS=0 turns off the defaults below
 #   RSP_JOBS              parallel build jobs (default: nproc)
 # SPDX-License-Identifier: Apache-2.0
 set -uo pipefail
@@ -24,16 +22,6 @@ seconds=${1:-60}
 shift || true
 targets=${*:-fuzz_api fuzz_config}
 jobs=${RSP_FUZZ_JOBS:-1}
-
-# Open defects of issue 8 the fuzzer found (reproducers in tests/fuzz/findings/):
-# stepped around so a run looks for new ones. Remove a line once its defect
-# is fixed.
-if [ "${RSP_FUZZ_AVOID_DEFAULTS:-1}" != 0 ]; then
-    export RSP_FUZZ_AVOID_STRAY_EVENT=${RSP_FUZZ_AVOID_STRAY_EVENT:-1}       # defect 5
-    export RSP_FUZZ_AVOID_FENCE_DROP=${RSP_FUZZ_AVOID_FENCE_DROP:-1}         # defect 7
-    export RSP_FUZZ_AVOID_CAPTURE_PREPLAN=${RSP_FUZZ_AVOID_CAPTURE_PREPLAN:-1} # defect 1
-    export RSP_FUZZ_AVOID_HUGE_GRAPH_BS=${RSP_FUZZ_AVOID_HUGE_GRAPH_BS:-1}   # defect 9
-fi
 
 rsp_ensure_deps clang || exit 1
 if ! command -v clang >/dev/null 2>&1; then

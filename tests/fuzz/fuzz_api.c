@@ -30,12 +30,9 @@
  *   - at a flush: every free slot reads zero (the harness writes a pattern
  *     into the slots a plan addresses, as a forward would).
  *
- * Known library defects the decoder can step around (issue 8), each behind
- * an environment switch so fuzzing can go on while they are open:
- *   RSP_FUZZ_AVOID_HUGE_GRAPH_BS   no build_graph_buffers(2^28) (defect 9)
- *   RSP_FUZZ_AVOID_STRAY_EVENT     no forward_done that is not a fence (5)
- *   RSP_FUZZ_AVOID_FENCE_DROP      no fence destroyed right after a post (7)
- *   RSP_FUZZ_AVOID_CAPTURE_PREPLAN no preplan of a capture step (defect 1)
+ * Issue 8's defects this harness found are fixed; their reproducers are in
+ * the seed corpus (tests/fuzz/corpus/fuzz_api/defect*), so the corpus
+ * replay guards the fixes.
  */
 #include <rsp/rsp.h>
 
@@ -88,7 +85,6 @@ static bool env_on(const char *name)
     return v && *v && strcmp(v, "0") != 0;
 }
 
-static bool g_avoid_huge_bs, g_avoid_stray_event, g_avoid_fence_drop, g_avoid_capture_preplan;
 static bool g_fresh_pool, g_verbose;
 
 /* ------------------------------------------------------------------------ */
@@ -110,7 +106,7 @@ static rsp_pool *g_pool;
 static rsp_pool_info g_info;
 static rsp_host_fence *g_fence; /* the harness's forward timeline */
 static uint64_t g_fence_next;   /* last value handed out */
-static void *g_dev_fence;       /* the pool's own timeline, once a plan showed it */
+static rsp_event g_dev_fence;   /* the pool's own timeline, once a plan showed it */
 static uint64_t g_last_admitted, g_last_committed;
 static bool g_any_admitted, g_any_committed;
 static uint32_t g_bucket_base; /* lease bucket ids of this input start here */
@@ -160,7 +156,7 @@ static void pool_create(void)
     g_graph_max_bs = 0;
     g_bucket_base = 0;
     g_live_id = 0;
-    g_dev_fence = NULL;
+    g_dev_fence = (rsp_event){0};
     g_inputs_on_pool = 0;
 }
 
@@ -714,7 +710,7 @@ static void forward(uint64_t step_id, uint8_t v)
         CHECK(a.length >= a.num_rows && a.step_id == step_id && !a.staged, "addressing fields");
         ready[nready++] = a.ready;
         if (a.ready.handle)
-            g_dev_fence = a.ready.handle;
+            g_dev_fence = a.ready;
         for (uint32_t i = 0; i < a.length; i++) {
             int32_t s = a.slot_indices[i];
             CHECK(s == g_info.pad_index || (s >= 0 && s < MAX_SLOTS), "slot index %d", s);
@@ -1051,10 +1047,6 @@ static void op_plan(input *in, int e, uint8_t how)
     else if ((how & 6) == 2 && d.nrows)
         d.rows[0].span = d.rows[0].span > 0 ? 0 : 1;
     int fe = entry_of(s->id);
-    /* The admit's record decides whether a step is a capture (a re-admit
-     * with capture = false does not change it). */
-    if (g_avoid_capture_preplan && d.preplan && (d.capture || (fe >= 0 && S[fe].capture)))
-        d.preplan = false;
     rsp_step step;
     to_step(&d, s->id, &step);
     if (g_verbose)
@@ -1171,21 +1163,19 @@ static rsp_status pick_event(uint8_t b, rsp_event *ev, bool *use)
     case 0: *use = false; return RSP_OK;
     case 1: return RSP_OK; /* {NULL, 0}: complete */
     case 2:                /* already signalled */
-        ev->handle = g_fence;
-        ev->value = rsp_host_fence_value(g_fence);
+        *ev = rsp_event_host(g_fence, rsp_host_fence_value(g_fence));
         return RSP_OK;
     case 3: /* signalled later (op SIGNAL, or the end of the input) */
     case 4:
-        ev->handle = g_fence;
-        ev->value = ++g_fence_next;
+        *ev = rsp_event_host(g_fence, ++g_fence_next);
         return RSP_OK;
     default:
-        if (!g_dev_fence) {
+        if (!g_dev_fence.handle) {
             *use = false;
             return RSP_OK;
         }
         /* The pool's own timeline far ahead: it would never complete. */
-        ev->handle = g_dev_fence;
+        *ev = g_dev_fence;
         ev->value = UINT64_MAX / 2;
         return RSP_EINVAL;
     }
@@ -1372,8 +1362,6 @@ static void op_graph(uint8_t b, uint8_t c)
 {
     static const uint32_t bs[8] = {0, 1, 3, 8, 17, 64, UINT32_MAX, 1u << 28};
     uint32_t max_bs = bs[b % 8];
-    if (max_bs == (1u << 28) && g_avoid_huge_bs)
-        max_bs = 2;
     rsp_error err;
     g_op = "build_graph_buffers";
     rsp_status st = rsp_build_graph_buffers(g_pool, max_bs, c, &err);
@@ -1683,22 +1671,25 @@ static void op_check_memory(void)
         CHECK(held[s] || slot_zero(s), "free slot %d does not read zero", s);
 }
 
-/* Commit or rollback with a forward_done that is not a host fence (issue 8
- * defect 5: a host pool takes any handle for its fence). */
-static void op_stray_event(int e)
+/* Rollback with a forward_done the host pool cannot wait on (issue 8
+ * defect 5): a heap block labelled as a host fence (its tag does not match),
+ * a handle of kind NONE, a CUDA event, an unknown kind. RSP_EINVAL, and
+ * nothing changes. */
+static void op_stray_event(int e, uint8_t how)
 {
-    if (g_avoid_stray_event)
-        return;
     mstep *s = &S[e];
     if (!s->ever || !s->used)
         return;
-    uint64_t *junk = malloc(sizeof *junk);
-    *junk = 0;
-    rsp_event ev = {.handle = junk, .value = 1};
+    static const rsp_event_kind kinds[4] = {RSP_EVENT_HOST_FENCE, RSP_EVENT_NONE, RSP_EVENT_CUDA,
+                                            RSP_EVENT_KIND_COUNT_};
+    uint64_t *junk = calloc(4, sizeof *junk);
+    CHECK(junk, "calloc");
+    rsp_event ev = {.kind = kinds[how % 4], .handle = junk, .value = 1};
     rsp_error err;
     g_op = "rollback with a stray event";
     rsp_status st = rsp_step_rollback(g_pool, s->id, &ev, &err);
-    CHECK(st == RSP_EINVAL, "a forward_done that is no fence: %s", rsp_strerror(st));
+    CHECK(st == RSP_EINVAL, "a forward_done of kind %d that is no fence: %s", (int)ev.kind,
+          rsp_strerror(st));
     free(junk);
     check(true);
 }
@@ -1707,8 +1698,6 @@ static void op_stray_event(int e)
  * work keeps it alive; issue 8 defect 7). */
 static void op_fence_drop(int e)
 {
-    if (g_avoid_fence_drop)
-        return;
     mstep *s = &S[e];
     if (!s->ever || !s->used || !(s->planned || s->capture))
         return;
@@ -1721,7 +1710,7 @@ static void op_fence_drop(int e)
     touch_decl(&s->d);
     for (uint32_t j = 0; j < s->njournal; j++)
         g_touch |= 1u << s->journal[j].ri;
-    rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step = step, .event = {f, 1}};
+    rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step = step, .event = rsp_event_host(f, 1)};
     rsp_ticket *t;
     g_op = "rollback, fence dropped after the post";
     expect_status(rsp_post(g_pool, &m, &t, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
@@ -1814,10 +1803,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    g_avoid_huge_bs = env_on("RSP_FUZZ_AVOID_HUGE_GRAPH_BS");
-    g_avoid_stray_event = env_on("RSP_FUZZ_AVOID_STRAY_EVENT");
-    g_avoid_fence_drop = env_on("RSP_FUZZ_AVOID_FENCE_DROP");
-    g_avoid_capture_preplan = env_on("RSP_FUZZ_AVOID_CAPTURE_PREPLAN");
     g_fresh_pool = env_on("RSP_FUZZ_FRESH_POOL");
     g_verbose = env_on("RSP_FUZZ_VERBOSE");
     if (getenv("RSP_FUZZ_PIPE"))
@@ -1873,7 +1858,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 16: op_batch(&in, b); break;
         case 17: op_signal(b); break;
         case 18: op_check_memory(); break;
-        case 19: op_stray_event(e); break;
+        case 19: op_stray_event(e, b); break;
         case 20: op_fence_drop(e); break;
         case 21:
             if (a == 0xA5 && b == 0x5A)
