@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "hb.h"
+#include "util/hb.h"
 #include "util/error.h"
 #include "util/sync.h"
 

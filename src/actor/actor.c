@@ -56,7 +56,9 @@
 #include <urcu/compiler.h>
 #include <urcu/wfcqueue.h>
 
-#include "hb.h"
+#include "util/hb.h"
+#include "util/mem.h"
+#include "util/time.h"
 #include "util/error.h"
 #include "util/sync.h"
 
@@ -157,11 +159,6 @@ struct rsp__actor {
 /* Tickets                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static size_t align_up(size_t n, size_t a)
-{
-    return (n + a - 1) / a * a;
-}
-
 /*
  * Spin until ready(arg) or budget_ns passed; returns whether ready(arg) was
  * seen true. PAUSE for the first RSP__PURE_SPIN_NS, then PAUSE and
@@ -258,8 +255,8 @@ rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, const rsp_msg *msg)
     const size_t name =
         (msg->kind == RSP_MSG_LABEL && msg->label_name) ? strlen(msg->label_name) + 1 : 0;
 
-    const size_t off_rows = align_up(sizeof(rsp_ticket), alignof(rsp_row));
-    const size_t off_pre = align_up(off_rows + rows, alignof(rsp_fork));
+    const size_t off_rows = rsp__align_up(sizeof(rsp_ticket), alignof(rsp_row));
+    const size_t off_pre = rsp__align_up(off_rows + rows, alignof(rsp_fork));
     const size_t off_post = off_pre + pre;
     const size_t off_name = off_post + post;
     const size_t size = off_name + name;
@@ -371,31 +368,6 @@ static bool ticket_answer(rsp__actor *a, rsp_ticket *t)
     return old == RSP__TICKET_SLEEPING;
 }
 
-static uint64_t deadline_of(uint64_t timeout_ns)
-{
-    if (timeout_ns == UINT64_MAX)
-        return UINT64_MAX;
-    uint64_t now = rsp__now_ns();
-    return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
-}
-
-/* Relative timespec until deadline; false when it has passed. */
-static bool remaining(uint64_t deadline, struct timespec *ts, const struct timespec **rel)
-{
-    if (deadline == UINT64_MAX) {
-        *rel = NULL;
-        return true;
-    }
-    uint64_t now = rsp__now_ns();
-    if (now >= deadline)
-        return false;
-    uint64_t left = deadline - now;
-    ts->tv_sec = (time_t)(left / 1000000000u);
-    ts->tv_nsec = (long)(left % 1000000000u);
-    *rel = ts;
-    return true;
-}
-
 /* spin_until's test for a ticket waiter (relaxed: T2 is the load-acquire
  * that follows it). */
 static bool ticket_answered(void *t)
@@ -416,11 +388,11 @@ rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply
         uint64_t budget = t->spin ? RSP__WAIT_SPIN_NS : RSP__WAIT_SPIN_WOKE_NS;
         spin_until(ticket_answered, t, timeout_ns < budget ? timeout_ns : budget);
         s = rsp__load_acquire_u32(&t->state); /* T2 */
-        const uint64_t deadline = deadline_of(timeout_ns);
+        const uint64_t deadline = rsp__deadline(timeout_ns);
         while (s != RSP__TICKET_DONE) {
             struct timespec ts;
             const struct timespec *rel;
-            if (!remaining(deadline, &ts, &rel))
+            if (!rsp__time_left(deadline, &ts, &rel))
                 return RSP_ETIMEDOUT; /* state may stay SLEEPING: a spare wake, harmless */
             /* Announce the sleep. If the CAS fails the owner answered
              * meanwhile and the futex wait below returns at once. Relaxed:
@@ -476,12 +448,12 @@ static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err
              * above (seq_cst load). */
             rsp__fetch_add_seq_cst_u32(&a->credit_waiters, 1);
             waiting = true;
-            deadline = deadline_of(timeout_ns);
+            deadline = rsp__deadline(timeout_ns);
             continue;
         }
         struct timespec ts;
         const struct timespec *rel;
-        if (!remaining(deadline, &ts, &rel)) {
+        if (!rsp__time_left(deadline, &ts, &rel)) {
             st = rsp__fail(err, RSP_ETIMEDOUT, "inbox full (%u messages queued) until the timeout",
                            a->capacity);
             goto out;
@@ -806,7 +778,7 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
 {
     if (!cfg || !cfg->handle || !out)
         return rsp__fail(err, RSP_EINVAL, "actor config: handler and out are required");
-    size_t size = align_up(sizeof(rsp__actor), RSP__CACHELINE);
+    size_t size = rsp__align_up(sizeof(rsp__actor), RSP__CACHELINE);
     rsp__actor *a = aligned_alloc(RSP__CACHELINE, size);
     if (!a)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the inbox");

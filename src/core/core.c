@@ -9,6 +9,7 @@
 
 #include "core_impl.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 static uint64_t mix64(uint64_t x)
 {
@@ -393,28 +394,11 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     }
 }
 
-static rsp_status grow_arr(void **arr, uint32_t *cap, uint64_t need, size_t size)
-{
-    if (need <= *cap)
-        return RSP_OK;
-    if (need > UINT32_MAX / 2)
-        return RSP_ENOMEM;
-    uint32_t n = *cap ? *cap : 16;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*arr, (size_t)n * size);
-    if (!p)
-        return RSP_ENOMEM;
-    *arr = p;
-    *cap = n;
-    return RSP_OK;
-}
-
 rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins)
 {
-    if (grow_arr((void **)&s->journal, &s->cap_journal, (uint64_t)s->num_journal + journal,
+    if (rsp__grow((void **)&s->journal, &s->cap_journal, (uint64_t)s->num_journal + journal,
                  sizeof *s->journal) ||
-        grow_arr((void **)&s->pinned, &s->cap_pinned, (uint64_t)s->num_pinned + pins,
+        rsp__grow((void **)&s->pinned, &s->cap_pinned, (uint64_t)s->num_pinned + pins,
                  sizeof *s->pinned))
         return RSP_ENOMEM;
     return RSP_OK;
@@ -422,15 +406,15 @@ rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins
 
 rsp_status rsp__steprec_reserve_plan(rsp__steprec *s, uint32_t rows, uint32_t fslots)
 {
-    if (grow_arr((void **)&s->prows, &s->cap_prows, rows, sizeof *s->prows) ||
-        grow_arr((void **)&s->fslots, &s->cap_fslots, fslots, sizeof *s->fslots))
+    if (rsp__grow((void **)&s->prows, &s->cap_prows, rows, sizeof *s->prows) ||
+        rsp__grow((void **)&s->fslots, &s->cap_fslots, fslots, sizeof *s->fslots))
         return RSP_ENOMEM;
     return RSP_OK;
 }
 
 rsp_status rsp__steprec_reserve_arows(rsp__steprec *s, uint32_t n)
 {
-    return grow_arr((void **)&s->arows, &s->cap_arows, n, sizeof *s->arows);
+    return rsp__grow((void **)&s->arows, &s->cap_arows, n, sizeof *s->arows);
 }
 
 uint64_t rsp__planned_mask(const rsp__core *c)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util/assert.h"
+#include "util/mem.h"
 #include "work_impl.h"
 
 void rsp__work_init(rsp__work *w)
@@ -34,39 +35,18 @@ bool rsp__work_empty(const rsp__work *w)
     return w->num_ops == 0;
 }
 
-/* Grow *arr (elements of `size` bytes) so that `need` fit; doubling keeps the
- * amortised cost O(1) and stops allocating once the list is warm. */
-static rsp_status grow(void **arr, uint32_t *cap, uint64_t need, size_t size)
-{
-    if (need <= *cap)
-        return RSP_OK;
-    if (need > UINT32_MAX)
-        return RSP_ENOMEM;
-    uint64_t n = *cap ? *cap : 16;
-    while (n < need)
-        n *= 2;
-    if (n > UINT32_MAX)
-        n = UINT32_MAX;
-    void *p = realloc(*arr, (size_t)n * size);
-    if (!p)
-        return RSP_ENOMEM;
-    *arr = p;
-    *cap = (uint32_t)n;
-    return RSP_OK;
-}
-
-/* grow() for an append: a frozen list must already have the room. */
+/* rsp__grow() for an append: a frozen list must already have the room. */
 static rsp_status room(const rsp__work *w, void **arr, uint32_t *cap, uint64_t need, size_t size)
 {
     RSP__ASSERT(!w->frozen || need <= *cap);
-    return grow(arr, cap, need, size);
+    return rsp__grow(arr, cap, need, size);
 }
 
 rsp_status rsp__work_reserve(rsp__work *w, uint32_t ops, uint32_t slots, uint32_t pairs)
 {
-    if (grow((void **)&w->ops, &w->cap_ops, (uint64_t)w->num_ops + ops, sizeof *w->ops) ||
-        grow((void **)&w->slots, &w->cap_slots, (uint64_t)w->num_slots + slots, sizeof *w->slots) ||
-        grow((void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + pairs, sizeof *w->pairs))
+    if (rsp__grow((void **)&w->ops, &w->cap_ops, (uint64_t)w->num_ops + ops, sizeof *w->ops) ||
+        rsp__grow((void **)&w->slots, &w->cap_slots, (uint64_t)w->num_slots + slots, sizeof *w->slots) ||
+        rsp__grow((void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + pairs, sizeof *w->pairs))
         return RSP_ENOMEM;
     return RSP_OK;
 }
@@ -163,10 +143,10 @@ static rsp_status marks_reserve(rsp__work *w, uint32_t max_slot)
     RSP__ASSERT(!w->frozen);
     uint32_t old = w->cap_marks;
     uint32_t cap = old;
-    if (grow((void **)&w->read_mark, &cap, (uint64_t)max_slot + 1, sizeof *w->read_mark))
+    if (rsp__grow((void **)&w->read_mark, &cap, (uint64_t)max_slot + 1, sizeof *w->read_mark))
         return RSP_ENOMEM;
     cap = old;
-    if (grow((void **)&w->write_mark, &cap, (uint64_t)max_slot + 1, sizeof *w->write_mark))
+    if (rsp__grow((void **)&w->write_mark, &cap, (uint64_t)max_slot + 1, sizeof *w->write_mark))
         return RSP_ENOMEM;
     memset(w->read_mark + old, 0, (size_t)(cap - old) * sizeof *w->read_mark);
     memset(w->write_mark + old, 0, (size_t)(cap - old) * sizeof *w->write_mark);

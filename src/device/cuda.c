@@ -44,7 +44,8 @@
 #include <time.h>
 
 #include "../../kernels/rsp_kernels.h"
-#include "../util/error.h"
+#include "util/error.h"
+#include "util/time.h"
 #include "device_impl.h"
 
 _Static_assert(RSP__KMAX_BLOCKS == RSP_MAX_BLOCKS, "kernels and pool agree on the block bound");
@@ -647,13 +648,6 @@ static rsp_status rsp__cuda_sync(rsp__device *dev, rsp_error *err)
     return st;
 }
 
-static uint64_t rsp__cuda_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Any thread. Forever: cudaEventSynchronize. Otherwise poll with a growing
  * sleep (2 us .. 1 ms) so a timed wait honours its deadline. */
 static rsp_status rsp__cuda_event_wait(const rsp__device *dev, const rsp_event *event,
@@ -667,7 +661,7 @@ static rsp_status rsp__cuda_event_wait(const rsp__device *dev, const rsp_event *
         RSP__CUDA_TRY(err, cudaEventSynchronize(ev), "cudaEventSynchronize");
         return RSP_OK;
     }
-    const uint64_t start = rsp__cuda_now_ns();
+    const uint64_t start = rsp__now_ns();
     uint64_t nap = 2000;
     for (;;) {
         cudaError_t e = cudaEventQuery(ev);
@@ -675,13 +669,12 @@ static rsp_status rsp__cuda_event_wait(const rsp__device *dev, const rsp_event *
             return RSP_OK;
         if (e != cudaErrorNotReady)
             return rsp__cuda_fail(err, e, "cudaEventQuery");
-        const uint64_t spent = rsp__cuda_now_ns() - start;
+        const uint64_t spent = rsp__now_ns() - start;
         if (spent >= timeout_ns)
             return rsp__fail(err, RSP_ETIMEDOUT, "CUDA event not complete after %llu ns",
                              (unsigned long long)timeout_ns);
         uint64_t t = timeout_ns - spent < nap ? timeout_ns - spent : nap;
-        struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u),
-                              .tv_nsec = (long)(t % 1000000000u)};
+        struct timespec ts = rsp__timespec_of(t);
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
         if (nap < 1000000)

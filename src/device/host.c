@@ -33,9 +33,11 @@
  */
 #include "device_impl.h"
 
-#include "../hb.h"
-#include "../util/error.h"
-#include "../util/sync.h"
+#include "util/hb.h"
+#include "util/mem.h"
+#include "util/time.h"
+#include "util/error.h"
+#include "util/sync.h"
 
 #include <ck_ring.h>
 #include <errno.h>
@@ -53,7 +55,7 @@
  * inline assembly that TSan does not see: its loads and stores are neither
  * reported nor turned into happens-before edges. So the job hand-off through
  * it (HQ1/HQ2) states its edge explicitly (release before the enqueue,
- * acquire after the dequeue: src/hb.h), and the ring's own slot copies are
+ * acquire after the dequeue: src/util/hb.h), and the ring's own slot copies are
  * hidden from TSan with rsp__hb_ignore_begin/end (they are ordered by
  * ck_ring's fences, which TSan cannot model). Outside a TSan build these are
  * all empty.
@@ -133,15 +135,6 @@ static void fence_signal(struct rsp_host_fence *f, uint64_t value)
         rsp__futex_wake_all(&f->seq);
 }
 
-/* Deadline for a relative timeout; 0 means none (wait forever). */
-static uint64_t deadline_after(uint64_t timeout_ns)
-{
-    if (timeout_ns == RSP_WAIT_FOREVER)
-        return 0;
-    uint64_t now = rsp__now_ns();
-    return timeout_ns > UINT64_MAX - now - 1 ? 0 : now + timeout_ns;
-}
-
 static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t timeout_ns)
 {
     if (fence_reached(f, value))
@@ -153,7 +146,7 @@ static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t 
         if (fence_reached(f, value))
             return RSP_OK;
     }
-    uint64_t deadline = deadline_after(timeout_ns);
+    uint64_t deadline = rsp__deadline(timeout_ns);
     rsp_status st = RSP_OK;
     /* HW1: pairs with HW2 in fence_signal: seq_cst RMW, then the seq_cst
      * load of `seq` below (store->load). */
@@ -166,17 +159,11 @@ static rsp_status fence_wait(struct rsp_host_fence *f, uint64_t value, uint64_t 
         uint32_t seq = rsp__load_seq_cst_u32(&f->seq);
         if (fence_reached(f, value))
             break;
-        struct timespec ts, *rel = NULL;
-        if (deadline != 0) {
-            uint64_t now = rsp__now_ns();
-            if (now >= deadline) {
-                st = RSP_ETIMEDOUT;
-                break;
-            }
-            uint64_t left = deadline - now;
-            ts.tv_sec = (time_t)(left / 1000000000u);
-            ts.tv_nsec = (long)(left % 1000000000u);
-            rel = &ts;
+        struct timespec ts;
+        const struct timespec *rel;
+        if (!rsp__time_left(deadline, &ts, &rel)) {
+            st = RSP_ETIMEDOUT;
+            break;
         }
         rsp__futex_wait(&f->seq, seq, rel);
     }
@@ -346,10 +333,6 @@ typedef struct rsp__host_device {
     struct rsp_host_fence fence CK_CC_CACHELINE;
 } rsp__host_device;
 
-static size_t align_up(size_t n, size_t a)
-{
-    return (n + a - 1) & ~(a - 1);
-}
 
 /* 64-byte aligned, zero-filled; NULL when out of memory or n is absurd. */
 static void *alloc_zeroed(uint64_t n)
@@ -359,7 +342,7 @@ static void *alloc_zeroed(uint64_t n)
     if (n > (uint64_t)SIZE_MAX - 64)
         return NULL;
     void *p = NULL;
-    if (posix_memalign(&p, 64, align_up((size_t)n, 64)) != 0)
+    if (posix_memalign(&p, 64, rsp__align_up((size_t)n, 64)) != 0)
         return NULL;
     memset(p, 0, (size_t)n);
     return p;
@@ -668,9 +651,9 @@ typedef struct job_offsets {
 
 static size_t job_layout(const job_size *sz, job_offsets *o)
 {
-    o->slots = align_up(sizeof(host_job) + (size_t)sz->ops * sizeof(host_op), 8);
-    o->pairs = align_up(o->slots + sz->slots * sizeof(uint32_t), 8);
-    o->idx = align_up(o->pairs + sz->pairs * sizeof(rsp__copy), 8);
+    o->slots = rsp__align_up(sizeof(host_job) + (size_t)sz->ops * sizeof(host_op), 8);
+    o->pairs = rsp__align_up(o->slots + sz->slots * sizeof(uint32_t), 8);
+    o->idx = rsp__align_up(o->pairs + sz->pairs * sizeof(rsp__copy), 8);
     o->has = o->idx + sz->uploads * sizeof(int32_t);
     return o->has + sz->uploads * sizeof(bool);
 }
@@ -1095,7 +1078,7 @@ static const rsp__device_ops host_ops = {
 rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out, rsp_error *err)
 {
     rsp__host_device *dev = NULL;
-    if (posix_memalign((void **)&dev, 64, align_up(sizeof *dev, 64)) != 0)
+    if (posix_memalign((void **)&dev, 64, rsp__align_up(sizeof *dev, 64)) != 0)
         return rsp__fail(err, RSP_ENOMEM, "host device: out of memory");
     memset(dev, 0, sizeof *dev);
     dev->base.ops = &host_ops;

@@ -57,7 +57,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "hb.h"
+#include "util/hb.h"
+#include "util/mem.h"
+#include "util/time.h"
 
 /* Inline rcu_dereference / rcu_assign_pointer (a few lines each; liburcu
  * offers this without _LGPL_SOURCE, which stays undefined). Not under TSan:
@@ -183,11 +185,6 @@ static void plan_drop(rsp_plan *plan)
         plan_free(plan);
 }
 
-static size_t align_up(size_t n, size_t a)
-{
-    return (n + a - 1) / a * a;
-}
-
 /* Byte offsets of a plan's parts in its one allocation; returns its size. */
 typedef struct plan_offsets {
     size_t gens, idx, flags;
@@ -195,9 +192,9 @@ typedef struct plan_offsets {
 
 static size_t plan_layout(uint32_t num_labels, size_t gens, size_t entries, plan_offsets *o)
 {
-    o->gens = align_up(sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label),
+    o->gens = rsp__align_up(sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label),
                        alignof(uint64_t));
-    o->idx = align_up(o->gens + gens * sizeof(uint64_t), alignof(int32_t));
+    o->idx = rsp__align_up(o->gens + gens * sizeof(uint64_t), alignof(int32_t));
     o->flags = o->idx + entries * sizeof(int32_t);
     return o->flags + entries * sizeof(bool);
 }
@@ -574,11 +571,7 @@ rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t tim
     if (timeout_ns == 0)
         return rsp__fail(err, RSP_ETIMEDOUT, "no live plan of step >= %llu yet",
                          (unsigned long long)step_id);
-    uint64_t deadline = UINT64_MAX;
-    if (timeout_ns != UINT64_MAX) {
-        uint64_t now = rsp__now_ns();
-        deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
-    }
+    const uint64_t deadline = rsp__deadline(timeout_ns);
     rsp_status st = RSP_OK;
     /* W2: pairs with W1 (seq_cst RMW here, seq_cst load of wait_seq
      * below). Under `lock` only for W3's sake (destroy reads the count
@@ -596,18 +589,12 @@ rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t tim
                            (unsigned long long)step_id);
             break;
         }
-        struct timespec ts, *rel = NULL;
-        if (deadline != UINT64_MAX) {
-            uint64_t now = rsp__now_ns();
-            if (now >= deadline) {
-                st =
-                    rsp__fail(err, RSP_ETIMEDOUT, "no live plan of step >= %llu before the timeout",
-                              (unsigned long long)step_id);
-                break;
-            }
-            ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
-            ts.tv_nsec = (long)((deadline - now) % 1000000000u);
-            rel = &ts;
+        struct timespec ts;
+        const struct timespec *rel;
+        if (!rsp__time_left(deadline, &ts, &rel)) {
+            st = rsp__fail(err, RSP_ETIMEDOUT, "no live plan of step >= %llu before the timeout",
+                           (unsigned long long)step_id);
+            break;
         }
         rsp__futex_wait(&p->wait_seq, seq, rel);
     }

@@ -247,12 +247,4 @@ static inline long rsp__futex_wake(uint32_t *word, int n)
 }
 #define rsp__futex_wake_all(word) rsp__futex_wake((word), INT_MAX)
 
-/* Monotonic clock in ns. */
-static inline uint64_t rsp__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 #endif

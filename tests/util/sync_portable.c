@@ -5,6 +5,7 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "util/sync.h"
+#include "util/time.h"
 
 uint32_t rsp_sync_portable(uint32_t *w, uint64_t *d, void **p);
 uint32_t rsp_sync_portable(uint32_t *w, uint64_t *d, void **p)

@@ -1,0 +1,31 @@
+/*
+ * Internal: the one rounding rule and the one array growth rule.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RSP_UTIL_MEM_H
+#define RSP_UTIL_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rsp/rsp.h>
+
+/** n rounded up to a multiple of a (a power of two). Pure, O(1). The caller
+ * keeps n at most SIZE_MAX - a (every use sizes an object it then allocates,
+ * bounded far below that). */
+static inline size_t rsp__align_up(size_t n, size_t a)
+{
+    return (n + a - 1) & ~(a - 1);
+}
+
+/**
+ * Grow the array *arr of elements of `size` bytes so that `need` of them fit
+ * (*cap is its capacity in elements). Capacity doubles from 16, so appends
+ * cost O(1) amortised and a warm array never allocates again. RSP_ENOMEM
+ * (array and capacity unchanged) when realloc fails or `need` exceeds
+ * UINT32_MAX / 2 elements; RSP_OK with nothing done when it already fits.
+ * Whatever thread owns the array; O(need) on growth, O(1) otherwise.
+ */
+rsp_status rsp__grow(void **arr, uint32_t *cap, uint64_t need, size_t size);
+
+#endif
