@@ -172,9 +172,7 @@ static rsp_status bl_exec(bl_pool *p, rsp_error *err)
                                (size_t)bl->slot_bytes);
             }
             break;
-        case RSP__OP_BUFFER:
-            st = bl_buffer(p, op->buffer, op->capacity, err);
-            break;
+        case RSP__OP_BUFFER: st = bl_buffer(p, op->buffer, op->capacity, err); break;
         case RSP__OP_UPLOAD:
             if (op->buffer >= p->nbufs || p->bufs[op->buffer].cap < op->count) {
                 st = rsp__fail(err, RSP_EINVAL, "baseline: upload into missing buffer %u",

@@ -27,7 +27,8 @@ uint64_t bench_thread_cpu_ns(void)
 
 void bench_sleep_ns(uint64_t ns)
 {
-    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+                          .tv_nsec = (long)(ns % 1000000000u)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
@@ -107,8 +108,8 @@ double bench_samples_quantile(const bench_samples *s, double q)
 
 void bench_die(const char *what, rsp_status st, const char *msg)
 {
-    fprintf(stderr, "rsp-bench: %s failed: %s%s%s\n", what, rsp_strerror(st), msg && *msg ? ": " : "",
-            msg ? msg : "");
+    fprintf(stderr, "rsp-bench: %s failed: %s%s%s\n", what, rsp_strerror(st),
+            msg && *msg ? ": " : "", msg ? msg : "");
     exit(2);
 }
 
@@ -151,12 +152,9 @@ void bench_config(rsp_pool_config *cfg, bench_shape shape, uint32_t max_slots)
 const char *bench_shape_name(bench_shape shape)
 {
     switch (shape) {
-    case BENCH_TINY:
-        return "tiny_64B";
-    case BENCH_KIB:
-        return "1KiB";
-    case BENCH_MIB:
-        return "1MiB";
+    case BENCH_TINY: return "tiny_64B";
+    case BENCH_KIB: return "1KiB";
+    case BENCH_MIB: return "1MiB";
     }
     return "?";
 }

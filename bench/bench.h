@@ -51,12 +51,12 @@ double bench_samples_quantile(const bench_samples *s, double q);
 
 /* One reported point: rsp beside its baseline. */
 typedef struct bench_result {
-    const char *bench;      /* scenario name, e.g. "step" */
-    char params[256];       /* JSON object body, e.g. "\"rows\": 8, \"labels\": 1" */
+    const char *bench; /* scenario name, e.g. "step" */
+    char params[256];  /* JSON object body, e.g. "\"rows\": 8, \"labels\": 1" */
     double median_ns, p99_ns, ops_per_s;
-    const char *baseline;   /* what the baseline is, e.g. "mutex" */
+    const char *baseline; /* what the baseline is, e.g. "mutex" */
     double baseline_median_ns, baseline_p99_ns, baseline_ops_per_s;
-    char extra[256];        /* extra top-level JSON members ("" or "\"k\": v, ...") */
+    char extra[256]; /* extra top-level JSON members ("" or "\"k\": v, ...") */
 } bench_result;
 
 /* Print r as a JSON line or a table row (a header before the first row).
@@ -68,11 +68,11 @@ void bench_report(const bench_opts *o, const bench_result *r);
  * that cannot be created, a step the core refused): measuring past them
  * would report nonsense. */
 void bench_die(const char *what, rsp_status st, const char *msg) __attribute__((noreturn));
-#define BENCH_CHECK(expr, errp)                                                              \
-    do {                                                                                     \
-        rsp_status st_ = (expr);                                                             \
-        if (st_ != RSP_OK)                                                                   \
-            bench_die(#expr, st_, (errp)->message);                                          \
+#define BENCH_CHECK(expr, errp)                                                                    \
+    do {                                                                                           \
+        rsp_status st_ = (expr);                                                                   \
+        if (st_ != RSP_OK)                                                                         \
+            bench_die(#expr, st_, (errp)->message);                                                \
     } while (0)
 
 /* Pool shapes used by the scenarios. `tiny`: 2 layers x {conv f32[4], ssm

@@ -79,7 +79,8 @@ static uint64_t ir_rep(rsp_pool *pool, bl_pool *bl, uint32_t T, uint32_t total_p
     pthread_barrier_t gate;
     pthread_barrier_init(&gate, NULL, T + 1);
     for (uint32_t t = 0; t < T; t++) {
-        args[t] = (ir_arg){.pool = pool, .bl = bl, .tid = t, .pairs = total_pairs / T, .gate = &gate};
+        args[t] =
+            (ir_arg){.pool = pool, .bl = bl, .tid = t, .pairs = total_pairs / T, .gate = &gate};
         if (pthread_create(&th[t], NULL, pool ? ir_rsp_thread : ir_bl_thread, &args[t]) != 0)
             bench_die("pthread_create", RSP_ENOMEM, "");
     }

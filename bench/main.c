@@ -39,11 +39,10 @@ static void print_machine(const char *when)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: rsp-bench [--quick] [--json] [--only SCENARIO]\n"
-            "  scenarios: rtt ingest_remove step read zero_fork (default: all)\n"
-            "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
-            "  --json   one JSON object per line instead of a table\n");
+    fprintf(f, "usage: rsp-bench [--quick] [--json] [--only SCENARIO]\n"
+               "  scenarios: rtt ingest_remove step read zero_fork (default: all)\n"
+               "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
+               "  --json   one JSON object per line instead of a table\n");
 }
 
 int main(int argc, char **argv)

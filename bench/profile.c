@@ -134,7 +134,8 @@ static void steps_rsp(uint32_t n, bool fork)
         bench_die("calloc", RSP_ENOMEM, "");
     for (uint32_t i = 0; i < STEP_ROWS; i++)
         rows[i] = (rsp_row){.rid = i + 1, .label = label, .span = 1};
-    rsp_fork pre = {.from = RSP_LABEL_MAIN, .to = draft}, post = {.from = draft, .to = RSP_LABEL_MAIN};
+    rsp_fork pre = {.from = RSP_LABEL_MAIN, .to = draft},
+             post = {.from = draft, .to = RSP_LABEL_MAIN};
     rsp_msg m = {.step = {.rows = rows, .num_rows = STEP_ROWS}};
     if (fork) {
         m.step.pre_forks = &pre;
@@ -186,7 +187,8 @@ static void steps_mutex(uint32_t n, bool fork)
         bench_die("calloc", RSP_ENOMEM, "");
     for (uint32_t i = 0; i < STEP_ROWS; i++)
         rows[i] = (rsp_row){.rid = i + 1, .label = label, .span = 1};
-    rsp_fork pre = {.from = RSP_LABEL_MAIN, .to = draft}, post = {.from = draft, .to = RSP_LABEL_MAIN};
+    rsp_fork pre = {.from = RSP_LABEL_MAIN, .to = draft},
+             post = {.from = draft, .to = RSP_LABEL_MAIN};
     rsp_step st = {.rows = rows, .num_rows = STEP_ROWS};
     if (fork) {
         st.pre_forks = &pre;
@@ -234,9 +236,9 @@ int main(int argc, char **argv)
         const char *name;
         void (*run)(uint32_t);
     } modes[] = {
-        {"read-rsp", read_rsp},     {"read-rwlock", read_rwlock}, {"ingest-rsp", ingest_rsp},
-        {"ingest-mutex", ingest_mutex}, {"step-rsp", step_rsp},   {"step-mutex", step_mutex},
-        {"fork-rsp", fork_rsp},     {"fork-mutex", fork_mutex},
+        {"read-rsp", read_rsp},         {"read-rwlock", read_rwlock}, {"ingest-rsp", ingest_rsp},
+        {"ingest-mutex", ingest_mutex}, {"step-rsp", step_rsp},       {"step-mutex", step_mutex},
+        {"fork-rsp", fork_rsp},         {"fork-mutex", fork_mutex},
     };
     if (argc < 2) {
         fprintf(stderr, "usage: rsp-bench-profile MODE [N]; modes:");

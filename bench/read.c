@@ -32,7 +32,7 @@
 typedef struct rd_shared {
     rsp_pool *pool; /* exactly one of pool / bl */
     bl_pool *bl;
-    uint32_t stop;  /* main -> all: written once; relaxed polling is enough */
+    uint32_t stop; /* main -> all: written once; relaxed polling is enough */
     pthread_barrier_t gate;
     uint64_t plans; /* publisher only; read after join */
     uint64_t sid;   /* publisher only: last step id (ids keep increasing across runs) */
@@ -42,9 +42,9 @@ typedef struct rd_reader {
     rd_shared *sh;
     bench_samples samples;
     uint64_t reads;
-    uint64_t cpu_ns; /* this reader's CPU time over the run */
+    uint64_t cpu_ns;         /* this reader's CPU time over the run */
     uint64_t t_start, t_end; /* this reader's own clock readings */
-    uint64_t sink;   /* keeps the touched fields alive */
+    uint64_t sink;           /* keeps the touched fields alive */
 } rd_reader;
 
 static void *rd_publisher(void *p)

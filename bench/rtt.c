@@ -80,8 +80,7 @@ static void measure_floor(uint32_t warm, uint32_t n, uint64_t gap, bench_samples
     pthread_join(t, NULL);
 }
 
-static void measure_rsp(rsp_pool *pool, uint32_t warm, uint32_t n, uint64_t gap,
-                        bench_samples *out)
+static void measure_rsp(rsp_pool *pool, uint32_t warm, uint32_t n, uint64_t gap, bench_samples *out)
 {
     rsp_error err = {0};
     for (uint32_t i = 0; i < warm + n; i++) {

@@ -78,12 +78,13 @@ void bench_zero_fork(const bench_opts *o)
     for (int op = 0; op < 2; op++) {
         for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
             uint32_t n = counts[k];
-            uint32_t reps = n == 1 ? (o->quick ? 200 : 1000) : n == 16 ? (o->quick ? 40 : 200)
-                                                                     : (o->quick ? 6 : 30);
+            uint32_t reps = n == 1    ? (o->quick ? 200 : 1000)
+                            : n == 16 ? (o->quick ? 40 : 200)
+                                      : (o->quick ? 6 : 30);
             rsp__work_clear(&w);
             for (uint32_t i = 0; i < n; i++) {
-                rsp_status st = op == 0 ? rsp__work_zero(&w, 1 + i)
-                                        : rsp__work_copy(&w, 1 + i, 1 + MAXN + i);
+                rsp_status st =
+                    op == 0 ? rsp__work_zero(&w, 1 + i) : rsp__work_copy(&w, 1 + i, 1 + MAXN + i);
                 BENCH_CHECK(st, &err);
             }
             bench_samples rs, bs;
@@ -105,8 +106,8 @@ void bench_zero_fork(const bench_opts *o)
             double bytes = (double)n * (double)lay.slot_bytes;
             bench_result res = {.bench = "zero_fork", .baseline = op == 0 ? "memset" : "memcpy"};
             snprintf(res.params, sizeof res.params,
-                     "\"op\": \"%s\", \"slots\": %u, \"slot_bytes\": %llu", op == 0 ? "zero" : "fork",
-                     n, (unsigned long long)lay.slot_bytes);
+                     "\"op\": \"%s\", \"slots\": %u, \"slot_bytes\": %llu",
+                     op == 0 ? "zero" : "fork", n, (unsigned long long)lay.slot_bytes);
             res.median_ns = bench_samples_quantile(&rs, 0.5);
             res.p99_ns = bench_samples_quantile(&rs, 0.99);
             res.ops_per_s = 1e9 / res.median_ns;

@@ -291,8 +291,7 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
         return st;
     }
     case RSP_MSG_ROLLBACK:
-        return rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)",
-                                            err);
+        return rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)", err);
     case RSP_MSG_ADMIT:
     case RSP_MSG_PLAN: return check_step(&m->step, num_labels, err);
     case RSP_MSG_HOLDING: return check_label(m->label, num_labels, err, "msg->label", 0, NULL);

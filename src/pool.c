@@ -73,8 +73,7 @@ rsp_status rsp__pool_reserve(void *ctx, const rsp__ext_need *need, rsp_error *er
     rsp_pool *p = ctx;
     rsp_status st = rsp__device_reserve(p->dev, need, err);
     if (st == RSP_OK && need->plan)
-        st = rsp__plan_reserve(p->pub, need->plan_labels, need->plan_rows, need->plan_entries,
-                               err);
+        st = rsp__plan_reserve(p->pub, need->plan_labels, need->plan_rows, need->plan_entries, err);
     return st;
 }
 
@@ -272,12 +271,8 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
         if (st == RSP_OK)
             bump(&p->ctr.rollbacks, 1);
         break;
-    case RSP_MSG_PLAN:
-        st = handle_plan(p, &m->step, r, &changed);
-        break;
-    case RSP_MSG_CLEAR_PREPLAN:
-        st = rsp__core_clear_preplan(core, e);
-        break;
+    case RSP_MSG_PLAN: st = handle_plan(p, &m->step, r, &changed); break;
+    case RSP_MSG_CLEAR_PREPLAN: st = rsp__core_clear_preplan(core, e); break;
     case RSP_MSG_COMMIT:
         st = rsp__device_check_event(p->dev, ev, e); /* as for rollback */
         if (st == RSP_OK)

@@ -11,19 +11,22 @@
 #include <cinttypes>
 #include <thread>
 
-namespace stress {
+namespace stress
+{
 
-namespace {
+namespace
+{
 
-class Client {
-public:
+class Client
+{
+  public:
     Client(Context &cx, unsigned index)
         : cx_(cx), index_(index), rng_(mix64(cx.opt.seed * 1000003u + 17 + index))
     {
     }
     void run();
 
-private:
+  private:
     void send(rsp_msg_kind kind, rsp_rid rid);
     void ask_holding();
     void burst();
@@ -41,12 +44,14 @@ void Client::send(rsp_msg_kind kind, rsp_rid rid)
     rsp_status st;
     const char *what = kind == RSP_MSG_INGEST ? "ingest" : "remove";
     switch (rng_.below(4)) {
-    case 0: {  // sync wrapper
-        st = kind == RSP_MSG_INGEST ? rsp_ingest(cx_.pool, rid, &err) : rsp_remove(cx_.pool, rid, &err);
-        cx_.checks.expect(CHECK_API, st == RSP_OK, "sync %s(%" PRIu64 "): %s", what, rid, err.message);
+    case 0: { // sync wrapper
+        st = kind == RSP_MSG_INGEST ? rsp_ingest(cx_.pool, rid, &err)
+                                    : rsp_remove(cx_.pool, rid, &err);
+        cx_.checks.expect(CHECK_API, st == RSP_OK, "sync %s(%" PRIu64 "): %s", what, rid,
+                          err.message);
         break;
     }
-    case 1: {  // ticket, blocking wait
+    case 1: { // ticket, blocking wait
         rsp_msg m{};
         m.kind = kind;
         m.rid = rid;
@@ -57,10 +62,11 @@ void Client::send(rsp_msg_kind kind, rsp_rid rid)
         rsp_reply r{};
         st = rsp_wait(t, RSP_WAIT_FOREVER, &r);
         cx_.checks.expect(CHECK_API, st == RSP_OK && r.error.status == RSP_OK,
-                          "wait %s(%" PRIu64 "): %s / %s", what, rid, rsp_strerror(st), r.error.message);
+                          "wait %s(%" PRIu64 "): %s / %s", what, rid, rsp_strerror(st),
+                          r.error.message);
         break;
     }
-    case 2: {  // fire-and-forget, no waiting for credit: EFULL is a legal answer
+    case 2: { // fire-and-forget, no waiting for credit: EFULL is a legal answer
         rsp_msg m{};
         m.kind = kind;
         m.rid = rid;
@@ -72,7 +78,7 @@ void Client::send(rsp_msg_kind kind, rsp_rid rid)
         cx_.checks.expect(CHECK_API, st == RSP_OK, "post(nb) %s: %s", what, err.message);
         break;
     }
-    default: {  // fire-and-forget, waiting for credit
+    default: { // fire-and-forget, waiting for credit
         rsp_msg m{};
         m.kind = kind;
         m.rid = rid;
@@ -107,8 +113,9 @@ void Client::ask_holding()
         return;
     }
     int32_t lo = cx_.info.sink ? 1 : 0;
-    cx_.checks.expect(CHECK_HOLDING, st == RSP_OK && h.index >= lo && h.index < (int32_t)cx_.info.max_slots,
-                      "holding(%" PRIu64 ", %u): %s, index %d", one[0], label, rsp_strerror(st), h.index);
+    cx_.checks.expect(
+        CHECK_HOLDING, st == RSP_OK && h.index >= lo && h.index < (int32_t)cx_.info.max_slots,
+        "holding(%" PRIu64 ", %u): %s, index %d", one[0], label, rsp_strerror(st), h.index);
 }
 
 // Fill the inbox: fire-and-forget barriers (they change nothing) without
@@ -137,7 +144,8 @@ void Client::run()
     // Aim at a number of live requests that keeps the pool busy but leaves
     // room for forks: about a third of the slots.
     size_t target = cx_.info.usable_slots / 3 + 2;
-    while (!cx_.stop.load(std::memory_order_relaxed) && !cx_.abort.load(std::memory_order_relaxed)) {
+    while (!cx_.stop.load(std::memory_order_relaxed) &&
+           !cx_.abort.load(std::memory_order_relaxed)) {
         rsp_rid rid = kPadRid + 1;
         for (int k = 0; k < 2 && cx_.reg.take_pending(index_, &rid); k++)
             send(RSP_MSG_INGEST, rid);
@@ -160,7 +168,8 @@ void Client::run()
             // A runner capturing graphs mid-run: buffers that exist must not
             // move (partitions may be reading them right now).
             rsp_error err{};
-            rsp_status st = rsp_build_graph_buffers(cx_.pool, kGraphMaxBs + rng_.below(48), 4096, &err);
+            rsp_status st =
+                rsp_build_graph_buffers(cx_.pool, kGraphMaxBs + rng_.below(48), 4096, &err);
             cx_.checks.expect(CHECK_API, st == RSP_OK, "build_graph_buffers: %s", err.message);
             cx_.client_msgs.fetch_add(1, std::memory_order_relaxed);
         }
@@ -168,7 +177,7 @@ void Client::run()
     }
 }
 
-}  // namespace
+} // namespace
 
 void client_main(Context &cx, unsigned index)
 {
@@ -176,4 +185,4 @@ void client_main(Context &cx, unsigned index)
     c.run();
 }
 
-}  // namespace stress
+} // namespace stress

@@ -7,7 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
-namespace stress {
+namespace stress
+{
 
 uint64_t mix64(uint64_t x)
 {
@@ -34,9 +35,8 @@ uint64_t next_state(rsp_rid rid, rsp_label_id label, uint64_t step, uint64_t pre
 const char *Checks::name(Check c)
 {
     static const char *const names[CHECK_COUNT_] = {
-        "api",        "invalid", "layout",  "addressing", "unique",
-        "generation", "stage",   "vectors", "zeros",      "content",
-        "stats",      "refusal", "holding", "leak",       "hang",
+        "api",   "invalid", "layout", "addressing", "unique",  "generation", "stage", "vectors",
+        "zeros", "content", "stats",  "refusal",    "holding", "leak",       "hang",
     };
     return (c >= 0 && c < CHECK_COUNT_) ? names[c] : "?";
 }
@@ -335,7 +335,7 @@ void Storage::expected(const Span &s, uint64_t v, size_t e, uint8_t out[8]) cons
     }
     case RSP_DTYPE_F16:
     case RSP_DTYPE_BF16: {
-        uint16_t x = (uint16_t)((h & 0x3FFF) | 0x0100);  // a finite, non-zero bit pattern
+        uint16_t x = (uint16_t)((h & 0x3FFF) | 0x0100); // a finite, non-zero bit pattern
         std::memcpy(out, &x, 2);
         break;
     }
@@ -433,4 +433,4 @@ std::shared_ptr<StepRecord> RecordQueue::pop(uint64_t timeout_ns)
     return r;
 }
 
-}  // namespace stress
+} // namespace stress

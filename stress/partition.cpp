@@ -16,9 +16,11 @@
 #include <string>
 #include <thread>
 
-namespace stress {
+namespace stress
+{
 
-namespace {
+namespace
+{
 
 struct LabelView {
     rsp_label_id label;
@@ -26,16 +28,20 @@ struct LabelView {
     bool ok;
 };
 
-class Partition {
-public:
-    Partition(Context &cx, unsigned index) : cx_(cx), index_(index) {}
+class Partition
+{
+  public:
+    Partition(Context &cx, unsigned index) : cx_(cx), index_(index)
+    {
+    }
     void run();
 
-private:
+  private:
     bool wait_plan(uint64_t step_id);
     bool wait_ready(const rsp_addressing &ad);
     void forward(const StepRecord &rec, const std::vector<LabelView> &views);
-    void compare_vectors(const StepRecord &rec, const std::vector<LabelView> &views, const char *when);
+    void compare_vectors(const StepRecord &rec, const std::vector<LabelView> &views,
+                         const char *when);
     const LabelView *view_of(const std::vector<LabelView> &views, rsp_label_id label) const;
 
     Context &cx_;
@@ -51,15 +57,16 @@ bool Partition::wait_plan(uint64_t step_id)
         if (st == RSP_OK)
             return true;
         if (st != RSP_ETIMEDOUT) {
-            cx_.checks.fail(CHECK_API, "partition %u: rsp_plan_wait(%" PRIu64 "): %s", index_, step_id,
-                            err.message);
+            cx_.checks.fail(CHECK_API, "partition %u: rsp_plan_wait(%" PRIu64 "): %s", index_,
+                            step_id, err.message);
             return false;
         }
         if (cx_.abort.load(std::memory_order_relaxed))
             return false;
         waited += 100 * kMs;
         if (waited >= kHangNs) {
-            cx_.checks.fail(CHECK_HANG, "partition %u: plan of step %" PRIu64 " not published in %llu s",
+            cx_.checks.fail(CHECK_HANG,
+                            "partition %u: plan of step %" PRIu64 " not published in %llu s",
                             index_, step_id, (unsigned long long)(kHangNs / kSecond));
             cx_.abort.store(true);
             return false;
@@ -73,19 +80,21 @@ bool Partition::wait_ready(const rsp_addressing &ad)
     rsp_error err{};
     // Both ways a host backend may wait; they must agree.
     if (ad.ready.handle && (ad.step_id & 1))
-        st = rsp_host_fence_wait(static_cast<const rsp_host_fence *>(ad.ready.handle), ad.ready.value,
-                                 kHangNs);
+        st = rsp_host_fence_wait(static_cast<const rsp_host_fence *>(ad.ready.handle),
+                                 ad.ready.value, kHangNs);
     else
         st = rsp_event_wait(cx_.pool, &ad.ready, kHangNs, &err);
     if (st == RSP_ETIMEDOUT) {
         cx_.checks.fail(CHECK_HANG,
-                        "partition %u: ready event {%p, %" PRIu64 "} of step %" PRIu64 " label %u never completed",
+                        "partition %u: ready event {%p, %" PRIu64 "} of step %" PRIu64
+                        " label %u never completed",
                         index_, ad.ready.handle, ad.ready.value, ad.step_id, ad.label);
         cx_.abort.store(true);
         return false;
     }
-    return cx_.checks.expect(CHECK_API, st == RSP_OK, "partition %u: waiting for the ready event: %s %s",
-                             index_, rsp_strerror(st), err.message);
+    return cx_.checks.expect(CHECK_API, st == RSP_OK,
+                             "partition %u: waiting for the ready event: %s %s", index_,
+                             rsp_strerror(st), err.message);
 }
 
 const LabelView *Partition::view_of(const std::vector<LabelView> &views, rsp_label_id label) const
@@ -96,7 +105,8 @@ const LabelView *Partition::view_of(const std::vector<LabelView> &views, rsp_lab
     return nullptr;
 }
 
-void Partition::compare_vectors(const StepRecord &rec, const std::vector<LabelView> &views, const char *when)
+void Partition::compare_vectors(const StepRecord &rec, const std::vector<LabelView> &views,
+                                const char *when)
 {
     const unsigned readers = cx_.opt.readers;
     for (size_t j = index_; j < rec.rows.size(); j += readers) {
@@ -109,7 +119,8 @@ void Partition::compare_vectors(const StepRecord &rec, const std::vector<LabelVi
         uint32_t k = row.label_pos;
         cx_.checks.expect(CHECK_VECTORS,
                           dev_slots[k] == v->ad.slot_indices[k] && dev_has[k] == v->ad.has_state[k],
-                          "step %" PRIu64 " label %u row %u %s the forward: device (%d, %d) != host (%d, %d)",
+                          "step %" PRIu64
+                          " label %u row %u %s the forward: device (%d, %d) != host (%d, %d)",
                           rec.step_id, row.label, k, when, dev_slots[k], (int)dev_has[k],
                           v->ad.slot_indices[k], (int)v->ad.has_state[k]);
     }
@@ -124,7 +135,8 @@ void Partition::compare_vectors(const StepRecord &rec, const std::vector<LabelVi
             for (uint32_t k = v.ad.num_rows; k < v.ad.length; k++)
                 ok = ok && dev_slots[k] == cx_.info.pad_index && !dev_has[k];
             cx_.checks.expect(CHECK_VECTORS, ok,
-                              "step %" PRIu64 " label %u: device tail past %u rows is not pad/false %s the forward",
+                              "step %" PRIu64
+                              " label %u: device tail past %u rows is not pad/false %s the forward",
                               rec.step_id, v.label, v.ad.num_rows, when);
         }
     }
@@ -149,26 +161,29 @@ void Partition::forward(const StepRecord &rec, const std::vector<LabelView> &vie
         if (j % readers != index_)
             continue;
         if (slot < 0 || slot >= (int32_t)cx_.info.max_slots)
-            continue;  // the step thread reports a wild slot; never touch memory for it
+            continue; // the step thread reports a wild slot; never touch memory for it
         bool has = static_cast<const bool *>(v->ad.device_has_state)[row.label_pos];
         uint64_t prev = 0;
         if (!has) {
-            bool zero = cx_.storage.is_zero(slot, &why);  // before why.c_str() is taken
+            bool zero = cx_.storage.is_zero(slot, &why); // before why.c_str() is taken
             cx_.checks.expect(CHECK_ZEROS, zero,
-                              "step %" PRIu64 " rid %" PRIu64 " label %u slot %d: has_state false but %s",
+                              "step %" PRIu64 " rid %" PRIu64
+                              " label %u slot %d: has_state false but %s",
                               rec.step_id, row.rid, row.label, slot, why.c_str());
         } else {
             prev = cx_.storage.read_tag(slot);
             bool self = cx_.storage.matches(slot, prev, &why);
             if (row.kind == ROW_HOLD) {
                 cx_.checks.expect(CHECK_CONTENT, self && prev == row.v,
-                                  "step %" PRIu64 " rid %" PRIu64 " label %u slot %d: read state %016" PRIx64
+                                  "step %" PRIu64 " rid %" PRIu64
+                                  " label %u slot %d: read state %016" PRIx64
                                   " expected %016" PRIx64 "%s%s",
-                                  rec.step_id, row.rid, row.label, slot, prev, row.v, self ? "" : "; torn: ",
-                                  self ? "" : why.c_str());
+                                  rec.step_id, row.rid, row.label, slot, prev, row.v,
+                                  self ? "" : "; torn: ", self ? "" : why.c_str());
             } else {
                 cx_.checks.expect(CHECK_CONTENT, self && prev != 0,
-                                  "step %" PRIu64 " rid %" PRIu64 " (removed) label %u slot %d: state %016" PRIx64
+                                  "step %" PRIu64 " rid %" PRIu64
+                                  " (removed) label %u slot %d: state %016" PRIx64
                                   " is not a whole written state: %s",
                                   rec.step_id, row.rid, row.label, slot, prev, why.c_str());
             }
@@ -186,8 +201,8 @@ void Partition::forward(const StepRecord &rec, const std::vector<LabelView> &vie
 void Partition::run()
 {
     rsp_error err{};
-    if (!cx_.checks.expect(CHECK_API, rsp_reader_register(&err) == RSP_OK, "rsp_reader_register: %s",
-                           err.message)) {
+    if (!cx_.checks.expect(CHECK_API, rsp_reader_register(&err) == RSP_OK,
+                           "rsp_reader_register: %s", err.message)) {
         cx_.abort.store(true);
         return;
     }
@@ -214,12 +229,15 @@ void Partition::run()
         bool in_section = false;
         if (have_plan) {
             rsp_status st = rsp_read_begin();
-            if (cx_.checks.expect(CHECK_API, st == RSP_OK, "rsp_read_begin: %s", rsp_strerror(st))) {
+            if (cx_.checks.expect(CHECK_API, st == RSP_OK, "rsp_read_begin: %s",
+                                  rsp_strerror(st))) {
                 in_section = true;
                 plan = rsp_plan_live(cx_.pool);
-                bool right = plan && rsp_plan_step_id(plan) == rec->step_id && !rsp_plan_is_staged(plan);
+                bool right =
+                    plan && rsp_plan_step_id(plan) == rec->step_id && !rsp_plan_is_staged(plan);
                 cx_.checks.expect(CHECK_API, right,
-                                  "partition %u: live plan is step %" PRIu64 " (staged %d), expected %" PRIu64,
+                                  "partition %u: live plan is step %" PRIu64
+                                  " (staged %d), expected %" PRIu64,
                                   index_, plan ? rsp_plan_step_id(plan) : 0,
                                   plan ? (int)rsp_plan_is_staged(plan) : -1, rec->step_id);
                 if (!right)
@@ -245,8 +263,9 @@ void Partition::run()
                 LabelView v{};
                 v.label = label;
                 rsp_status st = rsp_plan_addressing(plan, label, &v.ad, &err);
-                v.ok = cx_.checks.expect(CHECK_API, st == RSP_OK, "partition %u: addressing of label %u: %s",
-                                         index_, label, err.message);
+                v.ok = cx_.checks.expect(CHECK_API, st == RSP_OK,
+                                         "partition %u: addressing of label %u: %s", index_, label,
+                                         err.message);
                 if (v.ok)
                     v.ok = wait_ready(v.ad);
                 views.push_back(v);
@@ -268,7 +287,7 @@ void Partition::run()
     rsp_reader_unregister();
 }
 
-}  // namespace
+} // namespace
 
 void partition_main(Context &cx, unsigned index)
 {
@@ -276,4 +295,4 @@ void partition_main(Context &cx, unsigned index)
     p.run();
 }
 
-}  // namespace stress
+} // namespace stress

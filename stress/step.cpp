@@ -24,9 +24,11 @@
 #include <map>
 #include <thread>
 
-namespace stress {
+namespace stress
+{
 
-namespace {
+namespace
+{
 
 struct Decl {
     uint64_t id = 0;
@@ -53,7 +55,10 @@ struct Decl {
         s.lease = lease;
         return s;
     }
-    bool has_forks() const { return !pre.empty() || !post.empty(); }
+    bool has_forks() const
+    {
+        return !pre.empty() || !post.empty();
+    }
     // Rids of all non-padding rows (any span), first appearance (SEMANTICS 4.1.3).
     std::vector<rsp_rid> forking_rids() const
     {
@@ -71,16 +76,19 @@ struct Decl {
                 out.push_back(r.label);
         return out;
     }
-    bool writes(const rsp_row &r) const { return !capture && !r.padding && r.span > 0; }
+    bool writes(const rsp_row &r) const
+    {
+        return !capture && !r.padding && r.span > 0;
+    }
 };
 
 struct HoldModel {
     bool has = false;
-    uint64_t v = 0;           // 0 whenever has is false
-    int32_t slot = -2;        // -2: not seen in a live plan yet
-    uint64_t gen = 0;         // last generation seen
-    bool gen_known = false;   // untouched since `gen` was seen
-    uint64_t gen_floor = 0;   // touched: the new generation must exceed this
+    uint64_t v = 0;         // 0 whenever has is false
+    int32_t slot = -2;      // -2: not seen in a live plan yet
+    uint64_t gen = 0;       // last generation seen
+    bool gen_known = false; // untouched since `gen` was seen
+    uint64_t gen_floor = 0; // touched: the new generation must exceed this
 };
 using ReqModel = std::map<rsp_label_id, HoldModel>;
 using Key = std::pair<rsp_rid, rsp_label_id>;
@@ -96,12 +104,15 @@ struct InFlight {
     bool active = false;
 };
 
-class Stepper {
-public:
-    explicit Stepper(Context &cx) : cx_(cx), rng_(mix64(cx.opt.seed * 7919 + 3)) {}
+class Stepper
+{
+  public:
+    explicit Stepper(Context &cx) : cx_(cx), rng_(mix64(cx.opt.seed * 7919 + 3))
+    {
+    }
     void run();
 
-private:
+  private:
     // declaration
     Decl make_decl();
     // pool calls
@@ -126,16 +137,19 @@ private:
     void after_refusal(const Decl &d, const rsp_admit_outcome &out);
     void maybe_reset();
     void publish(std::shared_ptr<StepRecord> rec);
-    bool tomb(rsp_rid rid) { return cx_.reg.tombstoned(rid); }
+    bool tomb(rsp_rid rid)
+    {
+        return cx_.reg.tombstoned(rid);
+    }
 
     Context &cx_;
     Rng rng_;
     std::unordered_map<rsp_rid, ReqModel> shadow_;
-    std::unordered_map<int32_t, Key> owner_;  // slot -> holding last seen there (live plans)
-    uint64_t gen_seen_ = 0;                   // largest generation seen in any plan
+    std::unordered_map<int32_t, Key> owner_; // slot -> holding last seen there (live plans)
+    uint64_t gen_seen_ = 0;                  // largest generation seen in any plan
     size_t tomb_pos_ = 0;
     uint64_t next_id_ = 0;
-    InFlight pend_;                           // planned, commit deferred past the next admit
+    InFlight pend_; // planned, commit deferred past the next admit
     std::vector<Key> pend_journal_;
     std::shared_ptr<StepRecord> last_live_;
     std::vector<rsp_rid> cleanup_;            // tombstoned rids a step may have re-created
@@ -180,7 +194,7 @@ Decl Stepper::make_decl()
         rsp_row p{kPadRid, cx_.labels[rng_.below(kNumLabels)], 1, true};
         d.rows.insert(d.rows.begin() + rng_.below((uint32_t)d.rows.size() + 1), p);
     }
-    if (d.rows.empty())  // no live request yet: a pure padding step
+    if (d.rows.empty()) // no live request yet: a pure padding step
         d.rows.push_back({kPadRid, RSP_LABEL_MAIN, 1, true});
     // Shuffle so labels interleave and first-appearance order varies.
     for (size_t i = d.rows.size(); i > 1; i--)
@@ -246,7 +260,7 @@ rsp_status Stepper::admit(const Decl &d, rsp_admit_outcome *out, rsp_error *err)
         if (std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(kHangNs)) {
             cx_.checks.fail(CHECK_HANG, "admit of step %" PRIu64 " not answered", d.id);
             cx_.abort.store(true);
-            return RSP_ETIMEDOUT;  // the ticket is leaked on purpose: we are going down
+            return RSP_ETIMEDOUT; // the ticket is leaked on purpose: we are going down
         }
         if (mode == 3)
             std::this_thread::yield();
@@ -290,7 +304,7 @@ void Stepper::commit(const Decl &d)
     rsp_status st;
     if (rng_.chance(0.5)) {
         st = rsp_step_commit(cx_.pool, &s, &ev, &err);
-    } else {  // fire-and-forget: a real scheduler does not wait for the owner here
+    } else { // fire-and-forget: a real scheduler does not wait for the owner here
         rsp_msg m{};
         m.kind = RSP_MSG_COMMIT;
         m.step = s;
@@ -376,13 +390,13 @@ void Stepper::apply_fork(ReqModel &m, const rsp_fork &f) const
 {
     auto src = m.find(f.from);
     if (src == m.end())
-        return;  // no `from` holding: nothing happens
+        return; // no `from` holding: nothing happens
     HoldModel &dst = m[f.to];
     bool has = src->second.has;
     uint64_t v = src->second.v;
     dst.has = has;
     dst.v = v;
-    touch(dst);  // from == to copies nothing but still moves the generation
+    touch(dst); // from == to copies nothing but still moves the generation
 }
 
 // Row expectations after the pre-forks; `apply` also commits them to the model.
@@ -413,7 +427,7 @@ std::vector<Expect> Stepper::predict(const Decl &d, bool apply)
         }
         ReqModel *m = model(r.rid);
         auto h = m ? m->find(r.label) : ReqModel::iterator();
-        if (!m || h == m->end())  // only a removed request can lack it after admit
+        if (!m || h == m->end()) // only a removed request can lack it after admit
             out.push_back({ROW_UNKNOWN, false, 0});
         else
             out.push_back({ROW_HOLD, h->second.has, h->second.v});
@@ -460,10 +474,12 @@ void Stepper::check_staged(const Decl &d, const std::vector<Expect> &exp)
     }
     const rsp_plan *st = rsp_plan_staged(cx_.pool);
     const rsp_plan *live = rsp_plan_live(cx_.pool);
-    bool ok = cx_.checks.expect(CHECK_STAGE, st && rsp_plan_step_id(st) == d.id && rsp_plan_is_staged(st),
-                                "staged plan: step %" PRIu64 ", expected staged step %" PRIu64,
-                                st ? rsp_plan_step_id(st) : 0, d.id);
-    cx_.checks.expect(CHECK_STAGE, !live || (rsp_plan_step_id(live) < d.id && !rsp_plan_is_staged(live)),
+    bool ok =
+        cx_.checks.expect(CHECK_STAGE, st && rsp_plan_step_id(st) == d.id && rsp_plan_is_staged(st),
+                          "staged plan: step %" PRIu64 ", expected staged step %" PRIu64,
+                          st ? rsp_plan_step_id(st) : 0, d.id);
+    cx_.checks.expect(CHECK_STAGE,
+                      !live || (rsp_plan_step_id(live) < d.id && !rsp_plan_is_staged(live)),
                       "the live plan (step %" PRIu64 ") shows the stage of step %" PRIu64,
                       live ? rsp_plan_step_id(live) : 0, d.id);
     if (ok) {
@@ -476,8 +492,8 @@ void Stepper::check_staged(const Decl &d, const std::vector<Expect> &exp)
                                    "staged addressing of label %u: %s", label, err.message))
                 continue;
             cx_.checks.expect(CHECK_STAGE, ad.staged && ad.step_id == d.id && ad.label == label,
-                              "staged addressing header: staged %d step %" PRIu64 " label %u", (int)ad.staged,
-                              ad.step_id, ad.label);
+                              "staged addressing header: staged %d step %" PRIu64 " label %u",
+                              (int)ad.staged, ad.step_id, ad.label);
             uint32_t k = 0;
             for (size_t j = 0; j < d.rows.size(); j++) {
                 const rsp_row &r = d.rows[j];
@@ -490,26 +506,29 @@ void Stepper::check_staged(const Decl &d, const std::vector<Expect> &exp)
                 k++;
                 if (exp[j].kind == ROW_PAD) {
                     cx_.checks.expect(CHECK_STAGE, slot == pad && !has,
-                                      "staged step %" PRIu64 " row %zu (pad): slot %d has %d", d.id, j, slot, (int)has);
+                                      "staged step %" PRIu64 " row %zu (pad): slot %d has %d", d.id,
+                                      j, slot, (int)has);
                     continue;
                 }
                 if (slot != pad) {
                     auto u = used.emplace(slot, Key(r.rid, r.label));
                     cx_.checks.expect(CHECK_UNIQUE, u.second,
-                                      "staged step %" PRIu64 ": slot %d addressed by (%" PRIu64 ", %u) and (%" PRIu64
-                                      ", %u)",
-                                      d.id, slot, u.first->second.first, u.first->second.second, r.rid, r.label);
+                                      "staged step %" PRIu64 ": slot %d addressed by (%" PRIu64
+                                      ", %u) and (%" PRIu64 ", %u)",
+                                      d.id, slot, u.first->second.first, u.first->second.second,
+                                      r.rid, r.label);
                 }
                 if (exp[j].kind != ROW_HOLD || tomb(r.rid))
                     continue;
                 const HoldModel &h = shadow_[r.rid][r.label];
                 bool slot_ok = slot != pad && (h.slot < 0 || h.slot == slot);
                 cx_.checks.expect(CHECK_STAGE, slot_ok && has == exp[j].has,
-                                  "staged step %" PRIu64 " (%" PRIu64 ", %u): slot %d has %d, model slot %d has %d",
+                                  "staged step %" PRIu64 " (%" PRIu64
+                                  ", %u): slot %d has %d, model slot %d has %d",
                                   d.id, r.rid, r.label, slot, (int)has, h.slot, (int)exp[j].has);
             }
-            cx_.checks.expect(CHECK_STAGE, k == ad.num_rows, "staged label %u: %u rows, declared %u", label,
-                              ad.num_rows, k);
+            cx_.checks.expect(CHECK_STAGE, k == ad.num_rows,
+                              "staged label %u: %u rows, declared %u", label, ad.num_rows, k);
             for (uint32_t i = 0; i < ad.num_rows; i++)
                 gen_seen_ = std::max(gen_seen_, ad.generations[i]);
         }
@@ -528,12 +547,13 @@ std::shared_ptr<StepRecord> Stepper::check_live(const Decl &d, const std::vector
         return rec;
     }
     const rsp_plan *plan = rsp_plan_live(cx_.pool);
-    cx_.checks.expect(CHECK_API, plan && rsp_plan_step_id(plan) == d.id && !rsp_plan_is_staged(plan),
+    cx_.checks.expect(CHECK_API,
+                      plan && rsp_plan_step_id(plan) == d.id && !rsp_plan_is_staged(plan),
                       "after plan: live plan is step %" PRIu64 ", expected %" PRIu64,
                       plan ? rsp_plan_step_id(plan) : 0, d.id);
     const int32_t pad = cx_.info.pad_index;
     const uint64_t floor_before = gen_seen_;
-    std::unordered_map<int32_t, Key> used;  // slot -> (rid, label) in this step
+    std::unordered_map<int32_t, Key> used; // slot -> (rid, label) in this step
     std::vector<uint32_t> pos(d.rows.size(), 0);
     std::map<rsp_label_id, uint32_t> next_pos;
     for (size_t j = 0; j < d.rows.size(); j++)
@@ -542,12 +562,13 @@ std::shared_ptr<StepRecord> Stepper::check_live(const Decl &d, const std::vector
     for (rsp_label_id label : rec->labels) {
         rsp_addressing ad{};
         rsp_error err{};
-        if (!plan || !cx_.checks.expect(CHECK_API, rsp_plan_addressing(plan, label, &ad, &err) == RSP_OK,
-                                        "addressing of label %u in step %" PRIu64 ": %s", label, d.id,
-                                        err.message))
+        if (!plan ||
+            !cx_.checks.expect(CHECK_API, rsp_plan_addressing(plan, label, &ad, &err) == RSP_OK,
+                               "addressing of label %u in step %" PRIu64 ": %s", label, d.id,
+                               err.message))
             continue;
-        bool head = ad.label == label && ad.step_id == d.id && !ad.staged && ad.num_rows == next_pos[label] &&
-                    ad.length >= ad.num_rows;
+        bool head = ad.label == label && ad.step_id == d.id && !ad.staged &&
+                    ad.num_rows == next_pos[label] && ad.length >= ad.num_rows;
         cx_.checks.expect(CHECK_ADDRESSING, head,
                           "step %" PRIu64 " label %u: addressing says label %u step %" PRIu64
                           " staged %d rows %u length %u; declared rows %u",
@@ -558,12 +579,14 @@ std::shared_ptr<StepRecord> Stepper::check_live(const Decl &d, const std::vector
         bool tail = true;
         for (uint32_t k = ad.num_rows; k < ad.length; k++)
             tail = tail && ad.slot_indices[k] == pad && !ad.has_state[k];
-        cx_.checks.expect(CHECK_ADDRESSING, tail, "step %" PRIu64 " label %u: tail past %u rows is not pad/false",
-                          d.id, label, ad.num_rows);
+        cx_.checks.expect(CHECK_ADDRESSING, tail,
+                          "step %" PRIu64 " label %u: tail past %u rows is not pad/false", d.id,
+                          label, ad.num_rows);
         if (d.has_lease)
-            cx_.checks.expect(CHECK_ADDRESSING, ad.length >= std::max(kGraphMaxBs, d.lease.bucket_bs),
-                              "step %" PRIu64 " label %u: leased vector length %u < bucket %u / graph max %u", d.id,
-                              label, ad.length, d.lease.bucket_bs, kGraphMaxBs);
+            cx_.checks.expect(
+                CHECK_ADDRESSING, ad.length >= std::max(kGraphMaxBs, d.lease.bucket_bs),
+                "step %" PRIu64 " label %u: leased vector length %u < bucket %u / graph max %u",
+                d.id, label, ad.length, d.lease.bucket_bs, kGraphMaxBs);
         ads[label] = ad;
     }
     // An unplanned label is a clear error.
@@ -593,24 +616,29 @@ std::shared_ptr<StepRecord> Stepper::check_live(const Decl &d, const std::vector
         uint64_t gen = ad.generations[pos[j]];
         if (exp[j].kind == ROW_PAD) {
             cx_.checks.expect(CHECK_ADDRESSING, slot == pad && !has,
-                              "step %" PRIu64 " row %zu (rid %" PRIu64 " label %u span %d pad %d capture %d): slot %d has %d,"
+                              "step %" PRIu64 " row %zu (rid %" PRIu64
+                              " label %u span %d pad %d capture %d): slot %d has %d,"
                               " expected pad %d",
-                              d.id, j, r.rid, r.label, r.span, (int)r.padding, (int)d.capture, slot, (int)has, pad);
+                              d.id, j, r.rid, r.label, r.span, (int)r.padding, (int)d.capture, slot,
+                              (int)has, pad);
             rec->rows.push_back(rr);
             continue;
         }
-        bool valid = slot >= 0 && slot < (int32_t)cx_.info.max_slots && !(cx_.info.sink && slot == RSP_SINK_SLOT);
+        bool valid = slot >= 0 && slot < (int32_t)cx_.info.max_slots &&
+                     !(cx_.info.sink && slot == RSP_SINK_SLOT);
         if (slot != pad) {
-            if (!cx_.checks.expect(CHECK_ADDRESSING, valid, "step %" PRIu64 " (%" PRIu64 ", %u): wild slot %d", d.id,
-                                   r.rid, r.label, slot)) {
+            if (!cx_.checks.expect(CHECK_ADDRESSING, valid,
+                                   "step %" PRIu64 " (%" PRIu64 ", %u): wild slot %d", d.id, r.rid,
+                                   r.label, slot)) {
                 rr.kind = ROW_UNKNOWN;
                 rec->rows.push_back(rr);
                 continue;
             }
             auto u = used.emplace(slot, Key(r.rid, r.label));
-            cx_.checks.expect(CHECK_UNIQUE, u.second,
-                              "step %" PRIu64 ": slot %d addressed by (%" PRIu64 ", %u) and (%" PRIu64 ", %u)", d.id,
-                              slot, u.first->second.first, u.first->second.second, r.rid, r.label);
+            cx_.checks.expect(
+                CHECK_UNIQUE, u.second,
+                "step %" PRIu64 ": slot %d addressed by (%" PRIu64 ", %u) and (%" PRIu64 ", %u)",
+                d.id, slot, u.first->second.first, u.first->second.second, r.rid, r.label);
         }
         if (exp[j].kind == ROW_UNKNOWN || tomb(r.rid)) {
             // Removed around this step: pad, or a slot that is still its own.
@@ -621,7 +649,8 @@ std::shared_ptr<StepRecord> Stepper::check_live(const Decl &d, const std::vector
         }
         HoldModel &h = shadow_[r.rid][r.label];
         bool ok = cx_.checks.expect(CHECK_ADDRESSING, slot != pad && has == h.has,
-                                    "step %" PRIu64 " (%" PRIu64 ", %u): slot %d has_state %d; model: holding has_state %d",
+                                    "step %" PRIu64 " (%" PRIu64
+                                    ", %u): slot %d has_state %d; model: holding has_state %d",
                                     d.id, r.rid, r.label, slot, (int)has, (int)h.has);
         if (!ok || slot == pad) {
             rr.kind = ROW_UNKNOWN;
@@ -630,8 +659,9 @@ std::shared_ptr<StepRecord> Stepper::check_live(const Decl &d, const std::vector
         }
         if (h.slot >= 0)
             cx_.checks.expect(CHECK_UNIQUE, h.slot == slot,
-                              "step %" PRIu64 " (%" PRIu64 ", %u): holding moved from slot %d to %d", d.id, r.rid,
-                              r.label, h.slot, slot);
+                              "step %" PRIu64 " (%" PRIu64
+                              ", %u): holding moved from slot %d to %d",
+                              d.id, r.rid, r.label, h.slot, slot);
         auto o = owner_.find(slot);
         if (o != owner_.end() && o->second != Key(r.rid, r.label)) {
             // The previous holder must be gone: removed, reset or rolled back.
@@ -650,8 +680,8 @@ std::shared_ptr<StepRecord> Stepper::check_live(const Decl &d, const std::vector
         owner_[slot] = Key(r.rid, r.label);
         if (h.gen_known)
             cx_.checks.expect(CHECK_GENERATION, gen == h.gen,
-                              "step %" PRIu64 " (%" PRIu64 ", %u): untouched holding moved generation %" PRIu64
-                              " -> %" PRIu64,
+                              "step %" PRIu64 " (%" PRIu64
+                              ", %u): untouched holding moved generation %" PRIu64 " -> %" PRIu64,
                               d.id, r.rid, r.label, h.gen, gen);
         else
             cx_.checks.expect(CHECK_GENERATION, gen > h.gen_floor,
@@ -673,19 +703,21 @@ void Stepper::check_stats(const char *when)
 {
     rsp_stats s{};
     rsp_error err{};
-    if (!cx_.checks.expect(CHECK_API, rsp_stats_get(cx_.pool, &s, &err) == RSP_OK, "rsp_stats_get: %s",
-                           err.message))
+    if (!cx_.checks.expect(CHECK_API, rsp_stats_get(cx_.pool, &s, &err) == RSP_OK,
+                           "rsp_stats_get: %s", err.message))
         return;
     uint32_t sink = cx_.info.sink ? 1 : 0;
     note_pending(cx_, s.pending_release);
-    cx_.checks.expect(CHECK_STATS,
-                      (uint64_t)s.free_slots + s.held_slots + s.pending_release + sink == s.max_slots &&
-                          s.max_slots == cx_.info.max_slots && s.usable_slots == cx_.info.usable_slots,
-                      "%s: free %u + held %u + pending %u + sink %u != max %u (usable %u)", when, s.free_slots,
-                      s.held_slots, s.pending_release, sink, s.max_slots, s.usable_slots);
+    cx_.checks.expect(
+        CHECK_STATS,
+        (uint64_t)s.free_slots + s.held_slots + s.pending_release + sink == s.max_slots &&
+            s.max_slots == cx_.info.max_slots && s.usable_slots == cx_.info.usable_slots,
+        "%s: free %u + held %u + pending %u + sink %u != max %u (usable %u)", when, s.free_slots,
+        s.held_slots, s.pending_release, sink, s.max_slots, s.usable_slots);
     cx_.checks.expect(CHECK_STATS, s.generation >= gen_seen_,
-                      "%s: stats generation %" PRIu64 " below one already seen in a plan (%" PRIu64 ")", when,
-                      s.generation, gen_seen_);
+                      "%s: stats generation %" PRIu64 " below one already seen in a plan (%" PRIu64
+                      ")",
+                      when, s.generation, gen_seen_);
 }
 
 // Bad declarations are refused with their own status and change nothing. Uses
@@ -700,47 +732,49 @@ void Stepper::invalid_inputs()
     Decl d;
     d.id = ++next_id_;
     switch (rng_.below(4)) {
-    case 0: {  // the same (rid, label) twice with span > 0
+    case 0: { // the same (rid, label) twice with span > 0
         d.rows = {{rid, RSP_LABEL_MAIN, 1, false}, {rid, RSP_LABEL_MAIN, 3, false}};
         rsp_step s = d.step(false);
         rsp_status st = rsp_step_admit(cx_.pool, &s, &out, &err);
-        cx_.checks.expect(CHECK_INVALID, st == RSP_EDUPROW, "duplicate rows: %s, expected RSP_EDUPROW",
-                          rsp_strerror(st));
+        cx_.checks.expect(CHECK_INVALID, st == RSP_EDUPROW,
+                          "duplicate rows: %s, expected RSP_EDUPROW", rsp_strerror(st));
         break;
     }
-    case 1: {  // an unknown label
+    case 1: { // an unknown label
         d.rows = {{rid, RSP_MAX_LABELS - 1, 1, false}};
         rsp_step s = d.step(false);
         rsp_status st = rsp_step_admit(cx_.pool, &s, &out, &err);
-        cx_.checks.expect(CHECK_INVALID, st == RSP_ENOLABEL, "unknown label: %s, expected RSP_ENOLABEL",
-                          rsp_strerror(st));
+        cx_.checks.expect(CHECK_INVALID, st == RSP_ENOLABEL,
+                          "unknown label: %s, expected RSP_ENOLABEL", rsp_strerror(st));
         break;
     }
-    case 2: {  // a fork with an unknown label
+    case 2: { // a fork with an unknown label
         d.rows = {{rid, RSP_LABEL_MAIN, 1, false}};
         d.pre = {{RSP_LABEL_MAIN, RSP_MAX_LABELS - 2}};
         rsp_step s = d.step(false);
         rsp_status st = rsp_step_admit(cx_.pool, &s, &out, &err);
-        cx_.checks.expect(CHECK_INVALID, st == RSP_ENOLABEL, "fork to unknown label: %s, expected RSP_ENOLABEL",
-                          rsp_strerror(st));
+        cx_.checks.expect(CHECK_INVALID, st == RSP_ENOLABEL,
+                          "fork to unknown label: %s, expected RSP_ENOLABEL", rsp_strerror(st));
         break;
     }
-    default: {  // plan and commit of a step that was never admitted
+    default: { // plan and commit of a step that was never admitted
         d.rows = {{rid, RSP_LABEL_MAIN, 1, false}};
         rsp_step s = d.step(false);
         rsp_status st = rsp_step_plan(cx_.pool, &s, &err);
-        cx_.checks.expect(CHECK_INVALID, st == RSP_EORDER, "plan of a step never admitted: %s, expected RSP_EORDER",
+        cx_.checks.expect(CHECK_INVALID, st == RSP_EORDER,
+                          "plan of a step never admitted: %s, expected RSP_EORDER",
                           rsp_strerror(st));
         st = rsp_step_commit(cx_.pool, &s, nullptr, &err);
         cx_.checks.expect(CHECK_INVALID, st == RSP_EORDER,
-                          "commit of a step never admitted: %s, expected RSP_EORDER", rsp_strerror(st));
+                          "commit of a step never admitted: %s, expected RSP_EORDER",
+                          rsp_strerror(st));
         break;
     }
     }
     rsp_holding h{};
     rsp_status st = rsp_holding_get(cx_.pool, kPadRid, RSP_LABEL_MAIN, &h, &err);
-    cx_.checks.expect(CHECK_INVALID, st == RSP_ENOREQ, "holding of the padding rid: %s, expected RSP_ENOREQ",
-                      rsp_strerror(st));
+    cx_.checks.expect(CHECK_INVALID, st == RSP_ENOREQ,
+                      "holding of the padding rid: %s, expected RSP_ENOREQ", rsp_strerror(st));
     cx_.invalid.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -753,7 +787,8 @@ bool Stepper::wait_acks(const std::shared_ptr<StepRecord> &rec)
         return rec->acks.load() == cx_.opt.readers || cx_.abort.load();
     });
     if (!ok) {
-        cx_.checks.fail(CHECK_HANG, "partitions did not take the plan of step %" PRIu64, rec->step_id);
+        cx_.checks.fail(CHECK_HANG, "partitions did not take the plan of step %" PRIu64,
+                        rec->step_id);
         cx_.abort.store(true);
     }
     return ok && !cx_.abort.load();
@@ -765,17 +800,20 @@ void Stepper::after_refusal(const Decl &d, const rsp_admit_outcome &out)
 {
     cx_.refused.fetch_add(1, std::memory_order_relaxed);
     cx_.checks.expect(CHECK_REFUSAL,
-                      out.usable == cx_.info.usable_slots && out.free <= out.usable && out.slots_short >= 1,
-                      "refused step %" PRIu64 ": usable %u free %u short %u (pool usable %u)", d.id, out.usable,
-                      out.free, out.slots_short, cx_.info.usable_slots);
+                      out.usable == cx_.info.usable_slots && out.free <= out.usable &&
+                          out.slots_short >= 1,
+                      "refused step %" PRIu64 ": usable %u free %u short %u (pool usable %u)", d.id,
+                      out.usable, out.free, out.slots_short, cx_.info.usable_slots);
     rsp_error err{};
     rsp_status st = rsp_step_rollback(cx_.pool, d.id, nullptr, &err);
-    cx_.checks.expect(CHECK_API, st == RSP_OK, "rollback of refused step %" PRIu64 ": %s", d.id, err.message);
+    cx_.checks.expect(CHECK_API, st == RSP_OK, "rollback of refused step %" PRIu64 ": %s", d.id,
+                      err.message);
     rsp_stats s{};
     if (rsp_stats_get(cx_.pool, &s, &err) == RSP_OK)
         cx_.checks.expect(CHECK_REFUSAL, s.free_slots >= out.free,
-                          "after rollback of refused step %" PRIu64 ": %u free < %u reported at refusal", d.id,
-                          s.free_slots, out.free);
+                          "after rollback of refused step %" PRIu64
+                          ": %u free < %u reported at refusal",
+                          d.id, s.free_slots, out.free);
 }
 
 // The engine's preemption and restarts: reset a request, keeping or
@@ -794,7 +832,8 @@ void Stepper::maybe_reset()
     bool free = rng_.chance(0.5);
     rsp_error err{};
     rsp_status st = rsp_reset(cx_.pool, rid, free, &err);
-    cx_.checks.expect(CHECK_API, st == RSP_OK, "reset(%" PRIu64 ", %d): %s", rid, (int)free, err.message);
+    cx_.checks.expect(CHECK_API, st == RSP_OK, "reset(%" PRIu64 ", %d): %s", rid, (int)free,
+                      err.message);
     cx_.resets.fetch_add(1, std::memory_order_relaxed);
     if (free) {
         forget(rid);
@@ -818,12 +857,13 @@ void Stepper::publish(std::shared_ptr<StepRecord> rec)
 void Stepper::run()
 {
     rsp_error err{};
-    if (!cx_.checks.expect(CHECK_API, rsp_reader_register(&err) == RSP_OK, "rsp_reader_register: %s",
-                           err.message)) {
+    if (!cx_.checks.expect(CHECK_API, rsp_reader_register(&err) == RSP_OK,
+                           "rsp_reader_register: %s", err.message)) {
         cx_.abort.store(true);
         return;
     }
-    while (!cx_.stop.load(std::memory_order_relaxed) && !cx_.abort.load(std::memory_order_relaxed)) {
+    while (!cx_.stop.load(std::memory_order_relaxed) &&
+           !cx_.abort.load(std::memory_order_relaxed)) {
         forget_tombstoned();
         if (rng_.chance(0.01))
             invalid_inputs();
@@ -832,7 +872,8 @@ void Stepper::run()
 
         rsp_admit_outcome out{};
         rsp_status st = admit(d, &out, &err);
-        if (!cx_.checks.expect(CHECK_API, st == RSP_OK, "admit of step %" PRIu64 ": %s", d.id, err.message))
+        if (!cx_.checks.expect(CHECK_API, st == RSP_OK, "admit of step %" PRIu64 ": %s", d.id,
+                               err.message))
             break;
         if (d.capture)
             cx_.checks.expect(CHECK_API, out.ok, "capture step %" PRIu64 " refused", d.id);
@@ -859,7 +900,8 @@ void Stepper::run()
         if (d.preplan) {
             std::vector<Expect> staged = predict(d, false);
             st = plan(d, true, &err);
-            if (cx_.checks.expect(CHECK_API, st == RSP_OK, "stage of step %" PRIu64 ": %s", d.id, err.message))
+            if (cx_.checks.expect(CHECK_API, st == RSP_OK, "stage of step %" PRIu64 ": %s", d.id,
+                                  err.message))
                 check_staged(d, staged);
             cx_.preplanned.fetch_add(1, std::memory_order_relaxed);
             if (rng_.chance(0.1)) {
@@ -867,7 +909,8 @@ void Stepper::run()
                 st = rsp_clear_preplan(cx_.pool, &err);
                 cx_.checks.expect(CHECK_API, st == RSP_OK, "clear_preplan: %s", err.message);
                 st = rsp_step_rollback(cx_.pool, d.id, nullptr, &err);
-                cx_.checks.expect(CHECK_API, st == RSP_OK, "rollback of abandoned step: %s", err.message);
+                cx_.checks.expect(CHECK_API, st == RSP_OK, "rollback of abandoned step: %s",
+                                  err.message);
                 undo_journal(journal);
                 if (rsp_read_begin() == RSP_OK) {
                     cx_.checks.expect(CHECK_STAGE, rsp_plan_staged(cx_.pool) == nullptr,
@@ -892,7 +935,8 @@ void Stepper::run()
             break;
         std::vector<Expect> exp = predict(d, true);
         st = plan(d, false, &err);
-        if (!cx_.checks.expect(CHECK_API, st == RSP_OK, "plan of step %" PRIu64 ": %s", d.id, err.message)) {
+        if (!cx_.checks.expect(CHECK_API, st == RSP_OK, "plan of step %" PRIu64 ": %s", d.id,
+                               err.message)) {
             rsp_step_rollback(cx_.pool, d.id, nullptr, &err);
             undo_journal(journal);
             continue;
@@ -920,7 +964,8 @@ void Stepper::run()
                 rsp_msg m{};
                 m.kind = RSP_MSG_REMOVE;
                 m.rid = rid;
-                cx_.checks.expect(CHECK_API, rsp_post(cx_.pool, &m, nullptr, RSP_WAIT_FOREVER, &err) == RSP_OK,
+                cx_.checks.expect(CHECK_API,
+                                  rsp_post(cx_.pool, &m, nullptr, RSP_WAIT_FOREVER, &err) == RSP_OK,
                                   "cleanup remove: %s", err.message);
             }
             cleanup_.clear();
@@ -939,7 +984,7 @@ void Stepper::run()
     rsp_reader_unregister();
 }
 
-}  // namespace
+} // namespace
 
 void step_main(Context &cx)
 {
@@ -947,4 +992,4 @@ void step_main(Context &cx)
     s.run();
 }
 
-}  // namespace stress
+} // namespace stress

@@ -31,14 +31,15 @@
 #include <unordered_set>
 #include <vector>
 
-namespace stress {
+namespace stress
+{
 
 constexpr uint64_t kMs = 1000000ull;
 constexpr uint64_t kSecond = 1000 * kMs;
-constexpr uint64_t kHangNs = 30 * kSecond;  // any wait longer than this is a hang
-constexpr rsp_rid kPadRid = 0;              // padding rows use it; real rids start at 1
-constexpr unsigned kNumLabels = 4;          // main, draft, beam1, beam2
-constexpr uint32_t kGraphMaxBs = 16;        // build_graph_buffers(max_bs)
+constexpr uint64_t kHangNs = 30 * kSecond; // any wait longer than this is a hang
+constexpr rsp_rid kPadRid = 0;             // padding rows use it; real rids start at 1
+constexpr unsigned kNumLabels = 4;         // main, draft, beam1, beam2
+constexpr uint32_t kGraphMaxBs = 16;       // build_graph_buffers(max_bs)
 
 struct Options {
     double seconds = 10.0;
@@ -49,14 +50,17 @@ struct Options {
     uint64_t seed = 1;
     bool json = false;
     bool sink = true;
-    unsigned max_rows = 16;        // rows per step at most
-    unsigned print_failures = 20;  // detailed failure lines before going quiet
+    unsigned max_rows = 16;       // rows per step at most
+    unsigned print_failures = 20; // detailed failure lines before going quiet
 };
 
 // Small deterministic generator (splitmix64); one per thread.
-class Rng {
-public:
-    explicit Rng(uint64_t seed) : s_(seed) {}
+class Rng
+{
+  public:
+    explicit Rng(uint64_t seed) : s_(seed)
+    {
+    }
     uint64_t next()
     {
         uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
@@ -64,10 +68,16 @@ public:
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
         return z ^ (z >> 31);
     }
-    uint32_t below(uint32_t n) { return n ? (uint32_t)(next() % n) : 0; }
-    bool chance(double p) { return (double)(next() >> 11) * 0x1.0p-53 < p; }
+    uint32_t below(uint32_t n)
+    {
+        return n ? (uint32_t)(next() % n) : 0;
+    }
+    bool chance(double p)
+    {
+        return (double)(next() >> 11) * 0x1.0p-53 < p;
+    }
 
-private:
+  private:
     uint64_t s_;
 };
 
@@ -77,38 +87,50 @@ uint64_t mix64(uint64_t x);
 // Checks: every check is counted passed or failed; failures print details.
 // Any thread.
 enum Check : int {
-    CHECK_API = 0,     // a call returned what the contract says
-    CHECK_INVALID,     // bad input refused with the right status
-    CHECK_LAYOUT,      // info, block views, label ids
-    CHECK_ADDRESSING,  // row -> slot / has_state as the model predicts
-    CHECK_UNIQUE,      // no slot addressed twice, no slot held by two live holdings
-    CHECK_GENERATION,  // generations stay / move as they must
-    CHECK_STAGE,       // staged plan as predicted, apart from the live one
-    CHECK_VECTORS,     // device vectors equal host copies during the whole forward
-    CHECK_ZEROS,       // has_state false reads zeros
-    CHECK_CONTENT,     // has_state true reads exactly what the model predicts
-    CHECK_STATS,       // free + held + pending + sink == max_slots
-    CHECK_REFUSAL,     // a refused admit reports sane numbers and changes nothing
-    CHECK_HOLDING,     // rsp_holding_get answers are sane
-    CHECK_LEAK,        // at exit nothing is held and every slot reads zeros
-    CHECK_HANG,        // no wait ran past kHangNs
+    CHECK_API = 0,    // a call returned what the contract says
+    CHECK_INVALID,    // bad input refused with the right status
+    CHECK_LAYOUT,     // info, block views, label ids
+    CHECK_ADDRESSING, // row -> slot / has_state as the model predicts
+    CHECK_UNIQUE,     // no slot addressed twice, no slot held by two live holdings
+    CHECK_GENERATION, // generations stay / move as they must
+    CHECK_STAGE,      // staged plan as predicted, apart from the live one
+    CHECK_VECTORS,    // device vectors equal host copies during the whole forward
+    CHECK_ZEROS,      // has_state false reads zeros
+    CHECK_CONTENT,    // has_state true reads exactly what the model predicts
+    CHECK_STATS,      // free + held + pending + sink == max_slots
+    CHECK_REFUSAL,    // a refused admit reports sane numbers and changes nothing
+    CHECK_HOLDING,    // rsp_holding_get answers are sane
+    CHECK_LEAK,       // at exit nothing is held and every slot reads zeros
+    CHECK_HANG,       // no wait ran past kHangNs
     CHECK_COUNT_
 };
 
-class Checks {
-public:
-    explicit Checks(unsigned print_failures) : print_left_(print_failures) {}
-    void pass(Check c, uint64_t n = 1) { passed_[c].fetch_add(n, std::memory_order_relaxed); }
+class Checks
+{
+  public:
+    explicit Checks(unsigned print_failures) : print_left_(print_failures)
+    {
+    }
+    void pass(Check c, uint64_t n = 1)
+    {
+        passed_[c].fetch_add(n, std::memory_order_relaxed);
+    }
     // Count one check; on failure print what went wrong. Returns ok.
     bool expect(Check c, bool ok, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
     void fail(Check c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-    uint64_t passed(Check c) const { return passed_[c].load(std::memory_order_relaxed); }
-    uint64_t failed(Check c) const { return failed_[c].load(std::memory_order_relaxed); }
+    uint64_t passed(Check c) const
+    {
+        return passed_[c].load(std::memory_order_relaxed);
+    }
+    uint64_t failed(Check c) const
+    {
+        return failed_[c].load(std::memory_order_relaxed);
+    }
     uint64_t total_passed() const;
     uint64_t total_failed() const;
     static const char *name(Check c);
 
-private:
+  private:
     void vfail(Check c, const char *fmt, va_list ap);
     std::atomic<uint64_t> passed_[CHECK_COUNT_]{};
     std::atomic<uint64_t> failed_[CHECK_COUNT_]{};
@@ -119,9 +141,12 @@ private:
 // ---------------------------------------------------------------------------
 // Registry of requests, shared by clients and the step thread. Any thread
 // (one mutex: this is the harness, not the library under test).
-class Registry {
-public:
-    explicit Registry(unsigned clients) : clients_(clients) {}
+class Registry
+{
+  public:
+    explicit Registry(unsigned clients) : clients_(clients)
+    {
+    }
     // A new rid, schedulable at once, to be ingested by the other clients too.
     rsp_rid create(unsigned client);
     // A rid another client created that `client` has not ingested yet.
@@ -141,10 +166,18 @@ public:
     // Tombstones logged since index `from`; returns the new index.
     size_t tombstones_since(size_t from, std::vector<rsp_rid> &out);
     std::vector<rsp_rid> all();
-    uint64_t created() { std::lock_guard<std::mutex> g(mu_); return all_.size(); }
-    uint64_t retired() { std::lock_guard<std::mutex> g(mu_); return tomb_log_.size(); }
+    uint64_t created()
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        return all_.size();
+    }
+    uint64_t retired()
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        return tomb_log_.size();
+    }
 
-private:
+  private:
     void retire_locked(rsp_rid rid);
     std::mutex mu_;
     unsigned clients_;
@@ -168,25 +201,26 @@ private:
 // holds V itself, every other element a hash of (V, layer, block, element)
 // (never zero). V = 0 is the zero state. Any thread (plain memory; the pool's
 // events order it against the device worker).
-class Storage {
-public:
+class Storage
+{
+  public:
     bool init(rsp_pool *pool, const rsp_pool_config &cfg, Checks &checks);
     uint64_t read_tag(int32_t slot) const;
     bool is_zero(int32_t slot, std::string *why) const;
     bool matches(int32_t slot, uint64_t v, std::string *why) const;
     void write(int32_t slot, uint64_t v) const;
 
-private:
+  private:
     struct Span {
         uint8_t *data;
         rsp_dtype dtype;
         size_t esize;
-        int64_t slot_stride;           // elements
-        std::vector<int64_t> offsets;  // elements, inside one slot
+        int64_t slot_stride;          // elements
+        std::vector<int64_t> offsets; // elements, inside one slot
         uint32_t layer, block;
     };
     void expected(const Span &s, uint64_t v, size_t e, uint8_t out[8]) const;
-    std::vector<Span> spans_;  // layer-major
+    std::vector<Span> spans_; // layer-major
 };
 
 // The toy recurrence: the state a forward writes from the state it read.
@@ -196,15 +230,15 @@ uint64_t next_state(rsp_rid rid, rsp_label_id label, uint64_t step, uint64_t pre
 // What partitions get for each live step (immutable once pushed, except the
 // two counters).
 enum RowKind : uint8_t {
-    ROW_PAD = 0,   // must address pad_index, has_state false
-    ROW_HOLD,      // model knows it: has_state and V are exact
-    ROW_UNKNOWN,   // request removed around the step: only self-consistency
+    ROW_PAD = 0, // must address pad_index, has_state false
+    ROW_HOLD,    // model knows it: has_state and V are exact
+    ROW_UNKNOWN, // request removed around the step: only self-consistency
 };
 
 struct RowRecord {
     rsp_rid rid;
     rsp_label_id label;
-    uint32_t label_pos;  // index in that label's addressing vector
+    uint32_t label_pos; // index in that label's addressing vector
     RowKind kind;
     bool has_state;
     uint64_t v;
@@ -212,23 +246,24 @@ struct RowRecord {
 
 struct StepRecord {
     uint64_t step_id = 0;
-    bool end = false;  // no more steps: partitions exit
+    bool end = false; // no more steps: partitions exit
     bool capture = false;
-    std::vector<rsp_label_id> labels;  // first-appearance order
-    std::vector<RowRecord> rows;       // declaration order
-    std::atomic<unsigned> acks{0};     // partitions holding the plan
-    std::atomic<unsigned> done{0};     // partitions done with the forward
+    std::vector<rsp_label_id> labels; // first-appearance order
+    std::vector<RowRecord> rows;      // declaration order
+    std::atomic<unsigned> acks{0};    // partitions holding the plan
+    std::atomic<unsigned> done{0};    // partitions done with the forward
     std::mutex mu;
-    std::condition_variable cv;  // acks moved
+    std::condition_variable cv; // acks moved
 };
 
-class RecordQueue {
-public:
+class RecordQueue
+{
+  public:
     void push(std::shared_ptr<StepRecord> r);
     // Next record, or nullptr after timeout_ns.
     std::shared_ptr<StepRecord> pop(uint64_t timeout_ns);
 
-private:
+  private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::shared_ptr<StepRecord>> q_;
@@ -236,7 +271,9 @@ private:
 
 // ---------------------------------------------------------------------------
 struct Context {
-    explicit Context(const Options &o) : opt(o), checks(o.print_failures), reg(o.clients) {}
+    explicit Context(const Options &o) : opt(o), checks(o.print_failures), reg(o.clients)
+    {
+    }
     Options opt;
     rsp_pool *pool = nullptr;
     rsp_pool_info info{};
@@ -244,17 +281,17 @@ struct Context {
     Registry reg;
     Storage storage;
     rsp_label_id labels[kNumLabels] = {};
-    rsp_host_fence *fence = nullptr;  // forward-done timeline of the step thread
-    std::vector<std::unique_ptr<RecordQueue>> queues;  // one per partition
+    rsp_host_fence *fence = nullptr;                  // forward-done timeline of the step thread
+    std::vector<std::unique_ptr<RecordQueue>> queues; // one per partition
 
-    std::atomic<bool> stop{false};   // clients and step thread wind down
-    std::atomic<bool> abort{false};  // a hang: everybody leaves at once
+    std::atomic<bool> stop{false};  // clients and step thread wind down
+    std::atomic<bool> abort{false}; // a hang: everybody leaves at once
 
     // Progress counters (relaxed; statistics only).
     std::atomic<uint64_t> steps{0}, refused{0}, captures{0}, preplanned{0}, abandoned{0},
         overlapped{0}, invalid{0}, resets{0}, client_msgs{0}, efull{0}, forwards{0},
         rows_checked{0}, rows_removed{0};
-    std::atomic<uint32_t> max_pending{0};  // largest pending_release seen in a snapshot
+    std::atomic<uint32_t> max_pending{0}; // largest pending_release seen in a snapshot
     std::atomic<uint64_t> last_step_id{0};
 };
 
@@ -263,7 +300,8 @@ struct Context {
 inline void note_pending(Context &cx, uint32_t pending)
 {
     uint32_t cur = cx.max_pending.load(std::memory_order_relaxed);
-    while (pending > cur && !cx.max_pending.compare_exchange_weak(cur, pending, std::memory_order_relaxed)) {
+    while (pending > cur &&
+           !cx.max_pending.compare_exchange_weak(cur, pending, std::memory_order_relaxed)) {
     }
 }
 
@@ -271,6 +309,6 @@ void client_main(Context &cx, unsigned index);
 void step_main(Context &cx);
 void partition_main(Context &cx, unsigned index);
 
-}  // namespace stress
+} // namespace stress
 
 #endif

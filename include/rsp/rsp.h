@@ -125,7 +125,7 @@ RSP_API size_t rsp_dtype_size(rsp_dtype dtype);
 
 /** One named block of per-slot state, e.g. "conv" [4, 8192] or "ssm" [64, 128, 16]. */
 typedef struct rsp_block_config {
-    const char *name;                  /**< unique, 1..RSP_NAME_MAX-1 chars */
+    const char *name; /**< unique, 1..RSP_NAME_MAX-1 chars */
     rsp_dtype dtype;
     uint32_t ndim;                     /**< 1..RSP_MAX_DIMS */
     int64_t shape[RSP_MAX_DIMS];       /**< unsharded; every dim > 0 */
@@ -139,17 +139,17 @@ typedef enum rsp_device_kind {
 } rsp_device_kind;
 
 typedef struct rsp_pool_config {
-    uint32_t num_layers;             /**< recurrent layers only, > 0 */
-    const rsp_block_config *blocks;  /**< copied at creation */
-    uint32_t num_blocks;             /**< 1..RSP_MAX_BLOCKS */
-    uint32_t max_slots;              /**< including the sink */
-    bool sink;                       /**< slot 0 reserved as the pad target */
-    uint32_t world_size;             /**< tensor-parallel group size, >= 1 */
-    uint32_t rank;                   /**< < world_size */
+    uint32_t num_layers;            /**< recurrent layers only, > 0 */
+    const rsp_block_config *blocks; /**< copied at creation */
+    uint32_t num_blocks;            /**< 1..RSP_MAX_BLOCKS */
+    uint32_t max_slots;             /**< including the sink */
+    bool sink;                      /**< slot 0 reserved as the pad target */
+    uint32_t world_size;            /**< tensor-parallel group size, >= 1 */
+    uint32_t rank;                  /**< < world_size */
     rsp_device_kind device;
-    int cuda_ordinal;                /**< RSP_DEVICE_CUDA only */
-    uint32_t inbox_capacity;         /**< messages queued at most; 0 = default (4096); <= 2^20 */
-    uint32_t max_inflight_steps;     /**< admitted, not finished; 0 = default (4) */
+    int cuda_ordinal;            /**< RSP_DEVICE_CUDA only */
+    uint32_t inbox_capacity;     /**< messages queued at most; 0 = default (4096); <= 2^20 */
+    uint32_t max_inflight_steps; /**< admitted, not finished; 0 = default (4) */
 } rsp_pool_config;
 
 /** Defaults: sink on, world_size 1, rank 0, host device, zero sizes. Any thread. */
@@ -160,8 +160,8 @@ RSP_API void rsp_pool_config_init(rsp_pool_config *cfg);
  * shapes to out[num_blocks]. Recomputed from the unsharded shapes each time,
  * so it is harmless to call twice. Any thread, O(blocks * dims).
  */
-RSP_API rsp_status rsp_shard_shapes(const rsp_pool_config *cfg,
-                                    int64_t (*out)[RSP_MAX_DIMS], rsp_error *err);
+RSP_API rsp_status rsp_shard_shapes(const rsp_pool_config *cfg, int64_t (*out)[RSP_MAX_DIMS],
+                                    rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Pool                                                                      */
@@ -217,9 +217,9 @@ typedef struct rsp_pool_info {
     uint32_t max_slots;
     uint32_t usable_slots; /**< max_slots - (sink ? 1 : 0) */
     bool sink;
-    int32_t pad_index;     /**< RSP_SINK_SLOT with the sink, RSP_NO_SLOT without */
-    uint64_t slot_bytes;   /**< all layers, all blocks of one slot */
-    uint64_t total_bytes;  /**< slot_bytes * max_slots */
+    int32_t pad_index;    /**< RSP_SINK_SLOT with the sink, RSP_NO_SLOT without */
+    uint64_t slot_bytes;  /**< all layers, all blocks of one slot */
+    uint64_t total_bytes; /**< slot_bytes * max_slots */
     rsp_device_kind device;
 } rsp_pool_info;
 
@@ -231,11 +231,11 @@ RSP_API rsp_status rsp_pool_info_get(const rsp_pool *pool, rsp_pool_info *out, r
 
 /** A contiguous [max_slots, *shape] view of one block of one layer. */
 typedef struct rsp_block_view {
-    void *data;                       /**< host or device pointer, per the pool's device */
+    void *data; /**< host or device pointer, per the pool's device */
     rsp_dtype dtype;
-    uint32_t ndim;                    /**< 1 + block ndim */
-    int64_t shape[RSP_MAX_DIMS + 1];  /**< [max_slots, *local shape] */
-    int64_t strides[RSP_MAX_DIMS + 1];/**< in elements, row-major */
+    uint32_t ndim;                     /**< 1 + block ndim */
+    int64_t shape[RSP_MAX_DIMS + 1];   /**< [max_slots, *local shape] */
+    int64_t strides[RSP_MAX_DIMS + 1]; /**< in elements, row-major */
 } rsp_block_view;
 
 /**
@@ -259,8 +259,8 @@ typedef uint32_t rsp_label_id;
 typedef struct rsp_row {
     rsp_rid rid;
     rsp_label_id label;
-    int32_t span;  /**< tokens this step; <= 0 reserves nothing */
-    bool padding;  /**< a replay's dummy row: reserves nothing, addresses pad_index */
+    int32_t span; /**< tokens this step; <= 0 reserves nothing */
+    bool padding; /**< a replay's dummy row: reserves nothing, addresses pad_index */
 } rsp_row;
 
 /** Copy the `from` label's slot onto the `to` label's slot of the same rid. */
@@ -271,7 +271,7 @@ typedef struct rsp_fork {
 
 /** A CUDA-graph lease: buffers keyed (bucket_id, lease_slot, label) never move. */
 typedef struct rsp_lease {
-    uint32_t bucket_bs;  /**< the graph bucket's batch size */
+    uint32_t bucket_bs; /**< the graph bucket's batch size */
     uint32_t bucket_id;
     uint32_t lease_slot;
 } rsp_lease;
@@ -285,15 +285,15 @@ typedef struct rsp_lease {
  * of its own, so a longer batch is only padding).
  */
 typedef struct rsp_step {
-    uint64_t step_id;            /**< chosen by the caller, increasing */
+    uint64_t step_id; /**< chosen by the caller, increasing */
     const rsp_row *rows;
     uint32_t num_rows;
-    const rsp_fork *pre_forks;   /**< applied at plan, before the forward */
+    const rsp_fork *pre_forks; /**< applied at plan, before the forward */
     uint32_t num_pre_forks;
-    const rsp_fork *post_forks;  /**< applied at commit, after the forward */
+    const rsp_fork *post_forks; /**< applied at commit, after the forward */
     uint32_t num_post_forks;
-    bool capture;                /**< graph warm-up: reserves, copies, commits nothing */
-    bool preplan;                /**< plan stages instead of going live */
+    bool capture; /**< graph warm-up: reserves, copies, commits nothing */
+    bool preplan; /**< plan stages instead of going live */
     bool has_lease;
     rsp_lease lease;
 } rsp_step;
@@ -301,7 +301,7 @@ typedef struct rsp_step {
 /** Result of admit. Pool full is an outcome (ok = false), not an error. */
 typedef struct rsp_admit_outcome {
     bool ok;
-    rsp_rid rid;          /**< failure: the (rid, label) that found no slot */
+    rsp_rid rid; /**< failure: the (rid, label) that found no slot */
     rsp_label_id label;
     uint32_t slots_short; /**< failure: how many more slots the step needed */
     uint32_t usable;      /**< usable_slots of the pool */
@@ -369,7 +369,7 @@ typedef struct rsp_stats {
     uint32_t usable_slots;
     uint32_t free_slots;
     uint32_t held_slots;
-    uint32_t pending_release;  /**< removed during a step, freed at its end */
+    uint32_t pending_release; /**< removed during a step, freed at its end */
     uint32_t num_requests;
     uint32_t num_holdings;
     uint32_t inbox_depth;
@@ -377,14 +377,14 @@ typedef struct rsp_stats {
     uint64_t admits_ok;
     uint64_t admits_refused;
     uint64_t rollbacks;
-    uint64_t plans;            /**< live plans published (promotions included) */
+    uint64_t plans; /**< live plans published (promotions included) */
     uint64_t stages;
-    uint64_t promotions;       /**< stages that went live unchanged */
+    uint64_t promotions; /**< stages that went live unchanged */
     uint64_t commits;
-    uint64_t forks;            /**< slot copies issued */
+    uint64_t forks; /**< slot copies issued */
     uint64_t bytes_zeroed;
     uint64_t bytes_copied;
-    uint64_t generation;       /**< the pool-wide generation counter */
+    uint64_t generation; /**< the pool-wide generation counter */
 } rsp_stats;
 
 /** Read the counters without a message. Any thread, O(1), lock-free. */
@@ -395,20 +395,20 @@ RSP_API rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_e
 /* ------------------------------------------------------------------------ */
 
 typedef enum rsp_msg_kind {
-    RSP_MSG_INGEST = 0,      /**< rid */
-    RSP_MSG_REMOVE,          /**< rid */
-    RSP_MSG_RESET,           /**< rid, free */
-    RSP_MSG_ADMIT,           /**< step -> reply.admit */
-    RSP_MSG_ROLLBACK,        /**< step.step_id, event (forward done, optional) */
-    RSP_MSG_PLAN,            /**< step -> reply.plan_step_id, reply.plan_staged */
+    RSP_MSG_INGEST = 0, /**< rid */
+    RSP_MSG_REMOVE,     /**< rid */
+    RSP_MSG_RESET,      /**< rid, free */
+    RSP_MSG_ADMIT,      /**< step -> reply.admit */
+    RSP_MSG_ROLLBACK,   /**< step.step_id, event (forward done, optional) */
+    RSP_MSG_PLAN,       /**< step -> reply.plan_step_id, reply.plan_staged */
     RSP_MSG_CLEAR_PREPLAN,
-    RSP_MSG_COMMIT,          /**< step, event (forward done) */
+    RSP_MSG_COMMIT,              /**< step, event (forward done) */
     RSP_MSG_BUILD_GRAPH_BUFFERS, /**< max_bs, max_seq_len */
-    RSP_MSG_STATS,           /**< -> reply.stats (a consistent snapshot) */
-    RSP_MSG_BARRIER,         /**< answered once everything posted before it is handled */
-    RSP_MSG_LABEL,           /**< label_name -> reply.label (interned) */
-    RSP_MSG_HOLDING,         /**< rid, label -> reply.holding */
-    RSP_MSG_SHUTDOWN,        /**< owner stops; later posts get RSP_ESHUTDOWN */
+    RSP_MSG_STATS,               /**< -> reply.stats (a consistent snapshot) */
+    RSP_MSG_BARRIER,             /**< answered once everything posted before it is handled */
+    RSP_MSG_LABEL,               /**< label_name -> reply.label (interned) */
+    RSP_MSG_HOLDING,             /**< rid, label -> reply.holding */
+    RSP_MSG_SHUTDOWN,            /**< owner stops; later posts get RSP_ESHUTDOWN */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
 
@@ -427,7 +427,7 @@ typedef struct rsp_msg {
 
 /** The owner's answer. */
 typedef struct rsp_reply {
-    rsp_error error;            /**< error.status == RSP_OK on success */
+    rsp_error error; /**< error.status == RSP_OK on success */
     rsp_admit_outcome admit;
     uint64_t plan_step_id;
     bool plan_staged;
@@ -533,8 +533,8 @@ RSP_API rsp_status rsp_step_rollback(rsp_pool *pool, uint64_t step_id,
  * planned; or its forks would read or write a slot of another planned,
  * uncommitted step, or its rows address a slot that step's post-forks touch:
  * commit that step first; nothing changed), RSP_ESTAGED (a stage exists),
- * RSP_ECAPACITY (a leased buffer too small or held by another in-flight step). Owner: O(rows + labels + forks),
- * plus the copy of the addressing into the plan. */
+ * RSP_ECAPACITY (a leased buffer too small or held by another in-flight step). Owner: O(rows +
+ * labels + forks), plus the copy of the addressing into the plan. */
 RSP_API rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error *err);
 /** Drop the staged plan, if any (RSP_OK either way). Owner: O(labels). */
 RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
@@ -620,15 +620,15 @@ typedef struct rsp_addressing {
     rsp_label_id label;
     uint64_t step_id;
     bool staged;
-    uint32_t num_rows;               /**< rows of this label in the step */
-    uint32_t length;                 /**< vector length (>= num_rows; graph bucket) */
-    const int32_t *slot_indices;     /**< host copy, [length]; lives as long as the plan */
-    const bool *has_state;           /**< host copy, [length]; as long as the plan */
-    const uint64_t *generations;     /**< host, [num_rows]; as long as the plan */
-    void *device_slot_indices;       /**< device int32 [length]; host memory on the host device.
-                                          Valid only while the step is in flight (see below) */
-    void *device_has_state;          /**< device bool [length]; same lifetime */
-    rsp_event ready;                 /**< wait for it before reading the device vectors */
+    uint32_t num_rows;           /**< rows of this label in the step */
+    uint32_t length;             /**< vector length (>= num_rows; graph bucket) */
+    const int32_t *slot_indices; /**< host copy, [length]; lives as long as the plan */
+    const bool *has_state;       /**< host copy, [length]; as long as the plan */
+    const uint64_t *generations; /**< host, [num_rows]; as long as the plan */
+    void *device_slot_indices;   /**< device int32 [length]; host memory on the host device.
+                                      Valid only while the step is in flight (see below) */
+    void *device_has_state;      /**< device bool [length]; same lifetime */
+    rsp_event ready;             /**< wait for it before reading the device vectors */
 } rsp_addressing;
 
 /**
@@ -701,8 +701,8 @@ RSP_API rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t val
 /** Wait for an event of the pool's device kind: a host fence on the host
  * device, a CUDA event (cudaEventSynchronize / polling) on the CUDA device.
  * A kind the pool's device cannot wait on: RSP_EINVAL. Any thread. */
-RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event,
-                                  uint64_t timeout_ns, rsp_error *err);
+RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t timeout_ns,
+                                  rsp_error *err);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -116,10 +116,10 @@ struct rsp_ticket {
      * (the owner after handling it, or a refused post), then NULL. */
     void (*hold_drop)(void *);
     void *hold;
-    rsp__actor *pool;          /* immutable: the actor whose free stack owns it, or NULL */
+    rsp__actor *pool;           /* immutable: the actor whose free stack owns it, or NULL */
     ck_stack_entry_t free_link; /* free stack link, while on it */
-    rsp_msg msg;               /* immutable after post; arrays point below */
-    rsp_reply reply;           /* owner writes before T1; waiter reads after T2 */
+    rsp_msg msg;                /* immutable after post; arrays point below */
+    rsp_reply reply;            /* owner writes before T1; waiter reads after T2 */
     /* followed by the copies of rows, forks and the label name */
 };
 
@@ -148,7 +148,7 @@ struct rsp__actor {
 
     /* Immutable after create. */
     alignas(RSP__CACHELINE) uint32_t capacity;
-    uint64_t spin_ns; /* owner's idle spin before it sleeps */
+    uint64_t spin_ns;        /* owner's idle spin before it sleeps */
     uint32_t wake_threshold; /* credits given back before waiters are woken */
     rsp__actor_config cfg;
     pthread_t thread;
@@ -828,4 +828,3 @@ void rsp__actor_destroy(rsp__actor *a)
     free(a->stop_ticket);
     free(a);
 }
-

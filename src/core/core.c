@@ -397,9 +397,9 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
 rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins)
 {
     if (rsp__grow((void **)&s->journal, &s->cap_journal, (uint64_t)s->num_journal + journal,
-                 sizeof *s->journal) ||
+                  sizeof *s->journal) ||
         rsp__grow((void **)&s->pinned, &s->cap_pinned, (uint64_t)s->num_pinned + pins,
-                 sizeof *s->pinned))
+                  sizeof *s->pinned))
         return RSP_ENOMEM;
     return RSP_OK;
 }
@@ -485,8 +485,8 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
         return RSP_OK; /* sent once per partition: unknown rid is a no-op */
     if (rsp__work_reserve(w, 1, r->num_holds, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory resetting rid %" PRIu64, rid);
-    rsp_status st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = r->num_holds},
-                                          err);
+    rsp_status st =
+        rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = r->num_holds}, err);
     if (st)
         return st;
     rsp__work_freeze(w); /* nothing below fails */

@@ -40,15 +40,15 @@ const rsp__layout *rsp__core_layout(const rsp__core *core);
  * memory (docs/design.md, "Validate, count, reserve, apply").
  */
 typedef struct rsp__ext_need {
-    uint32_t ops, slots, pairs;  /* work list entries this call appends, at most */
-    uint64_t upload_entries;     /* sum of its UPLOAD counts, at most */
-    uint32_t num_buffers;        /* BUFFER ops: buffer_id[i] gets buffer_cap[i] */
+    uint32_t ops, slots, pairs; /* work list entries this call appends, at most */
+    uint64_t upload_entries;    /* sum of its UPLOAD counts, at most */
+    uint32_t num_buffers;       /* BUFFER ops: buffer_id[i] gets buffer_cap[i] */
     uint32_t buffer_id[RSP_MAX_LABELS];
     uint32_t buffer_cap[RSP_MAX_LABELS];
-    bool plan;                   /* a plan is built: */
-    uint32_t plan_labels;        /*   its labels, */
-    uint64_t plan_rows;          /*   rows (generations) and */
-    uint64_t plan_entries;       /*   vector entries (sum of lengths) */
+    bool plan;             /* a plan is built: */
+    uint32_t plan_labels;  /*   its labels, */
+    uint64_t plan_rows;    /*   rows (generations) and */
+    uint64_t plan_entries; /*   vector entries (sum of lengths) */
 } rsp__ext_need;
 typedef rsp_status (*rsp__reserve_hook)(void *ctx, const rsp__ext_need *need, rsp_error *err);
 /* Set (or clear, with NULL) the reserve hook. It runs on the core's caller,
@@ -89,17 +89,17 @@ typedef struct rsp__label_plan {
     rsp_label_id label;
     uint32_t num_rows;
     uint32_t length;
-    uint32_t buffer;              /* addressing buffer id (see work.h BUFFER) */
-    const int32_t *slot_indices;  /* [length] */
-    const bool *has_state;        /* [length] */
-    const uint64_t *generations;  /* [num_rows] */
+    uint32_t buffer;             /* addressing buffer id (see work.h BUFFER) */
+    const int32_t *slot_indices; /* [length] */
+    const bool *has_state;       /* [length] */
+    const uint64_t *generations; /* [num_rows] */
 } rsp__label_plan;
 
 typedef struct rsp__plan_out {
     uint64_t step_id;
-    bool staged;        /* built as a stage (preplan) */
-    bool promoted;      /* a stage went live unchanged (its buffers reused) */
-    uint32_t num_labels;/* labels with rows, first-appearance order */
+    bool staged;         /* built as a stage (preplan) */
+    bool promoted;       /* a stage went live unchanged (its buffers reused) */
+    uint32_t num_labels; /* labels with rows, first-appearance order */
     const rsp__label_plan *labels;
 } rsp__plan_out;
 

@@ -55,15 +55,15 @@ typedef struct rsp__rid_entry {
 } rsp__rid_entry;
 
 typedef struct rsp__slot {
-    uint8_t state;       /* rsp__slot_state */
-    bool zero_pending;   /* reset(free = false) while a planned step's forward
-                          * may write it: zero once no planned step pins it */
-    uint64_t pins;       /* bit r: step record r addresses this slot */
-    uint64_t took_zero;  /* bit r: step r's live plan took over the pending
-                          * zero (its forward rewrites the slot from zeros);
-                          * a rollback of r puts it back */
-    uint64_t fork_pins;  /* bit r: planned step r's post-forks read or write
-                          * this slot at its commit */
+    uint8_t state;      /* rsp__slot_state */
+    bool zero_pending;  /* reset(free = false) while a planned step's forward
+                         * may write it: zero once no planned step pins it */
+    uint64_t pins;      /* bit r: step record r addresses this slot */
+    uint64_t took_zero; /* bit r: step r's live plan took over the pending
+                         * zero (its forward rewrites the slot from zeros);
+                         * a rollback of r puts it back */
+    uint64_t fork_pins; /* bit r: planned step r's post-forks read or write
+                         * this slot at its commit */
 } rsp__slot;
 
 typedef struct rsp__jent {

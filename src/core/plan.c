@@ -311,8 +311,7 @@ static uint32_t first_rec(uint64_t mask)
  * neither is ordered after that step's forward (its forward_done is only
  * known at its commit). Refused with RSP_EORDER, nothing changed; the
  * caller commits that step and plans again. Uses c->rids. */
-static rsp_status check_pipeline(rsp__core *c, const rsp_step *step, uint32_t rec,
-                                 rsp_error *err)
+static rsp_status check_pipeline(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err)
 {
     uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
     if (!others || step->capture)
@@ -320,7 +319,8 @@ static rsp_status check_pipeline(rsp__core *c, const rsp_step *step, uint32_t re
     for (uint32_t k = 0; k < c->num_rids; k++)
         for (uint32_t i = 0; i < step->num_pre_forks + step->num_post_forks; i++) {
             bool pre = i < step->num_pre_forks;
-            const rsp_fork *f = pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
+            const rsp_fork *f =
+                pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
             uint32_t from = rid_slot_of(c, k, f->from);
             uint32_t to = rid_slot_of(c, k, f->to);
             if (from == RSP__NONE || to == RSP__NONE)
@@ -331,16 +331,14 @@ static rsp_status check_pipeline(rsp__core *c, const rsp_step *step, uint32_t re
                 if (!busy)
                     continue;
                 uint64_t n = c->steps[first_rec(busy)].step_id;
-                return rsp__fail(err, RSP_EORDER,
-                                 "plan: step %" PRIu64 ": %s[%" PRIu32 "] (rid %" PRIu64
-                                 ", \"%s\" -> \"%s\") %s slot %" PRIu32
-                                 ", which step %" PRIu64
-                                 " (planned, not committed) may still write; commit step %" PRIu64
-                                 " first",
-                                 step->step_id, pre ? "pre_forks" : "post_forks",
-                                 pre ? i : i - step->num_pre_forks, c->rids[k],
-                                 c->label_names[f->from], c->label_names[f->to],
-                                 e ? "writes" : "reads", slot, n, n);
+                return rsp__fail(
+                    err, RSP_EORDER,
+                    "plan: step %" PRIu64 ": %s[%" PRIu32 "] (rid %" PRIu64
+                    ", \"%s\" -> \"%s\") %s slot %" PRIu32 ", which step %" PRIu64
+                    " (planned, not committed) may still write; commit step %" PRIu64 " first",
+                    step->step_id, pre ? "pre_forks" : "post_forks",
+                    pre ? i : i - step->num_pre_forks, c->rids[k], c->label_names[f->from],
+                    c->label_names[f->to], e ? "writes" : "reads", slot, n, n);
             }
         }
     for (uint32_t i = 0; i < step->num_rows; i++) {
@@ -351,12 +349,12 @@ static rsp_status check_pipeline(rsp__core *c, const rsp_step *step, uint32_t re
         if (slot == RSP__NONE || !(c->slots[slot].fork_pins & others))
             continue;
         uint64_t n = c->steps[first_rec(c->slots[slot].fork_pins & others)].step_id;
-        return rsp__fail(err, RSP_EORDER,
-                         "plan: step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64
-                         ", \"%s\") addresses slot %" PRIu32 ", which the post-forks of step %" PRIu64
-                         " (planned, not committed) will touch at its commit; commit step %" PRIu64
-                         " first",
-                         step->step_id, i, row->rid, c->label_names[row->label], slot, n, n);
+        return rsp__fail(
+            err, RSP_EORDER,
+            "plan: step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64
+            ", \"%s\") addresses slot %" PRIu32 ", which the post-forks of step %" PRIu64
+            " (planned, not committed) will touch at its commit; commit step %" PRIu64 " first",
+            step->step_id, i, row->rid, c->label_names[row->label], slot, n, n);
     }
     return RSP_OK;
 }
@@ -523,9 +521,13 @@ rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out
         rsp__work_reserve(w, ops, (uint32_t)pairs, (uint32_t)pairs) ||
         (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
-    rsp__ext_need need = {.ops = ops, .slots = (uint32_t)pairs, .pairs = (uint32_t)pairs,
-                          .upload_entries = total, .plan = true,
-                          .plan_labels = c->num_plan_labels, .plan_rows = step->num_rows,
+    rsp__ext_need need = {.ops = ops,
+                          .slots = (uint32_t)pairs,
+                          .pairs = (uint32_t)pairs,
+                          .upload_entries = total,
+                          .plan = true,
+                          .plan_labels = c->num_plan_labels,
+                          .plan_rows = step->num_rows,
                           .plan_entries = total};
     for (uint32_t li = 0; li < c->num_plan_labels; li++)
         if (c->picks[li].capacity) {

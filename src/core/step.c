@@ -38,8 +38,7 @@ static rsp_status validate_arrays(const rsp__core *c, const rsp_step *step, rsp_
         return rsp__fail(err, RSP_EINVAL,
                          "step %" PRIu64 ": %" PRIu32 " pre_forks and %" PRIu32
                          " post_forks: at most %u each (one per pair of labels)",
-                         step->step_id, step->num_pre_forks, step->num_post_forks,
-                         RSP__MAX_FORKS);
+                         step->step_id, step->num_pre_forks, step->num_post_forks, RSP__MAX_FORKS);
     if (step->has_lease && step->lease.bucket_bs == 0)
         return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": lease.bucket_bs = 0", step->step_id);
     if (step->has_lease && step->lease.bucket_bs > rsp__core_max_rows(c))
@@ -86,10 +85,11 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err
                              " is not an interned label (%" PRIu32 " labels)",
                              step->step_id, i, L, c->num_labels);
         if (++rows_of[L] > rsp__core_max_rows(c))
-            return rsp__fail(err, RSP_EINVAL,
-                             "step %" PRIu64 ": label \"%s\" has more than %" PRIu32
-                             " rows (max(8192, 2 x max_slots): every row with state addresses its own slot)",
-                             step->step_id, c->label_names[L], rsp__core_max_rows(c));
+            return rsp__fail(
+                err, RSP_EINVAL,
+                "step %" PRIu64 ": label \"%s\" has more than %" PRIu32
+                " rows (max(8192, 2 x max_slots): every row with state addresses its own slot)",
+                step->step_id, c->label_names[L], rsp__core_max_rows(c));
     }
     st = validate_forks(c, step, err);
     if (st)
@@ -106,8 +106,7 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err
                     return rsp__fail(err, RSP_EDUPROW,
                                      "step %" PRIu64 ": rows[%" PRIu32 "] repeats (rid %" PRIu64
                                      ", label \"%s\") of rows[%" PRIu32 "] with span > 0",
-                                     step->step_id, i, row->rid, c->label_names[row->label],
-                                     first);
+                                     step->step_id, i, row->rid, c->label_names[row->label], first);
         }
         return RSP_OK;
     }
@@ -134,8 +133,7 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, rsp_error *err
 _Static_assert(offsetof(rsp_row, rid) == offsetof(rsp__arow, rid) &&
                    offsetof(rsp_row, label) == offsetof(rsp__arow, label) &&
                    offsetof(rsp_row, span) == offsetof(rsp__arow, span) &&
-                   offsetof(rsp_row, span) + sizeof(int32_t) == 16 &&
-                   offsetof(rsp_row, label) == 8,
+                   offsetof(rsp_row, span) + sizeof(int32_t) == 16 && offsetof(rsp_row, label) == 8,
                "rsp__arow must start like rsp_row");
 
 /* Are step's rows the ones last validated for record s? */
@@ -260,8 +258,7 @@ static void keep_rids(rsp__core *c, rsp__steprec *s)
     s->frids_ok = true;
 }
 
-void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid,
-                      rsp__work *w)
+void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid, rsp__work *w)
 {
     for (uint32_t k = 0; k < c->num_rids; k++) {
         rsp__req *r = rsp__rid_req(c, k);
@@ -299,14 +296,14 @@ void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t 
 
 /* What an admit needs before it may change anything (count phase). */
 typedef struct admit_need {
-    uint32_t slots;      /* fresh (rid, label) holdings */
-    uint32_t free;       /* free slots now */
-    bool short_found;    /* the first pair that does not fit: */
+    uint32_t slots;   /* fresh (rid, label) holdings */
+    uint32_t free;    /* free slots now */
+    bool short_found; /* the first pair that does not fit: */
     rsp_rid rid;
     rsp_label_id label;
-    uint32_t new_rids;   /* non-padding rids without a record (implicit ingest) */
-    uint32_t spills;     /* requests whose holdings outgrow the inline ones */
-    uint32_t labels;     /* distinct labels a rid of this step may gain */
+    uint32_t new_rids; /* non-padding rids without a record (implicit ingest) */
+    uint32_t spills;   /* requests whose holdings outgrow the inline ones */
+    uint32_t labels;   /* distinct labels a rid of this step may gain */
 } admit_need;
 
 /* Count (rid, label) as a fresh holding, once; r: its record (NULL: new). */
@@ -466,8 +463,7 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
             continue;
         rsp__req *r;
         if (addresses(row)) {
-            if (rsp__hold_lookup(c, row->rid, row->label, &s->arows[i].rec, &s->arows[i].hold,
-                                 &r))
+            if (rsp__hold_lookup(c, row->rid, row->label, &s->arows[i].rec, &s->arows[i].hold, &r))
                 continue; /* held already: the steady decode step */
         } else {
             r = rsp__req_find(c, row->rid);

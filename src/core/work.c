@@ -45,8 +45,10 @@ static rsp_status room(const rsp__work *w, void **arr, uint32_t *cap, uint64_t n
 rsp_status rsp__work_reserve(rsp__work *w, uint32_t ops, uint32_t slots, uint32_t pairs)
 {
     if (rsp__grow((void **)&w->ops, &w->cap_ops, (uint64_t)w->num_ops + ops, sizeof *w->ops) ||
-        rsp__grow((void **)&w->slots, &w->cap_slots, (uint64_t)w->num_slots + slots, sizeof *w->slots) ||
-        rsp__grow((void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + pairs, sizeof *w->pairs))
+        rsp__grow((void **)&w->slots, &w->cap_slots, (uint64_t)w->num_slots + slots,
+                  sizeof *w->slots) ||
+        rsp__grow((void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + pairs,
+                  sizeof *w->pairs))
         return RSP_ENOMEM;
     return RSP_OK;
 }

@@ -40,15 +40,15 @@ typedef struct rsp__copy {
 
 typedef struct rsp__op {
     rsp__op_kind kind;
-    uint32_t first;             /* ZERO: into slots; COPY: into pairs */
-    uint32_t count;             /* ZERO/COPY: entries; UPLOAD: vector length */
-    uint32_t buffer;            /* BUFFER/UPLOAD */
-    uint32_t capacity;          /* BUFFER */
-    rsp_event event;            /* WAIT */
-    const int32_t *slot_indices;/* UPLOAD, host, [count] */
-    const bool *has_state;      /* UPLOAD, host, [count] */
-    uint32_t stamp;             /* COPY: batch identity for the conflict marks;
-                                 * the list's own bookkeeping, devices ignore it */
+    uint32_t first;              /* ZERO: into slots; COPY: into pairs */
+    uint32_t count;              /* ZERO/COPY: entries; UPLOAD: vector length */
+    uint32_t buffer;             /* BUFFER/UPLOAD */
+    uint32_t capacity;           /* BUFFER */
+    rsp_event event;             /* WAIT */
+    const int32_t *slot_indices; /* UPLOAD, host, [count] */
+    const bool *has_state;       /* UPLOAD, host, [count] */
+    uint32_t stamp;              /* COPY: batch identity for the conflict marks;
+                                  * the list's own bookkeeping, devices ignore it */
 } rsp__op;
 
 /* Grows by doubling; after warm-up a step appends without allocating. */

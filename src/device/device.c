@@ -84,14 +84,13 @@ rsp_status rsp__device_check_event_kind(const rsp__device *dev, const rsp_event 
         return RSP_OK; /* "already complete", whatever the kind */
     const rsp_event_kind want = dev->ops->event_kind;
     if (event->kind == RSP_EVENT_NONE)
-        return rsp__fail(err, RSP_EINVAL,
-                         "%s has a handle (%p) but kind RSP_EVENT_NONE: build it with %s", what,
-                         event->handle,
-                         want == RSP_EVENT_CUDA ? "rsp_event_cuda()" : "rsp_event_host()");
+        return rsp__fail(
+            err, RSP_EINVAL, "%s has a handle (%p) but kind RSP_EVENT_NONE: build it with %s", what,
+            event->handle, want == RSP_EVENT_CUDA ? "rsp_event_cuda()" : "rsp_event_host()");
     if (event->kind != want)
         return rsp__fail(err, RSP_EINVAL,
-                         "%s is %s, which the %s device cannot wait on (it waits on %s only)",
-                         what, event_kind_name(event->kind),
+                         "%s is %s, which the %s device cannot wait on (it waits on %s only)", what,
+                         event_kind_name(event->kind),
                          dev->kind == RSP_DEVICE_CUDA ? "CUDA" : "host", event_kind_name(want));
     if (event->kind == RSP_EVENT_HOST_FENCE && !rsp__fence_valid(event->handle))
         return rsp__fail(err, RSP_EINVAL,
@@ -101,8 +100,7 @@ rsp_status rsp__device_check_event_kind(const rsp__device *dev, const rsp_event 
     return RSP_OK;
 }
 
-rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event,
-                                   rsp_error *err)
+rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event, rsp_error *err)
 {
     rsp_status st = rsp__device_check_event_kind(dev, event, "forward_done", err);
     if (st != RSP_OK || !event || !event->handle || !dev->ops->check_event)

@@ -79,8 +79,7 @@ rsp_status rsp__device_check_event_kind(const rsp__device *dev, const rsp_event 
  * NULL / a NULL handle: RSP_OK ("already complete"). Owner thread (reads the
  * submitted value). O(1).
  */
-rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event,
-                                   rsp_error *err);
+rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event, rsp_error *err);
 
 /* Wait until everything submitted so far has run. */
 rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err);

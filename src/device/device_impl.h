@@ -15,15 +15,14 @@ typedef struct rsp__device_ops {
     void (*destroy)(rsp__device *dev);
     /* rsp__device_reserve; NULL = reserves nothing (submit may still fail). */
     rsp_status (*reserve)(rsp__device *dev, const rsp__ext_need *need, rsp_error *err);
-    rsp_status (*submit)(rsp__device *dev, const rsp__work *work, rsp_event *done,
-                         rsp_error *err);
-    rsp_status (*buffer)(const rsp__device *dev, uint32_t id, void **slot_indices,
-                         void **has_state, uint32_t *capacity, rsp_error *err);
+    rsp_status (*submit)(rsp__device *dev, const rsp__work *work, rsp_event *done, rsp_error *err);
+    rsp_status (*buffer)(const rsp__device *dev, uint32_t id, void **slot_indices, void **has_state,
+                         uint32_t *capacity, rsp_error *err);
     rsp_status (*sync)(rsp__device *dev, rsp_error *err);
-    rsp_status (*event_wait)(const rsp__device *dev, const rsp_event *event,
-                             uint64_t timeout_ns, rsp_error *err);
-    rsp_status (*read)(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
-                       void *dst, rsp_error *err);
+    rsp_status (*event_wait)(const rsp__device *dev, const rsp_event *event, uint64_t timeout_ns,
+                             rsp_error *err);
+    rsp_status (*read)(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot, void *dst,
+                       rsp_error *err);
     /* rsp__device_check_event; NULL = every non-NULL handle is accepted. */
     rsp_status (*check_event)(const rsp__device *dev, const rsp_event *event, rsp_error *err);
 } rsp__device_ops;

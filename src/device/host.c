@@ -333,7 +333,6 @@ typedef struct rsp__host_device {
     struct rsp_host_fence fence CK_CC_CACHELINE;
 } rsp__host_device;
 
-
 /* 64-byte aligned, zero-filled; NULL when out of memory or n is absurd. */
 static void *alloc_zeroed(uint64_t n)
 {

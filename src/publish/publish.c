@@ -97,8 +97,8 @@ typedef struct rsp__plan_label {
 /* Immutable after publication except `refs` and `next_retired`. */
 struct rsp_plan {
     rsp_plan *next_retired; /* owner, then the reclaimer (R1/R2): retired batch link */
-    uint32_t refs;       /* any thread, atomic (X1) */
-    rsp__publisher *pub; /* immutable: the publisher outlives its plans */
+    uint32_t refs;          /* any thread, atomic (X1) */
+    rsp__publisher *pub;    /* immutable: the publisher outlives its plans */
     uint64_t step_id;
     bool staged;
     rsp_event ready;
@@ -107,31 +107,31 @@ struct rsp_plan {
 };
 
 struct rsp__publisher {
-    rsp_plan *live;             /* owner writes (P1); readers rcu_dereference (P2) */
-    rsp_plan *staged;           /* same */
-    uint64_t live_step;         /* owner writes (W1, release); any thread reads */
-    uint32_t has_live;          /* owner writes once 0 -> 1 before the first W1 */
-    uint32_t wait_seq;          /* futex word: bumped on each live publish and close */
-    uint32_t waiters;           /* any thread, atomic (W2) */
-    uint32_t closed;            /* any thread, atomic: 0 -> 1 once */
-    uint32_t retired;           /* owner increments, reclaimer decrements (atomic) */
-    uint32_t retired_max;       /* owner only writes; tests read */
-    uint32_t objects;           /* plans alive: any thread, atomic (X1) */
-    uint32_t retired_cap;       /* immutable */
-    uint32_t batch_cap;         /* immutable: plans per batch */
-    rsp_plan *batch;            /* owner only: retired, not yet handed to the reclaimer */
-    rsp_plan *batch_tail;       /* owner only: the batch's last link (its first plan) */
-    uint32_t batch_len;         /* owner only */
-    void *spare;                /* owner only: a plan's memory, reserved ahead */
-    size_t spare_size;          /* (rsp__plan_reserve) */
+    rsp_plan *live;       /* owner writes (P1); readers rcu_dereference (P2) */
+    rsp_plan *staged;     /* same */
+    uint64_t live_step;   /* owner writes (W1, release); any thread reads */
+    uint32_t has_live;    /* owner writes once 0 -> 1 before the first W1 */
+    uint32_t wait_seq;    /* futex word: bumped on each live publish and close */
+    uint32_t waiters;     /* any thread, atomic (W2) */
+    uint32_t closed;      /* any thread, atomic: 0 -> 1 once */
+    uint32_t retired;     /* owner increments, reclaimer decrements (atomic) */
+    uint32_t retired_max; /* owner only writes; tests read */
+    uint32_t objects;     /* plans alive: any thread, atomic (X1) */
+    uint32_t retired_cap; /* immutable */
+    uint32_t batch_cap;   /* immutable: plans per batch */
+    rsp_plan *batch;      /* owner only: retired, not yet handed to the reclaimer */
+    rsp_plan *batch_tail; /* owner only: the batch's last link (its first plan) */
+    uint32_t batch_len;   /* owner only */
+    void *spare;          /* owner only: a plan's memory, reserved ahead */
+    size_t spare_size;    /* (rsp__plan_reserve) */
 
     /* The reclaimer hand-off (R1/R2) and the waiter exit (W3). */
     pthread_mutex_t lock;
-    pthread_cond_t work;  /* reclaimer sleeps on it: pending or stop */
-    pthread_cond_t left;  /* destroy sleeps on it: waiters == 0 */
-    rsp_plan *pending;    /* under lock: batches for the reclaimer, one list */
-    bool stop;            /* under lock: destroy asks the reclaimer to finish */
-    pthread_t reclaimer;  /* immutable */
+    pthread_cond_t work; /* reclaimer sleeps on it: pending or stop */
+    pthread_cond_t left; /* destroy sleeps on it: waiters == 0 */
+    rsp_plan *pending;   /* under lock: batches for the reclaimer, one list */
+    bool stop;           /* under lock: destroy asks the reclaimer to finish */
+    pthread_t reclaimer; /* immutable */
 };
 
 /* TSan stand-in for the grace period (G1/G2): every read section releases
@@ -193,7 +193,7 @@ typedef struct plan_offsets {
 static size_t plan_layout(uint32_t num_labels, size_t gens, size_t entries, plan_offsets *o)
 {
     o->gens = rsp__align_up(sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label),
-                       alignof(uint64_t));
+                            alignof(uint64_t));
     o->idx = rsp__align_up(o->gens + gens * sizeof(uint64_t), alignof(int32_t));
     o->flags = o->idx + entries * sizeof(int32_t);
     return o->flags + entries * sizeof(bool);

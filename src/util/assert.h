@@ -16,8 +16,7 @@
 #define RSP_UTIL_ASSERT_H
 
 #ifdef RSP_DEBUG_ASSERTS
-#define RSP__ASSERT(cond)                                                                          \
-    ((cond) ? (void)0 : rsp__assert_fail(#cond, __FILE__, __LINE__, __func__))
+#define RSP__ASSERT(cond) ((cond) ? (void)0 : rsp__assert_fail(#cond, __FILE__, __LINE__, __func__))
 /* Print "rsp: internal invariant violated: ..." to stderr and abort. */
 _Noreturn void rsp__assert_fail(const char *cond, const char *file, int line, const char *func);
 #else

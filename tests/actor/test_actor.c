@@ -502,7 +502,7 @@ static void held_reference_is_dropped_once_after_handling_or_refusal(void **stat
     rsp__actor *a = make_actor(&f, 1, 0, false);
     uint32_t drops[4] = {0};
     assert_int_equal(post_held(a, 1, &drops[0], NULL, 0), RSP_OK);
-    await_entered(&f, 1); /* the handler holds message 1 */
+    await_entered(&f, 1);                     /* the handler holds message 1 */
     assert_int_equal(drops_of(&drops[0]), 0); /* not before its handling */
     rsp_ticket *kept;
     assert_int_equal(post_held(a, 2, &drops[1], &kept, 0), RSP_OK); /* takes the one credit */

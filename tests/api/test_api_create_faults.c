@@ -194,7 +194,8 @@ void __wrap_free(void *p)
 
 /* ------------------------------------------------------------------------ */
 
-static const rsp_block_config block = {.name = "s", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {4}};
+static const rsp_block_config block = {
+    .name = "s", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {4}};
 
 static rsp_pool_config config(void)
 {

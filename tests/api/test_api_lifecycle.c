@@ -132,7 +132,7 @@ static void events_of_a_kind_the_host_device_cannot_wait_on_are_refused(void **s
     rsp_pool *pool = make_pool(4);
     int32_t slot = admit_plan(pool, 1, 1);
     float *data = slot_row(pool, slot);
-    data[0] = 42.0f; /* the forward wrote the slot */
+    data[0] = 42.0f;                                     /* the forward wrote the slot */
     assert_int_equal(rsp_remove(pool, 1, NULL), RSP_OK); /* zeroed by the commit */
     rsp_row row = {.rid = 1, .label = RSP_LABEL_MAIN, .span = 1};
     rsp_step s = {.step_id = 1, .rows = &row, .num_rows = 1};
@@ -259,9 +259,8 @@ static void host_fence_destroyed_right_after_its_post_outlives_a_late_owner(void
     /* f2 is not complete: the forward keeps its own (internal) handle to
      * signal it later; the caller drops its handle right after the post. */
     rsp__fence_ref(f2);
-    rsp_msg rollback = {.kind = RSP_MSG_ROLLBACK,
-                        .step = {.step_id = 2},
-                        .event = rsp_event_host(f2, 3)};
+    rsp_msg rollback = {
+        .kind = RSP_MSG_ROLLBACK, .step = {.step_id = 2}, .event = rsp_event_host(f2, 3)};
     post_ok(pool, &rollback, &t2);
     rsp_host_fence_destroy(f2);
 
@@ -403,8 +402,8 @@ static void every_call_in_a_forked_child_answers_eforked(void **state)
               RSP_EFORKED);
         CHECK(rsp_host_fence_wait(f, 1, 0) == RSP_EFORKED);
         CHECK(rsp_host_fence_value(f) == 0);
-        rsp_host_fence_signal(f, 9);  /* nothing */
-        rsp_host_fence_destroy(f);    /* nothing */
+        rsp_host_fence_signal(f, 9); /* nothing */
+        rsp_host_fence_destroy(f);   /* nothing */
         CHECK(rsp_event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err) == RSP_EFORKED);
         CHECK(rsp_plan_addressing(plan, RSP_LABEL_MAIN, &a, &err) == RSP_EFORKED);
         CHECK(rsp_plan_ref(plan) == NULL);

@@ -90,7 +90,7 @@ static void bad_forward_done_is_refused_with_the_pool_unchanged(void **state)
     assert_int_equal(rsp_holding_get(pool, 1, RSP_LABEL_MAIN, &h, NULL), RSP_OK);
     float *data = slot_row(pool, h.index);
     for (int i = 0; i < 4; i++)
-        data[i] = 42.0f; /* the forward wrote the slot */
+        data[i] = 42.0f;                                 /* the forward wrote the slot */
     assert_int_equal(rsp_remove(pool, 1, NULL), RSP_OK); /* pinned by step 1: pending */
     rsp_stats before = stats(pool);
     assert_int_equal(before.pending_release, 1);
@@ -285,9 +285,17 @@ static void live_plan_that_takes_a_stage_lease_unpublishes_the_stage(void **stat
     const rsp_lease lease = {.bucket_bs = 4, .bucket_id = 0, .lease_slot = 0};
     const rsp_lease other = {.bucket_bs = 4, .bucket_id = 0, .lease_slot = 1};
     rsp_step s1 = {.step_id = 1, .rows = &r1, .num_rows = 1, .has_lease = true, .lease = lease};
-    rsp_step s2 = {.step_id = 2, .rows = &r2, .num_rows = 1, .has_lease = true, .lease = lease,
+    rsp_step s2 = {.step_id = 2,
+                   .rows = &r2,
+                   .num_rows = 1,
+                   .has_lease = true,
+                   .lease = lease,
                    .preplan = true};
-    rsp_step s3 = {.step_id = 3, .rows = &r3, .num_rows = 1, .has_lease = true, .lease = other,
+    rsp_step s3 = {.step_id = 3,
+                   .rows = &r3,
+                   .num_rows = 1,
+                   .has_lease = true,
+                   .lease = other,
                    .preplan = true};
     rsp_admit_outcome o;
     assert_int_equal(rsp_step_admit(pool, &s1, &o, NULL), RSP_OK);

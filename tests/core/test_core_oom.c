@@ -188,9 +188,8 @@ static rsp_status plan_op(fx *f)
 static void plan_check(fx *f)
 {
     for (rsp_rid r = 1; r <= 3; r++)
-        assert_int_equal(
-            rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, r, L[0])),
-            rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, r, L[1])));
+        assert_int_equal(rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, r, L[0])),
+                         rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, r, L[1])));
 }
 
 /* --- plan: a preplan, then its promotion, on a lease ---------------------- */

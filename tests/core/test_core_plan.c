@@ -308,8 +308,7 @@ static void oversized_buckets_are_invalid(void **state)
     fx_init(&f, 8, true);
     /* max(8192, 2 x max_slots) rows: 8192 here. */
     assert_int_equal(rsp__core_build_graph_buffers(f.core, 8192, 0, &f.work, &f.err), RSP_OK);
-    assert_int_equal(rsp__core_build_graph_buffers(f.core, 8193, 0, &f.work, &f.err),
-                     RSP_EINVAL);
+    assert_int_equal(rsp__core_build_graph_buffers(f.core, 8193, 0, &f.work, &f.err), RSP_EINVAL);
     assert_non_null(strstr(f.err.message, "8192"));
     assert_int_equal(rsp__core_build_graph_buffers(f.core, UINT32_MAX, 0, &f.work, &f.err),
                      RSP_EINVAL);

@@ -524,7 +524,7 @@ static void step_planned_after_reset_keeps_its_write(void **state)
     assert_true(rsp_test_store_slot_is_zero(f.store, 1));
     assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
     assert_false(fx_plan_label(&f, 0)->has_state[0]); /* the kernel starts from zeros */
-    rsp_test_store_fill(f.store, 1, 0x20);             /* ... and writes the slot */
+    rsp_test_store_fill(f.store, 1, 0x20);            /* ... and writes the slot */
     assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK);
     assert_false(work_zeroes(&f, 1));
     assert_true(fx_has_state(&f, 1, 0));

@@ -100,7 +100,7 @@ static void copy_after_mark_restore_still_sees_conflicts(void **state)
     rsp__work_mark_restore(&w, &m);
     assert_int_equal(w.num_ops, 1);
     assert_int_equal(rsp__work_copy(&w, 8, 6), RSP_OK); /* writes 6 again */
-    assert_int_equal(w.num_ops, 2); /* so it must not join op A */
+    assert_int_equal(w.num_ops, 2);                     /* so it must not join op A */
     assert_int_equal(rsp__work_copy(&w, 9, 10), RSP_OK);
     assert_int_equal(w.num_ops, 2); /* independent pairs still batch */
     rsp__work_fini(&w);

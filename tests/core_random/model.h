@@ -124,8 +124,8 @@ typedef struct rspm_step {
         uint32_t ridx, label;
         uint64_t gen;
     } prows[RSPM_MAX_ROWS];
-    bool took[RSPM_MAX_SLOTS];   /* its plan took over the slot's pending zero */
-    bool fslot[RSPM_MAX_SLOTS];  /* its post-forks read/write the slot at commit */
+    bool took[RSPM_MAX_SLOTS];  /* its plan took over the slot's pending zero */
+    bool fslot[RSPM_MAX_SLOTS]; /* its post-forks read/write the slot at commit */
 } rspm_step;
 
 /* Expected addressing of one label. */

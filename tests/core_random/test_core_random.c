@@ -305,8 +305,8 @@ static void check_work(T *t, const char *what, unsigned rules, const rspm *befor
                     const rspm_step *u = &before->steps[j];
                     for (uint32_t p = 0; u->used && u->planned && p < u->num_pins; p++)
                         CHECK(t, u->unpinned[p] || u->pins[p] != (int32_t)a,
-                              "%s: zeroes slot %u while planned step %llu may write it", what,
-                              a, (unsigned long long)u->step_id);
+                              "%s: zeroes slot %u while planned step %llu may write it", what, a,
+                              (unsigned long long)u->step_id);
                 }
         }
     }
@@ -1419,9 +1419,9 @@ static void run(const run_cfg *cfg, uint64_t ops)
         "rollback frees %llu skips %llu\n",
         (unsigned long long)cv->pending, (unsigned long long)cv->pending_freed,
         (unsigned long long)cv->zero_deferred, (unsigned long long)cv->zero_taken,
-        (unsigned long long)cv->commit_stale,
-        (unsigned long long)cv->fork_copies, (unsigned long long)cv->fork_from_reset,
-        (unsigned long long)cv->rollback_frees, (unsigned long long)cv->rollback_skips);
+        (unsigned long long)cv->commit_stale, (unsigned long long)cv->fork_copies,
+        (unsigned long long)cv->fork_from_reset, (unsigned long long)cv->rollback_frees,
+        (unsigned long long)cv->rollback_skips);
     /* "Pool full" must be common, or the test does not test much. */
     CHECK(t, ops < 10000 || t->count_admit_full * 20 > t->count_admit_ok,
           "pool full too rare: %llu of %llu", (unsigned long long)t->count_admit_full,

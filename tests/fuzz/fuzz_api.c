@@ -1166,9 +1166,7 @@ static rsp_status pick_event(uint8_t b, rsp_event *ev, bool *use)
         *ev = rsp_event_host(g_fence, rsp_host_fence_value(g_fence));
         return RSP_OK;
     case 3: /* signalled later (op SIGNAL, or the end of the input) */
-    case 4:
-        *ev = rsp_event_host(g_fence, ++g_fence_next);
-        return RSP_OK;
+    case 4: *ev = rsp_event_host(g_fence, ++g_fence_next); return RSP_OK;
     default:
         if (!g_dev_fence.handle) {
             *use = false;
