@@ -6,6 +6,8 @@
 # non-zero if any build or test failed.
 #
 #   variant  tree            configure                          ctest
+#   lint     -               scripts/check_format.sh and scripts/check_house.py (format,
+#                            no module circle in src/core/, functions <= 80 lines)
 #   plain    build/          RelWithDebInfo, RSP_CUDA=AUTO      all
 #   asan     build-asan/     ASan + UBSan, RSP_CUDA=OFF         all
 #   tsan     build-tsan/     TSan, RSP_CUDA=OFF (+tsan.supp)    all
@@ -29,7 +31,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 rsp_ensure_deps || exit 1
 
-variants=${RSP_TEST_VARIANTS:-plain asan tsan release debug clang aarch64 fuzz}
+variants=${RSP_TEST_VARIANTS:-lint plain asan tsan release debug clang aarch64 fuzz}
 summary=()
 failed=0
 t_all=$SECONDS
@@ -100,8 +102,20 @@ run_fuzz() {
     summary+=("$(printf '%-6s %-11s fuzz  %4ds  %s' fuzz build-fuzz $((SECONDS - t0)) "$status")")
 }
 
+# The lint variant: the house rules no compiler checks (seconds).
+run_lint() {
+    local t0=$SECONDS status=ok
+    echo
+    echo "=== rsp: lint: format and house rules ==="
+    "$RSP_ROOT/scripts/check_format.sh" || status=FAILED
+    python3 "$RSP_ROOT/scripts/check_house.py" || status=FAILED
+    [ "$status" = ok ] || failed=1
+    summary+=("$(printf '%-8s %-14s lint  %4ds  %s' lint - $((SECONDS - t0)) "$status")")
+}
+
 for v in $variants; do
     case $v in
+    lint) run_lint ;;
     plain)
         run_variant plain build "" all \
             -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRSP_CUDA=AUTO -DRSP_SANITIZE=
@@ -153,7 +167,7 @@ for v in $variants; do
             -DRSP_CUDA=OFF -DRSP_SANITIZE=
         ;;
     *)
-        echo "rsp: unknown variant '$v' (plain, asan, tsan, release, debug, clang, aarch64, fuzz)" >&2
+        echo "rsp: unknown variant '$v' (lint, plain, asan, tsan, release, debug, clang, aarch64, fuzz)" >&2
         failed=1
         ;;
     esac
