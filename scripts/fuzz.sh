@@ -36,7 +36,7 @@ fi
 echo "=== rsp: fuzz: build build-fuzz ==="
 # Only what the targets need: the library and tests/fuzz.
 dir=$RSP_ROOT/build-fuzz
-if ! CC=clang CXX=clang++ cmake -S "$RSP_ROOT" -B "$dir" -DRSP_FUZZ=ON -DRSP_CUDA=OFF -DRSP_SANITIZE= \
+if ! CC=clang CXX=clang++ cmake -S "$RSP_ROOT" -B "$dir" -DRSP_FUZZ=ON -DRSP_WERROR=ON -DRSP_CUDA=OFF -DRSP_SANITIZE= \
     -DRSP_BUILD_STRESS=OFF -DRSP_BUILD_BENCH=OFF >"$dir.configure.log" 2>&1; then
     cat "$dir.configure.log" >&2
     echo "rsp: configure of $dir failed (log: $dir.configure.log)" >&2

@@ -1046,7 +1046,6 @@ static void op_plan(input *in, int e, uint8_t how)
         decode_decl(in, &d); /* a declaration that differs from the admitted one */
     else if ((how & 6) == 2 && d.nrows)
         d.rows[0].span = d.rows[0].span > 0 ? 0 : 1;
-    int fe = entry_of(s->id);
     rsp_step step;
     to_step(&d, s->id, &step);
     if (g_verbose)
@@ -1459,7 +1458,8 @@ static void op_raw(uint8_t b, uint8_t c)
         m.kind = RSP_MSG_HOLDING;
         m.rid = g_rids[c % NRIDS];
         m.label = c % g_num_labels;
-        want = H[c % NRIDS][m.label % NLAB].held ? RSP_OK : RSP_ENOREQ;
+        /* The model tracks labels < NLAB; rows never name the others. */
+        want = m.label < NLAB && H[c % NRIDS][m.label].held ? RSP_OK : RSP_ENOREQ;
         break;
     case 15:
         m.kind = RSP_MSG_ADMIT;
