@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 #include "core/core.h"
 #include "core/layout.h"
 #include "core/work.h"
