@@ -6,8 +6,9 @@
  * SPDX-License-Identifier: Apache-2.0
  *
  * Threads:
- *   owner (one thread at a time): create, destroy, submit, buffer, sync; it is
- *     the single producer of the ck_ring SPSC queue.
+ *   owner (one thread at a time): create, destroy, reserve, check_event,
+ *     submit, buffer, sync; it is the single producer of the ck_ring SPSC
+ *     queue.
  *   worker (one per device): the single consumer; runs WAIT/ZERO/COPY/UPLOAD
  *     and frees what a buffer growth retired, then raises the timeline.
  *     Exception: when the device is idle (every submitted job completed) and
