@@ -34,6 +34,7 @@
  */
 #include "device_impl.h"
 
+#include "util/assert.h"
 #include "util/hb.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -693,7 +694,7 @@ static rsp_status buffers_reserve(rsp__host_device *dev, uint32_t id)
  * reserve phase and swapped in by apply, in list order. */
 typedef struct buffer_change {
     uint32_t op;       /* index of its BUFFER op in the list */
-    uint32_t capacity; /* of the new arrays */
+    uint32_t capacity; /* the buffer's once applied (a spare's arrays may be larger) */
     int32_t *slot_indices;
     bool *has_state;
 } buffer_change;
@@ -873,7 +874,9 @@ static host_job *take_job_storage(rsp__host_device *dev, size_t bytes, bool run_
 
 /* Capacity buffer id has when a BUFFER op for it is applied: what the last
  * change of this list before that op gives it, else what the table says; -1
- * while it does not exist. The table has room for id. */
+ * while it does not exist. The table has room for id. Unlike capacity_at
+ * (validate's rule for UPLOADs, which counts a BUFFER op's capacity as
+ * asked), this is what apply will find: 1 after a BUFFER op of capacity 0. */
 static int64_t capacity_before(const rsp__host_device *dev, const rsp__work *w,
                                const job_reservation *r, uint32_t id)
 {
@@ -984,7 +987,8 @@ static void copy_op(const rsp__host_device *dev, const rsp__work *w, const rsp__
         h->u.pairs = c->pairs;
         c->pairs += op->count;
         break;
-    default: { /* RSP__OP_UPLOAD (apply passes no BUFFER op here) */
+    default: { /* an UPLOAD: apply passes BUFFER ops to apply_change */
+        RSP__ASSERT(op->kind == RSP__OP_UPLOAD);
         const host_buffer *hb = &dev->buffers[op->buffer];
         memcpy(c->idx, op->slot_indices, (size_t)op->count * sizeof *c->idx);
         memcpy(c->has, op->has_state, (size_t)op->count * sizeof *c->has);
