@@ -1219,6 +1219,39 @@ static const rsp__device_ops host_ops = {
     .check_event = host_check_event,
 };
 
+/* Create step: every block, 64-byte aligned and zeroed. Each is recorded in
+ * block_base as soon as it exists, so host_free frees it. */
+static rsp_status host_blocks_alloc(rsp__host_device *dev, rsp_error *err)
+{
+    const rsp__layout *layout = dev->base.layout;
+    for (uint32_t b = 0; b < layout->num_blocks; b++) {
+        dev->base.block_base[b] = alloc_zeroed(layout->blocks[b].bytes);
+        if (!dev->base.block_base[b])
+            return rsp__fail(err, RSP_ENOMEM,
+                             "host device: cannot allocate block '%s' (%llu bytes): out of memory",
+                             layout->blocks[b].name, (unsigned long long)layout->blocks[b].bytes);
+    }
+    return RSP_OK;
+}
+
+/* Create step: the ring, the stop job (allocated now so destroy cannot
+ * fail), then the worker that consumes the ring. */
+static rsp_status host_worker_start(rsp__host_device *dev, rsp_error *err)
+{
+    dev->ring_buf = calloc(HOST_RING_SIZE, sizeof *dev->ring_buf);
+    dev->stop_job = malloc(sizeof(host_job));
+    if (!dev->ring_buf || !dev->stop_job)
+        return rsp__fail(err, RSP_ENOMEM, "host device: out of memory");
+    dev->stop_job->stop = true;
+    dev->stop_job->num_ops = 0;
+    ck_ring_init(&dev->ring, HOST_RING_SIZE);
+    int rc = pthread_create(&dev->worker, NULL, worker_main, dev);
+    if (rc != 0)
+        return rsp__fail(err, rc == EAGAIN ? RSP_ENOMEM : RSP_EDEVICE,
+                         "host device: cannot start the device worker: %s", strerror(rc));
+    return RSP_OK;
+}
+
 rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out, rsp_error *err)
 {
     rsp__host_device *dev = NULL;
@@ -1229,33 +1262,16 @@ rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out,
     dev->base.kind = RSP_DEVICE_HOST;
     dev->base.layout = layout;
     if (fence_init(&dev->fence) != RSP_OK) {
-        free(dev);
+        free(dev); /* host_free would destroy the lock that failed */
         return rsp__fail(err, RSP_ENOMEM, "host device: cannot initialise its fence");
     }
-    for (uint32_t b = 0; b < layout->num_blocks; b++) {
-        dev->base.block_base[b] = alloc_zeroed(layout->blocks[b].bytes);
-        if (!dev->base.block_base[b]) {
-            rsp__fail(err, RSP_ENOMEM,
-                      "host device: cannot allocate block '%s' (%llu bytes): out of memory",
-                      layout->blocks[b].name, (unsigned long long)layout->blocks[b].bytes);
-            host_free(dev);
-            return RSP_ENOMEM;
-        }
-    }
-    dev->ring_buf = calloc(HOST_RING_SIZE, sizeof *dev->ring_buf);
-    dev->stop_job = malloc(sizeof(host_job));
-    if (!dev->ring_buf || !dev->stop_job) {
+    /* From here on, the one unwind path: host_free frees whatever exists. */
+    rsp_status st = host_blocks_alloc(dev, err);
+    if (st == RSP_OK)
+        st = host_worker_start(dev, err);
+    if (st != RSP_OK) {
         host_free(dev);
-        return rsp__fail(err, RSP_ENOMEM, "host device: out of memory");
-    }
-    dev->stop_job->stop = true;
-    dev->stop_job->num_ops = 0;
-    ck_ring_init(&dev->ring, HOST_RING_SIZE);
-    int rc = pthread_create(&dev->worker, NULL, worker_main, dev);
-    if (rc != 0) {
-        host_free(dev);
-        return rsp__fail(err, rc == EAGAIN ? RSP_ENOMEM : RSP_EDEVICE,
-                         "host device: cannot start the device worker: %s", strerror(rc));
+        return st;
     }
     *out = &dev->base;
     return RSP_OK;
