@@ -45,6 +45,7 @@
 
 #include "../../kernels/rsp_kernels.h"
 #include "util/error.h"
+#include "util/mem.h"
 #include "util/time.h"
 #include "device_impl.h"
 
@@ -200,16 +201,12 @@ static void rsp__cuda_reap(rsp__cuda_device *cd, bool all)
     cd->num_retired = kept;
 }
 
+/* Free mem once event `seq` has completed. Owner only. */
 static rsp_status rsp__cuda_retire(rsp__cuda_device *cd, void *mem, uint64_t seq, rsp_error *err)
 {
-    if (cd->num_retired == cd->cap_retired) {
-        const uint32_t cap = cd->cap_retired ? cd->cap_retired * 2 : 8;
-        rsp__cuda_retired *r = realloc(cd->retired, cap * sizeof *r);
-        if (!r)
-            return rsp__fail(err, RSP_ENOMEM, "CUDA device: no host memory for a deferred free");
-        cd->retired = r;
-        cd->cap_retired = cap;
-    }
+    if (rsp__grow((void **)&cd->retired, &cd->cap_retired, (uint64_t)cd->num_retired + 1,
+                  sizeof *cd->retired) != RSP_OK)
+        return rsp__fail(err, RSP_ENOMEM, "CUDA device: no host memory for a deferred free");
     cd->retired[cd->num_retired++] = (rsp__cuda_retired){mem, seq};
     return RSP_OK;
 }
@@ -222,6 +219,38 @@ static size_t rsp__cuda_buffer_bytes(uint32_t cap)
     return (size_t)cap * sizeof(int32_t) + (size_t)cap * sizeof(bool);
 }
 
+/* Room for buffer id in the table; new entries are zero (no buffer yet).
+ * Owner only. */
+static rsp_status rsp__cuda_buffers_reserve(rsp__cuda_device *cd, uint32_t id, rsp_error *err)
+{
+    if (id < cd->num_buffers)
+        return RSP_OK;
+    const uint32_t old = cd->num_buffers;
+    if (rsp__grow((void **)&cd->buffers, &cd->num_buffers, (uint64_t)id + 1, sizeof *cd->buffers) !=
+        RSP_OK)
+        return rsp__fail(err, RSP_ENOMEM, "CUDA device: no host memory for buffer %u", id);
+    memset(cd->buffers + old, 0, (size_t)(cd->num_buffers - old) * sizeof *cd->buffers);
+    return RSP_OK;
+}
+
+/* Enqueue on the pool stream: zero the new allocation `mem` of cap entries,
+ * then copy in every entry buf's current allocation holds (same layout,
+ * smaller cap; the rest stays zero), as the host device keeps them. */
+static cudaError_t rsp__cuda_buffer_fill(const rsp__cuda_device *cd, unsigned char *mem,
+                                         uint32_t cap, const rsp__cuda_buffer *buf)
+{
+    cudaError_t e = cudaMemsetAsync(mem, 0, rsp__cuda_buffer_bytes(cap), cd->stream);
+    if (e != cudaSuccess || !buf->mem)
+        return e;
+    e = cudaMemcpyAsync(mem, buf->mem, (size_t)buf->cap * sizeof(int32_t), cudaMemcpyDeviceToDevice,
+                        cd->stream);
+    if (e != cudaSuccess)
+        return e;
+    return cudaMemcpyAsync(mem + (size_t)cap * sizeof(int32_t),
+                           buf->mem + (size_t)buf->cap * sizeof(int32_t),
+                           (size_t)buf->cap * sizeof(bool), cudaMemcpyDeviceToDevice, cd->stream);
+}
+
 /*
  * BUFFER op: make buffer `id` hold `cap` entries. Growth allocates anew,
  * copies the old contents on the pool stream (so the shadow stays true),
@@ -231,15 +260,9 @@ static size_t rsp__cuda_buffer_bytes(uint32_t cap)
 static rsp_status rsp__cuda_buffer_ensure(rsp__cuda_device *cd, uint32_t id, uint32_t cap,
                                           uint64_t seq, rsp_error *err)
 {
-    if (id >= cd->num_buffers) {
-        const uint32_t n = id + 1 > cd->num_buffers * 2 ? id + 1 : cd->num_buffers * 2;
-        rsp__cuda_buffer *b = realloc(cd->buffers, (size_t)n * sizeof *b);
-        if (!b)
-            return rsp__fail(err, RSP_ENOMEM, "CUDA device: no host memory for buffer %u", id);
-        memset(b + cd->num_buffers, 0, (size_t)(n - cd->num_buffers) * sizeof *b);
-        cd->buffers = b;
-        cd->num_buffers = n;
-    }
+    rsp_status st = rsp__cuda_buffers_reserve(cd, id, err);
+    if (st != RSP_OK)
+        return st;
     rsp__cuda_buffer *buf = &cd->buffers[id];
     if (buf->mem && buf->cap >= cap)
         return RSP_OK;
@@ -260,24 +283,11 @@ static rsp_status rsp__cuda_buffer_ensure(rsp__cuda_device *cd, uint32_t id, uin
         free(sh);
         return rsp__cuda_fail(err, e, "cudaMalloc (addressing buffer)");
     }
-    rsp_status st = RSP_OK;
-    e = cudaMemsetAsync(mem, 0, rsp__cuda_buffer_bytes(cap), cd->stream);
-    if (e == cudaSuccess && buf->mem) {
-        /* keep every entry the old buffer holds (like the host device): same
-         * layout, smaller cap; the rest stays zero */
-        e = cudaMemcpyAsync(mem, buf->mem, (size_t)buf->cap * sizeof(int32_t),
-                            cudaMemcpyDeviceToDevice, cd->stream);
-        if (e == cudaSuccess)
-            e = cudaMemcpyAsync((unsigned char *)mem + (size_t)cap * sizeof(int32_t),
-                                buf->mem + (size_t)buf->cap * sizeof(int32_t),
-                                (size_t)buf->cap * sizeof(bool), cudaMemcpyDeviceToDevice,
-                                cd->stream);
-    }
-    if (e != cudaSuccess) {
+    e = rsp__cuda_buffer_fill(cd, mem, cap, buf);
+    if (e != cudaSuccess)
         st = rsp__cuda_fail(err, e, "initialising an addressing buffer");
-    } else if (buf->mem) {
+    else if (buf->mem)
         st = rsp__cuda_retire(cd, buf->mem, seq, err);
-    }
     if (st != RSP_OK) {
         /* nothing was published with mem; the stream never ran past it
          * unless the memset was enqueued, so wait before freeing */
@@ -339,11 +349,6 @@ static rsp_status rsp__cuda_staging_take(rsp__cuda_device *cd, uint32_t k, size_
     return RSP_OK;
 }
 
-static size_t rsp__cuda_round(size_t n)
-{
-    return (n + RSP__CUDA_ALIGN - 1) / RSP__CUDA_ALIGN * RSP__CUDA_ALIGN;
-}
-
 /* ---- vtable ---------------------------------------------------------------- */
 
 static void rsp__cuda_destroy(rsp__device *dev)
@@ -400,7 +405,7 @@ static rsp_status rsp__cuda_plan_ops(rsp__cuda_device *cd, const rsp__work *w, s
                                      "CUDA device: ZERO of slot %u >= max_slots %u",
                                      w->slots[op->first + j], max_slots);
             cd->op_offset[i] = off;
-            off = rsp__cuda_round(off + (size_t)op->count * sizeof(uint32_t));
+            off = rsp__align_up(off + (size_t)op->count * sizeof(uint32_t), RSP__CUDA_ALIGN);
         } else if (op->kind == RSP__OP_COPY) {
             if ((uint64_t)op->first + op->count > w->num_pairs)
                 return rsp__fail(err, RSP_EINVAL, "CUDA device: COPY op %u past the pair list", i);
@@ -412,7 +417,7 @@ static rsp_status rsp__cuda_plan_ops(rsp__cuda_device *cd, const rsp__work *w, s
                                      p->dst, max_slots);
             }
             cd->op_offset[i] = off;
-            off = rsp__cuda_round(off + (size_t)op->count * sizeof(rsp__kpair));
+            off = rsp__align_up(off + (size_t)op->count * sizeof(rsp__kpair), RSP__CUDA_ALIGN);
         } else if (op->kind == RSP__OP_BUFFER) {
             if (op->buffer == UINT32_MAX)
                 return rsp__fail(err, RSP_EINVAL, "CUDA device: BUFFER op %u id out of range", i);
@@ -446,8 +451,8 @@ static rsp_status rsp__cuda_plan_ops(rsp__cuda_device *cd, const rsp__work *w, s
         if (op->count && (!op->slot_indices || !op->has_state))
             return rsp__fail(err, RSP_EINVAL, "CUDA device: UPLOAD %u without vectors", i);
         cd->op_offset[i] = off;
-        off = rsp__cuda_round(off + (size_t)op->count * sizeof(int32_t));
-        off = rsp__cuda_round(off + (size_t)op->count * sizeof(bool));
+        off = rsp__align_up(off + (size_t)op->count * sizeof(int32_t), RSP__CUDA_ALIGN);
+        off = rsp__align_up(off + (size_t)op->count * sizeof(bool), RSP__CUDA_ALIGN);
     }
     *total_bytes = off;
     return RSP_OK;
@@ -468,7 +473,7 @@ static rsp_status rsp__cuda_upload(rsp__cuda_device *cd, const rsp__op *op,
         memcmp(buf->shadow_has, op->has_state, nh) == 0)
         return RSP_OK;
     unsigned char *hs = s->host + off;
-    unsigned char *hh = s->host + rsp__cuda_round(off + ns);
+    unsigned char *hh = s->host + rsp__align_up(off + ns, RSP__CUDA_ALIGN);
     memcpy(hs, op->slot_indices, ns);
     memcpy(hh, op->has_state, nh);
     RSP__CUDA_TRY(err, cudaMemcpyAsync(buf->mem, hs, ns, cudaMemcpyHostToDevice, cd->stream),
@@ -483,100 +488,94 @@ static rsp_status rsp__cuda_upload(rsp__cuda_device *cd, const rsp__op *op,
     return RSP_OK;
 }
 
-static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, rsp_event *done,
-                                      rsp_error *err)
+/*
+ * Submit, in phases: check the list and size its staging
+ * (rsp__cuda_plan_ops: changes nothing), stage the kernel arguments,
+ * enqueue each op, record the submit's event (rsp__cuda_finish). The CUDA
+ * device reserves nothing ahead (rsp__device_reserve), so staging and
+ * enqueueing may still fail after the core changed state: ops already
+ * enqueued stay enqueued, the owner breaks the pool, and rsp__cuda_finish
+ * still fences the staging they read.
+ */
+
+/* Take staging pair k for total_bytes and copy every kernel argument (ZERO
+ * slot lists, COPY pairs: the first args_bytes) to the device in one copy,
+ * ahead of the ops. The pair is private to this submit until its event
+ * completes. Owner only. */
+static rsp_status rsp__cuda_stage_args(rsp__cuda_device *cd, const rsp__work *w, uint32_t k,
+                                       size_t args_bytes, size_t total_bytes, rsp_error *err)
 {
-    rsp_status st;
-    if (w->num_ops > cd->cap_op_offset) {
-        uint32_t cap = cd->cap_op_offset ? cd->cap_op_offset : 16;
-        while (cap < w->num_ops)
-            cap *= 2;
-        size_t *o = realloc(cd->op_offset, (size_t)cap * sizeof *o);
-        if (!o)
-            return rsp__fail(err, RSP_ENOMEM, "CUDA device: no host memory for %u ops", w->num_ops);
-        cd->op_offset = o;
-        cd->cap_op_offset = cap;
-    }
-    size_t args_bytes = 0, total_bytes = 0;
-    st = rsp__cuda_plan_ops(cd, w, &args_bytes, &total_bytes, err);
+    rsp_status st = rsp__cuda_staging_take(cd, k, total_bytes, err);
     if (st != RSP_OK)
         return st;
-    rsp__cuda_reap(cd, false);
-
-    /* The event recorded at the end of this submit will be number seq + 1. */
-    const uint64_t my_seq = cd->seq + 1;
-    rsp__cuda_staging *s = NULL;
-    const uint32_t k = cd->next_staging;
-    if (total_bytes) {
-        st = rsp__cuda_staging_take(cd, k, total_bytes, err);
-        if (st != RSP_OK)
-            return st;
-        s = &cd->staging[k];
-        /* every kernel argument in one copy, ahead of the ops (the region is
-         * private to this submit until its event completes) */
-        for (uint32_t i = 0; i < w->num_ops; i++) {
-            const rsp__op *op = &w->ops[i];
-            if (op->count == 0)
-                continue; /* the lists may be NULL then */
-            if (op->kind == RSP__OP_ZERO)
-                memcpy(s->host + cd->op_offset[i], w->slots + op->first,
-                       (size_t)op->count * sizeof(uint32_t));
-            else if (op->kind == RSP__OP_COPY)
-                memcpy(s->host + cd->op_offset[i], w->pairs + op->first,
-                       (size_t)op->count * sizeof(rsp__kpair));
-        }
-        if (args_bytes)
-            RSP__CUDA_TRY(
-                err,
-                cudaMemcpyAsync(s->dev, s->host, args_bytes, cudaMemcpyHostToDevice, cd->stream),
-                "cudaMemcpyAsync (kernel arguments)");
-    }
-
-    bool enqueued = args_bytes > 0;
-    for (uint32_t i = 0; i < w->num_ops && st == RSP_OK; i++) {
+    rsp__cuda_staging *s = &cd->staging[k];
+    for (uint32_t i = 0; i < w->num_ops; i++) {
         const rsp__op *op = &w->ops[i];
-        cudaError_t e = cudaSuccess;
-        switch (op->kind) {
-        case RSP__OP_WAIT:
-            if (op->event.handle) {
-                e = cudaStreamWaitEvent(cd->stream, (cudaEvent_t)op->event.handle, 0);
-                if (e != cudaSuccess)
-                    st = rsp__cuda_fail(err, e, "cudaStreamWaitEvent (forward done)");
-                enqueued = true;
-            }
-            break;
-        case RSP__OP_ZERO:
-            e = rsp__kernels_zero(&cd->geom,
-                                  s ? (const uint32_t *)(s->dev + cd->op_offset[i]) : NULL,
-                                  op->count, cd->max_grid, cd->stream);
-            if (e != cudaSuccess)
-                st = rsp__cuda_fail(err, e, "launching the batched zero kernel");
-            enqueued = enqueued || op->count > 0;
-            break;
-        case RSP__OP_COPY:
-            e = rsp__kernels_copy(&cd->geom,
-                                  s ? (const rsp__kpair *)(s->dev + cd->op_offset[i]) : NULL,
-                                  op->count, cd->max_grid, cd->stream);
-            if (e != cudaSuccess)
-                st = rsp__cuda_fail(err, e, "launching the batched copy kernel");
-            enqueued = enqueued || op->count > 0;
-            break;
-        case RSP__OP_BUFFER:
-            st = rsp__cuda_buffer_ensure(cd, op->buffer, op->capacity, my_seq, err);
-            enqueued = true; /* its memset / copy */
-            break;
-        case RSP__OP_UPLOAD:
-            st = rsp__cuda_upload(cd, op, s, cd->op_offset[i], err);
-            enqueued = true;
-            break;
-        }
+        if (op->count == 0)
+            continue; /* the lists may be NULL then */
+        if (op->kind == RSP__OP_ZERO)
+            memcpy(s->host + cd->op_offset[i], w->slots + op->first,
+                   (size_t)op->count * sizeof(uint32_t));
+        else if (op->kind == RSP__OP_COPY)
+            memcpy(s->host + cd->op_offset[i], w->pairs + op->first,
+                   (size_t)op->count * sizeof(rsp__kpair));
     }
+    if (args_bytes)
+        RSP__CUDA_TRY(
+            err, cudaMemcpyAsync(s->dev, s->host, args_bytes, cudaMemcpyHostToDevice, cd->stream),
+            "cudaMemcpyAsync (kernel arguments)");
+    return RSP_OK;
+}
 
-    if (!enqueued && !done)
-        return st;
-    /* Even after a failure part-way, record the event and stamp the staging
-     * with it: copies already enqueued may still read the pinned memory, so
-     * it must not be handed out again before they finish. */
+/* Enqueue op i of w on the pool stream: its kernel arguments are in s
+ * (NULL when the submit staged nothing), at cd->op_offset[i]. *enqueued
+ * becomes true when the op puts anything on the stream. my_seq: the event
+ * this submit will record (a growth frees the old buffer after it). */
+static rsp_status rsp__cuda_enqueue_op(rsp__cuda_device *cd, const rsp__work *w, uint32_t i,
+                                       const rsp__cuda_staging *s, uint64_t my_seq, bool *enqueued,
+                                       rsp_error *err)
+{
+    const rsp__op *op = &w->ops[i];
+    const unsigned char *args = s ? s->dev + cd->op_offset[i] : NULL;
+    cudaError_t e = cudaSuccess;
+    switch (op->kind) {
+    case RSP__OP_WAIT:
+        if (!op->event.handle)
+            return RSP_OK;
+        *enqueued = true;
+        e = cudaStreamWaitEvent(cd->stream, (cudaEvent_t)op->event.handle, 0);
+        return e == cudaSuccess ? RSP_OK
+                                : rsp__cuda_fail(err, e, "cudaStreamWaitEvent (forward done)");
+    case RSP__OP_ZERO:
+        *enqueued = *enqueued || op->count > 0;
+        e = rsp__kernels_zero(&cd->geom, (const uint32_t *)args, op->count, cd->max_grid,
+                              cd->stream);
+        return e == cudaSuccess ? RSP_OK
+                                : rsp__cuda_fail(err, e, "launching the batched zero kernel");
+    case RSP__OP_COPY:
+        *enqueued = *enqueued || op->count > 0;
+        e = rsp__kernels_copy(&cd->geom, (const rsp__kpair *)args, op->count, cd->max_grid,
+                              cd->stream);
+        return e == cudaSuccess ? RSP_OK
+                                : rsp__cuda_fail(err, e, "launching the batched copy kernel");
+    case RSP__OP_BUFFER:
+        *enqueued = true; /* its memset / copy */
+        return rsp__cuda_buffer_ensure(cd, op->buffer, op->capacity, my_seq, err);
+    case RSP__OP_UPLOAD:
+        *enqueued = true;
+        return rsp__cuda_upload(cd, op, s, cd->op_offset[i], err);
+    }
+    return RSP_OK; /* no other kind: rsp__cuda_plan_ops refused it */
+}
+
+/* Record this submit's event (number my_seq) and stamp staging pair k (s,
+ * when the submit staged) with it; give `done`. st is the status so far:
+ * even after a failure part-way the event is recorded and the staging
+ * stamped, because copies already enqueued may still read the pinned
+ * memory, so it must not be handed out again before they finish. */
+static rsp_status rsp__cuda_finish(rsp__cuda_device *cd, rsp__cuda_staging *s, uint32_t k,
+                                   uint64_t my_seq, rsp_status st, rsp_event *done, rsp_error *err)
+{
     cudaEvent_t ev = NULL;
     rsp_status rec = rsp__cuda_record(cd, &ev, st == RSP_OK ? err : NULL);
     if (rec != RSP_OK) {
@@ -593,6 +592,36 @@ static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, 
     if (done)
         *done = rsp_event_cuda((void *)ev);
     return RSP_OK;
+}
+
+static rsp_status rsp__cuda_submit_on(rsp__cuda_device *cd, const rsp__work *w, rsp_event *done,
+                                      rsp_error *err)
+{
+    if (rsp__grow((void **)&cd->op_offset, &cd->cap_op_offset, w->num_ops, sizeof *cd->op_offset) !=
+        RSP_OK)
+        return rsp__fail(err, RSP_ENOMEM, "CUDA device: no host memory for %u ops", w->num_ops);
+    size_t args_bytes = 0, total_bytes = 0;
+    rsp_status st = rsp__cuda_plan_ops(cd, w, &args_bytes, &total_bytes, err);
+    if (st != RSP_OK)
+        return st;
+    rsp__cuda_reap(cd, false);
+
+    /* The event recorded at the end of this submit will be number seq + 1. */
+    const uint64_t my_seq = cd->seq + 1;
+    const uint32_t k = cd->next_staging;
+    rsp__cuda_staging *s = NULL;
+    if (total_bytes) {
+        st = rsp__cuda_stage_args(cd, w, k, args_bytes, total_bytes, err);
+        if (st != RSP_OK)
+            return st;
+        s = &cd->staging[k];
+    }
+    bool enqueued = args_bytes > 0;
+    for (uint32_t i = 0; i < w->num_ops && st == RSP_OK; i++)
+        st = rsp__cuda_enqueue_op(cd, w, i, s, my_seq, &enqueued, err);
+    if (!enqueued && !done)
+        return st;
+    return rsp__cuda_finish(cd, s, k, my_seq, st, done, err);
 }
 
 static rsp_status rsp__cuda_submit(rsp__device *dev, const rsp__work *w, rsp_event *done,
@@ -657,28 +686,26 @@ static rsp_status rsp__cuda_event_wait(const rsp__device *dev, const rsp_event *
     if (!event || !event->handle)
         return RSP_OK;
     cudaEvent_t ev = (cudaEvent_t)event->handle;
-    if (timeout_ns == UINT64_MAX) {
+    if (timeout_ns == RSP_WAIT_FOREVER) {
         RSP__CUDA_TRY(err, cudaEventSynchronize(ev), "cudaEventSynchronize");
         return RSP_OK;
     }
-    const uint64_t start = rsp__now_ns();
-    uint64_t nap = 2000;
-    for (;;) {
+    /* The timeout rule of util/time.h: one deadline, then before each nap
+     * what is left of it. */
+    const uint64_t deadline = rsp__deadline(timeout_ns);
+    for (uint64_t nap = 2000;; nap = nap < 1000000 ? nap * 2 : nap) {
         cudaError_t e = cudaEventQuery(ev);
         if (e == cudaSuccess)
             return RSP_OK;
         if (e != cudaErrorNotReady)
             return rsp__cuda_fail(err, e, "cudaEventQuery");
-        const uint64_t spent = rsp__now_ns() - start;
-        if (spent >= timeout_ns)
+        const uint64_t now = rsp__now_ns();
+        if (now >= deadline)
             return rsp__fail(err, RSP_ETIMEDOUT, "CUDA event not complete after %llu ns",
                              (unsigned long long)timeout_ns);
-        uint64_t t = timeout_ns - spent < nap ? timeout_ns - spent : nap;
-        struct timespec ts = rsp__timespec_of(t);
+        struct timespec ts = rsp__timespec_of(deadline - now < nap ? deadline - now : nap);
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
-        if (nap < 1000000)
-            nap *= 2;
     }
 }
 
@@ -719,8 +746,8 @@ static const rsp__device_ops rsp__cuda_ops = {
     .read = rsp__cuda_read,
 };
 
-rsp_status rsp__cuda_device_create(int ordinal, const rsp__layout *layout, rsp__device **out,
-                                   rsp_error *err)
+/* Is `ordinal` a CUDA device of this machine? RSP_ENODEV when not. */
+static rsp_status rsp__cuda_check_ordinal(int ordinal, rsp_error *err)
 {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -734,6 +761,63 @@ rsp_status rsp__cuda_device_create(int ordinal, const rsp__layout *layout, rsp__
     if (ordinal < 0 || ordinal >= count)
         return rsp__fail(err, RSP_ENODEV, "CUDA ordinal %d out of range: %d device(s)", ordinal,
                          count);
+    return RSP_OK;
+}
+
+/* Create step: the pool stream, and the grid its kernels launch. The pool's
+ * GPU is current. */
+static rsp_status rsp__cuda_stream_create(rsp__cuda_device *cd, rsp_error *err)
+{
+    int sms = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cd->ordinal);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&cd->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        return rsp__cuda_fail(err, e, "creating the pool stream");
+    /* 8 resident blocks of 256 threads fill an SM (2048 threads); more only
+     * queues blocks, the grid-stride loop covers the rest. */
+    cd->max_grid = (uint32_t)(sms > 0 ? sms : 1) * 8u;
+    return RSP_OK;
+}
+
+/* Create step: every block of the layout in GPU memory, zeroed (waited
+ * for, so the storage reads zero when create returns), and the kernels'
+ * view of them. Each block is recorded as soon as it is allocated, so the
+ * unwind frees it. The stream exists. */
+static rsp_status rsp__cuda_blocks_alloc(rsp__cuda_device *cd, rsp_error *err)
+{
+    const rsp__layout *layout = cd->head.layout;
+    cd->geom.num_blocks = layout->num_blocks;
+    cd->geom.num_layers = layout->num_layers;
+    for (uint32_t b = 0; b < layout->num_blocks; b++) {
+        const rsp__block_layout *bl = &layout->blocks[b];
+        void *mem = NULL;
+        cudaError_t e = cudaMalloc(&mem, bl->bytes);
+        if (e != cudaSuccess) {
+            rsp_status st = rsp__cuda_fail(err, e, "cudaMalloc (pool storage)");
+            if (st == RSP_ENOMEM)
+                rsp__fail(
+                    err, RSP_ENOMEM, "CUDA device %d: cannot allocate block '%s' (%llu bytes): %s",
+                    cd->ordinal, bl->name, (unsigned long long)bl->bytes, cudaGetErrorString(e));
+            return st;
+        }
+        cd->head.block_base[b] = mem;
+        cd->geom.blocks[b] = (rsp__kblock){
+            .base = mem, .slot_bytes = bl->slot_bytes, .layer_bytes = bl->layer_bytes};
+        RSP__CUDA_TRY(err, cudaMemsetAsync(mem, 0, bl->bytes, cd->stream),
+                      "cudaMemsetAsync (zeroing pool storage)");
+    }
+    RSP__CUDA_TRY(err, cudaStreamSynchronize(cd->stream),
+                  "cudaStreamSynchronize (zeroing pool storage)");
+    return RSP_OK;
+}
+
+rsp_status rsp__cuda_device_create(int ordinal, const rsp__layout *layout, rsp__device **out,
+                                   rsp_error *err)
+{
+    rsp_status st = rsp__cuda_check_ordinal(ordinal, err);
+    if (st != RSP_OK)
+        return st;
     if (layout->num_blocks == 0 || layout->num_blocks > RSP_MAX_BLOCKS)
         return rsp__fail(err, RSP_EINVAL, "CUDA device: %u blocks", layout->num_blocks);
     rsp__cuda_device *cd = calloc(1, sizeof *cd);
@@ -744,59 +828,21 @@ rsp_status rsp__cuda_device_create(int ordinal, const rsp__layout *layout, rsp__
     cd->head.layout = layout;
     cd->ordinal = ordinal;
 
-    int prev;
-    rsp_status st = rsp__cuda_enter(cd, &prev, err);
+    /* Each step records what it made in cd as it goes, so the one unwind
+     * path (rsp__cuda_destroy) frees exactly what exists. */
+    int prev = -1;
+    st = rsp__cuda_enter(cd, &prev, err);
+    if (st == RSP_OK)
+        st = rsp__cuda_stream_create(cd, err);
+    if (st == RSP_OK)
+        st = rsp__cuda_blocks_alloc(cd, err);
     if (st != RSP_OK) {
-        free(cd);
+        rsp__cuda_destroy(&cd->head);
+        if (prev >= 0 && prev != ordinal)
+            (void)cudaSetDevice(prev); /* the caller's device, as enter found it */
         return st;
-    }
-    int sms = 0;
-    e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal);
-    if (e == cudaSuccess)
-        e = cudaStreamCreateWithFlags(&cd->stream, cudaStreamNonBlocking);
-    if (e != cudaSuccess) {
-        st = rsp__cuda_fail(err, e, "creating the pool stream");
-        goto fail;
-    }
-    /* 8 resident blocks of 256 threads fill an SM (2048 threads); more only
-     * queues blocks, the grid-stride loop covers the rest. */
-    cd->max_grid = (uint32_t)(sms > 0 ? sms : 1) * 8u;
-
-    cd->geom.num_blocks = layout->num_blocks;
-    cd->geom.num_layers = layout->num_layers;
-    for (uint32_t b = 0; b < layout->num_blocks; b++) {
-        const rsp__block_layout *bl = &layout->blocks[b];
-        void *mem = NULL;
-        e = cudaMalloc(&mem, bl->bytes);
-        if (e != cudaSuccess) {
-            st = rsp__cuda_fail(err, e, "cudaMalloc (pool storage)");
-            if (st == RSP_ENOMEM)
-                rsp__fail(err, RSP_ENOMEM,
-                          "CUDA device %d: cannot allocate block '%s' (%llu bytes): %s", ordinal,
-                          bl->name, (unsigned long long)bl->bytes, cudaGetErrorString(e));
-            goto fail;
-        }
-        cd->head.block_base[b] = mem;
-        cd->geom.blocks[b] = (rsp__kblock){
-            .base = mem, .slot_bytes = bl->slot_bytes, .layer_bytes = bl->layer_bytes};
-        e = cudaMemsetAsync(mem, 0, bl->bytes, cd->stream);
-        if (e != cudaSuccess) {
-            st = rsp__cuda_fail(err, e, "cudaMemsetAsync (zeroing pool storage)");
-            goto fail;
-        }
-    }
-    e = cudaStreamSynchronize(cd->stream);
-    if (e != cudaSuccess) {
-        st = rsp__cuda_fail(err, e, "cudaStreamSynchronize (zeroing pool storage)");
-        goto fail;
     }
     rsp__cuda_leave(cd, prev);
     *out = &cd->head;
     return RSP_OK;
-
-fail:
-    rsp__cuda_destroy(&cd->head); /* frees everything allocated so far */
-    if (prev >= 0 && prev != ordinal)
-        (void)cudaSetDevice(prev);
-    return st;
 }

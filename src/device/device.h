@@ -1,14 +1,48 @@
 /*
- * The device interface: storage, FIFO execution of work lists, events.
+ * The device interface: slot storage, FIFO execution of work lists, events.
  * SPDX-License-Identifier: Apache-2.0
  *
- * Two implementations chosen at creation: host.c (heap memory and a device
- * worker thread that runs work in FIFO order) and cuda.c (cudaMalloc, one
- * pool stream, kernels/). Knows nothing of requests or labels.
+ * A device owns the pool's storage (one block per declared block,
+ * [num_layers, max_slots, *shape], zeroed at creation) and runs the work
+ * lists the core emits (core/work.h: WAIT, ZERO, COPY, BUFFER, UPLOAD). It
+ * knows nothing of requests or labels. Two implementations, chosen at
+ * creation: host.c (heap memory, a device worker thread, host fences as
+ * events) and cuda.c (cudaMalloc, one pool stream, kernels/). device.c
+ * dispatches; device_impl.h says what an implementation provides.
  *
- * Threads: create/destroy/submit/buffer/sync are called by one thread at a
- * time (the owner thread; a unit test). rsp__device_event_wait and
- * rsp__device_read may be called from any thread.
+ * Every implementation keeps one contract (docs/device.md):
+ *   - FIFO: a list runs after everything submitted before it, its ops in
+ *     order, like one CUDA stream;
+ *   - submit copies what it needs, so the core may reuse its list at once;
+ *   - BUFFER ops take effect at submit (rsp__device_buffer gives the new
+ *     arrays as soon as it returns), while work queued before still sees
+ *     the old ones;
+ *   - a malformed list is refused whole (RSP_EINVAL) and changes nothing;
+ *   - `done` completes once that list, and so everything before it, ran.
+ *
+ * Who calls what, from which thread:
+ *
+ *   function              | called by                      | thread
+ *   ----------------------+--------------------------------+------------------
+ *   create                | rsp_pool_create                | the creating
+ *                         |                                | thread, before
+ *                         |                                | the owner starts
+ *   destroy               | rsp_pool_close, a failed       | after the owner
+ *                         | rsp_pool_create                | stopped (joined)
+ *   reserve, check_event  | the owner's message handler,   | owner
+ *                         | before the core changes state  |
+ *   submit, buffer        | the owner's message handler,   | owner
+ *                         | after the core call            |
+ *   check_event_kind      | rsp_post                       | any thread
+ *   event_wait            | rsp_event_wait                 | any thread
+ *   kind, block_base      | rsp_pool_block                 | any (immutable)
+ *   sync, read            | tests, benchmarks              | sync: owner;
+ *                         |                                | read: any thread
+ *
+ * "Owner" means one thread at a time: the pool's owner thread, or a test
+ * that drives a device directly. Starting the owner (pthread_create)
+ * orders create before its first call, joining it orders its last call
+ * before destroy.
  */
 #ifndef RSP_DEVICE_DEVICE_H
 #define RSP_DEVICE_DEVICE_H
@@ -22,16 +56,19 @@
 typedef struct rsp__device rsp__device;
 
 /* Allocate every block ([num_layers, max_slots, *shape], zeroed; host: 64-byte
- * aligned) and start the device's worker/stream. Nothing is left allocated on
- * failure. */
+ * aligned) and start the device's worker/stream. RSP_EINVAL (a bad layout
+ * or kind), RSP_ENODEV (CUDA not built, or no such GPU), RSP_ENOMEM,
+ * RSP_EDEVICE; nothing is left allocated on failure. */
 rsp_status rsp__device_create(rsp_device_kind kind, int cuda_ordinal, const rsp__layout *layout,
                               rsp__device **out, rsp_error *err);
-/* Waits for all submitted work, then frees everything. NULL is a no-op. */
+/* Waits for all submitted work, then frees everything. NULL is a no-op.
+ * Work behind a WAIT on an event nobody completes makes it wait forever. */
 void rsp__device_destroy(rsp__device *dev);
 
 rsp_device_kind rsp__device_kind(const rsp__device *dev);
 
-/* Base pointer of block b (host or device memory). Immutable after create. */
+/* Base pointer of block b (host or device memory); NULL past RSP_MAX_BLOCKS.
+ * Immutable after create: any thread. */
 void *rsp__device_block_base(const rsp__device *dev, uint32_t b);
 
 /*
@@ -50,12 +87,19 @@ rsp_status rsp__device_reserve(rsp__device *dev, const rsp__ext_need *need, rsp_
  * Queue a work list after everything submitted before. Copies what it needs
  * from *work (the core reuses it). BUFFER ops take effect now. If done is not
  * NULL it receives an event that completes once this work has run.
+ * RSP_EINVAL: a malformed list (an op out of range, an UPLOAD past its
+ * buffer, a WAIT this device cannot wait on), nothing changed. Host device:
+ * RSP_ENOMEM changes nothing, and after rsp__device_reserve for the list it
+ * cannot happen (no allocation). CUDA device: RSP_ENOMEM or RSP_EDEVICE may
+ * come after part of the list was enqueued. Owner. O(ops + entries copied);
+ * the host device may run a small list inline when it is idle.
  */
 rsp_status rsp__device_submit(rsp__device *dev, const rsp__work *work, rsp_event *done,
                               rsp_error *err);
 
 /* Current device pointers of addressing buffer `id` (after a BUFFER op for it
- * was submitted): int32 slot_indices[capacity], bool has_state[capacity]. */
+ * was submitted): int32 slot_indices[capacity], bool has_state[capacity].
+ * RSP_EINVAL for a buffer never created. Owner. O(1). */
 rsp_status rsp__device_buffer(const rsp__device *dev, uint32_t id, void **slot_indices,
                               void **has_state, uint32_t *capacity, rsp_error *err);
 
@@ -81,7 +125,7 @@ rsp_status rsp__device_check_event_kind(const rsp__device *dev, const rsp_event 
  */
 rsp_status rsp__device_check_event(const rsp__device *dev, const rsp_event *event, rsp_error *err);
 
-/* Wait until everything submitted so far has run. */
+/* Wait until everything submitted so far has run. Owner (tests). */
 rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err);
 
 /* Wait for an event of this device (or a caller's forward-done); a kind it
@@ -90,7 +134,8 @@ rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event
                                   uint64_t timeout_ns, rsp_error *err);
 
 /* Copy one (block, layer, slot) region to host memory dst (slot_bytes of that
- * block), after everything submitted so far. For tests and the stress check. */
+ * block), after everything submitted so far. For tests and benchmarks. Any
+ * thread. */
 rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                             void *dst, rsp_error *err);
 

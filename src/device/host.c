@@ -6,8 +6,9 @@
  * SPDX-License-Identifier: Apache-2.0
  *
  * Threads:
- *   owner (one thread at a time): create, destroy, submit, buffer, sync; it is
- *     the single producer of the ck_ring SPSC queue.
+ *   owner (one thread at a time): create, destroy, reserve, check_event,
+ *     submit, buffer, sync; it is the single producer of the ck_ring SPSC
+ *     queue.
  *   worker (one per device): the single consumer; runs WAIT/ZERO/COPY/UPLOAD
  *     and frees what a buffer growth retired, then raises the timeline.
  *     Exception: when the device is idle (every submitted job completed) and
@@ -33,6 +34,7 @@
  */
 #include "device_impl.h"
 
+#include "util/assert.h"
 #include "util/hb.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -296,19 +298,19 @@ typedef struct rsp__host_device {
 
     /* Owner only. */
     host_buffer *buffers;
-    uint32_t num_buffers; /* entries of `buffers` (ids 0..num_buffers-1) */
+    uint32_t num_buffers; /* entries of `buffers` (ids 0..num_buffers-1), all set */
     host_job *stop_job;   /* allocated at creation so destroy cannot fail */
     host_job *scratch;    /* reused job storage for work run inline */
     size_t scratch_size;
     /* Reserved ahead by host_reserve (owner only), so that a submit after
      * the core changed state does not allocate: storage for the next job
-     * handed to the worker, the undo records of its BUFFER ops, and the
+     * handed to the worker, the change records of its BUFFER ops, and the
      * arrays of the buffers it creates or grows. A submit takes them when
      * they fit and allocates otherwise (callers that reserve nothing). */
     host_job *spare_job;
     size_t spare_job_size;
-    struct buffer_undo *undo;
-    uint32_t cap_undo;
+    struct buffer_change *changes; /* cap_changes records, reused */
+    uint32_t cap_changes;
     struct host_spare_buf {
         uint32_t id, capacity;
         int32_t *slot_indices;
@@ -497,6 +499,24 @@ static void ring_put(rsp__host_device *dev, host_job *job)
 /* Submit                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * host_submit runs in four phases, so that everything that can fail comes
+ * before anything changes (the way DPDK's ring moves its head before it
+ * updates its tail):
+ *
+ *   validate  check every op, count what the job needs; changes nothing.
+ *   reserve   every allocation: the job's storage, the buffer change
+ *             records, room in the buffer table, the arrays of each buffer
+ *             created or grown; taken from what host_reserve set aside when
+ *             it fits, so a reserved submit allocates nothing here. On
+ *             failure all of it is given back: RSP_ENOMEM, nothing changed.
+ *   apply     fill the job and swap the new buffers in. Cannot fail.
+ *   hand off  run the job inline or queue it for the worker. Cannot fail.
+ *
+ * Validate and apply walk the list once each; reserve walks it only when
+ * the list has BUFFER ops (a buffer created or grown, which is rare).
+ */
+
 /* Capacity buffer `id` will have when op `upto` of w runs: the current one,
  * raised by every earlier BUFFER op of the same list; -1 if it will not
  * exist by then. */
@@ -512,9 +532,12 @@ static int64_t capacity_at(const rsp__host_device *dev, const rsp__work *w, uint
     return cap;
 }
 
+/* What a job needs, counted by validate (and by host_reserve from a
+ * rsp__ext_need). */
 typedef struct job_size {
-    uint32_t ops;
-    size_t slots, pairs, uploads; /* entries */
+    uint32_t ops;                 /* host ops: one per op (a BUFFER's: its RETIRE) */
+    uint32_t buffers;             /* BUFFER ops: one buffer change record each */
+    size_t slots, pairs, uploads; /* entries copied into the job */
 } job_size;
 
 /* A WAIT may name any host fence, or the device's own timeline at a value
@@ -536,112 +559,145 @@ static rsp_status host_check_event(const rsp__device *base, const rsp_event *ev,
                      (unsigned long long)ev->value, (unsigned long long)dev->submitted);
 }
 
-/* Pass 1: check every op against the layout and the buffers; count sizes.
- * Changes nothing. */
-static rsp_status validate(const rsp__host_device *dev, const rsp__work *w, job_size *sz,
-                           rsp_error *err)
+/* --- phase 1: validate ---------------------------------------------------- */
+
+static rsp_status check_wait(const rsp__host_device *dev, const rsp__op *op, uint32_t i,
+                             rsp_error *err)
 {
-    const rsp__layout *lay = dev->base.layout;
-    memset(sz, 0, sizeof *sz);
-    for (uint32_t i = 0; i < w->num_ops; i++) {
-        const rsp__op *op = &w->ops[i];
-        switch (op->kind) {
-        case RSP__OP_WAIT:
-            if (op->event.handle &&
-                (op->event.kind != RSP_EVENT_HOST_FENCE || !rsp__fence_valid(op->event.handle)))
-                return rsp__fail(err, RSP_EINVAL,
-                                 "device submit: op %u WAITs for an event that is not a live host "
-                                 "fence (kind %d)",
-                                 i, (int)op->event.kind);
-            if (!wait_ok(dev, &op->event))
-                return rsp__fail(err, RSP_EINVAL,
-                                 "device submit: op %u WAITs for value %llu of the device's own "
-                                 "timeline, which no earlier work reaches",
-                                 i, (unsigned long long)op->event.value);
-            sz->ops++;
-            break;
-        case RSP__OP_ZERO:
-            if ((uint64_t)op->first + op->count > w->num_slots)
-                return rsp__fail(err, RSP_EINVAL, "device submit: op %u ZERO slots out of the list",
-                                 i);
-            for (uint32_t k = 0; k < op->count; k++)
-                if (w->slots[op->first + k] >= lay->max_slots)
-                    return rsp__fail(err, RSP_EINVAL,
-                                     "device submit: op %u ZERO slot %u >= max_slots %u", i,
-                                     w->slots[op->first + k], lay->max_slots);
-            sz->ops++;
-            sz->slots += op->count;
-            break;
-        case RSP__OP_COPY:
-            if ((uint64_t)op->first + op->count > w->num_pairs)
-                return rsp__fail(err, RSP_EINVAL, "device submit: op %u COPY pairs out of the list",
-                                 i);
-            for (uint32_t k = 0; k < op->count; k++) {
-                const rsp__copy *c = &w->pairs[op->first + k];
-                if (c->src >= lay->max_slots || c->dst >= lay->max_slots)
-                    return rsp__fail(err, RSP_EINVAL,
-                                     "device submit: op %u COPY %u -> %u outside max_slots %u", i,
-                                     c->src, c->dst, lay->max_slots);
-            }
-            sz->ops++;
-            sz->pairs += op->count;
-            break;
-        case RSP__OP_BUFFER:
-            if (op->buffer >= HOST_MAX_BUFFERS)
-                return rsp__fail(err, RSP_EINVAL,
-                                 "device submit: op %u BUFFER id %u out of range (< %u)", i,
-                                 op->buffer, HOST_MAX_BUFFERS);
-            sz->ops++; /* a growth retires the old arrays through the worker */
-            break;
-        case RSP__OP_UPLOAD: {
-            int64_t cap = capacity_at(dev, w, i, op->buffer);
-            if (cap < 0)
-                return rsp__fail(err, RSP_EINVAL,
-                                 "device submit: op %u UPLOAD into buffer %u, which no BUFFER op "
-                                 "created",
-                                 i, op->buffer);
-            if (op->count > cap)
-                return rsp__fail(err, RSP_EINVAL,
-                                 "device submit: op %u UPLOAD of %u entries into buffer %u of "
-                                 "capacity %lld",
-                                 i, op->count, op->buffer, (long long)cap);
-            if (op->count && (!op->slot_indices || !op->has_state))
-                return rsp__fail(err, RSP_EINVAL, "device submit: op %u UPLOAD with NULL vectors",
-                                 i);
-            sz->ops++;
-            sz->uploads += op->count;
-            break;
-        }
-        default:
-            return rsp__fail(err, RSP_EINVAL, "device submit: op %u has unknown kind %d", i,
-                             (int)op->kind);
-        }
+    if (op->event.handle &&
+        (op->event.kind != RSP_EVENT_HOST_FENCE || !rsp__fence_valid(op->event.handle)))
+        return rsp__fail(err, RSP_EINVAL,
+                         "device submit: op %u WAITs for an event that is not a live host "
+                         "fence (kind %d)",
+                         i, (int)op->event.kind);
+    if (!wait_ok(dev, &op->event))
+        return rsp__fail(err, RSP_EINVAL,
+                         "device submit: op %u WAITs for value %llu of the device's own "
+                         "timeline, which no earlier work reaches",
+                         i, (unsigned long long)op->event.value);
+    return RSP_OK;
+}
+
+static rsp_status check_zero(const rsp__layout *lay, const rsp__work *w, uint32_t i, rsp_error *err)
+{
+    const rsp__op *op = &w->ops[i];
+    if ((uint64_t)op->first + op->count > w->num_slots)
+        return rsp__fail(err, RSP_EINVAL, "device submit: op %u ZERO slots out of the list", i);
+    for (uint32_t k = 0; k < op->count; k++)
+        if (w->slots[op->first + k] >= lay->max_slots)
+            return rsp__fail(err, RSP_EINVAL, "device submit: op %u ZERO slot %u >= max_slots %u",
+                             i, w->slots[op->first + k], lay->max_slots);
+    return RSP_OK;
+}
+
+static rsp_status check_copy(const rsp__layout *lay, const rsp__work *w, uint32_t i, rsp_error *err)
+{
+    const rsp__op *op = &w->ops[i];
+    if ((uint64_t)op->first + op->count > w->num_pairs)
+        return rsp__fail(err, RSP_EINVAL, "device submit: op %u COPY pairs out of the list", i);
+    for (uint32_t k = 0; k < op->count; k++) {
+        const rsp__copy *c = &w->pairs[op->first + k];
+        if (c->src >= lay->max_slots || c->dst >= lay->max_slots)
+            return rsp__fail(err, RSP_EINVAL,
+                             "device submit: op %u COPY %u -> %u outside max_slots %u", i, c->src,
+                             c->dst, lay->max_slots);
     }
     return RSP_OK;
 }
 
-/* Make room for buffer ids up to id in the table. Owner only. */
+/* An UPLOAD must fit the buffer as the list leaves it at that op. */
+static rsp_status check_upload(const rsp__host_device *dev, const rsp__work *w, uint32_t i,
+                               rsp_error *err)
+{
+    const rsp__op *op = &w->ops[i];
+    int64_t cap = capacity_at(dev, w, i, op->buffer);
+    if (cap < 0)
+        return rsp__fail(err, RSP_EINVAL,
+                         "device submit: op %u UPLOAD into buffer %u, which no BUFFER op created",
+                         i, op->buffer);
+    if (op->count > cap)
+        return rsp__fail(err, RSP_EINVAL,
+                         "device submit: op %u UPLOAD of %u entries into buffer %u of capacity "
+                         "%lld",
+                         i, op->count, op->buffer, (long long)cap);
+    if (op->count && (!op->slot_indices || !op->has_state))
+        return rsp__fail(err, RSP_EINVAL, "device submit: op %u UPLOAD with NULL vectors", i);
+    return RSP_OK;
+}
+
+static rsp_status check_op(const rsp__host_device *dev, const rsp__work *w, uint32_t i,
+                           rsp_error *err)
+{
+    const rsp__op *op = &w->ops[i];
+    switch (op->kind) {
+    case RSP__OP_WAIT: return check_wait(dev, op, i, err);
+    case RSP__OP_ZERO: return check_zero(dev->base.layout, w, i, err);
+    case RSP__OP_COPY: return check_copy(dev->base.layout, w, i, err);
+    case RSP__OP_UPLOAD: return check_upload(dev, w, i, err);
+    case RSP__OP_BUFFER:
+        if (op->buffer >= HOST_MAX_BUFFERS)
+            return rsp__fail(err, RSP_EINVAL,
+                             "device submit: op %u BUFFER id %u out of range (< %u)", i, op->buffer,
+                             HOST_MAX_BUFFERS);
+        return RSP_OK;
+    default:
+        return rsp__fail(err, RSP_EINVAL, "device submit: op %u has unknown kind %d", i,
+                         (int)op->kind);
+    }
+}
+
+/* What a (valid) op adds to its job. */
+static void count_op(const rsp__op *op, job_size *sz)
+{
+    sz->ops++; /* a BUFFER op's: a growth retires the old arrays through the worker */
+    switch (op->kind) {
+    case RSP__OP_ZERO: sz->slots += op->count; break;
+    case RSP__OP_COPY: sz->pairs += op->count; break;
+    case RSP__OP_UPLOAD: sz->uploads += op->count; break;
+    case RSP__OP_BUFFER: sz->buffers++; break;
+    default: break;
+    }
+}
+
+/* Phase 1: check every op against the layout and the buffers and count what
+ * the job needs, in one pass. Changes nothing. */
+static rsp_status validate(const rsp__host_device *dev, const rsp__work *w, job_size *sz,
+                           rsp_error *err)
+{
+    memset(sz, 0, sizeof *sz);
+    for (uint32_t i = 0; i < w->num_ops; i++) {
+        rsp_status st = check_op(dev, w, i, err);
+        if (st != RSP_OK)
+            return st;
+        count_op(&w->ops[i], sz);
+    }
+    return RSP_OK;
+}
+
+/* --- storage a submit takes, and host_reserve sets aside ------------------ */
+
+/* Make room for buffer ids up to id in the table; new entries are zero (no
+ * such buffer). Owner only. */
 static rsp_status buffers_reserve(rsp__host_device *dev, uint32_t id)
 {
     if (id < dev->num_buffers)
         return RSP_OK;
-    uint32_t n = dev->num_buffers ? dev->num_buffers : 8;
-    while (n <= id)
-        n = n > UINT32_MAX / 2 ? id + 1 : n * 2;
-    host_buffer *nb = realloc(dev->buffers, (size_t)n * sizeof *nb);
-    if (!nb)
+    const uint32_t old = dev->num_buffers;
+    if (rsp__grow((void **)&dev->buffers, &dev->num_buffers, (uint64_t)id + 1,
+                  sizeof *dev->buffers) != RSP_OK)
         return RSP_ENOMEM;
-    memset(nb + dev->num_buffers, 0, (size_t)(n - dev->num_buffers) * sizeof *nb);
-    dev->buffers = nb;
-    dev->num_buffers = n;
+    memset(dev->buffers + old, 0, (size_t)(dev->num_buffers - old) * sizeof *dev->buffers);
     return RSP_OK;
 }
 
-/* Undo record of one BUFFER op applied at submit. */
-typedef struct buffer_undo {
-    uint32_t id;
-    host_buffer before;
-} buffer_undo;
+/* One buffer a submit creates or grows: its new arrays, allocated in the
+ * reserve phase and swapped in by apply, in list order. */
+typedef struct buffer_change {
+    uint32_t op;       /* index of its BUFFER op in the list */
+    uint32_t capacity; /* the buffer's once applied (a spare's arrays may be larger) */
+    int32_t *slot_indices;
+    bool *has_state;
+} buffer_change;
 
 /* Byte offsets of a job's parts in its one allocation; returns its size. */
 typedef struct job_offsets {
@@ -695,7 +751,20 @@ static bool buffer_arrays(rsp__host_device *dev, uint32_t id, uint32_t cap, int3
     return alloc_buffer_arrays(cap, idx, has);
 }
 
-static host_job *scratch_job(rsp__host_device *dev, size_t size);
+/* Storage for a job run inline: reused, grown on demand (to the exact size:
+ * it is a byte count, not an array, and at most one job's worth). Owner
+ * only. */
+static host_job *scratch_job(rsp__host_device *dev, size_t size)
+{
+    if (size > dev->scratch_size) {
+        host_job *j = realloc(dev->scratch, size);
+        if (!j)
+            return NULL;
+        dev->scratch = j;
+        dev->scratch_size = size;
+    }
+    return dev->scratch;
+}
 
 /* rsp__device_reserve: everything a submit of work within `need` would
  * allocate, allocated now. Owner only. O(buffers of need) allocations, none
@@ -705,6 +774,7 @@ static rsp_status host_reserve(rsp__device *base, const rsp__ext_need *need, rsp
     rsp__host_device *dev = (rsp__host_device *)base;
     /* A BUFFER op may add a RETIRE op to the job. */
     job_size sz = {.ops = need->ops + need->num_buffers,
+                   .buffers = need->num_buffers,
                    .slots = need->slots,
                    .pairs = need->pairs,
                    .uploads = need->upload_entries};
@@ -719,13 +789,9 @@ static rsp_status host_reserve(rsp__device *base, const rsp__ext_need *need, rsp
             goto oom;
         dev->spare_job_size = bytes;
     }
-    if (need->num_buffers > dev->cap_undo) {
-        buffer_undo *u = realloc(dev->undo, need->num_buffers * sizeof *u);
-        if (!u)
-            goto oom;
-        dev->undo = u;
-        dev->cap_undo = need->num_buffers;
-    }
+    if (rsp__grow((void **)&dev->changes, &dev->cap_changes, sz.buffers, sizeof *dev->changes) !=
+        RSP_OK)
+        goto oom;
     spare_bufs_free(dev); /* what the last reserve left unused */
     for (uint32_t i = 0; i < need->num_buffers; i++) {
         uint32_t id = need->buffer_id[i], cap = need->buffer_cap[i] ? need->buffer_cap[i] : 1;
@@ -747,6 +813,8 @@ static rsp_status host_reserve(rsp__device *base, const rsp__ext_need *need, rsp
 oom:
     return rsp__fail(err, RSP_ENOMEM, "device: out of host memory reserving a job");
 }
+
+/* --- phase 2: reserve ----------------------------------------------------- */
 
 /* Work that touches at most this many slot bytes may run inline on the owner
  * (about 25-40 us of memset/memcpy here): a hand-off to the worker costs a
@@ -778,18 +846,210 @@ static bool can_run_inline(rsp__host_device *dev, const rsp__work *w, const job_
     return true;
 }
 
-/* Storage for a job run inline: reused, grown on demand. Owner only. */
-static host_job *scratch_job(rsp__host_device *dev, size_t size)
+/* What the reserve phase took for one submit: apply consumes it, unreserve
+ * gives it back. */
+typedef struct job_reservation {
+    bool run_inline;        /* job is dev->scratch, run by the owner */
+    host_job *job;          /* else the job's own allocation (the worker frees it) */
+    buffer_change *changes; /* [num_changes], in list order */
+    uint32_t num_changes;
+    bool changes_owned; /* allocated for this submit, not dev->changes */
+} job_reservation;
+
+/* The job's one allocation: the scratch for a job run inline, else the
+ * storage host_reserve set aside when it fits, else a new one. NULL: out of
+ * memory. */
+static host_job *take_job_storage(rsp__host_device *dev, size_t bytes, bool run_inline)
 {
-    if (size > dev->scratch_size) {
-        host_job *j = realloc(dev->scratch, size);
-        if (!j)
-            return NULL;
-        dev->scratch = j;
-        dev->scratch_size = size;
+    if (run_inline)
+        return scratch_job(dev, bytes);
+    if (dev->spare_job && dev->spare_job_size >= bytes) {
+        host_job *job = dev->spare_job;
+        dev->spare_job = NULL;
+        dev->spare_job_size = 0;
+        return job;
     }
-    return dev->scratch;
+    return malloc(bytes);
 }
+
+/* Capacity buffer id has when a BUFFER op for it is applied: what the last
+ * change of this list before that op gives it, else what the table says; -1
+ * while it does not exist. The table has room for id. Unlike capacity_at
+ * (validate's rule for UPLOADs, which counts a BUFFER op's capacity as
+ * asked), this is what apply will find: 1 after a BUFFER op of capacity 0. */
+static int64_t capacity_before(const rsp__host_device *dev, const rsp__work *w,
+                               const job_reservation *r, uint32_t id)
+{
+    for (uint32_t k = r->num_changes; k-- > 0;)
+        if (w->ops[r->changes[k].op].buffer == id)
+            return r->changes[k].capacity;
+    const host_buffer *hb = &dev->buffers[id];
+    return hb->exists ? (int64_t)hb->capacity : -1;
+}
+
+/* A change, with its arrays, for every BUFFER op that creates its buffer or
+ * grows it: decided as the ops before it leave the buffer, so apply makes
+ * exactly these changes in this order. Room in the table for every id. */
+static rsp_status reserve_buffer_changes(rsp__host_device *dev, const rsp__work *w,
+                                         job_reservation *r)
+{
+    for (uint32_t i = 0; i < w->num_ops; i++) {
+        const rsp__op *op = &w->ops[i];
+        if (op->kind != RSP__OP_BUFFER)
+            continue;
+        if (buffers_reserve(dev, op->buffer) != RSP_OK)
+            return RSP_ENOMEM;
+        if (capacity_before(dev, w, r, op->buffer) >= (int64_t)op->capacity)
+            continue; /* exists and large enough: the op changes nothing */
+        buffer_change *c = &r->changes[r->num_changes];
+        c->op = i;
+        c->capacity = op->capacity ? op->capacity : 1;
+        if (!buffer_arrays(dev, op->buffer, c->capacity, &c->slot_indices, &c->has_state))
+            return RSP_ENOMEM;
+        r->num_changes++;
+    }
+    return RSP_OK;
+}
+
+/* Give back what the reserve phase took. Nothing was applied, so this
+ * restores everything (the buffer table may keep more zeroed entries). */
+static void unreserve(job_reservation *r)
+{
+    for (uint32_t k = 0; k < r->num_changes; k++) {
+        free(r->changes[k].slot_indices);
+        free(r->changes[k].has_state);
+    }
+    if (r->changes_owned)
+        free(r->changes);
+    if (!r->run_inline)
+        free(r->job);
+}
+
+/* Phase 2: every allocation of this submit, into r (r->run_inline set).
+ * RSP_ENOMEM: all of it given back, nothing changed. */
+static rsp_status reserve(rsp__host_device *dev, const rsp__work *w, const job_size *sz,
+                          size_t job_bytes, job_reservation *r)
+{
+    r->job = take_job_storage(dev, job_bytes, r->run_inline);
+    if (!r->job)
+        return RSP_ENOMEM;
+    if (sz->buffers == 0)
+        return RSP_OK;
+    if (sz->buffers <= dev->cap_changes) {
+        r->changes = dev->changes;
+    } else if ((r->changes = malloc(sz->buffers * sizeof *r->changes)) != NULL) {
+        r->changes_owned = true;
+    } else {
+        unreserve(r);
+        return RSP_ENOMEM;
+    }
+    if (reserve_buffer_changes(dev, w, r) != RSP_OK) {
+        unreserve(r);
+        return RSP_ENOMEM;
+    }
+    return RSP_OK;
+}
+
+/* --- phase 3: apply ------------------------------------------------------- */
+
+/* Where the next copied entries go in a job's storage (job_layout). */
+typedef struct job_cursor {
+    uint32_t *slots;
+    rsp__copy *pairs;
+    int32_t *idx;
+    bool *has;
+} job_cursor;
+
+/* Append the host op of a WAIT, ZERO, COPY or UPLOAD to the job, copying
+ * its entries. Cannot fail: validate counted the room (count_op). An
+ * UPLOAD's buffer exists (validated) and holds its newest arrays (a change
+ * earlier in the list was applied first: list order). */
+static void copy_op(const rsp__host_device *dev, const rsp__work *w, const rsp__op *op,
+                    job_cursor *c, host_job *job)
+{
+    host_op *h = &job->ops[job->num_ops++];
+    h->count = op->count;
+    switch (op->kind) {
+    case RSP__OP_WAIT:
+        h->kind = HOP_WAIT;
+        h->count = 0;
+        h->u.event = op->event;
+        break;
+    case RSP__OP_ZERO:
+        memcpy(c->slots, w->slots + op->first, (size_t)op->count * sizeof *c->slots);
+        h->kind = HOP_ZERO;
+        h->u.slots = c->slots;
+        c->slots += op->count;
+        break;
+    case RSP__OP_COPY:
+        memcpy(c->pairs, w->pairs + op->first, (size_t)op->count * sizeof *c->pairs);
+        h->kind = HOP_COPY;
+        h->u.pairs = c->pairs;
+        c->pairs += op->count;
+        break;
+    default: { /* an UPLOAD: apply passes BUFFER ops to apply_change */
+        RSP__ASSERT(op->kind == RSP__OP_UPLOAD);
+        const host_buffer *hb = &dev->buffers[op->buffer];
+        memcpy(c->idx, op->slot_indices, (size_t)op->count * sizeof *c->idx);
+        memcpy(c->has, op->has_state, (size_t)op->count * sizeof *c->has);
+        h->kind = HOP_UPLOAD;
+        h->u.up.src_idx = c->idx;
+        h->u.up.src_has = c->has;
+        h->u.up.dst_idx = hb->slot_indices;
+        h->u.up.dst_has = hb->has_state;
+        c->idx += op->count;
+        c->has += op->count;
+        break;
+    }
+    }
+}
+
+/* Swap a buffer's new arrays in: they take effect now (rsp__device_buffer
+ * returns them). Uploads queued before may still write the old arrays, so a
+ * growth does not free them: its RETIRE op copies them into the new ones and
+ * frees them when the worker reaches it (FIFO). Cannot fail: the arrays and
+ * the table entry were reserved, the RETIRE's room counted (count_op). */
+static void apply_change(rsp__host_device *dev, uint32_t id, const buffer_change *c, host_job *job)
+{
+    host_buffer *hb = &dev->buffers[id];
+    if (hb->exists) {
+        host_op *h = &job->ops[job->num_ops++];
+        h->kind = HOP_RETIRE;
+        h->count = hb->capacity;
+        h->u.retire.old_idx = hb->slot_indices;
+        h->u.retire.old_has = hb->has_state;
+        h->u.retire.new_idx = c->slot_indices;
+        h->u.retire.new_has = c->has_state;
+    }
+    *hb = (host_buffer){c->slot_indices, c->has_state, c->capacity, true};
+}
+
+/* Phase 3: fill the job and apply the buffer changes, in list order.
+ * Cannot fail (copy_op, apply_change). Consumes r's change records. */
+static void apply(rsp__host_device *dev, const rsp__work *w, const job_offsets *off,
+                  job_reservation *r)
+{
+    host_job *job = r->job;
+    char *data = (char *)job;
+    job_cursor c = {.slots = (uint32_t *)(data + off->slots),
+                    .pairs = (rsp__copy *)(data + off->pairs),
+                    .idx = (int32_t *)(data + off->idx),
+                    .has = (bool *)(data + off->has)};
+    job->stop = false;
+    job->num_ops = 0;
+    uint32_t next = 0; /* the next change to apply */
+    for (uint32_t i = 0; i < w->num_ops; i++) {
+        const rsp__op *op = &w->ops[i];
+        if (op->kind != RSP__OP_BUFFER)
+            copy_op(dev, w, op, &c, job);
+        else if (next < r->num_changes && r->changes[next].op == i)
+            apply_change(dev, op->buffer, &r->changes[next++], job);
+    }
+    if (r->changes_owned)
+        free(r->changes); /* the arrays now belong to the buffers */
+}
+
+/* --- phase 4: hand off ---------------------------------------------------- */
 
 /* A job keeps every caller fence it waits on alive until its WAIT has run
  * (released in run_job). Owner only, once the job can no longer fail. */
@@ -800,6 +1060,33 @@ static void hold_waited_fences(rsp__host_device *dev, const host_job *job)
         if (op->kind == HOP_WAIT && op->u.event.handle && op->u.event.handle != &dev->fence)
             rsp__fence_ref(op->u.event.handle);
     }
+}
+
+/* Phase 4: run the applied job here or queue it for the worker, and give
+ * `done`. Cannot fail: a full ring makes ring_put wait, never refuse. */
+static void hand_off(rsp__host_device *dev, const job_reservation *r, rsp_event *done)
+{
+    host_job *job = r->job;
+    if (job->num_ops == 0) {
+        /* Only buffer creations: nothing for the worker to do. */
+        if (!r->run_inline)
+            free(job);
+    } else {
+        job->value = dev->submitted + 1;
+        hold_waited_fences(dev, job);
+        if (r->run_inline) {
+            /* The device is idle and the work cannot block: run it here, in
+             * FIFO order all the same, and raise the timeline (HV1) as the
+             * worker would. Readers of `submitted` wait for the raise. */
+            run_job(dev, job);
+            rsp__store_relaxed_u64(&dev->submitted, job->value);
+            fence_signal(&dev->fence, job->value);
+        } else {
+            ring_put(dev, job);
+        }
+    }
+    if (done)
+        *done = rsp_event_host(&dev->fence, dev->submitted);
 }
 
 static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *done,
@@ -818,156 +1105,14 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
             *done = rsp_event_host(&dev->fence, dev->submitted);
         return RSP_OK;
     }
-
-    /* One allocation for the job and everything it copies: the reserved
-     * one when it fits (host_reserve), else a new one. */
     job_offsets off;
     const size_t job_bytes = job_layout(&sz, &off);
-    const bool run_inline = can_run_inline(dev, w, &sz);
-    host_job *job;
-    if (run_inline) {
-        job = scratch_job(dev, job_bytes);
-    } else if (dev->spare_job && dev->spare_job_size >= job_bytes) {
-        job = dev->spare_job; /* the worker frees it */
-        dev->spare_job = NULL;
-        dev->spare_job_size = 0;
-    } else {
-        job = malloc(job_bytes);
-    }
-    buffer_undo *undo = NULL;
-    bool undo_owned = false; /* malloc'd here, not the reserved array */
-    uint32_t num_undo = 0;
-    if (!job)
-        goto oom;
-    uint32_t num_buffer_ops = 0;
-    for (uint32_t i = 0; i < w->num_ops; i++)
-        num_buffer_ops += w->ops[i].kind == RSP__OP_BUFFER;
-    if (num_buffer_ops <= dev->cap_undo) {
-        undo = dev->undo;
-    } else {
-        if (!(undo = malloc(num_buffer_ops * sizeof *undo)))
-            goto oom;
-        undo_owned = true;
-    }
-
-    char *data = (char *)job;
-    uint32_t *slots = (uint32_t *)(data + off.slots);
-    rsp__copy *pairs = (rsp__copy *)(data + off.pairs);
-    int32_t *idx = (int32_t *)(data + off.idx);
-    bool *has = (bool *)(data + off.has);
-    job->stop = false;
-    job->num_ops = 0;
-
-    /* Pass 2: apply BUFFER ops now (in list order), copy everything else. */
-    for (uint32_t i = 0; i < w->num_ops; i++) {
-        const rsp__op *op = &w->ops[i];
-        host_op *h = &job->ops[job->num_ops];
-        switch (op->kind) {
-        case RSP__OP_WAIT:
-            h->kind = HOP_WAIT;
-            h->count = 0;
-            h->u.event = op->event;
-            job->num_ops++;
-            break;
-        case RSP__OP_ZERO:
-            memcpy(slots, w->slots + op->first, (size_t)op->count * sizeof *slots);
-            h->kind = HOP_ZERO;
-            h->count = op->count;
-            h->u.slots = slots;
-            slots += op->count;
-            job->num_ops++;
-            break;
-        case RSP__OP_COPY:
-            memcpy(pairs, w->pairs + op->first, (size_t)op->count * sizeof *pairs);
-            h->kind = HOP_COPY;
-            h->count = op->count;
-            h->u.pairs = pairs;
-            pairs += op->count;
-            job->num_ops++;
-            break;
-        case RSP__OP_UPLOAD: {
-            const host_buffer *hb = &dev->buffers[op->buffer]; /* exists: validated */
-            memcpy(idx, op->slot_indices, (size_t)op->count * sizeof *idx);
-            memcpy(has, op->has_state, (size_t)op->count * sizeof *has);
-            h->kind = HOP_UPLOAD;
-            h->count = op->count;
-            h->u.up.src_idx = idx;
-            h->u.up.src_has = has;
-            h->u.up.dst_idx = hb->slot_indices;
-            h->u.up.dst_has = hb->has_state;
-            idx += op->count;
-            has += op->count;
-            job->num_ops++;
-            break;
-        }
-        case RSP__OP_BUFFER: {
-            if (buffers_reserve(dev, op->buffer) != RSP_OK)
-                goto oom;
-            host_buffer *hb = &dev->buffers[op->buffer];
-            if (hb->exists && hb->capacity >= op->capacity)
-                break;
-            uint32_t cap = op->capacity ? op->capacity : 1;
-            int32_t *ni;
-            bool *nh;
-            if (!buffer_arrays(dev, op->buffer, cap, &ni, &nh))
-                goto oom;
-            undo[num_undo++] = (buffer_undo){op->buffer, *hb};
-            if (hb->exists) {
-                /* The worker may still upload into the old arrays (earlier
-                 * jobs): it copies and frees them when it reaches this job. */
-                h->kind = HOP_RETIRE;
-                h->count = hb->capacity;
-                h->u.retire.old_idx = hb->slot_indices;
-                h->u.retire.old_has = hb->has_state;
-                h->u.retire.new_idx = ni;
-                h->u.retire.new_has = nh;
-                job->num_ops++;
-            }
-            *hb = (host_buffer){ni, nh, cap, true};
-            break;
-        }
-        }
-    }
-    if (undo_owned)
-        free(undo);
-    if (job->num_ops == 0) {
-        /* Only buffer creations: nothing for the worker to do. */
-        if (!run_inline)
-            free(job);
-        if (done)
-            *done = rsp_event_host(&dev->fence, dev->submitted);
-        return RSP_OK;
-    }
-    job->value = dev->submitted + 1;
-    hold_waited_fences(dev, job);
-    if (run_inline) {
-        /* The device is idle and w cannot block: run it here, in FIFO
-         * order all the same, and raise the timeline (HV1) as the worker
-         * would. Readers of `submitted` wait for the raise. */
-        run_job(dev, job);
-        rsp__store_relaxed_u64(&dev->submitted, job->value);
-        fence_signal(&dev->fence, job->value);
-    } else {
-        ring_put(dev, job);
-    }
-    if (done)
-        *done = rsp_event_host(&dev->fence, dev->submitted);
+    job_reservation r = {.run_inline = can_run_inline(dev, w, &sz)};
+    if (reserve(dev, w, &sz, job_bytes, &r) != RSP_OK)
+        return rsp__fail(err, RSP_ENOMEM, "device submit: out of host memory");
+    apply(dev, w, &off, &r);
+    hand_off(dev, &r, done);
     return RSP_OK;
-
-oom:
-    /* Put every buffer back as it was, newest first. */
-    while (num_undo > 0) {
-        buffer_undo *u = &undo[--num_undo];
-        host_buffer *hb = &dev->buffers[u->id];
-        free(hb->slot_indices);
-        free(hb->has_state);
-        *hb = u->before;
-    }
-    if (undo_owned)
-        free(undo);
-    if (!run_inline)
-        free(job);
-    return rsp__fail(err, RSP_ENOMEM, "device submit: out of host memory");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1043,7 +1188,7 @@ static void host_free(rsp__host_device *dev)
     free(dev->stop_job);
     free(dev->scratch);
     free(dev->spare_job);
-    free(dev->undo);
+    free(dev->changes);
     spare_bufs_free(dev);
     dev->fence.magic = FENCE_DEAD;
     pthread_mutex_destroy(&dev->fence.lock);
@@ -1074,6 +1219,39 @@ static const rsp__device_ops host_ops = {
     .check_event = host_check_event,
 };
 
+/* Create step: every block, 64-byte aligned and zeroed. Each is recorded in
+ * block_base as soon as it exists, so host_free frees it. */
+static rsp_status host_blocks_alloc(rsp__host_device *dev, rsp_error *err)
+{
+    const rsp__layout *layout = dev->base.layout;
+    for (uint32_t b = 0; b < layout->num_blocks; b++) {
+        dev->base.block_base[b] = alloc_zeroed(layout->blocks[b].bytes);
+        if (!dev->base.block_base[b])
+            return rsp__fail(err, RSP_ENOMEM,
+                             "host device: cannot allocate block '%s' (%llu bytes): out of memory",
+                             layout->blocks[b].name, (unsigned long long)layout->blocks[b].bytes);
+    }
+    return RSP_OK;
+}
+
+/* Create step: the ring, the stop job (allocated now so destroy cannot
+ * fail), then the worker that consumes the ring. */
+static rsp_status host_worker_start(rsp__host_device *dev, rsp_error *err)
+{
+    dev->ring_buf = calloc(HOST_RING_SIZE, sizeof *dev->ring_buf);
+    dev->stop_job = malloc(sizeof(host_job));
+    if (!dev->ring_buf || !dev->stop_job)
+        return rsp__fail(err, RSP_ENOMEM, "host device: out of memory");
+    dev->stop_job->stop = true;
+    dev->stop_job->num_ops = 0;
+    ck_ring_init(&dev->ring, HOST_RING_SIZE);
+    int rc = pthread_create(&dev->worker, NULL, worker_main, dev);
+    if (rc != 0)
+        return rsp__fail(err, rc == EAGAIN ? RSP_ENOMEM : RSP_EDEVICE,
+                         "host device: cannot start the device worker: %s", strerror(rc));
+    return RSP_OK;
+}
+
 rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out, rsp_error *err)
 {
     rsp__host_device *dev = NULL;
@@ -1084,33 +1262,16 @@ rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out,
     dev->base.kind = RSP_DEVICE_HOST;
     dev->base.layout = layout;
     if (fence_init(&dev->fence) != RSP_OK) {
-        free(dev);
+        free(dev); /* host_free would destroy the lock that failed */
         return rsp__fail(err, RSP_ENOMEM, "host device: cannot initialise its fence");
     }
-    for (uint32_t b = 0; b < layout->num_blocks; b++) {
-        dev->base.block_base[b] = alloc_zeroed(layout->blocks[b].bytes);
-        if (!dev->base.block_base[b]) {
-            rsp__fail(err, RSP_ENOMEM,
-                      "host device: cannot allocate block '%s' (%llu bytes): out of memory",
-                      layout->blocks[b].name, (unsigned long long)layout->blocks[b].bytes);
-            host_free(dev);
-            return RSP_ENOMEM;
-        }
-    }
-    dev->ring_buf = calloc(HOST_RING_SIZE, sizeof *dev->ring_buf);
-    dev->stop_job = malloc(sizeof(host_job));
-    if (!dev->ring_buf || !dev->stop_job) {
+    /* From here on, the one unwind path: host_free frees whatever exists. */
+    rsp_status st = host_blocks_alloc(dev, err);
+    if (st == RSP_OK)
+        st = host_worker_start(dev, err);
+    if (st != RSP_OK) {
         host_free(dev);
-        return rsp__fail(err, RSP_ENOMEM, "host device: out of memory");
-    }
-    dev->stop_job->stop = true;
-    dev->stop_job->num_ops = 0;
-    ck_ring_init(&dev->ring, HOST_RING_SIZE);
-    int rc = pthread_create(&dev->worker, NULL, worker_main, dev);
-    if (rc != 0) {
-        host_free(dev);
-        return rsp__fail(err, rc == EAGAIN ? RSP_ENOMEM : RSP_EDEVICE,
-                         "host device: cannot start the device worker: %s", strerror(rc));
+        return st;
     }
     *out = &dev->base;
     return RSP_OK;

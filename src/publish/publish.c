@@ -627,12 +627,6 @@ uint32_t rsp__publisher_waiters(const rsp__publisher *p)
     return rsp__load_relaxed_u32((uint32_t *)&p->waiters);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 void rsp__publisher_destroy(rsp__publisher *p)
 {
     if (!p)
@@ -667,9 +661,11 @@ void rsp__publisher_destroy(rsp__publisher *p)
     pthread_cond_signal(&p->work);
     pthread_mutex_unlock(&p->lock);
     pthread_join(p->reclaimer, NULL);
-    /* Referenced plans wait for their readers' unref. */
-    while (rsp__load_acquire_u32(&p->objects) != 0)
-        sleep_ms(1);
+    /* Referenced plans wait for their readers' unref (polled every 1 ms). */
+    while (rsp__load_acquire_u32(&p->objects) != 0) {
+        struct timespec ms = rsp__timespec_of(1000000);
+        nanosleep(&ms, NULL);
+    }
     pthread_cond_destroy(&p->left);
     pthread_cond_destroy(&p->work);
     pthread_mutex_destroy(&p->lock);
