@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "msg.h"
 #include "pool.h"
 #include "util/error.h"
 #include "util/sync.h"
@@ -351,12 +352,17 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
     const bool in_section = timeout_ns != 0 && rsp__in_read_section();
     if (in_section)
         timeout_ns = 0;
-    /* Fire-and-forget tickets are recycled by the actor (the owner frees
-     * them: no cross-thread malloc/free per message); kept ones are freed
-     * by their waiter, on its own thread, and may outlive the pool. */
-    rsp_ticket *t = rsp__actor_ticket_new(ticket ? NULL : pool->actor, msg);
+    /* The message travels as its wire form (msg.h): the actor moves the
+     * bytes, the owner's handler (pool.c) decodes them. Fire-and-forget
+     * tickets are recycled by the actor (the owner frees them: no
+     * cross-thread malloc/free per message); kept ones are freed by their
+     * waiter, on its own thread, and may outlive the pool. */
+    void *wire;
+    rsp_ticket *t =
+        rsp__actor_ticket_new(ticket ? NULL : pool->actor, rsp__msg_wire_size(msg), &wire);
     if (!t)
         return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
+    rsp__msg_encode(msg, wire);
     /* H1: a commit's or rollback's host fence is referenced before the post
      * returns: the caller may destroy its handle at once, and the owner may
      * handle the message much later (docs/ordering.md, "fence references").
@@ -367,7 +373,12 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
         rsp__fence_ref(fence);
         rsp__ticket_hold(t, drop_fence, fence);
     }
-    st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);
+    /* A shutdown is the inbox's last message: it closes the inbox behind
+     * it (and takes no credit). */
+    if (msg->kind == RSP_MSG_SHUTDOWN)
+        st = rsp__actor_close(pool->actor, t, ticket != NULL, err);
+    else
+        st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);
     if (st == RSP_OK && ticket)
         *ticket = t;
     if (st == RSP_EFULL && in_section)

@@ -3,9 +3,10 @@
  * message into core calls, device work, a published plan and a reply.
  * SPDX-License-Identifier: Apache-2.0
  *
- * Layering: api.c (validation, public entry points) -> pool.c (the owner's
- * handler) -> core/ (state machine), device/ (work), publish/ (plans);
- * actor/ only routes messages to pool.c's handler and knows none of these.
+ * Layering: api.c (validation, public entry points; encodes each message,
+ * msg.h) -> actor/ (moves the encoded bytes, knows none of what follows) ->
+ * pool.c (decodes, dispatches) -> core/ (state machine), device/ (work),
+ * publish/ (plans).
  */
 #ifndef RSP_POOL_H
 #define RSP_POOL_H
@@ -72,8 +73,9 @@ struct rsp_pool {
     uint32_t inject_submit_failures;
 };
 
-/* The actor's callbacks (owner thread). ctx is the rsp_pool. */
-void rsp__pool_handle(void *ctx, const rsp_msg *msg, rsp_reply *reply);
+/* The actor's callbacks (owner thread). ctx is the rsp_pool; payload is a
+ * message's wire form (msg.h). */
+void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *reply);
 void rsp__pool_owner_idle(void *ctx);
 
 /* The core's reserve hook (core.h, rsp__ext_need): reserves the device's
