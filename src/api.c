@@ -13,7 +13,6 @@
  * the fork check every entry point makes.
  */
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "msg.h"
@@ -82,49 +81,7 @@ rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error
     if (forked())
         return fail_forked(err);
     pthread_once(&rsp__atfork_once, register_atfork);
-
-    rsp_pool *p = calloc(1, sizeof *p);
-    if (!p)
-        return rsp__fail(err, RSP_ENOMEM, "out of memory for the pool");
-    rsp__work_init(&p->work);
-    rsp_status st = rsp__core_create(cfg, &p->core, err);
-    if (st != RSP_OK)
-        goto fail;
-    p->layout = rsp__core_layout(p->core);
-    p->device_kind = cfg->device;
-    st = rsp__device_create(cfg->device, cfg->cuda_ordinal, p->layout, &p->dev, err);
-    if (st != RSP_OK)
-        goto fail;
-    st = rsp__publisher_create(0, &p->pub, err);
-    if (st != RSP_OK)
-        goto fail;
-    /* The device job memory and the plan object are reserved inside each
-     * core call, before it changes anything (rsp__pool_reserve). */
-    rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
-    p->num_labels = rsp__core_num_labels(p->core);
-    rsp__pool_mirror_gauges(p);
-
-    /* Starting the owner hands it the core, the device and the work list
-     * (pthread_create orders everything above before the owner's start). */
-    rsp__actor_config acfg = {
-        .capacity = cfg->inbox_capacity,
-        .handle = rsp__pool_handle,
-        .ctx = p,
-        .on_idle = rsp__pool_owner_idle,
-    };
-    st = rsp__actor_create(&acfg, &p->actor, err);
-    if (st != RSP_OK)
-        goto fail;
-    *out = p;
-    return RSP_OK;
-
-fail:
-    rsp__publisher_destroy(p->pub);
-    rsp__device_destroy(p->dev);
-    rsp__core_destroy(p->core);
-    rsp__work_fini(&p->work);
-    free(p);
-    return st;
+    return rsp__pool_create(cfg, out, err);
 }
 
 rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err)
@@ -146,16 +103,7 @@ rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err)
                          "rsp_pool_close: called inside a read section, and destroying waits "
                          "for a grace period, i.e. for that section: end it, then call again "
                          "(nothing was destroyed)");
-    /* Closes the inbox, handles everything queued, joins the owner. */
-    rsp__actor_destroy(pool->actor);
-    /* Releases plan waiters and waits for them to leave, then for readers'
-     * references; joins the reclaimer. */
-    rsp__publisher_destroy(pool->pub);
-    /* Waits for all submitted device work. */
-    rsp__device_destroy(pool->dev);
-    rsp__work_fini(&pool->work);
-    rsp__core_destroy(pool->core);
-    free(pool);
+    rsp__pool_destroy(pool);
     return RSP_OK;
 }
 

@@ -3,12 +3,14 @@
  * its kind's handler -> core call -> device work -> plan publication ->
  * counters -> reply. Runs on the owner thread only, so none of the pool's
  * mutable state needs a lock. No slot logic lives here: the core decides,
- * this file routes and accounts.
+ * this file routes and accounts. Also the pool's creation and destruction,
+ * next to the state they build and tear down.
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "pool.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "msg.h"
 #include "util/hb.h"
@@ -396,4 +398,64 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     if (!p->broken)
         sync_stage(p);
     rsp__pool_mirror_gauges(p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Creation and destruction                                                  */
+/* ------------------------------------------------------------------------ */
+
+rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err)
+{
+    rsp_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for the pool");
+    rsp__work_init(&p->work);
+    rsp_status st = rsp__core_create(cfg, &p->core, err);
+    if (st != RSP_OK)
+        goto fail;
+    p->layout = rsp__core_layout(p->core);
+    p->device_kind = cfg->device;
+    st = rsp__device_create(cfg->device, cfg->cuda_ordinal, p->layout, &p->dev, err);
+    if (st != RSP_OK)
+        goto fail;
+    st = rsp__publisher_create(0, &p->pub, err);
+    if (st != RSP_OK)
+        goto fail;
+    /* The device job memory and the plan object are reserved inside each
+     * core call, before it changes anything (rsp__pool_reserve). */
+    rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
+    p->num_labels = rsp__core_num_labels(p->core);
+    rsp__pool_mirror_gauges(p);
+
+    /* Starting the owner hands it the core, the device and the work list
+     * (pthread_create orders everything above before the owner's start). */
+    rsp__actor_config acfg = {
+        .capacity = cfg->inbox_capacity,
+        .handle = rsp__pool_handle,
+        .ctx = p,
+        .on_idle = rsp__pool_owner_idle,
+    };
+    st = rsp__actor_create(&acfg, &p->actor, err);
+    if (st != RSP_OK)
+        goto fail;
+    *out = p;
+    return RSP_OK;
+
+fail:
+    rsp__pool_destroy(p); /* the parts made so far; the rest are NULL */
+    return st;
+}
+
+void rsp__pool_destroy(rsp_pool *p)
+{
+    /* Closes the inbox, handles everything queued, joins the owner. */
+    rsp__actor_destroy(p->actor);
+    /* Releases plan waiters and waits for them to leave, then for readers'
+     * references; joins the reclaimer. */
+    rsp__publisher_destroy(p->pub);
+    /* Waits for all submitted device work. */
+    rsp__device_destroy(p->dev);
+    rsp__work_fini(&p->work);
+    rsp__core_destroy(p->core);
+    free(p);
 }

@@ -1,6 +1,7 @@
 /*
- * Internal: struct rsp_pool, and the owner-side handler that turns one
- * message into core calls, device work, a published plan and a reply.
+ * Internal: struct rsp_pool, its creation and destruction, and the
+ * owner-side handler that turns one message into core calls, device work, a
+ * published plan and a reply.
  * SPDX-License-Identifier: Apache-2.0
  *
  * Layering: api.c (validation, public entry points; encodes each message,
@@ -72,6 +73,23 @@ struct rsp_pool {
      * (the only failure left after the core changed). Relaxed atomic. */
     uint32_t inject_submit_failures;
 };
+
+/*
+ * Build a pool from cfg (not NULL; the face checked the rest of the call):
+ * core, device, publisher, then the actor, whose owner thread starts last
+ * and takes over the owner-only fields. On failure nothing is left (every
+ * part made so far is destroyed) and err says why. Any thread.
+ */
+rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err);
+
+/*
+ * Tear a pool down: close the inbox and handle what is queued (joins the
+ * owner), release plan waiters and wait for readers' references (joins the
+ * reclaimer), wait for the device, free everything. Also unwinds a pool
+ * that rsp__pool_create built only in part (every part may be NULL). One
+ * thread, after every other stopped posting; never the owner.
+ */
+void rsp__pool_destroy(rsp_pool *pool);
 
 /* The actor's callbacks (owner thread). ctx is the rsp_pool; payload is a
  * message's wire form (msg.h). */
