@@ -10,13 +10,16 @@
  *   0                     m itself, as the caller gave it (its array
  *                         pointers are the caller's and never followed:
  *                         decode replaces them)
- *   after it, aligned     m.step.rows[num_rows]          ADMIT, PLAN, COMMIT
- *   then, aligned         m.step.pre_forks[num_pre]      ADMIT, PLAN, COMMIT
- *   then                  m.step.post_forks[num_post]    ADMIT, PLAN, COMMIT
- *   then                  m.label_name and its NUL       LABEL
+ *   ADMIT, PLAN, COMMIT:
+ *   after it, aligned     m.step.rows[num_rows]
+ *   then, aligned         m.step.pre_forks[num_pre_forks]
+ *   then                  m.step.post_forks[num_post_forks]
+ *   LABEL:
+ *   right after it        m.label_name and its NUL
  *
- * A kind not listed carries no array. A new kind with an array is one more
- * line in msg.c's carries_* helpers; one without is nothing here.
+ * A kind not listed carries no array: its wire form is m alone. A new kind
+ * that carries a step's arrays or a name is one more test in msg.c's
+ * carries_step / carries_name; one without arrays is nothing here.
  */
 #ifndef RSP_MSG_H
 #define RSP_MSG_H
