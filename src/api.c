@@ -1,5 +1,7 @@
 /*
- * The public entry points: validation, pool lifecycle, messages, readers.
+ * The public entry points, a thin face: argument, fork and read-section
+ * checks, validation, then one call (pool lifecycle: pool.c; messages:
+ * encoded by msg.c, posted to the actor, handled by pool.c; readers).
  * SPDX-License-Identifier: Apache-2.0
  *
  * Every message is validated here, before it reaches the owner: an invalid
