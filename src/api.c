@@ -1,5 +1,7 @@
 /*
- * The public entry points: validation, pool lifecycle, messages, readers.
+ * The public entry points, a thin face: argument, fork and read-section
+ * checks, validation, then one call (pool lifecycle: pool.c; messages:
+ * encoded by msg.c, posted to the actor, handled by pool.c; readers).
  * SPDX-License-Identifier: Apache-2.0
  *
  * Every message is validated here, before it reaches the owner: an invalid
@@ -13,9 +15,9 @@
  * the fork check every entry point makes.
  */
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "msg.h"
 #include "pool.h"
 #include "util/error.h"
 #include "util/sync.h"
@@ -81,49 +83,7 @@ rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error
     if (forked())
         return fail_forked(err);
     pthread_once(&rsp__atfork_once, register_atfork);
-
-    rsp_pool *p = calloc(1, sizeof *p);
-    if (!p)
-        return rsp__fail(err, RSP_ENOMEM, "out of memory for the pool");
-    rsp__work_init(&p->work);
-    rsp_status st = rsp__core_create(cfg, &p->core, err);
-    if (st != RSP_OK)
-        goto fail;
-    p->layout = rsp__core_layout(p->core);
-    p->device_kind = cfg->device;
-    st = rsp__device_create(cfg->device, cfg->cuda_ordinal, p->layout, &p->dev, err);
-    if (st != RSP_OK)
-        goto fail;
-    st = rsp__publisher_create(0, &p->pub, err);
-    if (st != RSP_OK)
-        goto fail;
-    /* The device job memory and the plan object are reserved inside each
-     * core call, before it changes anything (rsp__pool_reserve). */
-    rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
-    p->num_labels = rsp__core_num_labels(p->core);
-    rsp__pool_mirror_gauges(p);
-
-    /* Starting the owner hands it the core, the device and the work list
-     * (pthread_create orders everything above before the owner's start). */
-    rsp__actor_config acfg = {
-        .capacity = cfg->inbox_capacity,
-        .handle = rsp__pool_handle,
-        .ctx = p,
-        .on_idle = rsp__pool_owner_idle,
-    };
-    st = rsp__actor_create(&acfg, &p->actor, err);
-    if (st != RSP_OK)
-        goto fail;
-    *out = p;
-    return RSP_OK;
-
-fail:
-    rsp__publisher_destroy(p->pub);
-    rsp__device_destroy(p->dev);
-    rsp__core_destroy(p->core);
-    rsp__work_fini(&p->work);
-    free(p);
-    return st;
+    return rsp__pool_create(cfg, out, err);
 }
 
 rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err)
@@ -145,16 +105,7 @@ rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err)
                          "rsp_pool_close: called inside a read section, and destroying waits "
                          "for a grace period, i.e. for that section: end it, then call again "
                          "(nothing was destroyed)");
-    /* Closes the inbox, handles everything queued, joins the owner. */
-    rsp__actor_destroy(pool->actor);
-    /* Releases plan waiters and waits for them to leave, then for readers'
-     * references; joins the reclaimer. */
-    rsp__publisher_destroy(pool->pub);
-    /* Waits for all submitted device work. */
-    rsp__device_destroy(pool->dev);
-    rsp__work_fini(&pool->work);
-    rsp__core_destroy(pool->core);
-    free(pool);
+    rsp__pool_destroy(pool);
     return RSP_OK;
 }
 
@@ -351,12 +302,17 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
     const bool in_section = timeout_ns != 0 && rsp__in_read_section();
     if (in_section)
         timeout_ns = 0;
-    /* Fire-and-forget tickets are recycled by the actor (the owner frees
-     * them: no cross-thread malloc/free per message); kept ones are freed
-     * by their waiter, on its own thread, and may outlive the pool. */
-    rsp_ticket *t = rsp__actor_ticket_new(ticket ? NULL : pool->actor, msg);
+    /* The message travels as its wire form (msg.h): the actor moves the
+     * bytes, the owner's handler (pool.c) decodes them. Fire-and-forget
+     * tickets are recycled by the actor (the owner frees them: no
+     * cross-thread malloc/free per message); kept ones are freed by their
+     * waiter, on its own thread, and may outlive the pool. */
+    void *wire;
+    rsp_ticket *t =
+        rsp__actor_ticket_new(ticket ? NULL : pool->actor, rsp__msg_wire_size(msg), &wire);
     if (!t)
         return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
+    rsp__msg_encode(msg, wire);
     /* H1: a commit's or rollback's host fence is referenced before the post
      * returns: the caller may destroy its handle at once, and the owner may
      * handle the message much later (docs/ordering.md, "fence references").
@@ -367,7 +323,12 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
         rsp__fence_ref(fence);
         rsp__ticket_hold(t, drop_fence, fence);
     }
-    st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);
+    /* A shutdown is the inbox's last message: it closes the inbox behind
+     * it (and takes no credit). */
+    if (msg->kind == RSP_MSG_SHUTDOWN)
+        st = rsp__actor_close(pool->actor, t, ticket != NULL, err);
+    else
+        st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);
     if (st == RSP_OK && ticket)
         *ticket = t;
     if (st == RSP_EFULL && in_section)

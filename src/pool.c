@@ -1,14 +1,18 @@
 /*
- * The owner's handler: one message -> core call -> device work -> plan
- * publication -> counters -> reply. Runs on the owner thread only, so none
- * of the pool's mutable state needs a lock. No slot logic lives here: the
- * core decides, this file routes and accounts.
+ * The owner's handler: one message (decoded from its wire form, msg.h) ->
+ * its kind's handler -> core call -> device work -> plan publication ->
+ * counters -> reply. Runs on the owner thread only, so none of the pool's
+ * mutable state needs a lock. No slot logic lives here: the core decides,
+ * this file routes and accounts. Also the pool's creation and destruction,
+ * next to the state they build and tear down.
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "pool.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "msg.h"
 #include "util/hb.h"
 #include "util/error.h"
 #include "util/sync.h"
@@ -181,25 +185,166 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
     return RSP_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* One handler per message kind                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Each handles its kind's message m and fills r. *changed: set once the
+ * core has changed (a failure after that breaks the pool). */
+typedef rsp_status (*kind_handler)(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed);
+
+/* st: the status of a core call that appended device work. Once it
+ * succeeded the core has changed: submit the work. */
+static rsp_status submit_after(rsp_pool *p, rsp_status st, bool *changed, rsp_error *e)
+{
+    if (st != RSP_OK)
+        return st;
+    *changed = true;
+    return submit(p, NULL, e);
+}
+
+/* The caller's forward_done, if the message names one. */
+static const rsp_event *event_of(const rsp_msg *m)
+{
+    return m->event.handle ? &m->event : NULL;
+}
+
+static rsp_status on_ingest(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)changed;
+    return rsp__core_ingest(p->core, m->rid, &r->error);
+}
+
+static rsp_status on_remove(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    rsp_status st = rsp__core_remove(p->core, m->rid, &p->work, &r->error);
+    return submit_after(p, st, changed, &r->error);
+}
+
+static rsp_status on_reset(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    rsp_status st = rsp__core_reset(p->core, m->rid, m->free, &p->work, &r->error);
+    return submit_after(p, st, changed, &r->error);
+}
+
+static rsp_status on_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    rsp_status st = rsp__core_admit(p->core, &m->step, &r->admit, &p->work, &r->error);
+    st = submit_after(p, st, changed, &r->error);
+    if (st == RSP_OK)
+        bump(r->admit.ok ? &p->ctr.admits_ok : &p->ctr.admits_refused, 1);
+    return st;
+}
+
+static rsp_status on_rollback(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    /* The caller's event is checked before the core changes anything:
+     * the device would refuse its WAIT only after the rollback. */
+    const rsp_event *ev = event_of(m);
+    rsp_status st = rsp__device_check_event(p->dev, ev, &r->error);
+    if (st == RSP_OK)
+        st = rsp__core_rollback(p->core, m->step.step_id, ev, &p->work, &r->error);
+    st = submit_after(p, st, changed, &r->error);
+    if (st == RSP_OK)
+        bump(&p->ctr.rollbacks, 1);
+    return st;
+}
+
+static rsp_status on_plan(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    return handle_plan(p, &m->step, r, changed);
+}
+
+static rsp_status on_clear_preplan(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)m, (void)changed;
+    return rsp__core_clear_preplan(p->core, &r->error);
+}
+
+static rsp_status on_commit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    const rsp_event *ev = event_of(m);
+    rsp_status st = rsp__device_check_event(p->dev, ev, &r->error); /* as for rollback */
+    if (st == RSP_OK)
+        st = rsp__core_commit(p->core, &m->step, ev, &p->work, &r->error);
+    st = submit_after(p, st, changed, &r->error);
+    if (st == RSP_OK)
+        bump(&p->ctr.commits, 1);
+    return st;
+}
+
+static rsp_status on_build_graph_buffers(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    rsp_status st =
+        rsp__core_build_graph_buffers(p->core, m->max_bs, m->max_seq_len, &p->work, &r->error);
+    return submit_after(p, st, changed, &r->error);
+}
+
+static rsp_status on_stats(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)m, (void)changed;
+    rsp__pool_read_counters(p, &r->stats);
+    rsp__core_stats(p->core, &r->stats); /* exact: the owner is not mutating now */
+    return RSP_OK;
+}
+
+static rsp_status on_barrier(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)p, (void)m, (void)r, (void)changed;
+    return RSP_OK; /* its answer is the point: everything before it is handled */
+}
+
+static rsp_status on_label(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)changed;
+    rsp_status st = rsp__core_label(p->core, m->label_name, &r->label, &r->error);
+    if (st == RSP_OK) {
+        /* L1: pairs with the load-acquire in rsp_post's validation. The
+         * waiter of this reply also sees it through the ticket (T1/T2). */
+        rsp__store_release_u32(&p->num_labels, rsp__core_num_labels(p->core));
+    }
+    return st;
+}
+
+static rsp_status on_holding(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)changed;
+    return rsp__core_holding(p->core, m->rid, m->label, &r->holding, &r->error);
+}
+
+static rsp_status on_shutdown(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)m, (void)r, (void)changed;
+    /* Plan waiters would wait for a step that will never come. The actor
+     * stops the owner after this message (api.c posted it with close). */
+    rsp__publisher_close(p->pub);
+    return RSP_OK;
+}
+
+/* The message kinds: a new kind is one line here and its handler above. */
+static const struct {
+    const char *name;
+    kind_handler handle;
+} kinds[RSP_MSG_KIND_COUNT_] = {
+    [RSP_MSG_INGEST] = {"ingest", on_ingest},
+    [RSP_MSG_REMOVE] = {"remove", on_remove},
+    [RSP_MSG_RESET] = {"reset", on_reset},
+    [RSP_MSG_ADMIT] = {"admit", on_admit},
+    [RSP_MSG_ROLLBACK] = {"rollback", on_rollback},
+    [RSP_MSG_PLAN] = {"plan", on_plan},
+    [RSP_MSG_CLEAR_PREPLAN] = {"clear_preplan", on_clear_preplan},
+    [RSP_MSG_COMMIT] = {"commit", on_commit},
+    [RSP_MSG_BUILD_GRAPH_BUFFERS] = {"build_graph_buffers", on_build_graph_buffers},
+    [RSP_MSG_STATS] = {"stats", on_stats},
+    [RSP_MSG_BARRIER] = {"barrier", on_barrier},
+    [RSP_MSG_LABEL] = {"label", on_label},
+    [RSP_MSG_HOLDING] = {"holding", on_holding},
+    [RSP_MSG_SHUTDOWN] = {"shutdown", on_shutdown},
+};
+
 static const char *kind_name(rsp_msg_kind k)
 {
-    static const char *const names[RSP_MSG_KIND_COUNT_] = {
-        [RSP_MSG_INGEST] = "ingest",
-        [RSP_MSG_REMOVE] = "remove",
-        [RSP_MSG_RESET] = "reset",
-        [RSP_MSG_ADMIT] = "admit",
-        [RSP_MSG_ROLLBACK] = "rollback",
-        [RSP_MSG_PLAN] = "plan",
-        [RSP_MSG_CLEAR_PREPLAN] = "clear_preplan",
-        [RSP_MSG_COMMIT] = "commit",
-        [RSP_MSG_BUILD_GRAPH_BUFFERS] = "build_graph_buffers",
-        [RSP_MSG_STATS] = "stats",
-        [RSP_MSG_BARRIER] = "barrier",
-        [RSP_MSG_LABEL] = "label",
-        [RSP_MSG_HOLDING] = "holding",
-        [RSP_MSG_SHUTDOWN] = "shutdown",
-    };
-    return (unsigned)k < RSP_MSG_KIND_COUNT_ ? names[k] : "?";
+    return (unsigned)k < RSP_MSG_KIND_COUNT_ && kinds[k].name ? kinds[k].name : "?";
 }
 
 /* The device work (or the plan) of message m failed after the core had
@@ -225,91 +370,25 @@ static rsp_status break_pool(rsp_pool *p, const rsp_msg *m, rsp_error *e)
     return rsp__fail(e, RSP_EDEVICE, "%s; the pool is broken: destroy it", p->broken_why);
 }
 
-void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
+void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
 {
     rsp_pool *p = ctx;
+    const rsp_msg *m = rsp__msg_decode(payload, size);
     rsp_error *e = &r->error;
-    rsp__core *core = p->core;
-    rsp__work *w = &p->work;
-    const rsp_event *ev = m->event.handle ? &m->event : NULL;
-    rsp_status st = RSP_OK;
+    rsp_status st;
     /* Set once the core has changed: a failure after it breaks the pool. */
     bool changed = false;
-    rsp__work_clear(w);
+    rsp__work_clear(&p->work);
 
     if (p->broken && m->kind != RSP_MSG_SHUTDOWN) {
         rsp__fail(e, RSP_EDEVICE, "the pool is broken: %s; destroy it", p->broken_why);
         return;
     }
-    switch (m->kind) {
-    case RSP_MSG_INGEST: st = rsp__core_ingest(core, m->rid, e); break;
-    case RSP_MSG_REMOVE:
-        st = rsp__core_remove(core, m->rid, w, e);
-        if ((changed = st == RSP_OK))
-            st = submit(p, NULL, e);
-        break;
-    case RSP_MSG_RESET:
-        st = rsp__core_reset(core, m->rid, m->free, w, e);
-        if ((changed = st == RSP_OK))
-            st = submit(p, NULL, e);
-        break;
-    case RSP_MSG_ADMIT:
-        st = rsp__core_admit(core, &m->step, &r->admit, w, e);
-        if ((changed = st == RSP_OK))
-            st = submit(p, NULL, e);
-        if (st == RSP_OK)
-            bump(r->admit.ok ? &p->ctr.admits_ok : &p->ctr.admits_refused, 1);
-        break;
-    case RSP_MSG_ROLLBACK:
-        /* The caller's event is checked before the core changes anything:
-         * the device would refuse its WAIT only after the rollback. */
-        st = rsp__device_check_event(p->dev, ev, e);
-        if (st == RSP_OK)
-            st = rsp__core_rollback(core, m->step.step_id, ev, w, e);
-        if ((changed = st == RSP_OK))
-            st = submit(p, NULL, e);
-        if (st == RSP_OK)
-            bump(&p->ctr.rollbacks, 1);
-        break;
-    case RSP_MSG_PLAN: st = handle_plan(p, &m->step, r, &changed); break;
-    case RSP_MSG_CLEAR_PREPLAN: st = rsp__core_clear_preplan(core, e); break;
-    case RSP_MSG_COMMIT:
-        st = rsp__device_check_event(p->dev, ev, e); /* as for rollback */
-        if (st == RSP_OK)
-            st = rsp__core_commit(core, &m->step, ev, w, e);
-        if ((changed = st == RSP_OK))
-            st = submit(p, NULL, e);
-        if (st == RSP_OK)
-            bump(&p->ctr.commits, 1);
-        break;
-    case RSP_MSG_BUILD_GRAPH_BUFFERS:
-        st = rsp__core_build_graph_buffers(core, m->max_bs, m->max_seq_len, w, e);
-        if ((changed = st == RSP_OK))
-            st = submit(p, NULL, e);
-        break;
-    case RSP_MSG_STATS:
-        rsp__pool_read_counters(p, &r->stats);
-        rsp__core_stats(core, &r->stats); /* exact: the owner is not mutating now */
-        break;
-    case RSP_MSG_BARRIER: break;
-    case RSP_MSG_LABEL:
-        st = rsp__core_label(core, m->label_name, &r->label, e);
-        if (st == RSP_OK) {
-            /* L1: pairs with the load-acquire in rsp_post's validation. The
-             * waiter of this reply also sees it through the ticket (T1/T2). */
-            rsp__store_release_u32(&p->num_labels, rsp__core_num_labels(core));
-        }
-        break;
-    case RSP_MSG_HOLDING: st = rsp__core_holding(core, m->rid, m->label, &r->holding, e); break;
-    case RSP_MSG_SHUTDOWN:
-        /* Plan waiters would wait for a step that will never come. */
-        rsp__publisher_close(p->pub);
-        break;
-    case RSP_MSG_KIND_COUNT_:
-    default:
+    /* api.c validated the kind; the check keeps a bad one from indexing. */
+    if ((unsigned)m->kind < RSP_MSG_KIND_COUNT_ && kinds[m->kind].handle)
+        st = kinds[m->kind].handle(p, m, r, &changed);
+    else
         st = rsp__fail(e, RSP_EINVAL, "msg->kind %d is not a message kind", (int)m->kind);
-        break;
-    }
     if (st != RSP_OK && e->status == RSP_OK)
         rsp__fail(e, st, "%s", rsp_strerror(st)); /* a status without a message */
     if (st != RSP_OK && changed)
@@ -319,4 +398,64 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
     if (!p->broken)
         sync_stage(p);
     rsp__pool_mirror_gauges(p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Creation and destruction                                                  */
+/* ------------------------------------------------------------------------ */
+
+rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err)
+{
+    rsp_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return rsp__fail(err, RSP_ENOMEM, "out of memory for the pool");
+    rsp__work_init(&p->work);
+    rsp_status st = rsp__core_create(cfg, &p->core, err);
+    if (st != RSP_OK)
+        goto fail;
+    p->layout = rsp__core_layout(p->core);
+    p->device_kind = cfg->device;
+    st = rsp__device_create(cfg->device, cfg->cuda_ordinal, p->layout, &p->dev, err);
+    if (st != RSP_OK)
+        goto fail;
+    st = rsp__publisher_create(0, &p->pub, err);
+    if (st != RSP_OK)
+        goto fail;
+    /* The device job memory and the plan object are reserved inside each
+     * core call, before it changes anything (rsp__pool_reserve). */
+    rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
+    p->num_labels = rsp__core_num_labels(p->core);
+    rsp__pool_mirror_gauges(p);
+
+    /* Starting the owner hands it the core, the device and the work list
+     * (pthread_create orders everything above before the owner's start). */
+    rsp__actor_config acfg = {
+        .capacity = cfg->inbox_capacity,
+        .handle = rsp__pool_handle,
+        .ctx = p,
+        .on_idle = rsp__pool_owner_idle,
+    };
+    st = rsp__actor_create(&acfg, &p->actor, err);
+    if (st != RSP_OK)
+        goto fail;
+    *out = p;
+    return RSP_OK;
+
+fail:
+    rsp__pool_destroy(p); /* the parts made so far; the rest are NULL */
+    return st;
+}
+
+void rsp__pool_destroy(rsp_pool *p)
+{
+    /* Closes the inbox, handles everything queued, joins the owner. */
+    rsp__actor_destroy(p->actor);
+    /* Releases plan waiters and waits for them to leave, then for readers'
+     * references; joins the reclaimer. */
+    rsp__publisher_destroy(p->pub);
+    /* Waits for all submitted device work. */
+    rsp__device_destroy(p->dev);
+    rsp__work_fini(&p->work);
+    rsp__core_destroy(p->core);
+    free(p);
 }

@@ -1,11 +1,13 @@
 /*
- * Internal: struct rsp_pool, and the owner-side handler that turns one
- * message into core calls, device work, a published plan and a reply.
+ * Internal: struct rsp_pool, its creation and destruction, and the
+ * owner-side handler that turns one message into core calls, device work, a
+ * published plan and a reply.
  * SPDX-License-Identifier: Apache-2.0
  *
- * Layering: api.c (validation, public entry points) -> pool.c (the owner's
- * handler) -> core/ (state machine), device/ (work), publish/ (plans);
- * actor/ only routes messages to pool.c's handler and knows none of these.
+ * Layering: api.c (validation, public entry points; encodes each message,
+ * msg.h) -> actor/ (moves the encoded bytes, knows none of what follows) ->
+ * pool.c (decodes, dispatches) -> core/ (state machine), device/ (work),
+ * publish/ (plans).
  */
 #ifndef RSP_POOL_H
 #define RSP_POOL_H
@@ -72,8 +74,26 @@ struct rsp_pool {
     uint32_t inject_submit_failures;
 };
 
-/* The actor's callbacks (owner thread). ctx is the rsp_pool. */
-void rsp__pool_handle(void *ctx, const rsp_msg *msg, rsp_reply *reply);
+/*
+ * Build a pool from cfg (not NULL; the face checked the rest of the call):
+ * core, device, publisher, then the actor, whose owner thread starts last
+ * and takes over the owner-only fields. On failure nothing is left (every
+ * part made so far is destroyed) and err says why. Any thread.
+ */
+rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err);
+
+/*
+ * Tear a pool down: close the inbox and handle what is queued (joins the
+ * owner), release plan waiters and wait for readers' references (joins the
+ * reclaimer), wait for the device, free everything. Also unwinds a pool
+ * that rsp__pool_create built only in part (every part may be NULL). One
+ * thread, after every other stopped posting; never the owner.
+ */
+void rsp__pool_destroy(rsp_pool *pool);
+
+/* The actor's callbacks (owner thread). ctx is the rsp_pool; payload is a
+ * message's wire form (msg.h). */
+void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *reply);
 void rsp__pool_owner_idle(void *ctx);
 
 /* The core's reserve hook (core.h, rsp__ext_need): reserves the device's

@@ -4,7 +4,7 @@
  *
  * Synchronises-with pairs of this file (listed in docs/ordering.md):
  *
- *   I1  message hand-off. Producer: writes the ticket, then
+ *   I1  message hand-off. Producer: writes the ticket (payload included), then
  *       cds_wfcq_enqueue (full barrier before the enqueue). Owner: splice
  *       and dequeue read the link with a dependency. liburcu guarantees
  *       "content written into the node before enqueue is consistent".
@@ -26,7 +26,7 @@
  *       posting == 0 (seq_cst loads; the poster's decrement is seq_cst, so
  *       also release). Either the poster sees closed, or the closer sees
  *       the poster and waits for its enqueue: nothing is ever queued behind
- *       the shutdown message.
+ *       the last message (close).
  *   T1/T2  answer. Owner T1: writes the reply, then swaps state to DONE
  *       (release RMW). Waiter T2: load-acquire state == DONE, then reads the
  *       reply.
@@ -90,11 +90,16 @@
  * 8 producers on 2 cores a wake per 32 messages cost ~1 us a message in
  * context switches. See wake_threshold. */
 
-/* Fire-and-forget tickets up to this size (the header plus a few rows)
- * come from a per-actor free stack: the owner frees them, and a block
- * malloc'd on one thread and freed on another skips glibc's per-thread
- * cache on both sides (~360 instructions a message measured). */
-#define RSP__POOLED_TICKET_BYTES (sizeof(rsp_ticket) + 1024u)
+/* Fire-and-forget tickets whose payload fits this (a pool message's
+ * header and a few dozen rows) come from a per-actor free stack: the owner
+ * frees them, and a block malloc'd on one thread and freed on another skips
+ * glibc's per-thread cache on both sides (~360 instructions a message
+ * measured). */
+#define RSP__POOLED_PAYLOAD_BYTES 1152u
+/* Where a ticket's payload starts: aligned for any object, so the poster
+ * and the handler may lay out whatever they like in it. */
+#define RSP__PAYLOAD_OFFSET rsp__align_up(sizeof(rsp_ticket), alignof(max_align_t))
+#define RSP__POOLED_TICKET_BYTES (RSP__PAYLOAD_OFFSET + RSP__POOLED_PAYLOAD_BYTES)
 /* Pooled tickets an actor creates at most, beyond its capacity (in flight
  * at once: queued, being handled, or between pop and post). */
 #define RSP__POOL_SLACK 256u
@@ -111,6 +116,8 @@ struct rsp_ticket {
     uint32_t refs;             /* any thread, atomic: owner + kept waiter (T3) */
     bool kept;                 /* immutable after post: a waiter will collect */
     bool spin;                 /* poster only: the owner was awake when posted */
+    bool last;                 /* immutable after post: the inbox closed behind it */
+    bool stop_only;            /* immutable: the actor's own stop marker (no handler) */
     /* A reference the message holds (rsp__ticket_hold): the poster sets it
      * before the post; dropped once by whoever ends the message's life
      * (the owner after handling it, or a refused post), then NULL. */
@@ -118,9 +125,10 @@ struct rsp_ticket {
     void *hold;
     rsp__actor *pool;           /* immutable: the actor whose free stack owns it, or NULL */
     ck_stack_entry_t free_link; /* free stack link, while on it */
-    rsp_msg msg;                /* immutable after post; arrays point below */
+    size_t size;                /* immutable after post: payload bytes */
     rsp_reply reply;            /* owner writes before T1; waiter reads after T2 */
-    /* followed by the copies of rows, forks and the label name */
+    /* followed, at RSP__PAYLOAD_OFFSET, by the payload: the poster writes it
+     * before the post, the handler reads (and may rewrite) it after I1 */
 };
 
 struct rsp__actor {
@@ -152,7 +160,7 @@ struct rsp__actor {
     uint32_t wake_threshold; /* credits given back before waiters are woken */
     rsp__actor_config cfg;
     pthread_t thread;
-    rsp_ticket *stop_ticket; /* the closer that wins S2 takes it */
+    rsp_ticket *stop_ticket; /* the closer that wins S2 takes it (or frees it) */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -189,11 +197,6 @@ static bool spin_until(bool (*ready)(void *), void *arg, uint64_t budget_ns)
         else
             rsp__cpu_relax();
     }
-}
-
-static bool kind_has_step(rsp_msg_kind k)
-{
-    return k == RSP_MSG_ADMIT || k == RSP_MSG_PLAN || k == RSP_MSG_COMMIT;
 }
 
 /* ck_stack's pop reads the link of an entry another thread may be popping
@@ -241,74 +244,36 @@ static void ticket_release(rsp_ticket *t)
     rsp__hb_ignore_end();
 }
 
-rsp_ticket *rsp__ticket_new(const rsp_msg *msg)
+rsp_ticket *rsp__ticket_new(size_t size, void **payload)
 {
-    return rsp__actor_ticket_new(NULL, msg);
+    return rsp__actor_ticket_new(NULL, size, payload);
 }
 
-rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, const rsp_msg *msg)
+rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, size_t size, void **payload)
 {
-    const bool step = kind_has_step(msg->kind);
-    const size_t rows = step ? (size_t)msg->step.num_rows * sizeof(rsp_row) : 0;
-    const size_t pre = step ? (size_t)msg->step.num_pre_forks * sizeof(rsp_fork) : 0;
-    const size_t post = step ? (size_t)msg->step.num_post_forks * sizeof(rsp_fork) : 0;
-    const size_t name =
-        (msg->kind == RSP_MSG_LABEL && msg->label_name) ? strlen(msg->label_name) + 1 : 0;
-
-    const size_t off_rows = rsp__align_up(sizeof(rsp_ticket), alignof(rsp_row));
-    const size_t off_pre = rsp__align_up(off_rows + rows, alignof(rsp_fork));
-    const size_t off_post = off_pre + pre;
-    const size_t off_name = off_post + post;
-    const size_t size = off_name + name;
-    rsp_ticket *t = a && size <= RSP__POOLED_TICKET_BYTES ? pooled_get(a) : NULL;
+    rsp_ticket *t = a && size <= RSP__POOLED_PAYLOAD_BYTES ? pooled_get(a) : NULL;
     if (!t) {
-        t = malloc(size);
+        t = malloc(RSP__PAYLOAD_OFFSET + size);
         if (!t)
             return NULL;
         t->pool = NULL;
     }
-    unsigned char *mem = (unsigned char *)t;
     /* The header, field by field (not a memset up to some field, which
      * would silently depend on the field order): the reply is zeroed by the
      * owner before its handler runs (handle_one), `pool` was set above,
      * `free_link` is written by the push that recycles the ticket, and the
-     * copies below overwrite the rest. */
+     * poster writes the payload. */
     cds_wfcq_node_init(&t->node);
     t->state = RSP__TICKET_PENDING;
     t->refs = 0;
     t->kept = false;
     t->spin = false;
+    t->last = false;
+    t->stop_only = false;
     t->hold_drop = NULL;
     t->hold = NULL;
-    t->msg = *msg;
-    /* The owner must never follow a caller's pointer: every array its kind
-     * reads is copied here, every other one is cleared. */
-    t->msg.step.rows = NULL;
-    t->msg.step.pre_forks = NULL;
-    t->msg.step.post_forks = NULL;
-    t->msg.label_name = NULL;
-    if (step) {
-        if (rows) {
-            memcpy(mem + off_rows, msg->step.rows, rows);
-            t->msg.step.rows = (const rsp_row *)(mem + off_rows);
-        }
-        if (pre) {
-            memcpy(mem + off_pre, msg->step.pre_forks, pre);
-            t->msg.step.pre_forks = (const rsp_fork *)(mem + off_pre);
-        }
-        if (post) {
-            memcpy(mem + off_post, msg->step.post_forks, post);
-            t->msg.step.post_forks = (const rsp_fork *)(mem + off_post);
-        }
-    } else {
-        t->msg.step.num_rows = 0;
-        t->msg.step.num_pre_forks = 0;
-        t->msg.step.num_post_forks = 0;
-    }
-    if (name) {
-        memcpy(mem + off_name, msg->label_name, name);
-        t->msg.label_name = (const char *)(mem + off_name);
-    }
+    t->size = size;
+    *payload = (unsigned char *)t + RSP__PAYLOAD_OFFSET;
     return t;
 }
 
@@ -522,9 +487,6 @@ static void leave_posting(rsp__actor *a)
 rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t timeout_ns,
                            rsp_error *err)
 {
-    if (t->msg.kind == RSP_MSG_SHUTDOWN)
-        return rsp__actor_close(a, t, keep, err);
-
     /* S1: pairs with S2 in rsp__actor_close: seq_cst RMW, seq_cst load
      * (store->load on both sides). */
     rsp__fetch_add_seq_cst_u32(&a->posting, 1);
@@ -581,10 +543,11 @@ rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *
     }
     a->stop_ticket = NULL;
     t->kept = keep;
+    t->last = true;
     t->refs = keep ? 2u : 1u;
     t->state = RSP__TICKET_PENDING;
     t->spin = false; /* the owner stops after this: nothing worth spinning for */
-    /* The shutdown message takes no credit: it must get in even when full. */
+    /* The last message takes no credit: it must get in even when full. */
     enqueue_and_wake(a, t);
     return RSP_OK;
 }
@@ -690,13 +653,15 @@ static void handle_one(rsp__actor *a, rsp_ticket *t)
         t->reply.error.status = RSP_OK;
         t->reply.error.message[0] = '\0';
     }
-    a->cfg.handle(a->cfg.ctx, &t->msg, &t->reply);
+    if (t->stop_only)
+        return; /* the actor's own stop marker: nothing to hand over */
+    a->cfg.handle(a->cfg.ctx, (unsigned char *)t + RSP__PAYLOAD_OFFSET, t->size, &t->reply);
     /* Single writer (the owner): a relaxed read-modify-write is exact. */
     rsp__store_relaxed_u64(&a->handled, rsp__load_relaxed_u64(&a->handled) + 1);
 }
 
-/* Handle everything in the local queue. Returns true once the shutdown
- * message was handled. */
+/* Handle everything in the local queue. Returns true once the last
+ * message (the one close queued) was handled. */
 static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_wfcq_tail *lt,
                          bool stopped)
 {
@@ -713,22 +678,22 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
         tries = 0;
         rsp_ticket *t = caa_container_of(node, rsp_ticket, node);
         rsp__hb_acquire(t); /* I1 (TSan mirror) */
-        const bool stop_msg = t->msg.kind == RSP_MSG_SHUTDOWN;
+        const bool last = t->last;
         /* The message has left the inbox: its credit goes back before it
          * is answered, so a caller that saw the answer sees the credit. The
-         * shutdown message took none. */
-        if (!stop_msg && give_credit(a) && ++owed >= a->wake_threshold) {
+         * last message (queued by close) took none. */
+        if (!last && give_credit(a) && ++owed >= a->wake_threshold) {
             wake_credit_waiters(a);
             owed = 0;
         }
         if (stopped) {
-            /* Unreachable by S1/S2 (nothing follows the shutdown message);
+            /* Unreachable by S1/S2 (nothing follows the last message);
              * answered anyway so that no waiter can hang. */
             memset(&t->reply, 0, sizeof t->reply);
             rsp__fail(&t->reply.error, RSP_ESHUTDOWN, "the pool shut down before this message");
         } else {
             handle_one(a, t);
-            stopped = stop_msg;
+            stopped = last;
         }
         /* H1: handled (or refused): the message's own reference goes before
          * its answer, so a caller that saw the answer sees it gone. */
@@ -790,12 +755,14 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
     a->spin_ns = cfg->spin_max ? cfg->spin_max : RSP__OWNER_SPIN_NS;
     __cds_wfcq_init(&a->head, &a->tail);
 
-    rsp_msg stop = {.kind = RSP_MSG_SHUTDOWN};
-    a->stop_ticket = rsp__ticket_new(&stop);
+    /* Allocated now so that destroy can always close the inbox. */
+    void *none;
+    a->stop_ticket = rsp__ticket_new(0, &none);
     if (!a->stop_ticket) {
         free(a);
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the inbox");
     }
+    a->stop_ticket->stop_only = true;
     int rc = pthread_create(&a->thread, NULL, owner_main, a);
     if (rc != 0) {
         free(a->stop_ticket);

@@ -3,11 +3,17 @@
  * and the tickets through which callers get answers.
  * SPDX-License-Identifier: Apache-2.0
  *
- * The actor routes messages; it knows nothing of slots, labels or devices.
- * The owner thread calls the handler given at creation once per message, in
- * inbox order, and answers the message's ticket with the reply the handler
+ * The actor is a transport: it moves opaque payloads and answers tickets.
+ * A ticket carries a payload of N bytes that its poster wrote (allocated
+ * with the ticket, in one block) and the reply; what the bytes mean is the
+ * business of the poster and the handler (for a pool: src/msg.h, the wire
+ * form of an rsp_msg, written by api.c and read by pool.c). The owner
+ * thread calls the handler given at creation once per message, in inbox
+ * order, and answers the message's ticket with the reply the handler
  * filled in. Messages posted by one thread are handled in the order posted
- * (the inbox is FIFO and a thread's enqueues are sequential).
+ * (the inbox is FIFO and a thread's enqueues are sequential). The one
+ * thing the transport itself knows about a message is whether it is the
+ * last (rsp__actor_close): the owner stops after it.
  *
  * Synchronisation table (which operation needs outside synchronisation
  * against which):
@@ -39,15 +45,17 @@
 typedef struct rsp__actor rsp__actor;
 
 /*
- * The owner's per-message callback. msg is the actor's private copy (arrays
- * included); reply arrives zeroed (for a message nobody waits for, only
- * reply->error's status and message: nobody reads the rest) and the handler
- * sets reply->error (status RSP_OK on success) and the fields of msg's kind.
- * Owner thread only.
- * A message of kind RSP_MSG_SHUTDOWN is passed to the handler too; the owner
- * stops right after answering it.
+ * The owner's per-message callback. payload: the size bytes its poster
+ * wrote, aligned for any object; the handler may read and rewrite them (the
+ * ticket is the actor's, nobody else touches it until the answer) but not
+ * keep a pointer into them past its return. reply arrives zeroed (for a
+ * message nobody waits for, only reply->error's status and message: nobody
+ * reads the rest) and the handler sets reply->error (status RSP_OK on
+ * success) and whatever else the message answers. Owner thread only.
+ * The last message (rsp__actor_close) is passed to the handler too; the
+ * owner stops right after answering it.
  */
-typedef void (*rsp__actor_handler)(void *ctx, const rsp_msg *msg, rsp_reply *reply);
+typedef void (*rsp__actor_handler)(void *ctx, void *payload, size_t size, rsp_reply *reply);
 
 typedef struct rsp__actor_config {
     uint32_t capacity;           /* messages queued at most; 0 = 4096 */
@@ -67,12 +75,12 @@ typedef struct rsp__actor_config {
 rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp_error *err);
 
 /*
- * Copy msg (and every array it points at that its kind reads: step rows and
- * forks for ADMIT/PLAN/COMMIT, label_name for LABEL) into a new ticket. The
- * caller validated msg. Returns NULL when out of memory. Any thread.
- * Cost: one allocation and the copy.
+ * A new ticket with room for a payload of size bytes, in the same block;
+ * *payload receives where it starts (aligned for any object). The caller
+ * writes the payload before posting the ticket. Returns NULL when out of
+ * memory. Any thread. Cost: one allocation.
  */
-rsp_ticket *rsp__ticket_new(const rsp_msg *msg);
+rsp_ticket *rsp__ticket_new(size_t size, void **payload);
 
 /*
  * Like rsp__ticket_new, for a message that will be posted to a WITHOUT
@@ -82,7 +90,7 @@ rsp_ticket *rsp__ticket_new(const rsp_msg *msg);
  * must not be kept (it returns to a's pool, and a's destroy frees the pool).
  * Any thread. Cost: a double-width CAS, or one allocation.
  */
-rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, const rsp_msg *msg);
+rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, size_t size, void **payload);
 
 /*
  * Let t's message hold a reference to obj (e.g. a host fence the message
@@ -98,12 +106,11 @@ void rsp__ticket_hold(rsp_ticket *t, void (*drop)(void *), void *obj);
 void rsp__ticket_discard(rsp_ticket *t);
 
 /*
- * Queue t (from rsp__ticket_new). keep: the caller keeps a reference and
- * will pass t to rsp__ticket_wait once; otherwise the reply is dropped.
- * timeout_ns bounds the wait for credit when the inbox is full (0: fail at
- * once with RSP_EFULL; UINT64_MAX: forever). RSP_MSG_SHUTDOWN closes the
- * inbox (see rsp__actor_close). On failure t is freed and err says why
- * (RSP_EFULL, RSP_ETIMEDOUT, RSP_ESHUTDOWN).
+ * Queue t (from rsp__ticket_new, payload written). keep: the caller keeps a
+ * reference and will pass t to rsp__ticket_wait once; otherwise the reply
+ * is dropped. timeout_ns bounds the wait for credit when the inbox is full
+ * (0: fail at once with RSP_EFULL; UINT64_MAX: forever). On failure t is
+ * freed and err says why (RSP_EFULL, RSP_ETIMEDOUT, RSP_ESHUTDOWN).
  * Any thread, concurrently. Cost: a credit CAS, one wait-free enqueue, a
  * full fence, and a futex wake only if the owner sleeps.
  */
@@ -111,12 +118,14 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
                            rsp_error *err);
 
 /*
- * Stop accepting posts (later posts: RSP_ESHUTDOWN) and queue a shutdown
+ * Stop accepting posts (later posts: RSP_ESHUTDOWN) and queue a last
  * message behind everything already posted; the owner handles all of it,
- * then stops. t: the shutdown message to queue (kept as by _post), or NULL to
- * queue an internal one. Returns RSP_ESHUTDOWN (t freed) if the actor was
- * already closed. Waits for posts in progress to finish enqueuing, which is
- * what guarantees nothing is queued behind the shutdown message.
+ * then stops. t: the last message (kept as by _post; it takes no credit, so
+ * it gets in even when the inbox is full), or NULL for the actor's own stop
+ * marker, which stops the owner without reaching the handler. Returns
+ * RSP_ESHUTDOWN (t freed) if the actor was already closed. Waits for posts
+ * in progress to finish enqueuing, which is what guarantees nothing is
+ * queued behind the last message.
  * Any thread.
  */
 rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *err);

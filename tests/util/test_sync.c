@@ -310,13 +310,15 @@ enum { TICKETS = 4000 };
 
 /* The handler writes the whole reply: the waiter reads all of it after T2,
  * then drops (T3); when the owner's drop comes last, the owner frees. */
-static void echo_handle(void *ctx, const rsp_msg *msg, rsp_reply *reply)
+static void echo_handle(void *ctx, void *payload, size_t size, rsp_reply *reply)
 {
-    (void)ctx;
-    reply->plan_step_id = msg->rid;
-    reply->label = (rsp_label_id)(msg->rid * 3);
+    (void)ctx, (void)size;
+    uint64_t id;
+    memcpy(&id, payload, sizeof id);
+    reply->plan_step_id = id;
+    reply->label = (rsp_label_id)(id * 3);
     snprintf(reply->error.message, sizeof reply->error.message, "echo %llu",
-             (unsigned long long)msg->rid);
+             (unsigned long long)id);
 }
 
 typedef struct ticket_arg {
@@ -330,17 +332,22 @@ static void *ticket_client(void *arg)
 {
     ticket_arg *c = arg;
     for (uint32_t i = 0; i < SCALED(TICKETS); i++) {
-        rsp_msg m = {.kind = RSP_MSG_BARRIER, .rid = (uint64_t)c->id << 32 | i};
+        const uint64_t id = (uint64_t)c->id << 32 | i;
+        void *payload;
         if (i % 4 == 3) {
             /* Fire-and-forget, from the actor's pool: the owner's drop is the
              * last, and the ticket is recycled to another poster (T3, then
              * the free stack's hand-over). */
-            rsp_ticket *t = rsp__actor_ticket_new(c->a, &m);
+            rsp_ticket *t = rsp__actor_ticket_new(c->a, sizeof id, &payload);
+            if (t)
+                memcpy(payload, &id, sizeof id);
             if (!t || rsp__actor_post(c->a, t, false, UINT64_MAX, NULL) != RSP_OK)
                 c->failures++;
             continue;
         }
-        rsp_ticket *t = rsp__ticket_new(&m);
+        rsp_ticket *t = rsp__ticket_new(sizeof id, &payload);
+        if (t)
+            memcpy(payload, &id, sizeof id);
         if (!t || rsp__actor_post(c->a, t, true, UINT64_MAX, NULL) != RSP_OK) {
             c->failures++;
             continue;
@@ -351,8 +358,8 @@ static void *ticket_client(void *arg)
             continue;
         }
         char want[64];
-        snprintf(want, sizeof want, "echo %llu", (unsigned long long)m.rid);
-        if (r.plan_step_id != m.rid || r.label != (rsp_label_id)(m.rid * 3) ||
+        snprintf(want, sizeof want, "echo %llu", (unsigned long long)id);
+        if (r.plan_step_id != id || r.label != (rsp_label_id)(id * 3) ||
             strcmp(r.error.message, want) != 0)
             c->mismatches++;
     }

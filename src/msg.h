@@ -1,0 +1,47 @@
+/*
+ * Internal: the wire form of a message, the bytes a ticket carries from
+ * rsp_post (api.c, which encodes) to the owner's handler (pool.c, which
+ * decodes). The actor moves them without looking.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Layout, for a message m (offsets from the start of the payload, which the
+ * actor aligns for any object):
+ *
+ *   0                     m itself, as the caller gave it (its array
+ *                         pointers are the caller's and never followed:
+ *                         decode replaces them)
+ *   ADMIT, PLAN, COMMIT:
+ *   after it, aligned     m.step.rows[num_rows]
+ *   then, aligned         m.step.pre_forks[num_pre_forks]
+ *   then                  m.step.post_forks[num_post_forks]
+ *   LABEL:
+ *   right after it        m.label_name and its NUL
+ *
+ * A kind not listed carries no array: its wire form is m alone. A new kind
+ * that carries a step's arrays or a name is one more test in msg.c's
+ * carries_step / carries_name; one without arrays is nothing here.
+ */
+#ifndef RSP_MSG_H
+#define RSP_MSG_H
+
+#include <stddef.h>
+
+#include <rsp/rsp.h>
+
+/* Bytes of m's wire form. m was validated (its arrays are there, its label
+ * name is NUL-terminated). Any thread; O(1) (a strlen for LABEL). */
+size_t rsp__msg_wire_size(const rsp_msg *m);
+
+/* Write m's wire form, rsp__msg_wire_size(m) bytes, to dst (aligned for
+ * rsp_msg): a copy of m, then a copy of each array its kind carries. After
+ * this the caller's arrays may change. Any thread; O(size), no allocation. */
+void rsp__msg_encode(const rsp_msg *m, void *dst);
+
+/* The message a wire form holds, decoded in place: the result lives in
+ * wire, its pointers point at the arrays inside wire (NULL for an empty or
+ * absent one), and the step counts of a kind without a step are zero. Valid
+ * while wire is. size: the payload's bytes (checked in debug builds). The
+ * handler's thread; O(1). */
+const rsp_msg *rsp__msg_decode(void *wire, size_t size);
+
+#endif

@@ -1,0 +1,190 @@
+/*
+ * The wire form of a message (src/msg.h): what rsp_post writes into a
+ * ticket's payload and the owner's handler decodes. Single-threaded.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <setjmp.h>
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "msg.h"
+
+/* Encode m into a fresh block aligned as the actor's payloads are (for any
+ * object), with a guard byte past the end; the caller frees *block. */
+static const rsp_msg *round_trip(const rsp_msg *m, void **block, size_t *size)
+{
+    *size = rsp__msg_wire_size(m);
+    assert_true(*size >= sizeof(rsp_msg));
+    /* C11: an aligned_alloc size is a multiple of the alignment. */
+    const size_t a = alignof(max_align_t);
+    unsigned char *b = aligned_alloc(a, (*size + 1 + a - 1) / a * a);
+    assert_non_null(b);
+    b[*size] = 0x5a;
+    rsp__msg_encode(m, b);
+    assert_int_equal(b[*size], 0x5a); /* the encoder stays inside its size */
+    *block = b;
+    return rsp__msg_decode(b, *size);
+}
+
+/* Whether p points into [b, b + size). */
+static bool inside(const void *p, const void *b, size_t size)
+{
+    return (const unsigned char *)p >= (const unsigned char *)b &&
+           (const unsigned char *)p < (const unsigned char *)b + size;
+}
+
+static void step_arrays_are_copied_and_the_callers_may_change(void **state)
+{
+    (void)state;
+    rsp_row rows[3] = {{.rid = 1, .span = 3}, {.rid = 2, .span = 4, .label = 1}, {.rid = 3}};
+    rsp_fork pre[1] = {{0, 1}};
+    rsp_fork post[2] = {{1, 2}, {2, 3}};
+    int fence_stub;
+    const rsp_msg_kind kinds[] = {RSP_MSG_ADMIT, RSP_MSG_PLAN, RSP_MSG_COMMIT};
+    for (size_t k = 0; k < 3; k++) {
+        rsp_msg m = {.kind = kinds[k],
+                     .event = {.kind = RSP_EVENT_HOST_FENCE, .handle = &fence_stub, .value = 7},
+                     .step = {.step_id = 9,
+                              .rows = rows,
+                              .num_rows = 3,
+                              .pre_forks = pre,
+                              .num_pre_forks = 1,
+                              .post_forks = post,
+                              .num_post_forks = 2,
+                              .preplan = true,
+                              .has_lease = true,
+                              .lease = {.bucket_bs = 8, .bucket_id = 2, .lease_slot = 1}}};
+        void *b;
+        size_t size;
+        const rsp_msg *d = round_trip(&m, &b, &size);
+        /* The caller reuses its arrays as soon as rsp_post returns. */
+        rows[0].rid = 77;
+        pre[0].to = 5;
+        post[1].from = 9;
+        assert_ptr_equal(d, b);
+        assert_int_equal(d->kind, kinds[k]);
+        assert_int_equal(d->step.step_id, 9);
+        assert_true(d->step.preplan && d->step.has_lease);
+        assert_int_equal(d->step.lease.bucket_id, 2);
+        /* The event travels as it was: the handle is the caller's object. */
+        assert_ptr_equal(d->event.handle, &fence_stub);
+        assert_int_equal(d->event.value, 7);
+        assert_int_equal(d->step.num_rows, 3);
+        assert_true(inside(d->step.rows, b, size));
+        assert_true(inside(d->step.pre_forks, b, size));
+        assert_true(inside(d->step.post_forks, b, size));
+        assert_int_equal((uintptr_t)d->step.rows % alignof(rsp_row), 0);
+        assert_int_equal((uintptr_t)d->step.pre_forks % alignof(rsp_fork), 0);
+        assert_int_equal(d->step.rows[0].rid, 1);
+        assert_int_equal(d->step.rows[1].span, 4);
+        assert_int_equal(d->step.rows[1].label, 1);
+        assert_int_equal(d->step.rows[2].rid, 3);
+        assert_int_equal(d->step.num_pre_forks, 1);
+        assert_int_equal(d->step.pre_forks[0].to, 1);
+        assert_int_equal(d->step.num_post_forks, 2);
+        assert_int_equal(d->step.post_forks[1].from, 2);
+        assert_null(d->label_name);
+        free(b);
+        rows[0].rid = 1;
+        pre[0].to = 1;
+        post[1].from = 2;
+    }
+}
+
+static void empty_arrays_decode_as_null(void **state)
+{
+    (void)state;
+    rsp_row rows[1] = {{.rid = 5}};
+    rsp_msg m = {.kind = RSP_MSG_PLAN, .step = {.step_id = 4, .rows = rows, .num_rows = 1}};
+    void *b;
+    size_t size;
+    const rsp_msg *d = round_trip(&m, &b, &size);
+    assert_int_equal(d->step.rows[0].rid, 5);
+    assert_null(d->step.pre_forks);
+    assert_null(d->step.post_forks);
+    free(b);
+
+    rsp_msg e = {.kind = RSP_MSG_ADMIT, .step = {.step_id = 5}};
+    d = round_trip(&e, &b, &size);
+    assert_int_equal(size, sizeof(rsp_msg));
+    assert_null(d->step.rows);
+    assert_int_equal(d->step.num_rows, 0);
+    free(b);
+}
+
+static void label_name_is_copied(void **state)
+{
+    (void)state;
+    char name[8] = "draft";
+    rsp_msg m = {.kind = RSP_MSG_LABEL, .label_name = name};
+    void *b;
+    size_t size;
+    const rsp_msg *d = round_trip(&m, &b, &size);
+    memcpy(name, "xxxxx", 6);
+    assert_true(inside(d->label_name, b, size));
+    assert_string_equal(d->label_name, "draft");
+    assert_int_equal(d->step.num_rows, 0);
+    free(b);
+}
+
+/* A kind carries only its own arrays: whatever else the caller left in the
+ * message is neither copied nor followed by the owner. */
+static void other_kinds_carry_no_arrays(void **state)
+{
+    (void)state;
+    rsp_row rows[2] = {{.rid = 1}, {.rid = 2}};
+    rsp_fork forks[1] = {{0, 1}};
+    const rsp_msg_kind kinds[] = {RSP_MSG_INGEST,   RSP_MSG_REMOVE,  RSP_MSG_RESET,
+                                  RSP_MSG_ROLLBACK, RSP_MSG_STATS,   RSP_MSG_BARRIER,
+                                  RSP_MSG_HOLDING,  RSP_MSG_SHUTDOWN};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        rsp_msg m = {.kind = kinds[k],
+                     .rid = 42,
+                     .label = 3,
+                     .free = true,
+                     .label_name = "stray",
+                     .max_bs = 8,
+                     .step = {.step_id = 6,
+                              .rows = rows,
+                              .num_rows = 2,
+                              .pre_forks = forks,
+                              .num_pre_forks = 1,
+                              .post_forks = forks,
+                              .num_post_forks = 1}};
+        void *b;
+        size_t size;
+        const rsp_msg *d = round_trip(&m, &b, &size);
+        assert_int_equal(size, sizeof(rsp_msg));
+        assert_int_equal(d->kind, kinds[k]);
+        assert_int_equal(d->rid, 42);
+        assert_int_equal(d->label, 3);
+        assert_true(d->free);
+        assert_int_equal(d->max_bs, 8);
+        assert_int_equal(d->step.step_id, 6); /* ROLLBACK's one step field */
+        assert_null(d->label_name);
+        assert_null(d->step.rows);
+        assert_null(d->step.pre_forks);
+        assert_null(d->step.post_forks);
+        assert_int_equal(d->step.num_rows, 0);
+        assert_int_equal(d->step.num_pre_forks, 0);
+        assert_int_equal(d->step.num_post_forks, 0);
+        free(b);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(step_arrays_are_copied_and_the_callers_may_change),
+        cmocka_unit_test(empty_arrays_decode_as_null),
+        cmocka_unit_test(label_name_is_copied),
+        cmocka_unit_test(other_kinds_carry_no_arrays),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
