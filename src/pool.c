@@ -110,19 +110,16 @@ void rsp__pool_inject_submit_failures(rsp_pool *p, uint32_t n)
     rsp__store_relaxed_u32(&p->inject_submit_failures, n);
 }
 
-/* The core owns the stage; the published staged plan follows it. After
- * every message: a published stage the core no longer has (promoted,
- * dropped for a live plan that took its leased buffer, its step committed
- * or rolled back, cleared) is unpublished. A live plan is published before
- * this runs, so readers never see a moment without one, nor a stage whose
- * device vectors hold another step's rows. */
-static void sync_stage(rsp_pool *p)
+/* The core owns the stage; the published staged plan follows its reports.
+ * A stage the call ended (promoted, replaced, taken by a live plan that
+ * took its leased buffer, its step committed or rolled back, cleared) is
+ * unpublished. A live plan is published before this runs, so readers
+ * never see a moment without one, nor a stage whose device vectors hold
+ * another step's rows. */
+static void sync_stage(rsp_pool *p, const rsp__stage_change *stage)
 {
-    uint64_t step;
-    if (p->has_stage && !(rsp__core_stage(p->core, &step) && step == p->stage_step)) {
+    if (stage->ended != RSP__STAGE_KEPT)
         rsp__publish_staged(p->pub, NULL);
-        p->has_stage = false;
-    }
 }
 
 /* *changed: set once the core has planned (a failure after it, in the
@@ -165,13 +162,10 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
         return st;
     if (out.staged) {
         rsp__publish_staged(p->pub, plan);
-        p->has_stage = true;
-        p->stage_step = out.step_id;
         bump(&p->ctr.stages, 1);
     } else {
-        /* The stage it consumed or took a buffer from goes in sync_stage,
-         * after this. */
         rsp__publish_live(p->pub, plan);
+        sync_stage(p, &out.stage); /* the stage it promoted, replaced or took */
         bump(&p->ctr.plans, 1);
         if (out.promoted)
             bump(&p->ctr.promotions, 1);
@@ -235,6 +229,7 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
     rsp_status st = RSP_OK;
     /* Set once the core has changed: a failure after it breaks the pool. */
     bool changed = false;
+    rsp__stage_change stage = {RSP__STAGE_KEPT, 0}; /* set by commit, rollback, clear */
     rsp__work_clear(w);
 
     if (p->broken && m->kind != RSP_MSG_SHUTDOWN) {
@@ -265,18 +260,18 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
          * the device would refuse its WAIT only after the rollback. */
         st = rsp__device_check_event(p->dev, ev, e);
         if (st == RSP_OK)
-            st = rsp__core_rollback(core, m->step.step_id, ev, w, e);
+            st = rsp__core_rollback(core, m->step.step_id, ev, w, &stage, e);
         if ((changed = st == RSP_OK))
             st = submit(p, NULL, e);
         if (st == RSP_OK)
             bump(&p->ctr.rollbacks, 1);
         break;
     case RSP_MSG_PLAN: st = handle_plan(p, &m->step, r, &changed); break;
-    case RSP_MSG_CLEAR_PREPLAN: st = rsp__core_clear_preplan(core, e); break;
+    case RSP_MSG_CLEAR_PREPLAN: st = rsp__core_clear_preplan(core, &stage, e); break;
     case RSP_MSG_COMMIT:
         st = rsp__device_check_event(p->dev, ev, e); /* as for rollback */
         if (st == RSP_OK)
-            st = rsp__core_commit(core, &m->step, ev, w, e);
+            st = rsp__core_commit(core, &m->step, ev, w, &stage, e);
         if ((changed = st == RSP_OK))
             st = submit(p, NULL, e);
         if (st == RSP_OK)
@@ -317,6 +312,6 @@ void rsp__pool_handle(void *ctx, const rsp_msg *m, rsp_reply *r)
     if (st == RSP_OK)
         e->status = RSP_OK;
     if (!p->broken)
-        sync_stage(p);
+        sync_stage(p, &stage);
     rsp__pool_mirror_gauges(p);
 }

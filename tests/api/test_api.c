@@ -209,21 +209,21 @@ static void invalid_messages_are_refused_before_the_owner(void **state)
     m = (rsp_msg){.kind = (rsp_msg_kind)-1};
     expect_refused(pool, &m, RSP_EINVAL, "msg->kind");
     m = (rsp_msg){.kind = RSP_MSG_ADMIT, .step = {.step_id = 1, .num_rows = 2}};
-    expect_refused(pool, &m, RSP_EINVAL, "step.rows");
+    expect_refused(pool, &m, RSP_EINVAL, "rows is NULL");
     m = (rsp_msg){.kind = RSP_MSG_PLAN, .step = {.step_id = 1, .rows = rows, .num_rows = 2}};
-    expect_refused(pool, &m, RSP_ENOLABEL, "step.rows[1].label");
+    expect_refused(pool, &m, RSP_ENOLABEL, "rows[1].label = 5");
     m = (rsp_msg){.kind = RSP_MSG_COMMIT,
                   .step = {.step_id = 1, .rows = rows, .num_rows = 1, .num_pre_forks = 1}};
-    expect_refused(pool, &m, RSP_EINVAL, "step.pre_forks");
+    expect_refused(pool, &m, RSP_EINVAL, "pre_forks is NULL");
     m = (rsp_msg){.kind = RSP_MSG_ADMIT,
                   .step = {.step_id = 1,
                            .rows = rows,
                            .num_rows = 1,
                            .post_forks = bad_fork,
                            .num_post_forks = 1}};
-    expect_refused(pool, &m, RSP_ENOLABEL, "step.post_forks[0].to");
+    expect_refused(pool, &m, RSP_ENOLABEL, "post_forks[0].to = 9");
     m = (rsp_msg){.kind = RSP_MSG_HOLDING, .rid = 1, .label = 7};
-    expect_refused(pool, &m, RSP_ENOLABEL, "msg->label");
+    expect_refused(pool, &m, RSP_ENOLABEL, "label 7 is not interned");
     m = (rsp_msg){.kind = RSP_MSG_LABEL};
     expect_refused(pool, &m, RSP_EINVAL, "msg->label_name");
     m = (rsp_msg){.kind = RSP_MSG_LABEL, .label_name = ""};
