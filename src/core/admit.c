@@ -9,11 +9,6 @@
 #include "fork.h"
 #include "util/error.h"
 
-static bool addresses(const rsp_row *row)
-{
-    return !row->padding && row->span > 0;
-}
-
 /* --- 1. validate --------------------------------------------------------- */
 
 /* The record an admit of step would use: its own when in flight, else the
@@ -120,7 +115,7 @@ static uint32_t step_labels(const rsp_step *step)
 {
     uint64_t seen = 0; /* RSP_MAX_LABELS == 64 */
     for (uint32_t i = 0; i < step->num_rows; i++)
-        if (addresses(&step->rows[i]))
+        if (rsp__row_addresses(&step->rows[i]))
             seen |= 1ull << step->rows[i].label;
     for (uint32_t i = 0; i < step->num_pre_forks; i++)
         seen |= 1ull << step->pre_forks[i].to;
@@ -148,7 +143,7 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
         if (row->padding)
             continue;
         rsp__req *r;
-        if (addresses(row)) {
+        if (rsp__row_addresses(row)) {
             if (rsp__hold_lookup(c, row->rid, row->label, &s->arows[i].rec, &s->arows[i].hold, &r))
                 continue; /* held already: the steady decode step */
         } else {
@@ -157,7 +152,7 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
         }
         if (!r && rsp__set_insert(c, row->rid, NEW_RID_MARK))
             n->new_rids++;
-        if (addresses(row))
+        if (rsp__row_addresses(row))
             need_pair(c, n, r, row->rid, row->label);
     }
     if (nforks && same && s->frids_ok)
@@ -251,7 +246,7 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
         a->rec = (uint32_t)(r - c->reqs);
     }
     for (uint32_t i = 0; i < step->num_rows; i++)
-        if (addresses(&step->rows[i]))
+        if (rsp__row_addresses(&step->rows[i]))
             take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->arows[i].rec,
                         &s->arows[i].hold);
     for (uint32_t k = 0; k < c->num_rids; k++) {

@@ -32,6 +32,12 @@ static inline uint32_t rsp__max_rows(uint32_t max_slots)
     return n > RSP__ROWS_FLOOR ? n : RSP__ROWS_FLOOR;
 }
 
+/* A row addresses a slot (and may take one): not padding, span > 0. */
+static inline bool rsp__row_addresses(const rsp_row *row)
+{
+    return !row->padding && row->span > 0;
+}
+
 /* step is not NULL, and rows, pre_forks and post_forks are not NULL when
  * their counts are not 0 (RSP_EINVAL). O(1). */
 rsp_status rsp__check_arrays(const rsp_step *step, rsp_error *err);

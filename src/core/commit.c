@@ -64,7 +64,8 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
     if (rec == RSP__NONE)
         return RSP_OK; /* unknown or finished: nothing to undo */
     rsp__steprec *s = &c->steps[rec];
-    /* A WAIT, and a ZERO per journaled or pinned slot at most. */
+    /* Three ops (the WAIT, the journal's ZERO, the unpinning's ZERO:
+     * consecutive zeros merge) and a slot per journaled or pinned slot. */
     if (rsp__work_reserve(w, 3, s->num_journal + s->num_pinned, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory rolling back step %" PRIu64, step_id);
     rsp_status st = rsp__core_reserve_ext(

@@ -185,7 +185,7 @@ rsp_status rsp__pipeline_check(rsp__core *c, const rsp_step *step, uint32_t rec,
         return st;
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
-        if (row->padding || row->span <= 0)
+        if (!rsp__row_addresses(row))
             continue;
         uint32_t slot = slot_of(c, row->rid, row->label);
         if (slot == RSP__NONE || !(c->slots[slot].fork_pins & others))

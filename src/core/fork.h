@@ -29,7 +29,7 @@ static inline rsp__req *rsp__rid_req(rsp__core *c, uint32_t k)
 /* Fill c->rids with the forking rids of step. The pair set is the caller's,
  * reset with room for the rows (an admit shares it with its own pairs: the
  * rid marks use a label id no interned label has). RSP_ENOMEM: c->rids
- * could not grow (nothing else changed). O(rows). */
+ * could not grow (only scratch changed). O(rows). */
 rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step);
 /* The same with a fresh pair set. */
 rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step);

@@ -20,11 +20,6 @@ uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id)
 
 /* --- validated rows ------------------------------------------------------ */
 
-static bool addresses(const rsp_row *row)
-{
-    return !row->padding && row->span > 0;
-}
-
 static rsp_status duplicate_row(const rsp__core *c, const rsp_step *step, uint32_t i,
                                 uint32_t first, rsp_error *err)
 {
@@ -42,10 +37,10 @@ static rsp_status check_duplicates(rsp__core *c, const rsp_step *step, rsp_error
     if (step->num_rows <= 8) {
         for (uint32_t i = 1; i < step->num_rows; i++) {
             const rsp_row *row = &step->rows[i];
-            if (!addresses(row))
+            if (!rsp__row_addresses(row))
                 continue;
             for (uint32_t first = 0; first < i; first++)
-                if (addresses(&step->rows[first]) && step->rows[first].rid == row->rid &&
+                if (rsp__row_addresses(&step->rows[first]) && step->rows[first].rid == row->rid &&
                     step->rows[first].label == row->label)
                     return duplicate_row(c, step, i, first, err);
         }
@@ -55,11 +50,12 @@ static rsp_status check_duplicates(rsp__core *c, const rsp_step *step, rsp_error
         return rsp__fail(err, RSP_ENOMEM, "out of memory checking step %" PRIu64, step->step_id);
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
-        if (!addresses(row) || rsp__set_insert(c, row->rid, row->label))
+        if (!rsp__row_addresses(row) || rsp__set_insert(c, row->rid, row->label))
             continue;
         uint32_t first = 0;
-        while (first < i && !(addresses(&step->rows[first]) && step->rows[first].rid == row->rid &&
-                              step->rows[first].label == row->label))
+        while (first < i &&
+               !(rsp__row_addresses(&step->rows[first]) && step->rows[first].rid == row->rid &&
+                 step->rows[first].label == row->label))
             first++;
         return duplicate_row(c, step, i, first, err);
     }
