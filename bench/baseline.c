@@ -305,7 +305,7 @@ rsp_status bl_commit(bl_pool *p, const rsp_step *step, const rsp_event *forward_
                      rsp_error *err)
 {
     pthread_mutex_lock(&p->mu);
-    rsp_status st = rsp__core_commit(p->core, step, forward_done, &p->work, err);
+    rsp_status st = rsp__core_commit(p->core, step, forward_done, &p->work, NULL, err);
     if (st == RSP_OK)
         st = bl_exec(p, err);
     pthread_mutex_unlock(&p->mu);

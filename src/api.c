@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "msg.h"
 #include "pool.h"
 #include "util/error.h"
@@ -183,47 +184,17 @@ rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *er
 /* Validation                                                                */
 /* ------------------------------------------------------------------------ */
 
-static rsp_status check_label(rsp_label_id label, uint32_t num_labels, rsp_error *err,
-                              const char *field, uint32_t index, const char *sub)
-{
-    if (label < num_labels)
-        return RSP_OK;
-    if (sub)
-        return rsp__fail(err, RSP_ENOLABEL,
-                         "%s[%u].%s: label %u is not interned (the pool has %u labels)", field,
-                         index, sub, label, num_labels);
-    return rsp__fail(err, RSP_ENOLABEL, "%s: label %u is not interned (the pool has %u labels)",
-                     field, label, num_labels);
-}
-
-static rsp_status check_forks(const rsp_fork *forks, uint32_t n, uint32_t num_labels,
-                              const char *field, rsp_error *err)
-{
-    if (n > 0 && !forks)
-        return rsp__fail(err, RSP_EINVAL, "%s is NULL but its count is %u", field, n);
-    for (uint32_t i = 0; i < n; i++) {
-        rsp_status st = check_label(forks[i].from, num_labels, err, field, i, "from");
-        if (st == RSP_OK)
-            st = check_label(forks[i].to, num_labels, err, field, i, "to");
-        if (st != RSP_OK)
-            return st;
-    }
-    return RSP_OK;
-}
-
-/* Duplicate rows are the core's to find (it needs its hash of rids). */
+/* The core's own rules (core/check.h): one place, one message, here and
+ * from the owner. The other rules of a step (duplicate rows, rows per
+ * label, fork list lengths, the lease's bucket) the owner checks, and its
+ * answer comes back through the ticket. */
 static rsp_status check_step(const rsp_step *s, uint32_t num_labels, rsp_error *err)
 {
-    if (s->num_rows > 0 && !s->rows)
-        return rsp__fail(err, RSP_EINVAL, "step.rows is NULL but step.num_rows is %u", s->num_rows);
-    for (uint32_t i = 0; i < s->num_rows; i++) {
-        rsp_status st = check_label(s->rows[i].label, num_labels, err, "step.rows", i, "label");
-        if (st != RSP_OK)
-            return st;
-    }
-    rsp_status st = check_forks(s->pre_forks, s->num_pre_forks, num_labels, "step.pre_forks", err);
+    rsp_status st = rsp__check_arrays(s, err);
     if (st == RSP_OK)
-        st = check_forks(s->post_forks, s->num_post_forks, num_labels, "step.post_forks", err);
+        st = rsp__check_row_labels(s, num_labels, err);
+    if (st == RSP_OK)
+        st = rsp__check_forks(s, num_labels, err);
     return st;
 }
 
@@ -245,7 +216,7 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
         return rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)", err);
     case RSP_MSG_ADMIT:
     case RSP_MSG_PLAN: return check_step(&m->step, num_labels, err);
-    case RSP_MSG_HOLDING: return check_label(m->label, num_labels, err, "msg->label", 0, NULL);
+    case RSP_MSG_HOLDING: return rsp__check_label(m->label, num_labels, err);
     case RSP_MSG_LABEL: {
         if (!m->label_name)
             return rsp__fail(err, RSP_EINVAL, "msg->label_name is NULL");

@@ -114,19 +114,16 @@ void rsp__pool_inject_submit_failures(rsp_pool *p, uint32_t n)
     rsp__store_relaxed_u32(&p->inject_submit_failures, n);
 }
 
-/* The core owns the stage; the published staged plan follows it. After
- * every message: a published stage the core no longer has (promoted,
- * dropped for a live plan that took its leased buffer, its step committed
- * or rolled back, cleared) is unpublished. A live plan is published before
- * this runs, so readers never see a moment without one, nor a stage whose
- * device vectors hold another step's rows. */
-static void sync_stage(rsp_pool *p)
+/* The core owns the stage; the published staged plan follows its reports.
+ * A stage the call ended (promoted, replaced, taken by a live plan that
+ * took its leased buffer, its step committed or rolled back, cleared) is
+ * unpublished. A live plan is published before this runs, so readers
+ * never see a moment without one, nor a stage whose device vectors hold
+ * another step's rows. */
+static void sync_stage(rsp_pool *p, const rsp__stage_change *stage)
 {
-    uint64_t step;
-    if (p->has_stage && !(rsp__core_stage(p->core, &step) && step == p->stage_step)) {
+    if (stage->ended != RSP__STAGE_KEPT)
         rsp__publish_staged(p->pub, NULL);
-        p->has_stage = false;
-    }
 }
 
 /* *changed: set once the core has planned (a failure after it, in the
@@ -169,13 +166,10 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
         return st;
     if (out.staged) {
         rsp__publish_staged(p->pub, plan);
-        p->has_stage = true;
-        p->stage_step = out.step_id;
         bump(&p->ctr.stages, 1);
     } else {
-        /* The stage it consumed or took a buffer from goes in sync_stage,
-         * after this. */
         rsp__publish_live(p->pub, plan);
+        sync_stage(p, &out.stage); /* the stage it promoted, replaced or took */
         bump(&p->ctr.plans, 1);
         if (out.promoted)
             bump(&p->ctr.promotions, 1);
@@ -242,11 +236,14 @@ static rsp_status on_rollback(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
      * the device would refuse its WAIT only after the rollback. */
     const rsp_event *ev = event_of(m);
     rsp_status st = rsp__device_check_event(p->dev, ev, &r->error);
+    rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
     if (st == RSP_OK)
-        st = rsp__core_rollback(p->core, m->step.step_id, ev, &p->work, &r->error);
+        st = rsp__core_rollback(p->core, m->step.step_id, ev, &p->work, &stage, &r->error);
     st = submit_after(p, st, changed, &r->error);
-    if (st == RSP_OK)
+    if (st == RSP_OK) {
+        sync_stage(p, &stage); /* the step's own stage ends with it */
         bump(&p->ctr.rollbacks, 1);
+    }
     return st;
 }
 
@@ -258,18 +255,25 @@ static rsp_status on_plan(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *cha
 static rsp_status on_clear_preplan(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     (void)m, (void)changed;
-    return rsp__core_clear_preplan(p->core, &r->error);
+    rsp__stage_change stage;
+    rsp_status st = rsp__core_clear_preplan(p->core, &stage, &r->error);
+    if (st == RSP_OK)
+        sync_stage(p, &stage);
+    return st;
 }
 
 static rsp_status on_commit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     const rsp_event *ev = event_of(m);
     rsp_status st = rsp__device_check_event(p->dev, ev, &r->error); /* as for rollback */
+    rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
     if (st == RSP_OK)
-        st = rsp__core_commit(p->core, &m->step, ev, &p->work, &r->error);
+        st = rsp__core_commit(p->core, &m->step, ev, &p->work, &stage, &r->error);
     st = submit_after(p, st, changed, &r->error);
-    if (st == RSP_OK)
+    if (st == RSP_OK) {
+        sync_stage(p, &stage); /* a committed step's stage (a capture's) ends with it */
         bump(&p->ctr.commits, 1);
+    }
     return st;
 }
 
@@ -395,8 +399,6 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
         st = break_pool(p, m, e);
     if (st == RSP_OK)
         e->status = RSP_OK;
-    if (!p->broken)
-        sync_stage(p);
     rsp__pool_mirror_gauges(p);
 }
 

@@ -54,11 +54,9 @@ struct rsp_pool {
      * pthread_create in rsp__actor_create). */
     rsp__core *core;
     rsp__work work;
-    /* A staged plan is published, for step stage_step. It mirrors the
-     * core's stage (rsp__core_stage), which is the one owner: the handler
-     * unpublishes it once the core no longer has that stage. */
-    bool has_stage;
-    uint64_t stage_step;
+    /* The published staged plan is the core's stage: the handler publishes
+     * it when a plan reports staged, and unpublishes it when a call reports
+     * the stage ended (rsp__stage_change); no copy is kept here. */
     /* Sticky: device work failed after the core had changed (out of memory
      * in a submit or a plan). The core and the device disagree from then
      * on, so every later message is refused with RSP_EDEVICE and why. */

@@ -1,6 +1,8 @@
 /*
- * The core: creation, labels, requests and holdings, the free stack, slot
- * states, ingest / reset / remove, queries (SEMANTICS 1-3).
+ * The core's state (core_impl.h) and its lowest layer: creation and
+ * destruction, labels, requests and holdings, the free stack, slot states,
+ * the scratch pair set, ingest / reset / remove, queries (SEMANTICS 1-3).
+ * Calls no other module of src/core/ but check.c (core_impl.h lists them).
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <inttypes.h>
@@ -71,6 +73,13 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
     return RSP_OK;
 }
 
+static void addr_free(rsp__addr *a)
+{
+    free(a->slots);
+    free(a->has_state);
+    free(a->gens);
+}
+
 void rsp__core_destroy(rsp__core *c)
 {
     if (!c)
@@ -92,8 +101,8 @@ void rsp__core_destroy(rsp__core *c)
     free(c->steps);
     free(c->slots);
     free(c->free_stack);
-    rsp__addr_fini(&c->stage);
-    rsp__addr_fini(&c->live);
+    addr_free(&c->stage);
+    addr_free(&c->live);
     for (uint32_t i = 0; i < c->num_spare_heaps; i++)
         free(c->spare_heaps[i]);
     free(c->spare_heaps);
@@ -226,19 +235,7 @@ rsp_status rsp__req_reserve(rsp__core *c, uint32_t n)
     if (n <= c->num_free_recs)
         return RSP_OK;
     uint64_t recs = (uint64_t)c->num_recs + (n - c->num_free_recs);
-    if (recs <= c->cap_recs)
-        return RSP_OK;
-    uint64_t cap = c->cap_recs ? c->cap_recs : 64;
-    while (cap < recs)
-        cap *= 2;
-    if (cap > UINT32_MAX / 2)
-        return RSP_ENOMEM;
-    rsp__req *nr = realloc(c->reqs, (size_t)cap * sizeof *nr);
-    if (!nr)
-        return RSP_ENOMEM;
-    c->reqs = nr;
-    c->cap_recs = (uint32_t)cap;
-    return RSP_OK;
+    return rsp__grow((void **)&c->reqs, &c->cap_recs, recs, sizeof *c->reqs);
 }
 
 rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid)
@@ -323,13 +320,8 @@ rsp_status rsp__hold_reserve_spills(rsp__core *c, uint32_t n)
 {
     if (n <= c->num_spare_heaps)
         return RSP_OK;
-    if (n > c->cap_spare_heaps) {
-        rsp__hold **p = realloc(c->spare_heaps, (size_t)n * sizeof *p);
-        if (!p)
-            return RSP_ENOMEM;
-        c->spare_heaps = p;
-        c->cap_spare_heaps = n;
-    }
+    if (rsp__grow((void **)&c->spare_heaps, &c->cap_spare_heaps, n, sizeof *c->spare_heaps))
+        return RSP_ENOMEM;
     while (c->num_spare_heaps < n) {
         rsp__hold *h = malloc(RSP_MAX_LABELS * sizeof *h);
         if (!h)
@@ -392,38 +384,6 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     } else {
         rsp__slot_release(c, slot, w);
     }
-}
-
-rsp_status rsp__steprec_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins)
-{
-    if (rsp__grow((void **)&s->journal, &s->cap_journal, (uint64_t)s->num_journal + journal,
-                  sizeof *s->journal) ||
-        rsp__grow((void **)&s->pinned, &s->cap_pinned, (uint64_t)s->num_pinned + pins,
-                  sizeof *s->pinned))
-        return RSP_ENOMEM;
-    return RSP_OK;
-}
-
-rsp_status rsp__steprec_reserve_plan(rsp__steprec *s, uint32_t rows, uint32_t fslots)
-{
-    if (rsp__grow((void **)&s->prows, &s->cap_prows, rows, sizeof *s->prows) ||
-        rsp__grow((void **)&s->fslots, &s->cap_fslots, fslots, sizeof *s->fslots))
-        return RSP_ENOMEM;
-    return RSP_OK;
-}
-
-rsp_status rsp__steprec_reserve_arows(rsp__steprec *s, uint32_t n)
-{
-    return rsp__grow((void **)&s->arows, &s->cap_arows, n, sizeof *s->arows);
-}
-
-uint64_t rsp__planned_mask(const rsp__core *c)
-{
-    uint64_t m = 0;
-    for (uint32_t i = 0; i < c->max_inflight; i++)
-        if (c->steps[i].used && !c->steps[i].capture && c->steps[i].phase == RSP__PHASE_PLANNED)
-            m |= 1ull << i;
-    return m;
 }
 
 /* --- (rid, label) scratch set ------------------------------------------- */
@@ -531,10 +491,9 @@ rsp_status rsp__core_remove(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error *
 rsp_status rsp__core_holding(const rsp__core *c, rsp_rid rid, rsp_label_id label, rsp_holding *out,
                              rsp_error *err)
 {
-    if (label >= c->num_labels)
-        return rsp__fail(err, RSP_ENOLABEL,
-                         "label %" PRIu32 " is not interned (%" PRIu32 " labels)", label,
-                         c->num_labels);
+    rsp_status st = rsp__check_label(label, c->num_labels, err);
+    if (st != RSP_OK)
+        return st;
     const rsp__req *r = rsp__req_find(c, rid);
     if (!r)
         return rsp__fail(err, RSP_ENOREQ, "rid %" PRIu64 " does not exist", rid);

@@ -78,10 +78,32 @@ rsp_status rsp__core_remove(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_e
 rsp_status rsp__core_admit(rsp__core *core, const rsp_step *step, rsp_admit_outcome *out,
                            rsp__work *work, rsp_error *err);
 
+/*
+ * The stage (at most one staged plan) has one owner, the core, and every
+ * call that ends it says so in its result, so a caller that mirrors it
+ * (the pool's published staged plan) follows the report and keeps no copy.
+ * Only plan, commit, rollback and clear_preplan end a stage; ingest,
+ * reset, remove, admit and build_graph_buffers never touch it. A plan with
+ * preplan creates one (rsp__plan_out.staged).
+ */
+typedef enum rsp__stage_end {
+    RSP__STAGE_KEPT = 0,   /* the call ended no stage */
+    RSP__STAGE_PROMOTED,   /* its step's live plan matched: its buffers went live */
+    RSP__STAGE_REPLACED,   /* its step's live plan differed: dropped, uploaded anew */
+    RSP__STAGE_TAKEN,      /* another step's live plan took its leased buffer */
+    RSP__STAGE_STEP_ENDED, /* its step was committed (capture too) or rolled back */
+    RSP__STAGE_CLEARED,    /* clear_preplan */
+} rsp__stage_end;
+typedef struct rsp__stage_change {
+    rsp__stage_end ended; /* what became of the stage that existed before the call */
+    uint64_t step_id;     /* that stage's step (ended != RSP__STAGE_KEPT) */
+} rsp__stage_change;
+
 /* SEMANTICS 4.2. forward_done may be NULL (no forward ran). Unknown or
- * already finished step: RSP_OK, nothing happens. */
+ * already finished step: RSP_OK, nothing happens. *stage (may be NULL)
+ * gets what became of the stage (RSP__STAGE_KEPT on an error). */
 rsp_status rsp__core_rollback(rsp__core *core, uint64_t step_id, const rsp_event *forward_done,
-                              rsp__work *work, rsp_error *err);
+                              rsp__work *work, rsp__stage_change *stage, rsp_error *err);
 
 /* One label's addressing as the core built it. Pointers are the core's
  * scratch, valid until the next call that builds a plan. */
@@ -97,9 +119,11 @@ typedef struct rsp__label_plan {
 
 typedef struct rsp__plan_out {
     uint64_t step_id;
-    bool staged;         /* built as a stage (preplan) */
-    bool promoted;       /* a stage went live unchanged (its buffers reused) */
-    uint32_t num_labels; /* labels with rows, first-appearance order */
+    bool staged;             /* built as a stage (preplan) */
+    bool promoted;           /* a stage went live unchanged (its buffers reused) */
+    rsp__stage_change stage; /* the stage that existed before: promoted,
+                              * replaced, taken, or kept */
+    uint32_t num_labels;     /* labels with rows, first-appearance order */
     const rsp__label_plan *labels;
 } rsp__plan_out;
 
@@ -111,25 +135,29 @@ typedef struct rsp__plan_out {
  * more rows than a leased buffer, or a leased buffer holding another
  * in-flight step's plan (RSP_ECAPACITY; a live plan takes it from another
  * step's stage, which is dropped). See docs/design.md "The core".
+ * out->stage: what became of the stage that existed (PROMOTED or REPLACED
+ * by its own step's live plan, TAKEN by another's, else KEPT).
  * O(rows + labels + rids * forks + buffers). */
 rsp_status rsp__core_plan(rsp__core *core, const rsp_step *step, rsp__plan_out *out,
                           rsp__work *work, rsp_error *err);
-rsp_status rsp__core_clear_preplan(rsp__core *core, rsp_error *err);
-/* Whether a stage exists now, and its step (*step_id, when not NULL). The
- * core is the stage's only owner: a plan (promotion, or a live plan taking
- * a leased buffer from the stage), a commit or rollback of the stage's
- * step, and clear_preplan drop it; callers that mirror it (the pool's
- * published staged plan) compare after each call. O(1). */
+/* Drop the stage, if any; *stage (may be NULL) says whose (CLEARED) or
+ * that there was none (KEPT). Never fails. O(buffers). */
+rsp_status rsp__core_clear_preplan(rsp__core *core, rsp__stage_change *stage, rsp_error *err);
+/* Whether a stage exists now, and its step (*step_id, when not NULL).
+ * Tests and invariant checks: a caller that mirrors the stage follows the
+ * reports above instead. O(1). */
 bool rsp__core_stage(const rsp__core *core, uint64_t *step_id);
 
 /* SEMANTICS 4.5 / 4.6 (post-forks). forward_done may be NULL. Errors: invalid
  * step; not in flight, or admitted but not planned (capture: admit is
- * enough) (RSP_EORDER). O(rows + pinned slots + rids * forks). */
+ * enough) (RSP_EORDER). *stage (may be NULL): STEP_ENDED when the step had
+ * a stage (a preplanned step committed without a live plan, e.g. a
+ * capture), else KEPT. O(rows + pinned slots + rids * forks). */
 rsp_status rsp__core_commit(rsp__core *core, const rsp_step *step, const rsp_event *forward_done,
-                            rsp__work *work, rsp_error *err);
+                            rsp__work *work, rsp__stage_change *stage, rsp_error *err);
 
 /* SEMANTICS 4.4 build_graph_buffers. RSP_EINVAL unless 1 <= max_bs <=
- * max(8192, 2 x max_slots) (core_impl.h: rsp__core_max_rows). */
+ * max(8192, 2 x max_slots) (check.h: rsp__max_rows). */
 rsp_status rsp__core_build_graph_buffers(rsp__core *core, uint32_t max_bs, uint32_t max_seq_len,
                                          rsp__work *work, rsp_error *err);
 

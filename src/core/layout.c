@@ -43,6 +43,69 @@ static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
     return !__builtin_mul_overflow(a, b, out);
 }
 
+/* Block b of cfg: name, dtype, dims and shard axes; local gets its shape
+ * on this rank. */
+static rsp_status check_block(const rsp_pool_config *cfg, uint32_t b, int64_t *local,
+                              rsp_error *err)
+{
+    const rsp_block_config *bc = &cfg->blocks[b];
+    if (!bc->name)
+        return rsp__fail(err, RSP_EINVAL, "blocks[%" PRIu32 "].name is NULL", b);
+    size_t len = strnlen(bc->name, RSP_NAME_MAX);
+    if (len == 0)
+        return rsp__fail(err, RSP_EINVAL, "blocks[%" PRIu32 "].name is empty", b);
+    if (len >= RSP_NAME_MAX)
+        return rsp__fail(err, RSP_EINVAL,
+                         "blocks[%" PRIu32 "].name is too long: at most %d characters", b,
+                         RSP_NAME_MAX - 1);
+    for (uint32_t o = 0; o < b; o++)
+        if (strcmp(cfg->blocks[o].name, bc->name) == 0)
+            return rsp__fail(err, RSP_EINVAL,
+                             "blocks[%" PRIu32 "].name = \"%s\" repeats blocks[%" PRIu32
+                             "]: block names must be unique",
+                             b, bc->name, o);
+    if (rsp_dtype_size(bc->dtype) == 0)
+        return rsp__fail(err, RSP_EINVAL, "blocks[%" PRIu32 "].dtype = %d is not a dtype", b,
+                         (int)bc->dtype);
+    if (bc->ndim == 0 || bc->ndim > RSP_MAX_DIMS)
+        return rsp__fail(err, RSP_EINVAL, "blocks[%" PRIu32 "].ndim = %" PRIu32 ": must be 1..%d",
+                         b, bc->ndim, RSP_MAX_DIMS);
+    for (uint32_t d = 0; d < bc->ndim; d++)
+        if (bc->shape[d] <= 0)
+            return rsp__fail(err, RSP_EINVAL,
+                             "blocks[%" PRIu32 "].shape[%" PRIu32 "] = %" PRId64
+                             ": every dim must be > 0",
+                             b, d, bc->shape[d]);
+    if (bc->num_shard_dims > bc->ndim)
+        return rsp__fail(err, RSP_EINVAL,
+                         "blocks[%" PRIu32 "].num_shard_dims = %" PRIu32
+                         ": more than ndim = %" PRIu32,
+                         b, bc->num_shard_dims, bc->ndim);
+    memcpy(local, bc->shape, RSP_MAX_DIMS * sizeof *local);
+    for (uint32_t s = 0; s < bc->num_shard_dims; s++) {
+        uint32_t axis = bc->shard_dims[s];
+        if (axis >= bc->ndim)
+            return rsp__fail(err, RSP_EINVAL,
+                             "blocks[%" PRIu32 "].shard_dims[%" PRIu32 "] = %" PRIu32
+                             ": must be < ndim = %" PRIu32,
+                             b, s, axis, bc->ndim);
+        for (uint32_t o = 0; o < s; o++)
+            if (bc->shard_dims[o] == axis)
+                return rsp__fail(err, RSP_EINVAL,
+                                 "blocks[%" PRIu32 "].shard_dims[%" PRIu32 "] = %" PRIu32
+                                 " repeats shard_dims[%" PRIu32 "]",
+                                 b, s, axis, o);
+        /* From the unsharded shape, so sharding twice gives the same result. */
+        if (bc->shape[axis] % (int64_t)cfg->world_size != 0)
+            return rsp__fail(err, RSP_EINVAL,
+                             "blocks[%" PRIu32 "].shape[%" PRIu32 "] = %" PRId64
+                             " is not divisible by world_size = %" PRIu32,
+                             b, axis, bc->shape[axis], cfg->world_size);
+        local[axis] = bc->shape[axis] / (int64_t)cfg->world_size;
+    }
+    return RSP_OK;
+}
+
 /*
  * Check what sharding needs (blocks, names, dtypes, dims, shard axes,
  * world_size/rank) and write the local shapes. Shared by rsp_shard_shapes and
@@ -67,63 +130,10 @@ static rsp_status check_blocks_and_shard(const rsp_pool_config *cfg, int64_t (*o
         return rsp__fail(err, RSP_EINVAL, "rank = %" PRIu32 ": must be < world_size = %" PRIu32,
                          cfg->rank, cfg->world_size);
     for (uint32_t b = 0; b < cfg->num_blocks; b++) {
-        const rsp_block_config *bc = &cfg->blocks[b];
-        if (!bc->name)
-            return rsp__fail(err, RSP_EINVAL, "blocks[%" PRIu32 "].name is NULL", b);
-        size_t len = strnlen(bc->name, RSP_NAME_MAX);
-        if (len == 0)
-            return rsp__fail(err, RSP_EINVAL, "blocks[%" PRIu32 "].name is empty", b);
-        if (len >= RSP_NAME_MAX)
-            return rsp__fail(err, RSP_EINVAL,
-                             "blocks[%" PRIu32 "].name is too long: at most %d characters", b,
-                             RSP_NAME_MAX - 1);
-        for (uint32_t o = 0; o < b; o++)
-            if (strcmp(cfg->blocks[o].name, bc->name) == 0)
-                return rsp__fail(err, RSP_EINVAL,
-                                 "blocks[%" PRIu32 "].name = \"%s\" repeats blocks[%" PRIu32
-                                 "]: block names must be unique",
-                                 b, bc->name, o);
-        if (rsp_dtype_size(bc->dtype) == 0)
-            return rsp__fail(err, RSP_EINVAL, "blocks[%" PRIu32 "].dtype = %d is not a dtype", b,
-                             (int)bc->dtype);
-        if (bc->ndim == 0 || bc->ndim > RSP_MAX_DIMS)
-            return rsp__fail(err, RSP_EINVAL,
-                             "blocks[%" PRIu32 "].ndim = %" PRIu32 ": must be 1..%d", b, bc->ndim,
-                             RSP_MAX_DIMS);
-        for (uint32_t d = 0; d < bc->ndim; d++)
-            if (bc->shape[d] <= 0)
-                return rsp__fail(err, RSP_EINVAL,
-                                 "blocks[%" PRIu32 "].shape[%" PRIu32 "] = %" PRId64
-                                 ": every dim must be > 0",
-                                 b, d, bc->shape[d]);
-        if (bc->num_shard_dims > bc->ndim)
-            return rsp__fail(err, RSP_EINVAL,
-                             "blocks[%" PRIu32 "].num_shard_dims = %" PRIu32
-                             ": more than ndim = %" PRIu32,
-                             b, bc->num_shard_dims, bc->ndim);
         int64_t local[RSP_MAX_DIMS] = {0};
-        memcpy(local, bc->shape, sizeof local);
-        for (uint32_t s = 0; s < bc->num_shard_dims; s++) {
-            uint32_t axis = bc->shard_dims[s];
-            if (axis >= bc->ndim)
-                return rsp__fail(err, RSP_EINVAL,
-                                 "blocks[%" PRIu32 "].shard_dims[%" PRIu32 "] = %" PRIu32
-                                 ": must be < ndim = %" PRIu32,
-                                 b, s, axis, bc->ndim);
-            for (uint32_t o = 0; o < s; o++)
-                if (bc->shard_dims[o] == axis)
-                    return rsp__fail(err, RSP_EINVAL,
-                                     "blocks[%" PRIu32 "].shard_dims[%" PRIu32 "] = %" PRIu32
-                                     " repeats shard_dims[%" PRIu32 "]",
-                                     b, s, axis, o);
-            /* From the unsharded shape, so sharding twice gives the same result. */
-            if (bc->shape[axis] % (int64_t)cfg->world_size != 0)
-                return rsp__fail(err, RSP_EINVAL,
-                                 "blocks[%" PRIu32 "].shape[%" PRIu32 "] = %" PRId64
-                                 " is not divisible by world_size = %" PRIu32,
-                                 b, axis, bc->shape[axis], cfg->world_size);
-            local[axis] = bc->shape[axis] / (int64_t)cfg->world_size;
-        }
+        rsp_status st = check_block(cfg, b, local, err);
+        if (st != RSP_OK)
+            return st;
         if (out)
             memcpy(out[b], local, sizeof local);
     }

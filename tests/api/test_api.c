@@ -209,21 +209,21 @@ static void invalid_messages_are_refused_before_the_owner(void **state)
     m = (rsp_msg){.kind = (rsp_msg_kind)-1};
     expect_refused(pool, &m, RSP_EINVAL, "msg->kind");
     m = (rsp_msg){.kind = RSP_MSG_ADMIT, .step = {.step_id = 1, .num_rows = 2}};
-    expect_refused(pool, &m, RSP_EINVAL, "step.rows");
+    expect_refused(pool, &m, RSP_EINVAL, "rows is NULL");
     m = (rsp_msg){.kind = RSP_MSG_PLAN, .step = {.step_id = 1, .rows = rows, .num_rows = 2}};
-    expect_refused(pool, &m, RSP_ENOLABEL, "step.rows[1].label");
+    expect_refused(pool, &m, RSP_ENOLABEL, "rows[1].label = 5");
     m = (rsp_msg){.kind = RSP_MSG_COMMIT,
                   .step = {.step_id = 1, .rows = rows, .num_rows = 1, .num_pre_forks = 1}};
-    expect_refused(pool, &m, RSP_EINVAL, "step.pre_forks");
+    expect_refused(pool, &m, RSP_EINVAL, "pre_forks is NULL");
     m = (rsp_msg){.kind = RSP_MSG_ADMIT,
                   .step = {.step_id = 1,
                            .rows = rows,
                            .num_rows = 1,
                            .post_forks = bad_fork,
                            .num_post_forks = 1}};
-    expect_refused(pool, &m, RSP_ENOLABEL, "step.post_forks[0].to");
+    expect_refused(pool, &m, RSP_ENOLABEL, "post_forks[0].to = 9");
     m = (rsp_msg){.kind = RSP_MSG_HOLDING, .rid = 1, .label = 7};
-    expect_refused(pool, &m, RSP_ENOLABEL, "msg->label");
+    expect_refused(pool, &m, RSP_ENOLABEL, "label 7 is not interned");
     m = (rsp_msg){.kind = RSP_MSG_LABEL};
     expect_refused(pool, &m, RSP_EINVAL, "msg->label_name");
     m = (rsp_msg){.kind = RSP_MSG_LABEL, .label_name = ""};
@@ -785,6 +785,41 @@ static void wait_poll_then_answer(void **state)
     rsp_pool_destroy(pool);
 }
 
+/* Issue 9: the published staged plan follows the core's stage reports: a
+ * commit (a preplanned capture step's), a rollback and clear_preplan each
+ * end the stage, and the pool unpublishes it. */
+static bool staged_published(rsp_pool *pool)
+{
+    rsp_read_begin();
+    bool has = rsp_plan_staged(pool) != NULL;
+    rsp_read_end();
+    return has;
+}
+
+static void staged_plan_goes_when_the_core_ends_the_stage(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 0);
+    rsp_reader_register(NULL);
+    rsp_row rows[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_step s = {.step_id = 1, .rows = rows, .num_rows = 1, .capture = true, .preplan = true};
+    for (int end = 0; end < 3; end++) {
+        s.step_id = 1 + (uint64_t)end;
+        assert_int_equal(rsp_step_admit(pool, &s, NULL, NULL), RSP_OK);
+        assert_int_equal(rsp_step_plan(pool, &s, NULL), RSP_OK);
+        assert_true(staged_published(pool));
+        if (end == 0)
+            assert_int_equal(rsp_step_commit(pool, &s, NULL, NULL), RSP_OK);
+        else if (end == 1)
+            assert_int_equal(rsp_step_rollback(pool, s.step_id, NULL, NULL), RSP_OK);
+        else
+            assert_int_equal(rsp_clear_preplan(pool, NULL), RSP_OK);
+        assert_false(staged_published(pool));
+    }
+    rsp_reader_unregister();
+    rsp_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -795,6 +830,7 @@ int main(void)
         cmocka_unit_test(addressing_of_an_unplanned_label_names_the_planned_ones),
         cmocka_unit_test(staged_plan_is_separate_until_promoted),
         cmocka_unit_test(changed_stage_is_dropped_for_a_live_plan),
+        cmocka_unit_test(staged_plan_goes_when_the_core_ends_the_stage),
         cmocka_unit_test(reference_keeps_a_plan_through_10000_more_steps),
         cmocka_unit_test(plan_wait_wakes_when_the_step_is_published),
         cmocka_unit_test(shutdown_answers_messages_in_flight_and_refuses_later_posts),

@@ -115,7 +115,7 @@ rsp_status fx_rollback(fx *f, uint64_t step_id, const rsp_event *done)
 {
     before(f);
     rsp_status core_st;
-    return after(f, CORE(rsp__core_rollback(f->core, step_id, done, &f->work, &f->err)));
+    return after(f, CORE(rsp__core_rollback(f->core, step_id, done, &f->work, &f->stage, &f->err)));
 }
 
 rsp_status fx_plan(fx *f, const rsp_step *s)
@@ -129,7 +129,7 @@ rsp_status fx_commit(fx *f, const rsp_step *s, const rsp_event *done)
 {
     before(f);
     rsp_status core_st;
-    return after(f, CORE(rsp__core_commit(f->core, s, done, &f->work, &f->err)));
+    return after(f, CORE(rsp__core_commit(f->core, s, done, &f->work, &f->stage, &f->err)));
 }
 
 void fx_run_step(fx *f, const rsp_step *s)

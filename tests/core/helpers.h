@@ -27,6 +27,7 @@ typedef struct fx {
     rsp__work work;
     rsp_error err;
     rsp__plan_out plan;
+    rsp__stage_change stage; /* what the last commit or rollback did to the stage */
 } fx;
 
 void fx_init(fx *f, uint32_t max_slots, bool sink);

@@ -72,7 +72,7 @@ static rsp_status one_step(rsp__core *core, rsp__work *w, uint64_t id, rsp_label
     if ((st = rsp__core_admit(core, &s, &out, w, NULL)) || !out.ok)
         return st ? st : RSP_ECAPACITY;
     if (id % 5 == 0)
-        return rsp__core_rollback(core, id, NULL, w, NULL);
+        return rsp__core_rollback(core, id, NULL, w, NULL, NULL);
     if (id % 2 == 0) {
         s.preplan = true;
         if ((st = rsp__core_plan(core, &s, &plan, w, NULL)))
@@ -90,7 +90,7 @@ static rsp_status one_step(rsp__core *core, rsp__work *w, uint64_t id, rsp_label
     }
     if (id % 11 == 0 && (st = rsp__core_reset(core, rids[(id + 1) % 8], false, w, NULL)))
         return st;
-    return rsp__core_commit(core, &s, &done, w, NULL);
+    return rsp__core_commit(core, &s, &done, w, NULL, NULL);
 }
 
 static void steady_steps_allocate_nothing_after_warm_up(void **state)

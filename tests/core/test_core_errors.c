@@ -83,7 +83,7 @@ static rsp_status plan(world *w, const rsp_step *s)
 
 static rsp_status commit(world *w, const rsp_step *s)
 {
-    return rsp__core_commit(w->f.core, s, NULL, &w->f.work, &w->f.err);
+    return rsp__core_commit(w->f.core, s, NULL, &w->f.work, NULL, &w->f.err);
 }
 
 /* The same bad step through admit, plan and commit (step id 5 is in flight). */
@@ -289,9 +289,9 @@ static void null_work_is_rejected(void **state)
     rsp_error *e = &w->f.err;
     assert_int_equal(rsp__core_reset(w->f.core, 1, false, NULL, e), RSP_EINVAL);
     assert_int_equal(rsp__core_remove(w->f.core, 1, NULL, e), RSP_EINVAL);
-    assert_int_equal(rsp__core_rollback(w->f.core, 5, NULL, NULL, e), RSP_EINVAL);
+    assert_int_equal(rsp__core_rollback(w->f.core, 5, NULL, NULL, NULL, e), RSP_EINVAL);
     assert_int_equal(rsp__core_plan(w->f.core, &b.s, &w->f.plan, NULL, e), RSP_EINVAL);
-    assert_int_equal(rsp__core_commit(w->f.core, &b.s, NULL, NULL, e), RSP_EINVAL);
+    assert_int_equal(rsp__core_commit(w->f.core, &b.s, NULL, NULL, NULL, e), RSP_EINVAL);
     check(w, RSP_EINVAL, RSP_EINVAL, "work is NULL");
 }
 

@@ -16,6 +16,14 @@ static uint32_t count_ops(fx *f, rsp__op_kind kind)
     return n;
 }
 
+/* The stage report c says `ended` of step id (core.h rsp__stage_change). */
+static void assert_stage(rsp__stage_change c, rsp__stage_end ended, uint64_t id)
+{
+    assert_int_equal(c.ended, ended);
+    if (ended != RSP__STAGE_KEPT)
+        assert_int_equal(c.step_id, id);
+}
+
 /* The device buffer of a label plan equals its host vectors over length. */
 static void assert_uploaded(fx *f, const rsp__label_plan *lp)
 {
@@ -275,9 +283,13 @@ static void committed_capture_step_drops_its_stage(void **state)
     cap.s.preplan = true;
     assert_int_equal(fx_plan(&f, &cap.s), RSP_OK);
     assert_true(rsp__core_stage(f.core, NULL));
+    assert_true(f.plan.staged);
+    assert_stage(f.plan.stage, RSP__STAGE_KEPT, 0);
     cap.s.preplan = false;
     assert_int_equal(fx_commit(&f, &cap.s, &done_ev), RSP_OK);
     assert_false(rsp__core_stage(f.core, NULL));
+    /* The commit says so: the pool unpublishes the stage on this report. */
+    assert_stage(f.stage, RSP__STAGE_STEP_ENDED, 10);
 
     stepb b11, b12;
     sb_init(&b11, 11);
@@ -285,6 +297,7 @@ static void committed_capture_step_drops_its_stage(void **state)
     sb_lease(&b11, 4, 0, 0);
     fx_admit_ok(&f, &b11.s);
     assert_int_equal(fx_plan(&f, &b11.s), RSP_OK);
+    assert_stage(f.plan.stage, RSP__STAGE_KEPT, 0);
     uint32_t buf11 = fx_plan_label(&f, 0)->buffer;
     sb_init(&b12, 12);
     sb_row(&b12, 2, 0, 1);
@@ -294,6 +307,7 @@ static void committed_capture_step_drops_its_stage(void **state)
     assert_int_equal(fx_plan(&f, &b12.s), RSP_ECAPACITY);
     assert_int_equal(rsp_test_store_buffer_slots(f.store, buf11)[0], fx_slot(&f, 1, 0));
     assert_int_equal(fx_commit(&f, &b11.s, &done_ev), RSP_OK);
+    assert_stage(f.stage, RSP__STAGE_KEPT, 0); /* a live-planned step had none */
     assert_int_equal(fx_plan(&f, &b12.s), RSP_OK);
     assert_int_equal(fx_commit(&f, &b12.s, &done_ev), RSP_OK);
     fx_check_invariants(&f);
@@ -486,8 +500,11 @@ static void stage_changes_no_state_and_no_bytes(void **state)
     assert_false(fx_has_state(&f, 1, d));
     /* A second stage is an error; clear_preplan is safe twice. */
     assert_int_equal(fx_plan(&f, &b.s), RSP_ESTAGED);
-    assert_int_equal(rsp__core_clear_preplan(f.core, NULL), RSP_OK);
-    assert_int_equal(rsp__core_clear_preplan(f.core, NULL), RSP_OK);
+    rsp__stage_change c;
+    assert_int_equal(rsp__core_clear_preplan(f.core, &c, NULL), RSP_OK);
+    assert_stage(c, RSP__STAGE_CLEARED, 2);
+    assert_int_equal(rsp__core_clear_preplan(f.core, &c, NULL), RSP_OK);
+    assert_stage(c, RSP__STAGE_KEPT, 0);
     snap_take(&f, &z);
     snap_assert_equal(&a, &z);
     fx_fini(&f);
@@ -540,6 +557,8 @@ static void promotion_applies_deferred_pre_forks(void **state)
     assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
     assert_true(f.plan.promoted);
     assert_false(f.plan.staged);
+    assert_stage(f.plan.stage, RSP__STAGE_PROMOTED, 2);
+    assert_false(rsp__core_stage(f.core, NULL));
     assert_int_equal(count_ops(&f, RSP__OP_UPLOAD), 0);
     assert_int_equal(count_ops(&f, RSP__OP_COPY), 1);
     assert_int_equal(rsp_test_store_checksum(f.store, dst), sum);
@@ -568,6 +587,8 @@ static void promotion_after_change_rebuilds_live(void **state)
     b.s.preplan = false;
     assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
     assert_false(f.plan.promoted);
+    assert_stage(f.plan.stage, RSP__STAGE_REPLACED, 2);
+    assert_false(rsp__core_stage(f.core, NULL));
     assert_true(count_ops(&f, RSP__OP_UPLOAD) >= 1);
     const rsp__label_plan *lp = fx_plan_label(&f, d);
     assert_false(lp->has_state[0]);
@@ -647,8 +668,9 @@ static void rollback_returns_slots_of_a_staged_admit(void **state)
     stage_setup(&f, &b, &d);
     b.s.preplan = true;
     assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
-    assert_int_equal(rsp__core_clear_preplan(f.core, NULL), RSP_OK);
+    assert_int_equal(rsp__core_clear_preplan(f.core, NULL, NULL), RSP_OK);
     assert_int_equal(fx_rollback(&f, 2, NULL), RSP_OK);
+    assert_stage(f.stage, RSP__STAGE_KEPT, 0); /* cleared before */
     assert_int_equal(fx_slot(&f, 1, d), -1);
     assert_int_equal(fx_slot(&f, 2, d), -1);
     assert_int_equal(fx_stats(&f).held_slots, 1);
@@ -660,6 +682,7 @@ static void rollback_returns_slots_of_a_staged_admit(void **state)
     c.s.preplan = true;
     assert_int_equal(fx_plan(&f, &c.s), RSP_OK);
     assert_int_equal(fx_rollback(&f, 3, NULL), RSP_OK);
+    assert_stage(f.stage, RSP__STAGE_STEP_ENDED, 3);
     stepb e;
     sb_init(&e, 4);
     sb_row(&e, 6, 0, 1);
@@ -757,13 +780,16 @@ static void live_plan_takes_leased_buffer_from_another_stage(void **state)
     b.s.preplan = true;
     assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
     /* Step 1 goes live on the same lease: it takes the buffer, the stage of
-     * step 2 is dropped. */
+     * step 2 is dropped, and the plan says so. */
     assert_int_equal(fx_plan(&f, &a.s), RSP_OK);
+    assert_stage(f.plan.stage, RSP__STAGE_TAKEN, 2);
+    assert_false(rsp__core_stage(f.core, NULL));
     assert_uploaded(&f, fx_plan_label(&f, 0));
     assert_int_equal(fx_commit(&f, &a.s, NULL), RSP_OK);
     b.s.preplan = false;
     assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
     assert_false(f.plan.promoted);
+    assert_stage(f.plan.stage, RSP__STAGE_KEPT, 0); /* it had none any more */
     assert_uploaded(&f, fx_plan_label(&f, 0));
     assert_int_equal(fx_plan_label(&f, 0)->slot_indices[0], fx_slot(&f, 2, 0));
     /* And a new stage is allowed again (the old one is gone). */
@@ -814,6 +840,53 @@ static void staged_flags_match_live_with_self_and_missing_sources(void **state)
     fx_fini(&f);
 }
 
+/* The operations that never end a stage leave it, and errors report KEPT:
+ * the pool follows the reports alone (issue 9). */
+static void only_plan_commit_rollback_and_clear_end_a_stage(void **state)
+{
+    (void)state;
+    fx f;
+    stepb b;
+    rsp_label_id d;
+    stage_setup(&f, &b, &d);
+    b.s.preplan = true;
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_true(f.plan.staged);
+    assert_stage(f.plan.stage, RSP__STAGE_KEPT, 0);
+    /* Admit (a new step and a re-admit of the staged one), ingest, reset,
+     * remove and build_graph_buffers do not touch it. */
+    stepb n;
+    sb_init(&n, 3);
+    sb_row(&n, 7, 0, 1);
+    fx_admit_ok(&f, &n.s);
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_ingest(&f, 8), RSP_OK);
+    assert_int_equal(fx_reset(&f, 7, false), RSP_OK);
+    assert_int_equal(fx_remove(&f, 8), RSP_OK);
+    assert_int_equal(rsp__core_build_graph_buffers(f.core, 8, 0, &f.work, NULL), RSP_OK);
+    uint64_t id = 0;
+    assert_true(rsp__core_stage(f.core, &id));
+    assert_int_equal(id, 2);
+    /* Refused calls report KEPT and keep it. */
+    f.stage.ended = RSP__STAGE_CLEARED;
+    assert_int_equal(fx_commit(&f, &n.s, NULL), RSP_EORDER); /* not planned */
+    assert_stage(f.stage, RSP__STAGE_KEPT, 0);
+    assert_int_equal(fx_plan(&f, &n.s), RSP_OK); /* another step, live: kept */
+    assert_stage(f.plan.stage, RSP__STAGE_KEPT, 0);
+    f.stage.ended = RSP__STAGE_CLEARED;
+    assert_int_equal(fx_rollback(&f, 99, NULL), RSP_OK); /* unknown: nothing */
+    assert_stage(f.stage, RSP__STAGE_KEPT, 0);
+    assert_int_equal(fx_commit(&f, &n.s, &done_ev), RSP_OK); /* another step */
+    assert_stage(f.stage, RSP__STAGE_KEPT, 0);
+    assert_true(rsp__core_stage(f.core, NULL));
+    /* Its own step's rollback ends it. */
+    assert_int_equal(fx_rollback(&f, 2, NULL), RSP_OK);
+    assert_stage(f.stage, RSP__STAGE_STEP_ENDED, 2);
+    assert_false(rsp__core_stage(f.core, NULL));
+    fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -843,6 +916,7 @@ int main(void)
         cmocka_unit_test(live_plan_on_lease_of_live_step_is_refused),
         cmocka_unit_test(live_plan_takes_leased_buffer_from_another_stage),
         cmocka_unit_test(staged_flags_match_live_with_self_and_missing_sources),
+        cmocka_unit_test(only_plan_commit_rollback_and_clear_end_a_stage),
     };
     return cmocka_run_group_tests_name("core_plan", tests, NULL, NULL);
 }

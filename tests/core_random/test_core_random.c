@@ -860,7 +860,8 @@ static void op_admit(T *t)
         /* The caller still calls rollback: a no-op. */
         if (below(t, 2)) {
             note(t, "rollback refused step %llu", (unsigned long long)s->d.step_id);
-            CHECK(t, rsp__core_rollback(t->core, s->d.step_id, NULL, &t->work, NULL) == RSP_OK,
+            CHECK(t,
+                  rsp__core_rollback(t->core, s->d.step_id, NULL, &t->work, NULL, NULL) == RSP_OK,
                   "rollback of a refused step failed");
             apply_work(t, "rollback refused");
             check_all(t, "rollback refused");
@@ -1035,7 +1036,8 @@ static void op_commit(T *t, dstep *s)
     rsp_event ev = {.handle = NULL, .value = s->d.step_id};
     note(t, "commit step %llu (forward %s)", (unsigned long long)s->d.step_id,
          s->forward_ran ? "ran" : "did not run");
-    rsp_status rc = rsp__core_commit(t->core, &st_, s->forward_ran ? &ev : NULL, &t->work, NULL);
+    rsp_status rc =
+        rsp__core_commit(t->core, &st_, s->forward_ran ? &ev : NULL, &t->work, NULL, NULL);
     CHECK(t, rc == RSP_OK, "commit step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
           (int)rc, rsp_strerror(rc));
     check_work(t, "commit", s->forward_ran ? W_WAIT_FIRST : 0u, &t->m);
@@ -1052,7 +1054,8 @@ static void op_rollback(T *t, dstep *s)
     note(t, "rollback step %llu (phase %d, forward %s)", (unsigned long long)s->d.step_id, s->phase,
          s->forward_ran && s->phase == PH_PLANNED ? "ran" : "did not run");
     bool ran = s->phase == PH_PLANNED && s->forward_ran;
-    rsp_status rc = rsp__core_rollback(t->core, s->d.step_id, ran ? &ev : NULL, &t->work, NULL);
+    rsp_status rc =
+        rsp__core_rollback(t->core, s->d.step_id, ran ? &ev : NULL, &t->work, NULL, NULL);
     CHECK(t, rc == RSP_OK, "rollback step %llu: status %d", (unsigned long long)s->d.step_id,
           (int)rc);
     check_work(t, "rollback", W_NO_COPY | (ran ? W_WAIT_FIRST : 0u), &t->m);
@@ -1075,7 +1078,7 @@ static void op_rollback(T *t, dstep *s)
 static void op_clear_preplan(T *t, dstep *s)
 {
     note(t, "clear_preplan (stage of step %llu)", (unsigned long long)s->d.step_id);
-    CHECK(t, rsp__core_clear_preplan(t->core, NULL) == RSP_OK, "clear_preplan failed");
+    CHECK(t, rsp__core_clear_preplan(t->core, NULL, NULL) == RSP_OK, "clear_preplan failed");
     s->phase = PH_ADMITTED;
     s->stage_valid = false;
     s->nbuf = 0;
@@ -1142,7 +1145,7 @@ static void op_invalid(T *t)
             if (t->q[k].phase == PH_STAGED)
                 return;
         note(t, "clear_preplan with nothing staged");
-        CHECK(t, rsp__core_clear_preplan(t->core, NULL) == RSP_OK, "clear_preplan failed");
+        CHECK(t, rsp__core_clear_preplan(t->core, NULL, NULL) == RSP_OK, "clear_preplan failed");
         break;
     }
     case 5: {
@@ -1204,7 +1207,7 @@ static void op_invalid(T *t)
             STEP_VARS(t, &t->q[0], false);
             note(t, "commit of step %llu, admitted but not planned",
                  (unsigned long long)t->q[0].d.step_id);
-            expect_err(t, rsp__core_commit(t->core, &st_, NULL, &t->work, NULL), RSP_EORDER,
+            expect_err(t, rsp__core_commit(t->core, &st_, NULL, &t->work, NULL, NULL), RSP_EORDER,
                        "commit not planned");
         } else {
             /* Rollback of a step that is finished or unknown: no-op. */
@@ -1212,7 +1215,7 @@ static void op_invalid(T *t)
             if (rspm_step_open(&t->m, id))
                 return;
             note(t, "rollback of finished or unknown step %llu", (unsigned long long)id);
-            CHECK(t, rsp__core_rollback(t->core, id, NULL, &t->work, NULL) == RSP_OK,
+            CHECK(t, rsp__core_rollback(t->core, id, NULL, &t->work, NULL, NULL) == RSP_OK,
                   "rollback of finished step failed");
             apply_work(t, "rollback finished");
         }
@@ -1560,7 +1563,7 @@ static void mini_plan(mini *x, const rsp_step *st)
 static void mini_commit(mini *x, const rsp_step *st)
 {
     rsp_event ev = {.handle = NULL, .value = st->step_id};
-    assert_int_equal(rsp__core_commit(x->core, st, &ev, &x->work, NULL), RSP_OK);
+    assert_int_equal(rsp__core_commit(x->core, st, &ev, &x->work, NULL, NULL), RSP_OK);
     mini_apply(x);
 }
 

@@ -1,0 +1,304 @@
+/*
+ * Admit (SEMANTICS 4.1): validate, count, reserve, apply. A full pool is an
+ * outcome counted before anything changes; only the apply phase changes
+ * state, and it cannot fail. SPDX-License-Identifier: Apache-2.0
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "fork.h"
+#include "util/error.h"
+
+/* --- 1. validate --------------------------------------------------------- */
+
+/* The record an admit of step would use: its own when in flight, else the
+ * lowest free one (RSP__NONE: all busy). */
+static uint32_t admit_record(const rsp__core *c, uint64_t step_id)
+{
+    uint32_t rec = rsp__step_find(c, step_id);
+    for (uint32_t i = 0; i < c->max_inflight && rec == RSP__NONE; i++)
+        if (!c->steps[i].used)
+            rec = i;
+    return rec;
+}
+
+/* Step order and a free record, for a step not in flight yet. */
+static rsp_status check_new(const rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err)
+{
+    if (c->any_admitted && step->step_id < c->last_admitted)
+        return rsp__fail(err, RSP_EORDER,
+                         "admit: step id %" PRIu64 " goes backwards (last admitted %" PRIu64 ")",
+                         step->step_id, c->last_admitted);
+    if (c->any_committed && step->step_id <= c->last_committed)
+        return rsp__fail(err, RSP_EORDER,
+                         "admit: step id %" PRIu64 " was already used by a committed step "
+                         "(last committed %" PRIu64 "); step ids increase",
+                         step->step_id, c->last_committed);
+    if (rec == RSP__NONE)
+        return rsp__fail(err, RSP_ECAPACITY,
+                         "admit: step %" PRIu64 ": %" PRIu32
+                         " steps are already in flight (max_inflight_steps); commit or "
+                         "roll one back first",
+                         step->step_id, c->max_inflight);
+    return RSP_OK;
+}
+
+/* The declaration, then the order of a new step. *rec: the record it uses;
+ * *fresh: a record not in flight yet; *same: the rows are the record's
+ * validated ones (a steady decode loop), so only the O(forks) checks run
+ * again. */
+static rsp_status admit_validate(rsp__core *c, const rsp_step *step, uint32_t *rec, bool *fresh,
+                                 bool *same, rsp_error *err)
+{
+    *rec = RSP__NONE;
+    *same = false;
+    if (step && (!step->num_rows || step->rows)) { /* else validation says why */
+        *rec = admit_record(c, step->step_id);
+        *same = *rec != RSP__NONE && rsp__step_same_rows(&c->steps[*rec], step);
+    }
+    rsp_status st = rsp__step_validate(c, step, *same, err);
+    if (st != RSP_OK)
+        return st;
+    *fresh = *rec == RSP__NONE || !c->steps[*rec].used;
+    return *fresh ? check_new(c, step, *rec, err) : RSP_OK;
+}
+
+/* --- 2. count ------------------------------------------------------------ */
+
+/* Set markers beside the real label ids (< RSP_MAX_LABELS) in the pair set:
+ * a rid counted as new (no record yet), a rid counted for a spill array.
+ * (fork.c marks forking rids with UINT32_MAX.) */
+#define NEW_RID_MARK (UINT32_MAX - 1)
+#define SPILL_MARK (UINT32_MAX - 2)
+
+/* What an admit needs before it may change anything. */
+typedef struct admit_need {
+    uint32_t slots;   /* fresh (rid, label) holdings */
+    uint32_t free;    /* free slots now */
+    bool short_found; /* the first pair that does not fit: */
+    rsp_rid rid;
+    rsp_label_id label;
+    uint32_t new_rids; /* non-padding rids without a record (implicit ingest) */
+    uint32_t spills;   /* requests whose holdings outgrow the inline ones */
+    uint32_t labels;   /* distinct labels a rid of this step may gain */
+} admit_need;
+
+/* Count (rid, label) as a fresh holding, once; r: its record (NULL: new). */
+static void need_pair(rsp__core *c, admit_need *n, const rsp__req *r, rsp_rid rid,
+                      rsp_label_id label)
+{
+    if (!rsp__set_insert(c, rid, label))
+        return;
+    if (++n->slots == n->free + 1) {
+        n->short_found = true;
+        n->rid = rid;
+        n->label = label;
+    }
+    /* Gaining up to n->labels more holdings may spill the inline array:
+     * reserve one spare per such request (an upper bound; spares are kept). */
+    if (!(r && r->heap) && (r ? r->num_holds : 0) + n->labels > RSP__INLINE_HOLDINGS &&
+        rsp__set_insert(c, rid, SPILL_MARK))
+        n->spills++;
+}
+
+/* Would (c->rids[k], label) take a fresh slot? */
+static void need_fork(rsp__core *c, admit_need *n, uint32_t k, rsp_label_id label)
+{
+    rsp__req *r = rsp__rid_req(c, k);
+    if (r && rsp__hold_find(r, label))
+        return;
+    need_pair(c, n, r, c->rids[k], label);
+}
+
+/* Distinct labels a request may gain in this step: rows' and forks' targets. */
+static uint32_t step_labels(const rsp_step *step)
+{
+    uint64_t seen = 0; /* RSP_MAX_LABELS == 64 */
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (rsp__row_addresses(&step->rows[i]))
+            seen |= 1ull << step->rows[i].label;
+    for (uint32_t i = 0; i < step->num_pre_forks; i++)
+        seen |= 1ull << step->pre_forks[i].to;
+    for (uint32_t i = 0; i < step->num_post_forks; i++)
+        seen |= 1ull << step->post_forks[i].to;
+    return (uint32_t)__builtin_popcountll(seen);
+}
+_Static_assert(RSP_MAX_LABELS <= 64, "step_labels keeps labels in a 64-bit mask");
+
+/* Fresh holdings, new rids and spills of a non-capture step; fills c->rids
+ * (forking rids). Changes nothing but scratch and hints. */
+static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, bool same,
+                              admit_need *n)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    /* Pairs in the set: rows, rid marks (forks, new rids, spills), and
+     * (rid, to) per fork. */
+    uint64_t set_n = (uint64_t)step->num_rows * (4u + nforks);
+    if (set_n > UINT32_MAX / 4 || rsp__set_reset(c, (uint32_t)set_n))
+        return RSP_ENOMEM;
+    n->labels = step_labels(step);
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (row->padding)
+            continue;
+        rsp__req *r;
+        if (rsp__row_addresses(row)) {
+            if (rsp__hold_lookup(c, row->rid, row->label, &s->arows[i].rec, &s->arows[i].hold, &r))
+                continue; /* held already: the steady decode step */
+        } else {
+            r = rsp__req_find(c, row->rid);
+            s->arows[i].rec = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
+        }
+        if (!r && rsp__set_insert(c, row->rid, NEW_RID_MARK))
+            n->new_rids++;
+        if (rsp__row_addresses(row))
+            need_pair(c, n, r, row->rid, row->label);
+    }
+    if (nforks && same && s->frids_ok)
+        (void)rsp__collect_rids_for(c, step, rec, true); /* copies the kept rids: cannot fail */
+    else if (rsp__collect_rids_in_set(c, step))
+        return RSP_ENOMEM;
+    for (uint32_t k = 0; k < c->num_rids; k++) {
+        for (uint32_t i = 0; i < step->num_pre_forks; i++)
+            need_fork(c, n, k, step->pre_forks[i].to);
+        for (uint32_t i = 0; i < step->num_post_forks; i++)
+            need_fork(c, n, k, step->post_forks[i].to);
+    }
+    return RSP_OK;
+}
+
+/* --- 3. reserve ---------------------------------------------------------- */
+
+/* Everything the apply phase consumes: the record's journal and pins,
+ * request records and rid table room, spill arrays. RSP_ENOMEM: nothing a
+ * caller can observe changed (what was reserved stays for the next call). */
+static rsp_status admit_reserve(rsp__core *c, const rsp_step *step, rsp__steprec *s,
+                                const admit_need *n)
+{
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    uint64_t pins = (uint64_t)step->num_rows + (uint64_t)c->num_rids * nforks;
+    if (pins > c->layout.max_slots)
+        pins = c->layout.max_slots;
+    if (rsp__step_reserve(s, n->slots, (uint32_t)pins) || rsp__req_reserve(c, n->new_rids) ||
+        rsp__hold_reserve_spills(c, n->spills))
+        return RSP_ENOMEM;
+    return RSP_OK;
+}
+
+/* --- 4. apply ------------------------------------------------------------ */
+
+/* Allocate (rid, label) if missing (journaled) and pin its slot; the hints
+ * are updated to where the holding is. The rid has a record (ingest). */
+static inline void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label,
+                               uint32_t *rec_hint, uint32_t *hold_hint)
+{
+    rsp__req *r;
+    rsp__hold *h = rsp__hold_lookup(c, rid, label, rec_hint, hold_hint, &r);
+    if (!h) {
+        RSP__ASSERT(r != NULL);
+        h = rsp__step_take_fresh(c, rec, r, label);
+        *hold_hint = r->num_holds - 1;
+    }
+    rsp__pin(c, rec, h->slot);
+}
+
+/* take_hinted for a forking rid c->rids[k]; its record exists (ingest). */
+static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label)
+{
+    rsp__req *r = rsp__rid_req(c, k);
+    RSP__ASSERT(r != NULL);
+    rsp__hold *h = rsp__hold_find(r, label);
+    if (!h)
+        h = rsp__step_take_fresh(c, rec, r, label);
+    rsp__pin(c, rec, h->slot);
+}
+
+/* Open record rec for a step not in flight yet. */
+static void open_record(rsp__core *c, const rsp_step *step, uint32_t rec)
+{
+    rsp__steprec *s = &c->steps[rec];
+    s->used = true;
+    s->capture = step->capture;
+    s->phase = RSP__PHASE_ADMITTED;
+    s->step_id = step->step_id;
+    s->num_journal = 0;
+    s->num_pinned = 0;
+    if (!c->any_admitted || step->step_id > c->last_admitted)
+        c->last_admitted = step->step_id;
+    c->any_admitted = true;
+}
+
+/* The implicit ingest, then every fresh holding, journaled and pinned, of a
+ * non-capture step. Everything was reserved: nothing here can fail. */
+static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool ingest)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    /* Every non-padding row's rid exists from here on. */
+    for (uint32_t i = 0; i < step->num_rows && ingest; i++) {
+        rsp__arow *a = &s->arows[i];
+        if (step->rows[i].padding ||
+            (a->rec < c->num_recs && c->reqs[a->rec].live && c->reqs[a->rec].rid == a->rid))
+            continue; /* found in the count phase (records are only added here) */
+        rsp__req *r = rsp__req_get(c, a->rid); /* reserved: cannot fail */
+        RSP__ASSERT(r != NULL);
+        a->rec = (uint32_t)(r - c->reqs);
+    }
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (rsp__row_addresses(&step->rows[i]))
+            take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->arows[i].rec,
+                        &s->arows[i].hold);
+    for (uint32_t k = 0; k < c->num_rids; k++) {
+        for (uint32_t i = 0; i < step->num_pre_forks; i++)
+            take_rid(c, rec, k, step->pre_forks[i].to);
+        for (uint32_t i = 0; i < step->num_post_forks; i++)
+            take_rid(c, rec, k, step->post_forks[i].to);
+    }
+    if (nforks)
+        rsp__keep_rids(c, s); /* with the records the takes found; never fails */
+}
+
+rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
+                           rsp_error *err)
+{
+    if (!out || !w)
+        return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
+    uint32_t rec;
+    bool fresh, same;
+    rsp_status st = admit_validate(c, step, &rec, &fresh, &same, err);
+    if (st != RSP_OK)
+        return st;
+    rsp__steprec *s = &c->steps[rec];
+    if (rsp__step_keep_rows(s, step, same))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+
+    /* A full pool changes nothing at all. Capture rows are dummies: they
+     * hold, ingest and fork nothing. */
+    admit_need n = {.free = c->free_top};
+    c->num_rids = 0;
+    if (!step->capture && admit_count(c, step, rec, same, &n))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+    memset(out, 0, sizeof *out);
+    out->usable = c->layout.usable_slots;
+    if (n.slots > c->free_top) {
+        out->ok = false;
+        out->rid = n.rid;
+        out->label = n.label;
+        out->slots_short = n.slots - c->free_top;
+        out->free = c->free_top;
+        return RSP_OK;
+    }
+
+    if (admit_reserve(c, step, s, &n))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+
+    /* Nothing below fails. */
+    if (fresh)
+        open_record(c, step, rec);
+    if (!step->capture)
+        admit_apply(c, step, rec, n.new_rids != 0);
+    out->ok = true;
+    out->free = c->free_top;
+    return RSP_OK;
+}

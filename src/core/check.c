@@ -1,0 +1,107 @@
+/*
+ * The rules of a step declaration (check.h): pure, one message per rule.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "check.h"
+
+#include <inttypes.h>
+
+#include "util/error.h"
+
+rsp_status rsp__check_arrays(const rsp_step *step, rsp_error *err)
+{
+    if (!step)
+        return rsp__fail(err, RSP_EINVAL, "step is NULL");
+    if (step->num_rows && !step->rows)
+        return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": rows is NULL with num_rows = %" PRIu32,
+                         step->step_id, step->num_rows);
+    if (step->num_pre_forks && !step->pre_forks)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": pre_forks is NULL with num_pre_forks = %" PRIu32,
+                         step->step_id, step->num_pre_forks);
+    if (step->num_post_forks && !step->post_forks)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": post_forks is NULL with num_post_forks = %" PRIu32,
+                         step->step_id, step->num_post_forks);
+    return RSP_OK;
+}
+
+rsp_status rsp__check_limits(const rsp_step *step, uint32_t max_rows, rsp_error *err)
+{
+    if (step->num_pre_forks > RSP__MAX_FORKS || step->num_post_forks > RSP__MAX_FORKS)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": %" PRIu32 " pre_forks and %" PRIu32
+                         " post_forks: at most %u each (one per pair of labels)",
+                         step->step_id, step->num_pre_forks, step->num_post_forks, RSP__MAX_FORKS);
+    if (step->has_lease && step->lease.bucket_bs == 0)
+        return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": lease.bucket_bs = 0", step->step_id);
+    if (step->has_lease && step->lease.bucket_bs > max_rows)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": lease.bucket_bs = %" PRIu32 ": at most %" PRIu32
+                         " (max(8192, 2 x max_slots): past that a bucket is only padding)",
+                         step->step_id, step->lease.bucket_bs, max_rows);
+    return RSP_OK;
+}
+
+rsp_status rsp__check_label(rsp_label_id label, uint32_t num_labels, rsp_error *err)
+{
+    if (label < num_labels)
+        return RSP_OK;
+    return rsp__fail(err, RSP_ENOLABEL, "label %" PRIu32 " is not interned (%" PRIu32 " labels)",
+                     label, num_labels);
+}
+
+/* The message of a row whose label is not interned (both row checks). */
+static rsp_status bad_row_label(const rsp_step *step, uint32_t i, uint32_t num_labels,
+                                rsp_error *err)
+{
+    return rsp__fail(err, RSP_ENOLABEL,
+                     "step %" PRIu64 ": rows[%" PRIu32 "].label = %" PRIu32
+                     " is not an interned label (%" PRIu32 " labels)",
+                     step->step_id, i, step->rows[i].label, num_labels);
+}
+
+rsp_status rsp__check_row_labels(const rsp_step *step, uint32_t num_labels, rsp_error *err)
+{
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (step->rows[i].label >= num_labels)
+            return bad_row_label(step, i, num_labels, err);
+    return RSP_OK;
+}
+
+rsp_status rsp__check_rows(const rsp_step *step, uint32_t num_labels, uint32_t max_rows,
+                           const char (*names)[RSP_NAME_MAX], rsp_error *err)
+{
+    uint32_t rows_of[RSP_MAX_LABELS] = {0};
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        rsp_label_id L = step->rows[i].label;
+        if (L >= num_labels)
+            return bad_row_label(step, i, num_labels, err);
+        if (++rows_of[L] > max_rows)
+            return rsp__fail(
+                err, RSP_EINVAL,
+                "step %" PRIu64 ": label \"%s\" has more than %" PRIu32
+                " rows (max(8192, 2 x max_slots): every row with state addresses its own slot)",
+                step->step_id, names[L], max_rows);
+    }
+    return RSP_OK;
+}
+
+rsp_status rsp__check_forks(const rsp_step *step, uint32_t num_labels, rsp_error *err)
+{
+    for (int k = 0; k < 2; k++) {
+        const rsp_fork *f = k ? step->post_forks : step->pre_forks;
+        uint32_t n = k ? step->num_post_forks : step->num_pre_forks;
+        const char *what = k ? "post_forks" : "pre_forks";
+        for (uint32_t i = 0; i < n; i++) {
+            bool from = f[i].from >= num_labels;
+            if (from || f[i].to >= num_labels)
+                return rsp__fail(err, RSP_ENOLABEL,
+                                 "step %" PRIu64 ": %s[%" PRIu32 "].%s = %" PRIu32
+                                 " is not an interned label (%" PRIu32 " labels)",
+                                 step->step_id, what, i, from ? "from" : "to",
+                                 from ? f[i].from : f[i].to, num_labels);
+        }
+    }
+    return RSP_OK;
+}

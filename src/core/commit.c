@@ -1,0 +1,205 @@
+/*
+ * The end of a step: commit (SEMANTICS 4.5, post-forks 4.6) and rollback
+ * (4.2). Each validates, reserves, then applies; the apply phase runs
+ * after the WAIT on the step's forward and cannot fail.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <inttypes.h>
+
+#include "addr.h"
+#include "util/error.h"
+
+/* Record rec's step has ended: a stage built for it ends too (it must never
+ * outlive its step: the record is reused by the next admit), its buffers
+ * go back, the record is free. */
+static void end_step(rsp__core *c, uint32_t rec, rsp__stage_change *stage)
+{
+    if (c->stage_active && c->stage_rec == rec)
+        rsp__stage_drop(c, RSP__STAGE_STEP_ENDED, stage);
+    rsp__bufs_release(c, rec);
+    rsp__step_free(c, rec);
+}
+
+/* --- rollback ------------------------------------------------------------ */
+
+/* Undo record rec's journal in reverse allocation order, so the free stack
+ * ends as before the admit. Work room was reserved and the list frozen. */
+static void undo_journal(rsp__core *c, uint32_t rec, rsp__work *w)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint64_t bit = 1ull << rec;
+    for (uint32_t j = s->num_journal; j-- > 0;) {
+        const rsp__jent *e = &s->journal[j];
+        rsp__req *r = rsp__req_find(c, e->rid);
+        rsp__hold *h = r ? rsp__req_holds(r) : NULL;
+        uint32_t i = 0;
+        while (r && i < r->num_holds && !(h[i].label == e->label && h[i].slot == e->slot))
+            i++;
+        if (!r || i == r->num_holds) {
+            /* Removed (or reset with free) meanwhile: the slot went pending.
+             * If this step is its last pin, release it here, at its journal
+             * position, so the free stack still ends as before the admit. */
+            rsp__slot *sl = &c->slots[e->slot];
+            if (sl->state == RSP__SLOT_PENDING && sl->pins == bit) {
+                sl->pins = 0;
+                RSP__ASSERT(c->pending > 0);
+                c->pending--;
+                rsp__slot_release(c, e->slot, w);
+            }
+            continue;
+        }
+        c->slots[e->slot].pins &= ~bit;
+        rsp__hold_drop(c, r, i, w);
+    }
+}
+
+rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *forward_done,
+                              rsp__work *w, rsp__stage_change *stage, rsp_error *err)
+{
+    if (stage)
+        *stage = (rsp__stage_change){RSP__STAGE_KEPT, 0};
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "rollback: work is NULL");
+    uint32_t rec = rsp__step_find(c, step_id);
+    if (rec == RSP__NONE)
+        return RSP_OK; /* unknown or finished: nothing to undo */
+    rsp__steprec *s = &c->steps[rec];
+    /* Three ops (the WAIT, the journal's ZERO, the unpinning's ZERO:
+     * consecutive zeros merge) and a slot per journaled or pinned slot. */
+    if (rsp__work_reserve(w, 3, s->num_journal + s->num_pinned, 0))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory rolling back step %" PRIu64, step_id);
+    rsp_status st = rsp__core_reserve_ext(
+        c, &(rsp__ext_need){.ops = 3, .slots = s->num_journal + s->num_pinned}, err);
+    if (st)
+        return st;
+    /* Nothing below fails: the appends take the room reserved above, in a
+     * frozen list. A forward may have written these slots: zero only after
+     * it is done. */
+    rsp__work_freeze(w);
+    if (forward_done)
+        (void)rsp__work_wait(w, forward_done);
+    undo_journal(c, rec, w);
+    rsp__step_unpin(c, rec, true, w);
+    end_step(c, rec, stage);
+    rsp__work_thaw(w);
+    return RSP_OK;
+}
+
+/* --- commit -------------------------------------------------------------- */
+
+/* The step is in flight and planned (a capture step: admitted is enough);
+ * *rec: its record, *same: see rsp__step_revalidate. */
+static rsp_status commit_validate(rsp__core *c, const rsp_step *step, uint32_t *rec, bool *same,
+                                  rsp_error *err)
+{
+    rsp_status st = rsp__step_revalidate(c, step, rec, same, err);
+    if (st)
+        return st;
+    if (*rec == RSP__NONE)
+        return rsp__fail(err, RSP_EORDER,
+                         "commit: step %" PRIu64 " is not in flight (never admitted, or already "
+                         "committed or rolled back)",
+                         step->step_id);
+    /* The admit's declaration decides whether this is a capture step. */
+    const rsp__steprec *s = &c->steps[*rec];
+    if (!s->capture && s->phase != RSP__PHASE_PLANNED)
+        return rsp__fail(err, RSP_EORDER, "commit: step %" PRIu64 " was admitted but not planned",
+                         step->step_id);
+    return RSP_OK;
+}
+
+/* Count the work (a WAIT; up to two ZEROs per pinned slot; a COPY or ZERO
+ * per forking rid and post-fork) and reserve it, here and through the
+ * hook. Fills c->rids. */
+static rsp_status commit_reserve(rsp__core *c, const rsp_step *step, uint32_t rec, bool same,
+                                 rsp__work *w, rsp_error *err)
+{
+    const rsp__steprec *s = &c->steps[rec];
+    bool capture = s->capture;
+    if (!capture && rsp__collect_rids_for(c, step, rec, same))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
+    uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
+    if (pairs > UINT32_MAX / 4 ||
+        rsp__work_reserve(w, 3 + 2 * (uint32_t)pairs, 2 * s->num_pinned + (uint32_t)pairs,
+                          (uint32_t)pairs) ||
+        (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
+    return rsp__core_reserve_ext(c,
+                                 &(rsp__ext_need){.ops = 3 + 2 * (uint32_t)pairs,
+                                                  .slots = 2 * s->num_pinned + (uint32_t)pairs,
+                                                  .pairs = (uint32_t)pairs},
+                                 err);
+}
+
+/* The forward of record rec's live plan is done (the WAIT is out): record
+ * its writes and zero what was reset during the step. Cannot fail. */
+static void commit_writes(rsp__core *c, uint32_t rec, uint64_t others, rsp__work *w)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint64_t bit = 1ull << rec;
+    /* has_state for the rows this step's live plan addressed, if the
+     * holding is still the one addressed (same generation): a reset, a fork
+     * into it or a new assignment since then means this forward's write is
+     * not the request's state. A row planned after a reset started from
+     * zeros and its write counts. */
+    for (uint32_t i = 0; i < s->num_prows; i++) {
+        rsp__prow *p = &s->prows[i];
+        rsp__req *r;
+        rsp__hold *h = rsp__hold_lookup(c, p->rid, p->label, &p->rec, &p->hold, &r);
+        if (h && h->generation == p->generation)
+            h->has_state = true;
+    }
+    /* Reset during the step (before any later plan took the slot over):
+     * zero after the forward, before post-forks read it, unless another
+     * planned step's forward may still write it. The ZERO was reserved
+     * (commit_reserve) in a frozen list: it cannot fail. */
+    for (uint32_t i = 0; i < s->num_pinned; i++) {
+        rsp__slot *sl = &c->slots[s->pinned[i]];
+        if (sl->zero_pending && (sl->pins & bit) && !(sl->pins & others) &&
+            sl->state == RSP__SLOT_HELD) {
+            sl->zero_pending = false;
+            (void)rsp__work_zero(w, s->pinned[i]);
+        }
+    }
+}
+
+rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event *forward_done,
+                            rsp__work *w, rsp__stage_change *stage, rsp_error *err)
+{
+    if (stage)
+        *stage = (rsp__stage_change){RSP__STAGE_KEPT, 0};
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "commit: work is NULL");
+    uint32_t rec;
+    bool same;
+    rsp_status st = commit_validate(c, step, &rec, &same, err);
+    if (st == RSP_OK)
+        st = commit_reserve(c, step, rec, same, w, err);
+    if (st)
+        return st;
+
+    /* Nothing below fails: every append takes room reserved above, in a
+     * frozen list. Everything below runs after the forward on the device. */
+    rsp__work_freeze(w);
+    if (!c->any_committed || step->step_id > c->last_committed)
+        c->last_committed = step->step_id;
+    c->any_committed = true;
+    if (forward_done)
+        (void)rsp__work_wait(w, forward_done);
+    /* A capture step (graph warm-up) wrote only the pad target: nothing to
+     * record, no forks. */
+    if (!c->steps[rec].capture) {
+        uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
+        commit_writes(c, rec, others, w);
+        /* Post-forks on the slots the plan recorded were checked against
+         * every other planned step (rsp__pipeline_check, both orders). A
+         * holding that appeared or was re-created after the plan may sit
+         * on a slot another planned step's forward writes: such a fork is
+         * skipped. */
+        rsp__apply_forks(c, step->post_forks, step->num_post_forks, others, w);
+    }
+    rsp__step_unpin(c, rec, false, w);
+    end_step(c, rec, stage);
+    rsp__work_thaw(w);
+    return RSP_OK;
+}

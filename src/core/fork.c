@@ -1,0 +1,226 @@
+/*
+ * Forks (fork.h): forking rids, applying forks, the pipeline check and the
+ * post-fork marks. SPDX-License-Identifier: Apache-2.0
+ */
+#include "fork.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/mem.h"
+
+/* A label id that no interned label can have: marks rids in the pair set. */
+#define RID_MARK UINT32_MAX
+
+/* --- forking rids -------------------------------------------------------- */
+
+/* Append rid (no record hint yet). rids and rid_recs grow together; each
+ * keeps its own capacity, so a failure between the two leaves both valid. */
+static rsp_status rids_push(rsp__core *c, rsp_rid rid)
+{
+    uint64_t need = (uint64_t)c->num_rids + 1;
+    if (rsp__grow((void **)&c->rids, &c->cap_rids, need, sizeof *c->rids) ||
+        rsp__grow((void **)&c->rid_recs, &c->cap_rid_recs, need, sizeof *c->rid_recs))
+        return RSP_ENOMEM;
+    c->rid_recs[c->num_rids] = RSP__NONE;
+    c->rids[c->num_rids++] = rid;
+    return RSP_OK;
+}
+
+rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step)
+{
+    c->num_rids = 0;
+    if (step->capture || (step->num_pre_forks == 0 && step->num_post_forks == 0))
+        return RSP_OK;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (row->padding || !rsp__set_insert(c, row->rid, RID_MARK))
+            continue;
+        if (rids_push(c, row->rid))
+            return RSP_ENOMEM;
+    }
+    return RSP_OK;
+}
+
+rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
+{
+    if (rsp__set_reset(c, step->num_rows))
+        return RSP_ENOMEM;
+    return rsp__collect_rids_in_set(c, step);
+}
+
+rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same)
+{
+    const rsp__steprec *s = &c->steps[rec];
+    if (same && s->frids_ok && !step->capture && (step->num_pre_forks || step->num_post_forks)) {
+        /* c->rids held these once, so it has room for them. */
+        if (s->num_frids) {
+            memcpy(c->rids, s->frids, s->num_frids * sizeof *c->rids);
+            memcpy(c->rid_recs, s->frecs, s->num_frids * sizeof *c->rid_recs);
+        }
+        c->num_rids = s->num_frids;
+        return RSP_OK;
+    }
+    return rsp__collect_rids(c, step);
+}
+
+void rsp__keep_rids(rsp__core *c, rsp__steprec *s)
+{
+    s->frids_ok = false;
+    if (rsp__grow((void **)&s->frids, &s->cap_frids, c->num_rids, sizeof *s->frids) ||
+        rsp__grow((void **)&s->frecs, &s->cap_frecs, c->num_rids, sizeof *s->frecs))
+        return;
+    if (c->num_rids) { /* memcpy of NULL is undefined even for 0 bytes */
+        memcpy(s->frids, c->rids, c->num_rids * sizeof *s->frids);
+        memcpy(s->frecs, c->rid_recs, c->num_rids * sizeof *s->frecs);
+    }
+    s->num_frids = c->num_rids;
+    s->frids_ok = true;
+}
+
+/* --- applying forks ------------------------------------------------------ */
+
+void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid, rsp__work *w)
+{
+    for (uint32_t k = 0; k < c->num_rids; k++) {
+        rsp__req *r = rsp__rid_req(c, k);
+        if (!r)
+            continue;
+        for (uint32_t i = 0; i < n; i++) {
+            rsp__hold *from = rsp__hold_find(r, forks[i].from);
+            rsp__hold *to = rsp__hold_find(r, forks[i].to);
+            if (!from || !to)
+                continue; /* no source: nothing happens (SEMANTICS 4.6) */
+            if ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid)
+                continue; /* another planned step's forward may write it */
+            if (from != to) {
+                /* Reserved and frozen (fork.h), so the append cannot fail;
+                 * chains split into ordered COPYs. A source reset during a
+                 * step in flight logically reads zeros (its zero is
+                 * deferred until that forward is done): copy zeros, not
+                 * the bytes that zero will wipe. */
+                if (c->slots[from->slot].zero_pending)
+                    (void)rsp__work_zero(w, to->slot);
+                else
+                    (void)rsp__work_copy(w, from->slot, to->slot);
+                to->has_state = from->has_state;
+            }
+            to->generation = rsp__next_generation(c);
+        }
+    }
+}
+
+/* --- pipelined steps ----------------------------------------------------- */
+
+/* Slot of (rid, label), RSP__NONE when the rid holds nothing there. */
+static uint32_t slot_of(const rsp__core *c, rsp_rid rid, rsp_label_id label)
+{
+    const rsp__req *r = rsp__req_find(c, rid);
+    const rsp__hold *h = r ? rsp__hold_find_const(r, label) : NULL;
+    return h ? h->slot : RSP__NONE;
+}
+
+/* slot_of for the forking rid c->rids[k] (its record remembered). */
+static uint32_t rid_slot_of(rsp__core *c, uint32_t k, rsp_label_id label)
+{
+    const rsp__req *r = rsp__rid_req(c, k);
+    const rsp__hold *h = r ? rsp__hold_find_const(r, label) : NULL;
+    return h ? h->slot : RSP__NONE;
+}
+
+/* Step id of the lowest record in mask (not 0). */
+static uint64_t first_step(const rsp__core *c, uint64_t mask)
+{
+    return c->steps[__builtin_ctzll(mask)].step_id;
+}
+
+/* Forks of step (pre-forks now, post-forks at its commit) must not read or
+ * write a slot another planned step in `others` pins or will touch with
+ * its post-forks. */
+static rsp_status check_forks(rsp__core *c, const rsp_step *step, uint64_t others, rsp_error *err)
+{
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        for (uint32_t i = 0; i < step->num_pre_forks + step->num_post_forks; i++) {
+            bool pre = i < step->num_pre_forks;
+            const rsp_fork *f =
+                pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
+            uint32_t from = rid_slot_of(c, k, f->from);
+            uint32_t to = rid_slot_of(c, k, f->to);
+            if (from == RSP__NONE || to == RSP__NONE)
+                continue; /* nothing happens (SEMANTICS 4.6) */
+            for (int e = 0; e < 2; e++) {
+                uint32_t slot = e ? to : from;
+                uint64_t busy = (c->slots[slot].pins | c->slots[slot].fork_pins) & others;
+                if (!busy)
+                    continue;
+                uint64_t n = first_step(c, busy);
+                return rsp__fail(
+                    err, RSP_EORDER,
+                    "plan: step %" PRIu64 ": %s[%" PRIu32 "] (rid %" PRIu64
+                    ", \"%s\" -> \"%s\") %s slot %" PRIu32 ", which step %" PRIu64
+                    " (planned, not committed) may still write; commit step %" PRIu64 " first",
+                    step->step_id, pre ? "pre_forks" : "post_forks",
+                    pre ? i : i - step->num_pre_forks, c->rids[k], c->label_names[f->from],
+                    c->label_names[f->to], e ? "writes" : "reads", slot, n, n);
+            }
+        }
+    return RSP_OK;
+}
+
+/* SEMANTICS 5 with steps pipelined: a live plan's forks (pre-forks now,
+ * post-forks at its commit) must not read or write a slot that another
+ * planned, uncommitted step's forward or post-forks may touch, and its rows
+ * must not address a slot another planned step's post-forks will touch:
+ * neither is ordered after that step's forward (its forward_done is only
+ * known at its commit). Refused with RSP_EORDER, nothing changed; the
+ * caller commits that step and plans again. */
+rsp_status rsp__pipeline_check(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err)
+{
+    uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
+    if (!others || step->capture)
+        return RSP_OK;
+    rsp_status st = check_forks(c, step, others, err);
+    if (st != RSP_OK)
+        return st;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (!rsp__row_addresses(row))
+            continue;
+        uint32_t slot = slot_of(c, row->rid, row->label);
+        if (slot == RSP__NONE || !(c->slots[slot].fork_pins & others))
+            continue;
+        uint64_t n = first_step(c, c->slots[slot].fork_pins & others);
+        return rsp__fail(
+            err, RSP_EORDER,
+            "plan: step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64
+            ", \"%s\") addresses slot %" PRIu32 ", which the post-forks of step %" PRIu64
+            " (planned, not committed) will touch at its commit; commit step %" PRIu64 " first",
+            step->step_id, i, row->rid, c->label_names[row->label], slot, n, n);
+    }
+    return RSP_OK;
+}
+
+void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint64_t bit = 1ull << rec;
+    s->num_fslots = 0;
+    if (step->capture)
+        return;
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        for (uint32_t i = 0; i < step->num_post_forks; i++) {
+            uint32_t from = rid_slot_of(c, k, step->post_forks[i].from);
+            uint32_t to = rid_slot_of(c, k, step->post_forks[i].to);
+            if (from == RSP__NONE || to == RSP__NONE)
+                continue;
+            for (int e = 0; e < 2; e++) {
+                uint32_t slot = e ? to : from;
+                if (c->slots[slot].fork_pins & bit)
+                    continue;
+                RSP__ASSERT(s->num_fslots < s->cap_fslots);
+                c->slots[slot].fork_pins |= bit;
+                s->fslots[s->num_fslots++] = slot;
+            }
+        }
+}

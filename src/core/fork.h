@@ -1,0 +1,86 @@
+/*
+ * Forks (SEMANTICS 4.6, 5): the forking rids of a step, applying pre- and
+ * post-forks, the pipeline check of a live plan against the other planned
+ * steps, and the post-fork marks that check reads. Above step records,
+ * below addressing and the operations. SPDX-License-Identifier: Apache-2.0
+ *
+ * The forking rids of a call live in c->rids (first appearance order,
+ * non-padding rows of a step with forks; none for a capture step), each
+ * with a record hint in c->rid_recs.
+ */
+#ifndef RSP_CORE_FORK_H
+#define RSP_CORE_FORK_H
+
+#include "step.h"
+
+/* Request record of c->rids[k], NULL when it has none; the record found is
+ * remembered (and checked on the next call), so the forks of one rid cost
+ * one hash probe per call rather than one per fork and use. O(1). */
+static inline rsp__req *rsp__rid_req(rsp__core *c, uint32_t k)
+{
+    uint32_t ri = c->rid_recs[k];
+    if (ri < c->num_recs && c->reqs[ri].live && c->reqs[ri].rid == c->rids[k])
+        return &c->reqs[ri];
+    rsp__req *r = rsp__req_find(c, c->rids[k]);
+    c->rid_recs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
+    return r;
+}
+
+/* Fill c->rids with the forking rids of step. The pair set is the caller's,
+ * reset with room for the rows (an admit shares it with its own pairs: the
+ * rid marks use a label id no interned label has). RSP_ENOMEM: c->rids
+ * could not grow (only scratch changed). O(rows). */
+rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step);
+/* The same with a fresh pair set. */
+rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step);
+/* The same for in-flight record rec; same: step's rows are the record's
+ * validated rows (rsp__step_same_rows), then the rids its admit kept are
+ * copied instead of hashing every row again. */
+rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same);
+/* Keep c->rids (collected from s's rows, with forks) in record s for the
+ * plan and commit of the same rows. Without memory the record simply keeps
+ * none (a later call collects them again): never fails. */
+void rsp__keep_rids(rsp__core *c, rsp__steprec *s);
+
+/* Apply forks (SEMANTICS 4.6) for every rid in c->rids. Skips a fork whose
+ * source or target slot is pinned by a step in `avoid` (a commit passes the
+ * other planned steps: their forwards may be writing those slots, and a
+ * commit cannot be refused). The caller reserved 2 ops, a slot and a pair
+ * per (rid, fork) and the COPY marks, and froze the list. O(rids x forks). */
+void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid,
+                      rsp__work *w);
+
+/* SEMANTICS 5 with steps pipelined: refuse (RSP_EORDER, "commit step N
+ * first", nothing changed) a live plan of record rec whose forks touch a
+ * slot another planned step may write, or whose rows address a slot
+ * another planned step's post-forks will touch. Uses c->rids. O(rids x
+ * forks + rows). */
+rsp_status rsp__pipeline_check(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err);
+
+/* Mark the slots the post-forks of record rec's live plan will read and
+ * write at its commit (for rsp__pipeline_check of later plans). The caller
+ * reserved the record's fslots (2 per rid and post-fork). Uses c->rids. */
+void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec);
+
+/* The flag (rid, label) of request r will have once pre-forks f[0 .. k)
+ * ran in order (a stage, which defers them): follow the last fork into
+ * label back to its source. Inline: once per row of a staged plan.
+ * O(k x holdings). */
+static inline bool rsp__inherited_flag(const rsp__req *r, const rsp_fork *f, uint32_t k,
+                                       rsp_label_id label)
+{
+    for (;;) {
+        uint32_t j = k;
+        while (j-- > 0)
+            if (f[j].to == label && f[j].from != label && rsp__hold_find_const(r, f[j].from))
+                break;
+        if (j == UINT32_MAX) {
+            const rsp__hold *h = rsp__hold_find_const(r, label);
+            return h && h->has_state;
+        }
+        label = f[j].from;
+        k = j;
+    }
+}
+
+#endif

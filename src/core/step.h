@@ -1,0 +1,96 @@
+/*
+ * Step records (core_impl.h rsp__steprec): finding and reserving them,
+ * pins, the journal of fresh holdings, the rows last validated for a
+ * record, and ending a record. Above core.c (requests, holdings, slots),
+ * below forks, addressing and the operations.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RSP_CORE_STEP_H
+#define RSP_CORE_STEP_H
+
+#include <stddef.h>
+#include <string.h>
+
+#include "core_impl.h"
+
+/* Step record index of step_id, RSP__NONE if none is in flight.
+ * O(max_inflight). */
+uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id);
+
+/* rsp__arow starts like rsp_row, so (rid, label, span) compare as 16 bytes
+ * (no padding inside them). */
+_Static_assert(offsetof(rsp_row, rid) == offsetof(rsp__arow, rid) &&
+                   offsetof(rsp_row, label) == offsetof(rsp__arow, label) &&
+                   offsetof(rsp_row, span) == offsetof(rsp__arow, span) &&
+                   offsetof(rsp_row, span) + sizeof(int32_t) == 16 && offsetof(rsp_row, label) == 8,
+               "rsp__arow must start like rsp_row");
+
+/* Are step's rows the ones last validated for record s (rsp__step_keep_rows)?
+ * Compared field by field, no hashing. Inline: every admit, plan and commit
+ * of a steady step runs it over all rows. O(rows). */
+static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *step)
+{
+    if (s->num_arows != step->num_rows)
+        return false;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *a = &step->rows[i];
+        const rsp__arow *b = &s->arows[i];
+        if (memcmp(a, b, 16) != 0 || a->padding != b->padding)
+            return false;
+    }
+    return true;
+}
+
+/* Validate a declaration (check.h, then duplicate rows). same: its rows
+ * are the ones last validated for its record (rsp__step_same_rows), so
+ * the row checks are skipped (labels are never removed: rows valid once
+ * stay valid) and only the O(forks) checks run again, in the same order,
+ * so every error is the one a full validation gives. O(rows + forks),
+ * O(forks) when same. */
+rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err);
+
+/* Validate a step that may be in flight (plan, commit): *rec gets its
+ * record (RSP__NONE: not in flight) and *same whether its rows are the
+ * record's validated ones, then rsp__step_validate. */
+rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, uint32_t *rec, bool *same,
+                                rsp_error *err);
+
+/* Keep step's rows in record s as the rows last validated (plan and commit
+ * get the same rows again and skip the checks); the previous rows' hints
+ * stay where the rows are unchanged (checked on use), and the kept forking
+ * rids go unless same. RSP_ENOMEM: nothing changed. */
+rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same);
+
+/* Room for `journal` more fresh holdings and `pins` more pins in s. */
+rsp_status rsp__step_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins);
+/* Room for a live plan's rows and post-fork slots (replaces, not appends). */
+rsp_status rsp__step_reserve_plan(rsp__steprec *s, uint32_t rows, uint32_t fslots);
+
+/* Pin `slot` for step record rec (idempotent). The caller reserved room in
+ * the record's pin list (rsp__step_reserve). O(1). */
+static inline void rsp__pin(rsp__core *c, uint32_t rec, uint32_t slot)
+{
+    uint64_t bit = 1ull << rec;
+    if (c->slots[slot].pins & bit)
+        return;
+    c->slots[slot].pins |= bit;
+    rsp__steprec *s = &c->steps[rec];
+    RSP__ASSERT(s->num_pinned < s->cap_pinned);
+    s->pinned[s->num_pinned++] = slot;
+}
+
+/* Give r a fresh holding of label for record rec, journaled (rollback
+ * undoes it). The caller reserved the slot, the journal entry and any
+ * spill array: cannot fail. O(1). */
+rsp__hold *rsp__step_take_fresh(rsp__core *c, uint32_t rec, rsp__req *r, rsp_label_id label);
+
+/* Drop rec's pins, in pin order (deterministic); the caller emitted the
+ * WAIT on the step's forward first and reserved the work room. See
+ * step.c. O(pinned). */
+void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w);
+
+/* Mark record rec free. Its buffers and a stage built for it are the
+ * caller's to give back first (addr.h). O(1). */
+void rsp__step_free(rsp__core *c, uint32_t rec);
+
+#endif
