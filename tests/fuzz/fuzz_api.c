@@ -820,14 +820,15 @@ static void to_step(const decl *d, uint64_t id, rsp_step *s)
 /* The validation status d must get from rsp_post (NULL arrays, labels). */
 static rsp_status decl_invalid_post(const decl *d)
 {
-    if (d->null_arrays == 1)
+    /* core/check.c's order, shared by rsp_post and the core: every array
+     * first (a NULL array with a count), then the labels of the rows, then
+     * those of the forks. */
+    if (d->null_arrays >= 1 && d->null_arrays <= 3)
         return RSP_EINVAL;
     for (uint32_t i = 0; i < d->nrows; i++)
         if (d->rows[i].label >= g_num_labels)
             return RSP_ENOLABEL;
     for (int k = 0; k < 2; k++) {
-        if (d->null_arrays == 2 + k)
-            return RSP_EINVAL;
         const rsp_fork *f = k ? d->post : d->pre;
         for (uint32_t i = 0; i < (k ? d->npost : d->npre); i++)
             if (f[i].from >= g_num_labels || f[i].to >= g_num_labels)
