@@ -7,28 +7,34 @@
 //     rsp::ticket (waited for, or its reply dropped, exactly once).
 //   - Errors the caller's way: every fallible call `f` throws rsp::error
 //     (status + message); its twin `try_f` returns rsp::result<T> and never
-//     throws. Both cost the same C call.
+//     throws. Both cost the same C call. A constructor cannot be a try_
+//     call: rsp::reader and rsp::read_section take std::nothrow instead and
+//     report status().
 //   - Strong types: rsp::rid, rsp::label, rsp::step_id (enum classes: no
 //     silent mixing of a rid with a step id); std::chrono timeouts
 //     (rsp::forever, rsp::poll); rsp::span, a pointer + length view (C++17
 //     has none).
 //   - rsp::step: a step declaration that owns its rows and forks, so the
-//     rsp_step it hands to the pool never points at freed memory.
+//     rsp_step it hands to the pool never points at freed memory;
+//     rsp::msg builds the messages pool::post sends from the same types.
 //
 // Threads, blocking and costs are those of the C function each method
 // calls (named in its comment); see rsp.h and docs/ordering.md. Nothing here
-// locks or allocates except rsp::step's vectors, rsp::pool_config's, and the
-// std::string of an rsp::error.
+// locks or allocates except rsp::step's vectors, rsp::pool_config's (and the
+// shapes its shard_shapes returns), and the std::string of an rsp::error.
 #ifndef RSP_RSP_HPP
 #define RSP_RSP_HPP
 
 #include <rsp/rsp.h>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -340,6 +346,24 @@ class pool_config
         blocks_.push_back(b);
         return *this;
     }
+    /// rsp_shard_shapes: each block's local shape on this rank (the sharded
+    /// axes narrowed for world_size and rank), in the order blocks were added.
+    result<std::vector<std::array<std::int64_t, RSP_MAX_DIMS>>> try_shard_shapes()
+    {
+        const std::size_t n = blocks_.size();
+        auto local = std::make_unique<std::int64_t[][RSP_MAX_DIMS]>(n ? n : 1);
+        rsp_error e{};
+        rsp_status st = rsp_shard_shapes(&get(), local.get(), &e);
+        std::vector<std::array<std::int64_t, RSP_MAX_DIMS>> out(n);
+        for (std::size_t b = 0; b < n; b++)
+            for (std::size_t d = 0; d < RSP_MAX_DIMS; d++)
+                out[b][d] = local[b][d];
+        return detail::done(st, e, std::move(out));
+    }
+    std::vector<std::array<std::int64_t, RSP_MAX_DIMS>> shard_shapes()
+    {
+        return try_shard_shapes().value();
+    }
     /// The C config, pointing into this object (valid while it lives unchanged).
     const rsp_pool_config &get()
     {
@@ -366,7 +390,7 @@ class pool_config
 // ---------------------------------------------------------------------------
 
 /// A step that owns its rows and forks: build it once, pass it to admit,
-/// plan and commit. Copyable; get() is valid until the step changes.
+/// plan and commit (all three take it const). Copyable.
 class step
 {
   public:
@@ -429,16 +453,27 @@ class step
     {
         return {rows_.data(), rows_.size()};
     }
-    /// The C declaration, pointing into this object.
-    const rsp_step &get() noexcept
+    span<const rsp_fork> pre_forks() const noexcept
     {
-        s_.rows = rows_.data();
-        s_.num_rows = static_cast<std::uint32_t>(rows_.size());
-        s_.pre_forks = pre_.data();
-        s_.num_pre_forks = static_cast<std::uint32_t>(pre_.size());
-        s_.post_forks = post_.data();
-        s_.num_post_forks = static_cast<std::uint32_t>(post_.size());
-        return s_;
+        return {pre_.data(), pre_.size()};
+    }
+    span<const rsp_fork> post_forks() const noexcept
+    {
+        return {post_.data(), post_.size()};
+    }
+    /// The C declaration, pointing into this object: valid while it lives
+    /// unchanged. Built on each call (a copy of a few words), so a const
+    /// step can be passed on, and read by several threads at once.
+    rsp_step get() const noexcept
+    {
+        rsp_step s = s_;
+        s.rows = rows_.data();
+        s.num_rows = static_cast<std::uint32_t>(rows_.size());
+        s.pre_forks = pre_.data();
+        s.num_pre_forks = static_cast<std::uint32_t>(pre_.size());
+        s.post_forks = post_.data();
+        s.num_post_forks = static_cast<std::uint32_t>(post_.size());
+        return s;
     }
 
   private:
@@ -507,6 +542,21 @@ class host_fence
         rsp_status st = rsp_host_fence_wait(f_, v, timeout_ns(timeout));
         return detail::done(st, rsp_error{});
     }
+    /// rsp_host_fence_wait on the fence an event names, which the caller
+    /// need not own (a plan's ready event on the host device). An event
+    /// without a handle is complete (rsp.h): ok at once; one of another kind
+    /// is RSP_EINVAL, with no C call.
+    template <class D = nanoseconds>
+    static result<void> wait_event(const rsp_event &ev, D timeout = forever) noexcept
+    {
+        if (!ev.handle)
+            return {};
+        if (ev.kind != RSP_EVENT_HOST_FENCE)
+            return detail::failure(RSP_EINVAL, "rsp::host_fence::wait_event: not a host fence");
+        rsp_status st = rsp_host_fence_wait(static_cast<const rsp_host_fence *>(ev.handle),
+                                            ev.value, timeout_ns(timeout));
+        return detail::done(st, rsp_error{});
+    }
     rsp_host_fence *get() const noexcept
     {
         return f_;
@@ -518,6 +568,110 @@ class host_fence
     }
     rsp_host_fence *f_ = nullptr;
 };
+
+// ---------------------------------------------------------------------------
+// Messages
+// ---------------------------------------------------------------------------
+
+/// The messages pool::post and pool::post_forget send, built with the strong
+/// types: pool.post_forget(rsp::msg::remove(r)). Pure (no C call, nothing
+/// allocated). A message built from an rsp::step points into it, so post it
+/// while the step lives unchanged (rsp_post copies the arrays).
+namespace msg
+{
+inline rsp_msg of(rsp_msg_kind kind) noexcept
+{
+    rsp_msg m{};
+    m.kind = kind;
+    return m;
+}
+inline rsp_msg ingest(rid r) noexcept
+{
+    rsp_msg m = of(RSP_MSG_INGEST);
+    m.rid = raw(r);
+    return m;
+}
+inline rsp_msg remove(rid r) noexcept
+{
+    rsp_msg m = of(RSP_MSG_REMOVE);
+    m.rid = raw(r);
+    return m;
+}
+inline rsp_msg reset(rid r, bool free_slots) noexcept
+{
+    rsp_msg m = of(RSP_MSG_RESET);
+    m.rid = raw(r);
+    m.free = free_slots;
+    return m;
+}
+/// Reply: admit (a full pool is reply.admit.ok == false, status RSP_OK).
+inline rsp_msg admit(const step &s) noexcept
+{
+    rsp_msg m = of(RSP_MSG_ADMIT);
+    m.step = s.get();
+    return m;
+}
+/// Reply: plan_step_id, plan_staged.
+inline rsp_msg plan(const step &s) noexcept
+{
+    rsp_msg m = of(RSP_MSG_PLAN);
+    m.step = s.get();
+    return m;
+}
+inline rsp_msg commit(const step &s, const rsp_event &forward_done = {}) noexcept
+{
+    rsp_msg m = of(RSP_MSG_COMMIT);
+    m.step = s.get();
+    m.event = forward_done;
+    return m;
+}
+inline rsp_msg rollback(step_id id, const rsp_event &forward_done = {}) noexcept
+{
+    rsp_msg m = of(RSP_MSG_ROLLBACK);
+    m.step.step_id = raw(id);
+    m.event = forward_done;
+    return m;
+}
+inline rsp_msg clear_preplan() noexcept
+{
+    return of(RSP_MSG_CLEAR_PREPLAN);
+}
+inline rsp_msg build_graph_buffers(std::uint32_t max_bs, std::uint32_t max_seq_len) noexcept
+{
+    rsp_msg m = of(RSP_MSG_BUILD_GRAPH_BUFFERS);
+    m.max_bs = max_bs;
+    m.max_seq_len = max_seq_len;
+    return m;
+}
+/// Reply: stats, a consistent snapshot.
+inline rsp_msg stats() noexcept
+{
+    return of(RSP_MSG_STATS);
+}
+inline rsp_msg barrier() noexcept
+{
+    return of(RSP_MSG_BARRIER);
+}
+/// Reply: label. `name` is copied by the post.
+inline rsp_msg intern(const char *name) noexcept
+{
+    rsp_msg m = of(RSP_MSG_LABEL);
+    m.label_name = name;
+    return m;
+}
+/// Reply: holding.
+inline rsp_msg holding(rid r, label l = label::main) noexcept
+{
+    rsp_msg m = of(RSP_MSG_HOLDING);
+    m.rid = raw(r);
+    m.label = raw(l);
+    return m;
+}
+inline rsp_msg shutdown() noexcept
+{
+    return of(RSP_MSG_SHUTDOWN);
+}
+} // namespace msg
 
 // ---------------------------------------------------------------------------
 // Tickets
@@ -574,6 +728,14 @@ class ticket
     template <class D = nanoseconds> rsp_reply wait(D timeout = forever)
     {
         return try_wait(timeout).value();
+    }
+    /// Give the ticket up without waiting: the object becomes empty and the
+    /// caller owns the C ticket (pass it to rsp_wait once). What leaks it
+    /// on purpose: a process leaving because the pool hangs, where the
+    /// destructor's wait would hang too. No C call.
+    rsp_ticket *release() noexcept
+    {
+        return std::exchange(t_, nullptr);
     }
 
   private:
@@ -650,12 +812,17 @@ class pool
     }
 
     // Facts and memory (any thread, no message).
-    rsp_pool_info info() const
+    /// rsp_pool_info_get.
+    result<rsp_pool_info> try_info() const noexcept
     {
         rsp_pool_info out{};
         rsp_error e{};
-        detail::done(rsp_pool_info_get(p_, &out, &e), e).value();
-        return out;
+        rsp_status st = rsp_pool_info_get(p_, &out, &e);
+        return detail::done(st, e, out);
+    }
+    rsp_pool_info info() const
+    {
+        return try_info().value();
     }
     /// rsp_pool_block: the [max_slots, *shape] view of one block of one layer.
     result<rsp_block_view> try_block(const char *name, std::uint32_t layer) const noexcept
@@ -670,12 +837,16 @@ class pool
         return try_block(name, layer).value();
     }
     /// rsp_pool_counters: lock-free, not a snapshot.
-    rsp_stats counters() const
+    result<rsp_stats> try_counters() const noexcept
     {
         rsp_stats s{};
         rsp_error e{};
-        detail::done(rsp_pool_counters(p_, &s, &e), e).value();
-        return s;
+        rsp_status st = rsp_pool_counters(p_, &s, &e);
+        return detail::done(st, e, s);
+    }
+    rsp_stats counters() const
+    {
+        return try_counters().value();
     }
 
     // Messages, synchronously (the C wrappers: post, then wait).
@@ -719,34 +890,37 @@ class pool
         try_reset(r, free_slots).value();
     }
     /// A full pool is ok with outcome.ok == false (then roll the step back).
-    result<rsp_admit_outcome> try_admit(step &s) noexcept
+    result<rsp_admit_outcome> try_admit(const step &s) noexcept
     {
         rsp_admit_outcome out{};
         rsp_error e{};
-        rsp_status st = rsp_step_admit(p_, &s.get(), &out, &e);
+        const rsp_step c = s.get();
+        rsp_status st = rsp_step_admit(p_, &c, &out, &e);
         return detail::done(st, e, out);
     }
-    rsp_admit_outcome admit(step &s)
+    rsp_admit_outcome admit(const step &s)
     {
         return try_admit(s).value();
     }
-    result<void> try_plan(step &s) noexcept
+    result<void> try_plan(const step &s) noexcept
     {
         rsp_error e{};
-        return detail::done(rsp_step_plan(p_, &s.get(), &e), e);
+        const rsp_step c = s.get();
+        return detail::done(rsp_step_plan(p_, &c, &e), e);
     }
-    void plan(step &s)
+    void plan(const step &s)
     {
         try_plan(s).value();
     }
     /// forward_done: the event recorded after the step's forward; a default
     /// one ({}) says no forward ran.
-    result<void> try_commit(step &s, const rsp_event &forward_done = {}) noexcept
+    result<void> try_commit(const step &s, const rsp_event &forward_done = {}) noexcept
     {
         rsp_error e{};
-        return detail::done(rsp_step_commit(p_, &s.get(), &forward_done, &e), e);
+        const rsp_step c = s.get();
+        return detail::done(rsp_step_commit(p_, &c, &forward_done, &e), e);
     }
-    void commit(step &s, const rsp_event &forward_done = {})
+    void commit(const step &s, const rsp_event &forward_done = {})
     {
         try_commit(s, forward_done).value();
     }
@@ -876,7 +1050,8 @@ class pool
 
 /// The calling thread registered as a plan reader for the object's life
 /// (rsp_reader_register / _unregister). Create one per reader thread, on
-/// that thread; throws rsp::error if registration fails.
+/// that thread; throws rsp::error if registration fails, or, built with
+/// std::nothrow, says so in status() and unregisters nothing at the end.
 class reader
 {
   public:
@@ -884,13 +1059,40 @@ class reader
     {
         rsp_error e{};
         detail::done(rsp_reader_register(&e), e).value();
+        st_ = RSP_OK;
+    }
+    explicit reader(const std::nothrow_t &) noexcept
+    {
+        rsp_error e{};
+        st_ = rsp_reader_register(&e);
+        if (st_ != RSP_OK)
+            err_ = detail::done(st_, e).error();
     }
     reader(const reader &) = delete;
     reader &operator=(const reader &) = delete;
     ~reader()
     {
-        rsp_reader_unregister();
+        if (st_ == RSP_OK)
+            rsp_reader_unregister();
     }
+    /// RSP_OK when the thread is registered.
+    rsp_status status() const noexcept
+    {
+        return st_;
+    }
+    explicit operator bool() const noexcept
+    {
+        return st_ == RSP_OK;
+    }
+    /// Why registration failed (a std::nothrow reader whose status() is not RSP_OK).
+    const rsp_error &error() const noexcept
+    {
+        return err_;
+    }
+
+  private:
+    rsp_status st_ = RSP_EINVAL;
+    rsp_error err_{};
 };
 
 /// One label's addressing in a plan (rsp_addressing, with spans).
@@ -911,6 +1113,31 @@ struct addressing {
     std::uint32_t num_rows() const noexcept
     {
         return raw.num_rows;
+    }
+    /// Vector length: num_rows, or the graph bucket's size (the tail is padding).
+    std::uint32_t length() const noexcept
+    {
+        return raw.length;
+    }
+    step_id step() const noexcept
+    {
+        return step_id{raw.step_id};
+    }
+    bool staged() const noexcept
+    {
+        return raw.staged;
+    }
+    /// The device vectors (raw.device_slot_indices / _has_state), typed. On
+    /// the CUDA device these point at device memory: pass data() to a
+    /// kernel, never index them on the host. Valid only while the step is
+    /// in flight (rsp_plan_addressing).
+    span<const std::int32_t> device_slots() const noexcept
+    {
+        return {static_cast<const std::int32_t *>(raw.device_slot_indices), raw.length};
+    }
+    span<const bool> device_has_state() const noexcept
+    {
+        return {static_cast<const bool *>(raw.device_has_state), raw.length};
     }
     const rsp_event &ready() const noexcept
     {
@@ -999,24 +1226,44 @@ class plan_ref
 
 /// An RCU read section for the object's life (rsp_read_begin / _end), on a
 /// registered thread. Plans seen inside it stay valid until it ends. Keep
-/// it short, and never wait for the pool inside it (rsp.h).
+/// it short, and never wait for the pool inside it (rsp.h). To end one
+/// early, hold it in a std::optional and reset() it.
 class read_section
 {
   public:
     /// Throws rsp::error (RSP_ENOTREG) on an unregistered thread.
     read_section()
     {
-        rsp_status st = rsp_read_begin();
-        if (st != RSP_OK)
-            throw error(st, st == RSP_ENOTREG
-                                ? "rsp::read_section on a thread without an rsp::reader"
-                                : rsp_strerror(st));
+        st_ = rsp_read_begin();
+        if (st_ != RSP_OK)
+            throw error(st_, why(st_));
+    }
+    /// No exception: a section that did not begin says so in status() (and
+    /// ends nothing when it goes).
+    explicit read_section(const std::nothrow_t &) noexcept : st_(rsp_read_begin())
+    {
     }
     read_section(const read_section &) = delete;
     read_section &operator=(const read_section &) = delete;
     ~read_section()
     {
-        (void)rsp_read_end();
+        if (st_ == RSP_OK)
+            (void)rsp_read_end();
+    }
+    /// RSP_OK inside the section; RSP_ENOTREG on a thread without an rsp::reader.
+    rsp_status status() const noexcept
+    {
+        return st_;
+    }
+    explicit operator bool() const noexcept
+    {
+        return st_ == RSP_OK;
+    }
+    /// What status() means, as a message.
+    static const char *why(rsp_status st) noexcept
+    {
+        return st == RSP_ENOTREG ? "rsp::read_section on a thread without an rsp::reader"
+                                 : rsp_strerror(st);
     }
     /// The newest live plan, or an empty view.
     plan_view live(const pool &p) const noexcept
@@ -1028,6 +1275,9 @@ class read_section
     {
         return plan_view(rsp_plan_staged(p.get()));
     }
+
+  private:
+    rsp_status st_;
 };
 
 } // namespace rsp

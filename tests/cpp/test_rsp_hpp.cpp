@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <csetjmp>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <type_traits>
 
@@ -284,6 +285,174 @@ void plan_wait_across_threads(void **)
     pool.rollback(rsp::step_id{1});
 }
 
+// rsp::msg builds every message from the strong types; a const step goes
+// to admit, plan and commit, through post and post_forget as through the
+// synchronous calls.
+void messages_and_const_steps(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::host_fence fence = rsp::host_fence::create();
+    const rsp::label draft = pool.intern("draft");
+    const rsp::rid r{21};
+    assert_int_equal(pool.post(rsp::msg::ingest(r)).wait().error.status, RSP_OK);
+
+    rsp::step building(rsp::step_id{1});
+    building.row(r, rsp::label::main, 2)
+        .pre_fork(rsp::label::main, draft)
+        .post_fork(rsp::label::main, draft);
+    const rsp::step s = building;
+    assert_int_equal(s.pre_forks().size(), 1);
+    assert_int_equal(s.post_forks().size(), 1);
+    assert_true(s.pre_forks()[0].to == rsp::raw(draft));
+    const rsp_step c = s.get();
+    assert_int_equal(c.step_id, 1);
+    assert_int_equal(c.num_rows, 1);
+    assert_ptr_equal(c.rows, s.rows().data());
+
+    rsp_reply a = pool.post(rsp::msg::admit(s)).wait();
+    assert_true(a.admit.ok);
+    rsp_reply p = pool.post(rsp::msg::plan(s)).wait();
+    assert_int_equal(p.plan_step_id, 1);
+    assert_false(p.plan_staged);
+    pool.post_forget(rsp::msg::commit(s, fence.at(1)));
+    fence.signal(1);
+    rsp_reply h = pool.post(rsp::msg::holding(r, draft)).wait();
+    assert_true(h.holding.has_state); // the post-fork copied the state main's row wrote
+    assert_int_equal(pool.post(rsp::msg::intern("draft")).wait().label, rsp::raw(draft));
+
+    // The same step id twice, now through the synchronous calls with a const step.
+    rsp::step next(rsp::step_id{2});
+    next.row(r);
+    const rsp::step &cn = next;
+    assert_true(pool.admit(cn).ok);
+    rsp_reply rb = pool.post(rsp::msg::rollback(cn.id())).wait();
+    assert_int_equal(rb.error.status, RSP_OK);
+    pool.post_forget(rsp::msg::reset(r, true));
+    pool.post_forget(rsp::msg::build_graph_buffers(8, 64));
+    pool.post_forget(rsp::msg::clear_preplan());
+    pool.post_forget(rsp::msg::remove(r));
+    assert_int_equal(pool.post(rsp::msg::barrier()).wait().error.status, RSP_OK);
+    rsp_stats st = pool.post(rsp::msg::stats()).wait().stats;
+    assert_int_equal(st.num_requests, 0);
+    assert_int_equal(st.commits, 1);
+    assert_int_equal(st.rollbacks, 1);
+    assert_int_equal(pool.post(rsp::msg::shutdown()).wait().error.status, RSP_OK);
+    assert_int_equal(pool.try_post_forget(rsp::msg::barrier()).status(), RSP_ESHUTDOWN);
+}
+
+// release() gives the C ticket up: the object is empty, the caller waits.
+void ticket_release(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::ticket t = pool.post(rsp::msg::ingest(rsp::rid{4}));
+    rsp_ticket *c = t.release();
+    assert_non_null(c);
+    assert_false(t.valid());
+    assert_null(t.release());
+    rsp_reply r{};
+    assert_int_equal(rsp_wait(c, RSP_WAIT_FOREVER, &r), RSP_OK);
+    assert_int_equal(pool.stats().num_requests, 1);
+}
+
+// host_fence::wait_event waits on a fence the caller does not own.
+void host_fence_wait_event(void **)
+{
+    rsp::host_fence fence = rsp::host_fence::create();
+    const rsp_event ev = fence.at(2);
+    assert_int_equal(rsp::host_fence::wait_event(ev, rsp::poll).status(), RSP_ETIMEDOUT);
+    fence.signal(2);
+    assert_true(rsp::host_fence::wait_event(ev, rsp::poll).ok());
+    assert_true(rsp::host_fence::wait_event(rsp_event{}).ok()); // no handle: complete
+    int not_a_fence = 0;
+    rsp_event cuda = rsp_event_cuda(&not_a_fence);
+    assert_int_equal(rsp::host_fence::wait_event(cuda, rsp::poll).status(), RSP_EINVAL);
+
+    // A plan's ready event on the host device: the pool's own fence.
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::reader me;
+    rsp::step s(rsp::step_id{1});
+    s.pad();
+    assert_true(pool.admit(s).ok);
+    pool.plan(s);
+    rsp::plan_ref ref;
+    {
+        rsp::read_section rs;
+        ref = rsp::plan_ref(rs.live(pool));
+    }
+    rsp::addressing a = ref.view().at(rsp::label::main);
+    assert_true(rsp::host_fence::wait_event(a.ready(), 30s).ok());
+    // The typed accessors read the same vectors as the raw fields.
+    assert_true(a.step() == rsp::step_id{1});
+    assert_false(a.staged());
+    assert_int_equal(a.length(), a.num_rows());
+    assert_int_equal(a.device_slots().size(), a.length());
+    assert_int_equal(a.device_slots()[0], a.slots()[0]);
+    assert_int_equal(a.device_has_state()[0], a.has_state()[0]);
+    pool.rollback(s.id());
+}
+
+// std::nothrow: a reader and a section that report failure instead of
+// throwing, and end nothing they did not begin.
+void nothrow_reader_and_section(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    std::atomic<int> unregistered{-1}, registered{-1}, inside{-1}, after{-1};
+    std::thread([&] {
+        {
+            rsp::read_section rs(std::nothrow);
+            unregistered = rs.status();
+        }
+        rsp::reader me(std::nothrow);
+        registered = me.status();
+        std::optional<rsp::read_section> rs;
+        rs.emplace(std::nothrow);
+        // Closing inside a read section is refused: the section is real.
+        inside = pool.try_close().status();
+        rs.reset();             // ends it
+        after = rsp_read_end(); // unbalanced now: RSP_EINVAL, nothing changes
+    }).join();
+    assert_int_equal(unregistered.load(), RSP_ENOTREG);
+    assert_int_equal(registered.load(), RSP_OK);
+    assert_int_equal(inside.load(), RSP_EINVAL);
+    assert_int_equal(after.load(), RSP_EINVAL);
+    assert_true(pool.try_close().ok());
+}
+
+// try_info / try_counters answer a closed pool with a status, not a throw.
+void info_and_counters_as_results(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    auto info = pool.try_info();
+    assert_true(info.ok());
+    assert_int_equal(info.value().max_slots, 9);
+    assert_true(pool.try_counters().ok());
+    assert_int_equal(pool.try_counters().value().usable_slots, 8);
+    pool.close();
+    assert_int_equal(pool.try_info().status(), RSP_EINVAL);
+    assert_int_equal(pool.try_counters().status(), RSP_EINVAL);
+}
+
+// shard_shapes: each block's local shape on this rank.
+void shard_shapes(void **)
+{
+    rsp::pool_config cfg = small_config();
+    cfg.rank(1, 2);
+    auto shapes = cfg.shard_shapes();
+    assert_int_equal(shapes.size(), 2);
+    assert_int_equal(shapes[0][0], 4); // conv: not sharded
+    assert_int_equal(shapes[0][1], 8);
+    assert_int_equal(shapes[1][0], 1); // ssm: heads split over 2 ranks
+    assert_int_equal(shapes[1][1], 4);
+    assert_int_equal(shapes[1][2], 4);
+    cfg.rank(2, 2); // rank out of range
+    assert_int_equal(cfg.try_shard_shapes().status(), RSP_EINVAL);
+}
+
 } // namespace
 
 int main()
@@ -298,6 +467,12 @@ int main()
         cmocka_unit_test(plan_references),
         cmocka_unit_test(read_section_needs_a_reader),
         cmocka_unit_test(plan_wait_across_threads),
+        cmocka_unit_test(messages_and_const_steps),
+        cmocka_unit_test(ticket_release),
+        cmocka_unit_test(host_fence_wait_event),
+        cmocka_unit_test(nothrow_reader_and_section),
+        cmocka_unit_test(info_and_counters_as_results),
+        cmocka_unit_test(shard_shapes),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
