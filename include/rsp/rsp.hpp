@@ -1080,6 +1080,10 @@ class reader
     {
         return st_;
     }
+    bool ok() const noexcept
+    {
+        return st_ == RSP_OK;
+    }
     explicit operator bool() const noexcept
     {
         return st_ == RSP_OK;
@@ -1226,15 +1230,14 @@ class plan_ref
 
 /// An RCU read section for the object's life (rsp_read_begin / _end), on a
 /// registered thread. Plans seen inside it stay valid until it ends. Keep
-/// it short, and never wait for the pool inside it (rsp.h). To end one
-/// early, hold it in a std::optional and reset() it.
+/// it short, and never wait for the pool inside it (rsp.h). end() ends it
+/// early (take an rsp::plan_ref first to keep a plan).
 class read_section
 {
   public:
     /// Throws rsp::error (RSP_ENOTREG) on an unregistered thread.
-    read_section()
+    read_section() : st_(rsp_read_begin())
     {
-        st_ = rsp_read_begin();
         if (st_ != RSP_OK)
             throw error(st_, why(st_));
     }
@@ -1247,19 +1250,32 @@ class read_section
     read_section &operator=(const read_section &) = delete;
     ~read_section()
     {
-        if (st_ == RSP_OK)
+        end();
+    }
+    /// rsp_read_end now, if the section is open; the destructor then does
+    /// nothing. Views taken inside it are invalid afterwards, and so are
+    /// live() and staged().
+    void end() noexcept
+    {
+        if (std::exchange(open_, false))
             (void)rsp_read_end();
     }
-    /// RSP_OK inside the section; RSP_ENOTREG on a thread without an rsp::reader.
+    /// How the section began: RSP_OK, or RSP_ENOTREG on a thread without an
+    /// rsp::reader. Unchanged by end().
     rsp_status status() const noexcept
     {
         return st_;
     }
+    /// Inside the section: it began and has not ended.
+    bool ok() const noexcept
+    {
+        return open_;
+    }
     explicit operator bool() const noexcept
     {
-        return st_ == RSP_OK;
+        return open_;
     }
-    /// What status() means, as a message.
+    /// What a status() other than RSP_OK means, as a message.
     static const char *why(rsp_status st) noexcept
     {
         return st == RSP_ENOTREG ? "rsp::read_section on a thread without an rsp::reader"
@@ -1278,6 +1294,7 @@ class read_section
 
   private:
     rsp_status st_;
+    bool open_ = st_ == RSP_OK;
 };
 
 } // namespace rsp

@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <csetjmp>
 #include <cstring>
-#include <optional>
 #include <thread>
 #include <type_traits>
 
@@ -395,12 +394,13 @@ void host_fence_wait_event(void **)
 }
 
 // std::nothrow: a reader and a section that report failure instead of
-// throwing, and end nothing they did not begin.
+// throwing, and end nothing they did not begin; end() ends a section once.
 void nothrow_reader_and_section(void **)
 {
     rsp::pool_config cfg = small_config();
     rsp::pool pool = rsp::pool::create(cfg);
     std::atomic<int> unregistered{-1}, registered{-1}, inside{-1}, after{-1};
+    std::atomic<bool> open_inside{false}, open_after{true};
     std::thread([&] {
         {
             rsp::read_section rs(std::nothrow);
@@ -408,13 +408,17 @@ void nothrow_reader_and_section(void **)
         }
         rsp::reader me(std::nothrow);
         registered = me.status();
-        std::optional<rsp::read_section> rs;
-        rs.emplace(std::nothrow);
+        rsp::read_section rs(std::nothrow);
+        open_inside = rs.ok();
         // Closing inside a read section is refused: the section is real.
         inside = pool.try_close().status();
-        rs.reset();             // ends it
+        rs.end();
+        rs.end(); // once only
+        open_after = rs.ok();
         after = rsp_read_end(); // unbalanced now: RSP_EINVAL, nothing changes
     }).join();
+    assert_true(open_inside.load());
+    assert_false(open_after.load());
     assert_int_equal(unregistered.load(), RSP_ENOTREG);
     assert_int_equal(registered.load(), RSP_OK);
     assert_int_equal(inside.load(), RSP_EINVAL);
