@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -121,8 +120,8 @@ void add_blocks(rsp::pool_config &cfg)
 {
     cfg.block("tag", RSP_DTYPE_I64, {3}); // layer 0 element 0 holds the state value itself
     cfg.block("conv", RSP_DTYPE_U8, {3, 5});
-    cfg.block("ssm", RSP_DTYPE_F32, {4, 3, 2},
-              {0}); // heads sharded over 2 ranks: this pool is rank 1
+    // Heads sharded over 2 ranks: this pool is rank 1.
+    cfg.block("ssm", RSP_DTYPE_F32, {4, 3, 2}, {0});
 }
 constexpr uint32_t kNumBlocks = 3;
 
@@ -269,79 +268,13 @@ void summary(Context &cx, double elapsed)
     }
 }
 
-int run(const Options &opt)
+// Start the clients, the step thread and the partitions, print a progress
+// line per second until the run time is over, stop and join them. Returns
+// the seconds they ran. A hang ends the process here (exit status 1).
+double run_threads(Context &cx)
 {
-    Context cx(opt);
-    rsp::pool_config cfg;
-    cfg.layers(opt.layers).slots(opt.slots).sink(opt.sink).rank(1, 2);
-    add_blocks(cfg);
-    rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
-    if (!created) {
-        std::fprintf(stderr, "rsp-stress: pool create: %s\n", created.error().message);
-        std::printf("0 passed, 1 failed\n");
-        return 1;
-    }
-    cx.pool = std::move(created).value();
+    const Options &opt = cx.opt;
     Checks &ck = cx.checks;
-    rsp::result<rsp_pool_info> info = cx.pool.try_info();
-    if (ck.expect(CHECK_API, info.ok(), "pool info: %s", info.error().message))
-        cx.info = info.value();
-    ck.expect(CHECK_LAYOUT,
-              cx.info.max_slots == opt.slots &&
-                  cx.info.usable_slots == opt.slots - (opt.sink ? 1 : 0) &&
-                  cx.info.sink == opt.sink &&
-                  cx.info.pad_index == (opt.sink ? RSP_SINK_SLOT : RSP_NO_SLOT) &&
-                  cx.info.num_layers == opt.layers && cx.info.num_blocks == kNumBlocks &&
-                  cx.info.total_bytes == cx.info.slot_bytes * opt.slots,
-              "pool info: max %u usable %u sink %d pad %d layers %u blocks %u", cx.info.max_slots,
-              cx.info.usable_slots, (int)cx.info.sink, cx.info.pad_index, cx.info.num_layers,
-              cx.info.num_blocks);
-    if (!cx.storage.init(cx.pool, cfg, ck)) {
-        (void)cx.pool.try_close();
-        std::printf("%" PRIu64 " passed, %" PRIu64 " failed\n", ck.total_passed(),
-                    ck.total_failed());
-        return 1;
-    }
-    uint32_t dirty = 0;
-    for (uint32_t slot = 0; slot < cx.info.max_slots; slot++)
-        dirty += !cx.storage.is_zero((int32_t)slot, nullptr);
-    ck.expect(CHECK_ZEROS, dirty == 0, "a fresh pool has %u non-zero slots", dirty);
-
-    static const char *const names[kNumLabels] = {"main", "draft", "beam1", "beam2"};
-    for (unsigned l = 0; l < kNumLabels; l++) {
-        rsp::result<rsp::label> id = cx.pool.try_intern(names[l]);
-        if (ck.expect(CHECK_API, id.ok(), "intern(%s): %s", names[l], id.error().message))
-            cx.labels[l] = id.value();
-    }
-    ck.expect(CHECK_LAYOUT, cx.labels[0] == rsp::label::main, "\"main\" interned as %u",
-              rsp::raw(cx.labels[0]));
-    rsp::result<rsp::label> again = cx.pool.try_intern("draft");
-    ck.expect(CHECK_LAYOUT, again.ok() && again.value() == cx.labels[1],
-              "interning \"draft\" twice gave %u then %u", rsp::raw(cx.labels[1]),
-              again.ok() ? rsp::raw(again.value()) : 99u);
-    {
-        rsp::read_section unregistered(std::nothrow);
-        ck.expect(CHECK_INVALID, unregistered.status() == RSP_ENOTREG,
-                  "a read section on an unregistered thread: %s",
-                  rsp_strerror(unregistered.status()));
-    }
-    // This thread reads plans in final_checks; it stops before the pool closes.
-    std::optional<rsp::reader> reader;
-    reader.emplace(std::nothrow);
-    ck.expect(CHECK_API, reader->ok(), "reader registration: %s", reader->error().message);
-    rsp::result<void> built = cx.pool.try_build_graph_buffers(kGraphMaxBs, 4096);
-    ck.expect(CHECK_API, built.ok(), "build_graph_buffers: %s", built.error().message);
-    rsp::result<rsp::host_fence> fence = rsp::host_fence::try_create();
-    if (!fence) {
-        ck.fail(CHECK_API, "host fence create: %s", fence.error().message);
-        reader.reset();
-        (void)cx.pool.try_close();
-        std::printf("%" PRIu64 " passed, %" PRIu64 " failed\n", ck.total_passed(),
-                    ck.total_failed());
-        return 1;
-    }
-    cx.fence = std::move(fence).value();
-
     for (unsigned p = 0; p < opt.readers; p++)
         cx.queues.emplace_back(new RecordQueue());
     std::vector<std::thread> partitions, clients;
@@ -406,10 +339,86 @@ int run(const Options &opt)
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (cx.abort.load())
         hung();
-    stats_line_check(cx, "end of run");
-    final_checks(cx);
-    summary(cx, elapsed);
-    reader.reset();
+    return elapsed;
+}
+
+int run(const Options &opt)
+{
+    Context cx(opt);
+    rsp::pool_config cfg;
+    cfg.layers(opt.layers).slots(opt.slots).sink(opt.sink).rank(1, 2);
+    add_blocks(cfg);
+    rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
+    if (!created) {
+        std::fprintf(stderr, "rsp-stress: pool create: %s\n", created.error().message);
+        std::printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    cx.pool = std::move(created).value();
+    Checks &ck = cx.checks;
+    rsp::result<rsp_pool_info> info = cx.pool.try_info();
+    if (ck.expect(CHECK_API, info.ok(), "pool info: %s", info.error().message))
+        cx.info = info.value();
+    ck.expect(CHECK_LAYOUT,
+              cx.info.max_slots == opt.slots &&
+                  cx.info.usable_slots == opt.slots - (opt.sink ? 1 : 0) &&
+                  cx.info.sink == opt.sink &&
+                  cx.info.pad_index == (opt.sink ? RSP_SINK_SLOT : RSP_NO_SLOT) &&
+                  cx.info.num_layers == opt.layers && cx.info.num_blocks == kNumBlocks &&
+                  cx.info.total_bytes == cx.info.slot_bytes * opt.slots,
+              "pool info: max %u usable %u sink %d pad %d layers %u blocks %u", cx.info.max_slots,
+              cx.info.usable_slots, (int)cx.info.sink, cx.info.pad_index, cx.info.num_layers,
+              cx.info.num_blocks);
+    if (!cx.storage.init(cx.pool, cfg, ck)) {
+        (void)cx.pool.try_close();
+        std::printf("%" PRIu64 " passed, %" PRIu64 " failed\n", ck.total_passed(),
+                    ck.total_failed());
+        return 1;
+    }
+    uint32_t dirty = 0;
+    for (uint32_t slot = 0; slot < cx.info.max_slots; slot++)
+        dirty += !cx.storage.is_zero((int32_t)slot, nullptr);
+    ck.expect(CHECK_ZEROS, dirty == 0, "a fresh pool has %u non-zero slots", dirty);
+
+    static const char *const names[kNumLabels] = {"main", "draft", "beam1", "beam2"};
+    for (unsigned l = 0; l < kNumLabels; l++) {
+        rsp::result<rsp::label> id = cx.pool.try_intern(names[l]);
+        if (ck.expect(CHECK_API, id.ok(), "intern(%s): %s", names[l], id.error().message))
+            cx.labels[l] = id.value();
+    }
+    ck.expect(CHECK_LAYOUT, cx.labels[0] == rsp::label::main, "\"main\" interned as %u",
+              rsp::raw(cx.labels[0]));
+    rsp::result<rsp::label> again = cx.pool.try_intern("draft");
+    ck.expect(CHECK_LAYOUT, again.ok() && again.value() == cx.labels[1],
+              "interning \"draft\" twice gave %u then %u", rsp::raw(cx.labels[1]),
+              again.ok() ? rsp::raw(again.value()) : 99u);
+    {
+        rsp::read_section unregistered(std::nothrow);
+        ck.expect(CHECK_INVALID, unregistered.status() == RSP_ENOTREG,
+                  "a read section on an unregistered thread: %s",
+                  rsp_strerror(unregistered.status()));
+    }
+    rsp::result<void> built = cx.pool.try_build_graph_buffers(kGraphMaxBs, 4096);
+    ck.expect(CHECK_API, built.ok(), "build_graph_buffers: %s", built.error().message);
+    rsp::result<rsp::host_fence> fence = rsp::host_fence::try_create();
+    if (!fence) {
+        ck.fail(CHECK_API, "host fence create: %s", fence.error().message);
+        (void)cx.pool.try_close();
+        std::printf("%" PRIu64 " passed, %" PRIu64 " failed\n", ck.total_passed(),
+                    ck.total_failed());
+        return 1;
+    }
+    cx.fence = std::move(fence).value();
+
+    {
+        // This thread reads plans in final_checks; it is no reader once the pool closes.
+        rsp::reader reader(std::nothrow);
+        ck.expect(CHECK_API, reader.ok(), "reader registration: %s", reader.error().message);
+        double elapsed = run_threads(cx);
+        stats_line_check(cx, "end of run");
+        final_checks(cx);
+        summary(cx, elapsed);
+    }
     // Destroy with messages still queued: each must be answered or dropped
     // cleanly (ASan/LSan builds see a leak or a use after free here).
     uint64_t last_rid = cx.reg.created() + 1000;
