@@ -88,15 +88,21 @@ void one_step_end_to_end(void **)
 
     std::int32_t slot;
     {
-        rsp::read_section rs;
-        rsp::plan_view plan = rs.live(pool);
-        assert_true(static_cast<bool>(plan));
-        assert_true(plan.id() == rsp::step_id{1});
-        rsp::addressing a = plan.at(rsp::label::main);
+        rsp::plan_ref ref;
+        {
+            rsp::read_section rs;
+            rsp::plan_view plan = rs.live(pool);
+            assert_true(static_cast<bool>(plan));
+            assert_true(plan.id() == rsp::step_id{1});
+            ref = rsp::plan_ref(plan);
+        }
+        rsp::addressing a = ref.view().at(rsp::label::main);
         assert_int_equal(a.num_rows(), 1);
         slot = a.slots()[0];
         assert_false(a.has_state()[0]);
-        pool.event_wait(a.ready(), rsp::poll);
+        // The device uploads the vectors after the plan is published: wait
+        // (a poll here would race with it), outside the read section.
+        pool.event_wait(a.ready(), 30s);
     }
     // The "forward" writes the slot, then signals its fence.
     rsp_block_view v = pool.block("conv", 0);
@@ -117,8 +123,12 @@ void one_step_end_to_end(void **)
     assert_true(pool.admit(flush).ok);
     pool.plan(flush);
     {
-        rsp::read_section rs;
-        pool.event_wait(rs.live(pool).at(rsp::label::main).ready(), rsp::poll);
+        rsp::plan_ref ref;
+        {
+            rsp::read_section rs;
+            ref = rsp::plan_ref(rs.live(pool));
+        }
+        pool.event_wait(ref.view().at(rsp::label::main).ready(), 30s);
     }
     pool.rollback(flush.id());
     assert_true(first_float(pool, slot) == 0.0f);
