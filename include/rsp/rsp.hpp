@@ -449,6 +449,7 @@ class step
         s_.lease = rsp_lease{bucket_bs, bucket_id, lease_slot};
         return *this;
     }
+    /// The rows and forks as declared (the C structs, raw ids).
     span<const rsp_row> rows() const noexcept
     {
         return {rows_.data(), rows_.size()};
@@ -579,6 +580,7 @@ class host_fence
 /// while the step lives unchanged (rsp_post copies the arrays).
 namespace msg
 {
+/// A message of `kind`, every other field zero (the kinds below fill theirs).
 inline rsp_msg of(rsp_msg_kind kind) noexcept
 {
     rsp_msg m{};
