@@ -1,4 +1,4 @@
-# Installation: the public header, the shared and static libraries, rsp.pc
+# Installation: the public headers, the shared and static libraries, rsp.pc
 # and a CMake package (find_package(rsp) -> rsp::rsp, rsp::rsp_static).
 # Included from the top-level CMakeLists.txt. SPDX-License-Identifier: Apache-2.0
 include(CMakePackageConfigHelpers)
@@ -6,8 +6,8 @@ include(CMakePackageConfigHelpers)
 set(RSP_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/rsp
     CACHE STRING "Where rspConfig.cmake is installed, relative to the prefix")
 
-# Consumers write #include <rsp/rsp.h>.
-install(FILES ${PROJECT_SOURCE_DIR}/include/rsp/rsp.h
+# Consumers write #include <rsp/rsp.h> (C, C++) or <rsp/rsp.hpp> (the C++17 binding).
+install(FILES ${PROJECT_SOURCE_DIR}/include/rsp/rsp.h ${PROJECT_SOURCE_DIR}/include/rsp/rsp.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rsp COMPONENT rsp_dev)
 
 # Exported names: rsp::rsp (shared) and rsp::rsp_static.

@@ -17,6 +17,8 @@ namespace stress
 namespace
 {
 
+enum class Op { ingest, remove };
+
 class Client
 {
   public:
@@ -27,7 +29,7 @@ class Client
     void run();
 
   private:
-    void send(rsp_msg_kind kind, rsp_rid rid);
+    void send(Op op, rsp::rid rid);
     void ask_holding();
     void burst();
 
@@ -38,58 +40,45 @@ class Client
 
 // Post one ingest or remove in one of four ways; every way must answer OK
 // (remove of an unknown rid is a no-op, ingest is idempotent).
-void Client::send(rsp_msg_kind kind, rsp_rid rid)
+void Client::send(Op op, rsp::rid rid)
 {
-    rsp_error err{};
-    rsp_status st;
-    const char *what = kind == RSP_MSG_INGEST ? "ingest" : "remove";
+    rsp::pool &pool = cx_.pool;
+    const char *what = op == Op::ingest ? "ingest" : "remove";
+    const rsp_msg m = op == Op::ingest ? rsp::msg::ingest(rid) : rsp::msg::remove(rid);
     switch (rng_.below(4)) {
     case 0: { // sync wrapper
-        st = kind == RSP_MSG_INGEST ? rsp_ingest(cx_.pool, rid, &err)
-                                    : rsp_remove(cx_.pool, rid, &err);
-        cx_.checks.expect(CHECK_API, st == RSP_OK, "sync %s(%" PRIu64 "): %s", what, rid,
-                          err.message);
+        rsp::result<void> r = op == Op::ingest ? pool.try_ingest(rid) : pool.try_remove(rid);
+        cx_.checks.expect(CHECK_API, r.ok(), "sync %s(%" PRIu64 "): %s", what, rsp::raw(rid),
+                          r.error().message);
         break;
     }
     case 1: { // ticket, blocking wait
-        rsp_msg m{};
-        m.kind = kind;
-        m.rid = rid;
-        rsp_ticket *t = nullptr;
-        st = rsp_post(cx_.pool, &m, &t, RSP_WAIT_FOREVER, &err);
-        if (!cx_.checks.expect(CHECK_API, st == RSP_OK, "post %s: %s", what, err.message))
+        rsp::result<rsp::ticket> t = pool.try_post(m);
+        if (!cx_.checks.expect(CHECK_API, t.ok(), "post %s: %s", what, t.error().message))
             break;
-        rsp_reply r{};
-        st = rsp_wait(t, RSP_WAIT_FOREVER, &r);
-        cx_.checks.expect(CHECK_API, st == RSP_OK && r.error.status == RSP_OK,
-                          "wait %s(%" PRIu64 "): %s / %s", what, rid, rsp_strerror(st),
-                          r.error.message);
+        rsp::result<rsp_reply> r = t.value().try_wait();
+        cx_.checks.expect(CHECK_API, r.ok(), "wait %s(%" PRIu64 "): %s / %s", what, rsp::raw(rid),
+                          rsp_strerror(r.status()), r.error().message);
         break;
     }
     case 2: { // fire-and-forget, no waiting for credit: EFULL is a legal answer
-        rsp_msg m{};
-        m.kind = kind;
-        m.rid = rid;
-        st = rsp_post(cx_.pool, &m, nullptr, 0, &err);
-        if (st == RSP_EFULL) {
+        rsp::result<void> r = pool.try_post_forget(m, rsp::poll);
+        if (r.status() == RSP_EFULL) {
             cx_.efull.fetch_add(1, std::memory_order_relaxed);
-            st = rsp_post(cx_.pool, &m, nullptr, RSP_WAIT_FOREVER, &err);
+            r = pool.try_post_forget(m);
         }
-        cx_.checks.expect(CHECK_API, st == RSP_OK, "post(nb) %s: %s", what, err.message);
+        cx_.checks.expect(CHECK_API, r.ok(), "post(nb) %s: %s", what, r.error().message);
         break;
     }
     default: { // fire-and-forget, waiting for credit
-        rsp_msg m{};
-        m.kind = kind;
-        m.rid = rid;
-        st = rsp_post(cx_.pool, &m, nullptr, 10 * kMs, &err);
+        rsp::result<void> r = pool.try_post_forget(m, 10ms);
         // A timed credit wait that expires answers RSP_ETIMEDOUT (RSP_EFULL is
         // the immediate answer of a zero timeout); accept either.
-        if (st == RSP_EFULL || st == RSP_ETIMEDOUT) {
+        if (r.status() == RSP_EFULL || r.status() == RSP_ETIMEDOUT) {
             cx_.efull.fetch_add(1, std::memory_order_relaxed);
-            st = rsp_post(cx_.pool, &m, nullptr, RSP_WAIT_FOREVER, &err);
+            r = pool.try_post_forget(m);
         }
-        cx_.checks.expect(CHECK_API, st == RSP_OK, "post %s: %s", what, err.message);
+        cx_.checks.expect(CHECK_API, r.ok(), "post %s: %s", what, r.error().message);
         break;
     }
     }
@@ -99,23 +88,22 @@ void Client::send(rsp_msg_kind kind, rsp_rid rid)
 // A holding query on some request: OK with a sane slot, or ENOREQ.
 void Client::ask_holding()
 {
-    std::vector<rsp_rid> one;
+    std::vector<rsp::rid> one;
     cx_.reg.sample(rng_, 1, one);
     if (one.empty())
         return;
-    rsp_label_id label = cx_.labels[rng_.below(kNumLabels)];
-    rsp_holding h{};
-    rsp_error err{};
-    rsp_status st = rsp_holding_get(cx_.pool, one[0], label, &h, &err);
+    rsp::label label = cx_.labels[rng_.below(kNumLabels)];
+    rsp::result<rsp_holding> h = cx_.pool.try_holding(one[0], label);
     cx_.client_msgs.fetch_add(1, std::memory_order_relaxed);
-    if (st == RSP_ENOREQ) {
+    if (h.status() == RSP_ENOREQ) {
         cx_.checks.pass(CHECK_HOLDING);
         return;
     }
     int32_t lo = cx_.info.sink ? 1 : 0;
-    cx_.checks.expect(
-        CHECK_HOLDING, st == RSP_OK && h.index >= lo && h.index < (int32_t)cx_.info.max_slots,
-        "holding(%" PRIu64 ", %u): %s, index %d", one[0], label, rsp_strerror(st), h.index);
+    int32_t index = h.ok() ? h.value().index : RSP_NO_SLOT;
+    cx_.checks.expect(CHECK_HOLDING, h.ok() && index >= lo && index < (int32_t)cx_.info.max_slots,
+                      "holding(%" PRIu64 ", %u): %s, index %d", rsp::raw(one[0]), rsp::raw(label),
+                      rsp_strerror(h.status()), index);
 }
 
 // Fill the inbox: fire-and-forget barriers (they change nothing) without
@@ -123,18 +111,16 @@ void Client::ask_holding()
 // Every other answer is an error.
 void Client::burst()
 {
-    rsp_msg m{};
-    m.kind = RSP_MSG_BARRIER;
+    const rsp_msg m = rsp::msg::barrier();
     for (int i = 0; i < 20000; i++) {
-        rsp_error err{};
-        rsp_status st = rsp_post(cx_.pool, &m, nullptr, 0, &err);
+        rsp::result<void> r = cx_.pool.try_post_forget(m, rsp::poll);
         cx_.client_msgs.fetch_add(1, std::memory_order_relaxed);
-        if (st == RSP_EFULL) {
+        if (r.status() == RSP_EFULL) {
             cx_.efull.fetch_add(1, std::memory_order_relaxed);
             cx_.checks.pass(CHECK_API);
             return;
         }
-        if (!cx_.checks.expect(CHECK_API, st == RSP_OK, "burst post: %s", err.message))
+        if (!cx_.checks.expect(CHECK_API, r.ok(), "burst post: %s", r.error().message))
             return;
     }
 }
@@ -146,19 +132,19 @@ void Client::run()
     size_t target = cx_.info.usable_slots / 3 + 2;
     while (!cx_.stop.load(std::memory_order_relaxed) &&
            !cx_.abort.load(std::memory_order_relaxed)) {
-        rsp_rid rid = kPadRid + 1;
+        rsp::rid rid{rsp::raw(kPadRid) + 1};
         for (int k = 0; k < 2 && cx_.reg.take_pending(index_, &rid); k++)
-            send(RSP_MSG_INGEST, rid);
+            send(Op::ingest, rid);
         size_t active = cx_.reg.active_count();
         if (active < target) {
             rid = cx_.reg.create(index_);
-            send(RSP_MSG_INGEST, rid);
+            send(Op::ingest, rid);
         } else if (rng_.chance(0.35)) {
             // Tombstone first, then remove: the step thread relies on this order.
             // A third of the removals hit the step in flight (commit pending).
             bool got = rng_.chance(0.33) ? cx_.reg.retire_hot(rng_, &rid) : false;
             if (got || cx_.reg.retire_random(rng_, &rid))
-                send(RSP_MSG_REMOVE, rid);
+                send(Op::remove, rid);
         }
         if (rng_.chance(0.05))
             ask_holding();
@@ -167,10 +153,9 @@ void Client::run()
         if (rng_.chance(0.0005)) {
             // A runner capturing graphs mid-run: buffers that exist must not
             // move (partitions may be reading them right now).
-            rsp_error err{};
-            rsp_status st =
-                rsp_build_graph_buffers(cx_.pool, kGraphMaxBs + rng_.below(48), 4096, &err);
-            cx_.checks.expect(CHECK_API, st == RSP_OK, "build_graph_buffers: %s", err.message);
+            rsp::result<void> r =
+                cx_.pool.try_build_graph_buffers(kGraphMaxBs + rng_.below(48), 4096);
+            cx_.checks.expect(CHECK_API, r.ok(), "build_graph_buffers: %s", r.error().message);
             cx_.client_msgs.fetch_add(1, std::memory_order_relaxed);
         }
         std::this_thread::sleep_for(std::chrono::microseconds(50 + rng_.below(400)));

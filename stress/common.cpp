@@ -20,12 +20,13 @@ uint64_t mix64(uint64_t x)
     return x;
 }
 
-uint64_t next_state(rsp_rid rid, rsp_label_id label, uint64_t step, uint64_t prev)
+uint64_t next_state(rsp::rid rid, rsp::label label, rsp::step_id step, uint64_t prev)
 {
     // |1: a written state is never the zero state, so a missed write or a
     // stray zeroing can not pass for the right content.
-    uint64_t h = mix64(rid * 0x9E3779B97F4A7C15ull ^ mix64(label + 0x51ED27ull) ^
-                       mix64(step * 0xD6E8FEB86659FD93ull) ^ mix64(prev + 0x2545F491ull));
+    uint64_t h =
+        mix64(rsp::raw(rid) * 0x9E3779B97F4A7C15ull ^ mix64(rsp::raw(label) + 0x51ED27ull) ^
+              mix64(rsp::raw(step) * 0xD6E8FEB86659FD93ull) ^ mix64(prev + 0x2545F491ull));
     return h | 1;
 }
 
@@ -96,10 +97,10 @@ uint64_t Checks::total_failed() const
 // ---------------------------------------------------------------------------
 // Registry
 
-rsp_rid Registry::create(unsigned client)
+rsp::rid Registry::create(unsigned client)
 {
     std::lock_guard<std::mutex> g(mu_);
-    rsp_rid rid = next_++;
+    rsp::rid rid{next_++};
     pos_[rid] = active_.size();
     active_.push_back(rid);
     all_.push_back(rid);
@@ -112,7 +113,7 @@ rsp_rid Registry::create(unsigned client)
     return rid;
 }
 
-bool Registry::take_pending(unsigned client, rsp_rid *rid)
+bool Registry::take_pending(unsigned client, rsp::rid *rid)
 {
     std::lock_guard<std::mutex> g(mu_);
     uint64_t bit = 1ull << (client % 64);
@@ -134,13 +135,13 @@ bool Registry::take_pending(unsigned client, rsp_rid *rid)
     return false;
 }
 
-void Registry::retire_locked(rsp_rid rid)
+void Registry::retire_locked(rsp::rid rid)
 {
     auto p = pos_.find(rid);
     if (p == pos_.end())
         return;
     size_t i = p->second;
-    rsp_rid last = active_.back();
+    rsp::rid last = active_.back();
     active_[i] = last;
     pos_[last] = i;
     active_.pop_back();
@@ -149,7 +150,7 @@ void Registry::retire_locked(rsp_rid rid)
     tomb_log_.push_back(rid);
 }
 
-bool Registry::retire_random(Rng &rng, rsp_rid *rid)
+bool Registry::retire_random(Rng &rng, rsp::rid *rid)
 {
     std::lock_guard<std::mutex> g(mu_);
     if (active_.empty())
@@ -159,17 +160,17 @@ bool Registry::retire_random(Rng &rng, rsp_rid *rid)
     return true;
 }
 
-void Registry::set_hot(const std::vector<rsp_rid> &rids)
+void Registry::set_hot(const std::vector<rsp::rid> &rids)
 {
     std::lock_guard<std::mutex> g(mu_);
     hot_ = rids;
 }
 
-bool Registry::retire_hot(Rng &rng, rsp_rid *rid)
+bool Registry::retire_hot(Rng &rng, rsp::rid *rid)
 {
     std::lock_guard<std::mutex> g(mu_);
     for (int tries = 0; tries < 4 && !hot_.empty(); tries++) {
-        rsp_rid r = hot_[rng.below((uint32_t)hot_.size())];
+        rsp::rid r = hot_[rng.below((uint32_t)hot_.size())];
         if (pos_.count(r)) {
             *rid = r;
             retire_locked(r);
@@ -179,7 +180,7 @@ bool Registry::retire_hot(Rng &rng, rsp_rid *rid)
     return false;
 }
 
-bool Registry::retire(rsp_rid rid)
+bool Registry::retire(rsp::rid rid)
 {
     std::lock_guard<std::mutex> g(mu_);
     if (!pos_.count(rid))
@@ -194,7 +195,7 @@ size_t Registry::active_count()
     return active_.size();
 }
 
-void Registry::sample(Rng &rng, size_t k, std::vector<rsp_rid> &out)
+void Registry::sample(Rng &rng, size_t k, std::vector<rsp::rid> &out)
 {
     out.clear();
     std::lock_guard<std::mutex> g(mu_);
@@ -211,13 +212,13 @@ void Registry::sample(Rng &rng, size_t k, std::vector<rsp_rid> &out)
     }
 }
 
-bool Registry::tombstoned(rsp_rid rid)
+bool Registry::tombstoned(rsp::rid rid)
 {
     std::lock_guard<std::mutex> g(mu_);
     return tomb_.count(rid) != 0;
 }
 
-size_t Registry::tombstones_since(size_t from, std::vector<rsp_rid> &out)
+size_t Registry::tombstones_since(size_t from, std::vector<rsp::rid> &out)
 {
     out.clear();
     std::lock_guard<std::mutex> g(mu_);
@@ -226,7 +227,7 @@ size_t Registry::tombstones_since(size_t from, std::vector<rsp_rid> &out)
     return tomb_log_.size();
 }
 
-std::vector<rsp_rid> Registry::all()
+std::vector<rsp::rid> Registry::all()
 {
     std::lock_guard<std::mutex> g(mu_);
     return all_;
@@ -235,28 +236,28 @@ std::vector<rsp_rid> Registry::all()
 // ---------------------------------------------------------------------------
 // Storage
 
-bool Storage::init(rsp_pool *pool, const rsp_pool_config &cfg, Checks &checks)
+bool Storage::init(const rsp::pool &pool, rsp::pool_config &config, Checks &checks)
 {
-    int64_t local[RSP_MAX_BLOCKS][RSP_MAX_DIMS];
-    rsp_error err{};
-    if (!checks.expect(CHECK_API, rsp_shard_shapes(&cfg, local, &err) == RSP_OK,
-                       "rsp_shard_shapes: %s", err.message))
+    auto local = config.try_shard_shapes();
+    if (!checks.expect(CHECK_API, local.ok(), "shard_shapes: %s", local.error().message))
         return false;
+    const rsp_pool_config &cfg = config.get();
     bool ok = true;
     for (uint32_t layer = 0; layer < cfg.num_layers; layer++) {
         for (uint32_t b = 0; b < cfg.num_blocks; b++) {
             const rsp_block_config &bc = cfg.blocks[b];
-            rsp_block_view v{};
-            if (!checks.expect(CHECK_API, rsp_pool_block(pool, bc.name, layer, &v, &err) == RSP_OK,
-                               "rsp_pool_block(%s, %u): %s", bc.name, layer, err.message)) {
+            auto view = pool.try_block(bc.name, layer);
+            if (!checks.expect(CHECK_API, view.ok(), "pool.block(%s, %u): %s", bc.name, layer,
+                               view.error().message)) {
                 ok = false;
                 continue;
             }
+            const rsp_block_view &v = view.value();
             bool shape_ok = v.data != nullptr && v.dtype == bc.dtype && v.ndim == bc.ndim + 1 &&
                             v.shape[0] == (int64_t)cfg.max_slots;
             int64_t expect_stride = 1;
             for (int d = (int)bc.ndim; d >= 1 && shape_ok; d--) {
-                shape_ok = v.shape[d] == local[b][d - 1] && v.strides[d] == expect_stride;
+                shape_ok = v.shape[d] == local.value()[b][d - 1] && v.strides[d] == expect_stride;
                 expect_stride *= v.shape[d];
             }
             shape_ok = shape_ok && v.strides[0] == expect_stride;
@@ -423,10 +424,10 @@ void RecordQueue::push(std::shared_ptr<StepRecord> r)
     cv_.notify_one();
 }
 
-std::shared_ptr<StepRecord> RecordQueue::pop(uint64_t timeout_ns)
+std::shared_ptr<StepRecord> RecordQueue::pop(std::chrono::nanoseconds timeout)
 {
     std::unique_lock<std::mutex> g(mu_);
-    if (!cv_.wait_for(g, std::chrono::nanoseconds(timeout_ns), [&] { return !q_.empty(); }))
+    if (!cv_.wait_for(g, timeout, [&] { return !q_.empty(); }))
         return nullptr;
     auto r = std::move(q_.front());
     q_.pop_front();

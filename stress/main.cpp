@@ -116,38 +116,21 @@ int parse(int argc, char **argv, Options &o)
 
 // Blocks of every dtype family a kernel meets, with odd sizes so a stride
 // mistake lands on a neighbour, and one tensor-parallel-sharded block.
-const rsp_block_config *block_configs(uint32_t *n)
+void add_blocks(rsp::pool_config &cfg)
 {
-    static rsp_block_config b[3];
-    std::memset(b, 0, sizeof b);
-    b[0].name = "tag"; // i64; layer 0 element 0 holds the state value itself
-    b[0].dtype = RSP_DTYPE_I64;
-    b[0].ndim = 1;
-    b[0].shape[0] = 3;
-    b[1].name = "conv";
-    b[1].dtype = RSP_DTYPE_U8;
-    b[1].ndim = 2;
-    b[1].shape[0] = 3;
-    b[1].shape[1] = 5;
-    b[2].name = "ssm"; // heads sharded over 2 ranks: this pool is rank 1
-    b[2].dtype = RSP_DTYPE_F32;
-    b[2].ndim = 3;
-    b[2].shape[0] = 4;
-    b[2].shape[1] = 3;
-    b[2].shape[2] = 2;
-    b[2].num_shard_dims = 1;
-    b[2].shard_dims[0] = 0;
-    *n = 3;
-    return b;
+    cfg.block("tag", RSP_DTYPE_I64, {3}); // layer 0 element 0 holds the state value itself
+    cfg.block("conv", RSP_DTYPE_U8, {3, 5});
+    // Heads sharded over 2 ranks: this pool is rank 1.
+    cfg.block("ssm", RSP_DTYPE_F32, {4, 3, 2}, {0});
 }
+constexpr uint32_t kNumBlocks = 3;
 
 void stats_line_check(Context &cx, const char *when)
 {
-    rsp_stats s{};
-    rsp_error err{};
-    if (!cx.checks.expect(CHECK_API, rsp_stats_get(cx.pool, &s, &err) == RSP_OK,
-                          "rsp_stats_get: %s", err.message))
+    rsp::result<rsp_stats> got = cx.pool.try_stats();
+    if (!cx.checks.expect(CHECK_API, got.ok(), "stats: %s", got.error().message))
         return;
+    const rsp_stats &s = got.value();
     uint32_t sink = cx.info.sink ? 1 : 0;
     note_pending(cx, s.pending_release);
     cx.checks.expect(CHECK_STATS,
@@ -160,62 +143,55 @@ void stats_line_check(Context &cx, const char *when)
 // Wait until every device operation posted so far has run: plan a capture
 // step (it reserves, copies and commits nothing) and wait for its ready
 // event, which the device reaches only after all earlier work.
-bool drain_device(Context &cx, uint64_t step_id)
+bool drain_device(Context &cx, rsp::step_id id)
 {
-    rsp_row row{kPadRid, RSP_LABEL_MAIN, 1, true};
-    rsp_step s{};
-    s.step_id = step_id;
-    s.rows = &row;
-    s.num_rows = 1;
-    s.capture = true;
-    rsp_error err{};
-    rsp_admit_outcome out{};
-    if (!cx.checks.expect(CHECK_API, rsp_step_admit(cx.pool, &s, &out, &err) == RSP_OK && out.ok,
-                          "final capture admit: %s", err.message))
+    rsp::step s(id);
+    s.pad().capture();
+    rsp::result<rsp_admit_outcome> out = cx.pool.try_admit(s);
+    if (!cx.checks.expect(CHECK_API, out.ok() && out.value().ok, "final capture admit: %s",
+                          out.error().message))
         return false;
-    if (!cx.checks.expect(CHECK_API, rsp_step_plan(cx.pool, &s, &err) == RSP_OK,
-                          "final capture plan: %s", err.message))
+    rsp::result<void> r = cx.pool.try_plan(s);
+    if (!cx.checks.expect(CHECK_API, r.ok(), "final capture plan: %s", r.error().message))
         return false;
     bool ok = false;
-    if (rsp_read_begin() == RSP_OK) {
-        const rsp_plan *p = rsp_plan_live(cx.pool);
-        rsp_addressing ad{};
-        if (p && rsp_plan_step_id(p) == step_id &&
-            rsp_plan_addressing(p, RSP_LABEL_MAIN, &ad, &err) == RSP_OK) {
-            rsp_status st = rsp_event_wait(cx.pool, &ad.ready, kHangNs, &err);
-            ok = cx.checks.expect(CHECK_HANG, st == RSP_OK, "final drain: %s", rsp_strerror(st));
-        } else {
-            cx.checks.fail(CHECK_API, "final capture plan not readable");
+    {
+        rsp::read_section section(std::nothrow);
+        if (section) {
+            rsp::plan_view p = section.live(cx.pool);
+            rsp::result<rsp::addressing> ad = p.try_addressing(rsp::label::main);
+            if (p && p.id() == id && ad) {
+                rsp::result<void> w = cx.pool.try_event_wait(ad.value().ready(), kHang);
+                ok = cx.checks.expect(CHECK_HANG, w.ok(), "final drain: %s",
+                                      rsp_strerror(w.status()));
+            } else {
+                cx.checks.fail(CHECK_API, "final capture plan not readable");
+            }
         }
-        rsp_read_end();
     }
-    cx.checks.expect(CHECK_API, rsp_step_commit(cx.pool, &s, nullptr, &err) == RSP_OK,
-                     "final capture commit: %s", err.message);
+    r = cx.pool.try_commit(s);
+    cx.checks.expect(CHECK_API, r.ok(), "final capture commit: %s", r.error().message);
     return ok;
 }
 
 void final_checks(Context &cx)
 {
-    rsp_error err{};
     // Remove every request ever created (and the padding rid), then drain.
-    for (rsp_rid rid : cx.reg.all()) {
-        rsp_msg m{};
-        m.kind = RSP_MSG_REMOVE;
-        m.rid = rid;
-        cx.checks.expect(CHECK_API,
-                         rsp_post(cx.pool, &m, nullptr, RSP_WAIT_FOREVER, &err) == RSP_OK,
-                         "final remove: %s", err.message);
+    for (rsp::rid rid : cx.reg.all()) {
+        rsp::result<void> r = cx.pool.try_post_forget(rsp::msg::remove(rid));
+        cx.checks.expect(CHECK_API, r.ok(), "final remove: %s", r.error().message);
     }
-    cx.checks.expect(CHECK_API, rsp_remove(cx.pool, kPadRid, &err) == RSP_OK, "remove: %s",
-                     err.message);
-    cx.checks.expect(CHECK_API, rsp_barrier(cx.pool, &err) == RSP_OK, "barrier: %s", err.message);
-    bool drained = drain_device(cx, cx.last_step_id.load() + 1000);
-    cx.checks.expect(CHECK_API, rsp_remove(cx.pool, kPadRid, &err) == RSP_OK, "remove: %s",
-                     err.message);
+    rsp::result<void> r = cx.pool.try_remove(kPadRid);
+    cx.checks.expect(CHECK_API, r.ok(), "remove: %s", r.error().message);
+    r = cx.pool.try_barrier();
+    cx.checks.expect(CHECK_API, r.ok(), "barrier: %s", r.error().message);
+    bool drained = drain_device(cx, rsp::step_id{rsp::raw(cx.last_step_id.load()) + 1000});
+    r = cx.pool.try_remove(kPadRid);
+    cx.checks.expect(CHECK_API, r.ok(), "remove: %s", r.error().message);
 
-    rsp_stats s{};
-    if (cx.checks.expect(CHECK_API, rsp_stats_get(cx.pool, &s, &err) == RSP_OK, "rsp_stats_get: %s",
-                         err.message)) {
+    rsp::result<rsp_stats> got = cx.pool.try_stats();
+    if (cx.checks.expect(CHECK_API, got.ok(), "stats: %s", got.error().message)) {
+        const rsp_stats &s = got.value();
         cx.checks.expect(CHECK_LEAK,
                          s.free_slots == cx.info.usable_slots && s.held_slots == 0 &&
                              s.pending_release == 0,
@@ -237,9 +213,8 @@ void final_checks(Context &cx)
 
 void summary(Context &cx, double elapsed)
 {
-    rsp_stats s{};
-    rsp_error err{};
-    rsp_pool_counters(cx.pool, &s, &err);
+    rsp::result<rsp_stats> counters = cx.pool.try_counters();
+    const rsp_stats s = counters ? counters.value() : rsp_stats{};
     std::printf(
         "\nrsp-stress: %.1f s, %u clients, %u readers, %u slots (%s), %u layers, seed %" PRIu64
         "\n",
@@ -293,78 +268,13 @@ void summary(Context &cx, double elapsed)
     }
 }
 
-int run(const Options &opt)
+// Start the clients, the step thread and the partitions, print a progress
+// line per second until the run time is over, stop and join them. Returns
+// the seconds they ran. A hang ends the process here (exit status 1).
+double run_threads(Context &cx)
 {
-    Context cx(opt);
-    rsp_error err{};
-    uint32_t nblocks = 0;
-    const rsp_block_config *blocks = block_configs(&nblocks);
-    rsp_pool_config cfg;
-    rsp_pool_config_init(&cfg);
-    cfg.num_layers = opt.layers;
-    cfg.blocks = blocks;
-    cfg.num_blocks = nblocks;
-    cfg.max_slots = opt.slots;
-    cfg.sink = opt.sink;
-    cfg.world_size = 2;
-    cfg.rank = 1;
-    cfg.device = RSP_DEVICE_HOST;
-    if (rsp_pool_create(&cfg, &cx.pool, &err) != RSP_OK) {
-        std::fprintf(stderr, "rsp-stress: rsp_pool_create: %s\n", err.message);
-        std::printf("0 passed, 1 failed\n");
-        return 1;
-    }
+    const Options &opt = cx.opt;
     Checks &ck = cx.checks;
-    ck.expect(CHECK_API, rsp_pool_info_get(cx.pool, &cx.info, &err) == RSP_OK,
-              "rsp_pool_info_get: %s", err.message);
-    ck.expect(CHECK_LAYOUT,
-              cx.info.max_slots == opt.slots &&
-                  cx.info.usable_slots == opt.slots - (opt.sink ? 1 : 0) &&
-                  cx.info.sink == opt.sink &&
-                  cx.info.pad_index == (opt.sink ? RSP_SINK_SLOT : RSP_NO_SLOT) &&
-                  cx.info.num_layers == opt.layers && cx.info.num_blocks == nblocks &&
-                  cx.info.total_bytes == cx.info.slot_bytes * opt.slots,
-              "pool info: max %u usable %u sink %d pad %d layers %u blocks %u", cx.info.max_slots,
-              cx.info.usable_slots, (int)cx.info.sink, cx.info.pad_index, cx.info.num_layers,
-              cx.info.num_blocks);
-    if (!cx.storage.init(cx.pool, cfg, ck)) {
-        rsp_pool_destroy(cx.pool);
-        std::printf("%" PRIu64 " passed, %" PRIu64 " failed\n", ck.total_passed(),
-                    ck.total_failed());
-        return 1;
-    }
-    uint32_t dirty = 0;
-    for (uint32_t slot = 0; slot < cx.info.max_slots; slot++)
-        dirty += !cx.storage.is_zero((int32_t)slot, nullptr);
-    ck.expect(CHECK_ZEROS, dirty == 0, "a fresh pool has %u non-zero slots", dirty);
-
-    static const char *const names[kNumLabels] = {"main", "draft", "beam1", "beam2"};
-    for (unsigned l = 0; l < kNumLabels; l++)
-        ck.expect(CHECK_API, rsp_label(cx.pool, names[l], &cx.labels[l], &err) == RSP_OK,
-                  "rsp_label(%s): %s", names[l], err.message);
-    ck.expect(CHECK_LAYOUT, cx.labels[0] == RSP_LABEL_MAIN, "\"main\" interned as %u",
-              cx.labels[0]);
-    rsp_label_id again = 99;
-    ck.expect(CHECK_LAYOUT,
-              rsp_label(cx.pool, "draft", &again, &err) == RSP_OK && again == cx.labels[1],
-              "interning \"draft\" twice gave %u then %u", cx.labels[1], again);
-    rsp_status st = rsp_read_begin();
-    ck.expect(CHECK_INVALID, st == RSP_ENOTREG, "rsp_read_begin on an unregistered thread: %s",
-              rsp_strerror(st));
-    if (st == RSP_OK)
-        rsp_read_end();
-    ck.expect(CHECK_API, rsp_reader_register(&err) == RSP_OK, "rsp_reader_register: %s",
-              err.message);
-    ck.expect(CHECK_API, rsp_build_graph_buffers(cx.pool, kGraphMaxBs, 4096, &err) == RSP_OK,
-              "rsp_build_graph_buffers: %s", err.message);
-    if (rsp_host_fence_create(&cx.fence, &err) != RSP_OK) {
-        ck.fail(CHECK_API, "rsp_host_fence_create: %s", err.message);
-        rsp_pool_destroy(cx.pool);
-        std::printf("%" PRIu64 " passed, %" PRIu64 " failed\n", ck.total_passed(),
-                    ck.total_failed());
-        return 1;
-    }
-
     for (unsigned p = 0; p < opt.readers; p++)
         cx.queues.emplace_back(new RecordQueue());
     std::vector<std::thread> partitions, clients;
@@ -392,8 +302,8 @@ int run(const Options &opt)
         if (now < next)
             continue;
         next += std::chrono::seconds(1);
-        rsp_stats c{};
-        rsp_pool_counters(cx.pool, &c, &err);
+        rsp::result<rsp_stats> counters = cx.pool.try_counters();
+        const rsp_stats c = counters ? counters.value() : rsp_stats{};
         stats_line_check(cx, "monitor");
         double dt = std::chrono::duration<double>(now - last_t).count();
         uint64_t steps = cx.steps.load();
@@ -429,21 +339,95 @@ int run(const Options &opt)
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (cx.abort.load())
         hung();
-    stats_line_check(cx, "end of run");
-    final_checks(cx);
-    summary(cx, elapsed);
-    rsp_reader_unregister();
+    return elapsed;
+}
+
+int run(const Options &opt)
+{
+    Context cx(opt);
+    rsp::pool_config cfg;
+    cfg.layers(opt.layers).slots(opt.slots).sink(opt.sink).rank(1, 2);
+    add_blocks(cfg);
+    rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
+    if (!created) {
+        std::fprintf(stderr, "rsp-stress: pool create: %s\n", created.error().message);
+        std::printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    cx.pool = std::move(created).value();
+    Checks &ck = cx.checks;
+    rsp::result<rsp_pool_info> info = cx.pool.try_info();
+    if (ck.expect(CHECK_API, info.ok(), "pool info: %s", info.error().message))
+        cx.info = info.value();
+    ck.expect(CHECK_LAYOUT,
+              cx.info.max_slots == opt.slots &&
+                  cx.info.usable_slots == opt.slots - (opt.sink ? 1 : 0) &&
+                  cx.info.sink == opt.sink &&
+                  cx.info.pad_index == (opt.sink ? RSP_SINK_SLOT : RSP_NO_SLOT) &&
+                  cx.info.num_layers == opt.layers && cx.info.num_blocks == kNumBlocks &&
+                  cx.info.total_bytes == cx.info.slot_bytes * opt.slots,
+              "pool info: max %u usable %u sink %d pad %d layers %u blocks %u", cx.info.max_slots,
+              cx.info.usable_slots, (int)cx.info.sink, cx.info.pad_index, cx.info.num_layers,
+              cx.info.num_blocks);
+    if (!cx.storage.init(cx.pool, cfg, ck)) {
+        (void)cx.pool.try_close();
+        std::printf("%" PRIu64 " passed, %" PRIu64 " failed\n", ck.total_passed(),
+                    ck.total_failed());
+        return 1;
+    }
+    uint32_t dirty = 0;
+    for (uint32_t slot = 0; slot < cx.info.max_slots; slot++)
+        dirty += !cx.storage.is_zero((int32_t)slot, nullptr);
+    ck.expect(CHECK_ZEROS, dirty == 0, "a fresh pool has %u non-zero slots", dirty);
+
+    static const char *const names[kNumLabels] = {"main", "draft", "beam1", "beam2"};
+    for (unsigned l = 0; l < kNumLabels; l++) {
+        rsp::result<rsp::label> id = cx.pool.try_intern(names[l]);
+        if (ck.expect(CHECK_API, id.ok(), "intern(%s): %s", names[l], id.error().message))
+            cx.labels[l] = id.value();
+    }
+    ck.expect(CHECK_LAYOUT, cx.labels[0] == rsp::label::main, "\"main\" interned as %u",
+              rsp::raw(cx.labels[0]));
+    rsp::result<rsp::label> again = cx.pool.try_intern("draft");
+    ck.expect(CHECK_LAYOUT, again.ok() && again.value() == cx.labels[1],
+              "interning \"draft\" twice gave %u then %u", rsp::raw(cx.labels[1]),
+              again.ok() ? rsp::raw(again.value()) : 99u);
+    {
+        rsp::read_section unregistered(std::nothrow);
+        ck.expect(CHECK_INVALID, unregistered.status() == RSP_ENOTREG,
+                  "a read section on an unregistered thread: %s",
+                  rsp_strerror(unregistered.status()));
+    }
+    rsp::result<void> built = cx.pool.try_build_graph_buffers(kGraphMaxBs, 4096);
+    ck.expect(CHECK_API, built.ok(), "build_graph_buffers: %s", built.error().message);
+    rsp::result<rsp::host_fence> fence = rsp::host_fence::try_create();
+    if (!fence) {
+        ck.fail(CHECK_API, "host fence create: %s", fence.error().message);
+        (void)cx.pool.try_close();
+        std::printf("%" PRIu64 " passed, %" PRIu64 " failed\n", ck.total_passed(),
+                    ck.total_failed());
+        return 1;
+    }
+    cx.fence = std::move(fence).value();
+
+    {
+        // This thread reads plans in final_checks; it is no reader once the pool closes.
+        rsp::reader reader(std::nothrow);
+        ck.expect(CHECK_API, reader.ok(), "reader registration: %s", reader.error().message);
+        double elapsed = run_threads(cx);
+        stats_line_check(cx, "end of run");
+        final_checks(cx);
+        summary(cx, elapsed);
+    }
     // Destroy with messages still queued: each must be answered or dropped
     // cleanly (ASan/LSan builds see a leak or a use after free here).
     uint64_t last_rid = cx.reg.created() + 1000;
     for (uint64_t i = 0; i < 256; i++) {
-        rsp_msg m{};
-        m.kind = i % 2 ? RSP_MSG_REMOVE : RSP_MSG_INGEST;
-        m.rid = last_rid + i / 2;
-        rsp_post(cx.pool, &m, nullptr, RSP_WAIT_FOREVER, &err);
+        const rsp::rid rid{last_rid + i / 2};
+        (void)cx.pool.try_post_forget(i % 2 ? rsp::msg::remove(rid) : rsp::msg::ingest(rid));
     }
-    rsp_pool_destroy(cx.pool);
-    rsp_host_fence_destroy(cx.fence);
+    (void)cx.pool.try_close();
+    cx.fence = rsp::host_fence();
     uint64_t failed = ck.total_failed();
     std::printf("%" PRIu64 " passed, %" PRIu64 " failed\n", ck.total_passed(), failed);
     std::fflush(stdout);

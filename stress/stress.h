@@ -1,14 +1,18 @@
 // rsp-stress: a multithreaded model of an inference engine driving one pool.
 // SPDX-License-Identifier: Apache-2.0
 //
-// Public C API only (include/rsp/rsp.h), std::thread. Threads:
+// The public API only, through the C++17 binding (include/rsp/rsp.hpp, over
+// rsp.h), std::thread. Threads:
 //
 //   thread        | count      | talks to the pool with
 //   --------------+------------+---------------------------------------------
-//   main/monitor  | 1          | setup, rsp_pool_counters, rsp_stats_get, final checks
+//   main/monitor  | 1          | setup, pool.try_counters, pool.try_stats, final checks
 //   client        | --clients  | ingest / remove / holding (post + sync mixed)
 //   step          | 1          | admit / plan / commit / rollback / reset; owns the shadow
-//   partition     | --readers  | rsp_plan_wait, read sections, slot memory (the "forward")
+//   partition     | --readers  | plan_wait, read sections, slot memory (the "forward")
+//
+// Every pool call is a try_ call: a failure is a counted check, never an
+// exception (one escaping a thread would end the run without a summary).
 //
 // The shadow model (step thread only) predicts every holding's content; clients
 // tombstone a request in the Registry *before* posting its removal, so any
@@ -17,9 +21,10 @@
 #ifndef RSP_STRESS_STRESS_H
 #define RSP_STRESS_STRESS_H
 
-#include <rsp/rsp.h>
+#include <rsp/rsp.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdint>
@@ -34,12 +39,12 @@
 namespace stress
 {
 
-constexpr uint64_t kMs = 1000000ull;
-constexpr uint64_t kSecond = 1000 * kMs;
-constexpr uint64_t kHangNs = 30 * kSecond; // any wait longer than this is a hang
-constexpr rsp_rid kPadRid = 0;             // padding rows use it; real rids start at 1
-constexpr unsigned kNumLabels = 4;         // main, draft, beam1, beam2
-constexpr uint32_t kGraphMaxBs = 16;       // build_graph_buffers(max_bs)
+using namespace std::chrono_literals;
+
+constexpr std::chrono::seconds kHang{30}; // any wait longer than this is a hang
+constexpr rsp::rid kPadRid{0};            // padding rows use it; real rids start at 1
+constexpr unsigned kNumLabels = 4;        // main, draft, beam1, beam2
+constexpr uint32_t kGraphMaxBs = 16;      // build_graph_buffers(max_bs)
 
 struct Options {
     double seconds = 10.0;
@@ -99,9 +104,9 @@ enum Check : int {
     CHECK_CONTENT,    // has_state true reads exactly what the model predicts
     CHECK_STATS,      // free + held + pending + sink == max_slots
     CHECK_REFUSAL,    // a refused admit reports sane numbers and changes nothing
-    CHECK_HOLDING,    // rsp_holding_get answers are sane
+    CHECK_HOLDING,    // holding answers are sane
     CHECK_LEAK,       // at exit nothing is held and every slot reads zeros
-    CHECK_HANG,       // no wait ran past kHangNs
+    CHECK_HANG,       // no wait ran past kHang
     CHECK_COUNT_
 };
 
@@ -148,24 +153,24 @@ class Registry
     {
     }
     // A new rid, schedulable at once, to be ingested by the other clients too.
-    rsp_rid create(unsigned client);
+    rsp::rid create(unsigned client);
     // A rid another client created that `client` has not ingested yet.
-    bool take_pending(unsigned client, rsp_rid *rid);
+    bool take_pending(unsigned client, rsp::rid *rid);
     // Tombstone a random active rid (call before posting its removal).
-    bool retire_random(Rng &rng, rsp_rid *rid);
+    bool retire_random(Rng &rng, rsp::rid *rid);
     // The rids of the step in flight (step thread); clients aim some
     // removals there, so removal during a step is frequent.
-    void set_hot(const std::vector<rsp_rid> &rids);
+    void set_hot(const std::vector<rsp::rid> &rids);
     // Tombstone a random active rid of the step in flight, if any.
-    bool retire_hot(Rng &rng, rsp_rid *rid);
+    bool retire_hot(Rng &rng, rsp::rid *rid);
     // Tombstone one given rid if it is active (step thread preemption).
-    bool retire(rsp_rid rid);
+    bool retire(rsp::rid rid);
     size_t active_count();
-    void sample(Rng &rng, size_t k, std::vector<rsp_rid> &out);
-    bool tombstoned(rsp_rid rid);
+    void sample(Rng &rng, size_t k, std::vector<rsp::rid> &out);
+    bool tombstoned(rsp::rid rid);
     // Tombstones logged since index `from`; returns the new index.
-    size_t tombstones_since(size_t from, std::vector<rsp_rid> &out);
-    std::vector<rsp_rid> all();
+    size_t tombstones_since(size_t from, std::vector<rsp::rid> &out);
+    std::vector<rsp::rid> all();
     uint64_t created()
     {
         std::lock_guard<std::mutex> g(mu_);
@@ -178,25 +183,25 @@ class Registry
     }
 
   private:
-    void retire_locked(rsp_rid rid);
+    void retire_locked(rsp::rid rid);
     std::mutex mu_;
     unsigned clients_;
     uint64_t next_ = 1;
-    std::vector<rsp_rid> active_;
-    std::unordered_map<rsp_rid, size_t> pos_;
-    std::unordered_set<rsp_rid> tomb_;
-    std::vector<rsp_rid> tomb_log_;
+    std::vector<rsp::rid> active_;
+    std::unordered_map<rsp::rid, size_t> pos_;
+    std::unordered_set<rsp::rid> tomb_;
+    std::vector<rsp::rid> tomb_log_;
     struct Pending {
-        rsp_rid rid;
+        rsp::rid rid;
         uint64_t mask;
     };
     std::deque<Pending> pending_;
-    std::vector<rsp_rid> all_;
-    std::vector<rsp_rid> hot_;
+    std::vector<rsp::rid> all_;
+    std::vector<rsp::rid> hot_;
 };
 
 // ---------------------------------------------------------------------------
-// Slot memory through rsp_pool_block views. The content of a slot is a pure
+// Slot memory through the pool's block views (pool.try_block). The content of a slot is a pure
 // function of one 64-bit value V: block 0 ("tag", i64) of layer 0 element 0
 // holds V itself, every other element a hash of (V, layer, block, element)
 // (never zero). V = 0 is the zero state. Any thread (plain memory; the pool's
@@ -204,7 +209,7 @@ class Registry
 class Storage
 {
   public:
-    bool init(rsp_pool *pool, const rsp_pool_config &cfg, Checks &checks);
+    bool init(const rsp::pool &pool, rsp::pool_config &cfg, Checks &checks);
     uint64_t read_tag(int32_t slot) const;
     bool is_zero(int32_t slot, std::string *why) const;
     bool matches(int32_t slot, uint64_t v, std::string *why) const;
@@ -224,7 +229,7 @@ class Storage
 };
 
 // The toy recurrence: the state a forward writes from the state it read.
-uint64_t next_state(rsp_rid rid, rsp_label_id label, uint64_t step, uint64_t prev);
+uint64_t next_state(rsp::rid rid, rsp::label label, rsp::step_id step, uint64_t prev);
 
 // ---------------------------------------------------------------------------
 // What partitions get for each live step (immutable once pushed, except the
@@ -236,8 +241,8 @@ enum RowKind : uint8_t {
 };
 
 struct RowRecord {
-    rsp_rid rid;
-    rsp_label_id label;
+    rsp::rid rid;
+    rsp::label label;
     uint32_t label_pos; // index in that label's addressing vector
     RowKind kind;
     bool has_state;
@@ -245,13 +250,13 @@ struct RowRecord {
 };
 
 struct StepRecord {
-    uint64_t step_id = 0;
+    rsp::step_id step_id{0};
     bool end = false; // no more steps: partitions exit
     bool capture = false;
-    std::vector<rsp_label_id> labels; // first-appearance order
-    std::vector<RowRecord> rows;      // declaration order
-    std::atomic<unsigned> acks{0};    // partitions holding the plan
-    std::atomic<unsigned> done{0};    // partitions done with the forward
+    std::vector<rsp::label> labels; // first-appearance order
+    std::vector<RowRecord> rows;    // declaration order
+    std::atomic<unsigned> acks{0};  // partitions holding the plan
+    std::atomic<unsigned> done{0};  // partitions done with the forward
     std::mutex mu;
     std::condition_variable cv; // acks moved
 };
@@ -260,8 +265,8 @@ class RecordQueue
 {
   public:
     void push(std::shared_ptr<StepRecord> r);
-    // Next record, or nullptr after timeout_ns.
-    std::shared_ptr<StepRecord> pop(uint64_t timeout_ns);
+    // Next record, or nullptr after the timeout.
+    std::shared_ptr<StepRecord> pop(std::chrono::nanoseconds timeout);
 
   private:
     std::mutex mu_;
@@ -275,13 +280,13 @@ struct Context {
     {
     }
     Options opt;
-    rsp_pool *pool = nullptr;
+    rsp::host_fence fence; // forward-done timeline of the step thread (outlives the pool)
+    rsp::pool pool;
     rsp_pool_info info{};
     Checks checks;
     Registry reg;
     Storage storage;
-    rsp_label_id labels[kNumLabels] = {};
-    rsp_host_fence *fence = nullptr;                  // forward-done timeline of the step thread
+    rsp::label labels[kNumLabels] = {};
     std::vector<std::unique_ptr<RecordQueue>> queues; // one per partition
 
     std::atomic<bool> stop{false};  // clients and step thread wind down
@@ -292,7 +297,7 @@ struct Context {
         overlapped{0}, invalid{0}, resets{0}, client_msgs{0}, efull{0}, forwards{0},
         rows_checked{0}, rows_removed{0};
     std::atomic<uint32_t> max_pending{0}; // largest pending_release seen in a snapshot
-    std::atomic<uint64_t> last_step_id{0};
+    std::atomic<rsp::step_id> last_step_id{rsp::step_id{0}};
 };
 
 // Remember the largest pending_release seen (evidence that removal during a

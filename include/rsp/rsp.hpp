@@ -1,0 +1,1304 @@
+// rsp.hpp: the C++17 face of rsp (header-only, over include/rsp/rsp.h).
+// SPDX-License-Identifier: Apache-2.0
+//
+// What it adds to the C API, nothing else:
+//   - RAII: rsp::pool (close on destruction), rsp::host_fence,
+//     rsp::plan_ref, rsp::reader (thread registration), rsp::read_section,
+//     rsp::ticket (waited for, or its reply dropped, exactly once).
+//   - Errors the caller's way: every fallible call `f` throws rsp::error
+//     (status + message); its twin `try_f` returns rsp::result<T> and never
+//     throws. Both cost the same C call. A constructor cannot be a try_
+//     call: rsp::reader and rsp::read_section take std::nothrow instead and
+//     report status().
+//   - Strong types: rsp::rid, rsp::label, rsp::step_id (enum classes: no
+//     silent mixing of a rid with a step id); std::chrono timeouts
+//     (rsp::forever, rsp::poll); rsp::span, a pointer + length view (C++17
+//     has none).
+//   - rsp::step: a step declaration that owns its rows and forks, so the
+//     rsp_step it hands to the pool never points at freed memory;
+//     rsp::msg builds the messages pool::post sends from the same types.
+//
+// Threads, blocking and costs are those of the C function each method
+// calls (named in its comment); see rsp.h and docs/ordering.md. Nothing here
+// locks or allocates except rsp::step's vectors, rsp::pool_config's (and the
+// shapes its shard_shapes returns), and the std::string of an rsp::error.
+#ifndef RSP_RSP_HPP
+#define RSP_RSP_HPP
+
+#include <rsp/rsp.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rsp
+{
+
+// ---------------------------------------------------------------------------
+// Identity
+// ---------------------------------------------------------------------------
+
+/// A request id (the engine's; 64 bits). rsp::rid{42}.
+enum class rid : std::uint64_t {};
+/// A label id, from pool::label(name); label::main is always 0.
+enum class label : std::uint32_t { main = RSP_LABEL_MAIN };
+/// A step id, chosen by the caller, increasing.
+enum class step_id : std::uint64_t {};
+
+constexpr std::uint64_t raw(rid r) noexcept
+{
+    return static_cast<std::uint64_t>(r);
+}
+constexpr std::uint32_t raw(label l) noexcept
+{
+    return static_cast<std::uint32_t>(l);
+}
+constexpr std::uint64_t raw(step_id s) noexcept
+{
+    return static_cast<std::uint64_t>(s);
+}
+
+// ---------------------------------------------------------------------------
+// Timeouts
+// ---------------------------------------------------------------------------
+
+using nanoseconds = std::chrono::nanoseconds;
+/// Wait as long as it takes (RSP_WAIT_FOREVER).
+constexpr nanoseconds forever = nanoseconds::max();
+/// Do not wait (RSP_WAIT_POLL).
+constexpr nanoseconds poll = nanoseconds::zero();
+
+/// A std::chrono duration as rsp's timeout: negative is poll, forever (or
+/// anything that does not fit) is RSP_WAIT_FOREVER.
+template <class Rep, class Period>
+constexpr std::uint64_t timeout_ns(std::chrono::duration<Rep, Period> d) noexcept
+{
+    if (d <= d.zero())
+        return RSP_WAIT_POLL;
+    if (d >= std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(forever))
+        return RSP_WAIT_FOREVER;
+    const auto ns = std::chrono::duration_cast<nanoseconds>(d).count();
+    return static_cast<std::uint64_t>(ns);
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+/// What a throwing call throws: the status and the pool's message.
+class error : public std::runtime_error
+{
+  public:
+    explicit error(const rsp_error &e)
+        : std::runtime_error(e.message[0] ? e.message : rsp_strerror(e.status)), status_(e.status)
+    {
+    }
+    error(rsp_status st, const char *what) : std::runtime_error(what), status_(st)
+    {
+    }
+    rsp_status status() const noexcept
+    {
+        return status_;
+    }
+
+  private:
+    rsp_status status_;
+};
+
+namespace detail
+{
+inline rsp_error failure(rsp_status st, const char *what)
+{
+    rsp_error e{};
+    e.status = st;
+    std::strncpy(e.message, what, sizeof e.message - 1);
+    return e;
+}
+} // namespace detail
+
+/// A value or the rsp_error that explains why there is none: what every
+/// try_ call returns. Test it (if (r) / r.ok()), then take value() (throws
+/// rsp::error when there is none) or error().
+template <class T> class result
+{
+  public:
+    result(T v) : ok_(true), value_(std::move(v))
+    {
+    } // NOLINT: implicit on purpose
+    result(const rsp_error &e) : ok_(false), err_(e)
+    {
+    } // NOLINT
+    bool ok() const noexcept
+    {
+        return ok_;
+    }
+    explicit operator bool() const noexcept
+    {
+        return ok_;
+    }
+    rsp_status status() const noexcept
+    {
+        return ok_ ? RSP_OK : err_.status;
+    }
+    const rsp_error &error() const noexcept
+    {
+        return err_;
+    }
+    T &value() &
+    {
+        if (!ok_)
+            throw rsp::error(err_);
+        return value_;
+    }
+    T value() &&
+    {
+        if (!ok_)
+            throw rsp::error(err_);
+        return std::move(value_);
+    }
+
+  private:
+    bool ok_;
+    T value_{};
+    rsp_error err_{};
+};
+
+/// result<void>: a status and its message.
+template <> class result<void>
+{
+  public:
+    result() = default;
+    result(const rsp_error &e) : err_(e)
+    {
+    } // NOLINT
+    bool ok() const noexcept
+    {
+        return err_.status == RSP_OK;
+    }
+    explicit operator bool() const noexcept
+    {
+        return ok();
+    }
+    rsp_status status() const noexcept
+    {
+        return err_.status;
+    }
+    const rsp_error &error() const noexcept
+    {
+        return err_;
+    }
+    void value() const
+    {
+        if (!ok())
+            throw rsp::error(err_);
+    }
+
+  private:
+    rsp_error err_{};
+};
+
+namespace detail
+{
+/// The result of a C call that filled `e` on failure.
+inline result<void> done(rsp_status st, const rsp_error &e)
+{
+    if (st == RSP_OK)
+        return {};
+    rsp_error out = e;
+    out.status = st; // a call may fail without a message (rsp_read_begin)
+    if (!out.message[0])
+        std::strncpy(out.message, rsp_strerror(st), sizeof out.message - 1);
+    return out;
+}
+template <class T> result<T> done(rsp_status st, const rsp_error &e, T v)
+{
+    if (st == RSP_OK)
+        return v;
+    return done(st, e).error();
+}
+} // namespace detail
+
+// ---------------------------------------------------------------------------
+// span: pointer + length
+// ---------------------------------------------------------------------------
+
+/// A view of n contiguous T owned elsewhere (std::span of C++20, trimmed).
+template <class T> class span
+{
+  public:
+    constexpr span() noexcept = default;
+    constexpr span(T *data, std::size_t size) noexcept : data_(data), size_(size)
+    {
+    }
+    template <class V>
+    span(V &v) noexcept : data_(v.data()), size_(v.size()) // NOLINT: vectors, arrays
+    {
+    }
+    constexpr T *data() const noexcept
+    {
+        return data_;
+    }
+    constexpr std::size_t size() const noexcept
+    {
+        return size_;
+    }
+    constexpr bool empty() const noexcept
+    {
+        return size_ == 0;
+    }
+    constexpr T &operator[](std::size_t i) const noexcept
+    {
+        return data_[i];
+    }
+    constexpr T *begin() const noexcept
+    {
+        return data_;
+    }
+    constexpr T *end() const noexcept
+    {
+        return data_ + size_;
+    }
+
+  private:
+    T *data_ = nullptr;
+    std::size_t size_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------
+
+/// A pool configuration that owns its blocks and their names.
+/// pool_config cfg; cfg.layers(48).slots(257).block("conv", RSP_DTYPE_BF16, {4, 8192});
+class pool_config
+{
+  public:
+    pool_config() noexcept
+    {
+        rsp_pool_config_init(&cfg_);
+    }
+    pool_config &layers(std::uint32_t n) noexcept
+    {
+        cfg_.num_layers = n;
+        return *this;
+    }
+    pool_config &slots(std::uint32_t max_slots) noexcept
+    {
+        cfg_.max_slots = max_slots;
+        return *this;
+    }
+    pool_config &sink(bool on) noexcept
+    {
+        cfg_.sink = on;
+        return *this;
+    }
+    pool_config &rank(std::uint32_t rank, std::uint32_t world_size) noexcept
+    {
+        cfg_.rank = rank;
+        cfg_.world_size = world_size;
+        return *this;
+    }
+    pool_config &cuda(int ordinal) noexcept
+    {
+        cfg_.device = RSP_DEVICE_CUDA;
+        cfg_.cuda_ordinal = ordinal;
+        return *this;
+    }
+    pool_config &inbox(std::uint32_t capacity) noexcept
+    {
+        cfg_.inbox_capacity = capacity;
+        return *this;
+    }
+    pool_config &inflight_steps(std::uint32_t n) noexcept
+    {
+        cfg_.max_inflight_steps = n;
+        return *this;
+    }
+    /// A block of `shape` per slot per layer, sharded over the tensor-parallel
+    /// group along `shard_dims`. Checked by the pool at creation, not here
+    /// (a name too long or too many dims is the pool's RSP_EINVAL).
+    pool_config &block(const std::string &name, rsp_dtype dtype,
+                       std::initializer_list<std::int64_t> shape,
+                       std::initializer_list<std::uint32_t> shard_dims = {})
+    {
+        rsp_block_config b{};
+        b.dtype = dtype;
+        b.ndim = static_cast<std::uint32_t>(shape.size());
+        std::size_t i = 0;
+        for (auto d : shape)
+            if (i < RSP_MAX_DIMS)
+                b.shape[i++] = d;
+        b.num_shard_dims = static_cast<std::uint32_t>(shard_dims.size());
+        i = 0;
+        for (auto d : shard_dims)
+            if (i < RSP_MAX_DIMS)
+                b.shard_dims[i++] = d;
+        names_.push_back(name);
+        blocks_.push_back(b);
+        return *this;
+    }
+    /// rsp_shard_shapes: each block's local shape on this rank (the sharded
+    /// axes narrowed for world_size and rank), in the order blocks were added.
+    result<std::vector<std::array<std::int64_t, RSP_MAX_DIMS>>> try_shard_shapes()
+    {
+        const std::size_t n = blocks_.size();
+        auto local = std::make_unique<std::int64_t[][RSP_MAX_DIMS]>(n ? n : 1);
+        rsp_error e{};
+        rsp_status st = rsp_shard_shapes(&get(), local.get(), &e);
+        std::vector<std::array<std::int64_t, RSP_MAX_DIMS>> out(n);
+        for (std::size_t b = 0; b < n; b++)
+            for (std::size_t d = 0; d < RSP_MAX_DIMS; d++)
+                out[b][d] = local[b][d];
+        return detail::done(st, e, std::move(out));
+    }
+    std::vector<std::array<std::int64_t, RSP_MAX_DIMS>> shard_shapes()
+    {
+        return try_shard_shapes().value();
+    }
+    /// The C config, pointing into this object (valid while it lives unchanged).
+    const rsp_pool_config &get()
+    {
+        for (std::size_t i = 0; i < blocks_.size(); i++)
+            blocks_[i].name = names_[i].c_str();
+        cfg_.blocks = blocks_.data();
+        cfg_.num_blocks = static_cast<std::uint32_t>(blocks_.size());
+        return cfg_;
+    }
+    /// The C config's plain fields, for what has no setter.
+    rsp_pool_config &raw() noexcept
+    {
+        return cfg_;
+    }
+
+  private:
+    rsp_pool_config cfg_{};
+    std::vector<rsp_block_config> blocks_;
+    std::vector<std::string> names_;
+};
+
+// ---------------------------------------------------------------------------
+// The step declaration
+// ---------------------------------------------------------------------------
+
+/// A step that owns its rows and forks: build it once, pass it to admit,
+/// plan and commit (all three take it const). Copyable.
+class step
+{
+  public:
+    explicit step(step_id id) noexcept
+    {
+        s_.step_id = raw(id);
+    }
+    step_id id() const noexcept
+    {
+        return step_id{s_.step_id};
+    }
+    /// A row of `span` tokens of (r, l); span <= 0 reserves nothing.
+    step &row(rid r, label l = label::main, std::int32_t span = 1)
+    {
+        rsp_row x{};
+        x.rid = raw(r);
+        x.label = raw(l);
+        x.span = span;
+        rows_.push_back(x);
+        return *this;
+    }
+    /// A padding row (a graph replay's dummy): reserves nothing.
+    step &pad(label l = label::main)
+    {
+        rsp_row x{};
+        x.label = raw(l);
+        x.padding = true;
+        rows_.push_back(x);
+        return *this;
+    }
+    /// Copy `from` onto `to` of every rid of the step, before the forward.
+    step &pre_fork(label from, label to)
+    {
+        pre_.push_back(rsp_fork{raw(from), raw(to)});
+        return *this;
+    }
+    /// The same after the forward, at commit.
+    step &post_fork(label from, label to)
+    {
+        post_.push_back(rsp_fork{raw(from), raw(to)});
+        return *this;
+    }
+    step &capture(bool on = true) noexcept
+    {
+        s_.capture = on;
+        return *this;
+    }
+    step &preplan(bool on = true) noexcept
+    {
+        s_.preplan = on;
+        return *this;
+    }
+    step &lease(std::uint32_t bucket_bs, std::uint32_t bucket_id, std::uint32_t lease_slot) noexcept
+    {
+        s_.has_lease = true;
+        s_.lease = rsp_lease{bucket_bs, bucket_id, lease_slot};
+        return *this;
+    }
+    /// The rows and forks as declared (the C structs, raw ids).
+    span<const rsp_row> rows() const noexcept
+    {
+        return {rows_.data(), rows_.size()};
+    }
+    span<const rsp_fork> pre_forks() const noexcept
+    {
+        return {pre_.data(), pre_.size()};
+    }
+    span<const rsp_fork> post_forks() const noexcept
+    {
+        return {post_.data(), post_.size()};
+    }
+    /// The C declaration, pointing into this object: valid while it lives
+    /// unchanged. Built on each call (a copy of a few words), so a const
+    /// step can be passed on, and read by several threads at once.
+    rsp_step get() const noexcept
+    {
+        rsp_step s = s_;
+        s.rows = rows_.data();
+        s.num_rows = static_cast<std::uint32_t>(rows_.size());
+        s.pre_forks = pre_.data();
+        s.num_pre_forks = static_cast<std::uint32_t>(pre_.size());
+        s.post_forks = post_.data();
+        s.num_post_forks = static_cast<std::uint32_t>(post_.size());
+        return s;
+    }
+
+  private:
+    rsp_step s_{};
+    std::vector<rsp_row> rows_;
+    std::vector<rsp_fork> pre_, post_;
+};
+
+// ---------------------------------------------------------------------------
+// Host fences and events
+// ---------------------------------------------------------------------------
+
+/// The host device's timeline (rsp_host_fence_*). Move-only; destroyed with
+/// the object (a commit already posted keeps it alive: rsp.h).
+class host_fence
+{
+  public:
+    static result<host_fence> try_create() noexcept
+    {
+        rsp_error e{};
+        rsp_host_fence *f = nullptr;
+        rsp_status st = rsp_host_fence_create(&f, &e);
+        if (st != RSP_OK)
+            return detail::done(st, e).error();
+        return host_fence(f);
+    }
+    /// rsp_host_fence_create; throws rsp::error (RSP_ENOMEM).
+    static host_fence create()
+    {
+        return try_create().value();
+    }
+    host_fence() noexcept = default;
+    host_fence(host_fence &&o) noexcept : f_(std::exchange(o.f_, nullptr))
+    {
+    }
+    host_fence &operator=(host_fence &&o) noexcept
+    {
+        if (this != &o) {
+            rsp_host_fence_destroy(f_);
+            f_ = std::exchange(o.f_, nullptr);
+        }
+        return *this;
+    }
+    host_fence(const host_fence &) = delete;
+    host_fence &operator=(const host_fence &) = delete;
+    ~host_fence()
+    {
+        rsp_host_fence_destroy(f_);
+    }
+    /// The event "this fence reached v" (forward_done of a commit).
+    rsp_event at(std::uint64_t v) const noexcept
+    {
+        return rsp_event_host(f_, v);
+    }
+    void signal(std::uint64_t v) const noexcept
+    {
+        rsp_host_fence_signal(f_, v);
+    }
+    std::uint64_t value() const noexcept
+    {
+        return rsp_host_fence_value(f_);
+    }
+    /// rsp_host_fence_wait: RSP_ETIMEDOUT in the result when it expires.
+    template <class D = nanoseconds> result<void> wait(std::uint64_t v, D timeout = forever) const
+    {
+        rsp_status st = rsp_host_fence_wait(f_, v, timeout_ns(timeout));
+        return detail::done(st, rsp_error{});
+    }
+    /// rsp_host_fence_wait on the fence an event names, which the caller
+    /// need not own (a plan's ready event on the host device). An event
+    /// without a handle is complete (rsp.h): ok at once; one of another kind
+    /// is RSP_EINVAL, with no C call.
+    template <class D = nanoseconds>
+    static result<void> wait_event(const rsp_event &ev, D timeout = forever) noexcept
+    {
+        if (!ev.handle)
+            return {};
+        if (ev.kind != RSP_EVENT_HOST_FENCE)
+            return detail::failure(RSP_EINVAL, "rsp::host_fence::wait_event: not a host fence");
+        rsp_status st = rsp_host_fence_wait(static_cast<const rsp_host_fence *>(ev.handle),
+                                            ev.value, timeout_ns(timeout));
+        return detail::done(st, rsp_error{});
+    }
+    rsp_host_fence *get() const noexcept
+    {
+        return f_;
+    }
+
+  private:
+    explicit host_fence(rsp_host_fence *f) noexcept : f_(f)
+    {
+    }
+    rsp_host_fence *f_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------
+// Messages
+// ---------------------------------------------------------------------------
+
+/// The messages pool::post and pool::post_forget send, built with the strong
+/// types: pool.post_forget(rsp::msg::remove(r)). Pure (no C call, nothing
+/// allocated). A message built from an rsp::step points into it, so post it
+/// while the step lives unchanged (rsp_post copies the arrays).
+namespace msg
+{
+/// A message of `kind`, every other field zero (the kinds below fill theirs).
+inline rsp_msg of(rsp_msg_kind kind) noexcept
+{
+    rsp_msg m{};
+    m.kind = kind;
+    return m;
+}
+inline rsp_msg ingest(rid r) noexcept
+{
+    rsp_msg m = of(RSP_MSG_INGEST);
+    m.rid = raw(r);
+    return m;
+}
+inline rsp_msg remove(rid r) noexcept
+{
+    rsp_msg m = of(RSP_MSG_REMOVE);
+    m.rid = raw(r);
+    return m;
+}
+inline rsp_msg reset(rid r, bool free_slots) noexcept
+{
+    rsp_msg m = of(RSP_MSG_RESET);
+    m.rid = raw(r);
+    m.free = free_slots;
+    return m;
+}
+/// Reply: admit (a full pool is reply.admit.ok == false, status RSP_OK).
+inline rsp_msg admit(const step &s) noexcept
+{
+    rsp_msg m = of(RSP_MSG_ADMIT);
+    m.step = s.get();
+    return m;
+}
+/// Reply: plan_step_id, plan_staged.
+inline rsp_msg plan(const step &s) noexcept
+{
+    rsp_msg m = of(RSP_MSG_PLAN);
+    m.step = s.get();
+    return m;
+}
+inline rsp_msg commit(const step &s, const rsp_event &forward_done = {}) noexcept
+{
+    rsp_msg m = of(RSP_MSG_COMMIT);
+    m.step = s.get();
+    m.event = forward_done;
+    return m;
+}
+inline rsp_msg rollback(step_id id, const rsp_event &forward_done = {}) noexcept
+{
+    rsp_msg m = of(RSP_MSG_ROLLBACK);
+    m.step.step_id = raw(id);
+    m.event = forward_done;
+    return m;
+}
+inline rsp_msg clear_preplan() noexcept
+{
+    return of(RSP_MSG_CLEAR_PREPLAN);
+}
+inline rsp_msg build_graph_buffers(std::uint32_t max_bs, std::uint32_t max_seq_len) noexcept
+{
+    rsp_msg m = of(RSP_MSG_BUILD_GRAPH_BUFFERS);
+    m.max_bs = max_bs;
+    m.max_seq_len = max_seq_len;
+    return m;
+}
+/// Reply: stats, a consistent snapshot.
+inline rsp_msg stats() noexcept
+{
+    return of(RSP_MSG_STATS);
+}
+inline rsp_msg barrier() noexcept
+{
+    return of(RSP_MSG_BARRIER);
+}
+/// Reply: label. `name` is copied by the post.
+inline rsp_msg intern(const char *name) noexcept
+{
+    rsp_msg m = of(RSP_MSG_LABEL);
+    m.label_name = name;
+    return m;
+}
+/// Reply: holding.
+inline rsp_msg holding(rid r, label l = label::main) noexcept
+{
+    rsp_msg m = of(RSP_MSG_HOLDING);
+    m.rid = raw(r);
+    m.label = raw(l);
+    return m;
+}
+inline rsp_msg shutdown() noexcept
+{
+    return of(RSP_MSG_SHUTDOWN);
+}
+} // namespace msg
+
+// ---------------------------------------------------------------------------
+// Tickets
+// ---------------------------------------------------------------------------
+
+/// The answer to one posted message, collected once. Move-only. A ticket
+/// destroyed unwaited waits for its reply and drops it (rsp_wait forever):
+/// no ticket leaks, but its destructor may block, and must not run inside
+/// a read section.
+class ticket
+{
+  public:
+    ticket() noexcept = default;
+    explicit ticket(rsp_ticket *t) noexcept : t_(t)
+    {
+    }
+    ticket(ticket &&o) noexcept : t_(std::exchange(o.t_, nullptr))
+    {
+    }
+    ticket &operator=(ticket &&o) noexcept
+    {
+        if (this != &o) {
+            drop();
+            t_ = std::exchange(o.t_, nullptr);
+        }
+        return *this;
+    }
+    ticket(const ticket &) = delete;
+    ticket &operator=(const ticket &) = delete;
+    ~ticket()
+    {
+        drop();
+    }
+    bool valid() const noexcept
+    {
+        return t_ != nullptr;
+    }
+    /// rsp_wait: the reply (its error.status is the operation's status), or
+    /// RSP_EAGAIN / RSP_ETIMEDOUT with the ticket still valid.
+    template <class D = nanoseconds> result<rsp_reply> try_wait(D timeout = forever)
+    {
+        if (!t_)
+            return detail::failure(RSP_EINVAL, "rsp::ticket: no ticket (already waited for)");
+        rsp_reply r{};
+        rsp_status st = rsp_wait(t_, timeout_ns(timeout), &r);
+        if (st == RSP_EAGAIN || st == RSP_ETIMEDOUT)
+            return detail::failure(st, rsp_strerror(st));
+        t_ = nullptr;
+        if (st != RSP_OK)
+            return r.error;
+        return r;
+    }
+    /// The reply of a successful operation; throws rsp::error otherwise.
+    template <class D = nanoseconds> rsp_reply wait(D timeout = forever)
+    {
+        return try_wait(timeout).value();
+    }
+    /// Give the ticket up without waiting: the object becomes empty and the
+    /// caller owns the C ticket (pass it to rsp_wait once). What leaks it
+    /// on purpose: a process leaving because the pool hangs, where the
+    /// destructor's wait would hang too. No C call.
+    rsp_ticket *release() noexcept
+    {
+        return std::exchange(t_, nullptr);
+    }
+
+  private:
+    void drop() noexcept
+    {
+        if (t_)
+            (void)rsp_wait(std::exchange(t_, nullptr), RSP_WAIT_FOREVER, nullptr);
+    }
+    rsp_ticket *t_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------
+// The pool
+// ---------------------------------------------------------------------------
+
+/// One pool. Move-only; the destructor closes it (rsp_pool_destroy: see
+/// rsp.h for what it waits for). Closing waits for every plan reference:
+/// let each rsp::plan_ref go first (a thread that closes while it holds one
+/// waits for itself). Every method may be called from any thread
+/// concurrently except create, close and destruction (one thread, after the
+/// others stopped) and those rsp.h restricts.
+class pool
+{
+  public:
+    /// rsp_pool_create.
+    static result<pool> try_create(pool_config &cfg) noexcept
+    {
+        rsp_error e{};
+        rsp_pool *p = nullptr;
+        rsp_status st = rsp_pool_create(&cfg.get(), &p, &e);
+        if (st != RSP_OK)
+            return detail::done(st, e).error();
+        return pool(p);
+    }
+    static pool create(pool_config &cfg)
+    {
+        return try_create(cfg).value();
+    }
+    pool() noexcept = default;
+    pool(pool &&o) noexcept : p_(std::exchange(o.p_, nullptr))
+    {
+    }
+    pool &operator=(pool &&o) noexcept
+    {
+        if (this != &o) {
+            rsp_pool_destroy(p_);
+            p_ = std::exchange(o.p_, nullptr);
+        }
+        return *this;
+    }
+    pool(const pool &) = delete;
+    pool &operator=(const pool &) = delete;
+    ~pool()
+    {
+        rsp_pool_destroy(p_);
+    }
+    /// rsp_pool_close: the pool is gone when it returns ok; a refusal
+    /// (inside a read section, in a forked child) leaves it usable.
+    result<void> try_close() noexcept
+    {
+        rsp_error e{};
+        rsp_status st = rsp_pool_close(p_, &e);
+        if (st == RSP_OK)
+            p_ = nullptr;
+        return detail::done(st, e);
+    }
+    void close()
+    {
+        try_close().value();
+    }
+    rsp_pool *get() const noexcept
+    {
+        return p_;
+    }
+
+    // Facts and memory (any thread, no message).
+    /// rsp_pool_info_get.
+    result<rsp_pool_info> try_info() const noexcept
+    {
+        rsp_pool_info out{};
+        rsp_error e{};
+        rsp_status st = rsp_pool_info_get(p_, &out, &e);
+        return detail::done(st, e, out);
+    }
+    rsp_pool_info info() const
+    {
+        return try_info().value();
+    }
+    /// rsp_pool_block: the [max_slots, *shape] view of one block of one layer.
+    result<rsp_block_view> try_block(const char *name, std::uint32_t layer) const noexcept
+    {
+        rsp_block_view v{};
+        rsp_error e{};
+        rsp_status st = rsp_pool_block(p_, name, layer, &v, &e);
+        return detail::done(st, e, v);
+    }
+    rsp_block_view block(const char *name, std::uint32_t layer) const
+    {
+        return try_block(name, layer).value();
+    }
+    /// rsp_pool_counters: lock-free, not a snapshot.
+    result<rsp_stats> try_counters() const noexcept
+    {
+        rsp_stats s{};
+        rsp_error e{};
+        rsp_status st = rsp_pool_counters(p_, &s, &e);
+        return detail::done(st, e, s);
+    }
+    rsp_stats counters() const
+    {
+        return try_counters().value();
+    }
+
+    // Messages, synchronously (the C wrappers: post, then wait).
+    /// rsp_label: the id of a label name, interned on first use.
+    result<label> try_intern(const char *name) noexcept
+    {
+        rsp_label_id id = 0;
+        rsp_error e{};
+        rsp_status st = rsp_label(p_, name, &id, &e);
+        return detail::done(st, e, label{id});
+    }
+    label intern(const char *name)
+    {
+        return try_intern(name).value();
+    }
+    result<void> try_ingest(rid r) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_ingest(p_, raw(r), &e), e);
+    }
+    void ingest(rid r)
+    {
+        try_ingest(r).value();
+    }
+    result<void> try_remove(rid r) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_remove(p_, raw(r), &e), e);
+    }
+    void remove(rid r)
+    {
+        try_remove(r).value();
+    }
+    result<void> try_reset(rid r, bool free_slots) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_reset(p_, raw(r), free_slots, &e), e);
+    }
+    void reset(rid r, bool free_slots)
+    {
+        try_reset(r, free_slots).value();
+    }
+    /// A full pool is ok with outcome.ok == false (then roll the step back).
+    result<rsp_admit_outcome> try_admit(const step &s) noexcept
+    {
+        rsp_admit_outcome out{};
+        rsp_error e{};
+        const rsp_step c = s.get();
+        rsp_status st = rsp_step_admit(p_, &c, &out, &e);
+        return detail::done(st, e, out);
+    }
+    rsp_admit_outcome admit(const step &s)
+    {
+        return try_admit(s).value();
+    }
+    result<void> try_plan(const step &s) noexcept
+    {
+        rsp_error e{};
+        const rsp_step c = s.get();
+        return detail::done(rsp_step_plan(p_, &c, &e), e);
+    }
+    void plan(const step &s)
+    {
+        try_plan(s).value();
+    }
+    /// forward_done: the event recorded after the step's forward; a default
+    /// one ({}) says no forward ran.
+    result<void> try_commit(const step &s, const rsp_event &forward_done = {}) noexcept
+    {
+        rsp_error e{};
+        const rsp_step c = s.get();
+        return detail::done(rsp_step_commit(p_, &c, &forward_done, &e), e);
+    }
+    void commit(const step &s, const rsp_event &forward_done = {})
+    {
+        try_commit(s, forward_done).value();
+    }
+    result<void> try_rollback(step_id id, const rsp_event &forward_done = {}) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_step_rollback(p_, raw(id), &forward_done, &e), e);
+    }
+    void rollback(step_id id, const rsp_event &forward_done = {})
+    {
+        try_rollback(id, forward_done).value();
+    }
+    result<void> try_clear_preplan() noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_clear_preplan(p_, &e), e);
+    }
+    void clear_preplan()
+    {
+        try_clear_preplan().value();
+    }
+    result<void> try_build_graph_buffers(std::uint32_t max_bs, std::uint32_t max_seq_len) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_build_graph_buffers(p_, max_bs, max_seq_len, &e), e);
+    }
+    void build_graph_buffers(std::uint32_t max_bs, std::uint32_t max_seq_len)
+    {
+        try_build_graph_buffers(max_bs, max_seq_len).value();
+    }
+    /// rsp_stats_get: a consistent snapshot, taken by the owner.
+    result<rsp_stats> try_stats() noexcept
+    {
+        rsp_stats s{};
+        rsp_error e{};
+        rsp_status st = rsp_stats_get(p_, &s, &e);
+        return detail::done(st, e, s);
+    }
+    rsp_stats stats()
+    {
+        return try_stats().value();
+    }
+    result<void> try_barrier() noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_barrier(p_, &e), e);
+    }
+    void barrier()
+    {
+        try_barrier().value();
+    }
+    /// RSP_ENOREQ when r holds nothing under l.
+    result<rsp_holding> try_holding(rid r, label l) noexcept
+    {
+        rsp_holding h{};
+        rsp_error e{};
+        rsp_status st = rsp_holding_get(p_, raw(r), raw(l), &h, &e);
+        return detail::done(st, e, h);
+    }
+    rsp_holding holding(rid r, label l = label::main)
+    {
+        return try_holding(r, l).value();
+    }
+
+    // Messages, asynchronously.
+    /// rsp_post with a ticket: wait for credit up to `credit_timeout`.
+    template <class D = nanoseconds>
+    result<ticket> try_post(const rsp_msg &m, D credit_timeout = forever) noexcept
+    {
+        rsp_ticket *t = nullptr;
+        rsp_error e{};
+        rsp_status st = rsp_post(p_, &m, &t, timeout_ns(credit_timeout), &e);
+        if (st != RSP_OK)
+            return detail::done(st, e).error();
+        return ticket(t);
+    }
+    template <class D = nanoseconds> ticket post(const rsp_msg &m, D credit_timeout = forever)
+    {
+        return try_post(m, credit_timeout).value();
+    }
+    /// rsp_post fire-and-forget: a failure in handling is only counted.
+    template <class D = nanoseconds>
+    result<void> try_post_forget(const rsp_msg &m, D credit_timeout = forever) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_post(p_, &m, nullptr, timeout_ns(credit_timeout), &e), e);
+    }
+    template <class D = nanoseconds> void post_forget(const rsp_msg &m, D credit_timeout = forever)
+    {
+        try_post_forget(m, credit_timeout).value();
+    }
+
+    // Plans.
+    /// rsp_plan_wait: the live plan of a step >= id is published.
+    template <class D = nanoseconds>
+    result<void> try_plan_wait(step_id id, D timeout = forever) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_plan_wait(p_, raw(id), timeout_ns(timeout), &e), e);
+    }
+    template <class D = nanoseconds> void plan_wait(step_id id, D timeout = forever)
+    {
+        try_plan_wait(id, timeout).value();
+    }
+    /// rsp_event_wait: an event of this pool's device kind (a plan's ready).
+    template <class D = nanoseconds>
+    result<void> try_event_wait(const rsp_event &ev, D timeout = forever) const noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_event_wait(p_, &ev, timeout_ns(timeout), &e), e);
+    }
+    template <class D = nanoseconds> void event_wait(const rsp_event &ev, D timeout = forever) const
+    {
+        try_event_wait(ev, timeout).value();
+    }
+
+  private:
+    explicit pool(rsp_pool *p) noexcept : p_(p)
+    {
+    }
+    rsp_pool *p_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------
+// Reading plans
+// ---------------------------------------------------------------------------
+
+/// The calling thread registered as a plan reader for the object's life
+/// (rsp_reader_register / _unregister). Create one per reader thread, on
+/// that thread; throws rsp::error if registration fails, or, built with
+/// std::nothrow, says so in status() and unregisters nothing at the end.
+class reader
+{
+  public:
+    reader()
+    {
+        rsp_error e{};
+        detail::done(rsp_reader_register(&e), e).value();
+        st_ = RSP_OK;
+    }
+    explicit reader(const std::nothrow_t &) noexcept
+    {
+        rsp_error e{};
+        st_ = rsp_reader_register(&e);
+        if (st_ != RSP_OK)
+            err_ = detail::done(st_, e).error();
+    }
+    reader(const reader &) = delete;
+    reader &operator=(const reader &) = delete;
+    ~reader()
+    {
+        if (st_ == RSP_OK)
+            rsp_reader_unregister();
+    }
+    /// RSP_OK when the thread is registered.
+    rsp_status status() const noexcept
+    {
+        return st_;
+    }
+    bool ok() const noexcept
+    {
+        return st_ == RSP_OK;
+    }
+    explicit operator bool() const noexcept
+    {
+        return st_ == RSP_OK;
+    }
+    /// Why registration failed (a std::nothrow reader whose status() is not RSP_OK).
+    const rsp_error &error() const noexcept
+    {
+        return err_;
+    }
+
+  private:
+    rsp_status st_ = RSP_EINVAL;
+    rsp_error err_{};
+};
+
+/// One label's addressing in a plan (rsp_addressing, with spans).
+struct addressing {
+    rsp_addressing raw;
+    span<const std::int32_t> slots() const noexcept
+    {
+        return {raw.slot_indices, raw.length};
+    }
+    span<const bool> has_state() const noexcept
+    {
+        return {raw.has_state, raw.length};
+    }
+    span<const std::uint64_t> generations() const noexcept
+    {
+        return {raw.generations, raw.num_rows};
+    }
+    std::uint32_t num_rows() const noexcept
+    {
+        return raw.num_rows;
+    }
+    /// Vector length: num_rows, or the graph bucket's size (the tail is padding).
+    std::uint32_t length() const noexcept
+    {
+        return raw.length;
+    }
+    step_id step() const noexcept
+    {
+        return step_id{raw.step_id};
+    }
+    bool staged() const noexcept
+    {
+        return raw.staged;
+    }
+    /// The device vectors (raw.device_slot_indices / _has_state), typed. On
+    /// the CUDA device these point at device memory: pass data() to a
+    /// kernel, never index them on the host. Valid only while the step is
+    /// in flight (rsp_plan_addressing).
+    span<const std::int32_t> device_slots() const noexcept
+    {
+        return {static_cast<const std::int32_t *>(raw.device_slot_indices), raw.length};
+    }
+    span<const bool> device_has_state() const noexcept
+    {
+        return {static_cast<const bool *>(raw.device_has_state), raw.length};
+    }
+    const rsp_event &ready() const noexcept
+    {
+        return raw.ready;
+    }
+};
+
+/// A published plan seen through a read section or a reference. Trivially
+/// copyable; valid as long as the section or reference it came from.
+class plan_view
+{
+  public:
+    explicit plan_view(const rsp_plan *p) noexcept : p_(p)
+    {
+    }
+    explicit operator bool() const noexcept
+    {
+        return p_ != nullptr;
+    }
+    step_id id() const noexcept
+    {
+        return step_id{rsp_plan_step_id(p_)};
+    }
+    bool staged() const noexcept
+    {
+        return rsp_plan_is_staged(p_);
+    }
+    /// RSP_ENOPLAN (naming the planned labels) for a label the step did not plan.
+    result<addressing> try_addressing(label l) const noexcept
+    {
+        addressing a{};
+        rsp_error e{};
+        rsp_status st = rsp_plan_addressing(p_, raw(l), &a.raw, &e);
+        return detail::done(st, e, a);
+    }
+    addressing at(label l) const
+    {
+        return try_addressing(l).value();
+    }
+    const rsp_plan *get() const noexcept
+    {
+        return p_;
+    }
+
+  private:
+    const rsp_plan *p_;
+};
+
+/// A reference that keeps a plan alive past its read section
+/// (rsp_plan_ref / _unref). Copying takes another reference.
+class plan_ref
+{
+  public:
+    plan_ref() noexcept = default;
+    explicit plan_ref(plan_view v) noexcept : p_(v ? rsp_plan_ref(v.get()) : nullptr)
+    {
+    }
+    plan_ref(const plan_ref &o) noexcept : p_(o.p_ ? rsp_plan_ref(o.p_) : nullptr)
+    {
+    }
+    plan_ref(plan_ref &&o) noexcept : p_(std::exchange(o.p_, nullptr))
+    {
+    }
+    plan_ref &operator=(plan_ref o) noexcept
+    {
+        std::swap(p_, o.p_);
+        return *this;
+    }
+    ~plan_ref()
+    {
+        if (p_)
+            rsp_plan_unref(p_);
+    }
+    plan_view view() const noexcept
+    {
+        return plan_view(p_);
+    }
+    explicit operator bool() const noexcept
+    {
+        return p_ != nullptr;
+    }
+
+  private:
+    const rsp_plan *p_ = nullptr;
+};
+
+/// An RCU read section for the object's life (rsp_read_begin / _end), on a
+/// registered thread. Plans seen inside it stay valid until it ends. Keep
+/// it short, and never wait for the pool inside it (rsp.h). end() ends it
+/// early (take an rsp::plan_ref first to keep a plan).
+class read_section
+{
+  public:
+    /// Throws rsp::error (RSP_ENOTREG) on an unregistered thread.
+    read_section() : st_(rsp_read_begin())
+    {
+        if (st_ != RSP_OK)
+            throw error(st_, why(st_));
+    }
+    /// No exception: a section that did not begin says so in status() (and
+    /// ends nothing when it goes).
+    explicit read_section(const std::nothrow_t &) noexcept : st_(rsp_read_begin())
+    {
+    }
+    read_section(const read_section &) = delete;
+    read_section &operator=(const read_section &) = delete;
+    ~read_section()
+    {
+        end();
+    }
+    /// rsp_read_end now, if the section is open; the destructor then does
+    /// nothing. Views taken inside it are invalid afterwards, and so are
+    /// live() and staged().
+    void end() noexcept
+    {
+        if (std::exchange(open_, false))
+            (void)rsp_read_end();
+    }
+    /// How the section began: RSP_OK, or RSP_ENOTREG on a thread without an
+    /// rsp::reader. Unchanged by end().
+    rsp_status status() const noexcept
+    {
+        return st_;
+    }
+    /// Inside the section: it began and has not ended.
+    bool ok() const noexcept
+    {
+        return open_;
+    }
+    explicit operator bool() const noexcept
+    {
+        return open_;
+    }
+    /// What a status() other than RSP_OK means, as a message.
+    static const char *why(rsp_status st) noexcept
+    {
+        return st == RSP_ENOTREG ? "rsp::read_section on a thread without an rsp::reader"
+                                 : rsp_strerror(st);
+    }
+    /// The newest live plan, or an empty view.
+    plan_view live(const pool &p) const noexcept
+    {
+        return plan_view(rsp_plan_live(p.get()));
+    }
+    /// The staged plan, or an empty view.
+    plan_view staged(const pool &p) const noexcept
+    {
+        return plan_view(rsp_plan_staged(p.get()));
+    }
+
+  private:
+    rsp_status st_;
+    bool open_ = st_ == RSP_OK;
+};
+
+} // namespace rsp
+
+#endif // RSP_RSP_HPP

@@ -1,0 +1,492 @@
+// rsp.hpp, the C++17 binding: RAII, both error styles, strong types, the
+// step builder, tickets, read sections and references, on the host device.
+// SPDX-License-Identifier: Apache-2.0
+#include <rsp/rsp.hpp>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstddef>
+#include <csetjmp>
+#include <cstring>
+#include <thread>
+#include <type_traits>
+
+extern "C" {
+#include <cmocka.h>
+}
+
+using namespace std::chrono_literals;
+
+namespace
+{
+
+// Strong types do not mix: a rid is not a step id nor a label.
+static_assert(!std::is_convertible_v<rsp::rid, rsp::step_id>);
+static_assert(!std::is_convertible_v<std::uint64_t, rsp::rid>);
+static_assert(!std::is_copy_constructible_v<rsp::pool>);
+static_assert(!std::is_copy_constructible_v<rsp::ticket>);
+static_assert(std::is_nothrow_move_constructible_v<rsp::pool>);
+
+rsp::pool_config small_config(std::uint32_t slots = 9)
+{
+    rsp::pool_config cfg;
+    cfg.layers(2)
+        .slots(slots)
+        .block("conv", RSP_DTYPE_F32, {4, 8})
+        .block("ssm", RSP_DTYPE_F32, {2, 4, 4}, {0});
+    return cfg;
+}
+
+float first_float(const rsp::pool &p, std::int32_t slot)
+{
+    rsp_block_view v = p.block("conv", 0);
+    const float *row = static_cast<const float *>(v.data) + slot * v.strides[0];
+    return row[0];
+}
+
+void timeouts_map_onto_rsp(void **)
+{
+    assert_int_equal(rsp::timeout_ns(rsp::forever), RSP_WAIT_FOREVER);
+    assert_int_equal(rsp::timeout_ns(rsp::poll), RSP_WAIT_POLL);
+    assert_int_equal(rsp::timeout_ns(-5ms), RSP_WAIT_POLL);
+    assert_int_equal(rsp::timeout_ns(3ms), 3000000u);
+    assert_int_equal(rsp::timeout_ns(std::chrono::hours::max()), RSP_WAIT_FOREVER);
+}
+
+void create_failure_throws_with_status_and_message(void **)
+{
+    rsp::pool_config cfg = small_config();
+    cfg.layers(0);
+    try {
+        rsp::pool p = rsp::pool::create(cfg);
+        fail_msg("a pool with 0 layers was created");
+    } catch (const rsp::error &e) {
+        assert_int_equal(e.status(), RSP_EINVAL);
+        assert_non_null(std::strstr(e.what(), "num_layers"));
+    }
+    auto r = rsp::pool::try_create(cfg);
+    assert_false(r.ok());
+    assert_int_equal(r.status(), RSP_EINVAL);
+    assert_non_null(std::strstr(r.error().message, "num_layers"));
+}
+
+// The README's step, in C++: ingest, admit, plan, forward, commit, remove.
+void one_step_end_to_end(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::reader me;
+    rsp::host_fence fence = rsp::host_fence::create();
+    const rsp::rid r{7};
+    pool.ingest(r);
+
+    rsp::step s(rsp::step_id{1});
+    s.row(r, rsp::label::main, 16);
+    rsp_admit_outcome out = pool.admit(s);
+    assert_true(out.ok);
+    pool.plan(s);
+
+    std::int32_t slot;
+    {
+        rsp::plan_ref ref;
+        {
+            rsp::read_section rs;
+            rsp::plan_view plan = rs.live(pool);
+            assert_true(static_cast<bool>(plan));
+            assert_true(plan.id() == rsp::step_id{1});
+            ref = rsp::plan_ref(plan);
+        }
+        rsp::addressing a = ref.view().at(rsp::label::main);
+        assert_int_equal(a.num_rows(), 1);
+        slot = a.slots()[0];
+        assert_false(a.has_state()[0]);
+        // The device uploads the vectors after the plan is published: wait
+        // (a poll here would race with it), outside the read section.
+        pool.event_wait(a.ready(), 30s);
+    }
+    // The "forward" writes the slot, then signals its fence.
+    rsp_block_view v = pool.block("conv", 0);
+    static_cast<float *>(v.data)[slot * v.strides[0]] = 3.0f;
+    pool.commit(s, fence.at(1));
+    fence.signal(1);
+    rsp_holding h = pool.holding(r);
+    assert_int_equal(h.index, slot);
+    assert_true(h.has_state);
+
+    pool.remove(r);
+    pool.barrier();
+    assert_false(pool.try_holding(r, rsp::label::main).ok());
+    assert_int_equal(pool.try_holding(r, rsp::label::main).status(), RSP_ENOREQ);
+    // Released slots are zeroed (the device ran the zero after the fence).
+    rsp::step flush(rsp::step_id{2});
+    flush.pad();
+    assert_true(pool.admit(flush).ok);
+    pool.plan(flush);
+    {
+        rsp::plan_ref ref;
+        {
+            rsp::read_section rs;
+            ref = rsp::plan_ref(rs.live(pool));
+        }
+        pool.event_wait(ref.view().at(rsp::label::main).ready(), 30s);
+    }
+    pool.rollback(flush.id());
+    assert_true(first_float(pool, slot) == 0.0f);
+    pool.close();
+    assert_null(pool.get());
+}
+
+// try_ calls never throw: a bad step is a result with the pool's message.
+void errors_as_results(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::step s(rsp::step_id{5});
+    s.row(rsp::rid{1}, rsp::label{9}); // never interned
+    auto r = pool.try_admit(s);
+    assert_false(r.ok());
+    assert_int_equal(r.status(), RSP_ENOLABEL);
+    assert_true(r.error().message[0] != '\0');
+    bool threw = false;
+    try {
+        pool.plan(s);
+    } catch (const rsp::error &e) {
+        threw = true;
+        assert_int_not_equal(e.status(), RSP_OK);
+    }
+    assert_true(threw);
+    // value() of a failed result throws the same error.
+    threw = false;
+    try {
+        (void)r.value();
+    } catch (const rsp::error &e) {
+        threw = e.status() == RSP_ENOLABEL;
+    }
+    assert_true(threw);
+    // A full pool is an outcome, not an error.
+    rsp::step big(rsp::step_id{6});
+    for (std::uint64_t i = 1; i <= 9; i++) { // 8 usable slots
+        pool.ingest(rsp::rid{i});
+        big.row(rsp::rid{i});
+    }
+    rsp_admit_outcome out = pool.admit(big);
+    assert_false(out.ok);
+    assert_int_equal(out.slots_short, 1);
+    pool.rollback(big.id());
+}
+
+// Labels, forks and the step builder's arrays reach the pool intact.
+void forks_through_the_builder(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    const rsp::label draft = pool.intern("draft");
+    assert_true(draft != rsp::label::main);
+    assert_true(pool.intern("draft") == draft); // idempotent
+    pool.ingest(rsp::rid{3});
+    rsp::step s(rsp::step_id{1});
+    s.row(rsp::rid{3}, rsp::label::main, 4)
+        .row(rsp::rid{3}, draft, 1)
+        .pre_fork(rsp::label::main, draft);
+    assert_int_equal(s.rows().size(), 2);
+    assert_true(pool.admit(s).ok);
+    pool.plan(s);
+    pool.commit(s);
+    rsp_holding m = pool.holding(rsp::rid{3}, rsp::label::main);
+    rsp_holding d = pool.holding(rsp::rid{3}, draft);
+    assert_int_not_equal(m.index, d.index);
+    rsp_stats st = pool.stats();
+    assert_int_equal(st.forks, 1);
+    assert_int_equal(st.held_slots, 2);
+}
+
+// Tickets: waited once, polled, or dropped (the destructor waits).
+void tickets(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp_msg m{};
+    m.kind = RSP_MSG_INGEST;
+    m.rid = 11;
+    rsp::ticket t = pool.post(m);
+    assert_true(t.valid());
+    rsp_reply r = t.wait();
+    assert_int_equal(r.error.status, RSP_OK);
+    assert_false(t.valid());
+    assert_int_equal(t.try_wait().status(), RSP_EINVAL); // already consumed
+    {
+        rsp::ticket dropped = pool.post(m); // never waited: the destructor does
+    }
+    m.kind = RSP_MSG_STATS;
+    rsp::ticket s = pool.post(m);
+    rsp_reply sr = s.wait(1s);
+    assert_int_equal(sr.stats.num_requests, 1);
+    pool.post_forget(m);
+    // A failing message: the ticket's result carries the status.
+    m.kind = RSP_MSG_LABEL;
+    m.label_name = "";
+    auto bad = pool.try_post(m);
+    assert_false(bad.ok()); // refused by validation, nothing posted
+    assert_int_equal(bad.status(), RSP_EINVAL);
+}
+
+// A plan reference outlives its read section; copies take references.
+void plan_references(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::reader me;
+    pool.ingest(rsp::rid{1});
+    rsp::step s(rsp::step_id{1});
+    s.row(rsp::rid{1});
+    assert_true(pool.admit(s).ok);
+    pool.plan(s);
+    rsp::plan_ref keep;
+    {
+        rsp::read_section rs;
+        keep = rsp::plan_ref(rs.live(pool));
+        assert_true(rs.staged(pool).get() == nullptr);
+    }
+    rsp::plan_ref copy = keep;
+    pool.commit(s);
+    // Another step replaces the live plan; the references still read step 1.
+    rsp::step s2(rsp::step_id{2});
+    s2.row(rsp::rid{1});
+    assert_true(pool.admit(s2).ok);
+    pool.plan(s2);
+    assert_true(copy.view().id() == rsp::step_id{1});
+    assert_int_equal(copy.view().at(rsp::label::main).num_rows(), 1);
+    auto missing = copy.view().try_addressing(rsp::label{5});
+    assert_int_equal(missing.status(), RSP_ENOPLAN);
+    pool.commit(s2);
+}
+
+// A read section on a thread that is not a reader is an error, not UB.
+void read_section_needs_a_reader(void **)
+{
+    std::atomic<int> status{-1};
+    std::thread([&] {
+        try {
+            rsp::read_section rs;
+            status = RSP_OK;
+        } catch (const rsp::error &e) {
+            status = e.status();
+        }
+    }).join();
+    assert_int_equal(status.load(), RSP_ENOTREG);
+}
+
+// plan_wait with a chrono timeout, answered by a planning thread.
+void plan_wait_across_threads(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    assert_int_equal(pool.try_plan_wait(rsp::step_id{1}, 1ms).status(), RSP_ETIMEDOUT);
+    std::thread planner([&] {
+        rsp::step s(rsp::step_id{1});
+        s.pad();
+        if (pool.try_admit(s).ok())
+            (void)pool.try_plan(s);
+    });
+    rsp::result<void> r = pool.try_plan_wait(rsp::step_id{1}, 30s);
+    planner.join();
+    assert_true(r.ok());
+    pool.rollback(rsp::step_id{1});
+}
+
+// rsp::msg builds every message from the strong types; a const step goes
+// to admit, plan and commit, through post and post_forget as through the
+// synchronous calls.
+void messages_and_const_steps(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::host_fence fence = rsp::host_fence::create();
+    const rsp::label draft = pool.intern("draft");
+    const rsp::rid r{21};
+    assert_int_equal(pool.post(rsp::msg::ingest(r)).wait().error.status, RSP_OK);
+
+    rsp::step building(rsp::step_id{1});
+    building.row(r, rsp::label::main, 2)
+        .pre_fork(rsp::label::main, draft)
+        .post_fork(rsp::label::main, draft);
+    const rsp::step s = building;
+    assert_int_equal(s.pre_forks().size(), 1);
+    assert_int_equal(s.post_forks().size(), 1);
+    assert_true(s.pre_forks()[0].to == rsp::raw(draft));
+    const rsp_step c = s.get();
+    assert_int_equal(c.step_id, 1);
+    assert_int_equal(c.num_rows, 1);
+    assert_ptr_equal(c.rows, s.rows().data());
+
+    rsp_reply a = pool.post(rsp::msg::admit(s)).wait();
+    assert_true(a.admit.ok);
+    rsp_reply p = pool.post(rsp::msg::plan(s)).wait();
+    assert_int_equal(p.plan_step_id, 1);
+    assert_false(p.plan_staged);
+    pool.post_forget(rsp::msg::commit(s, fence.at(1)));
+    fence.signal(1);
+    rsp_reply h = pool.post(rsp::msg::holding(r, draft)).wait();
+    assert_true(h.holding.has_state); // the post-fork copied the state main's row wrote
+    assert_int_equal(pool.post(rsp::msg::intern("draft")).wait().label, rsp::raw(draft));
+
+    // The same step id twice, now through the synchronous calls with a const step.
+    rsp::step next(rsp::step_id{2});
+    next.row(r);
+    const rsp::step &cn = next;
+    assert_true(pool.admit(cn).ok);
+    rsp_reply rb = pool.post(rsp::msg::rollback(cn.id())).wait();
+    assert_int_equal(rb.error.status, RSP_OK);
+    pool.post_forget(rsp::msg::reset(r, true));
+    pool.post_forget(rsp::msg::build_graph_buffers(8, 64));
+    pool.post_forget(rsp::msg::clear_preplan());
+    pool.post_forget(rsp::msg::remove(r));
+    assert_int_equal(pool.post(rsp::msg::barrier()).wait().error.status, RSP_OK);
+    rsp_stats st = pool.post(rsp::msg::stats()).wait().stats;
+    assert_int_equal(st.num_requests, 0);
+    assert_int_equal(st.commits, 1);
+    assert_int_equal(st.rollbacks, 1);
+    assert_int_equal(pool.post(rsp::msg::shutdown()).wait().error.status, RSP_OK);
+    assert_int_equal(pool.try_post_forget(rsp::msg::barrier()).status(), RSP_ESHUTDOWN);
+}
+
+// release() gives the C ticket up: the object is empty, the caller waits.
+void ticket_release(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::ticket t = pool.post(rsp::msg::ingest(rsp::rid{4}));
+    rsp_ticket *c = t.release();
+    assert_non_null(c);
+    assert_false(t.valid());
+    assert_null(t.release());
+    rsp_reply r{};
+    assert_int_equal(rsp_wait(c, RSP_WAIT_FOREVER, &r), RSP_OK);
+    assert_int_equal(pool.stats().num_requests, 1);
+}
+
+// host_fence::wait_event waits on a fence the caller does not own.
+void host_fence_wait_event(void **)
+{
+    rsp::host_fence fence = rsp::host_fence::create();
+    const rsp_event ev = fence.at(2);
+    assert_int_equal(rsp::host_fence::wait_event(ev, rsp::poll).status(), RSP_ETIMEDOUT);
+    fence.signal(2);
+    assert_true(rsp::host_fence::wait_event(ev, rsp::poll).ok());
+    assert_true(rsp::host_fence::wait_event(rsp_event{}).ok()); // no handle: complete
+    int not_a_fence = 0;
+    rsp_event cuda = rsp_event_cuda(&not_a_fence);
+    assert_int_equal(rsp::host_fence::wait_event(cuda, rsp::poll).status(), RSP_EINVAL);
+
+    // A plan's ready event on the host device: the pool's own fence.
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::reader me;
+    rsp::step s(rsp::step_id{1});
+    s.pad();
+    assert_true(pool.admit(s).ok);
+    pool.plan(s);
+    rsp::plan_ref ref;
+    {
+        rsp::read_section rs;
+        ref = rsp::plan_ref(rs.live(pool));
+    }
+    rsp::addressing a = ref.view().at(rsp::label::main);
+    assert_true(rsp::host_fence::wait_event(a.ready(), 30s).ok());
+    // The typed accessors read the same vectors as the raw fields.
+    assert_true(a.step() == rsp::step_id{1});
+    assert_false(a.staged());
+    assert_int_equal(a.length(), a.num_rows());
+    assert_int_equal(a.device_slots().size(), a.length());
+    assert_int_equal(a.device_slots()[0], a.slots()[0]);
+    assert_int_equal(a.device_has_state()[0], a.has_state()[0]);
+    pool.rollback(s.id());
+}
+
+// std::nothrow: a reader and a section that report failure instead of
+// throwing, and end nothing they did not begin; end() ends a section once.
+void nothrow_reader_and_section(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    std::atomic<int> unregistered{-1}, registered{-1}, inside{-1}, after{-1};
+    std::atomic<bool> open_inside{false}, open_after{true};
+    std::thread([&] {
+        {
+            rsp::read_section rs(std::nothrow);
+            unregistered = rs.status();
+        }
+        rsp::reader me(std::nothrow);
+        registered = me.status();
+        rsp::read_section rs(std::nothrow);
+        open_inside = rs.ok();
+        // Closing inside a read section is refused: the section is real.
+        inside = pool.try_close().status();
+        rs.end();
+        rs.end(); // once only
+        open_after = rs.ok();
+        after = rsp_read_end(); // unbalanced now: RSP_EINVAL, nothing changes
+    }).join();
+    assert_true(open_inside.load());
+    assert_false(open_after.load());
+    assert_int_equal(unregistered.load(), RSP_ENOTREG);
+    assert_int_equal(registered.load(), RSP_OK);
+    assert_int_equal(inside.load(), RSP_EINVAL);
+    assert_int_equal(after.load(), RSP_EINVAL);
+    assert_true(pool.try_close().ok());
+}
+
+// try_info / try_counters answer a closed pool with a status, not a throw.
+void info_and_counters_as_results(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    auto info = pool.try_info();
+    assert_true(info.ok());
+    assert_int_equal(info.value().max_slots, 9);
+    assert_true(pool.try_counters().ok());
+    assert_int_equal(pool.try_counters().value().usable_slots, 8);
+    pool.close();
+    assert_int_equal(pool.try_info().status(), RSP_EINVAL);
+    assert_int_equal(pool.try_counters().status(), RSP_EINVAL);
+}
+
+// shard_shapes: each block's local shape on this rank.
+void shard_shapes(void **)
+{
+    rsp::pool_config cfg = small_config();
+    cfg.rank(1, 2);
+    auto shapes = cfg.shard_shapes();
+    assert_int_equal(shapes.size(), 2);
+    assert_int_equal(shapes[0][0], 4); // conv: not sharded
+    assert_int_equal(shapes[0][1], 8);
+    assert_int_equal(shapes[1][0], 1); // ssm: heads split over 2 ranks
+    assert_int_equal(shapes[1][1], 4);
+    assert_int_equal(shapes[1][2], 4);
+    cfg.rank(2, 2); // rank out of range
+    assert_int_equal(cfg.try_shard_shapes().status(), RSP_EINVAL);
+}
+
+} // namespace
+
+int main()
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(timeouts_map_onto_rsp),
+        cmocka_unit_test(create_failure_throws_with_status_and_message),
+        cmocka_unit_test(one_step_end_to_end),
+        cmocka_unit_test(errors_as_results),
+        cmocka_unit_test(forks_through_the_builder),
+        cmocka_unit_test(tickets),
+        cmocka_unit_test(plan_references),
+        cmocka_unit_test(read_section_needs_a_reader),
+        cmocka_unit_test(plan_wait_across_threads),
+        cmocka_unit_test(messages_and_const_steps),
+        cmocka_unit_test(ticket_release),
+        cmocka_unit_test(host_fence_wait_event),
+        cmocka_unit_test(nothrow_reader_and_section),
+        cmocka_unit_test(info_and_counters_as_results),
+        cmocka_unit_test(shard_shapes),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
