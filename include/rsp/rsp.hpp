@@ -402,6 +402,18 @@ class step
     {
         return step_id{s_.step_id};
     }
+    /// Start over as an empty declaration of step `id` (no rows, forks,
+    /// flags or lease), keeping the vectors' capacity: a step object reused
+    /// for every batch allocates nothing once it has seen its largest one.
+    step &reset(step_id id) noexcept
+    {
+        rows_.clear();
+        pre_.clear();
+        post_.clear();
+        s_ = rsp_step{};
+        s_.step_id = raw(id);
+        return *this;
+    }
     /// A row of `span` tokens of (r, l); span <= 0 reserves nothing.
     step &row(rid r, label l = label::main, std::int32_t span = 1)
     {

@@ -467,6 +467,27 @@ void shard_shapes(void **)
     assert_int_equal(cfg.try_shard_shapes().status(), RSP_EINVAL);
 }
 
+// reset() starts a new declaration in the same object: nothing of the old
+// one (rows, forks, flags, lease) reaches the pool, and the capacity stays.
+void step_reset_reuses_the_object(void **)
+{
+    rsp::step s(rsp::step_id{1});
+    s.row(rsp::rid{1}).row(rsp::rid{2}).pre_fork(rsp::label::main, rsp::label{1});
+    s.post_fork(rsp::label::main, rsp::label{1}).capture().preplan().lease(8, 1, 0);
+    const rsp_row *before = s.rows().data();
+    s.reset(rsp::step_id{2}).row(rsp::rid{3});
+    const rsp_step c = s.get();
+    assert_int_equal(c.step_id, 2);
+    assert_int_equal(c.num_rows, 1);
+    assert_int_equal(c.rows[0].rid, 3);
+    assert_int_equal(c.num_pre_forks, 0);
+    assert_int_equal(c.num_post_forks, 0);
+    assert_false(c.capture);
+    assert_false(c.preplan);
+    assert_false(c.has_lease);
+    assert_ptr_equal(c.rows, before); /* the rows' storage was kept */
+}
+
 } // namespace
 
 int main()
@@ -487,6 +508,7 @@ int main()
         cmocka_unit_test(nothrow_reader_and_section),
         cmocka_unit_test(info_and_counters_as_results),
         cmocka_unit_test(shard_shapes),
+        cmocka_unit_test(step_reset_reuses_the_object),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
