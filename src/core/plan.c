@@ -211,6 +211,23 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     s->phase = RSP__PHASE_PLANNED;
 }
 
+/* The plan's digest (rsp__plan_out.digest): O(rows), a multiply per row. */
+static uint64_t plan_digest(const rsp__core *c, const rsp__plan_out *out)
+{
+    uint64_t h = rsp__mix64(out->step_id * 2u + (out->staged ? 1u : 0u));
+    for (uint32_t li = 0; li < out->num_labels; li++) {
+        const rsp__label_plan *lp = &out->labels[li];
+        h = rsp__mix64(h ^ ((uint64_t)lp->label << 32 | lp->num_rows));
+        for (uint32_t i = 0; i < lp->num_rows; i++) {
+            uint64_t v =
+                (uint64_t)(uint32_t)lp->slot_indices[i] << 1 | (lp->has_state[i] ? 1u : 0u);
+            h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+        }
+    }
+    h = rsp__mix64(h ^ rsp__core_free_hash(c));
+    return rsp__mix64(h ^ c->generation);
+}
+
 static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rsp__plan_out *out,
                        rsp__work *w)
 {
@@ -231,6 +248,7 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     }
     out->num_labels = target->num_labels;
     out->labels = target->labels;
+    out->digest = plan_digest(c, out);
 }
 
 rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out, rsp__work *w,
