@@ -315,8 +315,8 @@ static void ordered_pool_requires_seq_except_exempt_kinds(void **state)
     rsp_error err;
     rsp_reply r;
     /* Slot- or label-changing kinds without a number: refused, nothing queued. */
-    const rsp_msg_kind need[] = {RSP_MSG_INGEST, RSP_MSG_REMOVE, RSP_MSG_RESET,
-                                 RSP_MSG_ADMIT,  RSP_MSG_PLAN,   RSP_MSG_COMMIT,
+    const rsp_msg_kind need[] = {RSP_MSG_INGEST,   RSP_MSG_REMOVE,        RSP_MSG_RESET,
+                                 RSP_MSG_ADMIT,    RSP_MSG_PLAN,          RSP_MSG_COMMIT,
                                  RSP_MSG_ROLLBACK, RSP_MSG_CLEAR_PREPLAN, RSP_MSG_LABEL};
     for (unsigned i = 0; i < sizeof need / sizeof need[0]; i++) {
         rsp_msg m = {.kind = need[i], .rid = 1, .label_name = "x"};
