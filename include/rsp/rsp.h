@@ -478,9 +478,10 @@ typedef struct rsp_ticket rsp_ticket;
  * message). The owner handles numbered messages in number order, whatever
  * thread posted them and whenever they arrived: an early one waits (it keeps
  * its inbox credit, so waiting messages are bounded by inbox_capacity; the
- * message the owner waits for gets in even when the inbox is full). An
- * exempt kind may carry a number too (it then waits its turn like the
- * others); without one it is handled when it arrives: a BARRIER without a
+ * message the owner waits for gets in even when the inbox is full). STATS,
+ * HOLDING and BARRIER may carry a number too (they then wait their turn
+ * like the others; SHUTDOWN's is ignored: it is always the last message);
+ * without one they are handled when they arrive: a BARRIER without a
  * number is answered once everything that arrived before it was handled or
  * waits for a missing number. A number already handled, or one that
  * duplicates a waiting message, is answered RSP_EORDER naming it (nothing
@@ -488,8 +489,10 @@ typedef struct rsp_ticket rsp_ticket;
  * missing number that has not arrived within reorder_timeout_ns of the
  * first later one breaks the pool: every waiting message is answered
  * RSP_ETIMEDOUT "waiting for message N", and every later message
- * RSP_EDEVICE naming the missing number (the ranks can no longer agree). In
- * an unordered pool seq is ignored. Plans carry a digest to check agreement
+ * RSP_EDEVICE naming the missing number (the ranks can no longer agree).
+ * Messages still waiting when the pool shuts down are answered
+ * RSP_ESHUTDOWN, naming the number they waited for. In an unordered pool
+ * seq is ignored. Plans carry a digest to check agreement
  * (rsp_plan_digest).
  *
  * A pool breaks when device work fails after the message had already

@@ -125,7 +125,7 @@ struct rsp_ticket {
     bool spin;                 /* poster only: the owner was awake when posted */
     bool last;                 /* immutable after post: the inbox closed behind it */
     bool stop_only;            /* immutable: the actor's own stop marker (no handler) */
-    bool credited;             /* immutable after post: it took a credit (O1) */
+    bool credited;             /* immutable after post: it took a credit (else O2) */
     uint64_t seq;              /* immutable after post: ordered delivery number, 0 = none */
     /* A reference the message holds (rsp__ticket_hold): the poster sets it
      * before the post; dropped once by whoever ends the message's life
