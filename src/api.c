@@ -236,6 +236,24 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
     }
 }
 
+/* Ordered pools (rsp.h, "Ordered posting"): every kind but the queries,
+ * the barrier and the shutdown carries its number. */
+static bool seq_exempt(rsp_msg_kind k)
+{
+    return k == RSP_MSG_STATS || k == RSP_MSG_HOLDING || k == RSP_MSG_BARRIER ||
+           k == RSP_MSG_SHUTDOWN;
+}
+
+static rsp_status check_seq(const rsp_pool *pool, const rsp_msg *m, rsp_error *err)
+{
+    if (!pool->ordered || m->seq != 0 || seq_exempt(m->kind))
+        return RSP_OK;
+    return rsp__fail(err, RSP_EINVAL,
+                     "msg->seq is 0, but the pool is ordered (rsp_pool_config.ordered): every "
+                     "message but STATS, HOLDING, BARRIER and SHUTDOWN carries its number (1, 2, "
+                     "3, ...); the synchronous wrappers carry none: post it with rsp_post");
+}
+
 /* ------------------------------------------------------------------------ */
 /* Messages                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -266,6 +284,8 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
     if (forked())
         return fail_forked(err);
     rsp_status st = validate(pool, msg, err);
+    if (st == RSP_OK)
+        st = check_seq(pool, msg, err);
     if (st != RSP_OK)
         return st;
     /* Inside a read section a wait for credit could wait for an owner that
@@ -284,6 +304,10 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
     if (!t)
         return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
     rsp__msg_encode(msg, wire);
+    /* Ordered pools: the transport delivers in this number's order (a
+     * shutdown is the inbox's last message and never waits). */
+    if (pool->ordered && msg->kind != RSP_MSG_SHUTDOWN)
+        rsp__ticket_set_seq(t, msg->seq);
     /* H1: a commit's or rollback's host fence is referenced before the post
      * returns: the caller may destroy its handle at once, and the owner may
      * handle the message much later (docs/ordering.md, "fence references").
@@ -534,6 +558,11 @@ uint64_t rsp_plan_step_id(const rsp_plan *plan)
 bool rsp_plan_is_staged(const rsp_plan *plan)
 {
     return plan && !forked() ? rsp__plan_is_staged(plan) : false;
+}
+
+uint64_t rsp_plan_digest(const rsp_plan *plan)
+{
+    return plan && !forked() ? rsp__plan_digest(plan) : 0;
 }
 
 rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,

@@ -164,6 +164,7 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
     st = rsp__plan_new(p->pub, out.step_id, out.staged, ready, p->srcs, out.num_labels, &plan, e);
     if (st != RSP_OK)
         return st;
+    rsp__plan_set_digest(plan, out.digest);
     if (out.staged) {
         rsp__publish_staged(p->pub, plan);
         bump(&p->ctr.stages, 1);
@@ -176,6 +177,7 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
     }
     r->plan_step_id = out.step_id;
     r->plan_staged = out.staged;
+    r->plan_digest = out.digest;
     return RSP_OK;
 }
 
@@ -402,6 +404,23 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     rsp__pool_mirror_gauges(p);
 }
 
+/* The actor's on_gap (ordered pools): message `missing` never arrived, so
+ * this pool handled a different sequence than the other ranks' pools
+ * will: break it, as a failed device submit does (every later message
+ * RSP_EDEVICE naming why, plan waiters released). Owner thread. */
+static void on_order_gap(void *ctx, uint64_t missing)
+{
+    rsp_pool *p = ctx;
+    if (p->broken)
+        return;
+    snprintf(p->broken_why, sizeof p->broken_why,
+             "ordered posting: message %llu (msg->seq) did not arrive within the reorder "
+             "timeout, so the messages after it were refused and the ranks can no longer agree",
+             (unsigned long long)missing);
+    p->broken = true;
+    rsp__publisher_close(p->pub);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Creation and destruction                                                  */
 /* ------------------------------------------------------------------------ */
@@ -436,7 +455,11 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         .handle = rsp__pool_handle,
         .ctx = p,
         .on_idle = rsp__pool_owner_idle,
+        .ordered = cfg->ordered,
+        .reorder_timeout_ns = cfg->reorder_timeout_ns,
+        .on_gap = on_order_gap,
     };
+    p->ordered = cfg->ordered;
     st = rsp__actor_create(&acfg, &p->actor, err);
     if (st != RSP_OK)
         goto fail;

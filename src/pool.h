@@ -49,6 +49,7 @@ struct rsp_pool {
     rsp__actor *actor;
     rsp__publisher *pub;
     rsp__device *dev; /* block bases and event_wait: any thread; the rest: owner */
+    bool ordered;     /* rsp_pool_config.ordered: rsp_post checks and numbers messages */
 
     /* Owner thread only (after create hands them over through
      * pthread_create in rsp__actor_create). */

@@ -37,7 +37,7 @@ const char *Checks::name(Check c)
 {
     static const char *const names[CHECK_COUNT_] = {
         "api",   "invalid", "layout", "addressing", "unique",  "generation", "stage", "vectors",
-        "zeros", "content", "stats",  "refusal",    "holding", "leak",       "hang",
+        "zeros", "content", "stats",  "refusal",    "holding", "leak",       "hang",  "ranks",
     };
     return (c >= 0 && c < CHECK_COUNT_) ? names[c] : "?";
 }

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Usage: rsp-stress [--seconds S] [--clients N] [--readers N] [--slots N]
-//                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--json]
+//                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--rank-threads N] [--json]
 // Exit status 0 only when no check failed. The last line of the output is
 // always "N passed, M failed".
 #include "stress.h"
@@ -33,6 +33,8 @@ void usage(FILE *f)
                     "  --seed N       random seed (default 1)\n"
                     "  --max-rows N   rows per step at most (default 16)\n"
                     "  --no-sink      pool without the sink slot (pad_index = -1)\n"
+                    "  --rank-threads N  two-rank mode: threads posting to two ordered pools,\n"
+                    "                 digests compared every step (default 3; 0 = off)\n"
                     "  --json         also print the summary as one JSON object\n");
 }
 
@@ -78,16 +80,20 @@ int parse(int argc, char **argv, Options &o)
                 return 1;
             }
         } else if (a == "--clients" || a == "--readers" || a == "--slots" || a == "--layers" ||
-                   a == "--seed" || a == "--max-rows") {
+                   a == "--seed" || a == "--max-rows" || a == "--rank-threads") {
             if (!(s = value(a.c_str())))
                 return 1;
-            uint64_t lo = a == "--slots" ? 4 : a == "--seed" || a == "--clients" ? 0 : 1;
+            uint64_t lo = a == "--slots"                                               ? 4
+                          : a == "--seed" || a == "--clients" || a == "--rank-threads" ? 0
+                                                                                       : 1;
             uint64_t hi = a == "--seed"      ? UINT64_MAX
                           : a == "--slots"   ? (1u << 20)
                           : a == "--clients" ? 64
                                              : 4096;
             if (a == "--readers")
                 hi = 256;
+            if (a == "--rank-threads")
+                hi = 16;
             if (!parse_u64(s, lo, hi, &v)) {
                 std::fprintf(stderr, "rsp-stress: bad %s '%s' (allowed %llu..%llu)\n", a.c_str(), s,
                              (unsigned long long)lo, (unsigned long long)hi);
@@ -103,6 +109,8 @@ int parse(int argc, char **argv, Options &o)
                 o.layers = (uint32_t)v;
             else if (a == "--seed")
                 o.seed = v;
+            else if (a == "--rank-threads")
+                o.rank_threads = (unsigned)v;
             else
                 o.max_rows = (unsigned)v;
         } else {
@@ -238,6 +246,8 @@ void summary(Context &cx, double elapsed)
                 " bytes zeroed, %" PRIu64 " bytes copied\n",
                 s.messages_handled, s.admits_ok, s.admits_refused, s.rollbacks, s.plans, s.stages,
                 s.promotions, s.commits, s.forks, s.bytes_zeroed, s.bytes_copied);
+    std::printf("ranks      %" PRIu64 " steps compared across 2 ordered pools (%u threads)\n",
+                cx.rank_steps.load(), cx.opt.rank_threads);
     std::printf("checks     %-12s %12s %8s\n", "kind", "passed", "failed");
     for (int c = 0; c < CHECK_COUNT_; c++)
         std::printf("           %-12s %12" PRIu64 " %8" PRIu64 "%s\n", Checks::name((Check)c),
@@ -281,6 +291,9 @@ double run_threads(Context &cx)
     for (unsigned p = 0; p < opt.readers; p++)
         partitions.emplace_back(partition_main, std::ref(cx), p);
     std::thread stepper(step_main, std::ref(cx));
+    std::thread ranker; // the two-rank mode
+    if (opt.rank_threads)
+        ranker = std::thread(ranks_main, std::ref(cx));
     for (unsigned c = 0; c < opt.clients; c++)
         clients.emplace_back(client_main, std::ref(cx), c);
 
@@ -334,6 +347,8 @@ double run_threads(Context &cx)
     for (auto &t : clients)
         t.join();
     stepper.join();
+    if (ranker.joinable())
+        ranker.join();
     for (auto &t : partitions)
         t.join();
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

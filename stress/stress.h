@@ -57,6 +57,7 @@ struct Options {
     bool sink = true;
     unsigned max_rows = 16;       // rows per step at most
     unsigned print_failures = 20; // detailed failure lines before going quiet
+    unsigned rank_threads = 3;    // two-rank mode: threads posting to two ordered pools; 0 = off
 };
 
 // Small deterministic generator (splitmix64); one per thread.
@@ -107,6 +108,7 @@ enum Check : int {
     CHECK_HOLDING,    // holding answers are sane
     CHECK_LEAK,       // at exit nothing is held and every slot reads zeros
     CHECK_HANG,       // no wait ran past kHang
+    CHECK_RANKS,      // two ordered pools fed the same numbered messages agree every step
     CHECK_COUNT_
 };
 
@@ -298,6 +300,7 @@ struct Context {
         rows_checked{0}, rows_removed{0};
     std::atomic<uint32_t> max_pending{0}; // largest pending_release seen in a snapshot
     std::atomic<rsp::step_id> last_step_id{rsp::step_id{0}};
+    std::atomic<uint64_t> rank_steps{0}; // two-rank mode: steps whose digests were compared
 };
 
 // Remember the largest pending_release seen (evidence that removal during a
@@ -313,6 +316,7 @@ inline void note_pending(Context &cx, uint32_t pending)
 void client_main(Context &cx, unsigned index);
 void step_main(Context &cx);
 void partition_main(Context &cx, unsigned index);
+void ranks_main(Context &cx); // the two-rank mode (ranks.cpp)
 
 } // namespace stress
 

@@ -150,6 +150,8 @@ typedef struct rsp_pool_config {
     int cuda_ordinal;            /**< RSP_DEVICE_CUDA only */
     uint32_t inbox_capacity;     /**< messages queued at most; 0 = default (4096); <= 2^20 */
     uint32_t max_inflight_steps; /**< admitted, not finished; 0 = default (4) */
+    bool ordered; /**< ordered posting: slot-changing messages carry msg.seq (see rsp_post) */
+    uint64_t reorder_timeout_ns; /**< ordered: longest wait for a missing seq; 0 = 1 s */
 } rsp_pool_config;
 
 /** Defaults: sink on, world_size 1, rank 0, host device, zero sizes. Any thread. */
@@ -400,7 +402,7 @@ typedef enum rsp_msg_kind {
     RSP_MSG_RESET,      /**< rid, free */
     RSP_MSG_ADMIT,      /**< step -> reply.admit */
     RSP_MSG_ROLLBACK,   /**< step.step_id, event (forward done, optional) */
-    RSP_MSG_PLAN,       /**< step -> reply.plan_step_id, reply.plan_staged */
+    RSP_MSG_PLAN,       /**< step -> reply.plan_step_id, _staged, _digest */
     RSP_MSG_CLEAR_PREPLAN,
     RSP_MSG_COMMIT,              /**< step, event (forward done) */
     RSP_MSG_BUILD_GRAPH_BUFFERS, /**< max_bs, max_seq_len */
@@ -423,6 +425,7 @@ typedef struct rsp_msg {
     rsp_event event;
     uint32_t max_bs;
     uint32_t max_seq_len;
+    uint64_t seq; /**< ordered pools: 1, 2, 3, ... per pool (see rsp_post); else ignored */
 } rsp_msg;
 
 /** The owner's answer. */
@@ -431,6 +434,7 @@ typedef struct rsp_reply {
     rsp_admit_outcome admit;
     uint64_t plan_step_id;
     bool plan_staged;
+    uint64_t plan_digest; /**< PLAN: the published plan's rsp_plan_digest */
     rsp_label_id label;
     rsp_holding holding;
     rsp_stats stats;
@@ -461,6 +465,35 @@ typedef struct rsp_ticket rsp_ticket;
  * Any thread, concurrently. Cost: one wait-free enqueue plus a copy of the
  * message's arrays; a futex wake if the owner sleeps. Inside a read section
  * it never waits for credit (timeout_ns is taken as 0: see rsp_read_begin).
+ *
+ * Ordered posting (rsp_pool_config.ordered). Every rank hands out the same
+ * slot ids only when every rank's pool sees the slot-changing messages in
+ * one order: use ordered mode, or post them from one thread. In an ordered
+ * pool every message except RSP_MSG_STATS, RSP_MSG_HOLDING, RSP_MSG_BARRIER
+ * and RSP_MSG_SHUTDOWN (the exempt kinds) carries msg->seq, numbered 1, 2,
+ * 3, ... per pool without gaps (e.g. from one counter shared by the
+ * posting threads, the same sequence on every rank); one without (seq 0)
+ * is RSP_EINVAL here, nothing queued, and so are the synchronous wrappers
+ * of those kinds (rsp_label, rsp_ingest, ...: they carry no seq; post the
+ * message). The owner handles numbered messages in number order, whatever
+ * thread posted them and whenever they arrived: an early one waits (it keeps
+ * its inbox credit, so waiting messages are bounded by inbox_capacity; the
+ * message the owner waits for gets in even when the inbox is full). STATS,
+ * HOLDING and BARRIER may carry a number too (they then wait their turn
+ * like the others; SHUTDOWN's is ignored: it is always the last message);
+ * without one they are handled when they arrive: a BARRIER without a
+ * number is answered once everything that arrived before it was handled or
+ * waits for a missing number. A number already handled, or one that
+ * duplicates a waiting message, is answered RSP_EORDER naming it (nothing
+ * changed; a waiting duplicate is answered when its number comes up). A
+ * missing number that has not arrived within reorder_timeout_ns of the
+ * first later one breaks the pool: every waiting message is answered
+ * RSP_ETIMEDOUT "waiting for message N", and every later message
+ * RSP_EDEVICE naming the missing number (the ranks can no longer agree).
+ * Messages still waiting when the pool shuts down are answered
+ * RSP_ESHUTDOWN, naming the number they waited for. In an unordered pool
+ * seq is ignored. Plans carry a digest to check agreement
+ * (rsp_plan_digest).
  *
  * A pool breaks when device work fails after the message had already
  * changed its state (out of host or device memory, or a CUDA error, in the
@@ -614,6 +647,21 @@ RSP_API const rsp_plan *rsp_plan_staged(const rsp_pool *pool);
 /** Step id of a plan; whether it is a staged plan. O(1). */
 RSP_API uint64_t rsp_plan_step_id(const rsp_plan *plan);
 RSP_API bool rsp_plan_is_staged(const rsp_plan *plan);
+
+/**
+ * A 64-bit digest of the plan, for ranks to compare (e.g. an all-gather per
+ * step): a hash of the step id, whether it is staged, each planned label's
+ * id and row count and every row's slot index and has_state in row order,
+ * the free stack after the plan (its order included), and the pool-wide
+ * generation. Two pools that handled the same messages in the same order
+ * give equal digests; different digests mean the ranks' slot assignment or
+ * free stack differ from this step on. Not covered: the slots' contents,
+ * leased buffer ids, the padding past num_rows, labels' names, requests
+ * holding slots that this plan does not address (they show only through
+ * the free stack and the generation). A hash: equal digests of different
+ * plans are possible (about 2^-64 per pair). 0 for NULL. Any holder, O(1).
+ */
+RSP_API uint64_t rsp_plan_digest(const rsp_plan *plan);
 
 /** Where one label's rows live this step (SEMANTICS 4.4). */
 typedef struct rsp_addressing {

@@ -323,6 +323,15 @@ class pool_config
         cfg_.max_inflight_steps = n;
         return *this;
     }
+    /// Ordered posting (rsp.h, at rsp_post): slot-changing messages carry a
+    /// number (msg::seq) and are handled in its order; a gap open longer
+    /// than reorder_timeout (zero: 1 s) breaks the pool.
+    pool_config &ordered(bool on = true, std::chrono::nanoseconds reorder_timeout = {}) noexcept
+    {
+        cfg_.ordered = on;
+        cfg_.reorder_timeout_ns = static_cast<std::uint64_t>(reorder_timeout.count());
+        return *this;
+    }
     /// A block of `shape` per slot per layer, sharded over the tensor-parallel
     /// group along `shard_dims`. Checked by the pool at creation, not here
     /// (a name too long or too many dims is the pool's RSP_EINVAL).
@@ -625,7 +634,7 @@ inline rsp_msg admit(const step &s) noexcept
     m.step = s.get();
     return m;
 }
-/// Reply: plan_step_id, plan_staged.
+/// Reply: plan_step_id, plan_staged, plan_digest.
 inline rsp_msg plan(const step &s) noexcept
 {
     rsp_msg m = of(RSP_MSG_PLAN);
@@ -684,6 +693,13 @@ inline rsp_msg holding(rid r, label l = label::main) noexcept
 inline rsp_msg shutdown() noexcept
 {
     return of(RSP_MSG_SHUTDOWN);
+}
+/// m numbered n for an ordered pool (1, 2, 3, ... per pool; rsp.h, "Ordered
+/// posting"): e.g. post(msg::seq(msg::ingest(r), n)).
+inline rsp_msg seq(rsp_msg m, std::uint64_t n) noexcept
+{
+    m.seq = n;
+    return m;
 }
 } // namespace msg
 
@@ -1182,6 +1198,12 @@ class plan_view
     bool staged() const noexcept
     {
         return rsp_plan_is_staged(p_);
+    }
+    /// rsp_plan_digest: equal on ranks that handled the same messages in
+    /// the same order (compare it across ranks every step).
+    std::uint64_t digest() const noexcept
+    {
+        return rsp_plan_digest(p_);
     }
     /// RSP_ENOPLAN (naming the planned labels) for a label the step did not plan.
     result<addressing> try_addressing(label l) const noexcept

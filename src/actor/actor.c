@@ -49,6 +49,7 @@
 #include <sched.h>
 #include <stdalign.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,12 @@
 
 #define RSP__ACTOR_DEFAULT_CAPACITY 4096u
 #define RSP__CACHELINE 64
+/* The owner's per-message path (handle_one, ticket_answer, finish,
+ * return_credit, deliver) is inlined into its batch loop: as calls they
+ * cost ~35 instructions a message (callgrind, bench/profile.sh ingest-rsp). */
+#define RSP__HOT static inline __attribute__((always_inline))
+/* Ordered delivery: the default longest wait for a missing number. */
+#define RSP__REORDER_TIMEOUT_NS 1000000000ull
 
 /* Spins are bounded by time, not by PAUSE count: a PAUSE costs 10-150 cycles
  * depending on the CPU, and the thing worth waiting for (a futex wake-up,
@@ -118,6 +125,8 @@ struct rsp_ticket {
     bool spin;                 /* poster only: the owner was awake when posted */
     bool last;                 /* immutable after post: the inbox closed behind it */
     bool stop_only;            /* immutable: the actor's own stop marker (no handler) */
+    bool credited;             /* immutable after post: it took a credit (else O2) */
+    uint64_t seq;              /* immutable after post: ordered delivery number, 0 = none */
     /* A reference the message holds (rsp__ticket_hold): the poster sets it
      * before the post; dropped once by whoever ends the message's life
      * (the owner after handling it, or a refused post), then NULL. */
@@ -147,6 +156,16 @@ struct rsp__actor {
     uint64_t unwaited_failures; /* owner writes, any thread reads (relaxed) */
     uint64_t sleeps;            /* owner writes, any thread reads (relaxed) */
     bool woke_waiter;           /* owner only: an answer since the last idle woke a waiter */
+
+    /* Ordered delivery (owner only, but next_seq: see O1/O2). */
+    alignas(RSP__CACHELINE) uint64_t next_seq; /* the number the owner waits for;
+                                                * owner RMW (seq_cst), posters load */
+    rsp_ticket **held;                         /* [capacity]: min-heap by seq of early tickets */
+    uint32_t num_held;
+    bool advanced;      /* next_seq moved in this batch: credit waiters re-check */
+    bool order_off;     /* a gap timed out: deliver on arrival from now on */
+    uint64_t gap_since; /* when the first ticket waiting for next_seq arrived */
+    uint64_t gap_ns;    /* immutable: the reorder timeout */
 
     /* Recycled fire-and-forget tickets: any thread pops (ABA-safe pop with
      * a generation, double-width CAS), whoever drops the last reference
@@ -270,11 +289,18 @@ rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, size_t size, void **payload)
     t->spin = false;
     t->last = false;
     t->stop_only = false;
+    t->credited = false;
+    t->seq = 0;
     t->hold_drop = NULL;
     t->hold = NULL;
     t->size = size;
     *payload = (unsigned char *)t + RSP__PAYLOAD_OFFSET;
     return t;
+}
+
+void rsp__ticket_set_seq(rsp_ticket *t, uint64_t seq)
+{
+    t->seq = seq;
 }
 
 void rsp__ticket_hold(rsp_ticket *t, void (*drop)(void *), void *obj)
@@ -314,7 +340,7 @@ static void ticket_unref(rsp_ticket *t)
 
 /* Owner: publish the reply and wake the waiter. Returns whether the waiter
  * slept (and was woken). */
-static bool ticket_answer(rsp__actor *a, rsp_ticket *t)
+RSP__HOT bool ticket_answer(rsp__actor *a, rsp_ticket *t)
 {
     if (!t->kept && t->reply.error.status != RSP_OK) {
         /* Single writer (the owner): a relaxed read-modify-write is exact. */
@@ -380,9 +406,23 @@ rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply
 /* Inbox                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* Take one credit, waiting up to timeout_ns. */
-static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err)
+/* O2: an ordered post whose number is the one the owner waits for may go
+ * without a credit (the credits may all be held by tickets waiting for
+ * it). Seq_cst load, after the announce (C1) on the waiting path: pairs
+ * with O1 in release_held (seq_cst RMW of next_seq, then seq_cst load of
+ * credit_waiters): either we see the new number or the owner sees us
+ * waiting and moves the epoch. */
+static bool owner_waits_for(rsp__actor *a, uint64_t seq)
 {
+    return seq != 0 && a->held && seq == rsp__load_seq_cst_u64(&a->next_seq);
+}
+
+/* Take one credit, waiting up to timeout_ns; *credited says whether one
+ * was taken (false: O2's pass, or a failure). */
+static rsp_status take_credit(rsp__actor *a, uint64_t seq, uint64_t timeout_ns, bool *credited,
+                              rsp_error *err)
+{
+    *credited = false;
     bool waiting = false;
     uint64_t deadline = 0;
     rsp_status st = RSP_OK;
@@ -396,10 +436,14 @@ static rsp_status take_credit(rsp__actor *a, uint64_t timeout_ns, rsp_error *err
         while (c > 0) {
             /* Relaxed: a credit carries no data (the message goes through
              * I1), only a count. */
-            if (rsp__cas_relaxed_u32(&a->credits, c, c - 1))
+            if (rsp__cas_relaxed_u32(&a->credits, c, c - 1)) {
+                *credited = true;
                 goto out;
+            }
             c = rsp__load_relaxed_u32(&a->credits);
         }
+        if (owner_waits_for(a, seq))
+            goto out; /* O2 */
         if (rsp__load_relaxed_u32(&a->closed)) {
             st = rsp__fail(err, RSP_ESHUTDOWN, "the pool is shutting down: post refused");
             goto out;
@@ -494,7 +538,7 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
     if (rsp__load_seq_cst_u32(&a->closed)) {
         st = rsp__fail(err, RSP_ESHUTDOWN, "the pool is shutting down: post refused");
     } else {
-        st = take_credit(a, timeout_ns, err);
+        st = take_credit(a, t->seq, timeout_ns, &t->credited, err);
         if (st == RSP_OK) {
             t->kept = keep;
             t->refs = keep ? 2u : 1u;
@@ -544,6 +588,8 @@ rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *
     a->stop_ticket = NULL;
     t->kept = keep;
     t->last = true;
+    t->credited = false;
+    t->seq = 0; /* the last message is never held */
     t->refs = keep ? 2u : 1u;
     t->state = RSP__TICKET_PENDING;
     t->spin = false; /* the owner stops after this: nothing worth spinning for */
@@ -618,7 +664,19 @@ static void owner_idle(rsp__actor *a)
      * this core (wake-affine), and our spin would hold it off. */
     const bool spin = !a->woke_waiter;
     a->woke_waiter = false;
-    if (spin && spin_until(inbox_nonempty, a, a->spin_ns))
+    /* Ordered, with a gap open: wake up when it times out. */
+    uint64_t deadline = RSP__NO_DEADLINE;
+    if (a->num_held && a->gap_ns < RSP__NO_DEADLINE - a->gap_since) /* else: never */
+        deadline = a->gap_since + a->gap_ns;
+    uint64_t budget = a->spin_ns;
+    if (deadline != RSP__NO_DEADLINE) {
+        uint64_t now = rsp__now_ns();
+        if (now >= deadline)
+            return;
+        if (deadline - now < budget)
+            budget = deadline - now;
+    }
+    if (spin && spin_until(inbox_nonempty, a, budget))
         return;
     if (a->cfg.on_idle)
         a->cfg.on_idle(a->cfg.ctx);
@@ -637,11 +695,20 @@ static void owner_idle(rsp__actor *a)
     rsp__store_relaxed_u64(&a->sleeps, rsp__load_relaxed_u64(&a->sleeps) + 1);
     /* The futex compares: a producer that cleared `sleeping` before we got
      * here makes this return at once. */
-    while (rsp__load_relaxed_u32(&a->sleeping) == 1)
-        rsp__futex_wait(&a->sleeping, 1, NULL);
+    while (rsp__load_relaxed_u32(&a->sleeping) == 1) {
+        struct timespec ts;
+        const struct timespec *rel;
+        if (!rsp__time_left(deadline, &ts, &rel)) {
+            /* The gap timed out: awake again (a poster's CAS 1 -> 0 that
+             * races with this only costs a spare wake). */
+            rsp__store_relaxed_u32(&a->sleeping, 0);
+            return;
+        }
+        rsp__futex_wait(&a->sleeping, 1, rel);
+    }
 }
 
-static void handle_one(rsp__actor *a, rsp_ticket *t)
+RSP__HOT void handle_one(rsp__actor *a, rsp_ticket *t)
 {
     if (t->kept) {
         memset(&t->reply, 0, sizeof t->reply);
@@ -658,6 +725,170 @@ static void handle_one(rsp__actor *a, rsp_ticket *t)
     a->cfg.handle(a->cfg.ctx, (unsigned char *)t + RSP__PAYLOAD_OFFSET, t->size, &t->reply);
     /* Single writer (the owner): a relaxed read-modify-write is exact. */
     rsp__store_relaxed_u64(&a->handled, rsp__load_relaxed_u64(&a->handled) + 1);
+}
+
+/* Owner: what ends a message's life: the held reference goes before the
+ * answer (H1), so a caller that saw the answer sees it gone. */
+RSP__HOT void finish(rsp__actor *a, rsp_ticket *t)
+{
+    ticket_drop_hold(t);
+    if (ticket_answer(a, t))
+        a->woke_waiter = true;
+}
+
+/* Owner: the message has left the inbox (and the reorder heap): its
+ * credit goes back before it is answered, so a caller that saw the answer
+ * sees the credit. The last message (queued by close) and an ordered
+ * post that passed without one (O2) took none. */
+RSP__HOT void return_credit(rsp__actor *a, rsp_ticket *t, uint32_t *owed)
+{
+    if (t->credited && give_credit(a) && ++*owed >= a->wake_threshold) {
+        wake_credit_waiters(a);
+        *owed = 0;
+    }
+}
+
+/* Owner: hand t to the handler (refused once the owner stopped: unreachable
+ * by S1/S2, answered anyway so that no waiter can hang), then answer it. */
+RSP__HOT void deliver(rsp__actor *a, rsp_ticket *t, uint32_t *owed, bool *stopped)
+{
+    return_credit(a, t, owed);
+    if (*stopped) {
+        memset(&t->reply, 0, sizeof t->reply);
+        rsp__fail(&t->reply.error, RSP_ESHUTDOWN, "the pool shut down before this message");
+    } else {
+        handle_one(a, t);
+        *stopped = t->last;
+    }
+    finish(a, t);
+}
+
+/* Owner: answer t with st and why, without the handler. */
+static void refuse(rsp__actor *a, rsp_ticket *t, uint32_t *owed, rsp_status st, const char *why)
+{
+    return_credit(a, t, owed);
+    memset(&t->reply, 0, sizeof t->reply);
+    rsp__fail(&t->reply.error, st, "%s", why);
+    finish(a, t);
+}
+
+/* The reorder heap: a binary min-heap of tickets by seq, [capacity]. */
+static void heap_push(rsp__actor *a, rsp_ticket *t)
+{
+    uint32_t i = a->num_held++;
+    while (i > 0 && a->held[(i - 1) / 2]->seq > t->seq) {
+        a->held[i] = a->held[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    a->held[i] = t;
+}
+
+static rsp_ticket *heap_pop(rsp__actor *a)
+{
+    rsp_ticket *top = a->held[0];
+    rsp_ticket *t = a->held[--a->num_held];
+    uint32_t i = 0, n = a->num_held;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && a->held[c + 1]->seq < a->held[c]->seq)
+            c++;
+        if (a->held[c]->seq >= t->seq)
+            break;
+        a->held[i] = a->held[c];
+        i = c;
+    }
+    if (n)
+        a->held[i] = t;
+    return top;
+}
+
+/* Owner: answer every held ticket: RSP_ETIMEDOUT (the gap timed out) or
+ * RSP_ESHUTDOWN (the owner stopped), naming the missing number. */
+static void refuse_held(rsp__actor *a, uint32_t *owed, rsp_status st)
+{
+    char why[RSP_ERROR_MAX];
+    const unsigned long long next = rsp__load_relaxed_u64(&a->next_seq);
+    if (st == RSP_ETIMEDOUT)
+        snprintf(why, sizeof why,
+                 "waiting for message %llu: it did not arrive within the reorder timeout "
+                 "(%llu ms), so the pool is broken (ranks can no longer agree)",
+                 next, (unsigned long long)(a->gap_ns / 1000000u));
+    else
+        snprintf(why, sizeof why, "the pool shut down while this message waited for message %llu",
+                 next);
+    while (a->num_held)
+        refuse(a, heap_pop(a), owed, st, why);
+    a->gap_since = 0;
+}
+
+/* Owner: a ticket numbered next_seq was delivered; deliver the held ones
+ * that follow it, refuse the held duplicates that come up, and publish the
+ * new number (O1). */
+static void release_held(rsp__actor *a, uint32_t *owed, bool *stopped)
+{
+    const uint64_t old = rsp__load_relaxed_u64(&a->next_seq); /* single writer */
+    uint64_t next = old + 1;
+    while (a->num_held && a->held[0]->seq <= next && !*stopped) {
+        rsp_ticket *h = heap_pop(a);
+        if (h->seq < next) {
+            char why[RSP_ERROR_MAX];
+            snprintf(why, sizeof why,
+                     "msg->seq %llu is a duplicate: message %llu was already handled",
+                     (unsigned long long)h->seq, (unsigned long long)h->seq);
+            refuse(a, h, owed, RSP_EORDER, why);
+        } else {
+            deliver(a, h, owed, stopped);
+            next++;
+        }
+    }
+    /* O1: pairs with O2 in owner_waits_for: seq_cst RMW here, then the
+     * seq_cst load of credit_waiters at the batch end (handle_batch). */
+    rsp__fetch_add_seq_cst_u64(&a->next_seq, next - old);
+    a->advanced = true;
+    /* The gap of the new number starts now (if one is open). */
+    a->gap_since = a->num_held ? rsp__now_ns() : 0;
+}
+
+/* Owner: a numbered ticket arrived (ordered, not given up). */
+static void arrive_ordered(rsp__actor *a, rsp_ticket *t, uint32_t *owed, bool *stopped)
+{
+    const uint64_t next = rsp__load_relaxed_u64(&a->next_seq); /* single writer */
+    char why[RSP_ERROR_MAX];
+    if (t->seq < next) {
+        snprintf(why, sizeof why,
+                 "msg->seq %llu was already handled (the pool waits for message %llu): a "
+                 "duplicate or an old number",
+                 (unsigned long long)t->seq, (unsigned long long)next);
+        refuse(a, t, owed, RSP_EORDER, why);
+    } else if (t->seq > next) {
+        if (a->num_held == a->capacity) { /* unreachable: credits bound it */
+            snprintf(why, sizeof why, "msg->seq %llu: the reorder window is full",
+                     (unsigned long long)t->seq);
+            refuse(a, t, owed, RSP_EFULL, why);
+            return;
+        }
+        heap_push(a, t); /* keeps its credit until delivered */
+        if (a->num_held == 1)
+            a->gap_since = rsp__now_ns();
+    } else {
+        deliver(a, t, owed, stopped);
+        release_held(a, owed, stopped);
+    }
+}
+
+/* Owner: the gap of next_seq stayed open for the timeout: tell the
+ * handler's owner, answer every held ticket, stop ordering. */
+static void expire_gap(rsp__actor *a)
+{
+    if (a->cfg.on_gap)
+        a->cfg.on_gap(a->cfg.ctx, rsp__load_relaxed_u64(&a->next_seq));
+    a->order_off = true;
+    uint32_t owed = 0;
+    refuse_held(a, &owed, RSP_ETIMEDOUT);
+    if (owed)
+        wake_credit_waiters(a);
 }
 
 /* Handle everything in the local queue. Returns true once the last
@@ -678,31 +909,19 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
         tries = 0;
         rsp_ticket *t = caa_container_of(node, rsp_ticket, node);
         rsp__hb_acquire(t); /* I1 (TSan mirror) */
-        const bool last = t->last;
-        /* The message has left the inbox: its credit goes back before it
-         * is answered, so a caller that saw the answer sees the credit. The
-         * last message (queued by close) took none. */
-        if (!last && give_credit(a) && ++owed >= a->wake_threshold) {
-            wake_credit_waiters(a);
-            owed = 0;
-        }
-        if (stopped) {
-            /* Unreachable by S1/S2 (nothing follows the last message);
-             * answered anyway so that no waiter can hang. */
-            memset(&t->reply, 0, sizeof t->reply);
-            rsp__fail(&t->reply.error, RSP_ESHUTDOWN, "the pool shut down before this message");
+        if (t->seq && a->held && !a->order_off && !stopped) {
+            arrive_ordered(a, t, &owed, &stopped);
         } else {
-            handle_one(a, t);
-            stopped = last;
+            deliver(a, t, &owed, &stopped);
         }
-        /* H1: handled (or refused): the message's own reference goes before
-         * its answer, so a caller that saw the answer sees it gone. */
-        ticket_drop_hold(t);
-        if (ticket_answer(a, t))
-            a->woke_waiter = true;
+        if (stopped && a->num_held)
+            refuse_held(a, &owed, RSP_ESHUTDOWN);
     }
-    if (owed)
+    /* O1: after the seq_cst RMW of next_seq, a seq_cst load: a poster that
+     * waits for credit may hold the number the owner now waits for. */
+    if (owed || (a->advanced && rsp__load_seq_cst_u32(&a->credit_waiters) != 0))
         wake_credit_waiters(a);
+    a->advanced = false;
     return stopped;
 }
 
@@ -733,6 +952,8 @@ static void *owner_main(void *arg)
     while (!stopped) {
         if (!drain(a, &stopped))
             owner_idle(a);
+        if (a->num_held && rsp__now_ns() - a->gap_since >= a->gap_ns)
+            expire_gap(a);
     }
     if (a->cfg.on_stop)
         a->cfg.on_stop(a->cfg.ctx);
@@ -754,11 +975,23 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
     a->wake_threshold = a->capacity / 4 ? a->capacity / 4 : 1;
     a->spin_ns = cfg->spin_max ? cfg->spin_max : RSP__OWNER_SPIN_NS;
     __cds_wfcq_init(&a->head, &a->tail);
+    if (cfg->ordered) {
+        /* The reorder heap: held tickets keep their credits, so capacity
+         * entries are enough (actor.h, "Ordered delivery"). */
+        a->held = calloc(a->capacity, sizeof *a->held);
+        if (!a->held) {
+            free(a);
+            return rsp__fail(err, RSP_ENOMEM, "out of memory for the reorder window");
+        }
+        a->next_seq = 1;
+        a->gap_ns = cfg->reorder_timeout_ns ? cfg->reorder_timeout_ns : RSP__REORDER_TIMEOUT_NS;
+    }
 
     /* Allocated now so that destroy can always close the inbox. */
     void *none;
     a->stop_ticket = rsp__ticket_new(0, &none);
     if (!a->stop_ticket) {
+        free(a->held);
         free(a);
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the inbox");
     }
@@ -766,6 +999,7 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
     int rc = pthread_create(&a->thread, NULL, owner_main, a);
     if (rc != 0) {
         free(a->stop_ticket);
+        free(a->held);
         free(a);
         return rsp__fail(err, rc == EAGAIN ? RSP_ENOMEM : RSP_EINVAL,
                          "cannot start the owner thread (pthread_create: %s)", strerror(rc));
@@ -793,5 +1027,6 @@ void rsp__actor_destroy(rsp__actor *a)
     while ((e = ck_stack_pop_npsc(&a->free_tickets)) != NULL)
         free(caa_container_of(e, rsp_ticket, free_link));
     free(a->stop_ticket);
+    free(a->held);
     free(a);
 }

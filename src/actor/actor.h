@@ -68,7 +68,35 @@ typedef struct rsp__actor_config {
     void (*on_stop)(void *ctx);  /* optional: last thing on the owner thread */
     void (*on_idle)(void *ctx);  /* optional: the owner found its inbox empty
                                   * after its spin and is about to sleep */
+    /* Ordered delivery (see "Ordered delivery" below). */
+    bool ordered;
+    uint64_t reorder_timeout_ns; /* longest wait for a missing number; 0 = 1 s */
+    /* Ordered: the number `missing` has not arrived within the timeout.
+     * Called on the owner thread before the waiting messages are answered
+     * RSP_ETIMEDOUT; from then on the actor delivers every message as it
+     * arrives (the handler is expected to refuse them: the pool breaks).
+     * Optional. */
+    void (*on_gap)(void *ctx, uint64_t missing);
 } rsp__actor_config;
+
+/*
+ * Ordered delivery (cfg.ordered). A ticket may carry a number
+ * (rsp__ticket_set_seq; 0 = none). The owner delivers numbered tickets to
+ * the handler in number order, starting at 1, whatever order they arrive
+ * in: an early one waits in a reorder heap of `capacity` entries (made at
+ * create) and keeps its credit until delivered, so the inbox capacity
+ * bounds the queued and waiting tickets together; a post whose number is
+ * the one the owner waits for takes no credit when none is free (else it
+ * could wait for a credit held by the tickets waiting for it). A number
+ * already delivered is answered RSP_EORDER at once (a duplicate of a
+ * waiting one when its number comes up), without the handler. Unnumbered
+ * tickets are delivered on arrival. A gap that stays open for the timeout
+ * (counted from the first ticket that waits for it): on_gap, then every
+ * waiting ticket is answered RSP_ETIMEDOUT ("waiting for message N"), and
+ * ordering ends. When the last message is delivered, the tickets still
+ * waiting are answered RSP_ESHUTDOWN. Unordered actors ignore numbers, and
+ * an ordered one whose tickets arrive in order holds nothing.
+ */
 
 /* Allocate the inbox and start the owner thread. Nothing is left allocated
  * on failure (RSP_ENOMEM). Any thread. */
@@ -101,6 +129,10 @@ rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, size_t size, void **payload);
  * Call before posting t. The poster's thread; O(1).
  */
 void rsp__ticket_hold(rsp_ticket *t, void (*drop)(void *), void *obj);
+
+/* Number t for ordered delivery (an ordered actor; 0 = unnumbered). Call
+ * before posting t. The poster's thread; O(1). */
+void rsp__ticket_set_seq(rsp_ticket *t, uint64_t seq);
 
 /* Free a ticket that was never posted (dropping what it holds). */
 void rsp__ticket_discard(rsp_ticket *t);

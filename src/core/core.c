@@ -13,14 +13,19 @@
 #include "util/error.h"
 #include "util/mem.h"
 
-static uint64_t mix64(uint64_t x)
+/* The free stack's only push and pop: they keep free_hash (the slot's
+ * weight is P^depth, its depth the index it takes in the stack). */
+static void free_push(rsp__core *c, uint32_t slot)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
+    c->free_hash += (uint64_t)(slot + 1) * c->free_pow[c->free_top];
+    c->free_stack[c->free_top++] = slot;
+}
+
+static uint32_t free_pop(rsp__core *c)
+{
+    uint32_t slot = c->free_stack[--c->free_top];
+    c->free_hash -= (uint64_t)(slot + 1) * c->free_pow[c->free_top];
+    return slot;
 }
 
 rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_error *err)
@@ -48,22 +53,27 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
     c->max_inflight = inflight;
     c->slots = calloc(lay.max_slots, sizeof *c->slots);
     c->free_stack = calloc(lay.max_slots, sizeof *c->free_stack);
+    c->free_pow = calloc(lay.max_slots, sizeof *c->free_pow);
     c->steps = calloc(inflight, sizeof *c->steps);
     c->table_size = 64;
     c->table = malloc(c->table_size * sizeof *c->table);
-    if (!c->slots || !c->free_stack || !c->steps || !c->table) {
+    if (!c->slots || !c->free_stack || !c->free_pow || !c->steps || !c->table) {
         rsp__core_destroy(c);
         return rsp__fail(err, RSP_ENOMEM, "out of memory for %" PRIu32 " slots", lay.max_slots);
     }
     for (uint32_t i = 0; i < c->table_size; i++)
         c->table[i].rec = RSP__NONE;
     c->free_rec = RSP__NONE;
+    /* Odd, so every power is odd and no depth's weight is zero mod 2^64. */
+    uint64_t pw = 1;
+    for (uint32_t d = 0; d < lay.max_slots; d++, pw *= RSP__FREE_HASH_P)
+        c->free_pow[d] = pw;
     /* Push in descending order so a fresh pool pops 1, 2, 3... (0, 1, 2...
      * without the sink). */
     uint32_t first = lay.sink ? 1u : 0u;
     for (uint32_t s = lay.max_slots; s-- > first;) {
         c->slots[s].state = RSP__SLOT_FREE;
-        c->free_stack[c->free_top++] = s;
+        free_push(c, s);
     }
     if (lay.sink)
         c->slots[RSP_SINK_SLOT].state = RSP__SLOT_SINK;
@@ -101,6 +111,7 @@ void rsp__core_destroy(rsp__core *c)
     free(c->steps);
     free(c->slots);
     free(c->free_stack);
+    free(c->free_pow);
     addr_free(&c->stage);
     addr_free(&c->live);
     for (uint32_t i = 0; i < c->num_spare_heaps; i++)
@@ -167,7 +178,7 @@ const char *rsp__core_label_name(const rsp__core *c, rsp_label_id id)
 static uint32_t table_probe(const rsp__core *c, rsp_rid rid)
 {
     uint32_t mask = c->table_size - 1;
-    uint32_t i = (uint32_t)mix64(rid) & mask;
+    uint32_t i = (uint32_t)rsp__mix64(rid) & mask;
     while (c->table[i].rec != RSP__NONE && c->table[i].rid != rid)
         i = (i + 1) & mask;
     return i;
@@ -216,7 +227,7 @@ static void table_delete(rsp__core *c, rsp_rid rid)
         j = (j + 1) & mask;
         if (c->table[j].rec == RSP__NONE)
             return;
-        uint32_t home = (uint32_t)mix64(c->table[j].rid) & mask;
+        uint32_t home = (uint32_t)rsp__mix64(c->table[j].rid) & mask;
         /* Move j back to i unless its home lies cyclically in (i, j]. */
         bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
         if (!stays) {
@@ -343,7 +354,7 @@ rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label)
         r->cap_holds = RSP_MAX_LABELS;
     }
     RSP__ASSERT(c->free_top > 0);
-    uint32_t slot = c->free_stack[--c->free_top];
+    uint32_t slot = free_pop(c);
     c->slots[slot].state = RSP__SLOT_HELD;
     c->held++;
     rsp__hold *h = &rsp__req_holds(r)[r->num_holds++];
@@ -364,7 +375,7 @@ void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w)
     c->slots[slot].zero_pending = false;
     c->slots[slot].took_zero = 0;
     c->slots[slot].fork_pins = 0; /* marks were for the holding that left */
-    c->free_stack[c->free_top++] = slot;
+    free_push(c, slot);
 }
 
 void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
@@ -415,7 +426,7 @@ rsp_status rsp__set_reset(rsp__core *c, uint32_t n)
 bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label)
 {
     uint32_t mask = c->set_size - 1;
-    uint32_t i = (uint32_t)mix64(rid * 0x9e3779b97f4a7c15ull + label) & mask;
+    uint32_t i = (uint32_t)rsp__mix64(rid * 0x9e3779b97f4a7c15ull + label) & mask;
     while (c->set[i].stamp == c->set_epoch) {
         if (c->set[i].rid == rid && c->set[i].label == label)
             return false;
@@ -531,6 +542,11 @@ void rsp__core_stats(const rsp__core *c, rsp_stats *out)
     out->num_requests = c->num_requests;
     out->num_holdings = c->num_holdings;
     out->generation = c->generation;
+}
+
+uint64_t rsp__core_free_hash(const rsp__core *c)
+{
+    return c->free_hash;
 }
 
 uint32_t rsp__core_free_order(const rsp__core *c, uint32_t *out, uint32_t cap)

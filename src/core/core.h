@@ -125,6 +125,11 @@ typedef struct rsp__plan_out {
                               * replaced, taken, or kept */
     uint32_t num_labels;     /* labels with rows, first-appearance order */
     const rsp__label_plan *labels;
+    /* mix(step id, every label's id, slot ids and has_state in order, the
+     * free stack hash after the plan, the pool-wide generation): equal on
+     * cores that handled the same messages in the same order (rsp.h,
+     * rsp_plan_digest). */
+    uint64_t digest;
 } rsp__plan_out;
 
 /* SEMANTICS 4.3 / 4.4 / 4.6 (pre-forks). Errors: invalid step; not in flight
@@ -176,6 +181,13 @@ typedef enum rsp__slot_state {
     RSP__SLOT_PENDING,
 } rsp__slot_state;
 rsp__slot_state rsp__core_slot_state(const rsp__core *core, uint32_t slot);
+
+/* The free stack's running hash: the sum over its entries of
+ * (slot + 1) * P^depth mod 2^64 (depth 0 at the bottom), kept in O(1) per
+ * push and pop. Equal on two cores whose free stacks are equal. O(1). */
+uint64_t rsp__core_free_hash(const rsp__core *core);
+/* Its P (odd, so no depth's weight is zero mod 2^64). */
+#define RSP__FREE_HASH_P 0x100000001b3ull
 
 /* Copy the free stack into out[0 .. cap), the slot the next allocation takes
  * first; returns the number of free slots (may exceed cap). Tests and

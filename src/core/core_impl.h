@@ -184,6 +184,11 @@ struct rsp__core {
     rsp__slot *slots;     /* [max_slots] */
     uint32_t *free_stack; /* [max_slots]; pops from the top */
     uint32_t free_top;
+    /* The free stack's running hash (plan digests): the sum over the stack
+     * of (slot + 1) * free_pow[depth] mod 2^64, kept in O(1) per push and
+     * pop; free_pow[d] = P^d, computed at create. */
+    uint64_t free_hash;
+    uint64_t *free_pow; /* [max_slots] */
     uint32_t held, pending;
     uint64_t generation;
 
@@ -318,6 +323,17 @@ static inline rsp__hold *rsp__hold_lookup(rsp__core *c, rsp_rid rid, rsp_label_i
     }
     return rsp__hold_lookup_slow(c, rid, label, rec, hold, out_r);
 }
+/* A 64-bit finaliser (murmur3's): the rid hash table, plan digests. */
+static inline uint64_t rsp__mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
 /* Pop a free slot and give it to (r, label); the caller checked there is one
  * and that r holds nothing under label. When r's inline holdings are full,
  * it takes a spare spill array: the caller reserved one

@@ -211,6 +211,39 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     s->phase = RSP__PHASE_PLANNED;
 }
 
+/* h combined with n bytes at p, 8 at a time (a multiply per 8 bytes:
+ * the digest runs on every plan); the tail is zero-padded. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (; n >= 8; n -= 8, b += 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    }
+    if (n) {
+        uint64_t w = 0;
+        memcpy(&w, b, n);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    }
+    return h;
+}
+
+/* The plan's digest (rsp__plan_out.digest): O(rows), a multiply per two
+ * rows' slot ids and per eight rows' has_state. */
+static uint64_t plan_digest(const rsp__core *c, const rsp__plan_out *out)
+{
+    uint64_t h = rsp__mix64(out->step_id * 2u + (out->staged ? 1u : 0u));
+    for (uint32_t li = 0; li < out->num_labels; li++) {
+        const rsp__label_plan *lp = &out->labels[li];
+        h = rsp__mix64(h ^ ((uint64_t)lp->label << 32 | lp->num_rows));
+        h = hash_bytes(h, lp->slot_indices, (size_t)lp->num_rows * sizeof(int32_t));
+        h = hash_bytes(h, lp->has_state, (size_t)lp->num_rows * sizeof(bool));
+    }
+    h = rsp__mix64(h ^ rsp__core_free_hash(c));
+    return rsp__mix64(h ^ c->generation);
+}
+
 static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rsp__plan_out *out,
                        rsp__work *w)
 {
@@ -231,6 +264,7 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     }
     out->num_labels = target->num_labels;
     out->labels = target->labels;
+    out->digest = plan_digest(c, out);
 }
 
 rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out, rsp__work *w,

@@ -102,6 +102,7 @@ struct rsp_plan {
     uint64_t step_id;
     bool staged;
     rsp_event ready;
+    uint64_t digest; /* rsp__plan_set_digest, before publication */
     uint32_t num_labels;
     rsp__plan_label labels[]; /* then generations, slot_indices, has_state */
 };
@@ -249,6 +250,7 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     plan->step_id = step_id;
     plan->staged = staged;
     plan->ready = ready;
+    plan->digest = 0;
     plan->num_labels = num_labels;
     uint64_t *g = (uint64_t *)(mem + off.gens);
     int32_t *si = (int32_t *)(mem + off.idx);
@@ -302,6 +304,16 @@ uint64_t rsp__plan_step_id(const rsp_plan *plan)
 bool rsp__plan_is_staged(const rsp_plan *plan)
 {
     return plan->staged;
+}
+
+void rsp__plan_set_digest(rsp_plan *plan, uint64_t digest)
+{
+    plan->digest = digest;
+}
+
+uint64_t rsp__plan_digest(const rsp_plan *plan)
+{
+    return plan->digest;
 }
 
 rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,

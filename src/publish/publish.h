@@ -134,6 +134,10 @@ uint32_t rsp__publisher_objects(const rsp__publisher *p);
 /* Plan accessors. Any thread holding the plan (read section or ref). */
 uint64_t rsp__plan_step_id(const rsp_plan *plan);
 bool rsp__plan_is_staged(const rsp_plan *plan);
+/* The plan's digest (rsp_plan_digest): set by the owner between
+ * rsp__plan_new and the publication (P1 carries it), read by any holder. */
+void rsp__plan_set_digest(rsp_plan *plan, uint64_t digest);
+uint64_t rsp__plan_digest(const rsp_plan *plan);
 rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
                                 rsp_error *err);
 /* Take a reference (inside a read section, or while holding one). */

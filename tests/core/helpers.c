@@ -204,6 +204,14 @@ void fx_check_invariants(fx *f)
         for (uint32_t j = 0; j < i; j++)
             assert_int_not_equal(order[i], order[j]);
     }
+    /* The running hash of the free stack (plan digests) matches the
+     * stack: order[i] sits at depth n - 1 - i. */
+    if (n <= 1024) {
+        uint64_t h = 0, pw = 1;
+        for (uint32_t d = 0; d < n; d++, pw *= RSP__FREE_HASH_P)
+            h += (uint64_t)(order[n - 1 - d] + 1) * pw;
+        assert_true(h == rsp__core_free_hash(f->core));
+    }
 }
 
 void sb_init(stepb *b, uint64_t step_id)

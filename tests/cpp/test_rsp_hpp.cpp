@@ -488,6 +488,38 @@ void step_reset_reuses_the_object(void **)
     assert_ptr_equal(c.rows, before); /* the rows' storage was kept */
 }
 
+// Ordered posting: numbered messages (msg::seq) are handled in number
+// order, a missing number in an ordered pool is refused at the post, and
+// two pools that handled the same sequence give equal plan digests.
+void ordered_posting_and_digests(void **)
+{
+    rsp::pool_config cfg = small_config();
+    cfg.ordered(true, 50ms);
+    assert_true(cfg.get().ordered);
+    assert_int_equal(cfg.get().reorder_timeout_ns, 50000000u);
+    rsp::pool a = rsp::pool::create(cfg);
+    rsp::pool b = rsp::pool::create(cfg);
+    auto refused = a.try_post(rsp::msg::ingest(rsp::rid{1})); // no number
+    assert_int_equal(refused.status(), RSP_EINVAL);
+    rsp::step s(rsp::step_id{1});
+    s.row(rsp::rid{1}).row(rsp::rid{2});
+    const rsp_msg seqd[] = {rsp::msg::seq(rsp::msg::admit(s), 1),
+                            rsp::msg::seq(rsp::msg::plan(s), 2)};
+    // b gets 2 before 1: it waits for 1, and both pools agree.
+    rsp::ticket b2 = b.post(seqd[1]);
+    rsp::ticket b1 = b.post(seqd[0]);
+    assert_true(a.post(seqd[0]).wait().admit.ok);
+    const std::uint64_t da = a.post(seqd[1]).wait().plan_digest;
+    assert_true(b1.wait().admit.ok);
+    assert_true(b2.wait().plan_digest == da);
+    rsp::reader me;
+    rsp::read_section rs;
+    rsp::plan_view va = rs.live(a), vb = rs.live(b);
+    assert_true(va.digest() == da);
+    assert_true(vb.digest() == da);
+    assert_true(rsp::plan_view(nullptr).digest() == 0);
+}
+
 } // namespace
 
 int main()
@@ -509,6 +541,7 @@ int main()
         cmocka_unit_test(info_and_counters_as_results),
         cmocka_unit_test(shard_shapes),
         cmocka_unit_test(step_reset_reuses_the_object),
+        cmocka_unit_test(ordered_posting_and_digests),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
