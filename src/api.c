@@ -198,6 +198,28 @@ static rsp_status check_step(const rsp_step *s, uint32_t num_labels, rsp_error *
     return st;
 }
 
+/* A commit whose rows wrote (a row with span > 0 that is not padding, the
+ * step not a capture) must say when its forward is done: the zeroing of
+ * slots released during the step and the post-forks are queued behind it,
+ * and a missing event would let them run under a forward still writing.
+ * rsp_event_complete() says "already done". */
+static rsp_status check_forward_done(const rsp_msg *m, rsp_error *err)
+{
+    if (m->event.handle || m->event.kind == RSP_EVENT_COMPLETE || m->step.capture)
+        return RSP_OK;
+    for (uint32_t i = 0; i < m->step.num_rows; i++) {
+        const rsp_row *r = &m->step.rows[i];
+        if (r->span > 0 && !r->padding)
+            return rsp__fail(err, RSP_EINVAL,
+                             "commit of step %llu: rows[%u] (rid %llu) wrote (span %d) but "
+                             "forward_done is empty: pass the event recorded after the forward, "
+                             "or rsp_event_complete() if it has already finished",
+                             (unsigned long long)m->step.step_id, i, (unsigned long long)r->rid,
+                             (int)r->span);
+    }
+    return RSP_OK;
+}
+
 static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *err)
 {
     if ((unsigned)m->kind >= (unsigned)RSP_MSG_KIND_COUNT_)
@@ -210,6 +232,8 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
         if (st == RSP_OK)
             st = rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)",
                                               err);
+        if (st == RSP_OK)
+            st = check_forward_done(m, err);
         return st;
     }
     case RSP_MSG_ROLLBACK:
@@ -568,6 +592,25 @@ rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns, 
     return rsp__publisher_wait(pool->pub, step_id, timeout_ns, err);
 }
 
+const rsp_plan *rsp_plan_get(const rsp_pool *pool, uint64_t step_id)
+{
+    if (!pool || forked())
+        return NULL;
+    return rsp__publisher_step_plan(pool->pub, step_id);
+}
+
+rsp_status rsp_plan_wait_step(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns,
+                              rsp_error *err)
+{
+    if (!pool)
+        return rsp__fail(err, RSP_EINVAL, "pool is NULL");
+    if (forked())
+        return fail_forked(err);
+    if (timeout_ns != 0 && rsp__in_read_section())
+        return fail_in_section(err, "rsp_plan_wait_step (with a timeout)");
+    return rsp__publisher_wait_step(pool->pub, step_id, timeout_ns, err);
+}
+
 rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t timeout_ns,
                           rsp_error *err)
 {
@@ -593,6 +636,12 @@ rsp_event rsp_event_host(rsp_host_fence *fence, uint64_t value)
 rsp_event rsp_event_cuda(void *cuda_event)
 {
     rsp_event e = {.kind = RSP_EVENT_CUDA, .handle = cuda_event, .value = 0};
+    return e;
+}
+
+rsp_event rsp_event_complete(void)
+{
+    rsp_event e = {.kind = RSP_EVENT_COMPLETE, .handle = NULL, .value = 0};
     return e;
 }
 

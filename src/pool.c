@@ -221,12 +221,24 @@ static rsp_status on_reset(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *ch
     return submit_after(p, st, changed, &r->error);
 }
 
+/* The publisher's table of steps in flight follows admit (rsp_plan_get,
+ * rsp_plan_wait_step): an admitted step enters it, a refused one is
+ * recorded (a refused re-admit of a step in flight leaves it there). */
+static void step_admitted(rsp_pool *p, uint64_t step_id, bool ok)
+{
+    if (ok)
+        (void)rsp__publisher_step_admitted(p->pub, step_id); /* room: max_inflight <= table */
+    else
+        rsp__publisher_step_finished(p->pub, step_id, RSP__STEP_REFUSED);
+}
+
 static rsp_status on_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     rsp_status st = rsp__core_admit(p->core, &m->step, &r->admit, &p->work, &r->error);
     st = submit_after(p, st, changed, &r->error);
     if (st == RSP_OK)
         bump(r->admit.ok ? &p->ctr.admits_ok : &p->ctr.admits_refused, 1);
+    step_admitted(p, m->step.step_id, st == RSP_OK && r->admit.ok);
     return st;
 }
 
@@ -242,6 +254,7 @@ static rsp_status on_rollback(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
     st = submit_after(p, st, changed, &r->error);
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* the step's own stage ends with it */
+        rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_ROLLED_BACK);
         bump(&p->ctr.rollbacks, 1);
     }
     return st;
@@ -272,6 +285,7 @@ static rsp_status on_commit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *c
     st = submit_after(p, st, changed, &r->error);
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* a committed step's stage (a capture's) ends with it */
+        rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_COMMITTED);
         bump(&p->ctr.commits, 1);
     }
     return st;
@@ -306,6 +320,7 @@ static rsp_status on_label(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *ch
         /* L1: pairs with the load-acquire in rsp_post's validation. The
          * waiter of this reply also sees it through the ticket (T1/T2). */
         rsp__store_release_u32(&p->num_labels, rsp__core_num_labels(p->core));
+        rsp__publisher_set_labels(p->pub, rsp__core_num_labels(p->core));
     }
     return st;
 }
@@ -427,6 +442,7 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
      * core call, before it changes anything (rsp__pool_reserve). */
     rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
     p->num_labels = rsp__core_num_labels(p->core);
+    rsp__publisher_set_labels(p->pub, p->num_labels);
     rsp__pool_mirror_gauges(p);
 
     /* Starting the owner hands it the core, the device and the work list

@@ -22,7 +22,7 @@
  *   rsp_pool_counters              | any thread               | no (atomics)
  *   rsp_read_*, rsp_plan_*         | registered reader thread | no (RCU read)
  *   rsp_event_host / _cuda         | any thread               | no (pure)
- *   rsp_plan_wait                  | any thread, not in a     | yes (or timeout)
+ *   rsp_plan_wait, _wait_step      | any thread, not in a     | yes (or timeout)
  *                                  | read section             |
  *   rsp_host_fence_*               | any thread               | wait only
  *
@@ -32,7 +32,7 @@
  * RSP_EFORKED in the child; those without a status do nothing (a pointer
  * result is NULL, a value 0, a bool false). The pure helpers keep working:
  * rsp_strerror, rsp_dtype_size, rsp_pool_config_init, rsp_shard_shapes,
- * rsp_event_host, rsp_event_cuda.
+ * rsp_event_host, rsp_event_cuda, rsp_event_complete.
  *
  * Plain data only: no atomics and no library types, so this header compiles
  * as C11 and as C++17.
@@ -326,6 +326,8 @@ typedef enum rsp_event_kind {
     RSP_EVENT_NONE = 0,   /**< no event: "already complete"; handle must be NULL */
     RSP_EVENT_HOST_FENCE, /**< handle: an rsp_host_fence *, value: the point to reach */
     RSP_EVENT_CUDA,       /**< handle: a cudaEvent_t; value unused */
+    RSP_EVENT_COMPLETE,   /**< "the forward is already complete": handle NULL; every
+                               device accepts it (rsp_event_complete) */
     RSP_EVENT_KIND_COUNT_ /**< not a kind */
 } rsp_event_kind;
 
@@ -355,6 +357,14 @@ typedef struct rsp_event {
 RSP_API rsp_event rsp_event_host(rsp_host_fence *fence, uint64_t value);
 /** {RSP_EVENT_CUDA, cuda_event (a cudaEvent_t), 0}. Any thread, O(1). */
 RSP_API rsp_event rsp_event_cuda(void *cuda_event);
+/**
+ * {RSP_EVENT_COMPLETE, NULL, 0}: the caller says the step's forward has
+ * already finished writing its slots (it waited for it, or ran none that
+ * wrote), so the pool's device need not wait. A commit whose rows wrote
+ * needs a forward_done (see rsp_step_commit): this is the explicit "done".
+ * Every device accepts it. Any thread, O(1), touches nothing.
+ */
+RSP_API rsp_event rsp_event_complete(void);
 
 /* ------------------------------------------------------------------------ */
 /* Counters                                                                  */
@@ -662,6 +672,38 @@ RSP_API void rsp_plan_unref(const rsp_plan *plan);
  */
 RSP_API rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns,
                                  rsp_error *err);
+
+/**
+ * The live plan of step step_id while that step is in flight (its plan
+ * published, its commit or rollback not yet handled), else NULL: not
+ * planned yet, staged only, finished, or called outside a read section.
+ * Several steps' plans are readable at once (max_inflight_steps), so a
+ * partition thread running step N's forward reads step N's plan while step
+ * N + 1 is already live (rsp_plan_live gives the newest). Registered reader
+ * inside a read section; the plan lives as long as the section (or a
+ * reference). Cost: O(steps in flight), one dependent load each.
+ */
+RSP_API const rsp_plan *rsp_plan_get(const rsp_pool *pool, uint64_t step_id);
+
+/**
+ * Block until step step_id's live plan is published: RSP_OK, after which
+ * rsp_plan_get(pool, step_id) in a read section finds it while the step is
+ * in flight. RSP_ENOPLAN, with a message saying why, when the step ended
+ * without a plan to read: rolled back (before or after it was planned),
+ * refused by the owner at admit (an error, or admit's ok false), committed
+ * without a live plan (a capture), or committed after its plan was
+ * published ("committed": a step's plan is readable only while it is in
+ * flight, so a waiter that comes after the commit gets RSP_ENOPLAN, not the
+ * plan). The pool remembers the last 64 finished steps for this; a step
+ * neither in flight nor among them (not admitted yet, or finished long
+ * ago) is waited for. A step refused by rsp_post's own validation never
+ * reached the owner and is waited for too. RSP_ETIMEDOUT, RSP_ESHUTDOWN and
+ * the read-section rule as rsp_plan_wait (timeout 0: poll). Any thread, no
+ * registration. Cost: a mutex and O(steps in flight + 64) per check, a
+ * futex wait between checks.
+ */
+RSP_API rsp_status rsp_plan_wait_step(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns,
+                                      rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Host device timelines                                                     */
