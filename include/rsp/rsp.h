@@ -138,6 +138,10 @@ typedef enum rsp_device_kind {
     RSP_DEVICE_CUDA      /**< cudaMalloc storage, one pool stream, kernels/ */
 } rsp_device_kind;
 
+/** A failure nobody would otherwise see (rsp_pool_config.on_error); defined
+ * with the messages below. */
+typedef struct rsp_failure rsp_failure;
+
 typedef struct rsp_pool_config {
     uint32_t num_layers;            /**< recurrent layers only, > 0 */
     const rsp_block_config *blocks; /**< copied at creation */
@@ -150,6 +154,17 @@ typedef struct rsp_pool_config {
     int cuda_ordinal;            /**< RSP_DEVICE_CUDA only */
     uint32_t inbox_capacity;     /**< messages queued at most; 0 = default (4096); <= 2^20 */
     uint32_t max_inflight_steps; /**< admitted, not finished; 0 = default (4) */
+    /**
+     * Optional (NULL: none): called for each message whose failure no
+     * caller reads (fire-and-forget, or a ticket given up with
+     * rsp_ticket_forget before its answer), on the owner thread, after the
+     * message was handled, with on_error_ctx. It must not block or call the
+     * pool (the owner handles nothing else while it runs; a call that waits
+     * for the owner deadlocks); copy what it needs, the failure lives for
+     * the call only. Each such failure is also counted (rsp_stats.posts_failed).
+     */
+    void (*on_error)(void *ctx, const rsp_failure *failure);
+    void *on_error_ctx;
 } rsp_pool_config;
 
 /** Defaults: sink on, world_size 1, rank 0, host device, zero sizes. Any thread. */
@@ -205,6 +220,37 @@ RSP_API rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, r
  * reclaimer, one grace period, and waits as above.
  */
 RSP_API rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err);
+
+/** Step ids rsp_close_report names at most. */
+#define RSP_CLOSE_REPORT_MAX 64
+
+/** What rsp_pool_close_timed found. */
+typedef struct rsp_close_report {
+    bool closed;            /**< the pool was destroyed */
+    uint32_t forward_waits; /**< forward_done waits not yet run (timeout) */
+    uint32_t num_steps;     /**< entries of step_ids: min(forward_waits, the max) */
+    uint64_t step_ids[RSP_CLOSE_REPORT_MAX]; /**< their steps, oldest first */
+} rsp_close_report;
+
+/**
+ * rsp_pool_close, bounded: first (before any teardown) a barrier, so every
+ * message posted before the call is handled, then a wait of up to
+ * timeout_ns (in all) for the device to run every forward_done wait given
+ * to it. When they have all run it destroys the pool as rsp_pool_close
+ * (which then has only finite device work to wait for) and returns RSP_OK
+ * with out->closed true. Otherwise it returns RSP_ETIMEDOUT, destroys
+ * nothing (the pool stays usable: signal the events and call again, or
+ * keep using it), and out names the steps whose forward_done the device
+ * still waits for (commit or rollback order), err says how many. A barrier
+ * not answered in time is RSP_ETIMEDOUT too (out lists what the owner had
+ * recorded). After RSP_MSG_SHUTDOWN the barrier is refused, and messages
+ * still queued then are not covered. Refusals as rsp_pool_close (RSP_EINVAL
+ * inside a read section, RSP_EFORKED). NULL pool: RSP_OK, nothing done.
+ * Same caller rule as rsp_pool_close. out may be NULL. Cost: a barrier,
+ * one device event wait, then rsp_pool_close.
+ */
+RSP_API rsp_status rsp_pool_close_timed(rsp_pool *pool, uint64_t timeout_ns, rsp_close_report *out,
+                                        rsp_error *err);
 
 /** rsp_pool_close(pool, NULL), ignoring its status (inside a read section or
  * in a forked child it destroys nothing; rsp_pool_close says so). */
@@ -394,7 +440,13 @@ typedef struct rsp_stats {
     uint64_t forks; /**< slot copies issued */
     uint64_t bytes_zeroed;
     uint64_t bytes_copied;
-    uint64_t generation; /**< the pool-wide generation counter */
+    uint64_t generation;    /**< the pool-wide generation counter */
+    uint64_t posts_failed;  /**< messages nobody read the answer of (fire-and-forget, or a
+                                 forgotten ticket) that failed; see on_error */
+    uint32_t forward_waits; /**< forward_done events given to the device (commit, rollback)
+                                 whose wait had not run when the owner last looked (it looks
+                                 after every message, and when it goes idle; rsp_stats_get is
+                                 exact): what rsp_pool_close would wait for */
 } rsp_stats;
 
 /** Read the counters without a message. Any thread, O(1), lock-free. */
@@ -434,6 +486,15 @@ typedef struct rsp_msg {
     uint32_t max_bs;
     uint32_t max_seq_len;
 } rsp_msg;
+
+/** A failure reported to rsp_pool_config.on_error. */
+struct rsp_failure {
+    rsp_status status;
+    rsp_msg_kind kind;   /**< the message that failed */
+    uint64_t step_id;    /**< its step (ADMIT, ROLLBACK, PLAN, COMMIT), else 0 */
+    bool has_step;       /**< whether kind names a step */
+    const char *message; /**< why; valid during the call only */
+};
 
 /** The owner's answer. */
 typedef struct rsp_reply {
@@ -495,6 +556,17 @@ RSP_API rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **tic
  * RSP_EINVAL and the ticket stays valid (see rsp_read_begin).
  */
 RSP_API rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply);
+
+/**
+ * Give a ticket up without waiting for its answer (instead of rsp_wait):
+ * the ticket is freed at once if answered, else by the owner once it
+ * answers, and must not be used again. A failure answered after the forget
+ * is counted (rsp_stats.posts_failed) and reported (on_error) like a
+ * fire-and-forget one; one answered before it is dropped with the ticket.
+ * NULL: a no-op; in a forked child it does nothing. The thread holding the
+ * ticket, instead of its rsp_wait. O(1), never blocks.
+ */
+RSP_API void rsp_ticket_forget(rsp_ticket *ticket);
 
 /*
  * Synchronous wrappers: rsp_post (waiting forever for credit), then rsp_wait
@@ -604,6 +676,10 @@ RSP_API void rsp_reader_unregister(void);
  * section, across a wait.
  */
 RSP_API rsp_status rsp_read_begin(void);
+/** rsp_read_begin with a message in err when it fails (RSP_ENOTREG: "the
+ * calling thread is not registered: call rsp_reader_register first";
+ * RSP_EFORKED). Same cost. */
+RSP_API rsp_status rsp_read_begin_err(rsp_error *err);
 /**
  * End the innermost read section of the calling thread: RSP_OK. Without an
  * open section (an unbalanced end) nothing changes and it returns

@@ -109,23 +109,23 @@ struct rsp_plan {
 };
 
 struct rsp__publisher {
-    rsp_plan *live;       /* owner writes (P1); readers rcu_dereference (P2) */
-    rsp_plan *staged;     /* same */
-    uint64_t live_step;   /* owner writes (W1, release); any thread reads */
-    uint32_t has_live;    /* owner writes once 0 -> 1 before the first W1 */
-    uint32_t wait_seq;    /* futex word: bumped on each live publish and close */
-    uint32_t waiters;     /* any thread, atomic (W2) */
-    uint32_t closed;      /* any thread, atomic: 0 -> 1 once */
-    uint32_t retired;     /* owner increments, reclaimer decrements (atomic) */
-    uint32_t retired_max; /* owner only writes; tests read */
-    uint32_t objects;     /* plans alive: any thread, atomic (X1) */
-    uint32_t retired_cap; /* immutable */
-    uint32_t batch_cap;   /* immutable: plans per batch */
-    rsp_plan *batch;      /* owner only: retired, not yet handed to the reclaimer */
-    rsp_plan *batch_tail; /* owner only: the batch's last link (its first plan) */
-    uint32_t batch_len;   /* owner only */
-    void *spare;          /* owner only: a plan's memory, reserved ahead */
-    size_t spare_size;    /* (rsp__plan_reserve) */
+    rsp_plan *live;        /* owner writes (P1); readers rcu_dereference (P2) */
+    rsp_plan *staged;      /* same */
+    uint64_t live_step;    /* owner writes (W1, release); any thread reads */
+    uint32_t has_live;     /* owner writes once 0 -> 1 before the first W1 */
+    uint32_t wait_seq;     /* futex word: bumped on each live publish and close */
+    uint32_t waiters;      /* any thread, atomic (W2) */
+    uint32_t closed;       /* any thread, atomic: 0 -> 1 once */
+    uint32_t retired;      /* owner increments, reclaimer decrements (atomic) */
+    uint32_t retired_max;  /* owner only writes; tests read */
+    uint32_t objects;      /* plans alive: any thread, atomic (X1) */
+    uint32_t retired_cap;  /* immutable */
+    uint32_t batch_cap;    /* immutable: plans per batch */
+    rsp_plan *batch;       /* owner only: retired, not yet handed to the reclaimer */
+    rsp_plan *batch_tail;  /* owner only: the batch's last link (its first plan) */
+    uint32_t batch_len;    /* owner only */
+    void *spare;           /* owner only: a plan's memory, reserved ahead */
+    size_t spare_size;     /* (rsp__plan_reserve) */
     uint32_t labels_known; /* owner only: labels interned (rsp__publisher_set_labels) */
 
     /* Per-step plans (S1/S2). step_plan[i]: the live plan of the step in
@@ -702,12 +702,11 @@ static rsp_status step_answer(const rsp__publisher *p, uint64_t step_id, rsp_err
             return rsp__fail(err, RSP_ENOPLAN, "step %llu was rolled back before it was planned",
                              id);
         case END_ROLLED_BACK_PLANNED:
-            return rsp__fail(err, RSP_ENOPLAN,
-                             "step %llu was rolled back: its plan is withdrawn", id);
+            return rsp__fail(err, RSP_ENOPLAN, "step %llu was rolled back: its plan is withdrawn",
+                             id);
         default:
             return rsp__fail(err, RSP_ENOPLAN,
-                             "step %llu was refused at admit (an error, or no room: ok false)",
-                             id);
+                             "step %llu was refused at admit (an error, or no room: ok false)", id);
         }
     }
     return RSP_EAGAIN;

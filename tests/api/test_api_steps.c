@@ -324,12 +324,263 @@ static void waiter_blocked_before_the_rollback_gets_the_answer(void **state)
     rsp_pool_destroy(pool);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Failures that do not vanish                                               */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_SEEN 8
+typedef struct seen_failures {
+    uint32_t n;    /* owner writes; main reads after a barrier */
+    uint32_t gate; /* main opens it (atomic): the first call waits for it */
+    rsp_status status[MAX_SEEN];
+    rsp_msg_kind kind[MAX_SEEN];
+    uint64_t step_id[MAX_SEEN];
+    bool has_step[MAX_SEEN];
+    char message[MAX_SEEN][RSP_ERROR_MAX];
+} seen_failures;
+
+static void record_failure(void *ctx, const rsp_failure *f)
+{
+    seen_failures *s = ctx;
+    /* Test only: hold the owner at the first failure until main forgot a
+     * ticket, so the order is fixed without timing. */
+    if (s->n == 0)
+        while (!__atomic_load_n(&s->gate, __ATOMIC_ACQUIRE))
+            sched_yield();
+    if (s->n < MAX_SEEN) {
+        s->status[s->n] = f->status;
+        s->kind[s->n] = f->kind;
+        s->step_id[s->n] = f->step_id;
+        s->has_step[s->n] = f->has_step;
+        snprintf(s->message[s->n], RSP_ERROR_MAX, "%s", f->message);
+    }
+    s->n++;
+}
+
+static void unread_failures_are_counted_and_reported(void **state)
+{
+    (void)state;
+    seen_failures seen;
+    memset(&seen, 0, sizeof seen);
+    rsp_pool_config cfg;
+    rsp_pool_config_init(&cfg);
+    cfg.on_error = record_failure;
+    cfg.on_error_ctx = &seen;
+    rsp_pool *pool = make_pool_cfg(&cfg);
+    rsp_error err;
+    /* A fire-and-forget commit of a step never admitted: RSP_EORDER. */
+    rsp_row one[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_msg commit = {.kind = RSP_MSG_COMMIT,
+                      .step = {.step_id = 5, .rows = one, .num_rows = 1},
+                      .event = rsp_event_complete()};
+    assert_int_equal(rsp_post(pool, &commit, NULL, RSP_WAIT_FOREVER, &err), RSP_OK);
+    /* A kept ticket forgotten before its answer (the owner waits in the
+     * callback above until the gate opens): counted and reported too. */
+    rsp_msg holding = {.kind = RSP_MSG_HOLDING, .rid = 999, .label = RSP_LABEL_MAIN};
+    rsp_ticket *t = NULL;
+    assert_int_equal(rsp_post(pool, &holding, &t, RSP_WAIT_FOREVER, &err), RSP_OK);
+    rsp_ticket_forget(t);
+    __atomic_store_n(&seen.gate, 1, __ATOMIC_RELEASE);
+    /* A failure its waiter reads is not counted; a ticket forgotten after
+     * its answer is freed at once (ASan: no leak) and not counted. */
+    assert_int_equal(rsp_post(pool, &holding, &t, RSP_WAIT_FOREVER, &err), RSP_OK);
+    assert_int_equal(rsp_wait(t, RSP_WAIT_FOREVER, NULL), RSP_ENOREQ);
+    assert_int_equal(rsp_post(pool, &holding, &t, RSP_WAIT_FOREVER, &err), RSP_OK);
+    assert_int_equal(rsp_barrier(pool, &err), RSP_OK);
+    rsp_ticket_forget(t); /* answered: the last reference, freed here */
+    rsp_ticket_forget(NULL);
+    assert_int_equal(rsp_barrier(pool, &err), RSP_OK);
+
+    rsp_stats st;
+    assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_OK);
+    assert_int_equal(st.posts_failed, 2);
+    assert_int_equal(rsp_pool_counters(pool, &st, &err), RSP_OK);
+    assert_int_equal(st.posts_failed, 2);
+    assert_int_equal(seen.n, 2);
+    assert_int_equal(seen.status[0], RSP_EORDER);
+    assert_int_equal(seen.kind[0], RSP_MSG_COMMIT);
+    assert_true(seen.has_step[0]);
+    assert_int_equal(seen.step_id[0], 5);
+    assert_non_null(strstr(seen.message[0], "5"));
+    assert_int_equal(seen.status[1], RSP_ENOREQ);
+    assert_int_equal(seen.kind[1], RSP_MSG_HOLDING);
+    assert_false(seen.has_step[1]);
+    assert_int_equal(seen.step_id[1], 0);
+    assert_true(seen.message[1][0] != '\0');
+    rsp_pool_destroy(pool);
+}
+
+static void close_timed_names_the_steps_it_still_waits_for(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 4);
+    rsp_error err;
+    rsp_host_fence *fence = NULL;
+    assert_int_equal(rsp_host_fence_create(&fence, &err), RSP_OK);
+    rsp_row one[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_row two[1] = {{.rid = 2, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_step s1 = {.step_id = 1, .rows = one, .num_rows = 1};
+    rsp_step s2 = {.step_id = 2, .rows = two, .num_rows = 1};
+    admit_and_plan(pool, &s1);
+    admit_and_plan(pool, &s2);
+    rsp_event f1 = rsp_event_host(fence, 1), f2 = rsp_event_host(fence, 2);
+    assert_int_equal(rsp_step_commit(pool, &s1, &f1, &err), RSP_OK);
+    assert_int_equal(rsp_step_rollback(pool, 2, &f2, &err), RSP_OK);
+    rsp_stats st;
+    assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_OK);
+    assert_int_equal(st.forward_waits, 2);
+    assert_int_equal(rsp_pool_counters(pool, &st, &err), RSP_OK);
+    assert_int_equal(st.forward_waits, 2);
+
+    /* Neither event is signalled: the bounded close names both steps and
+     * destroys nothing. */
+    rsp_close_report rep;
+    assert_int_equal(rsp_pool_close_timed(pool, 1000000, &rep, &err), RSP_ETIMEDOUT);
+    assert_false(rep.closed);
+    assert_int_equal(rep.forward_waits, 2);
+    assert_int_equal(rep.num_steps, 2);
+    assert_int_equal(rep.step_ids[0], 1);
+    assert_int_equal(rep.step_ids[1], 2);
+    assert_non_null(strstr(err.message, "step 1"));
+    /* Still usable. */
+    assert_int_equal(rsp_ingest(pool, 42, &err), RSP_OK);
+    assert_int_equal(rsp_barrier(pool, &err), RSP_OK);
+
+    /* One signalled: only step 2 is left. */
+    rsp_host_fence_signal(fence, 1);
+    do {
+        assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_OK);
+    } while (st.forward_waits != 1);
+    assert_int_equal(rsp_pool_close_timed(pool, 0, &rep, &err), RSP_ETIMEDOUT);
+    assert_int_equal(rep.forward_waits, 1);
+    assert_int_equal(rep.num_steps, 1);
+    assert_int_equal(rep.step_ids[0], 2);
+
+    /* Both: the close goes through. */
+    rsp_host_fence_signal(fence, 2);
+    assert_int_equal(rsp_pool_close_timed(pool, RSP_WAIT_FOREVER, &rep, &err), RSP_OK);
+    assert_true(rep.closed);
+    assert_int_equal(rep.forward_waits, 0);
+    rsp_host_fence_destroy(fence);
+    assert_int_equal(rsp_pool_close_timed(NULL, 0, &rep, &err), RSP_OK);
+    assert_false(rep.closed);
+}
+
+static void commit_that_wrote_needs_a_forward_done(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 4);
+    rsp_error err;
+    rsp_row one[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_step s = {.step_id = 1, .rows = one, .num_rows = 1};
+    admit_and_plan(pool, &s);
+    assert_int_equal(rsp_step_commit(pool, &s, NULL, &err), RSP_EINVAL);
+    assert_non_null(strstr(err.message, "forward_done is empty"));
+    assert_non_null(strstr(err.message, "rsp_event_complete"));
+    assert_null(strstr(err.message, "msg->"));
+    rsp_event none = {0};
+    assert_int_equal(rsp_step_commit(pool, &s, &none, &err), RSP_EINVAL);
+    /* Nothing changed: the step is still in flight, with its plan. */
+    assert_int_equal(rsp_plan_wait_step(pool, 1, 0, &err), RSP_OK);
+    rsp_stats st;
+    assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_OK);
+    assert_int_equal(st.commits, 0);
+    commit_done(pool, &s);
+    /* Rows that wrote nothing (span 0, padding) need no event. */
+    rsp_row idle[2] = {{.rid = 2, .label = RSP_LABEL_MAIN, .span = 0},
+                       {.rid = 3, .label = RSP_LABEL_MAIN, .span = 1, .padding = true}};
+    rsp_step quiet = {.step_id = 2, .rows = idle, .num_rows = 2};
+    admit_and_plan(pool, &quiet);
+    assert_int_equal(rsp_step_commit(pool, &quiet, NULL, &err), RSP_OK);
+    /* A host fence is accepted too; RSP_EVENT_COMPLETE with a handle is not. */
+    rsp_event odd = {.kind = RSP_EVENT_COMPLETE, .handle = &err};
+    rsp_step s3 = {.step_id = 3, .rows = one, .num_rows = 1};
+    admit_and_plan(pool, &s3);
+    assert_int_equal(rsp_step_commit(pool, &s3, &odd, &err), RSP_EINVAL);
+    rsp_event done = rsp_event_complete();
+    assert_int_equal(done.kind, RSP_EVENT_COMPLETE);
+    assert_null(done.handle);
+    assert_int_equal(rsp_event_wait(pool, &done, 0, &err), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &s3, &done, &err), RSP_OK);
+    rsp_pool_destroy(pool);
+}
+
+static void addressing_of_an_uninterned_label_is_enolabel(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 4);
+    rsp_error err;
+    rsp_label_id draft;
+    assert_int_equal(rsp_label(pool, "draft", &draft, &err), RSP_OK);
+    rsp_row one[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_step s = {.step_id = 1, .rows = one, .num_rows = 1};
+    admit_and_plan(pool, &s);
+    assert_int_equal(rsp_reader_register(&err), RSP_OK);
+    assert_int_equal(rsp_read_begin_err(&err), RSP_OK);
+    const rsp_plan *plan = rsp_plan_get(pool, 1);
+    assert_non_null(plan);
+    rsp_addressing a;
+    assert_int_equal(rsp_plan_addressing(plan, 7, &a, &err), RSP_ENOLABEL);
+    assert_non_null(strstr(err.message, "label 7 is not interned"));
+    assert_int_equal(rsp_plan_addressing(plan, draft, &a, &err), RSP_ENOPLAN);
+    assert_non_null(strstr(err.message, "not planned"));
+    assert_int_equal(rsp_plan_addressing(plan, RSP_LABEL_MAIN, &a, &err), RSP_OK);
+    rsp_read_end();
+    rsp_reader_unregister();
+    commit_done(pool, &s);
+    rsp_pool_destroy(pool);
+}
+
+static void *unregistered_begin(void *arg)
+{
+    rsp_error *err = arg;
+    err->status = rsp_read_begin_err(err);
+    return NULL;
+}
+
+static void messages_name_the_callers_argument(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 4);
+    rsp_error err;
+    assert_int_equal(rsp_label(pool, "", NULL, &err), RSP_EINVAL);
+    assert_string_equal(err.message, "name is empty");
+    assert_int_equal(rsp_label(pool, NULL, NULL, &err), RSP_EINVAL);
+    assert_string_equal(err.message, "name is NULL");
+    assert_int_equal(rsp_build_graph_buffers(pool, 0, 16, &err), RSP_EINVAL);
+    assert_non_null(strstr(err.message, "max_bs is 0"));
+    assert_null(strstr(err.message, "msg->"));
+    rsp_event bad = {.kind = RSP_EVENT_CUDA, .handle = &err};
+    assert_int_equal(rsp_step_rollback(pool, 1, &bad, &err), RSP_EINVAL);
+    assert_non_null(strstr(err.message, "forward_done"));
+    assert_null(strstr(err.message, "msg->"));
+    /* rsp_post's caller passed msg: there the field is the argument. */
+    rsp_msg m = {.kind = RSP_MSG_LABEL, .label_name = ""};
+    assert_int_equal(rsp_post(pool, &m, NULL, 0, &err), RSP_EINVAL);
+    assert_string_equal(err.message, "msg->label_name is empty");
+
+    /* rsp_read_begin_err says why. */
+    rsp_error e2;
+    memset(&e2, 0, sizeof e2);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, unregistered_begin, &e2), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(e2.status, RSP_ENOTREG);
+    assert_non_null(strstr(e2.message, "rsp_reader_register"));
+    rsp_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(four_pipelined_steps_each_reader_reads_its_own),
         cmocka_unit_test(wait_step_names_rollback_refusal_and_capture),
         cmocka_unit_test(waiter_blocked_before_the_rollback_gets_the_answer),
+        cmocka_unit_test(unread_failures_are_counted_and_reported),
+        cmocka_unit_test(close_timed_names_the_steps_it_still_waits_for),
+        cmocka_unit_test(commit_that_wrote_needs_a_forward_done),
+        cmocka_unit_test(addressing_of_an_uninterned_label_is_enolabel),
+        cmocka_unit_test(messages_name_the_callers_argument),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
