@@ -14,11 +14,12 @@
  *   function group                 | callable from            | blocks?
  *   -------------------------------+--------------------------+------------------
  *   rsp_pool_create / _close /     | any one thread           | yes (joins)
- *   _destroy                       |                          |
+ *   _close_timed / _destroy        |                          |
  *   rsp_pool_info, rsp_pool_block  | any thread               | no (immutable)
  *   rsp_post                       | any thread, concurrently | no (or timeout)
  *   rsp_wait, sync wrappers        | the thread owning ticket,| yes (or timeout)
  *                                  | never in a read section  |
+ *   rsp_ticket_forget              | the thread owning ticket | no
  *   rsp_pool_counters              | any thread               | no (atomics)
  *   rsp_read_*, rsp_plan_*         | registered reader thread | no (RCU read)
  *   rsp_event_host / _cuda         | any thread               | no (pure)
@@ -202,7 +203,8 @@ RSP_API rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, r
  * Waiting for the device includes every forward_done event given to the
  * pool (commit, rollback): the device runs nothing after such a WAIT until
  * the event completes, so an event that is never signalled (a host fence
- * whose forward was abandoned) hangs destroy. Signal it first.
+ * whose forward was abandoned) hangs destroy. Signal it first, or use
+ * rsp_pool_close_timed, which says which steps it would wait for.
  *
  * Refused, with nothing destroyed and the pool still usable:
  * RSP_EINVAL inside a read section (rsp_read_begin): destroy waits for a
@@ -380,7 +382,9 @@ typedef enum rsp_event_kind {
 /**
  * A point on a device timeline that work can wait for. Build one with
  * rsp_event_host / rsp_event_cuda; a zeroed one ({0}) is "already complete".
- * handle == NULL means "already complete" whatever the kind. A pool refuses
+ * handle == NULL means "already complete" whatever the kind, except as the
+ * forward_done of a commit whose rows wrote: there it is "no event given"
+ * (RSP_EINVAL) and rsp_event_complete() says "complete" explicitly. A pool refuses
  * (RSP_EINVAL, nothing changed) an event it cannot wait on: the host device
  * waits on host fences only, the CUDA device on CUDA events only; a non-NULL
  * handle of kind RSP_EVENT_NONE, or an unknown kind, is refused by both.
@@ -515,8 +519,10 @@ typedef struct rsp_ticket rsp_ticket;
  * every array it points at is copied, so the caller may reuse them once this
  * returns. Messages posted by one thread are handled in the order posted.
  *
- * ticket: receives a ticket to pass to rsp_wait exactly once; NULL posts
- * fire-and-forget (the reply is dropped; failures are counted only).
+ * ticket: receives a ticket to pass to rsp_wait (or rsp_ticket_forget)
+ * exactly once; NULL posts fire-and-forget (the reply is dropped; a failure
+ * is counted in rsp_stats.posts_failed and reported to
+ * rsp_pool_config.on_error).
  * timeout_ns: how long to wait for inbox credit when full: 0 = return
  * RSP_EFULL at once, UINT64_MAX = wait forever; a finite wait that expires
  * returns RSP_ETIMEDOUT. Nothing is queued in either case.
@@ -622,9 +628,13 @@ RSP_API rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error
 RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
 /** Finish a planned step (a capture: an admitted one): post-forks and the
  * zeroing of slots released during it are queued behind forward_done, the
- * event recorded after the step's forward (NULL = none ran). RSP_EORDER: not
- * in flight or not planned; a forward_done the device could never wait for:
- * RSP_EINVAL, nothing changed. The pool's device waits for forward_done
+ * event recorded after the step's forward. A step whose rows wrote (a row
+ * with span > 0 that is not padding; not a capture) must name one: NULL or
+ * an empty event there is RSP_EINVAL (nothing queued); rsp_event_complete()
+ * says the forward has already finished. NULL is accepted when no row
+ * wrote. RSP_EORDER: not in flight or not planned; a forward_done the
+ * device could never wait for: RSP_EINVAL, nothing changed. The step's plan
+ * leaves rsp_plan_get with the commit. The pool's device waits for forward_done
  * (so does rsp_pool_destroy): it must be signalled eventually.
  * Owner: O(rows + pinned slots + rids * forks). */
 RSP_API rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step,
@@ -719,7 +729,8 @@ typedef struct rsp_addressing {
 
 /**
  * The addressing of `label` in `plan`. A label the step did not plan:
- * RSP_ENOPLAN with a message naming the planned labels. Any reader,
+ * RSP_ENOPLAN with a message naming the planned labels; a label that was not
+ * interned when the plan was built: RSP_ENOLABEL. Any reader,
  * O(labels).
  *
  * Lifetimes differ. The host copies (slot_indices, has_state, generations)

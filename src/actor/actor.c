@@ -34,6 +34,11 @@
  *       last one frees, after the other side's last access (its release
  *       half orders this side's reads of the reply before the drop, its
  *       acquire half orders the free after the other side's drop).
+ *   T4  forget (rsp__ticket_forget): the waiter's T3 drop without a wait.
+ *       Owner, before T1: load-acquire refs == 1 (only its own left) means
+ *       the answer is unread: counted and reported like a fire-and-forget
+ *       failure. A forget after that load is not seen: its caller dropped
+ *       the answer itself.
  *   H1  held reference (rsp__ticket_hold): set by the poster before I1,
  *       dropped by the owner after the handler and before T1 (or by the
  *       poster itself when the post is refused).
@@ -318,7 +323,7 @@ static bool ticket_answer(rsp__actor *a, rsp_ticket *t)
 {
     /* Nobody will read this answer: a fire-and-forget message, or a kept
      * ticket whose waiter gave it up (rsp__ticket_forget) before now: its
-     * reference is gone, only ours is left (T3: acquire, pairs with the
+     * reference is gone, only ours is left (T4: acquire, pairs with the
      * forget's acq_rel drop). A forget racing with this answer may miss
      * it: its caller dropped the status itself. */
     const bool unread = !t->kept || rsp__load_acquire_u32(&t->refs) == 1;

@@ -41,6 +41,13 @@
  *          it reaches zero; destroy, after closing, waits under `lock` until
  *          `waiters` is zero. The mutex orders every access of the waiter
  *          (and its caller's read of the pool) before destroy's free.
+ *   Q1/Q2  per-step plans. Owner Q1: changes the step table (entries, the
+ *          ring, the entry's plan pointer with rcu_assign_pointer) under
+ *          `lock`, raising step_hw (release) before an entry past it is
+ *          used; then W1 (bump wait_seq, wake). Waiter Q2: checks the table
+ *          and the ring under `lock` after its W2 snapshot, so a change
+ *          after its check moves wait_seq and wakes it. Reader (plan_get):
+ *          load-acquire step_hw, then P2 per entry.
  *
  * The atomics here are __atomic builtins (util/sync.h) and TSan sees them:
  * X1, W1/W2 and the objects count destroy waits on need no hand
@@ -128,7 +135,7 @@ struct rsp__publisher {
     size_t spare_size;     /* (rsp__plan_reserve) */
     uint32_t labels_known; /* owner only: labels interned (rsp__publisher_set_labels) */
 
-    /* Per-step plans (S1/S2). step_plan[i]: the live plan of the step in
+    /* Per-step plans (Q1/Q2). step_plan[i]: the live plan of the step in
      * entry i, owner writes (P1, under lock), readers rcu_dereference (P2).
      * step_hw: entries ever used (owner writes under lock, release; readers
      * scan that many). steps[] and the ring: under lock. */
@@ -591,7 +598,7 @@ bool rsp__publisher_step_admitted(rsp__publisher *p, uint64_t step_id)
         } else {
             p->steps[i].step_id = step_id;
             p->steps[i].used = true;
-            if (i >= p->step_hw) /* S1: readers scan step_hw entries */
+            if (i >= p->step_hw) /* Q1: readers scan step_hw entries */
                 rsp__store_release_u32(&p->step_hw, i + 1);
         }
     }
@@ -653,7 +660,7 @@ void rsp__publisher_step_finished(rsp__publisher *p, uint64_t step_id, rsp__step
     }
     pthread_mutex_unlock(&p->lock);
     if (record)
-        wake_waiters(p); /* W1: after the change, made under lock (S1) */
+        wake_waiters(p); /* W1: after the change, made under lock (Q1) */
     unpublish(p, old, PUB_STEP);
 }
 
@@ -666,7 +673,7 @@ const rsp_plan *rsp__publisher_step_plan(const rsp__publisher *p, uint64_t step_
 {
     if (rsp__tls_depth == 0)
         return NULL;
-    /* S2: acquire, pairs with the release of step_hw in step_admitted; an
+    /* Q2: acquire, pairs with the release of step_hw in step_admitted; an
      * entry past it is NULL. Then P2 per entry. */
     uint32_t n = rsp__load_acquire_u32((uint32_t *)&p->step_hw);
     for (uint32_t i = 0; i < n; i++) {
@@ -714,7 +721,7 @@ static rsp_status step_answer(const rsp__publisher *p, uint64_t step_id, rsp_err
 
 static rsp_status step_check(rsp__publisher *p, uint64_t step_id, rsp_error *err)
 {
-    pthread_mutex_lock(&p->lock); /* S2: pairs with the owner's unlock (S1) */
+    pthread_mutex_lock(&p->lock); /* Q2: pairs with the owner's unlock (Q1) */
     rsp_status st = step_answer(p, step_id, err);
     pthread_mutex_unlock(&p->lock);
     return st;
