@@ -313,6 +313,15 @@ class pool_config
         cfg_.cuda_ordinal = ordinal;
         return *this;
     }
+    /// rsp_pool_config::on_error: called on the owner thread for each failed
+    /// message nobody reads the answer of (fire-and-forget, a forgotten
+    /// ticket). It must not block or call the pool, and must not throw.
+    pool_config &on_error(void (*fn)(void *ctx, const rsp_failure *failure), void *ctx) noexcept
+    {
+        cfg_.on_error = fn;
+        cfg_.on_error_ctx = ctx;
+        return *this;
+    }
     pool_config &inbox(std::uint32_t capacity) noexcept
     {
         cfg_.inbox_capacity = capacity;

@@ -492,11 +492,25 @@ void step_reset_reuses_the_object(void **)
 } // namespace
 
 // Issue 10: per-step plans, a bounded close, forgetting tickets, the
-// read section's message.
+// read section's message, the error callback.
+void count_failure(void *ctx, const rsp_failure *f)
+{
+    if (f->status != RSP_OK)
+        ++*static_cast<int *>(ctx); // the owner thread; read after a barrier
+}
+
 void per_step_plans_and_bounded_close(void **)
 {
+    int failures = 0;
     rsp::pool_config cfg = small_config();
+    cfg.on_error(count_failure, &failures);
     rsp::pool pool = rsp::pool::create(cfg);
+    rsp::step never(rsp::step_id{9});
+    never.row(rsp::rid{9});
+    pool.post_forget(rsp::msg::commit(never, rsp::forward_complete())); // RSP_EORDER
+    pool.barrier();
+    assert_int_equal(failures, 1);
+    assert_int_equal(pool.stats().posts_failed, 1);
     rsp::reader me;
     rsp::step s1(rsp::step_id{1}), s2(rsp::step_id{2});
     s1.row(rsp::rid{1});
