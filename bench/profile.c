@@ -162,7 +162,9 @@ static void steps_rsp(uint32_t n, bool fork)
         BENCH_CHECK(st, &err);
         BENCH_CHECK(rsp_event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err), &err);
         m.kind = RSP_MSG_COMMIT;
+        m.event = rsp_event_complete(); /* the ready wait above: no forward writes */
         BENCH_CHECK(rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+        m.event = (rsp_event){0};
     }
     BENCH_CHECK(rsp_barrier(pool, &err), &err);
     free(reply);

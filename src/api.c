@@ -15,6 +15,7 @@
  * the fork check every entry point makes.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/check.h"
@@ -22,6 +23,7 @@
 #include "pool.h"
 #include "util/error.h"
 #include "util/sync.h"
+#include "util/time.h"
 
 /* ------------------------------------------------------------------------ */
 /* fork() without exec(): liburcu and the owner thread do not survive it.   */
@@ -107,6 +109,51 @@ rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err)
                          "for a grace period, i.e. for that section: end it, then call again "
                          "(nothing was destroyed)");
     rsp__pool_destroy(pool);
+    return RSP_OK;
+}
+
+rsp_status rsp_pool_close_timed(rsp_pool *pool, uint64_t timeout_ns, rsp_close_report *out,
+                                rsp_error *err)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!pool)
+        return RSP_OK;
+    if (forked())
+        return rsp__fail(err, RSP_EFORKED,
+                         "rsp_pool_close_timed: called in a child after fork() without exec(): "
+                         "nothing was freed");
+    if (rsp__in_read_section())
+        return rsp__fail(err, RSP_EINVAL,
+                         "rsp_pool_close_timed: called inside a read section: end it, then call "
+                         "again (nothing was destroyed)");
+    const uint64_t deadline = rsp__deadline(timeout_ns);
+    /* Before any teardown: every message posted before this call handled
+     * (its forward_done recorded), then the device's waits. */
+    rsp_msg barrier = {.kind = RSP_MSG_BARRIER};
+    rsp_ticket *t = NULL;
+    rsp_status st = rsp_post(pool, &barrier, &t, timeout_ns, NULL);
+    if (st == RSP_OK) {
+        uint64_t now = rsp__now_ns();
+        st = rsp_wait(t, deadline > now ? deadline - now : 0, NULL);
+        if (st == RSP_ETIMEDOUT || st == RSP_EAGAIN)
+            rsp_ticket_forget(t);
+    }
+    const bool owner_late = st == RSP_ETIMEDOUT || st == RSP_EAGAIN || st == RSP_EFULL;
+    uint64_t now = rsp__now_ns();
+    rsp_status fw =
+        rsp__pool_forward_waits(pool, owner_late || now >= deadline ? 0 : deadline - now, out, err);
+    if (owner_late)
+        return rsp__fail(err, RSP_ETIMEDOUT,
+                         "rsp_pool_close_timed: the owner had not handled the messages posted "
+                         "before the close within the timeout (%u forward_done wait(s) not run "
+                         "so far; nothing was destroyed)",
+                         out ? out->forward_waits : 0u);
+    if (fw != RSP_OK)
+        return fw;
+    rsp__pool_destroy(pool);
+    if (out)
+        out->closed = true;
     return RSP_OK;
 }
 
@@ -198,6 +245,28 @@ static rsp_status check_step(const rsp_step *s, uint32_t num_labels, rsp_error *
     return st;
 }
 
+/* A commit whose rows wrote (a row with span > 0 that is not padding, the
+ * step not a capture) must say when its forward is done: the zeroing of
+ * slots released during the step and the post-forks are queued behind it,
+ * and a missing event would let them run under a forward still writing.
+ * rsp_event_complete() says "already done". */
+static rsp_status check_forward_done(const rsp_msg *m, rsp_error *err)
+{
+    if (m->event.handle || m->event.kind == RSP_EVENT_COMPLETE || m->step.capture)
+        return RSP_OK;
+    for (uint32_t i = 0; i < m->step.num_rows; i++) {
+        const rsp_row *r = &m->step.rows[i];
+        if (r->span > 0 && !r->padding)
+            return rsp__fail(err, RSP_EINVAL,
+                             "commit of step %llu: rows[%u] (rid %llu) wrote (span %d) but "
+                             "forward_done is empty: pass the event recorded after the forward, "
+                             "or rsp_event_complete() if it has already finished",
+                             (unsigned long long)m->step.step_id, i, (unsigned long long)r->rid,
+                             (int)r->span);
+    }
+    return RSP_OK;
+}
+
 static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *err)
 {
     if ((unsigned)m->kind >= (unsigned)RSP_MSG_KIND_COUNT_)
@@ -210,6 +279,8 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
         if (st == RSP_OK)
             st = rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)",
                                               err);
+        if (st == RSP_OK)
+            st = check_forward_done(m, err);
         return st;
     }
     case RSP_MSG_ROLLBACK:
@@ -364,6 +435,31 @@ rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply)
     return rsp__ticket_wait(ticket, timeout_ns, reply);
 }
 
+/* Validation names the fields of rsp_post's msg; a synchronous wrapper's
+ * caller passed arguments instead: its message names those. */
+static void name_the_arguments(rsp_error *err)
+{
+    static const char *const fields[][2] = {
+        {"forward_done (msg->event)", "forward_done"},
+        {"msg->label_name", "name"},
+        {"msg->max_bs", "max_bs"},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        char *at = strstr(err->message, fields[i][0]);
+        if (!at)
+            continue;
+        char rest[RSP_ERROR_MAX];
+        snprintf(rest, sizeof rest, "%s", at + strlen(fields[i][0]));
+        snprintf(at, sizeof err->message - (size_t)(at - err->message), "%s%s", fields[i][1], rest);
+    }
+}
+
+void rsp_ticket_forget(rsp_ticket *ticket)
+{
+    if (ticket && !forked())
+        rsp__ticket_forget(ticket);
+}
+
 /* Post and wait forever: the synchronous wrappers. */
 static rsp_status call(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, rsp_error *err)
 {
@@ -373,6 +469,8 @@ static rsp_status call(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, rsp_error
         return fail_in_section(err, "a synchronous call (it waits for the owner)");
     rsp_ticket *t;
     rsp_status st = rsp_post(pool, m, &t, RSP_WAIT_FOREVER, err);
+    if (st != RSP_OK && err)
+        name_the_arguments(err);
     if (st != RSP_OK)
         return st;
     st = rsp_wait(t, RSP_WAIT_FOREVER, r);
@@ -529,6 +627,18 @@ rsp_status rsp_read_begin(void)
     return rsp__read_begin();
 }
 
+rsp_status rsp_read_begin_err(rsp_error *err)
+{
+    if (forked())
+        return fail_forked(err);
+    rsp_status st = rsp__read_begin();
+    if (st == RSP_ENOTREG)
+        return rsp__fail(err, st,
+                         "rsp_read_begin: the calling thread is not registered: call "
+                         "rsp_reader_register first");
+    return st;
+}
+
 rsp_status rsp_read_end(void)
 {
     if (forked())
@@ -597,6 +707,24 @@ rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns, 
     return rsp__publisher_wait(pool->pub, step_id, timeout_ns, err);
 }
 
+const rsp_plan *rsp_plan_get(const rsp_pool *pool, uint64_t step_id)
+{
+    if (!pool || forked())
+        return NULL;
+    return rsp__publisher_step_plan(pool->pub, step_id);
+}
+
+rsp_status rsp_plan_wait_step(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns, rsp_error *err)
+{
+    if (!pool)
+        return rsp__fail(err, RSP_EINVAL, "pool is NULL");
+    if (forked())
+        return fail_forked(err);
+    if (timeout_ns != 0 && rsp__in_read_section())
+        return fail_in_section(err, "rsp_plan_wait_step (with a timeout)");
+    return rsp__publisher_wait_step(pool->pub, step_id, timeout_ns, err);
+}
+
 rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t timeout_ns,
                           rsp_error *err)
 {
@@ -622,6 +750,12 @@ rsp_event rsp_event_host(rsp_host_fence *fence, uint64_t value)
 rsp_event rsp_event_cuda(void *cuda_event)
 {
     rsp_event e = {.kind = RSP_EVENT_CUDA, .handle = cuda_event, .value = 0};
+    return e;
+}
+
+rsp_event rsp_event_complete(void)
+{
+    rsp_event e = {.kind = RSP_EVENT_COMPLETE, .handle = NULL, .value = 0};
     return e;
 }
 

@@ -11,10 +11,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "msg.h"
 #include "util/hb.h"
 #include "util/error.h"
+#include "util/mem.h"
 #include "util/sync.h"
 
 /* Single writer (the owner): a relaxed load + store is an exact increment,
@@ -62,11 +64,144 @@ void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
     out->forks = rsp__load_relaxed_u64(&c->forks);
     out->bytes_zeroed = rsp__load_relaxed_u64(&c->bytes_zeroed);
     out->bytes_copied = rsp__load_relaxed_u64(&c->bytes_copied);
+    out->posts_failed = rsp__actor_unwaited_failures(p->actor);
+    out->forward_waits = rsp__load_relaxed_u32(&c->forward_waits);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forward-done waits (FW1/FW2, docs/ordering.md)                            */
+/* ------------------------------------------------------------------------ */
+
+static rsp_status submit(rsp_pool *p, rsp_event *done, rsp_error *err);
+
+/* Whether the work list waits for a caller's forward_done. */
+static bool work_waits(const rsp__work *w)
+{
+    for (uint32_t i = 0; i < w->num_ops; i++)
+        if (w->ops[i].kind == RSP__OP_WAIT && w->ops[i].event.handle)
+            return true;
+    return false;
+}
+
+static void fwd_gauge(rsp_pool *p)
+{
+    rsp__store_relaxed_u32(&p->ctr.forward_waits, p->fwd_len - p->fwd_head);
+}
+
+/* Owner, before the core call of a commit or rollback naming an event:
+ * room for one more entry, so recording it after the change cannot fail. */
+static rsp_status fwd_reserve(rsp_pool *p, const rsp_event *ev, uint64_t step_id, rsp_error *e)
+{
+    if (!ev)
+        return RSP_OK;
+    pthread_mutex_lock(&p->fwd_lock); /* FW1: the array may move */
+    if (p->fwd_head > 0 && p->fwd_len == p->fwd_cap) {
+        memmove(p->fwd, p->fwd + p->fwd_head, (p->fwd_len - p->fwd_head) * sizeof *p->fwd);
+        p->fwd_len -= p->fwd_head;
+        p->fwd_head = 0;
+    }
+    rsp_status st = rsp__grow((void **)&p->fwd, &p->fwd_cap, p->fwd_len + 1ull, sizeof *p->fwd);
+    pthread_mutex_unlock(&p->fwd_lock);
+    if (st != RSP_OK)
+        return rsp__fail(e, RSP_ENOMEM, "out of memory recording the forward_done of step %llu",
+                         (unsigned long long)step_id);
+    return RSP_OK;
+}
+
+/* Owner: drop the entries whose done event completed (FIFO: stop at the
+ * first that has not). A poll per entry, none when there are none. */
+static void fwd_prune(rsp_pool *p)
+{
+    if (p->fwd_head == p->fwd_len)
+        return;
+    pthread_mutex_lock(&p->fwd_lock); /* FW1 */
+    while (p->fwd_head < p->fwd_len &&
+           rsp__device_event_wait(p->dev, &p->fwd[p->fwd_head].done, 0, NULL) == RSP_OK)
+        p->fwd_head++;
+    if (p->fwd_head == p->fwd_len)
+        p->fwd_head = p->fwd_len = 0;
+    fwd_gauge(p);
+    pthread_mutex_unlock(&p->fwd_lock);
+}
+
+/* As submit_after, for a commit or rollback: when its work waits for the
+ * caller's forward_done, ask the device for the list's done event and
+ * record it (room reserved by fwd_reserve). */
+static rsp_status submit_forward(rsp_pool *p, rsp_status st, bool *changed, uint64_t step_id,
+                                 rsp_error *e)
+{
+    if (st != RSP_OK)
+        return st;
+    *changed = true;
+    if (!work_waits(&p->work))
+        return submit(p, NULL, e);
+    rsp_event done = {0};
+    st = submit(p, &done, e);
+    if (st != RSP_OK)
+        return st;
+    pthread_mutex_lock(&p->fwd_lock); /* FW1 */
+    p->fwd[p->fwd_len++] = (rsp__fwd_wait){.step_id = step_id, .done = done};
+    fwd_gauge(p);
+    pthread_mutex_unlock(&p->fwd_lock);
+    return RSP_OK;
+}
+
+rsp_status rsp__pool_forward_waits(rsp_pool *p, uint64_t timeout_ns, rsp_close_report *out,
+                                   rsp_error *err)
+{
+    pthread_mutex_lock(&p->fwd_lock); /* FW2 */
+    const bool any = p->fwd_head < p->fwd_len;
+    rsp_event last = any ? p->fwd[p->fwd_len - 1].done : (rsp_event){0};
+    pthread_mutex_unlock(&p->fwd_lock);
+    /* FIFO device: the last list's done completes after every earlier one. */
+    if (!any || rsp__device_event_wait(p->dev, &last, timeout_ns, NULL) == RSP_OK)
+        return RSP_OK;
+    uint32_t n = 0, listed = 0;
+    uint64_t first = 0;
+    pthread_mutex_lock(&p->fwd_lock); /* FW2 */
+    for (uint32_t i = p->fwd_head; i < p->fwd_len; i++) {
+        if (rsp__device_event_wait(p->dev, &p->fwd[i].done, 0, NULL) == RSP_OK)
+            continue;
+        if (n++ == 0)
+            first = p->fwd[i].step_id;
+        if (out && listed < RSP_CLOSE_REPORT_MAX)
+            out->step_ids[listed++] = p->fwd[i].step_id;
+    }
+    pthread_mutex_unlock(&p->fwd_lock);
+    if (n == 0)
+        return RSP_OK; /* completed between the wait and the look */
+    if (out) {
+        out->forward_waits = n;
+        out->num_steps = listed;
+    }
+    return rsp__fail(err, RSP_ETIMEDOUT,
+                     "%u forward_done wait(s) have not run within the timeout (the oldest: step "
+                     "%llu): signal those events, then close again (nothing was destroyed)",
+                     n, (unsigned long long)first);
+}
+
+/* The actor's on_failure: a message nobody reads the answer of failed. */
+static void report_failure(void *ctx, const void *payload, size_t size, const rsp_reply *r)
+{
+    (void)size;
+    rsp_pool *p = ctx;
+    const rsp_msg *m = payload; /* the wire form starts with the message (msg.h) */
+    const bool has_step = m->kind == RSP_MSG_ADMIT || m->kind == RSP_MSG_ROLLBACK ||
+                          m->kind == RSP_MSG_PLAN || m->kind == RSP_MSG_COMMIT;
+    rsp_failure f = {
+        .status = r->error.status,
+        .kind = m->kind,
+        .step_id = has_step ? m->step.step_id : 0,
+        .has_step = has_step,
+        .message = r->error.message,
+    };
+    p->on_error(p->on_error_ctx, &f);
 }
 
 void rsp__pool_owner_idle(void *ctx)
 {
     rsp_pool *p = ctx;
+    fwd_prune(p);
     /* Retired plans go to the reclaimer in batches; an idle owner hands
      * over the rest, so they do not wait for the next plan to be reclaimed. */
     rsp__publisher_flush(p->pub);
@@ -223,12 +358,24 @@ static rsp_status on_reset(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *ch
     return submit_after(p, st, changed, &r->error);
 }
 
+/* The publisher's table of steps in flight follows admit (rsp_plan_get,
+ * rsp_plan_wait_step): an admitted step enters it, a refused one is
+ * recorded (a refused re-admit of a step in flight leaves it there). */
+static void step_admitted(rsp_pool *p, uint64_t step_id, bool ok)
+{
+    if (ok)
+        (void)rsp__publisher_step_admitted(p->pub, step_id); /* room: max_inflight <= table */
+    else
+        rsp__publisher_step_finished(p->pub, step_id, RSP__STEP_REFUSED);
+}
+
 static rsp_status on_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     rsp_status st = rsp__core_admit(p->core, &m->step, &r->admit, &p->work, &r->error);
     st = submit_after(p, st, changed, &r->error);
     if (st == RSP_OK)
         bump(r->admit.ok ? &p->ctr.admits_ok : &p->ctr.admits_refused, 1);
+    step_admitted(p, m->step.step_id, st == RSP_OK && r->admit.ok);
     return st;
 }
 
@@ -240,10 +387,13 @@ static rsp_status on_rollback(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
     rsp_status st = rsp__device_check_event(p->dev, ev, &r->error);
     rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
     if (st == RSP_OK)
+        st = fwd_reserve(p, ev, m->step.step_id, &r->error);
+    if (st == RSP_OK)
         st = rsp__core_rollback(p->core, m->step.step_id, ev, &p->work, &stage, &r->error);
-    st = submit_after(p, st, changed, &r->error);
+    st = submit_forward(p, st, changed, m->step.step_id, &r->error);
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* the step's own stage ends with it */
+        rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_ROLLED_BACK);
         bump(&p->ctr.rollbacks, 1);
     }
     return st;
@@ -270,10 +420,13 @@ static rsp_status on_commit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *c
     rsp_status st = rsp__device_check_event(p->dev, ev, &r->error); /* as for rollback */
     rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
     if (st == RSP_OK)
+        st = fwd_reserve(p, ev, m->step.step_id, &r->error);
+    if (st == RSP_OK)
         st = rsp__core_commit(p->core, &m->step, ev, &p->work, &stage, &r->error);
-    st = submit_after(p, st, changed, &r->error);
+    st = submit_forward(p, st, changed, m->step.step_id, &r->error);
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* a committed step's stage (a capture's) ends with it */
+        rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_COMMITTED);
         bump(&p->ctr.commits, 1);
     }
     return st;
@@ -308,6 +461,7 @@ static rsp_status on_label(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *ch
         /* L1: pairs with the load-acquire in rsp_post's validation. The
          * waiter of this reply also sees it through the ticket (T1/T2). */
         rsp__store_release_u32(&p->num_labels, rsp__core_num_labels(p->core));
+        rsp__publisher_set_labels(p->pub, rsp__core_num_labels(p->core));
     }
     return st;
 }
@@ -402,6 +556,7 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     if (st == RSP_OK)
         e->status = RSP_OK;
     rsp__pool_mirror_gauges(p);
+    fwd_prune(p);
 }
 
 /* The actor's on_gap (ordered pools): message `missing` never arrived, so
@@ -431,6 +586,13 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
     if (!p)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the pool");
     rsp__work_init(&p->work);
+    if (pthread_mutex_init(&p->fwd_lock, NULL) != 0) {
+        free(p);
+        return rsp__fail(err, RSP_ENOMEM, "cannot create the pool's forward-wait lock");
+    }
+    p->fwd_lock_ready = true;
+    p->on_error = cfg->on_error;
+    p->on_error_ctx = cfg->on_error_ctx;
     rsp_status st = rsp__core_create(cfg, &p->core, err);
     if (st != RSP_OK)
         goto fail;
@@ -446,6 +608,7 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
      * core call, before it changes anything (rsp__pool_reserve). */
     rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
     p->num_labels = rsp__core_num_labels(p->core);
+    rsp__publisher_set_labels(p->pub, p->num_labels);
     rsp__pool_mirror_gauges(p);
 
     /* Starting the owner hands it the core, the device and the work list
@@ -458,6 +621,7 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         .ordered = cfg->ordered,
         .reorder_timeout_ns = cfg->reorder_timeout_ns,
         .on_gap = on_order_gap,
+        .on_failure = cfg->on_error ? report_failure : NULL,
     };
     p->ordered = cfg->ordered;
     st = rsp__actor_create(&acfg, &p->actor, err);
@@ -482,5 +646,8 @@ void rsp__pool_destroy(rsp_pool *p)
     rsp__device_destroy(p->dev);
     rsp__work_fini(&p->work);
     rsp__core_destroy(p->core);
+    if (p->fwd_lock_ready)
+        pthread_mutex_destroy(&p->fwd_lock);
+    free(p->fwd);
     free(p);
 }

@@ -12,6 +12,8 @@
 #ifndef RSP_POOL_H
 #define RSP_POOL_H
 
+#include <pthread.h>
+
 #include <rsp/rsp.h>
 
 #include "actor/actor.h"
@@ -40,7 +42,16 @@ typedef struct rsp__pool_counters {
     uint64_t forks;
     uint64_t bytes_zeroed;
     uint64_t bytes_copied;
+    uint32_t forward_waits;
 } rsp__pool_counters;
+
+/* One forward_done wait given to the device: the step of the commit or
+ * rollback that named it, and the device's done event of the work list
+ * holding the WAIT (it completes once the WAIT, and all before it, ran). */
+typedef struct rsp__fwd_wait {
+    uint64_t step_id;
+    rsp_event done;
+} rsp__fwd_wait;
 
 struct rsp_pool {
     /* Immutable after create: any thread. */
@@ -64,6 +75,18 @@ struct rsp_pool {
     bool broken;
     char broken_why[RSP_ERROR_MAX];
     rsp__plan_label_src srcs[RSP_MAX_LABELS];
+
+    /* Immutable after create: the caller's error callback (or NULL). */
+    void (*on_error)(void *ctx, const rsp_failure *failure);
+    void *on_error_ctx;
+
+    /* Forward-done waits the device has not run yet, in submit order
+     * (FW1/FW2): the owner appends and prunes, rsp_pool_close_timed reads;
+     * both under fwd_lock. Entries [fwd_head, fwd_len) of fwd[fwd_cap]. */
+    pthread_mutex_t fwd_lock;
+    bool fwd_lock_ready; /* create initialised it (destroy of a partial pool) */
+    rsp__fwd_wait *fwd;
+    uint32_t fwd_head, fwd_len, fwd_cap;
 
     /* Any thread, atomic. */
     uint32_t num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
@@ -110,6 +133,15 @@ void rsp__pool_mirror_gauges(rsp_pool *pool);
  * RSP_ENOMEM, as an allocation in the device would. Any thread; a message
  * posted after the call sees it. O(1). */
 void rsp__pool_inject_submit_failures(rsp_pool *pool, uint32_t n);
+
+/*
+ * rsp_pool_close_timed's wait: the forward_done waits recorded so far, if
+ * the last completes within timeout_ns (the device is FIFO, so all have)
+ * RSP_OK; else RSP_ETIMEDOUT with *out naming the steps whose wait has not
+ * run. Any thread but the owner; the pool is left as it is. O(waits).
+ */
+rsp_status rsp__pool_forward_waits(rsp_pool *pool, uint64_t timeout_ns, rsp_close_report *out,
+                                   rsp_error *err);
 
 /* Fill *out from the counters: any thread, relaxed (not a snapshot). */
 void rsp__pool_read_counters(const rsp_pool *pool, rsp_stats *out);

@@ -100,7 +100,7 @@ void rank_thread(Context &cx, Ranks &rk, unsigned id)
                          (unsigned long long)rsp::raw(s.id()), (unsigned long long)r[0].plan_digest,
                          (unsigned long long)r[1].plan_digest);
         cx.rank_steps.fetch_add(1, std::memory_order_relaxed);
-        if (!both(cx, rk, rng, rsp::msg::commit(s), r, &seq))
+        if (!both(cx, rk, rng, rsp::msg::commit(s, rsp::forward_complete()), r, &seq))
             return;
     }
 }

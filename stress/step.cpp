@@ -769,7 +769,7 @@ void Stepper::invalid_inputs()
         cx_.checks.expect(CHECK_INVALID, st == RSP_EORDER,
                           "plan of a step never admitted: %s, expected RSP_EORDER",
                           rsp_strerror(st));
-        st = cx_.pool.try_commit(s).status();
+        st = cx_.pool.try_commit(s, rsp::forward_complete()).status();
         cx_.checks.expect(CHECK_INVALID, st == RSP_EORDER,
                           "commit of a step never admitted: %s, expected RSP_EORDER",
                           rsp_strerror(st));

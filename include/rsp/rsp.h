@@ -14,15 +14,16 @@
  *   function group                 | callable from            | blocks?
  *   -------------------------------+--------------------------+------------------
  *   rsp_pool_create / _close /     | any one thread           | yes (joins)
- *   _destroy                       |                          |
+ *   _close_timed / _destroy        |                          |
  *   rsp_pool_info, rsp_pool_block  | any thread               | no (immutable)
  *   rsp_post                       | any thread, concurrently | no (or timeout)
  *   rsp_wait, sync wrappers        | the thread owning ticket,| yes (or timeout)
  *                                  | never in a read section  |
+ *   rsp_ticket_forget              | the thread owning ticket | no
  *   rsp_pool_counters              | any thread               | no (atomics)
  *   rsp_read_*, rsp_plan_*         | registered reader thread | no (RCU read)
  *   rsp_event_host / _cuda         | any thread               | no (pure)
- *   rsp_plan_wait                  | any thread, not in a     | yes (or timeout)
+ *   rsp_plan_wait, _wait_step      | any thread, not in a     | yes (or timeout)
  *                                  | read section             |
  *   rsp_host_fence_*               | any thread               | wait only
  *
@@ -32,7 +33,7 @@
  * RSP_EFORKED in the child; those without a status do nothing (a pointer
  * result is NULL, a value 0, a bool false). The pure helpers keep working:
  * rsp_strerror, rsp_dtype_size, rsp_pool_config_init, rsp_shard_shapes,
- * rsp_event_host, rsp_event_cuda.
+ * rsp_event_host, rsp_event_cuda, rsp_event_complete.
  *
  * Plain data only: no atomics and no library types, so this header compiles
  * as C11 and as C++17.
@@ -138,6 +139,10 @@ typedef enum rsp_device_kind {
     RSP_DEVICE_CUDA      /**< cudaMalloc storage, one pool stream, kernels/ */
 } rsp_device_kind;
 
+/** A failure nobody would otherwise see (rsp_pool_config.on_error); defined
+ * with the messages below. */
+typedef struct rsp_failure rsp_failure;
+
 typedef struct rsp_pool_config {
     uint32_t num_layers;            /**< recurrent layers only, > 0 */
     const rsp_block_config *blocks; /**< copied at creation */
@@ -152,6 +157,17 @@ typedef struct rsp_pool_config {
     uint32_t max_inflight_steps; /**< admitted, not finished; 0 = default (4) */
     bool ordered; /**< ordered posting: slot-changing messages carry msg.seq (see rsp_post) */
     uint64_t reorder_timeout_ns; /**< ordered: longest wait for a missing seq; 0 = 1 s */
+    /**
+     * Optional (NULL: none): called for each message whose failure no
+     * caller reads (fire-and-forget, or a ticket given up with
+     * rsp_ticket_forget before its answer), on the owner thread, after the
+     * message was handled, with on_error_ctx. It must not block or call the
+     * pool (the owner handles nothing else while it runs; a call that waits
+     * for the owner deadlocks); copy what it needs, the failure lives for
+     * the call only. Each such failure is also counted (rsp_stats.posts_failed).
+     */
+    void (*on_error)(void *ctx, const rsp_failure *failure);
+    void *on_error_ctx;
 } rsp_pool_config;
 
 /** Defaults: sink on, world_size 1, rank 0, host device, zero sizes. Any thread. */
@@ -189,7 +205,8 @@ RSP_API rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, r
  * Waiting for the device includes every forward_done event given to the
  * pool (commit, rollback): the device runs nothing after such a WAIT until
  * the event completes, so an event that is never signalled (a host fence
- * whose forward was abandoned) hangs destroy. Signal it first.
+ * whose forward was abandoned) hangs destroy. Signal it first, or use
+ * rsp_pool_close_timed, which says which steps it would wait for.
  *
  * Refused, with nothing destroyed and the pool still usable:
  * RSP_EINVAL inside a read section (rsp_read_begin): destroy waits for a
@@ -207,6 +224,37 @@ RSP_API rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, r
  * reclaimer, one grace period, and waits as above.
  */
 RSP_API rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err);
+
+/** Step ids rsp_close_report names at most. */
+#define RSP_CLOSE_REPORT_MAX 64
+
+/** What rsp_pool_close_timed found. */
+typedef struct rsp_close_report {
+    bool closed;            /**< the pool was destroyed */
+    uint32_t forward_waits; /**< forward_done waits not yet run (timeout) */
+    uint32_t num_steps;     /**< entries of step_ids: min(forward_waits, the max) */
+    uint64_t step_ids[RSP_CLOSE_REPORT_MAX]; /**< their steps, oldest first */
+} rsp_close_report;
+
+/**
+ * rsp_pool_close, bounded: first (before any teardown) a barrier, so every
+ * message posted before the call is handled, then a wait of up to
+ * timeout_ns (in all) for the device to run every forward_done wait given
+ * to it. When they have all run it destroys the pool as rsp_pool_close
+ * (which then has only finite device work to wait for) and returns RSP_OK
+ * with out->closed true. Otherwise it returns RSP_ETIMEDOUT, destroys
+ * nothing (the pool stays usable: signal the events and call again, or
+ * keep using it), and out names the steps whose forward_done the device
+ * still waits for (commit or rollback order), err says how many. A barrier
+ * not answered in time is RSP_ETIMEDOUT too (out lists what the owner had
+ * recorded). After RSP_MSG_SHUTDOWN the barrier is refused, and messages
+ * still queued then are not covered. Refusals as rsp_pool_close (RSP_EINVAL
+ * inside a read section, RSP_EFORKED). NULL pool: RSP_OK, nothing done.
+ * Same caller rule as rsp_pool_close. out may be NULL. Cost: a barrier,
+ * one device event wait, then rsp_pool_close.
+ */
+RSP_API rsp_status rsp_pool_close_timed(rsp_pool *pool, uint64_t timeout_ns, rsp_close_report *out,
+                                        rsp_error *err);
 
 /** rsp_pool_close(pool, NULL), ignoring its status (inside a read section or
  * in a forked child it destroys nothing; rsp_pool_close says so). */
@@ -328,13 +376,17 @@ typedef enum rsp_event_kind {
     RSP_EVENT_NONE = 0,   /**< no event: "already complete"; handle must be NULL */
     RSP_EVENT_HOST_FENCE, /**< handle: an rsp_host_fence *, value: the point to reach */
     RSP_EVENT_CUDA,       /**< handle: a cudaEvent_t; value unused */
+    RSP_EVENT_COMPLETE,   /**< "the forward is already complete": handle NULL; every
+                               device accepts it (rsp_event_complete) */
     RSP_EVENT_KIND_COUNT_ /**< not a kind */
 } rsp_event_kind;
 
 /**
  * A point on a device timeline that work can wait for. Build one with
  * rsp_event_host / rsp_event_cuda; a zeroed one ({0}) is "already complete".
- * handle == NULL means "already complete" whatever the kind. A pool refuses
+ * handle == NULL means "already complete" whatever the kind, except as the
+ * forward_done of a commit whose rows wrote: there it is "no event given"
+ * (RSP_EINVAL) and rsp_event_complete() says "complete" explicitly. A pool refuses
  * (RSP_EINVAL, nothing changed) an event it cannot wait on: the host device
  * waits on host fences only, the CUDA device on CUDA events only; a non-NULL
  * handle of kind RSP_EVENT_NONE, or an unknown kind, is refused by both.
@@ -357,6 +409,14 @@ typedef struct rsp_event {
 RSP_API rsp_event rsp_event_host(rsp_host_fence *fence, uint64_t value);
 /** {RSP_EVENT_CUDA, cuda_event (a cudaEvent_t), 0}. Any thread, O(1). */
 RSP_API rsp_event rsp_event_cuda(void *cuda_event);
+/**
+ * {RSP_EVENT_COMPLETE, NULL, 0}: the caller says the step's forward has
+ * already finished writing its slots (it waited for it, or ran none that
+ * wrote), so the pool's device need not wait. A commit whose rows wrote
+ * needs a forward_done (see rsp_step_commit): this is the explicit "done".
+ * Every device accepts it. Any thread, O(1), touches nothing.
+ */
+RSP_API rsp_event rsp_event_complete(void);
 
 /* ------------------------------------------------------------------------ */
 /* Counters                                                                  */
@@ -386,7 +446,13 @@ typedef struct rsp_stats {
     uint64_t forks; /**< slot copies issued */
     uint64_t bytes_zeroed;
     uint64_t bytes_copied;
-    uint64_t generation; /**< the pool-wide generation counter */
+    uint64_t generation;    /**< the pool-wide generation counter */
+    uint64_t posts_failed;  /**< messages nobody read the answer of (fire-and-forget, or a
+                                 forgotten ticket) that failed; see on_error */
+    uint32_t forward_waits; /**< forward_done events given to the device (commit, rollback)
+                                 whose wait had not run when the owner last looked (it looks
+                                 after every message, and when it goes idle; rsp_stats_get is
+                                 exact): what rsp_pool_close would wait for */
 } rsp_stats;
 
 /** Read the counters without a message. Any thread, O(1), lock-free. */
@@ -428,6 +494,15 @@ typedef struct rsp_msg {
     uint64_t seq; /**< ordered pools: 1, 2, 3, ... per pool (see rsp_post); else ignored */
 } rsp_msg;
 
+/** A failure reported to rsp_pool_config.on_error. */
+struct rsp_failure {
+    rsp_status status;
+    rsp_msg_kind kind;   /**< the message that failed */
+    uint64_t step_id;    /**< its step (ADMIT, ROLLBACK, PLAN, COMMIT), else 0 */
+    bool has_step;       /**< whether kind names a step */
+    const char *message; /**< why; valid during the call only */
+};
+
 /** The owner's answer. */
 typedef struct rsp_reply {
     rsp_error error; /**< error.status == RSP_OK on success */
@@ -448,8 +523,10 @@ typedef struct rsp_ticket rsp_ticket;
  * every array it points at is copied, so the caller may reuse them once this
  * returns. Messages posted by one thread are handled in the order posted.
  *
- * ticket: receives a ticket to pass to rsp_wait exactly once; NULL posts
- * fire-and-forget (the reply is dropped; failures are counted only).
+ * ticket: receives a ticket to pass to rsp_wait (or rsp_ticket_forget)
+ * exactly once; NULL posts fire-and-forget (the reply is dropped; a failure
+ * is counted in rsp_stats.posts_failed and reported to
+ * rsp_pool_config.on_error).
  * timeout_ns: how long to wait for inbox credit when full: 0 = return
  * RSP_EFULL at once, UINT64_MAX = wait forever; a finite wait that expires
  * returns RSP_ETIMEDOUT. Nothing is queued in either case.
@@ -519,6 +596,17 @@ RSP_API rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **tic
  */
 RSP_API rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply);
 
+/**
+ * Give a ticket up without waiting for its answer (instead of rsp_wait):
+ * the ticket is freed at once if answered, else by the owner once it
+ * answers, and must not be used again. A failure answered after the forget
+ * is counted (rsp_stats.posts_failed) and reported (on_error) like a
+ * fire-and-forget one; one answered before it is dropped with the ticket.
+ * NULL: a no-op; in a forked child it does nothing. The thread holding the
+ * ticket, instead of its rsp_wait. O(1), never blocks.
+ */
+RSP_API void rsp_ticket_forget(rsp_ticket *ticket);
+
 /*
  * Synchronous wrappers: rsp_post (waiting forever for credit), then rsp_wait
  * forever. They return the operation's status; err receives its message.
@@ -573,9 +661,13 @@ RSP_API rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error
 RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
 /** Finish a planned step (a capture: an admitted one): post-forks and the
  * zeroing of slots released during it are queued behind forward_done, the
- * event recorded after the step's forward (NULL = none ran). RSP_EORDER: not
- * in flight or not planned; a forward_done the device could never wait for:
- * RSP_EINVAL, nothing changed. The pool's device waits for forward_done
+ * event recorded after the step's forward. A step whose rows wrote (a row
+ * with span > 0 that is not padding; not a capture) must name one: NULL or
+ * an empty event there is RSP_EINVAL (nothing queued); rsp_event_complete()
+ * says the forward has already finished. NULL is accepted when no row
+ * wrote. RSP_EORDER: not in flight or not planned; a forward_done the
+ * device could never wait for: RSP_EINVAL, nothing changed. The step's plan
+ * leaves rsp_plan_get with the commit. The pool's device waits for forward_done
  * (so does rsp_pool_destroy): it must be signalled eventually.
  * Owner: O(rows + pinned slots + rids * forks). */
 RSP_API rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step,
@@ -627,6 +719,10 @@ RSP_API void rsp_reader_unregister(void);
  * section, across a wait.
  */
 RSP_API rsp_status rsp_read_begin(void);
+/** rsp_read_begin with a message in err when it fails (RSP_ENOTREG: "the
+ * calling thread is not registered: call rsp_reader_register first";
+ * RSP_EFORKED). Same cost. */
+RSP_API rsp_status rsp_read_begin_err(rsp_error *err);
 /**
  * End the innermost read section of the calling thread: RSP_OK. Without an
  * open section (an unbalanced end) nothing changes and it returns
@@ -681,7 +777,8 @@ typedef struct rsp_addressing {
 
 /**
  * The addressing of `label` in `plan`. A label the step did not plan:
- * RSP_ENOPLAN with a message naming the planned labels. Any reader,
+ * RSP_ENOPLAN with a message naming the planned labels; a label that was not
+ * interned when the plan was built: RSP_ENOLABEL. Any reader,
  * O(labels).
  *
  * Lifetimes differ. The host copies (slot_indices, has_state, generations)
@@ -710,6 +807,38 @@ RSP_API void rsp_plan_unref(const rsp_plan *plan);
  */
 RSP_API rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns,
                                  rsp_error *err);
+
+/**
+ * The live plan of step step_id while that step is in flight (its plan
+ * published, its commit or rollback not yet handled), else NULL: not
+ * planned yet, staged only, finished, or called outside a read section.
+ * Several steps' plans are readable at once (max_inflight_steps), so a
+ * partition thread running step N's forward reads step N's plan while step
+ * N + 1 is already live (rsp_plan_live gives the newest). Registered reader
+ * inside a read section; the plan lives as long as the section (or a
+ * reference). Cost: O(steps in flight), one dependent load each.
+ */
+RSP_API const rsp_plan *rsp_plan_get(const rsp_pool *pool, uint64_t step_id);
+
+/**
+ * Block until step step_id's live plan is published: RSP_OK, after which
+ * rsp_plan_get(pool, step_id) in a read section finds it while the step is
+ * in flight. RSP_ENOPLAN, with a message saying why, when the step ended
+ * without a plan to read: rolled back (before or after it was planned),
+ * refused by the owner at admit (an error, or admit's ok false), committed
+ * without a live plan (a capture), or committed after its plan was
+ * published ("committed": a step's plan is readable only while it is in
+ * flight, so a waiter that comes after the commit gets RSP_ENOPLAN, not the
+ * plan). The pool remembers the last 64 finished steps for this; a step
+ * neither in flight nor among them (not admitted yet, or finished long
+ * ago) is waited for. A step refused by rsp_post's own validation never
+ * reached the owner and is waited for too. RSP_ETIMEDOUT, RSP_ESHUTDOWN and
+ * the read-section rule as rsp_plan_wait (timeout 0: poll). Any thread, no
+ * registration. Cost: a mutex and O(steps in flight + 64) per check, a
+ * futex wait between checks.
+ */
+RSP_API rsp_status rsp_plan_wait_step(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns,
+                                      rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Host device timelines                                                     */

@@ -313,6 +313,15 @@ class pool_config
         cfg_.cuda_ordinal = ordinal;
         return *this;
     }
+    /// rsp_pool_config::on_error: called on the owner thread for each failed
+    /// message nobody reads the answer of (fire-and-forget, a forgotten
+    /// ticket). It must not block or call the pool, and must not throw.
+    pool_config &on_error(void (*fn)(void *ctx, const rsp_failure *failure), void *ctx) noexcept
+    {
+        cfg_.on_error = fn;
+        cfg_.on_error_ctx = ctx;
+        return *this;
+    }
     pool_config &inbox(std::uint32_t capacity) noexcept
     {
         cfg_.inbox_capacity = capacity;
@@ -507,6 +516,13 @@ class step
 // ---------------------------------------------------------------------------
 // Host fences and events
 // ---------------------------------------------------------------------------
+
+/// rsp_event_complete: a forward_done saying the forward has already
+/// finished (a commit whose rows wrote needs one; every device accepts it).
+inline rsp_event forward_complete() noexcept
+{
+    return rsp_event_complete();
+}
 
 /// The host device's timeline (rsp_host_fence_*). Move-only; destroyed with
 /// the object (a commit already posted keeps it alive: rsp.h).
@@ -708,9 +724,10 @@ inline rsp_msg seq(rsp_msg m, std::uint64_t n) noexcept
 // ---------------------------------------------------------------------------
 
 /// The answer to one posted message, collected once. Move-only. A ticket
-/// destroyed unwaited waits for its reply and drops it (rsp_wait forever):
-/// no ticket leaks, but its destructor may block, and must not run inside
-/// a read section.
+/// destroyed unwaited is given up (rsp_ticket_forget): the destructor never
+/// blocks, the C ticket is freed once the owner answers, and a failure
+/// answered after that is counted and reported like a fire-and-forget one
+/// (rsp_stats::posts_failed, rsp_pool_config::on_error).
 class ticket
 {
   public:
@@ -767,12 +784,18 @@ class ticket
     {
         return std::exchange(t_, nullptr);
     }
+    /// rsp_ticket_forget: give the answer up now, without waiting (what the
+    /// destructor does); the object becomes empty. Never blocks.
+    void forget() noexcept
+    {
+        drop();
+    }
 
   private:
     void drop() noexcept
     {
         if (t_)
-            (void)rsp_wait(std::exchange(t_, nullptr), RSP_WAIT_FOREVER, nullptr);
+            rsp_ticket_forget(std::exchange(t_, nullptr));
     }
     rsp_ticket *t_ = nullptr;
 };
@@ -835,6 +858,22 @@ class pool
     void close()
     {
         try_close().value();
+    }
+    /// rsp_pool_close_timed: close once every forward_done wait has run,
+    /// within timeout; else RSP_ETIMEDOUT, the pool still usable, and *out
+    /// (if given) names the steps whose forward_done the device waits for.
+    template <class D = nanoseconds>
+    result<void> try_close_timed(D timeout, rsp_close_report *out = nullptr) noexcept
+    {
+        rsp_error e{};
+        rsp_status st = rsp_pool_close_timed(p_, timeout_ns(timeout), out, &e);
+        if (st == RSP_OK)
+            p_ = nullptr;
+        return detail::done(st, e);
+    }
+    template <class D = nanoseconds> void close_timed(D timeout, rsp_close_report *out = nullptr)
+    {
+        try_close_timed(timeout, out).value();
     }
     rsp_pool *get() const noexcept
     {
@@ -942,8 +981,10 @@ class pool
     {
         try_plan(s).value();
     }
-    /// forward_done: the event recorded after the step's forward; a default
-    /// one ({}) says no forward ran.
+    /// forward_done: the event recorded after the step's forward. A default
+    /// one ({}) is accepted only when no row wrote (span <= 0 or padding)
+    /// or for a capture; rsp::forward_complete() says "the forward is done"
+    /// (rsp_step_commit).
     result<void> try_commit(const step &s, const rsp_event &forward_done = {}) noexcept
     {
         rsp_error e{};
@@ -1054,6 +1095,19 @@ class pool
     template <class D = nanoseconds> void plan_wait(step_id id, D timeout = forever)
     {
         try_plan_wait(id, timeout).value();
+    }
+    /// rsp_plan_wait_step: step id's own live plan is published (then
+    /// read_section::plan(pool, id) finds it while the step is in flight);
+    /// RSP_ENOPLAN saying why when the step ended without one.
+    template <class D = nanoseconds>
+    result<void> try_plan_wait_step(step_id id, D timeout = forever) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_plan_wait_step(p_, raw(id), timeout_ns(timeout), &e), e);
+    }
+    template <class D = nanoseconds> void plan_wait_step(step_id id, D timeout = forever)
+    {
+        try_plan_wait_step(id, timeout).value();
     }
     /// rsp_event_wait: an event of this pool's device kind (a plan's ready).
     template <class D = nanoseconds>
@@ -1271,11 +1325,12 @@ class plan_ref
 class read_section
 {
   public:
-    /// Throws rsp::error (RSP_ENOTREG) on an unregistered thread.
-    read_section() : st_(rsp_read_begin())
+    /// Throws rsp::error (RSP_ENOTREG, rsp_read_begin_err's message) on an
+    /// unregistered thread.
+    read_section() : st_(begin(e_))
     {
         if (st_ != RSP_OK)
-            throw error(st_, why(st_));
+            throw error(e_);
     }
     /// No exception: a section that did not begin says so in status() (and
     /// ends nothing when it goes).
@@ -1322,6 +1377,12 @@ class read_section
     {
         return plan_view(rsp_plan_live(p.get()));
     }
+    /// rsp_plan_get: step id's live plan while the step is in flight, or an
+    /// empty view. O(steps in flight).
+    plan_view plan(const pool &p, step_id id) const noexcept
+    {
+        return plan_view(rsp_plan_get(p.get(), raw(id)));
+    }
     /// The staged plan, or an empty view.
     plan_view staged(const pool &p) const noexcept
     {
@@ -1329,6 +1390,11 @@ class read_section
     }
 
   private:
+    static rsp_status begin(rsp_error &e) noexcept
+    {
+        return rsp_read_begin_err(&e);
+    }
+    rsp_error e_{};
     rsp_status st_;
     bool open_ = st_ == RSP_OK;
 };

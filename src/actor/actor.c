@@ -34,6 +34,11 @@
  *       last one frees, after the other side's last access (its release
  *       half orders this side's reads of the reply before the drop, its
  *       acquire half orders the free after the other side's drop).
+ *   T4  forget (rsp__ticket_forget): the waiter's T3 drop without a wait.
+ *       Owner, before T1: load-acquire refs == 1 (only its own left) means
+ *       the answer is unread: counted and reported like a fire-and-forget
+ *       failure. A forget after that load is not seen: its caller dropped
+ *       the answer itself.
  *   H1  held reference (rsp__ticket_hold): set by the poster before I1,
  *       dropped by the owner after the handler and before T1 (or by the
  *       poster itself when the post is refused).
@@ -342,10 +347,19 @@ static void ticket_unref(rsp_ticket *t)
  * slept (and was woken). */
 RSP__HOT bool ticket_answer(rsp__actor *a, rsp_ticket *t)
 {
-    if (!t->kept && t->reply.error.status != RSP_OK) {
+    /* Nobody will read this answer: a fire-and-forget message, or a kept
+     * ticket whose waiter gave it up (rsp__ticket_forget) before now: its
+     * reference is gone, only ours is left (T4: acquire, pairs with the
+     * forget's acq_rel drop). A forget racing with this answer may miss
+     * it: its caller dropped the status itself. */
+    const bool unread = !t->kept || rsp__load_acquire_u32(&t->refs) == 1;
+    if (unread && t->reply.error.status != RSP_OK) {
         /* Single writer (the owner): a relaxed read-modify-write is exact. */
         rsp__store_relaxed_u64(&a->unwaited_failures,
                                rsp__load_relaxed_u64(&a->unwaited_failures) + 1);
+        if (a->cfg.on_failure)
+            a->cfg.on_failure(a->cfg.ctx, (unsigned char *)t + RSP__PAYLOAD_OFFSET, t->size,
+                              &t->reply);
     }
     /* T1: pairs with T2 in rsp__ticket_wait. Release: the reply writes
      * above are visible to whoever reads DONE with T2. The old value tells
@@ -400,6 +414,11 @@ rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply
         *reply = t->reply;
     ticket_unref(t);
     return st;
+}
+
+void rsp__ticket_forget(rsp_ticket *t)
+{
+    ticket_unref(t); /* T3: the owner's drop (or this one, if answered) frees */
 }
 
 /* ------------------------------------------------------------------------ */

@@ -22,7 +22,7 @@
  *   -------------------------------+---------------------------------------
  *   rsp__actor_post                | everything except _destroy
  *   rsp__actor_close               | everything except _destroy (idempotent)
- *   rsp__ticket_wait               | everything; one caller per ticket
+ *   rsp__ticket_wait / _forget     | everything; one caller per ticket, once
  *   rsp__actor_depth / _handled    | everything except _destroy
  *   rsp__actor_destroy             | nothing (after every poster stopped)
  *   handler                        | runs on the owner thread only
@@ -77,6 +77,11 @@ typedef struct rsp__actor_config {
      * arrives (the handler is expected to refuse them: the pool breaks).
      * Optional. */
     void (*on_gap)(void *ctx, uint64_t missing);
+    /* optional: a message nobody will read the answer of (fire-and-forget,
+     * or a ticket forgotten before its answer) failed; called on the owner
+     * thread with its payload and reply, after the handler, before the
+     * ticket is released. Counted in rsp__actor_unwaited_failures. */
+    void (*on_failure)(void *ctx, const void *payload, size_t size, const rsp_reply *reply);
 } rsp__actor_config;
 
 /*
@@ -175,11 +180,21 @@ bool rsp__actor_closed(const rsp__actor *a);
  */
 rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply);
 
+/*
+ * Give up a kept ticket without waiting (instead of rsp__ticket_wait): the
+ * caller's reference is dropped; the ticket is freed now if answered, else
+ * by the owner once it answers. A failure answered after the forget is
+ * counted (rsp__actor_unwaited_failures) and reported (on_failure) like a
+ * fire-and-forget one. The thread holding the ticket, once; O(1).
+ */
+void rsp__ticket_forget(rsp_ticket *t);
+
 /* Messages queued and not yet taken by the owner (capacity minus free
  * credits; a credit returns when the owner dequeues its message, before
  * the answer). Any thread, O(1), relaxed. */
 uint32_t rsp__actor_depth(const rsp__actor *a);
-/* Messages handled so far; fire-and-forget messages whose status was not
+/* Messages handled so far; messages nobody read the answer of
+ * (fire-and-forget, or forgotten before the answer) whose status was not
  * RSP_OK. Any thread, O(1), relaxed. */
 uint64_t rsp__actor_handled(const rsp__actor *a);
 uint64_t rsp__actor_unwaited_failures(const rsp__actor *a);

@@ -41,6 +41,13 @@
  *          it reaches zero; destroy, after closing, waits under `lock` until
  *          `waiters` is zero. The mutex orders every access of the waiter
  *          (and its caller's read of the pool) before destroy's free.
+ *   Q1/Q2  per-step plans. Owner Q1: changes the step table (entries, the
+ *          ring, the entry's plan pointer with rcu_assign_pointer) under
+ *          `lock`, raising step_hw (release) before an entry past it is
+ *          used; then W1 (bump wait_seq, wake). Waiter Q2: checks the table
+ *          and the ring under `lock` after its W2 snapshot, so a change
+ *          after its check moves wait_seq and wakes it. Reader (plan_get):
+ *          load-acquire step_hw, then P2 per entry.
  *
  * The atomics here are __atomic builtins (util/sync.h) and TSan sees them:
  * X1, W1/W2 and the objects count destroy waits on need no hand
@@ -104,27 +111,47 @@ struct rsp_plan {
     rsp_event ready;
     uint64_t digest; /* rsp__plan_set_digest, before publication */
     uint32_t num_labels;
+    uint32_t labels_known;    /* labels interned when it was built (RSP_ENOLABEL) */
+    uint32_t published;       /* owner only: PUB_LIVE | PUB_STEP, where it is published */
     rsp__plan_label labels[]; /* then generations, slot_indices, has_state */
 };
 
 struct rsp__publisher {
-    rsp_plan *live;       /* owner writes (P1); readers rcu_dereference (P2) */
-    rsp_plan *staged;     /* same */
-    uint64_t live_step;   /* owner writes (W1, release); any thread reads */
-    uint32_t has_live;    /* owner writes once 0 -> 1 before the first W1 */
-    uint32_t wait_seq;    /* futex word: bumped on each live publish and close */
-    uint32_t waiters;     /* any thread, atomic (W2) */
-    uint32_t closed;      /* any thread, atomic: 0 -> 1 once */
-    uint32_t retired;     /* owner increments, reclaimer decrements (atomic) */
-    uint32_t retired_max; /* owner only writes; tests read */
-    uint32_t objects;     /* plans alive: any thread, atomic (X1) */
-    uint32_t retired_cap; /* immutable */
-    uint32_t batch_cap;   /* immutable: plans per batch */
-    rsp_plan *batch;      /* owner only: retired, not yet handed to the reclaimer */
-    rsp_plan *batch_tail; /* owner only: the batch's last link (its first plan) */
-    uint32_t batch_len;   /* owner only */
-    void *spare;          /* owner only: a plan's memory, reserved ahead */
-    size_t spare_size;    /* (rsp__plan_reserve) */
+    rsp_plan *live;        /* owner writes (P1); readers rcu_dereference (P2) */
+    rsp_plan *staged;      /* same */
+    uint64_t live_step;    /* owner writes (W1, release); any thread reads */
+    uint32_t has_live;     /* owner writes once 0 -> 1 before the first W1 */
+    uint32_t wait_seq;     /* futex word: bumped on each live publish and close */
+    uint32_t waiters;      /* any thread, atomic (W2) */
+    uint32_t closed;       /* any thread, atomic: 0 -> 1 once */
+    uint32_t retired;      /* owner increments, reclaimer decrements (atomic) */
+    uint32_t retired_max;  /* owner only writes; tests read */
+    uint32_t objects;      /* plans alive: any thread, atomic (X1) */
+    uint32_t retired_cap;  /* immutable */
+    uint32_t batch_cap;    /* immutable: plans per batch */
+    rsp_plan *batch;       /* owner only: retired, not yet handed to the reclaimer */
+    rsp_plan *batch_tail;  /* owner only: the batch's last link (its first plan) */
+    uint32_t batch_len;    /* owner only */
+    void *spare;           /* owner only: a plan's memory, reserved ahead */
+    size_t spare_size;     /* (rsp__plan_reserve) */
+    uint32_t labels_known; /* owner only: labels interned (rsp__publisher_set_labels) */
+
+    /* Per-step plans (Q1/Q2). step_plan[i]: the live plan of the step in
+     * entry i, owner writes (P1, under lock), readers rcu_dereference (P2).
+     * step_hw: entries ever used (owner writes under lock, release; readers
+     * scan that many). steps[] and the ring: under lock. */
+    rsp_plan *step_plan[RSP__STEP_TABLE];
+    uint32_t step_hw;
+    struct {
+        uint64_t step_id;
+        bool used;
+    } steps[RSP__STEP_TABLE];
+    struct {
+        uint64_t step_id;
+        uint32_t end; /* rsp__step_end, or one of the END_* below */
+    } ring[RSP__STEP_RING];
+    uint32_t ring_len;  /* under lock: records held, <= RSP__STEP_RING */
+    uint32_t ring_next; /* under lock: where the next record goes */
 
     /* The reclaimer hand-off (R1/R2) and the waiter exit (W3). */
     pthread_mutex_t lock;
@@ -252,6 +279,7 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     plan->ready = ready;
     plan->digest = 0;
     plan->num_labels = num_labels;
+    plan->labels_known = p->labels_known;
     uint64_t *g = (uint64_t *)(mem + off.gens);
     int32_t *si = (int32_t *)(mem + off.idx);
     bool *hs = (bool *)(mem + off.flags);
@@ -325,6 +353,11 @@ rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_ad
             return RSP_OK;
         }
     }
+    if (label >= plan->labels_known)
+        return rsp__fail(err, RSP_ENOLABEL,
+                         "label %u is not interned (the pool had %u labels when step %llu was "
+                         "planned)",
+                         label, plan->labels_known, (unsigned long long)plan->step_id);
     /* Name the labels that were planned, so the caller sees its mistake. */
     char list[RSP_ERROR_MAX];
     size_t n = 0;
@@ -409,6 +442,7 @@ rsp_status rsp__publisher_create(uint32_t retired_cap, rsp__publisher **out, rsp
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan publisher");
     p->retired_cap = retired_cap ? retired_cap : RSP__RETIRED_CAP_DEFAULT;
     p->batch_cap = p->retired_cap / 4 ? p->retired_cap / 4 : 1;
+    p->labels_known = RSP_MAX_LABELS;
     int rc = pthread_mutex_init(&p->lock, NULL);
     if (rc != 0)
         goto fail_lock;
@@ -509,13 +543,31 @@ static void retire(rsp__publisher *p, rsp_plan *plan)
     rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n); /* a gauge */
 }
 
+static void step_publish(rsp__publisher *p, rsp_plan *plan);
+
+/* Where a live plan is published: the live pointer and its step's entry.
+ * One publisher reference covers both; it is retired once the plan has
+ * left both (a retired plan is on one batch list: it is retired once). */
+enum { PUB_LIVE = 1, PUB_STEP = 2 };
+
+static void unpublish(rsp__publisher *p, rsp_plan *plan, uint32_t where)
+{
+    if (!plan)
+        return;
+    plan->published &= ~where;
+    if (!plan->published)
+        retire(p, plan);
+}
+
 void rsp__publish_live(rsp__publisher *p, rsp_plan *plan)
 {
     rsp_plan *old = p->live; /* owner is the only writer: a plain read */
     rsp__hb_release(plan);   /* P1 (TSan mirror: liburcu is not instrumented) */
+    plan->published = PUB_LIVE;
     /* P1: release store; pairs with rcu_dereference (P2) in readers. */
     rcu_assign_pointer(p->live, plan);
     /* W1: pairs with W2 in rsp__publisher_wait. */
+    step_publish(p, plan); /* its step's entry (before W1: wait_step sees it) */
     rsp__store_release_u64(&p->live_step, plan->step_id);
     if (!rsp__load_relaxed_u32(&p->has_live))
         rsp__store_release_u32(&p->has_live, 1);
@@ -524,7 +576,208 @@ void rsp__publish_live(rsp__publisher *p, rsp_plan *plan)
     rsp__fetch_add_seq_cst_u32(&p->wait_seq, 1);
     if (rsp__load_seq_cst_u32(&p->waiters) != 0)
         rsp__futex_wake_all(&p->wait_seq);
-    retire(p, old);
+    unpublish(p, old, PUB_LIVE);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-step plans                                                            */
+/* ------------------------------------------------------------------------ */
+
+static const rsp_plan *read_pointer(rsp_plan *const *slot);
+
+/* Ring records beyond rsp__step_end: which answer a waiter gets. */
+enum { END_COMMITTED_NO_PLAN = 100, END_ROLLED_BACK_PLANNED };
+
+/* Under lock: the table entry of step_id, or RSP__STEP_TABLE. */
+static uint32_t step_entry(const rsp__publisher *p, uint64_t step_id)
+{
+    for (uint32_t i = 0; i < p->step_hw; i++)
+        if (p->steps[i].used && p->steps[i].step_id == step_id)
+            return i;
+    return RSP__STEP_TABLE;
+}
+
+bool rsp__publisher_step_admitted(rsp__publisher *p, uint64_t step_id)
+{
+    bool ok = true;
+    pthread_mutex_lock(&p->lock);
+    if (step_entry(p, step_id) == RSP__STEP_TABLE) {
+        uint32_t i = 0;
+        while (i < RSP__STEP_TABLE && p->steps[i].used)
+            i++;
+        if (i == RSP__STEP_TABLE) {
+            ok = false;
+        } else {
+            p->steps[i].step_id = step_id;
+            p->steps[i].used = true;
+            if (i >= p->step_hw) /* Q1: readers scan step_hw entries */
+                rsp__store_release_u32(&p->step_hw, i + 1);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
+/* Owner, from rsp__publish_live: the live plan also goes into its step's
+ * entry, with a reference of its own (retired when the step ends). A plan
+ * of a step the table does not hold (tests that drive the publisher alone)
+ * is only the live plan. */
+static void step_publish(rsp__publisher *p, rsp_plan *plan)
+{
+    pthread_mutex_lock(&p->lock);
+    uint32_t i = step_entry(p, plan->step_id);
+    rsp_plan *old = NULL;
+    if (i != RSP__STEP_TABLE) {
+        old = p->step_plan[i]; /* a step is planned once; kept for safety */
+        plan->published |= PUB_STEP;
+        rcu_assign_pointer(p->step_plan[i], plan); /* P1 (hb: rsp__publish_live) */
+    }
+    pthread_mutex_unlock(&p->lock);
+    unpublish(p, old, PUB_STEP);
+}
+
+/* Wake the waiters of rsp__publisher_wait / _wait_step (W1). */
+static void wake_waiters(rsp__publisher *p)
+{
+    rsp__fetch_add_seq_cst_u32(&p->wait_seq, 1);
+    if (rsp__load_seq_cst_u32(&p->waiters) != 0)
+        rsp__futex_wake_all(&p->wait_seq);
+}
+
+void rsp__publisher_step_finished(rsp__publisher *p, uint64_t step_id, rsp__step_end end)
+{
+    rsp_plan *old = NULL;
+    pthread_mutex_lock(&p->lock);
+    uint32_t i = step_entry(p, step_id);
+    const bool in_flight = i != RSP__STEP_TABLE;
+    /* A refused re-admit leaves its step in flight; a rollback of a step
+     * not in flight does nothing (rsp_step_rollback). */
+    const bool record = end == RSP__STEP_REFUSED ? !in_flight : in_flight;
+    if (record) {
+        uint32_t what = end;
+        if (in_flight) {
+            old = p->step_plan[i];
+            rcu_assign_pointer(p->step_plan[i], NULL);
+            p->steps[i].used = false;
+            if (end == RSP__STEP_COMMITTED && !old)
+                what = END_COMMITTED_NO_PLAN;
+            else if (end == RSP__STEP_ROLLED_BACK && old)
+                what = END_ROLLED_BACK_PLANNED;
+        }
+        p->ring[p->ring_next].step_id = step_id;
+        p->ring[p->ring_next].end = what;
+        p->ring_next = (p->ring_next + 1) % RSP__STEP_RING;
+        if (p->ring_len < RSP__STEP_RING)
+            p->ring_len++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (record)
+        wake_waiters(p); /* W1: after the change, made under lock (Q1) */
+    unpublish(p, old, PUB_STEP);
+}
+
+void rsp__publisher_set_labels(rsp__publisher *p, uint32_t num_labels)
+{
+    p->labels_known = num_labels;
+}
+
+const rsp_plan *rsp__publisher_step_plan(const rsp__publisher *p, uint64_t step_id)
+{
+    if (rsp__tls_depth == 0)
+        return NULL;
+    /* Q2: acquire, pairs with the release of step_hw in step_admitted; an
+     * entry past it is NULL. Then P2 per entry. */
+    uint32_t n = rsp__load_acquire_u32((uint32_t *)&p->step_hw);
+    for (uint32_t i = 0; i < n; i++) {
+        const rsp_plan *plan = read_pointer(&p->step_plan[i]);
+        if (plan && plan->step_id == step_id)
+            return plan;
+    }
+    return NULL;
+}
+
+/* Under lock: whether step_id is decided: RSP_OK (its plan is published),
+ * RSP_ENOPLAN (it ended without one readable), or RSP_EAGAIN (wait). */
+static rsp_status step_answer(const rsp__publisher *p, uint64_t step_id, rsp_error *err)
+{
+    uint32_t i = step_entry(p, step_id);
+    if (i != RSP__STEP_TABLE)
+        return p->step_plan[i] ? RSP_OK : RSP_EAGAIN;
+    const unsigned long long id = (unsigned long long)step_id;
+    for (uint32_t k = 1; k <= p->ring_len; k++) { /* newest first */
+        uint32_t r = (p->ring_next + RSP__STEP_RING - k) % RSP__STEP_RING;
+        if (p->ring[r].step_id != step_id)
+            continue;
+        switch (p->ring[r].end) {
+        case RSP__STEP_COMMITTED:
+            return rsp__fail(err, RSP_ENOPLAN,
+                             "step %llu was committed: its plan is gone (a step's plan is "
+                             "readable only while the step is in flight)",
+                             id);
+        case END_COMMITTED_NO_PLAN:
+            return rsp__fail(err, RSP_ENOPLAN,
+                             "step %llu was committed without a live plan (a capture)", id);
+        case RSP__STEP_ROLLED_BACK:
+            return rsp__fail(err, RSP_ENOPLAN, "step %llu was rolled back before it was planned",
+                             id);
+        case END_ROLLED_BACK_PLANNED:
+            return rsp__fail(err, RSP_ENOPLAN, "step %llu was rolled back: its plan is withdrawn",
+                             id);
+        default:
+            return rsp__fail(err, RSP_ENOPLAN,
+                             "step %llu was refused at admit (an error, or no room: ok false)", id);
+        }
+    }
+    return RSP_EAGAIN;
+}
+
+static rsp_status step_check(rsp__publisher *p, uint64_t step_id, rsp_error *err)
+{
+    pthread_mutex_lock(&p->lock); /* Q2: pairs with the owner's unlock (Q1) */
+    rsp_status st = step_answer(p, step_id, err);
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+rsp_status rsp__publisher_wait_step(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
+                                    rsp_error *err)
+{
+    rsp_status st = step_check(p, step_id, err);
+    if (st != RSP_EAGAIN)
+        return st;
+    if (timeout_ns == 0)
+        return rsp__fail(err, RSP_ETIMEDOUT, "step %llu has no live plan yet",
+                         (unsigned long long)step_id);
+    const uint64_t deadline = rsp__deadline(timeout_ns);
+    /* W2, as in rsp__publisher_wait (announce under `lock` for W3). */
+    pthread_mutex_lock(&p->lock);
+    rsp__fetch_add_seq_cst_u32(&p->waiters, 1);
+    pthread_mutex_unlock(&p->lock);
+    for (;;) {
+        uint32_t seq = rsp__load_seq_cst_u32(&p->wait_seq); /* W2 */
+        st = step_check(p, step_id, err);
+        if (st != RSP_EAGAIN)
+            break;
+        if (rsp__load_relaxed_u32(&p->closed)) {
+            st = rsp__fail(err, RSP_ESHUTDOWN, "the pool shut down before step %llu was planned",
+                           (unsigned long long)step_id);
+            break;
+        }
+        struct timespec ts;
+        const struct timespec *rel;
+        if (!rsp__time_left(deadline, &ts, &rel)) {
+            st = rsp__fail(err, RSP_ETIMEDOUT, "step %llu had no live plan before the timeout",
+                           (unsigned long long)step_id);
+            break;
+        }
+        rsp__futex_wait(&p->wait_seq, seq, rel);
+    }
+    /* W3, as in rsp__publisher_wait. */
+    pthread_mutex_lock(&p->lock);
+    if (rsp__fetch_add_release_u32(&p->waiters, UINT32_MAX) == 1)
+        pthread_cond_broadcast(&p->left);
+    pthread_mutex_unlock(&p->lock);
+    return st;
 }
 
 void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan)
@@ -652,6 +905,11 @@ void rsp__publisher_destroy(rsp__publisher *p)
     pthread_mutex_unlock(&p->lock);
 
     rsp_plan *live = p->live, *staged = p->staged;
+    rsp_plan *steps[RSP__STEP_TABLE];
+    for (uint32_t i = 0; i < RSP__STEP_TABLE; i++) {
+        steps[i] = p->step_plan[i];
+        rcu_assign_pointer(p->step_plan[i], NULL);
+    }
     rcu_assign_pointer(p->live, NULL);
     rcu_assign_pointer(p->staged, NULL);
     urcu_memb_synchronize_rcu(); /* G2: no section still sees either plan */
@@ -667,6 +925,9 @@ void rsp__publisher_destroy(rsp__publisher *p)
         plan_drop(live);
     if (staged)
         plan_drop(staged);
+    for (uint32_t i = 0; i < RSP__STEP_TABLE; i++)
+        if (steps[i] && steps[i] != live) /* one reference covers both */
+            plan_drop(steps[i]);
     /* The reclaimer frees what it was handed, then exits: joined here. */
     pthread_mutex_lock(&p->lock);
     p->stop = true;

@@ -105,6 +105,52 @@ void rsp__publisher_flush(rsp__publisher *p);
  * Owner thread. */
 void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan);
 
+/*
+ * Per-step plans (issue 10). The publisher keeps a table of the steps in
+ * flight (admitted, not finished; at most RSP__STEP_TABLE), each with its
+ * live plan once published (an RCU pointer: rsp__publisher_step_plan), and
+ * a ring of the last RSP__STEP_RING finished steps with how they ended, so
+ * that rsp__publisher_wait_step answers a waiter that comes late.
+ */
+#define RSP__STEP_TABLE 64u
+#define RSP__STEP_RING 64u
+
+/* How a step left the table (or was kept out of it). */
+typedef enum rsp__step_end {
+    RSP__STEP_COMMITTED = 1, /* committed; recorded as "without a plan" when it had none */
+    RSP__STEP_ROLLED_BACK,   /* rolled back (a step not in flight: nothing happens) */
+    RSP__STEP_REFUSED,       /* admit refused it (ignored for a step in flight: a re-admit) */
+} rsp__step_end;
+
+/* Owner: step_id was admitted (ok). A step already in the table stays as it
+ * is. Returns false when the table is full (the core's max_inflight_steps
+ * is at most RSP__STEP_TABLE, so the pool never sees it). Cost: O(in-flight)
+ * under the publisher's mutex. */
+bool rsp__publisher_step_admitted(rsp__publisher *p, uint64_t step_id);
+/* Owner: step_id ended (see rsp__step_end): its entry is cleared (its plan,
+ * if any, retired like a replaced live plan), the ring records the end, and
+ * rsp__publisher_wait_step callers are woken. Cost: O(in-flight) under the
+ * mutex, a futex wake only if someone waits. */
+void rsp__publisher_step_finished(rsp__publisher *p, uint64_t step_id, rsp__step_end end);
+/* Owner: the labels interned so far (plans record it: rsp__plan_addressing
+ * tells an uninterned label, RSP_ENOLABEL, from one the step did not plan). */
+void rsp__publisher_set_labels(rsp__publisher *p, uint32_t num_labels);
+
+/* The live plan of step_id while the step is in flight, else NULL (also
+ * outside a read section). Registered reader inside a section. O(in-flight):
+ * one dependent load per table entry. */
+const rsp_plan *rsp__publisher_step_plan(const rsp__publisher *p, uint64_t step_id);
+
+/* Block until step_id's live plan is published (RSP_OK); RSP_ENOPLAN naming
+ * why when the step finished without one readable (rolled back, refused,
+ * committed: from the ring); RSP_ETIMEDOUT; RSP_ESHUTDOWN (closed, as
+ * rsp__publisher_wait, W3 included). A step neither in flight nor in the
+ * ring (not admitted yet, or finished more than RSP__STEP_RING steps ago)
+ * is waited for. Any thread; no registration. Cost: a mutex and
+ * O(in-flight + ring) per check, a futex wait between checks. */
+rsp_status rsp__publisher_wait_step(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
+                                    rsp_error *err);
+
 /* Wake plan waiters for good: they return RSP_ESHUTDOWN. Any thread. */
 void rsp__publisher_close(rsp__publisher *p);
 

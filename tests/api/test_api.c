@@ -22,6 +22,10 @@
 
 #include <rsp/rsp.h>
 
+/* forward_done of a commit whose forward (none runs here) is already done:
+ * rsp_event_complete(). */
+static const rsp_event forward_complete = {.kind = RSP_EVENT_COMPLETE};
+
 static rsp_pool *make_pool(uint32_t max_slots, uint32_t inbox_capacity)
 {
     static const rsp_block_config blocks[2] = {
@@ -136,7 +140,7 @@ static void sync_wrappers_run_a_step_and_count_it(void **state)
     int32_t slot10 = a.slot_indices[0];
     rsp_read_end();
 
-    assert_int_equal(rsp_step_commit(pool, &step, NULL, &err), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &step, &forward_complete, &err), RSP_OK);
     rsp_holding h;
     assert_int_equal(rsp_holding_get(pool, 10, RSP_LABEL_MAIN, &h, &err), RSP_OK);
     assert_int_equal(h.index, slot10);
@@ -307,7 +311,7 @@ static void addressing_of_an_unplanned_label_names_the_planned_ones(void **state
     assert_non_null(strstr(err.message, "step 7"));
     rsp_read_end();
     rsp_reader_unregister();
-    assert_int_equal(rsp_step_commit(pool, &step, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &step, &forward_complete, NULL), RSP_OK);
     rsp_pool_destroy(pool);
 }
 
@@ -343,7 +347,7 @@ static void staged_plan_is_separate_until_promoted(void **state)
     assert_true(rsp_plan_is_staged(staged));
     rsp_read_end();
 
-    assert_int_equal(rsp_step_commit(pool, &s1, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &s1, &forward_complete, NULL), RSP_OK);
     s2.preplan = false;
     assert_int_equal(rsp_step_plan(pool, &s2, NULL), RSP_OK);
     rsp_read_begin();
@@ -352,7 +356,7 @@ static void staged_plan_is_separate_until_promoted(void **state)
     assert_null(rsp_plan_staged(pool));
     rsp_read_end();
     rsp_reader_unregister();
-    assert_int_equal(rsp_step_commit(pool, &s2, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &s2, &forward_complete, NULL), RSP_OK);
     rsp_stats s = counters(pool);
     assert_int_equal(s.stages, 1);
     assert_int_equal(s.plans, 2);
@@ -373,7 +377,7 @@ static void changed_stage_is_dropped_for_a_live_plan(void **state)
     assert_int_equal(rsp_step_plan(pool, &s1, NULL), RSP_OK);
     assert_int_equal(rsp_step_admit(pool, &s2, NULL, NULL), RSP_OK);
     assert_int_equal(rsp_step_plan(pool, &s2, NULL), RSP_OK);
-    assert_int_equal(rsp_step_commit(pool, &s1, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &s1, &forward_complete, NULL), RSP_OK);
     s2.preplan = false;
     assert_int_equal(rsp_step_plan(pool, &s2, NULL), RSP_OK);
     rsp_reader_register(NULL);
@@ -393,7 +397,7 @@ static void changed_stage_is_dropped_for_a_live_plan(void **state)
 
     /* A stage rolled back or cleared is unpublished too. */
     rsp_step s3 = {.step_id = 3, .rows = rows, .num_rows = 1, .preplan = true};
-    assert_int_equal(rsp_step_commit(pool, &s2, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &s2, &forward_complete, NULL), RSP_OK);
     assert_int_equal(rsp_step_admit(pool, &s3, NULL, NULL), RSP_OK);
     assert_int_equal(rsp_step_plan(pool, &s3, NULL), RSP_OK);
     assert_int_equal(rsp_step_rollback(pool, 3, NULL, NULL), RSP_OK);
@@ -473,7 +477,7 @@ static void reference_keeps_a_plan_through_10000_more_steps(void **state)
     uint32_t failures = 0;
     for (uint64_t id = 2; id <= 10001; id++) {
         /* A different request every step, so the addressing changes. */
-        assert_int_equal(rsp_step_commit(c.pool, &s, NULL, NULL), RSP_OK);
+        assert_int_equal(rsp_step_commit(c.pool, &s, &forward_complete, NULL), RSP_OK);
         rows[0].rid = id % 2 ? 1 : 2;
         s.step_id = id;
         rsp_msg m[2] = {{.kind = RSP_MSG_ADMIT, .step = s}, {.kind = RSP_MSG_PLAN, .step = s}};
@@ -485,7 +489,7 @@ static void reference_keeps_a_plan_through_10000_more_steps(void **state)
     assert_int_equal(rsp_plan_wait(c.pool, 10001, RSP_WAIT_FOREVER, NULL), RSP_OK);
     __atomic_store_n(&c.done, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
-    assert_int_equal(rsp_step_commit(c.pool, &s, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(c.pool, &s, &forward_complete, NULL), RSP_OK);
     rsp_stats st = counters(c.pool);
     rsp_pool_destroy(c.pool);
     assert_int_equal(failures, 0);
@@ -529,7 +533,7 @@ static void plan_wait_wakes_when_the_step_is_published(void **state)
         rsp_step s = {.step_id = id, .rows = rows, .num_rows = 1};
         assert_int_equal(rsp_step_admit(pool, &s, NULL, NULL), RSP_OK);
         assert_int_equal(rsp_step_plan(pool, &s, NULL), RSP_OK);
-        assert_int_equal(rsp_step_commit(pool, &s, NULL, NULL), RSP_OK);
+        assert_int_equal(rsp_step_commit(pool, &s, &forward_complete, NULL), RSP_OK);
     }
     pthread_join(th, NULL);
     rsp_error err;
@@ -628,7 +632,7 @@ static void destroy_handles_queued_fire_and_forget_messages(void **state)
         rsp_step s = {.step_id = id, .rows = rows, .num_rows = 1};
         rsp_msg m[3] = {{.kind = RSP_MSG_ADMIT, .step = s},
                         {.kind = RSP_MSG_PLAN, .step = s},
-                        {.kind = RSP_MSG_COMMIT, .step = s}};
+                        {.kind = RSP_MSG_COMMIT, .step = s, .event = forward_complete}};
         for (int k = 0; k < 3; k++)
             assert_int_equal(rsp_post(pool, &m[k], NULL, RSP_WAIT_FOREVER, NULL), RSP_OK);
     }
@@ -809,7 +813,7 @@ static void staged_plan_goes_when_the_core_ends_the_stage(void **state)
         assert_int_equal(rsp_step_plan(pool, &s, NULL), RSP_OK);
         assert_true(staged_published(pool));
         if (end == 0)
-            assert_int_equal(rsp_step_commit(pool, &s, NULL, NULL), RSP_OK);
+            assert_int_equal(rsp_step_commit(pool, &s, &forward_complete, NULL), RSP_OK);
         else if (end == 1)
             assert_int_equal(rsp_step_rollback(pool, s.step_id, NULL, NULL), RSP_OK);
         else

@@ -239,7 +239,7 @@ static void host_fence_destroyed_right_after_its_post_outlives_a_late_owner(void
         rsp_step s = {.step_id = id, .rows = &row, .num_rows = 1};
         rsp_msg m[3] = {{.kind = RSP_MSG_ADMIT, .step = s},
                         {.kind = RSP_MSG_PLAN, .step = s},
-                        {.kind = RSP_MSG_COMMIT, .step = s}};
+                        {.kind = RSP_MSG_COMMIT, .step = s, .event = {.kind = RSP_EVENT_COMPLETE}}};
         for (int k = 0; k < 3; k++)
             post_ok(pool, &m[k], NULL);
     }

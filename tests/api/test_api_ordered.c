@@ -168,7 +168,8 @@ static void *rank_main(void *arg)
         w->steps_compared++;
         if (r[0].plan_digest != r[1].plan_digest)
             w->digest_mismatches++;
-        if (!both(w, (rsp_msg){.kind = RSP_MSG_COMMIT, .step = step}, r, NULL))
+        if (!both(w, (rsp_msg){.kind = RSP_MSG_COMMIT, .step = step, .event = rsp_event_complete()},
+                  r, NULL))
             break;
     }
     return NULL;
@@ -244,8 +245,11 @@ static void swapped_removes(bool ordered, uint64_t digest[2], int32_t slot[2])
                          RSP_OK);
         assert_int_equal(sync_post(pool, (rsp_msg){.kind = RSP_MSG_PLAN, .step = s1}, ++seq, &r),
                          RSP_OK);
-        assert_int_equal(sync_post(pool, (rsp_msg){.kind = RSP_MSG_COMMIT, .step = s1}, ++seq, &r),
-                         RSP_OK);
+        assert_int_equal(
+            sync_post(pool,
+                      (rsp_msg){.kind = RSP_MSG_COMMIT, .step = s1, .event = rsp_event_complete()},
+                      ++seq, &r),
+            RSP_OK);
         /* remove(1) is number 4, remove(2) number 5; pool B gets 5 first. */
         rsp_msg rm[2] = {{.kind = RSP_MSG_REMOVE, .rid = 1}, {.kind = RSP_MSG_REMOVE, .rid = 2}};
         rsp_ticket *t[2];

@@ -20,6 +20,10 @@
 
 #include "pool.h" /* rsp__pool_inject_submit_failures */
 
+/* forward_done of a commit whose forward (none runs here) is already done:
+ * rsp_event_complete(). */
+static const rsp_event forward_complete = {.kind = RSP_EVENT_COMPLETE};
+
 /* One 16-byte block, one layer: slot s is floats [4 s, 4 s + 4). */
 static rsp_pool *make_pool(uint32_t max_slots, uint32_t inbox_capacity)
 {
@@ -112,7 +116,7 @@ static void bad_forward_done_is_refused_with_the_pool_unchanged(void **state)
     assert_true(data[0] == 42.0f); /* not zeroed: still the step's */
 
     /* The step is still in flight: a good commit finishes it and zeroes. */
-    assert_int_equal(rsp_step_commit(pool, &s, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &s, &forward_complete, NULL), RSP_OK);
     assert_int_equal(rsp_barrier(pool, NULL), RSP_OK);
     after = stats(pool);
     assert_int_equal(after.pending_release, 0);
@@ -145,7 +149,7 @@ static void device_failure_after_the_core_changed_breaks_the_pool(void **state)
 
     rsp__pool_inject_submit_failures(pool, 1);
     rsp_error err;
-    assert_int_equal(rsp_step_commit(pool, &s, NULL, &err), RSP_EDEVICE);
+    assert_int_equal(rsp_step_commit(pool, &s, &forward_complete, &err), RSP_EDEVICE);
     assert_non_null(strstr(err.message, "commit of step 1"));
     assert_non_null(strstr(err.message, "broken"));
 
@@ -263,6 +267,7 @@ static void post_inside_a_read_section_does_not_wait_for_credit(void **state)
         if (st == RSP_OK)
             st = rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err);
         m.kind = RSP_MSG_COMMIT;
+        m.event = forward_complete;
         if (st == RSP_OK)
             st = rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err);
     }
@@ -315,7 +320,7 @@ static void live_plan_that_takes_a_stage_lease_unpublishes_the_stage(void **stat
     assert_int_equal(rsp_step_plan(pool, &s2, &err), RSP_ECAPACITY);
 
     /* Control: a stage on another lease slot survives a live plan. */
-    assert_int_equal(rsp_step_commit(pool, &s1, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &s1, &forward_complete, NULL), RSP_OK);
     assert_int_equal(rsp_step_plan(pool, &s3, NULL), RSP_OK);
     s2.preplan = false;
     assert_int_equal(rsp_step_plan(pool, &s2, NULL), RSP_OK);
@@ -355,7 +360,7 @@ static void referenced_plan_keeps_its_host_copies_after_its_buffer_grows(void **
     const int32_t slot = a.slot_indices[0];
     const uint64_t gen = a.generations[0];
 
-    assert_int_equal(rsp_step_commit(pool, &s1, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_commit(pool, &s1, &forward_complete, NULL), RSP_OK);
     assert_int_equal(rsp_step_admit(pool, &s2, &o, NULL), RSP_OK);
     assert_true(o.ok);
     assert_int_equal(rsp_step_plan(pool, &s2, NULL), RSP_OK);

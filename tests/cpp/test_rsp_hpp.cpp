@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <csetjmp>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <type_traits>
 
@@ -191,7 +192,7 @@ void forks_through_the_builder(void **)
     assert_int_equal(s.rows().size(), 2);
     assert_true(pool.admit(s).ok);
     pool.plan(s);
-    pool.commit(s);
+    pool.commit(s, rsp::forward_complete());
     rsp_holding m = pool.holding(rsp::rid{3}, rsp::label::main);
     rsp_holding d = pool.holding(rsp::rid{3}, draft);
     assert_int_not_equal(m.index, d.index);
@@ -200,7 +201,7 @@ void forks_through_the_builder(void **)
     assert_int_equal(st.held_slots, 2);
 }
 
-// Tickets: waited once, polled, or dropped (the destructor waits).
+// Tickets: waited once, polled, or dropped (the destructor forgets it).
 void tickets(void **)
 {
     rsp::pool_config cfg = small_config();
@@ -215,7 +216,7 @@ void tickets(void **)
     assert_false(t.valid());
     assert_int_equal(t.try_wait().status(), RSP_EINVAL); // already consumed
     {
-        rsp::ticket dropped = pool.post(m); // never waited: the destructor does
+        rsp::ticket dropped = pool.post(m); // never waited: the destructor forgets it
     }
     m.kind = RSP_MSG_STATS;
     rsp::ticket s = pool.post(m);
@@ -248,7 +249,7 @@ void plan_references(void **)
         assert_true(rs.staged(pool).get() == nullptr);
     }
     rsp::plan_ref copy = keep;
-    pool.commit(s);
+    pool.commit(s, rsp::forward_complete());
     // Another step replaces the live plan; the references still read step 1.
     rsp::step s2(rsp::step_id{2});
     s2.row(rsp::rid{1});
@@ -257,8 +258,8 @@ void plan_references(void **)
     assert_true(copy.view().id() == rsp::step_id{1});
     assert_int_equal(copy.view().at(rsp::label::main).num_rows(), 1);
     auto missing = copy.view().try_addressing(rsp::label{5});
-    assert_int_equal(missing.status(), RSP_ENOPLAN);
-    pool.commit(s2);
+    assert_int_equal(missing.status(), RSP_ENOLABEL);
+    pool.commit(s2, rsp::forward_complete());
 }
 
 // A read section on a thread that is not a reader is an error, not UB.
@@ -522,6 +523,80 @@ void ordered_posting_and_digests(void **)
 
 } // namespace
 
+// Issue 10: per-step plans, a bounded close, forgetting tickets, the
+// read section's message, the error callback.
+void count_failure(void *ctx, const rsp_failure *f)
+{
+    if (f->status != RSP_OK)
+        ++*static_cast<int *>(ctx); // the owner thread; read after a barrier
+}
+
+void per_step_plans_and_bounded_close(void **)
+{
+    int failures = 0;
+    rsp::pool_config cfg = small_config();
+    cfg.on_error(count_failure, &failures);
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::step never(rsp::step_id{9});
+    never.row(rsp::rid{9});
+    pool.post_forget(rsp::msg::commit(never, rsp::forward_complete())); // RSP_EORDER
+    pool.barrier();
+    assert_int_equal(failures, 1);
+    assert_int_equal(pool.stats().posts_failed, 1);
+    rsp::reader me;
+    rsp::step s1(rsp::step_id{1}), s2(rsp::step_id{2});
+    s1.row(rsp::rid{1});
+    s2.row(rsp::rid{2}).row(rsp::rid{3});
+    assert_true(pool.admit(s1).ok);
+    pool.plan(s1);
+    assert_true(pool.admit(s2).ok);
+    pool.plan(s2);
+    pool.plan_wait_step(rsp::step_id{1}, 1s);
+    assert_true(pool.try_plan_wait_step(rsp::step_id{2}, rsp::poll).ok());
+    {
+        rsp::read_section rs;
+        assert_true(rs.live(pool).id() == rsp::step_id{2});
+        rsp::plan_view p1 = rs.plan(pool, rsp::step_id{1});
+        assert_true(p1.id() == rsp::step_id{1});
+        assert_int_equal(p1.at(rsp::label::main).num_rows(), 1);
+        assert_int_equal(rs.plan(pool, rsp::step_id{2}).at(rsp::label::main).num_rows(), 2);
+        assert_true(rs.plan(pool, rsp::step_id{3}).get() == nullptr);
+    }
+    rsp::host_fence fence = rsp::host_fence::create();
+    pool.commit(s1, fence.at(1));
+    auto gone = pool.try_plan_wait_step(rsp::step_id{1}, rsp::poll);
+    assert_int_equal(gone.status(), RSP_ENOPLAN);
+    // Step 1's forward_done is not signalled: the bounded close names it.
+    rsp_close_report rep{};
+    auto late = pool.try_close_timed(1ms, &rep);
+    assert_int_equal(late.status(), RSP_ETIMEDOUT);
+    assert_false(rep.closed);
+    assert_int_equal(rep.num_steps, 1);
+    assert_int_equal(rep.step_ids[0], 1);
+    assert_true(pool.get() != nullptr); // still usable
+    // A forgotten ticket (destructor or forget()) never blocks.
+    rsp_msg m{};
+    m.kind = RSP_MSG_BARRIER;
+    rsp::ticket t = pool.post(m);
+    t.forget();
+    assert_false(t.valid());
+    pool.commit(s2, rsp::forward_complete());
+    fence.signal(1);
+    pool.close_timed(rsp::forever, &rep);
+    assert_true(rep.closed);
+    assert_true(pool.get() == nullptr);
+    // An unregistered thread's section throws with rsp_read_begin_err's message.
+    std::string what;
+    std::thread([&] {
+        try {
+            rsp::read_section rs;
+        } catch (const rsp::error &e) {
+            what = e.what();
+        }
+    }).join();
+    assert_non_null(std::strstr(what.c_str(), "rsp_reader_register"));
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
@@ -542,6 +617,7 @@ int main()
         cmocka_unit_test(shard_shapes),
         cmocka_unit_test(step_reset_reuses_the_object),
         cmocka_unit_test(ordered_posting_and_digests),
+        cmocka_unit_test(per_step_plans_and_bounded_close),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -75,6 +75,10 @@
 #include "inject.h"
 #include "pool.h" /* rsp__device_read: wait for the device, from any thread */
 
+/* forward_done of a commit whose forward (none runs here) is already done:
+ * rsp_event_complete(). */
+static const rsp_event forward_complete = {.kind = RSP_EVENT_COMPLETE};
+
 /* ------------------------------------------------------------------------ */
 /* Operations expected to fail today                                          */
 /* ------------------------------------------------------------------------ */
@@ -243,7 +247,7 @@ static void plan_ok(ctx *c, tracked *t, bool preplan)
 
 static void commit_ok(ctx *c, tracked *t)
 {
-    SETUP(rsp_step_commit(c->pool, &t->step, NULL, NULL));
+    SETUP(rsp_step_commit(c->pool, &t->step, &forward_complete, NULL));
     t->used = t->planned = false;
 }
 
@@ -865,7 +869,7 @@ static rsp_status op_commit_k(ctx *c, uint32_t k, const rsp_event *ev, rsp_error
 
 static rsp_status op_commit1(ctx *c, rsp_error *e)
 {
-    return op_commit_k(c, 1, NULL, e);
+    return op_commit_k(c, 1, &forward_complete, e);
 }
 
 /* Step 2 planned with two post-forks (the pool's first COPYs happen at its

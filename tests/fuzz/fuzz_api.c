@@ -1161,8 +1161,8 @@ static rsp_status pick_event(uint8_t b, rsp_event *ev, bool *use)
     memset(ev, 0, sizeof *ev);
     switch (b % 6) {
     case 0: *use = false; return RSP_OK;
-    case 1: return RSP_OK; /* {NULL, 0}: complete */
-    case 2:                /* already signalled */
+    case 1: *ev = rsp_event_complete(); return RSP_OK; /* "the forward is done" */
+    case 2:                                            /* already signalled */
         *ev = rsp_event_host(g_fence, rsp_host_fence_value(g_fence));
         return RSP_OK;
     case 3: /* signalled later (op SIGNAL, or the end of the input) */
@@ -1177,6 +1177,18 @@ static rsp_status pick_event(uint8_t b, rsp_event *ev, bool *use)
         ev->value = UINT64_MAX / 2;
         return RSP_EINVAL;
     }
+}
+
+/* Whether a commit of step needs a forward_done (rsp_step_commit): a row
+ * wrote (span > 0, not padding) and it is no capture. */
+static bool step_wrote(const rsp_step *step)
+{
+    if (step->capture)
+        return false;
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (step->rows[i].span > 0 && !step->rows[i].padding)
+            return true;
+    return false;
 }
 
 static void op_commit(input *in, int e, uint8_t how)
@@ -1203,6 +1215,8 @@ static void op_commit(input *in, int e, uint8_t how)
         g_touch |= 1u << s->prows[i].ri;
     /* rsp_post validates, then the owner checks the event, then the core. */
     rsp_status want = decl_invalid_post(&d);
+    if (want == RSP_OK && !use && step_wrote(&step))
+        want = RSP_EINVAL; /* rsp_post: a commit that wrote names its forward_done */
     if (want == RSP_OK)
         want = want_ev;
     if (want == RSP_OK)

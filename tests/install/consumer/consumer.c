@@ -62,7 +62,9 @@ static int run(void)
     CHECK(rsp_ingest(pool, 42, &err));
     CHECK(rsp_step_admit(pool, &step, &out, &err));
     CHECK(rsp_step_plan(pool, &step, &err));
-    CHECK(rsp_step_commit(pool, &step, NULL, &err));
+    /* No forward ran here: the commit says so (rsp_event_complete). */
+    const rsp_event done = rsp_event_complete();
+    CHECK(rsp_step_commit(pool, &step, &done, &err));
     rsp_holding h;
     CHECK(rsp_holding_get(pool, 42, RSP_LABEL_MAIN, &h, &err));
     if (!out.ok || h.index != 1 || !h.has_state) {
