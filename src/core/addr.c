@@ -186,7 +186,8 @@ void rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
         uint32_t slot = h->slot;
         a_slots[at] = (int32_t)slot;
         a_has[at] = inherit
-                        ? rsp__inherited_flag(r, step->pre_forks, step->num_pre_forks, row->label)
+                        ? rsp__inherited_flag(r, step->pre_forks, step->num_pre_forks,
+                                              row->fork_group, row->label)
                         : h->has_state;
         a_gens[gat] = h->generation;
         rsp__slot *sl = &slots[slot];

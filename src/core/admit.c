@@ -110,6 +110,21 @@ static void need_fork(rsp__core *c, admit_need *n, uint32_t k, rsp_label_id labe
     need_pair(c, n, r, c->rids[k], label);
 }
 
+/* need_fork for the forks of each rid's group (per-rid forks), in the
+ * order of the step-wide form. */
+static void need_forks_grouped(rsp__core *c, const rsp_step *step, admit_need *n)
+{
+    for (uint32_t k = 0; k < c->num_rids; k++) {
+        uint16_t g = c->rid_groups[k];
+        for (uint32_t i = 0; i < step->num_pre_forks; i++)
+            if (rsp__fork_applies(&step->pre_forks[i], g))
+                need_fork(c, n, k, step->pre_forks[i].to);
+        for (uint32_t i = 0; i < step->num_post_forks; i++)
+            if (rsp__fork_applies(&step->post_forks[i], g))
+                need_fork(c, n, k, step->post_forks[i].to);
+    }
+}
+
 /* Distinct labels a request may gain in this step: rows' and forks' targets. */
 static uint32_t step_labels(const rsp_step *step)
 {
@@ -155,16 +170,23 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
         if (rsp__row_addresses(row))
             need_pair(c, n, r, row->rid, row->label);
     }
-    if (nforks && same && s->frids_ok)
+    /* A grouped step collects its rids (and their groups) in this set
+     * every time: the copy could fall back to a collect that resets the
+     * set, forgetting the pairs counted above. */
+    bool grouped = nforks && rsp__step_forks_grouped(step);
+    if (nforks && same && s->frids_ok && !grouped)
         (void)rsp__collect_rids_for(c, step, rec, true); /* copies the kept rids: cannot fail */
     else if (rsp__collect_rids_in_set(c, step))
         return RSP_ENOMEM;
-    for (uint32_t k = 0; k < c->num_rids; k++) {
-        for (uint32_t i = 0; i < step->num_pre_forks; i++)
-            need_fork(c, n, k, step->pre_forks[i].to);
-        for (uint32_t i = 0; i < step->num_post_forks; i++)
-            need_fork(c, n, k, step->post_forks[i].to);
-    }
+    if (grouped)
+        need_forks_grouped(c, step, n);
+    else
+        for (uint32_t k = 0; k < c->num_rids; k++) {
+            for (uint32_t i = 0; i < step->num_pre_forks; i++)
+                need_fork(c, n, k, step->pre_forks[i].to);
+            for (uint32_t i = 0; i < step->num_post_forks; i++)
+                need_fork(c, n, k, step->post_forks[i].to);
+        }
     return RSP_OK;
 }
 
@@ -249,14 +271,18 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
         if (rsp__row_addresses(&step->rows[i]))
             take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->arows[i].rec,
                         &s->arows[i].hold);
+    bool grouped = nforks && rsp__step_forks_grouped(step);
     for (uint32_t k = 0; k < c->num_rids; k++) {
+        uint16_t g = grouped ? c->rid_groups[k] : 0;
         for (uint32_t i = 0; i < step->num_pre_forks; i++)
-            take_rid(c, rec, k, step->pre_forks[i].to);
+            if (!grouped || rsp__fork_applies(&step->pre_forks[i], g))
+                take_rid(c, rec, k, step->pre_forks[i].to);
         for (uint32_t i = 0; i < step->num_post_forks; i++)
-            take_rid(c, rec, k, step->post_forks[i].to);
+            if (!grouped || rsp__fork_applies(&step->post_forks[i], g))
+                take_rid(c, rec, k, step->post_forks[i].to);
     }
     if (nforks)
-        rsp__keep_rids(c, s); /* with the records the takes found; never fails */
+        rsp__keep_rids(c, s, grouped); /* with the records the takes found; never fails */
 }
 
 rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,

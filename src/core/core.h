@@ -68,6 +68,13 @@ rsp_status rsp__core_ingest(rsp__core *core, rsp_rid rid, rsp_error *err);
 rsp_status rsp__core_reset(rsp__core *core, rsp_rid rid, bool free, rsp__work *work,
                            rsp_error *err);
 rsp_status rsp__core_remove(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_error *err);
+/* Issue 10 (docs/semantics-extensions.md): drop rid's holding of label and
+ * release its slot (zeroed, pushed; pending while an in-flight step pins
+ * it, freed at that step's end like a removed request's). Unknown rid or no
+ * holding there: RSP_OK, nothing happens. RSP_ENOLABEL: label not interned.
+ * O(holdings). */
+rsp_status rsp__core_release(rsp__core *core, rsp_rid rid, rsp_label_id label, rsp__work *work,
+                             rsp_error *err);
 
 /* SEMANTICS 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged
  * (counted before anything is allocated; no implicit ingest either).

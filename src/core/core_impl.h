@@ -108,7 +108,9 @@ typedef struct rsp__arow {
     rsp_label_id label;
     int32_t span;
     bool padding;
-    uint32_t rec, hold; /* lookup hints (see rsp__hold_lookup) */
+    uint8_t unused;      /* rsp_row's skip_post_forks: read at commit, not kept */
+    uint16_t fork_group; /* at the offsets of rsp_row's (step.h) */
+    uint32_t rec, hold;  /* lookup hints (see rsp__hold_lookup) */
 } rsp__arow;
 
 typedef enum rsp__phase {
@@ -137,6 +139,11 @@ typedef struct rsp__steprec {
     uint32_t *frecs;
     uint32_t num_frids, cap_frids, cap_frecs;
     bool frids_ok;
+    /* Their fork groups, kept only when the admit's forks had groups
+     * (fgroups_ok); a step-wide admit keeps none (fork.h). */
+    uint16_t *fgroups;
+    uint32_t cap_fgroups;
+    bool fgroups_ok;
 } rsp__steprec;
 
 /* An addressing buffer (device vectors live in the device, keyed by id). */
@@ -226,6 +233,13 @@ struct rsp__core {
     uint32_t num_rids, cap_rids;
     uint32_t *rid_recs; /* record hints of rids (see rsp__rid_req) */
     uint32_t cap_rid_recs;
+    /* Fork group of each rid (its rows' fork_group), filled only when a
+     * fork of the step has a group; whether a commit skips each rid's
+     * post-forks, filled only when a row says so (fork.h). */
+    uint16_t *rid_groups;
+    uint32_t cap_rid_groups;
+    bool *rid_skip;
+    uint32_t cap_rid_skip;
     uint32_t label_rows[RSP_MAX_LABELS];
     uint32_t label_order[RSP_MAX_LABELS];
     uint32_t num_plan_labels;

@@ -108,7 +108,7 @@ static void sync_wrappers_run_a_step_and_count_it(void **state)
 
     rsp_row rows[2] = {{.rid = 10, .label = RSP_LABEL_MAIN, .span = 4},
                        {.rid = 11, .label = RSP_LABEL_MAIN, .span = 1}};
-    rsp_fork post[1] = {{RSP_LABEL_MAIN, 1}};
+    rsp_fork post[1] = {{RSP_LABEL_MAIN, 1, 0}};
     rsp_step step = {
         .step_id = 1, .rows = rows, .num_rows = 2, .post_forks = post, .num_post_forks = 1};
     rsp_admit_outcome out;
@@ -201,7 +201,7 @@ static void invalid_messages_are_refused_before_the_owner(void **state)
     const uint64_t handled = counters(pool).messages_handled;
 
     rsp_row rows[2] = {{.rid = 1, .label = 0, .span = 1}, {.rid = 2, .label = 5, .span = 1}};
-    rsp_fork bad_fork[1] = {{0, 9}};
+    rsp_fork bad_fork[1] = {{0, 9, 0}};
     rsp_msg m;
 
     m = (rsp_msg){.kind = RSP_MSG_KIND_COUNT_};

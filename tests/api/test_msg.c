@@ -43,8 +43,8 @@ static void step_arrays_are_copied_and_the_callers_may_change(void **state)
 {
     (void)state;
     rsp_row rows[3] = {{.rid = 1, .span = 3}, {.rid = 2, .span = 4, .label = 1}, {.rid = 3}};
-    rsp_fork pre[1] = {{0, 1}};
-    rsp_fork post[2] = {{1, 2}, {2, 3}};
+    rsp_fork pre[1] = {{0, 1, 0}};
+    rsp_fork post[2] = {{1, 2, 0}, {2, 3, 0}};
     int fence_stub;
     const rsp_msg_kind kinds[] = {RSP_MSG_ADMIT, RSP_MSG_PLAN, RSP_MSG_COMMIT};
     for (size_t k = 0; k < 3; k++) {
@@ -139,7 +139,7 @@ static void other_kinds_carry_no_arrays(void **state)
 {
     (void)state;
     rsp_row rows[2] = {{.rid = 1}, {.rid = 2}};
-    rsp_fork forks[1] = {{0, 1}};
+    rsp_fork forks[1] = {{0, 1, 0}};
     const rsp_msg_kind kinds[] = {RSP_MSG_INGEST,   RSP_MSG_REMOVE,  RSP_MSG_RESET,
                                   RSP_MSG_ROLLBACK, RSP_MSG_STATS,   RSP_MSG_BARRIER,
                                   RSP_MSG_HOLDING,  RSP_MSG_SHUTDOWN};

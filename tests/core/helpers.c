@@ -229,12 +229,12 @@ void sb_pad(stepb *b, rsp_rid rid, rsp_label_id label)
 
 void sb_pre(stepb *b, rsp_label_id from, rsp_label_id to)
 {
-    b->pre[b->s.num_pre_forks++] = (rsp_fork){from, to};
+    b->pre[b->s.num_pre_forks++] = (rsp_fork){from, to, 0};
 }
 
 void sb_post(stepb *b, rsp_label_id from, rsp_label_id to)
 {
-    b->post[b->s.num_post_forks++] = (rsp_fork){from, to};
+    b->post[b->s.num_post_forks++] = (rsp_fork){from, to, 0};
 }
 
 void sb_lease(stepb *b, uint32_t bucket_bs, uint32_t bucket_id, uint32_t lease_slot)

@@ -549,9 +549,9 @@ static void gen_decl(T *t, dstep *s)
         if (d->num_pre + d->num_post == 0)
             d->num_pre = 1;
         for (uint32_t i = 0; i < d->num_pre; i++)
-            d->pre[i] = (rsp_fork){pick_label(t), pick_label(t)};
+            d->pre[i] = (rsp_fork){pick_label(t), pick_label(t), 0};
         for (uint32_t i = 0; i < d->num_post; i++)
-            d->post[i] = (rsp_fork){pick_label(t), pick_label(t)};
+            d->post[i] = (rsp_fork){pick_label(t), pick_label(t), 0};
     }
     s->phase = PH_NONE;
 }
@@ -1123,7 +1123,7 @@ static void op_invalid(T *t)
     }
     case 2: {
         s.d.num_pre = 1;
-        s.d.pre[0] = (rsp_fork){RSP_LABEL_MAIN, BAD_LABEL};
+        s.d.pre[0] = (rsp_fork){RSP_LABEL_MAIN, BAD_LABEL, 0};
         s.d.capture = false;
         STEP_VARS(t, &s, false);
         note(t, "admit with a fork to an unknown label");
