@@ -259,8 +259,8 @@ typedef uint32_t rsp_label_id;
 typedef struct rsp_row {
     rsp_rid rid;
     rsp_label_id label;
-    int32_t span; /**< tokens this step; <= 0 reserves nothing */
-    bool padding; /**< a replay's dummy row: reserves nothing, addresses pad_index */
+    int32_t span;         /**< tokens this step; <= 0 reserves nothing */
+    bool padding;         /**< a replay's dummy row: reserves nothing, addresses pad_index */
     bool skip_post_forks; /**< commit only: this rid's post-forks are not applied (a
                                rejected draft); admit and plan ignore it */
     uint16_t fork_group;  /**< forks of group 0 and of this group apply to this rid;

@@ -123,6 +123,6 @@ rsp_status rsp__fail_fork_group(const rsp_step *step, uint32_t i, uint32_t first
                      "step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64 ") has fork_group %u but "
                      "rows[%" PRIu32 "] of the same rid has %u: every row of a rid carries "
                      "one fork_group",
-                     step->step_id, i, step->rows[i].rid, (unsigned)step->rows[i].fork_group,
-                     first, (unsigned)step->rows[first].fork_group);
+                     step->step_id, i, step->rows[i].rid, (unsigned)step->rows[i].fork_group, first,
+                     (unsigned)step->rows[first].fork_group);
 }

@@ -117,8 +117,9 @@ static rsp_status commit_reserve(rsp__core *c, const rsp_step *step, uint32_t re
     const rsp__steprec *s = &c->steps[rec];
     bool capture = s->capture;
     *skips = false;
+    /* Rows the same as the record's say no skip (step.h): no look. */
     if (!capture && (rsp__collect_rids_for(c, step, rec, same) ||
-                     (step->num_post_forks && rsp__collect_skips(c, step, skips))))
+                     (step->num_post_forks && !same && rsp__collect_skips(c, step, skips))))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
     if (pairs > UINT32_MAX / 4 ||

@@ -97,7 +97,6 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].arows);
             free(c->steps[i].frids);
             free(c->steps[i].frecs);
-            free(c->steps[i].fgroups);
         }
     free(c->steps);
     free(c->slots);

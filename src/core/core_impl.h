@@ -31,6 +31,12 @@
 #include "util/assert.h"
 #include "work_impl.h"
 
+/* The per-rid (grouped) variants of the fork loops: kept out of line, so
+ * the step-wide loops they sit beside compile as they did before groups
+ * existed (callgrind: inlined, they cost the step-wide fork step ~3k
+ * instructions through register pressure and lost inlining). */
+#define RSP__GROUPED __attribute__((noinline))
+
 /* At most 64 steps in flight: a slot's pins are one bit per step record. */
 #define RSP__MAX_INFLIGHT 64u
 #define RSP__DEFAULT_INFLIGHT 4u
@@ -108,9 +114,10 @@ typedef struct rsp__arow {
     rsp_label_id label;
     int32_t span;
     bool padding;
-    uint8_t unused;      /* rsp_row's skip_post_forks: read at commit, not kept */
-    uint16_t fork_group; /* at the offsets of rsp_row's (step.h) */
-    uint32_t rec, hold;  /* lookup hints (see rsp__hold_lookup) */
+    bool skip_post_forks; /* always false: a row that says skip is never "the
+                           * same" (step.h), so a commit whose rows are the
+                           * same needs no look for skips */
+    uint32_t rec, hold;   /* lookup hints (see rsp__hold_lookup) */
 } rsp__arow;
 
 typedef enum rsp__phase {
@@ -139,11 +146,6 @@ typedef struct rsp__steprec {
     uint32_t *frecs;
     uint32_t num_frids, cap_frids, cap_frecs;
     bool frids_ok;
-    /* Their fork groups, kept only when the admit's forks had groups
-     * (fgroups_ok); a step-wide admit keeps none (fork.h). */
-    uint16_t *fgroups;
-    uint32_t cap_fgroups;
-    bool fgroups_ok;
 } rsp__steprec;
 
 /* An addressing buffer (device vectors live in the device, keyed by id). */

@@ -74,18 +74,14 @@ rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
 rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same)
 {
     const rsp__steprec *s = &c->steps[rec];
-    if (same && s->frids_ok && !step->capture && (step->num_pre_forks || step->num_post_forks)) {
-        /* The groups are kept only by an admit whose forks had groups. */
-        bool grouped = rsp__step_forks_grouped(step);
-        if (grouped && (!s->fgroups_ok || rsp__grow((void **)&c->rid_groups, &c->cap_rid_groups,
-                                                    s->num_frids, sizeof *c->rid_groups)))
-            return rsp__collect_rids(c, step);
+    /* The kept rids carry no groups ("same rows" does not compare them):
+     * a grouped step collects its rids and groups every time. */
+    if (same && s->frids_ok && !step->capture && (step->num_pre_forks || step->num_post_forks) &&
+        !rsp__step_forks_grouped(step)) {
         /* c->rids held these once, so it has room for them. */
         if (s->num_frids) {
             memcpy(c->rids, s->frids, s->num_frids * sizeof *c->rids);
             memcpy(c->rid_recs, s->frecs, s->num_frids * sizeof *c->rid_recs);
-            if (grouped)
-                memcpy(c->rid_groups, s->fgroups, s->num_frids * sizeof *c->rid_groups);
         }
         c->num_rids = s->num_frids;
         return RSP_OK;
@@ -93,9 +89,9 @@ rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t re
     return rsp__collect_rids(c, step);
 }
 
-void rsp__keep_rids(rsp__core *c, rsp__steprec *s, bool grouped)
+void rsp__keep_rids(rsp__core *c, rsp__steprec *s)
 {
-    s->frids_ok = s->fgroups_ok = false;
+    s->frids_ok = false;
     if (rsp__grow((void **)&s->frids, &s->cap_frids, c->num_rids, sizeof *s->frids) ||
         rsp__grow((void **)&s->frecs, &s->cap_frecs, c->num_rids, sizeof *s->frecs))
         return;
@@ -105,12 +101,6 @@ void rsp__keep_rids(rsp__core *c, rsp__steprec *s, bool grouped)
     }
     s->num_frids = c->num_rids;
     s->frids_ok = true;
-    if (!grouped ||
-        rsp__grow((void **)&s->fgroups, &s->cap_fgroups, c->num_rids, sizeof *s->fgroups))
-        return; /* a grouped plan or commit collects them again */
-    if (c->num_rids)
-        memcpy(s->fgroups, c->rid_groups, c->num_rids * sizeof *s->fgroups);
-    s->fgroups_ok = true;
 }
 
 rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
@@ -281,6 +271,39 @@ rsp_status rsp__pipeline_check(rsp__core *c, const rsp_step *step, uint32_t rec,
     return RSP_OK;
 }
 
+/* rid_slot_of for mark_grouped: a third caller of rid_slot_of makes the
+ * compiler inline it less in the step-wide loops (callgrind). */
+RSP__GROUPED static uint32_t grouped_slot_of(rsp__core *c, uint32_t k, rsp_label_id label)
+{
+    const rsp__req *r = rsp__rid_req(c, k);
+    const rsp__hold *h = r ? rsp__hold_find_const(r, label) : NULL;
+    return h ? h->slot : RSP__NONE;
+}
+
+/* rsp__mark_post_forks of a step whose post-forks have groups: each rid
+ * gets the forks of its group. */
+RSP__GROUPED static void mark_grouped(rsp__core *c, const rsp_step *step, rsp__steprec *s,
+                                      uint64_t bit)
+{
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        for (uint32_t i = 0; i < step->num_post_forks; i++) {
+            if (!rsp__fork_applies(&step->post_forks[i], c->rid_groups[k]))
+                continue; /* not this rid's fork */
+            uint32_t from = grouped_slot_of(c, k, step->post_forks[i].from);
+            uint32_t to = grouped_slot_of(c, k, step->post_forks[i].to);
+            if (from == RSP__NONE || to == RSP__NONE)
+                continue;
+            for (int e = 0; e < 2; e++) {
+                uint32_t slot = e ? to : from;
+                if (c->slots[slot].fork_pins & bit)
+                    continue;
+                RSP__ASSERT(s->num_fslots < s->cap_fslots);
+                c->slots[slot].fork_pins |= bit;
+                s->fslots[s->num_fslots++] = slot;
+            }
+        }
+}
+
 void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
@@ -288,11 +311,12 @@ void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
     s->num_fslots = 0;
     if (step->capture)
         return;
-    bool grouped = rsp__forks_grouped(step->post_forks, step->num_post_forks);
+    if (rsp__forks_grouped(step->post_forks, step->num_post_forks)) {
+        mark_grouped(c, step, s, bit);
+        return;
+    }
     for (uint32_t k = 0; k < c->num_rids; k++)
         for (uint32_t i = 0; i < step->num_post_forks; i++) {
-            if (grouped && !rsp__fork_applies(&step->post_forks[i], c->rid_groups[k]))
-                continue; /* not this rid's fork */
             uint32_t from = rid_slot_of(c, k, step->post_forks[i].from);
             uint32_t to = rid_slot_of(c, k, step->post_forks[i].to);
             if (from == RSP__NONE || to == RSP__NONE)

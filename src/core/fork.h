@@ -43,14 +43,13 @@ rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step);
 rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step);
 /* The same for in-flight record rec; same: step's rows are the record's
  * validated rows (rsp__step_same_rows), then the rids its admit kept are
- * copied instead of hashing every row again (their groups too, when the
- * admit kept them; else a grouped step collects again). */
+ * copied instead of hashing every row again (not for a grouped step: the
+ * kept rids carry no groups). */
 rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same);
-/* Keep c->rids (collected from s's rows, with forks; with `grouped`, their
- * groups too) in record s for the plan and commit of the same rows.
- * Without memory the record simply keeps none (a later call collects them
- * again): never fails. */
-void rsp__keep_rids(rsp__core *c, rsp__steprec *s, bool grouped);
+/* Keep c->rids (collected from s's rows, with forks) in record s for the
+ * plan and commit of the same rows. Without memory the record simply keeps
+ * none (a later call collects them again): never fails. */
+void rsp__keep_rids(rsp__core *c, rsp__steprec *s);
 
 /* A commit's skip_post_forks: *any when a non-padding row of step says so,
  * and then c->rid_skip[k] for each c->rids[k] (any of its rows says so).

@@ -76,18 +76,18 @@ static uint32_t first_row_of(const rsp_step *step, uint32_t i)
     return first;
 }
 
-/* Every non-padding row of one rid carries one fork_group (check.h). Only
- * a step with a grouped row pays for it. O(rows). */
+/* Every non-padding row of one rid carries one fork_group (check.h), in a
+ * step where a fork has a group (else groups are not read). Not covered
+ * by "same rows" (rsp__arow keeps no group), so it runs on every call of
+ * such a step. O(rows). */
 static rsp_status check_groups(rsp__core *c, const rsp_step *step, rsp_error *err)
 {
-    uint32_t i = 0;
-    while (i < step->num_rows && (step->rows[i].padding || !step->rows[i].fork_group))
-        i++;
-    if (i == step->num_rows)
-        return RSP_OK; /* every rid is in group 0 */
+    if (!rsp__forks_grouped(step->pre_forks, step->num_pre_forks) &&
+        !rsp__forks_grouped(step->post_forks, step->num_post_forks))
+        return RSP_OK; /* the step-wide form */
     if (rsp__set_reset(c, 2 * step->num_rows))
         return rsp__fail(err, RSP_ENOMEM, "out of memory checking step %" PRIu64, step->step_id);
-    for (i = 0; i < step->num_rows; i++) {
+    for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         if (row->padding)
             continue;
@@ -111,7 +111,7 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp
         st = rsp__check_forks(step, c->num_labels, err);
     if (st == RSP_OK && !same)
         st = check_duplicates(c, step, err);
-    if (st == RSP_OK && !same)
+    if (st == RSP_OK)
         st = check_groups(c, step, err);
     return st;
 }
@@ -137,7 +137,7 @@ rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
     for (uint32_t i = s->num_arows; i < step->num_rows; i++)
         s->arows[i].rec = s->arows[i].hold = RSP__NONE;
     s->num_arows = step->num_rows;
-    s->frids_ok = s->fgroups_ok = false; /* they were the rids of other rows */
+    s->frids_ok = false; /* they were the rids of other rows */
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         rsp__arow *a = &s->arows[i];
@@ -145,8 +145,7 @@ rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
         a->label = row->label;
         a->span = row->span;
         a->padding = row->padding;
-        a->unused = 0;
-        a->fork_group = row->fork_group;
+        a->skip_post_forks = false;
     }
     return RSP_OK;
 }

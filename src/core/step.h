@@ -18,43 +18,34 @@
 uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id);
 
 /* rsp__arow starts like rsp_row, so (rid, label, span) compare as 16 bytes
- * (no padding inside them), and (padding, fork_group) as the 4 bytes after
- * them with skip_post_forks (byte 17, read at commit only) masked out. */
+ * (no padding inside them). */
 _Static_assert(offsetof(rsp_row, rid) == offsetof(rsp__arow, rid) &&
                    offsetof(rsp_row, label) == offsetof(rsp__arow, label) &&
                    offsetof(rsp_row, span) == offsetof(rsp__arow, span) &&
                    offsetof(rsp_row, span) + sizeof(int32_t) == 16 && offsetof(rsp_row, label) == 8,
                "rsp__arow must start like rsp_row");
-_Static_assert(offsetof(rsp_row, padding) == 16 && offsetof(rsp__arow, padding) == 16 &&
-                   offsetof(rsp_row, skip_post_forks) == 17 &&
-                   offsetof(rsp_row, fork_group) == 18 && offsetof(rsp__arow, fork_group) == 18,
-               "rsp__arow keeps padding and fork_group where rsp_row has them");
 
-/* The 4 bytes at offset 16 of a row: padding, (skip_post_forks,) fork_group. */
-static inline uint32_t rsp__row_tail(const void *row)
-{
-    uint32_t x;
-    memcpy(&x, (const char *)row + 16, sizeof x);
-    return x;
-}
+/* padding and skip_post_forks compare as the 2 bytes after them. */
+_Static_assert(offsetof(rsp_row, padding) == 16 && offsetof(rsp_row, skip_post_forks) == 17 &&
+                   offsetof(rsp__arow, padding) == 16 && offsetof(rsp__arow, skip_post_forks) == 17,
+               "rsp__arow keeps padding and skip_post_forks where rsp_row has them");
 
 /* Are step's rows the ones last validated for record s (rsp__step_keep_rows)?
- * Compared field by field, no hashing; skip_post_forks is not compared
- * (commit reads it from its own rows). Inline: every admit, plan and
- * commit of a steady step runs it over all rows. O(rows). */
+ * Compared field by field, no hashing. A row that says skip_post_forks is
+ * never the same (the record's rows keep false there): so a commit whose
+ * rows are the same knows no rid skips its post-forks without looking, at
+ * no cost per row, and one whose rows say skip validates them again.
+ * fork_group is not compared (a grouped step collects and checks its
+ * groups on every call: fork.h). Inline: every admit, plan and commit of
+ * a steady step runs it over all rows. O(rows). */
 static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *step)
 {
     if (s->num_arows != step->num_rows)
         return false;
-    /* Byte 17 (skip_post_forks) out, whatever the byte order. */
-    const union {
-        uint8_t b[4];
-        uint32_t w;
-    } mask = {{0xff, 0x00, 0xff, 0xff}};
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *a = &step->rows[i];
         const rsp__arow *b = &s->arows[i];
-        if (memcmp(a, b, 16) != 0 || ((rsp__row_tail(a) ^ rsp__row_tail(b)) & mask.w))
+        if (memcmp(a, b, 18) != 0)
             return false;
     }
     return true;
