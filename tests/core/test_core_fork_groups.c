@@ -321,7 +321,7 @@ static void commit_follows_its_own_groups(void **state)
     uint64_t drafter = sum_of(&f, DRAFTER, RSP_LABEL_MAIN);
     uint64_t plain = sum_of(&f, PLAIN, RSP_LABEL_MAIN);
     uint32_t held = fx_stats(&f).held_slots;
-    b.rows[1].fork_group = DRAFT_GROUP;             /* PLAIN joins group 1 */
+    b.rows[1].fork_group = DRAFT_GROUP;              /* PLAIN joins group 1 */
     b.rows[2].fork_group = b.rows[3].fork_group = 0; /* DRAFTER leaves it */
     assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK);
     assert_int_equal(sum_of(&f, DRAFTER, RSP_LABEL_MAIN), drafter);
