@@ -264,7 +264,8 @@ typedef struct rsp_row {
     bool skip_post_forks; /**< commit only: this rid's post-forks are not applied (a
                                rejected draft); admit and plan ignore it */
     uint16_t fork_group;  /**< forks of group 0 and of this group apply to this rid;
-                               every non-padding row of one rid carries the same group */
+                               in a step with a grouped fork, every non-padding row of
+                               one rid carries the same group (else RSP_EINVAL) */
 } rsp_row;
 
 /** Copy the `from` label's slot onto the `to` label's slot of the same rid. */
