@@ -529,9 +529,11 @@ RSP_API rsp_status rsp_release(rsp_pool *pool, rsp_rid rid, rsp_label_id label, 
  * forward; a step planned after the reset keeps its write. Unknown rid:
  * RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free, rsp_error *err);
-/** Reserve the slots of a step (SEMANTICS 4.1). A full pool is RSP_OK with
+/** Reserve the slots of a step (SEMANTICS 4.1; per-rid forks:
+ * docs/semantics-extensions.md). A full pool is RSP_OK with
  * out->ok false (nothing changed; out says who found no slot and how many
- * are short). Errors: RSP_EDUPROW, RSP_EORDER (id went back, or is the id of
+ * are short). Errors: RSP_EDUPROW, RSP_EINVAL (e.g. one rid's rows in two
+ * fork groups), RSP_EORDER (id went back, or is the id of
  * a committed step; a rolled-back id may be retried), RSP_ECAPACITY (too many
  * steps in flight). Owner: O(rows + rids * forks). */
 RSP_API rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,

@@ -78,7 +78,8 @@ rsp_status rsp__core_release(rsp__core *core, rsp_rid rid, rsp_label_id label, r
 
 /* SEMANTICS 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged
  * (counted before anything is allocated; no implicit ingest either).
- * Errors: an invalid step (RSP_EINVAL, RSP_ENOLABEL, RSP_EDUPROW), a new step
+ * Errors: an invalid step (RSP_EINVAL, RSP_ENOLABEL, RSP_EDUPROW; one rid's
+ * rows in two fork groups when a fork has a group), a new step
  * id below the last admitted or not above the last committed (RSP_EORDER;
  * a rolled-back id may be admitted again), every step record busy
  * (RSP_ECAPACITY). An id in flight is a re-admit. O(rows + rids * forks). */
