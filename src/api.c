@@ -288,6 +288,7 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
     case RSP_MSG_ADMIT:
     case RSP_MSG_PLAN: return check_step(&m->step, num_labels, err);
     case RSP_MSG_HOLDING: return rsp__check_label(m->label, num_labels, err);
+    case RSP_MSG_RELEASE: return rsp__check_label(m->label, num_labels, err);
     case RSP_MSG_LABEL: {
         if (!m->label_name)
             return rsp__fail(err, RSP_EINVAL, "msg->label_name is NULL");
@@ -499,6 +500,13 @@ rsp_status rsp_ingest(rsp_pool *pool, rsp_rid rid, rsp_error *err)
 rsp_status rsp_remove(rsp_pool *pool, rsp_rid rid, rsp_error *err)
 {
     rsp_msg m = {.kind = RSP_MSG_REMOVE, .rid = rid};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_release(rsp_pool *pool, rsp_rid rid, rsp_label_id label, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_RELEASE, .rid = rid, .label = label};
     rsp_reply r;
     return call(pool, &m, &r, err);
 }

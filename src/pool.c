@@ -352,6 +352,12 @@ static rsp_status on_remove(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *c
     return submit_after(p, st, changed, &r->error);
 }
 
+static rsp_status on_release(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    rsp_status st = rsp__core_release(p->core, m->rid, m->label, &p->work, &r->error);
+    return submit_after(p, st, changed, &r->error);
+}
+
 static rsp_status on_reset(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     rsp_status st = rsp__core_reset(p->core, m->rid, m->free, &p->work, &r->error);
@@ -500,6 +506,7 @@ static const struct {
     [RSP_MSG_LABEL] = {"label", on_label},
     [RSP_MSG_HOLDING] = {"holding", on_holding},
     [RSP_MSG_SHUTDOWN] = {"shutdown", on_shutdown},
+    [RSP_MSG_RELEASE] = {"release", on_release},
 };
 
 static const char *kind_name(rsp_msg_kind k)

@@ -309,14 +309,21 @@ typedef uint32_t rsp_label_id;
 typedef struct rsp_row {
     rsp_rid rid;
     rsp_label_id label;
-    int32_t span; /**< tokens this step; <= 0 reserves nothing */
-    bool padding; /**< a replay's dummy row: reserves nothing, addresses pad_index */
+    int32_t span;         /**< tokens this step; <= 0 reserves nothing */
+    bool padding;         /**< a replay's dummy row: reserves nothing, addresses pad_index */
+    bool skip_post_forks; /**< commit only: this rid's post-forks are not applied (a
+                               rejected draft); admit and plan ignore it */
+    uint16_t fork_group;  /**< forks of group 0 and of this group apply to this rid;
+                               in a step with a grouped fork, every non-padding row of
+                               one rid carries the same group (else RSP_EINVAL) */
 } rsp_row;
 
 /** Copy the `from` label's slot onto the `to` label's slot of the same rid. */
 typedef struct rsp_fork {
     rsp_label_id from;
     rsp_label_id to;
+    uint32_t group; /**< 0: every rid of the step; g (<= UINT16_MAX): only the rids
+                         whose rows carry fork_group g */
 } rsp_fork;
 
 /** A CUDA-graph lease: buffers keyed (bucket_id, lease_slot, label) never move. */
@@ -477,6 +484,7 @@ typedef enum rsp_msg_kind {
     RSP_MSG_LABEL,               /**< label_name -> reply.label (interned) */
     RSP_MSG_HOLDING,             /**< rid, label -> reply.holding */
     RSP_MSG_SHUTDOWN,            /**< owner stops; later posts get RSP_ESHUTDOWN */
+    RSP_MSG_RELEASE,             /**< rid, label: give back that one slot (rsp_release) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
 
@@ -629,15 +637,24 @@ RSP_API rsp_status rsp_ingest(rsp_pool *pool, rsp_rid rid, rsp_error *err);
  * in-flight step addresses is zeroed and freed when that step ends. Unknown
  * rid: RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_remove(rsp_pool *pool, rsp_rid rid, rsp_error *err);
+/** Give back rid's slot of label (a finished beam, a rejected draft branch)
+ * and keep the request and its other labels: the slot is zeroed and pushed
+ * on the free stack like any release, after the end of every in-flight step
+ * that pins it (its rows address it, or its forks write into it). Unknown
+ * rid, or no slot under label: RSP_OK, nothing happens. RSP_ENOLABEL: label
+ * not interned, nothing posted. Owner: O(holdings). */
+RSP_API rsp_status rsp_release(rsp_pool *pool, rsp_rid rid, rsp_label_id label, rsp_error *err);
 /** Zero every slot rid holds: free = false keeps the holdings (has_state
  * false), free = true returns the slots to the free stack. While a planned,
  * uncommitted step's forward may write a slot, its zero waits for that
  * forward; a step planned after the reset keeps its write. Unknown rid:
  * RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free, rsp_error *err);
-/** Reserve the slots of a step (SEMANTICS 4.1). A full pool is RSP_OK with
+/** Reserve the slots of a step (SEMANTICS 4.1; per-rid forks:
+ * docs/semantics-extensions.md). A full pool is RSP_OK with
  * out->ok false (nothing changed; out says who found no slot and how many
- * are short). Errors: RSP_EDUPROW, RSP_EORDER (id went back, or is the id of
+ * are short). Errors: RSP_EDUPROW, RSP_EINVAL (e.g. one rid's rows in two
+ * fork groups), RSP_EORDER (id went back, or is the id of
  * a committed step; a rolled-back id may be retried), RSP_ECAPACITY (too many
  * steps in flight). Owner: O(rows + rids * forks). */
 RSP_API rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,

@@ -433,12 +433,15 @@ class step
         return *this;
     }
     /// A row of `span` tokens of (r, l); span <= 0 reserves nothing.
-    step &row(rid r, label l = label::main, std::int32_t span = 1)
+    /// fork_group: forks of group 0 and of this group apply to r (every row
+    /// of one rid carries the same group; docs/semantics-extensions.md).
+    step &row(rid r, label l = label::main, std::int32_t span = 1, std::uint16_t fork_group = 0)
     {
         rsp_row x{};
         x.rid = raw(r);
         x.label = raw(l);
         x.span = span;
+        x.fork_group = fork_group;
         rows_.push_back(x);
         return *this;
     }
@@ -451,16 +454,27 @@ class step
         rows_.push_back(x);
         return *this;
     }
-    /// Copy `from` onto `to` of every rid of the step, before the forward.
-    step &pre_fork(label from, label to)
+    /// Copy `from` onto `to` of every rid of the step (group 0), or of the
+    /// rids whose rows carry fork_group `group`, before the forward.
+    step &pre_fork(label from, label to, std::uint16_t group = 0)
     {
-        pre_.push_back(rsp_fork{raw(from), raw(to)});
+        pre_.push_back(rsp_fork{raw(from), raw(to), group});
         return *this;
     }
     /// The same after the forward, at commit.
-    step &post_fork(label from, label to)
+    step &post_fork(label from, label to, std::uint16_t group = 0)
     {
-        post_.push_back(rsp_fork{raw(from), raw(to)});
+        post_.push_back(rsp_fork{raw(from), raw(to), group});
+        return *this;
+    }
+    /// At commit: r's post-forks are not applied (its draft was rejected),
+    /// or are again (on = false). Sets the flag on every row of r; admit
+    /// and plan ignore it. O(rows).
+    step &skip_post_forks(rid r, bool on = true) noexcept
+    {
+        for (auto &x : rows_)
+            if (x.rid == raw(r))
+                x.skip_post_forks = on;
         return *this;
     }
     step &capture(bool on = true) noexcept
@@ -634,6 +648,13 @@ inline rsp_msg remove(rid r) noexcept
 {
     rsp_msg m = of(RSP_MSG_REMOVE);
     m.rid = raw(r);
+    return m;
+}
+inline rsp_msg release(rid r, label l) noexcept
+{
+    rsp_msg m = of(RSP_MSG_RELEASE);
+    m.rid = raw(r);
+    m.label = raw(l);
     return m;
 }
 inline rsp_msg reset(rid r, bool free_slots) noexcept
@@ -948,6 +969,16 @@ class pool
     void remove(rid r)
     {
         try_remove(r).value();
+    }
+    /// rsp_release: give back r's slot of l, keep the request.
+    result<void> try_release(rid r, label l) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_release(p_, raw(r), raw(l), &e), e);
+    }
+    void release(rid r, label l)
+    {
+        try_release(r, l).value();
     }
     result<void> try_reset(rid r, bool free_slots) noexcept
     {

@@ -146,6 +146,14 @@ static void lay_out(const rsp__core *c, rsp__addr *a, const uint32_t *lengths, u
     }
 }
 
+/* A staged row's has_state (rsp__inherited_flag): out of line, so the
+ * live plan's row loop keeps its registers. */
+RSP__GROUPED static bool staged_flag(const rsp__req *r, const rsp_step *step, const rsp_row *row)
+{
+    return rsp__inherited_flag(r, step->pre_forks, step->num_pre_forks, row->fork_group,
+                               row->label);
+}
+
 void rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
                 const uint32_t *lengths)
 {
@@ -185,9 +193,7 @@ void rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
             continue;
         uint32_t slot = h->slot;
         a_slots[at] = (int32_t)slot;
-        a_has[at] = inherit
-                        ? rsp__inherited_flag(r, step->pre_forks, step->num_pre_forks, row->label)
-                        : h->has_state;
+        a_has[at] = inherit ? staged_flag(r, step, row) : h->has_state;
         a_gens[gat] = h->generation;
         rsp__slot *sl = &slots[slot];
         if (!(sl->pins & bit)) { /* rsp__pin, on the locals */

@@ -110,6 +110,25 @@ static void need_fork(rsp__core *c, admit_need *n, uint32_t k, rsp_label_id labe
     need_pair(c, n, r, c->rids[k], label);
 }
 
+/* need_fork for the forks of each rid's group (per-rid forks), in the
+ * order of the step-wide form. need_fork's body is repeated, not called:
+ * a second caller costs its step-wide calls an instruction each. */
+RSP__GROUPED static void need_forks_grouped(rsp__core *c, const rsp_step *step, admit_need *n)
+{
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        for (uint32_t i = 0; i < nforks; i++) {
+            bool pre = i < step->num_pre_forks;
+            const rsp_fork *f =
+                pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
+            if (!rsp__fork_applies(f, c->rid_groups[k]))
+                continue;
+            rsp__req *r = rsp__rid_req(c, k);
+            if (!r || !rsp__hold_find(r, f->to))
+                need_pair(c, n, r, c->rids[k], f->to);
+        }
+}
+
 /* Distinct labels a request may gain in this step: rows' and forks' targets. */
 static uint32_t step_labels(const rsp_step *step)
 {
@@ -155,16 +174,24 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
         if (rsp__row_addresses(row))
             need_pair(c, n, r, row->rid, row->label);
     }
-    if (nforks && same && s->frids_ok)
+    /* A grouped step collects its rids (and their groups) in this set
+     * every time: the copy could fall back to a collect that resets the
+     * set, forgetting the pairs counted above. */
+    if (nforks && same && s->frids_ok && !rsp__step_forks_grouped(step))
         (void)rsp__collect_rids_for(c, step, rec, true); /* copies the kept rids: cannot fail */
     else if (rsp__collect_rids_in_set(c, step))
         return RSP_ENOMEM;
-    for (uint32_t k = 0; k < c->num_rids; k++) {
-        for (uint32_t i = 0; i < step->num_pre_forks; i++)
-            need_fork(c, n, k, step->pre_forks[i].to);
-        for (uint32_t i = 0; i < step->num_post_forks; i++)
-            need_fork(c, n, k, step->post_forks[i].to);
-    }
+    /* Asked again, not kept across the calls above: a flag live across
+     * them costs the step-wide loop below a register (callgrind). */
+    if (nforks && rsp__step_forks_grouped(step))
+        need_forks_grouped(c, step, n);
+    else
+        for (uint32_t k = 0; k < c->num_rids; k++) {
+            for (uint32_t i = 0; i < step->num_pre_forks; i++)
+                need_fork(c, n, k, step->pre_forks[i].to);
+            for (uint32_t i = 0; i < step->num_post_forks; i++)
+                need_fork(c, n, k, step->post_forks[i].to);
+        }
     return RSP_OK;
 }
 
@@ -214,6 +241,27 @@ static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label)
     rsp__pin(c, rec, h->slot);
 }
 
+/* take_rid for the forks of each rid's group (per-rid forks), in the
+ * order of the step-wide form; take_rid's body repeated (as above). */
+RSP__GROUPED static void take_forks_grouped(rsp__core *c, const rsp_step *step, uint32_t rec)
+{
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        for (uint32_t i = 0; i < nforks; i++) {
+            bool pre = i < step->num_pre_forks;
+            const rsp_fork *f =
+                pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
+            if (!rsp__fork_applies(f, c->rid_groups[k]))
+                continue;
+            rsp__req *r = rsp__rid_req(c, k);
+            RSP__ASSERT(r != NULL);
+            rsp__hold *h = rsp__hold_find(r, f->to);
+            if (!h)
+                h = rsp__step_take_fresh(c, rec, r, f->to);
+            rsp__pin(c, rec, h->slot);
+        }
+}
+
 /* Open record rec for a step not in flight yet. */
 static void open_record(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
@@ -249,12 +297,15 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
         if (rsp__row_addresses(&step->rows[i]))
             take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->arows[i].rec,
                         &s->arows[i].hold);
-    for (uint32_t k = 0; k < c->num_rids; k++) {
-        for (uint32_t i = 0; i < step->num_pre_forks; i++)
-            take_rid(c, rec, k, step->pre_forks[i].to);
-        for (uint32_t i = 0; i < step->num_post_forks; i++)
-            take_rid(c, rec, k, step->post_forks[i].to);
-    }
+    if (nforks && rsp__step_forks_grouped(step))
+        take_forks_grouped(c, step, rec);
+    else
+        for (uint32_t k = 0; k < c->num_rids; k++) {
+            for (uint32_t i = 0; i < step->num_pre_forks; i++)
+                take_rid(c, rec, k, step->pre_forks[i].to);
+            for (uint32_t i = 0; i < step->num_post_forks; i++)
+                take_rid(c, rec, k, step->post_forks[i].to);
+        }
     if (nforks)
         rsp__keep_rids(c, s); /* with the records the takes found; never fails */
 }

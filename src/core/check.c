@@ -33,6 +33,17 @@ rsp_status rsp__check_limits(const rsp_step *step, uint32_t max_rows, rsp_error 
                          "step %" PRIu64 ": %" PRIu32 " pre_forks and %" PRIu32
                          " post_forks: at most %u each (one per pair of labels)",
                          step->step_id, step->num_pre_forks, step->num_post_forks, RSP__MAX_FORKS);
+    for (int k = 0; k < 2; k++) {
+        const rsp_fork *f = k ? step->post_forks : step->pre_forks;
+        uint32_t n = k ? step->num_post_forks : step->num_pre_forks;
+        for (uint32_t i = 0; i < n; i++)
+            if (f[i].group > RSP__MAX_FORK_GROUP)
+                return rsp__fail(err, RSP_EINVAL,
+                                 "step %" PRIu64 ": %s[%" PRIu32 "].group = %" PRIu32
+                                 ": at most %u (a row's fork_group is 16 bits)",
+                                 step->step_id, k ? "post_forks" : "pre_forks", i, f[i].group,
+                                 RSP__MAX_FORK_GROUP);
+    }
     if (step->has_lease && step->lease.bucket_bs == 0)
         return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": lease.bucket_bs = 0", step->step_id);
     if (step->has_lease && step->lease.bucket_bs > max_rows)
@@ -104,4 +115,14 @@ rsp_status rsp__check_forks(const rsp_step *step, uint32_t num_labels, rsp_error
         }
     }
     return RSP_OK;
+}
+
+rsp_status rsp__fail_fork_group(const rsp_step *step, uint32_t i, uint32_t first, rsp_error *err)
+{
+    return rsp__fail(err, RSP_EINVAL,
+                     "step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64 ") has fork_group %u but "
+                     "rows[%" PRIu32 "] of the same rid has %u: every row of a rid carries "
+                     "one fork_group",
+                     step->step_id, i, step->rows[i].rid, (unsigned)step->rows[i].fork_group, first,
+                     (unsigned)step->rows[first].fork_group);
 }

@@ -32,6 +32,28 @@ static inline uint32_t rsp__max_rows(uint32_t max_slots)
     return n > RSP__ROWS_FLOOR ? n : RSP__ROWS_FLOOR;
 }
 
+/* rsp_row keeps its 24 bytes: skip_post_forks and fork_group live in what
+ * was padding after `padding` (a declaration stays cheap to copy). */
+_Static_assert(sizeof(rsp_row) == 24, "rsp_row must stay 24 bytes");
+
+/* A fork's group names a row group (uint16), or 0 (every rid). */
+#define RSP__MAX_FORK_GROUP UINT16_MAX
+
+/* Does fork f apply to a rid whose rows carry `group` (0 or its group)? */
+static inline bool rsp__fork_applies(const rsp_fork *f, uint16_t group)
+{
+    return f->group == 0 || f->group == group;
+}
+
+/* Has any fork of f[0 .. n) a group? O(n). */
+static inline bool rsp__forks_grouped(const rsp_fork *f, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (f[i].group)
+            return true;
+    return false;
+}
+
 /* A row addresses a slot (and may take one): not padding, span > 0. */
 static inline bool rsp__row_addresses(const rsp_row *row)
 {
@@ -42,8 +64,9 @@ static inline bool rsp__row_addresses(const rsp_row *row)
  * their counts are not 0 (RSP_EINVAL). O(1). */
 rsp_status rsp__check_arrays(const rsp_step *step, rsp_error *err);
 
-/* Fork lists of at most RSP__MAX_FORKS entries; a lease's bucket_bs in
- * 1 .. max_rows (RSP_EINVAL). O(1). */
+/* Fork lists of at most RSP__MAX_FORKS entries; every fork's group at
+ * most RSP__MAX_FORK_GROUP; a lease's bucket_bs in 1 .. max_rows
+ * (RSP_EINVAL). O(forks). */
 rsp_status rsp__check_limits(const rsp_step *step, uint32_t max_rows, rsp_error *err);
 
 /* label is one of the num_labels interned ones (RSP_ENOLABEL). O(1). */
@@ -60,5 +83,11 @@ rsp_status rsp__check_rows(const rsp_step *step, uint32_t num_labels, uint32_t m
 /* Every pre- and post-fork's from and to are interned (RSP_ENOLABEL).
  * O(forks). */
 rsp_status rsp__check_forks(const rsp_step *step, uint32_t num_labels, rsp_error *err);
+
+/* The message of the rule "all non-padding rows of one rid carry one
+ * fork_group" (RSP_EINVAL): rows[i] carries another group than rows[first],
+ * an earlier row of the same rid. Finding them needs the core's hash set
+ * (step.c), like duplicate rows. O(1). */
+rsp_status rsp__fail_fork_group(const rsp_step *step, uint32_t i, uint32_t first, rsp_error *err);
 
 #endif

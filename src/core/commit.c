@@ -112,11 +112,14 @@ static rsp_status commit_validate(rsp__core *c, const rsp_step *step, uint32_t *
  * per forking rid and post-fork) and reserve it, here and through the
  * hook. Fills c->rids. */
 static rsp_status commit_reserve(rsp__core *c, const rsp_step *step, uint32_t rec, bool same,
-                                 rsp__work *w, rsp_error *err)
+                                 bool *skips, rsp__work *w, rsp_error *err)
 {
     const rsp__steprec *s = &c->steps[rec];
     bool capture = s->capture;
-    if (!capture && rsp__collect_rids_for(c, step, rec, same))
+    *skips = false;
+    /* Rows the same as the record's say no skip (step.h): no look. */
+    if (!capture && (rsp__collect_rids_for(c, step, rec, same) ||
+                     (step->num_post_forks && !same && rsp__collect_skips(c, step, skips))))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
     if (pairs > UINT32_MAX / 4 ||
@@ -171,10 +174,10 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "commit: work is NULL");
     uint32_t rec;
-    bool same;
+    bool same, skips;
     rsp_status st = commit_validate(c, step, &rec, &same, err);
     if (st == RSP_OK)
-        st = commit_reserve(c, step, rec, same, w, err);
+        st = commit_reserve(c, step, rec, same, &skips, w, err);
     if (st)
         return st;
 
@@ -195,8 +198,9 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
          * every other planned step (rsp__pipeline_check, both orders). A
          * holding that appeared or was re-created after the plan may sit
          * on a slot another planned step's forward writes: such a fork is
-         * skipped. */
-        rsp__apply_forks(c, step->post_forks, step->num_post_forks, others, w);
+         * skipped. A rid whose rows say skip_post_forks (a rejected
+         * draft) gets none: its rows' writes above still count. */
+        rsp__apply_forks(c, step->post_forks, step->num_post_forks, others, skips, w);
     }
     rsp__step_unpin(c, rec, false, w);
     end_step(c, rec, stage);

@@ -121,6 +121,8 @@ void rsp__core_destroy(rsp__core *c)
     free(c->set);
     free(c->rids);
     free(c->rid_recs);
+    free(c->rid_groups);
+    free(c->rid_skip);
     free(c);
 }
 
@@ -494,6 +496,32 @@ rsp_status rsp__core_remove(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error *
     rsp__req *r = rsp__req_find(c, rid);
     if (r)
         req_forget(c, r);
+    return RSP_OK;
+}
+
+rsp_status rsp__core_release(rsp__core *c, rsp_rid rid, rsp_label_id label, rsp__work *w,
+                             rsp_error *err)
+{
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "work is NULL");
+    rsp_status st = rsp__check_label(label, c->num_labels, err);
+    if (st != RSP_OK)
+        return st;
+    rsp__req *r = rsp__req_find(c, rid);
+    rsp__hold *h = r ? rsp__hold_find(r, label) : NULL;
+    if (!h)
+        return RSP_OK; /* like remove: nothing held there is nothing to give back */
+    if (rsp__work_reserve(w, 1, 1, 0))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory releasing rid %" PRIu64, rid);
+    st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = 1}, err);
+    if (st)
+        return st;
+    /* Pinned by a step in flight (its rows address the slot, or its forks
+     * write into it): the holding goes now, the slot when the last such
+     * step ends (rsp__hold_drop), exactly as for remove. */
+    rsp__work_freeze(w); /* nothing below fails */
+    rsp__hold_drop(c, r, (uint32_t)(h - rsp__req_holds(r)), w);
+    rsp__work_thaw(w);
     return RSP_OK;
 }
 

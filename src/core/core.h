@@ -68,10 +68,18 @@ rsp_status rsp__core_ingest(rsp__core *core, rsp_rid rid, rsp_error *err);
 rsp_status rsp__core_reset(rsp__core *core, rsp_rid rid, bool free, rsp__work *work,
                            rsp_error *err);
 rsp_status rsp__core_remove(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_error *err);
+/* Issue 10 (docs/semantics-extensions.md): drop rid's holding of label and
+ * release its slot (zeroed, pushed; pending while an in-flight step pins
+ * it, freed at that step's end like a removed request's). Unknown rid or no
+ * holding there: RSP_OK, nothing happens. RSP_ENOLABEL: label not interned.
+ * O(holdings). */
+rsp_status rsp__core_release(rsp__core *core, rsp_rid rid, rsp_label_id label, rsp__work *work,
+                             rsp_error *err);
 
 /* SEMANTICS 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged
  * (counted before anything is allocated; no implicit ingest either).
- * Errors: an invalid step (RSP_EINVAL, RSP_ENOLABEL, RSP_EDUPROW), a new step
+ * Errors: an invalid step (RSP_EINVAL, RSP_ENOLABEL, RSP_EDUPROW; one rid's
+ * rows in two fork groups when a fork has a group), a new step
  * id below the last admitted or not above the last committed (RSP_EORDER;
  * a rolled-back id may be admitted again), every step record busy
  * (RSP_ECAPACITY). An id in flight is a re-admit. O(rows + rids * forks). */

@@ -31,6 +31,12 @@
 #include "util/assert.h"
 #include "work_impl.h"
 
+/* The per-rid (grouped) variants of the fork loops: kept out of line, so
+ * the step-wide loops they sit beside compile as they did before groups
+ * existed (callgrind: inlined, they cost the step-wide fork step ~3k
+ * instructions through register pressure and lost inlining). */
+#define RSP__GROUPED __attribute__((noinline))
+
 /* At most 64 steps in flight: a slot's pins are one bit per step record. */
 #define RSP__MAX_INFLIGHT 64u
 #define RSP__DEFAULT_INFLIGHT 4u
@@ -108,7 +114,10 @@ typedef struct rsp__arow {
     rsp_label_id label;
     int32_t span;
     bool padding;
-    uint32_t rec, hold; /* lookup hints (see rsp__hold_lookup) */
+    bool skip_post_forks; /* always false: a row that says skip is never "the
+                           * same" (step.h), so a commit whose rows are the
+                           * same needs no look for skips */
+    uint32_t rec, hold;   /* lookup hints (see rsp__hold_lookup) */
 } rsp__arow;
 
 typedef enum rsp__phase {
@@ -231,6 +240,13 @@ struct rsp__core {
     uint32_t num_rids, cap_rids;
     uint32_t *rid_recs; /* record hints of rids (see rsp__rid_req) */
     uint32_t cap_rid_recs;
+    /* Fork group of each rid (its rows' fork_group), filled only when a
+     * fork of the step has a group; whether a commit skips each rid's
+     * post-forks, filled only when a row says so (fork.h). */
+    uint16_t *rid_groups;
+    uint32_t cap_rid_groups;
+    bool *rid_skip;
+    uint32_t cap_rid_skip;
     uint32_t label_rows[RSP_MAX_LABELS];
     uint32_t label_order[RSP_MAX_LABELS];
     uint32_t num_plan_labels;

@@ -28,19 +28,40 @@ static rsp_status rids_push(rsp__core *c, rsp_rid rid)
     return RSP_OK;
 }
 
-rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step)
+/* Fill c->rids from step's rows; with `grouped`, c->rid_groups too (room
+ * for every row was made). Inline in both callers, so the step-wide loop
+ * carries no group code. */
+static inline rsp_status collect_rows(rsp__core *c, const rsp_step *step, bool grouped)
 {
-    c->num_rids = 0;
-    if (step->capture || (step->num_pre_forks == 0 && step->num_post_forks == 0))
-        return RSP_OK;
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         if (row->padding || !rsp__set_insert(c, row->rid, RID_MARK))
             continue;
         if (rids_push(c, row->rid))
             return RSP_ENOMEM;
+        if (grouped)
+            c->rid_groups[c->num_rids - 1] = row->fork_group;
     }
     return RSP_OK;
+}
+
+bool rsp__step_forks_grouped(const rsp_step *step)
+{
+    return rsp__forks_grouped(step->pre_forks, step->num_pre_forks) ||
+           rsp__forks_grouped(step->post_forks, step->num_post_forks);
+}
+
+rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step)
+{
+    c->num_rids = 0;
+    if (step->capture || (step->num_pre_forks == 0 && step->num_post_forks == 0))
+        return RSP_OK;
+    if (!rsp__step_forks_grouped(step))
+        return collect_rows(c, step, false);
+    if (rsp__grow((void **)&c->rid_groups, &c->cap_rid_groups, step->num_rows,
+                  sizeof *c->rid_groups))
+        return RSP_ENOMEM;
+    return collect_rows(c, step, true);
 }
 
 rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
@@ -53,7 +74,10 @@ rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
 rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same)
 {
     const rsp__steprec *s = &c->steps[rec];
-    if (same && s->frids_ok && !step->capture && (step->num_pre_forks || step->num_post_forks)) {
+    /* The kept rids carry no groups ("same rows" does not compare them):
+     * a grouped step collects its rids and groups every time. */
+    if (same && s->frids_ok && !step->capture && (step->num_pre_forks || step->num_post_forks) &&
+        !rsp__step_forks_grouped(step)) {
         /* c->rids held these once, so it has room for them. */
         if (s->num_frids) {
             memcpy(c->rids, s->frids, s->num_frids * sizeof *c->rids);
@@ -79,35 +103,78 @@ void rsp__keep_rids(rsp__core *c, rsp__steprec *s)
     s->frids_ok = true;
 }
 
+rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
+{
+    *any = false;
+    uint32_t i = 0;
+    while (i < step->num_rows && !step->rows[i].skip_post_forks)
+        i++;
+    if (i == step->num_rows || !c->num_rids)
+        return RSP_OK;
+    if (rsp__grow((void **)&c->rid_skip, &c->cap_rid_skip, c->num_rids, sizeof *c->rid_skip) ||
+        rsp__set_reset(c, step->num_rows + c->num_rids))
+        return RSP_ENOMEM;
+    for (; i < step->num_rows; i++)
+        if (step->rows[i].skip_post_forks && !step->rows[i].padding)
+            (void)rsp__set_insert(c, step->rows[i].rid, RID_MARK);
+    /* A rid a row marked is in the set already: the insert says no. */
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        c->rid_skip[k] = !rsp__set_insert(c, c->rids[k], RID_MARK);
+    *any = true;
+    return RSP_OK;
+}
+
 /* --- applying forks ------------------------------------------------------ */
 
-void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid, rsp__work *w)
+/* Apply the forks of f[0 .. n) that apply to a rid of `group` (all of them
+ * unless `filter`) to request r. Inline in both loops of rsp__apply_forks,
+ * so the step-wide one carries no group test. */
+static inline void fork_req(rsp__core *c, rsp__req *r, const rsp_fork *forks, uint32_t n,
+                            bool filter, uint16_t group, uint64_t avoid, rsp__work *w)
 {
-    for (uint32_t k = 0; k < c->num_rids; k++) {
-        rsp__req *r = rsp__rid_req(c, k);
-        if (!r)
+    for (uint32_t i = 0; i < n; i++) {
+        if (filter && !rsp__fork_applies(&forks[i], group))
             continue;
-        for (uint32_t i = 0; i < n; i++) {
-            rsp__hold *from = rsp__hold_find(r, forks[i].from);
-            rsp__hold *to = rsp__hold_find(r, forks[i].to);
-            if (!from || !to)
-                continue; /* no source: nothing happens (SEMANTICS 4.6) */
-            if ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid)
-                continue; /* another planned step's forward may write it */
-            if (from != to) {
-                /* Reserved and frozen (fork.h), so the append cannot fail;
-                 * chains split into ordered COPYs. A source reset during a
-                 * step in flight logically reads zeros (its zero is
-                 * deferred until that forward is done): copy zeros, not
-                 * the bytes that zero will wipe. */
-                if (c->slots[from->slot].zero_pending)
-                    (void)rsp__work_zero(w, to->slot);
-                else
-                    (void)rsp__work_copy(w, from->slot, to->slot);
-                to->has_state = from->has_state;
-            }
-            to->generation = rsp__next_generation(c);
+        rsp__hold *from = rsp__hold_find(r, forks[i].from);
+        rsp__hold *to = rsp__hold_find(r, forks[i].to);
+        if (!from || !to)
+            continue; /* no source: nothing happens (SEMANTICS 4.6) */
+        if ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid)
+            continue; /* another planned step's forward may write it */
+        if (from != to) {
+            /* Reserved and frozen (fork.h), so the append cannot fail;
+             * chains split into ordered COPYs. A source reset during a
+             * step in flight logically reads zeros (its zero is
+             * deferred until that forward is done): copy zeros, not
+             * the bytes that zero will wipe. */
+            if (c->slots[from->slot].zero_pending)
+                (void)rsp__work_zero(w, to->slot);
+            else
+                (void)rsp__work_copy(w, from->slot, to->slot);
+            to->has_state = from->has_state;
         }
+        to->generation = rsp__next_generation(c);
+    }
+}
+
+void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid, bool skips,
+                      rsp__work *w)
+{
+    bool grouped = rsp__forks_grouped(forks, n);
+    if (!grouped && !skips) { /* the step-wide form */
+        for (uint32_t k = 0; k < c->num_rids; k++) {
+            rsp__req *r = rsp__rid_req(c, k);
+            if (r)
+                fork_req(c, r, forks, n, false, 0, avoid, w);
+        }
+        return;
+    }
+    for (uint32_t k = 0; k < c->num_rids; k++) {
+        if (skips && c->rid_skip[k])
+            continue; /* its draft was rejected: no post-forks */
+        rsp__req *r = rsp__rid_req(c, k);
+        if (r)
+            fork_req(c, r, forks, n, grouped, grouped ? c->rid_groups[k] : 0, avoid, w);
     }
 }
 
@@ -140,11 +207,14 @@ static uint64_t first_step(const rsp__core *c, uint64_t mask)
  * its post-forks. */
 static rsp_status check_forks(rsp__core *c, const rsp_step *step, uint64_t others, rsp_error *err)
 {
+    bool grouped = rsp__step_forks_grouped(step);
     for (uint32_t k = 0; k < c->num_rids; k++)
         for (uint32_t i = 0; i < step->num_pre_forks + step->num_post_forks; i++) {
             bool pre = i < step->num_pre_forks;
             const rsp_fork *f =
                 pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
+            if (grouped && !rsp__fork_applies(f, c->rid_groups[k]))
+                continue; /* not this rid's fork */
             uint32_t from = rid_slot_of(c, k, f->from);
             uint32_t to = rid_slot_of(c, k, f->to);
             if (from == RSP__NONE || to == RSP__NONE)
@@ -201,6 +271,39 @@ rsp_status rsp__pipeline_check(rsp__core *c, const rsp_step *step, uint32_t rec,
     return RSP_OK;
 }
 
+/* rid_slot_of for mark_grouped: a third caller of rid_slot_of makes the
+ * compiler inline it less in the step-wide loops (callgrind). */
+RSP__GROUPED static uint32_t grouped_slot_of(rsp__core *c, uint32_t k, rsp_label_id label)
+{
+    const rsp__req *r = rsp__rid_req(c, k);
+    const rsp__hold *h = r ? rsp__hold_find_const(r, label) : NULL;
+    return h ? h->slot : RSP__NONE;
+}
+
+/* rsp__mark_post_forks of a step whose post-forks have groups: each rid
+ * gets the forks of its group. */
+RSP__GROUPED static void mark_grouped(rsp__core *c, const rsp_step *step, rsp__steprec *s,
+                                      uint64_t bit)
+{
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        for (uint32_t i = 0; i < step->num_post_forks; i++) {
+            if (!rsp__fork_applies(&step->post_forks[i], c->rid_groups[k]))
+                continue; /* not this rid's fork */
+            uint32_t from = grouped_slot_of(c, k, step->post_forks[i].from);
+            uint32_t to = grouped_slot_of(c, k, step->post_forks[i].to);
+            if (from == RSP__NONE || to == RSP__NONE)
+                continue;
+            for (int e = 0; e < 2; e++) {
+                uint32_t slot = e ? to : from;
+                if (c->slots[slot].fork_pins & bit)
+                    continue;
+                RSP__ASSERT(s->num_fslots < s->cap_fslots);
+                c->slots[slot].fork_pins |= bit;
+                s->fslots[s->num_fslots++] = slot;
+            }
+        }
+}
+
 void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
@@ -208,6 +311,10 @@ void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
     s->num_fslots = 0;
     if (step->capture)
         return;
+    if (rsp__forks_grouped(step->post_forks, step->num_post_forks)) {
+        mark_grouped(c, step, s, bit);
+        return;
+    }
     for (uint32_t k = 0; k < c->num_rids; k++)
         for (uint32_t i = 0; i < step->num_post_forks; i++) {
             uint32_t from = rid_slot_of(c, k, step->post_forks[i].from);

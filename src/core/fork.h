@@ -6,7 +6,11 @@
  *
  * The forking rids of a call live in c->rids (first appearance order,
  * non-padding rows of a step with forks; none for a capture step), each
- * with a record hint in c->rid_recs.
+ * with a record hint in c->rid_recs and, when a fork of the step has a
+ * group (issue 10: per-rid forks), its rows' fork_group in c->rid_groups.
+ * A fork applies to the rids of its group (group 0: all of them), in the
+ * same order; the step-wide form never looks at a group (its loops test
+ * nothing per fork), so it costs what it cost before groups existed.
  */
 #ifndef RSP_CORE_FORK_H
 #define RSP_CORE_FORK_H
@@ -26,7 +30,11 @@ static inline rsp__req *rsp__rid_req(rsp__core *c, uint32_t k)
     return r;
 }
 
-/* Fill c->rids with the forking rids of step. The pair set is the caller's,
+/* Has any pre- or post-fork of step a group? O(forks). */
+bool rsp__step_forks_grouped(const rsp_step *step);
+
+/* Fill c->rids with the forking rids of step (and c->rid_groups when
+ * rsp__step_forks_grouped). The pair set is the caller's,
  * reset with room for the rows (an admit shares it with its own pairs: the
  * rid marks use a label id no interned label has). RSP_ENOMEM: c->rids
  * could not grow (only scratch changed). O(rows). */
@@ -35,19 +43,28 @@ rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step);
 rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step);
 /* The same for in-flight record rec; same: step's rows are the record's
  * validated rows (rsp__step_same_rows), then the rids its admit kept are
- * copied instead of hashing every row again. */
+ * copied instead of hashing every row again (not for a grouped step: the
+ * kept rids carry no groups). */
 rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same);
 /* Keep c->rids (collected from s's rows, with forks) in record s for the
  * plan and commit of the same rows. Without memory the record simply keeps
  * none (a later call collects them again): never fails. */
 void rsp__keep_rids(rsp__core *c, rsp__steprec *s);
 
-/* Apply forks (SEMANTICS 4.6) for every rid in c->rids. Skips a fork whose
+/* A commit's skip_post_forks: *any when a non-padding row of step says so,
+ * and then c->rid_skip[k] for each c->rids[k] (any of its rows says so).
+ * RSP_ENOMEM: only scratch changed. O(rows) when no row says so (a scan),
+ * else O(rows + rids) (the pair set). */
+rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any);
+
+/* Apply forks (SEMANTICS 4.6) for every rid in c->rids, each fork to the
+ * rids of its group; with `skips` (rsp__collect_skips said any), none to a
+ * rid whose c->rid_skip is set. Skips a fork whose
  * source or target slot is pinned by a step in `avoid` (a commit passes the
  * other planned steps: their forwards may be writing those slots, and a
  * commit cannot be refused). The caller reserved 2 ops, a slot and a pair
  * per (rid, fork) and the COPY marks, and froze the list. O(rids x forks). */
-void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid,
+void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid, bool skips,
                       rsp__work *w);
 
 /* SEMANTICS 5 with steps pipelined: refuse (RSP_EORDER, "commit step N
@@ -62,17 +79,18 @@ rsp_status rsp__pipeline_check(rsp__core *c, const rsp_step *step, uint32_t rec,
  * reserved the record's fslots (2 per rid and post-fork). Uses c->rids. */
 void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec);
 
-/* The flag (rid, label) of request r will have once pre-forks f[0 .. k)
- * ran in order (a stage, which defers them): follow the last fork into
- * label back to its source. Inline: once per row of a staged plan.
- * O(k x holdings). */
+/* The flag (rid, label) of request r, whose rows carry `group`, will have
+ * once the pre-forks f[0 .. k) of its group ran in order (a stage, which
+ * defers them): follow the last such fork into label back to its source.
+ * Inline: once per row of a staged plan. O(k x holdings). */
 static inline bool rsp__inherited_flag(const rsp__req *r, const rsp_fork *f, uint32_t k,
-                                       rsp_label_id label)
+                                       uint16_t group, rsp_label_id label)
 {
     for (;;) {
         uint32_t j = k;
         while (j-- > 0)
-            if (f[j].to == label && f[j].from != label && rsp__hold_find_const(r, f[j].from))
+            if (f[j].to == label && f[j].from != label && rsp__fork_applies(&f[j], group) &&
+                rsp__hold_find_const(r, f[j].from))
                 break;
         if (j == UINT32_MAX) {
             const rsp__hold *h = rsp__hold_find_const(r, label);

@@ -193,7 +193,7 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
 {
     rsp__addr *live = &c->live;
     rsp__steprec *s = &c->steps[p->rec];
-    rsp__apply_forks(c, step->pre_forks, step->num_pre_forks, 0, w);
+    rsp__apply_forks(c, step->pre_forks, step->num_pre_forks, 0, false, w);
     s->num_prows = 0;
     rsp__build(c, live, step, p->rec, false, p->lengths);
     rsp__mark_post_forks(c, step, p->rec);

@@ -62,6 +62,43 @@ static rsp_status check_duplicates(rsp__core *c, const rsp_step *step, rsp_error
     return RSP_OK;
 }
 
+/* Set marks for the group check, beside the real label ids: a rid seen,
+ * and (rid, group) seen (fork.c and admit.c use UINT32_MAX - 2 and up). */
+#define GROUP_RID_MARK 0x80000000u
+#define GROUP_MARK(g) (0x40000000u | (uint32_t)(g))
+
+/* The first earlier non-padding row of rows[i]'s rid. */
+static uint32_t first_row_of(const rsp_step *step, uint32_t i)
+{
+    uint32_t first = 0;
+    while (first < i && (step->rows[first].padding || step->rows[first].rid != step->rows[i].rid))
+        first++;
+    return first;
+}
+
+/* Every non-padding row of one rid carries one fork_group (check.h), in a
+ * step where a fork has a group (else groups are not read). Not covered
+ * by "same rows" (rsp__arow keeps no group), so it runs on every call of
+ * such a step. O(rows). */
+static rsp_status check_groups(rsp__core *c, const rsp_step *step, rsp_error *err)
+{
+    if (!rsp__forks_grouped(step->pre_forks, step->num_pre_forks) &&
+        !rsp__forks_grouped(step->post_forks, step->num_post_forks))
+        return RSP_OK; /* the step-wide form */
+    if (rsp__set_reset(c, 2 * step->num_rows))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory checking step %" PRIu64, step->step_id);
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (row->padding)
+            continue;
+        bool new_rid = rsp__set_insert(c, row->rid, GROUP_RID_MARK);
+        /* A rid seen before, but never with this group: another one. */
+        if (rsp__set_insert(c, row->rid, GROUP_MARK(row->fork_group)) && !new_rid)
+            return rsp__fail_fork_group(step, i, first_row_of(step, i), err);
+    }
+    return RSP_OK;
+}
+
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err)
 {
     uint32_t max_rows = rsp__core_max_rows(c);
@@ -74,6 +111,8 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp
         st = rsp__check_forks(step, c->num_labels, err);
     if (st == RSP_OK && !same)
         st = check_duplicates(c, step, err);
+    if (st == RSP_OK)
+        st = check_groups(c, step, err);
     return st;
 }
 
@@ -106,6 +145,7 @@ rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
         a->label = row->label;
         a->span = row->span;
         a->padding = row->padding;
+        a->skip_post_forks = false;
     }
     return RSP_OK;
 }

@@ -112,7 +112,7 @@ static void sync_wrappers_run_a_step_and_count_it(void **state)
 
     rsp_row rows[2] = {{.rid = 10, .label = RSP_LABEL_MAIN, .span = 4},
                        {.rid = 11, .label = RSP_LABEL_MAIN, .span = 1}};
-    rsp_fork post[1] = {{RSP_LABEL_MAIN, 1}};
+    rsp_fork post[1] = {{RSP_LABEL_MAIN, 1, 0}};
     rsp_step step = {
         .step_id = 1, .rows = rows, .num_rows = 2, .post_forks = post, .num_post_forks = 1};
     rsp_admit_outcome out;
@@ -182,6 +182,67 @@ static void sync_wrappers_run_a_step_and_count_it(void **state)
 
 /* ------------------------------------------------------------------------ */
 
+/* Per-rid forks, skip_post_forks and rsp_release through a pool (the rules:
+ * docs/semantics-extensions.md; the core suite tests each sentence). */
+static void per_rid_forks_and_release_through_the_pool(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 0);
+    rsp_error err;
+    rsp_label_id draft;
+    assert_int_equal(rsp_label(pool, "draft", &draft, &err), RSP_OK);
+    /* rid 1 plain, rids 2 and 3 drafting (group 1). */
+    rsp_row rows[5] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1},
+                       {.rid = 2, .label = RSP_LABEL_MAIN, .span = 1, .fork_group = 1},
+                       {.rid = 2, .label = 1, .span = 2, .fork_group = 1},
+                       {.rid = 3, .label = RSP_LABEL_MAIN, .span = 1, .fork_group = 1},
+                       {.rid = 3, .label = 1, .span = 2, .fork_group = 1}};
+    rsp_fork pre[1] = {{.from = RSP_LABEL_MAIN, .to = 1, .group = 1}};
+    rsp_fork post[1] = {{.from = 1, .to = RSP_LABEL_MAIN, .group = 1}};
+    rsp_step step = {.step_id = 1,
+                     .rows = rows,
+                     .num_rows = 5,
+                     .pre_forks = pre,
+                     .num_pre_forks = 1,
+                     .post_forks = post,
+                     .num_post_forks = 1};
+    rsp_admit_outcome out;
+    assert_int_equal(rsp_step_admit(pool, &step, &out, &err), RSP_OK);
+    assert_true(out.ok);
+    assert_int_equal(counters(pool).held_slots, 5); /* 3 mains, 2 drafts */
+    rsp_holding h;
+    assert_int_equal(rsp_holding_get(pool, 1, draft, &h, &err), RSP_ENOREQ);
+    assert_int_equal(rsp_step_plan(pool, &step, &err), RSP_OK);
+    rows[4].skip_post_forks = true;              /* rid 3's draft is rejected */
+    const rsp_event done = rsp_event_complete(); /* no forward ran here */
+    assert_int_equal(rsp_step_commit(pool, &step, &done, &err), RSP_OK);
+    rsp_stats s = counters(pool);
+    assert_int_equal(s.forks, 3); /* 2 pre-forks, rid 2's post-fork */
+
+    /* Release rid 3's draft: zeroed, freed; the request keeps its main. */
+    uint64_t zeroed = s.bytes_zeroed;
+    assert_int_equal(rsp_release(pool, 3, draft, &err), RSP_OK);
+    assert_int_equal(rsp_holding_get(pool, 3, draft, &h, &err), RSP_ENOREQ);
+    assert_int_equal(rsp_holding_get(pool, 3, RSP_LABEL_MAIN, &h, &err), RSP_OK);
+    assert_int_equal(rsp_release(pool, 3, draft, &err), RSP_OK);   /* not held: no-op */
+    assert_int_equal(rsp_release(pool, 999, draft, &err), RSP_OK); /* unknown rid */
+    assert_int_equal(rsp_release(pool, 3, 42, &err), RSP_ENOLABEL);
+    assert_non_null(strstr(err.message, "label 42"));
+    s = counters(pool);
+    assert_int_equal(s.held_slots, 4);
+    assert_int_equal(s.free_slots, 3);
+    assert_int_equal(s.bytes_zeroed, zeroed + slot_bytes(pool));
+
+    /* Mixed groups on one rid: refused by the owner, naming it. */
+    rows[2].fork_group = 2;
+    step.step_id = 2;
+    assert_int_equal(rsp_step_admit(pool, &step, &out, &err), RSP_EINVAL);
+    assert_non_null(strstr(err.message, "rid 2"));
+    rsp_pool_destroy(pool);
+}
+
+/* ------------------------------------------------------------------------ */
+
 static void expect_refused(rsp_pool *pool, const rsp_msg *m, rsp_status want, const char *field)
 {
     rsp_error err;
@@ -205,7 +266,7 @@ static void invalid_messages_are_refused_before_the_owner(void **state)
     const uint64_t handled = counters(pool).messages_handled;
 
     rsp_row rows[2] = {{.rid = 1, .label = 0, .span = 1}, {.rid = 2, .label = 5, .span = 1}};
-    rsp_fork bad_fork[1] = {{0, 9}};
+    rsp_fork bad_fork[1] = {{0, 9, 0}};
     rsp_msg m;
 
     m = (rsp_msg){.kind = RSP_MSG_KIND_COUNT_};
@@ -227,6 +288,8 @@ static void invalid_messages_are_refused_before_the_owner(void **state)
                            .num_post_forks = 1}};
     expect_refused(pool, &m, RSP_ENOLABEL, "post_forks[0].to = 9");
     m = (rsp_msg){.kind = RSP_MSG_HOLDING, .rid = 1, .label = 7};
+    expect_refused(pool, &m, RSP_ENOLABEL, "label 7 is not interned");
+    m = (rsp_msg){.kind = RSP_MSG_RELEASE, .rid = 1, .label = 7};
     expect_refused(pool, &m, RSP_ENOLABEL, "label 7 is not interned");
     m = (rsp_msg){.kind = RSP_MSG_LABEL};
     expect_refused(pool, &m, RSP_EINVAL, "msg->label_name");
@@ -830,6 +893,7 @@ int main(void)
         cmocka_unit_test(pool_info_and_block_views_describe_the_storage),
         cmocka_unit_test(sync_wrappers_run_a_step_and_count_it),
         cmocka_unit_test(invalid_messages_are_refused_before_the_owner),
+        cmocka_unit_test(per_rid_forks_and_release_through_the_pool),
         cmocka_unit_test(unregistered_reader_gets_enotreg),
         cmocka_unit_test(addressing_of_an_unplanned_label_names_the_planned_ones),
         cmocka_unit_test(staged_plan_is_separate_until_promoted),

@@ -42,9 +42,12 @@ static bool inside(const void *p, const void *b, size_t size)
 static void step_arrays_are_copied_and_the_callers_may_change(void **state)
 {
     (void)state;
-    rsp_row rows[3] = {{.rid = 1, .span = 3}, {.rid = 2, .span = 4, .label = 1}, {.rid = 3}};
-    rsp_fork pre[1] = {{0, 1}};
-    rsp_fork post[2] = {{1, 2}, {2, 3}};
+    rsp_row rows[3] = {
+        {.rid = 1, .span = 3},
+        {.rid = 2, .span = 4, .label = 1, .fork_group = 513, .skip_post_forks = true},
+        {.rid = 3}};
+    rsp_fork pre[1] = {{0, 1, 0}};
+    rsp_fork post[2] = {{1, 2, 0}, {2, 3, 65535}};
     int fence_stub;
     const rsp_msg_kind kinds[] = {RSP_MSG_ADMIT, RSP_MSG_PLAN, RSP_MSG_COMMIT};
     for (size_t k = 0; k < 3; k++) {
@@ -89,6 +92,10 @@ static void step_arrays_are_copied_and_the_callers_may_change(void **state)
         assert_int_equal(d->step.pre_forks[0].to, 1);
         assert_int_equal(d->step.num_post_forks, 2);
         assert_int_equal(d->step.post_forks[1].from, 2);
+        assert_int_equal(d->step.post_forks[1].group, 65535); /* per-rid forks travel */
+        assert_int_equal(d->step.rows[1].fork_group, 513);
+        assert_true(d->step.rows[1].skip_post_forks);
+        assert_false(d->step.rows[0].skip_post_forks);
         assert_null(d->label_name);
         free(b);
         rows[0].rid = 1;
@@ -139,10 +146,10 @@ static void other_kinds_carry_no_arrays(void **state)
 {
     (void)state;
     rsp_row rows[2] = {{.rid = 1}, {.rid = 2}};
-    rsp_fork forks[1] = {{0, 1}};
-    const rsp_msg_kind kinds[] = {RSP_MSG_INGEST,   RSP_MSG_REMOVE,  RSP_MSG_RESET,
-                                  RSP_MSG_ROLLBACK, RSP_MSG_STATS,   RSP_MSG_BARRIER,
-                                  RSP_MSG_HOLDING,  RSP_MSG_SHUTDOWN};
+    rsp_fork forks[1] = {{0, 1, 0}};
+    const rsp_msg_kind kinds[] = {RSP_MSG_INGEST,   RSP_MSG_REMOVE,   RSP_MSG_RESET,
+                                  RSP_MSG_ROLLBACK, RSP_MSG_STATS,    RSP_MSG_BARRIER,
+                                  RSP_MSG_HOLDING,  RSP_MSG_SHUTDOWN, RSP_MSG_RELEASE};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         rsp_msg m = {.kind = kinds[k],
                      .rid = 42,

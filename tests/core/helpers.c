@@ -97,6 +97,13 @@ rsp_status fx_remove(fx *f, rsp_rid rid)
     return after(f, CORE(rsp__core_remove(f->core, rid, &f->work, &f->err)));
 }
 
+rsp_status fx_release(fx *f, rsp_rid rid, rsp_label_id label)
+{
+    before(f);
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_release(f->core, rid, label, &f->work, &f->err)));
+}
+
 rsp_status fx_admit(fx *f, const rsp_step *s, rsp_admit_outcome *out)
 {
     before(f);
@@ -237,12 +244,12 @@ void sb_pad(stepb *b, rsp_rid rid, rsp_label_id label)
 
 void sb_pre(stepb *b, rsp_label_id from, rsp_label_id to)
 {
-    b->pre[b->s.num_pre_forks++] = (rsp_fork){from, to};
+    b->pre[b->s.num_pre_forks++] = (rsp_fork){from, to, 0};
 }
 
 void sb_post(stepb *b, rsp_label_id from, rsp_label_id to)
 {
-    b->post[b->s.num_post_forks++] = (rsp_fork){from, to};
+    b->post[b->s.num_post_forks++] = (rsp_fork){from, to, 0};
 }
 
 void sb_lease(stepb *b, uint32_t bucket_bs, uint32_t bucket_id, uint32_t lease_slot)
@@ -287,4 +294,19 @@ void snap_assert_equal(const snap *a, const snap *b)
                 assert_int_equal(a->hold[r][l].generation, b->hold[r][l].generation);
             }
         }
+}
+
+void sb_group(stepb *b, uint16_t group)
+{
+    b->rows[b->s.num_rows - 1].fork_group = group;
+}
+
+void sb_pre_group(stepb *b, uint32_t group)
+{
+    b->pre[b->s.num_pre_forks - 1].group = group;
+}
+
+void sb_post_group(stepb *b, uint32_t group)
+{
+    b->post[b->s.num_post_forks - 1].group = group;
 }

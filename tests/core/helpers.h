@@ -46,6 +46,7 @@ extern void (*fx_core_hook)(bool enter);
 rsp_status fx_ingest(fx *f, rsp_rid rid);
 rsp_status fx_reset(fx *f, rsp_rid rid, bool free);
 rsp_status fx_remove(fx *f, rsp_rid rid);
+rsp_status fx_release(fx *f, rsp_rid rid, rsp_label_id label);
 rsp_status fx_admit(fx *f, const rsp_step *s, rsp_admit_outcome *out);
 /* Admit and assert ok. */
 void fx_admit_ok(fx *f, const rsp_step *s);
@@ -79,6 +80,10 @@ void sb_row(stepb *b, rsp_rid rid, rsp_label_id label, int32_t span);
 void sb_pad(stepb *b, rsp_rid rid, rsp_label_id label);
 void sb_pre(stepb *b, rsp_label_id from, rsp_label_id to);
 void sb_post(stepb *b, rsp_label_id from, rsp_label_id to);
+/* The last row's fork_group; the last pre- / post-fork's group. */
+void sb_group(stepb *b, uint16_t group);
+void sb_pre_group(stepb *b, uint32_t group);
+void sb_post_group(stepb *b, uint32_t group);
 void sb_lease(stepb *b, uint32_t bucket_bs, uint32_t bucket_id, uint32_t lease_slot);
 
 /* Everything observable about the pool, for "unchanged" checks. */

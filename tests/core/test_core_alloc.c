@@ -53,7 +53,7 @@ static rsp_status one_step(rsp__core *core, rsp__work *w, uint64_t id, rsp_label
         if (id % 3 == 0)
             rows[n++] = (rsp_row){.rid = rids[i], .label = draft, .span = 2};
     }
-    rsp_fork pre = {RSP_LABEL_MAIN, draft}, post = {draft, RSP_LABEL_MAIN};
+    rsp_fork pre = {RSP_LABEL_MAIN, draft, 0}, post = {draft, RSP_LABEL_MAIN, 0};
     rsp_step s = {.step_id = id, .rows = rows, .num_rows = n};
     if (id % 3 == 0) {
         s.pre_forks = &pre;

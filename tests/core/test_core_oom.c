@@ -315,7 +315,92 @@ static void steady_setup(fx *f)
     fx_run_step(f, &b.s);
 }
 
+/* --- per-rid forks, skip at commit, release -------------------------------- */
+
+/* fork_step with its forks in group 1 and rids 2, 3 in it (rid 1 plain). */
+static stepb group_step;
+
+static void group_setup(fx *f)
+{
+    fork_setup(f);
+    group_step = fork_step;
+    group_step.s.rows = group_step.rows;
+    group_step.s.pre_forks = group_step.pre;
+    group_step.s.post_forks = group_step.post;
+    for (uint32_t i = 2; i < group_step.s.num_rows; i++)
+        group_step.rows[i].fork_group = 1;
+    group_step.pre[0].group = group_step.post[0].group = 1;
+}
+
+static rsp_status group_admit_op(fx *f)
+{
+    rsp_admit_outcome out;
+    rsp_status st = fx_admit(f, &group_step.s, &out);
+    assert_true(st != RSP_OK || out.ok);
+    return st;
+}
+
+static void group_admit_check(fx *f)
+{
+    for (rsp_rid r = 1; r <= 3; r++)
+        assert_true(fx_slot(f, r, L[1]) > 0); /* rid 1's draft is its own row's */
+}
+
+static void group_admitted(fx *f)
+{
+    group_setup(f);
+    fx_admit_ok(f, &group_step.s);
+}
+
+static rsp_status group_plan_op(fx *f)
+{
+    return fx_plan(f, &group_step.s);
+}
+
+static void group_plan_check(fx *f)
+{
+    for (rsp_rid r = 2; r <= 3; r++)
+        assert_int_equal(rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, r, L[0])),
+                         rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, r, L[1])));
+    assert_false(fx_has_state(f, 1, L[1])); /* rid 1 got no pre-fork */
+}
+
+static void group_planned(fx *f)
+{
+    group_admitted(f);
+    assert_int_equal(fx_plan(f, &group_step.s), RSP_OK);
+    group_step.rows[4].skip_post_forks = true; /* rid 3's draft is rejected */
+}
+
+static rsp_status group_commit_op(fx *f)
+{
+    return fx_commit(f, &group_step.s, &done_ev);
+}
+
+static void group_commit_check(fx *f)
+{
+    assert_int_equal(rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, 2, L[0])),
+                     rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, 2, L[1])));
+    assert_true(fx_has_state(f, 3, L[0]));
+}
+
+static rsp_status release_op(fx *f)
+{
+    return fx_release(f, 2, L[1]);
+}
+
+static void release_check(fx *f)
+{
+    assert_int_equal(fx_slot(f, 2, L[1]), -1);
+    assert_true(fx_slot(f, 2, L[0]) > 0);
+}
+
 static const scenario scenarios[] = {
+    {"admit_grouped", group_setup, group_admit_op, group_admit_check},
+    {"plan_grouped", group_admitted, group_plan_op, group_plan_check},
+    {"commit_grouped_skip", group_planned, group_commit_op, group_commit_check},
+    {"release", steady_setup, release_op, release_check},
+    {"release_in_flight", planned_setup, release_op, release_check},
     {"admit_spill", spill_setup, spill_op, spill_check},
     {"admit_implicit_ingest", ingest_setup, ingest_op, ingest_check},
     {"plan_pre_forks", fork_admit, plan_op, plan_check},

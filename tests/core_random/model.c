@@ -155,6 +155,16 @@ void rspm_remove(rspm *m, uint32_t ridx)
     m->req[ridx].exists = false;
 }
 
+void rspm_release(rspm *m, uint32_t ridx, uint32_t label)
+{
+    rspm_holding *h = find(m, ridx, label);
+    if (!h)
+        return;
+    int32_t s = h->slot;
+    drop_holding(m, ridx, label);
+    let_go(m, s);
+}
+
 /* --- steps --------------------------------------------------------------- */
 
 static rspm_step *step_find(rspm *m, uint64_t id)
@@ -188,6 +198,27 @@ static uint32_t forking_rids(const rspm_decl *d, uint32_t *out)
     return n;
 }
 
+/* Per-rid forks: a fork of group g > 0 applies to the rids whose rows
+ * carry g (the first non-padding row says: the step is valid). */
+static bool fork_applies(const rspm_decl *d, const rsp_fork *f, uint32_t ridx)
+{
+    if (f->group == 0)
+        return true;
+    for (uint32_t i = 0; i < d->num_rows; i++)
+        if (!d->rows[i].padding && d->rows[i].ridx == ridx)
+            return d->rows[i].fork_group == f->group;
+    return false;
+}
+
+/* A commit's skip_post_forks for ridx: any non-padding row says so. */
+static bool rid_skips(const rspm_decl *d, uint32_t ridx)
+{
+    for (uint32_t i = 0; i < d->num_rows; i++)
+        if (!d->rows[i].padding && d->rows[i].ridx == ridx && d->rows[i].skip_post_forks)
+            return true;
+    return false;
+}
+
 typedef struct want {
     uint32_t ridx, label;
 } want;
@@ -211,9 +242,11 @@ static uint32_t admit_wants(const rspm_decl *d, want *w)
     uint32_t nf = forking_rids(d, fr);
     for (uint32_t i = 0; i < nf; i++) {
         for (uint32_t f = 0; f < d->num_pre; f++)
-            ADD(fr[i], d->pre[f].to);
+            if (fork_applies(d, &d->pre[f], fr[i]))
+                ADD(fr[i], d->pre[f].to);
         for (uint32_t f = 0; f < d->num_post; f++)
-            ADD(fr[i], d->post[f].to);
+            if (fork_applies(d, &d->post[f], fr[i]))
+                ADD(fr[i], d->post[f].to);
     }
 #undef ADD
     return n;
@@ -374,6 +407,8 @@ static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t
     uint32_t n = forking_rids(d, fr);
     for (uint32_t i = 0; i < n; i++)
         for (uint32_t k = 0; k < nf; k++) {
+            if (!fork_applies(d, &f[k], fr[i]) || (only && rid_skips(d, fr[i])))
+                continue; /* not its group's fork; a commit's rejected draft */
             rspm_holding *from = find(m, fr[i], f[k].from);
             rspm_holding *to = find(m, fr[i], f[k].to);
             if (!from || !to)
@@ -453,6 +488,8 @@ static uint32_t fork_slots(const rspm *m, const rspm_decl *d, const rsp_fork *f,
     uint32_t nr = forking_rids(d, fr);
     for (uint32_t i = 0; i < nr; i++)
         for (uint32_t k = 0; k < nf; k++) {
+            if (!fork_applies(d, &f[k], fr[i]))
+                continue;
             const rspm_holding *from = rspm_holding_get(m, fr[i], f[k].from);
             const rspm_holding *to = rspm_holding_get(m, fr[i], f[k].to);
             if (!from || !to)

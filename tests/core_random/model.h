@@ -94,6 +94,8 @@ typedef struct rspm_row {
     uint32_t label;
     int32_t span;
     bool padding;
+    uint16_t fork_group;  /* per-rid forks: one group per rid */
+    bool skip_post_forks; /* read at commit only */
 } rspm_row;
 
 typedef struct rspm_decl {
@@ -187,6 +189,9 @@ uint64_t rspm_plan_blocker(const rspm *m, const rspm_decl *d);
 void rspm_ingest(rspm *m, uint32_t ridx);
 void rspm_reset(rspm *m, uint32_t ridx, bool free);
 void rspm_remove(rspm *m, uint32_t ridx);
+/* rsp_release: drop (ridx, label), its slot freed now or when the steps
+ * that pin it end. Nothing held there: nothing happens. */
+void rspm_release(rspm *m, uint32_t ridx, uint32_t label);
 
 /* SEMANTICS 4.1: predict the outcome; on success apply it and open an
  * in-flight record for the step. */

@@ -322,7 +322,9 @@ static void to_step(const T *t, const dstep *s, bool preplan, rsp_row *rows, rsp
         rows[i] = (rsp_row){.rid = rid_of(s->d.rows[i].ridx),
                             .label = s->d.rows[i].label,
                             .span = s->d.rows[i].span,
-                            .padding = s->d.rows[i].padding};
+                            .padding = s->d.rows[i].padding,
+                            .fork_group = s->d.rows[i].fork_group,
+                            .skip_post_forks = s->d.rows[i].skip_post_forks};
     memcpy(pre, s->d.pre, s->d.num_pre * sizeof *pre);
     memcpy(post, s->d.post, s->d.num_post * sizeof *post);
     out->rows = rows;
@@ -549,9 +551,24 @@ static void gen_decl(T *t, dstep *s)
         if (d->num_pre + d->num_post == 0)
             d->num_pre = 1;
         for (uint32_t i = 0; i < d->num_pre; i++)
-            d->pre[i] = (rsp_fork){pick_label(t), pick_label(t)};
+            d->pre[i] = (rsp_fork){pick_label(t), pick_label(t), 0};
         for (uint32_t i = 0; i < d->num_post; i++)
-            d->post[i] = (rsp_fork){pick_label(t), pick_label(t)};
+            d->post[i] = (rsp_fork){pick_label(t), pick_label(t), 0};
+        /* Per-rid forks: a group per rid (0 or 1), forks of group 0, 1 or
+         * 2 (no rid has 2); a rejected draft at commit. */
+        if (below(t, 100) < 40) {
+            uint16_t group_of[NUM_RIDS];
+            for (uint32_t r = 0; r < NUM_RIDS; r++)
+                group_of[r] = (uint16_t)below(t, 2);
+            for (uint32_t i = 0; i < nrows; i++)
+                d->rows[i].fork_group = group_of[d->rows[i].ridx];
+            for (uint32_t i = 0; i < d->num_pre; i++)
+                d->pre[i].group = below(t, 3);
+            for (uint32_t i = 0; i < d->num_post; i++)
+                d->post[i].group = below(t, 3);
+        }
+        for (uint32_t i = 0; i < nrows; i++)
+            d->rows[i].skip_post_forks = below(t, 100) < 15;
     }
     s->phase = PH_NONE;
 }
@@ -781,6 +798,19 @@ static void op_remove(T *t)
     rspm_remove(&t->m, r);
     apply_work(t, "remove");
     check_all(t, "remove");
+}
+
+static void op_release(T *t)
+{
+    uint32_t r = below(t, NUM_RIDS);
+    uint32_t label = pick_label(t);
+    note(t, "release rid %u label %u", rid_of(r), label);
+    CHECK(t, rsp__core_release(t->core, rid_of(r), label, &t->work, NULL) == RSP_OK,
+          "release failed");
+    check_work(t, "release", W_NO_COPY | W_UNPINNED_ZERO, &t->m);
+    rspm_release(&t->m, r, label);
+    apply_work(t, "release");
+    check_all(t, "release");
 }
 
 static void op_reset(T *t)
@@ -1123,7 +1153,7 @@ static void op_invalid(T *t)
     }
     case 2: {
         s.d.num_pre = 1;
-        s.d.pre[0] = (rsp_fork){RSP_LABEL_MAIN, BAD_LABEL};
+        s.d.pre[0] = (rsp_fork){RSP_LABEL_MAIN, BAD_LABEL, 0};
         s.d.capture = false;
         STEP_VARS(t, &s, false);
         note(t, "admit with a fork to an unknown label");
@@ -1378,8 +1408,10 @@ static void run(const run_cfg *cfg, uint64_t ops)
             op_ingest(t);
         else if (x < 9)
             op_remove(t);
-        else if (x < 15)
+        else if (x < 13)
             op_reset(t);
+        else if (x < 15)
+            op_release(t);
         else if (x < 17)
             op_invalid(t);
         else

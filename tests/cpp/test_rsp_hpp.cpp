@@ -521,6 +521,48 @@ void ordered_posting_and_digests(void **)
     assert_true(rsp::plan_view(nullptr).digest() == 0);
 }
 
+// Per-rid forks (fork groups), skip_post_forks at commit, release of one
+// label: the builder sets the C fields, the pool follows them.
+void per_rid_forks_skip_and_release(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    const rsp::label draft = pool.intern("draft");
+    const rsp::rid plain{1}, drafter{2};
+    rsp::step s(rsp::step_id{1});
+    s.row(plain)
+        .row(drafter, rsp::label::main, 1, 1)
+        .row(drafter, draft, 3, 1)
+        .pre_fork(rsp::label::main, draft, 1)
+        .post_fork(draft, rsp::label::main, 1);
+    assert_int_equal(s.rows()[1].fork_group, 1);
+    assert_int_equal(s.pre_forks()[0].group, 1);
+    assert_int_equal(s.post_forks()[0].group, 1);
+    assert_true(pool.admit(s).ok);
+    assert_int_equal(pool.try_holding(plain, draft).status(), RSP_ENOREQ); // no draft slot
+    assert_true(pool.holding(drafter, draft).index > 0);
+    pool.plan(s);
+    s.skip_post_forks(drafter);
+    assert_true(s.rows()[1].skip_post_forks && s.rows()[2].skip_post_forks);
+    assert_false(s.rows()[0].skip_post_forks);
+    s.skip_post_forks(drafter, false);
+    assert_false(s.rows()[2].skip_post_forks);
+    s.skip_post_forks(drafter);
+    pool.commit(s, rsp::forward_complete());
+    rsp_stats st = pool.counters();
+    assert_int_equal(st.forks, 1); // the pre-fork only: the post-fork was skipped
+
+    pool.release(drafter, draft);
+    assert_int_equal(pool.try_holding(drafter, draft).status(), RSP_ENOREQ);
+    assert_true(pool.holding(drafter).index > 0); // the request and its main stay
+    assert_true(pool.try_release(rsp::rid{99}, draft).ok());
+    auto bad = pool.try_release(drafter, rsp::label{40});
+    assert_int_equal(bad.status(), RSP_ENOLABEL);
+    assert_int_equal(pool.post(rsp::msg::release(plain, rsp::label::main)).wait().error.status,
+                     RSP_OK);
+    assert_int_equal(pool.try_holding(plain, rsp::label::main).status(), RSP_ENOREQ);
+}
+
 } // namespace
 
 // Issue 10: per-step plans, a bounded close, forgetting tickets, the
@@ -615,6 +657,7 @@ int main()
         cmocka_unit_test(nothrow_reader_and_section),
         cmocka_unit_test(info_and_counters_as_results),
         cmocka_unit_test(shard_shapes),
+        cmocka_unit_test(per_rid_forks_skip_and_release),
         cmocka_unit_test(step_reset_reuses_the_object),
         cmocka_unit_test(ordered_posting_and_digests),
         cmocka_unit_test(per_step_plans_and_bounded_close),

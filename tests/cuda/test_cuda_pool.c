@@ -263,7 +263,7 @@ static void forward_then_post_forks_and_removals_keep_every_byte(void **state)
         rsp_row rows[LIVE];
         for (uint32_t i = 0; i < LIVE; i++)
             rows[i] = (rsp_row){.rid = live[i], .label = RSP_LABEL_MAIN, .span = 1};
-        const rsp_fork post = {RSP_LABEL_MAIN, draft};
+        const rsp_fork post = {RSP_LABEL_MAIN, draft, 0};
         const rsp_step st = {.step_id = step,
                              .rows = rows,
                              .num_rows = LIVE,

@@ -211,12 +211,12 @@ static void row(tracked *t, rsp_rid rid, rsp_label_id label)
 
 static void pre(tracked *t, rsp_label_id from, rsp_label_id to)
 {
-    t->pre[t->step.num_pre_forks++] = (rsp_fork){from, to};
+    t->pre[t->step.num_pre_forks++] = (rsp_fork){from, to, 0};
 }
 
 static void post(tracked *t, rsp_label_id from, rsp_label_id to)
 {
-    t->post[t->step.num_post_forks++] = (rsp_fork){from, to};
+    t->post[t->step.num_post_forks++] = (rsp_fork){from, to, 0};
 }
 
 static void lease(tracked *t, uint32_t bucket_bs, uint32_t bucket_id, uint32_t lease_slot)

@@ -323,19 +323,40 @@ static bool addresses(const rsp_row *r)
     return !r->padding && r->span > 0;
 }
 
+/* Per-rid forks (docs/semantics-extensions.md): a fork of group g > 0
+ * applies to the rids whose (first non-padding) row carries g. */
+static bool fork_applies(const decl *d, const rsp_fork *f, int ri)
+{
+    if (f->group == 0)
+        return true;
+    for (uint32_t i = 0; i < d->nrows; i++)
+        if (!d->rows[i].padding && d->rid_ix[i] == ri)
+            return d->rows[i].fork_group == f->group;
+    return false;
+}
+
+/* A commit's skip_post_forks: any non-padding row of ri says so. */
+static bool rid_skips(const decl *d, int ri)
+{
+    for (uint32_t i = 0; i < d->nrows; i++)
+        if (!d->rows[i].padding && d->rid_ix[i] == ri && d->rows[i].skip_post_forks)
+            return true;
+    return false;
+}
+
 /* Apply forks f[0..n) for the forking rids of d. certain: no other planned
  * step may make the pool skip one (post-forks at commit skip a fork on a slot
  * another planned step's forward may write). */
-static void model_forks(const decl *d, const rsp_fork *f, uint32_t n, bool certain)
+static void model_forks(const decl *d, const rsp_fork *f, uint32_t n, bool certain, bool commit)
 {
     int rids[MAX_ROWS];
     uint32_t nr = forking_rids(d, rids);
     for (uint32_t k = 0; k < nr; k++) {
         int ri = rids[k];
-        if (!g_rid_exists[ri])
-            continue;
+        if (!g_rid_exists[ri] || (commit && rid_skips(d, ri)))
+            continue; /* skip_post_forks: a rejected draft */
         for (uint32_t i = 0; i < n; i++) {
-            if (f[i].from >= NLAB || f[i].to >= NLAB)
+            if (f[i].from >= NLAB || f[i].to >= NLAB || !fork_applies(d, &f[i], ri))
                 continue;
             mhold *from = &H[ri][f[i].from], *to = &H[ri][f[i].to];
             if (!from->held || !to->held)
@@ -781,6 +802,8 @@ static void decode_decl(input *in, decl *d)
         d->rows[i].label = pick_label(b);
         d->rows[i].span = pick_span(a >> 3);
         d->rows[i].padding = (b & 0x30) == 0x30;
+        d->rows[i].fork_group = (b >> 6) & 1; /* read only with grouped forks */
+        d->rows[i].skip_post_forks = b >> 7;  /* read only at commit */
     }
     for (uint32_t i = 0; i < d->npre; i++) {
         uint8_t a = u8(in);
@@ -791,6 +814,13 @@ static void decode_decl(input *in, decl *d)
         uint8_t a = u8(in);
         d->post[i].from = pick_label(a & 15);
         d->post[i].to = pick_label(a >> 4);
+    }
+    /* Per-rid forks: f >> 5 == 7 (one post-fork, like 1 and 4) gives each
+     * fork a group from its labels (0, 1 or 2: group 2 has no rid), with
+     * no byte of its own, so every other declaration decodes as before. */
+    for (uint32_t i = 0; (f >> 5) == 7 && i < d->npre + d->npost; i++) {
+        rsp_fork *x = i < d->npre ? &d->pre[i] : &d->post[i - d->npre];
+        x->group = (x->from ^ x->to) % 3;
     }
     if (d->has_lease) {
         uint8_t a = u8(in);
@@ -847,6 +877,14 @@ static rsp_status decl_invalid_core(const decl *d)
             if (addresses(&d->rows[i]) && addresses(&d->rows[j]) &&
                 d->rows[i].rid == d->rows[j].rid && d->rows[i].label == d->rows[j].label)
                 return RSP_EDUPROW;
+    bool grouped = false;
+    for (uint32_t i = 0; i < d->npre + d->npost; i++)
+        grouped |= (i < d->npre ? d->pre[i].group : d->post[i - d->npre].group) != 0;
+    for (uint32_t i = 0; grouped && i < d->nrows; i++)
+        for (uint32_t j = 0; j < i; j++)
+            if (!d->rows[i].padding && !d->rows[j].padding && d->rows[i].rid == d->rows[j].rid &&
+                d->rows[i].fork_group != d->rows[j].fork_group)
+                return RSP_EINVAL; /* one fork_group per rid */
     return RSP_OK;
 }
 
@@ -884,8 +922,9 @@ static uint32_t admit_needs(const decl *d)
     uint32_t nr = forking_rids(d, rids);
     for (uint32_t k = 0; k < nr; k++)
         for (uint32_t i = 0; i < d->npre + d->npost; i++) {
-            uint32_t li = i < d->npre ? d->pre[i].to : d->post[i - d->npre].to;
-            if (H[rids[k]][li].held || need[rids[k]][li])
+            const rsp_fork *f = i < d->npre ? &d->pre[i] : &d->post[i - d->npre];
+            uint32_t li = f->to;
+            if (!fork_applies(d, f, rids[k]) || H[rids[k]][li].held || need[rids[k]][li])
                 continue;
             need[rids[k]][li] = true;
             n++;
@@ -916,9 +955,10 @@ static void model_admit(int e, const decl *d)
     uint32_t nr = forking_rids(d, rids);
     for (uint32_t k = 0; k < nr; k++)
         for (uint32_t i = 0; i < d->npre + d->npost; i++) {
-            uint32_t li = i < d->npre ? d->pre[i].to : d->post[i - d->npre].to;
+            const rsp_fork *f = i < d->npre ? &d->pre[i] : &d->post[i - d->npre];
+            uint32_t li = f->to;
             int ri = rids[k];
-            if (H[ri][li].held)
+            if (!fork_applies(d, f, ri) || H[ri][li].held)
                 continue;
             hold_new(ri, li);
             CHECK(s->njournal < MAX_JOURNAL, "model journal full");
@@ -1112,7 +1152,7 @@ static void op_plan(input *in, int e, uint8_t how)
         } else {
             if (g_stage == e)
                 stage_drop();
-            model_forks(&d, d.pre, d.npre, true);
+            model_forks(&d, d.pre, d.npre, true, false);
             s->planned = true;
             s->plan_npost = d.capture ? 0 : d.npost;
             g_live_id = s->id;
@@ -1238,7 +1278,7 @@ static void op_commit(input *in, int e, uint8_t how)
                 if (h->held && h->inst == s->prows[i].inst && h->epoch == s->prows[i].epoch)
                     h->hs = HS_TRUE; /* the forward wrote the holding it addressed */
             }
-            model_forks(&d, d.post, d.npost, planned_others(e) == 0);
+            model_forks(&d, d.post, d.npost, planned_others(e) == 0, true);
         }
         if (g_stage == e)
             stage_drop(); /* issue 8 defect 1: the commit must drop its stage */
@@ -1315,6 +1355,25 @@ static void op_rid(uint8_t kind, uint8_t b)
         break;
     }
     check(false);
+}
+
+/* rsp_release of (rid, label): the holding goes (its slot now or at the
+ * end of the steps that pin it); nothing held: nothing happens; a label
+ * not interned: RSP_ENOLABEL at rsp_post. */
+static void op_release(uint8_t b)
+{
+    int ri = b % NRIDS;
+    uint32_t li = pick_label((uint8_t)(b / NRIDS));
+    rsp_error err;
+    g_op = "release";
+    g_touch |= 1u << ri;
+    rsp_msg m = {.kind = RSP_MSG_RELEASE, .rid = g_rids[ri], .label = li};
+    rsp_reply r;
+    rsp_status st = g_pipe ? pipe_call(&m, &r, &err) : rsp_release(g_pool, g_rids[ri], li, &err);
+    expect_status(st, li < g_num_labels ? RSP_OK : RSP_ENOLABEL, &err);
+    if (st == RSP_OK && li < NLAB)
+        H[ri][li].held = false;
+    check(st != RSP_OK);
 }
 
 static void op_clear_preplan(void)
@@ -1880,6 +1939,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 op_label_flood();
             else if (a % 8 == 0)
                 op_many_rids(a >> 3, b);
+            else if (a % 8 == 1)
+                op_release(b);
             break;
         default: op_plan(&in, e, b | 8); break; /* plan and run its forward */
         }

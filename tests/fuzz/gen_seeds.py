@@ -28,12 +28,12 @@ def span_code(span):
     return {0: 0, -1: 1, 'min': 2}.get(span, span + 2 if isinstance(span, int) else 0)
 
 
-def row(rid, label, span=1, padding=False):
+def row(rid, label, span=1, padding=False, group=0, skip=False):
     """rid: index into g_rids (0..5); label: pick_label code; span: 0, -1,
-    'min' or 1..5."""
+    'min' or 1..5; group: fork_group 0 or 1; skip: skip_post_forks."""
     sc = span_code(span)
     a = next(x for x in range(256) if x % 6 == rid and (x >> 3) % 8 == sc)
-    b = label | (0x30 if padding else 0)
+    b = label | (0x30 if padding else 0) | (0x40 if group else 0) | (0x80 if skip else 0)
     return bytes([a, b])
 
 
@@ -41,10 +41,14 @@ def fork(frm, to):
     return bytes([frm | (to << 4)])
 
 
-def decl(rows, pre=(), post=(), capture=False, preplan=False, lease=None, null_arrays=0):
-    """lease: (bucket_bs code 0..3 -> 1, 4, 8, 0; bucket 0/1; lease slot 0/1)."""
+def decl(rows, pre=(), post=(), capture=False, preplan=False, lease=None, null_arrays=0,
+         grouped=False):
+    """lease: (bucket_bs code 0..3 -> 1, 4, 8, 0; bucket 0/1; lease slot 0/1).
+    grouped: per-rid forks, each fork of group (from ^ to) % 3; needs
+    exactly one post-fork (the decoder's f >> 5 == 7)."""
     n = len(rows)
-    f = min(n, 7) | (len(pre) << 3) | (len(post) << 5)
+    assert not grouped or len(post) == 1
+    f = min(n, 7) | (len(pre) << 3) | ((7 if grouped else len(post)) << 5)
     g = (7 if capture else 0) | (8 if preplan else 0) | (16 if lease else 0)
     out = bytes([f])
     if n >= 7:
@@ -102,6 +106,11 @@ def rollback(entry, ev=EV_NONE, unknown=False):
 
 def op(code, a=0, b=0):
     return bytes([code, a, b])
+
+
+def release(rid, label):
+    """rsp_release of (rid index, pick_label code): op 21 with a % 8 == 1."""
+    return op(SHUTDOWN, 1, label * 6 + rid)
 
 
 def seeds_api():
@@ -195,6 +204,22 @@ def seeds_api():
         plan(0, new_decl=decl([r0], lease=(0, 1, 0))) + commit(0)
     s['label_flood'] = op(SHUTDOWN, 0x5A, 0xA5) + admit(0, decl([row(0, UNKNOWN_LABEL)]))
     s['many_rids'] = op(INGEST, 0, 0) + op(SHUTDOWN, 8 * 5, 3) + op(SHUTDOWN, 8 * 13, 6)
+    # Per-rid forks (group 1: main <-> draft), a rejected draft, mixed groups.
+    mixed = [row(0, MAIN), row(1, MAIN, group=1), row(1, DRAFT, 3, group=1), row(2, MAIN, 4)]
+    rejected = [row(0, MAIN), row(1, MAIN, group=1, skip=True), row(1, DRAFT, 3, group=1),
+                row(2, MAIN, 4)]
+    gforks = dict(pre=[fork(MAIN, DRAFT)], post=[fork(DRAFT, MAIN)], grouped=True)
+    s['fork_groups'] = admit(0, decl(mixed, **gforks)) + plan(0, forward=True) + commit(0) + \
+        admit(0, decl(mixed, **gforks)) + plan(0, forward=True) + \
+        commit(0, new_decl=decl(rejected, **gforks)) + \
+        admit(0, decl([row(1, MAIN, group=1), row(1, DRAFT, group=0)], **gforks)) + \
+        admit(0, decl([row(2, MAIN), row(3, MAIN, group=1)], pre=[fork(MAIN, BEAM1)],
+                      post=[fork(MAIN, DRAFT)], grouped=True)) + plan(0, toggle_preplan=True) + \
+        plan(0, toggle_preplan=True) + commit(0) + op(CHECKMEM)
+    s['release'] = admit(0, decl([row(0, MAIN), row(0, DRAFT)])) + plan(0, forward=True) + \
+        release(0, DRAFT) + commit(0) + release(0, MAIN) + release(0, MAIN) + \
+        release(1, UNKNOWN_LABEL) + admit(1, decl([row(0, DRAFT)], pre=[fork(MAIN, DRAFT)])) + \
+        plan(1) + release(0, DRAFT) + rollback(1, EV_DONE) + op(CHECKMEM)
     return s
 
 
