@@ -739,47 +739,6 @@ static rsp_status step_check(rsp__publisher *p, uint64_t step_id, rsp_error *err
     return st;
 }
 
-rsp_status rsp__publisher_wait_step(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
-                                    rsp_error *err)
-{
-    rsp_status st = step_check(p, step_id, err);
-    if (st != RSP_EAGAIN)
-        return st;
-    if (timeout_ns == 0)
-        return rsp__fail(err, RSP_ETIMEDOUT, "step %llu has no live plan yet",
-                         (unsigned long long)step_id);
-    const uint64_t deadline = rsp__deadline(timeout_ns);
-    /* W2, as in rsp__publisher_wait (announce under `lock` for W3). */
-    pthread_mutex_lock(&p->lock);
-    rsp__fetch_add_seq_cst_u32(&p->waiters, 1);
-    pthread_mutex_unlock(&p->lock);
-    for (;;) {
-        uint32_t seq = rsp__load_seq_cst_u32(&p->wait_seq); /* W2 */
-        st = step_check(p, step_id, err);
-        if (st != RSP_EAGAIN)
-            break;
-        if (rsp__load_relaxed_u32(&p->closed)) {
-            st = rsp__fail(err, RSP_ESHUTDOWN, "the pool shut down before step %llu was planned",
-                           (unsigned long long)step_id);
-            break;
-        }
-        struct timespec ts;
-        const struct timespec *rel;
-        if (!rsp__time_left(deadline, &ts, &rel)) {
-            st = rsp__fail(err, RSP_ETIMEDOUT, "step %llu had no live plan before the timeout",
-                           (unsigned long long)step_id);
-            break;
-        }
-        rsp__futex_wait(&p->wait_seq, seq, rel);
-    }
-    /* W3, as in rsp__publisher_wait. */
-    pthread_mutex_lock(&p->lock);
-    if (rsp__fetch_add_release_u32(&p->waiters, UINT32_MAX) == 1)
-        pthread_cond_broadcast(&p->left);
-    pthread_mutex_unlock(&p->lock);
-    return st;
-}
-
 void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan)
 {
     rsp_plan *old = p->staged;
@@ -828,37 +787,51 @@ static bool step_reached(rsp__publisher *p, uint64_t step_id)
     return rsp__load_acquire_u32(&p->has_live) && rsp__load_acquire_u64(&p->live_step) >= step_id;
 }
 
-rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
-                               rsp_error *err)
+/* What a plan waiter waits for: RSP_EAGAIN while it should go on waiting,
+ * else its answer. */
+typedef rsp_status (*wait_check)(rsp__publisher *p, uint64_t step_id, rsp_error *err);
+
+static rsp_status reached_check(rsp__publisher *p, uint64_t step_id, rsp_error *err)
 {
-    if (step_reached(p, step_id))
-        return RSP_OK;
+    (void)err;
+    return step_reached(p, step_id) ? RSP_OK : RSP_EAGAIN;
+}
+
+/* The one plan wait, for rsp__publisher_wait (a step >= step_id) and
+ * rsp__publisher_wait_step (exactly step_id): announce the waiter (W2, under
+ * `lock` for W3's sake: destroy reads the count under it), then sleep on
+ * wait_seq until `check` answers, the pool closes or the deadline passes,
+ * and leave (W3). */
+static rsp_status wait_for(rsp__publisher *p, wait_check check, uint64_t step_id, bool exact,
+                           uint64_t timeout_ns, rsp_error *err)
+{
+    rsp_status st = check(p, step_id, err);
+    if (st != RSP_EAGAIN)
+        return st;
+    char which[48];
+    snprintf(which, sizeof which, exact ? "step %llu" : "a step >= %llu",
+             (unsigned long long)step_id);
     if (timeout_ns == 0)
-        return rsp__fail(err, RSP_ETIMEDOUT, "no live plan of step >= %llu yet",
-                         (unsigned long long)step_id);
+        return rsp__fail(err, RSP_ETIMEDOUT, "%s has no live plan yet", which);
     const uint64_t deadline = rsp__deadline(timeout_ns);
-    rsp_status st = RSP_OK;
-    /* W2: pairs with W1 (seq_cst RMW here, seq_cst load of wait_seq
-     * below). Under `lock` only for W3's sake (destroy reads the count
-     * under it). */
+    /* W2: pairs with W1 (seq_cst RMW here, seq_cst load of wait_seq below). */
     pthread_mutex_lock(&p->lock);
     rsp__fetch_add_seq_cst_u32(&p->waiters, 1);
     pthread_mutex_unlock(&p->lock);
     for (;;) {
         /* W2: seq_cst load after the seq_cst announce (store->load). */
         uint32_t seq = rsp__load_seq_cst_u32(&p->wait_seq);
-        if (step_reached(p, step_id))
+        st = check(p, step_id, err);
+        if (st != RSP_EAGAIN)
             break;
         if (rsp__load_relaxed_u32(&p->closed)) {
-            st = rsp__fail(err, RSP_ESHUTDOWN, "the pool shut down before step %llu was planned",
-                           (unsigned long long)step_id);
+            st = rsp__fail(err, RSP_ESHUTDOWN, "the pool shut down before %s was planned", which);
             break;
         }
         struct timespec ts;
         const struct timespec *rel;
         if (!rsp__time_left(deadline, &ts, &rel)) {
-            st = rsp__fail(err, RSP_ETIMEDOUT, "no live plan of step >= %llu before the timeout",
-                           (unsigned long long)step_id);
+            st = rsp__fail(err, RSP_ETIMEDOUT, "%s had no live plan before the timeout", which);
             break;
         }
         rsp__futex_wait(&p->wait_seq, seq, rel);
@@ -870,6 +843,18 @@ rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t tim
         pthread_cond_broadcast(&p->left);
     pthread_mutex_unlock(&p->lock);
     return st;
+}
+
+rsp_status rsp__publisher_wait(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
+                               rsp_error *err)
+{
+    return wait_for(p, reached_check, step_id, false, timeout_ns, err);
+}
+
+rsp_status rsp__publisher_wait_step(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
+                                    rsp_error *err)
+{
+    return wait_for(p, step_check, step_id, true, timeout_ns, err);
 }
 
 uint32_t rsp__publisher_retired(const rsp__publisher *p)
