@@ -3,7 +3,7 @@
 //
 // Usage: rsp-stress [--seconds S] [--clients N] [--readers N] [--slots N]
 //                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--rank-threads N]
-//                   [--pipeline-readers N] [--json]
+//                   [--pipeline-readers N] [--mixed-threads N] [--json]
 // Exit status 0 only when no check failed. The last line of the output is
 // always "N passed, M failed".
 #include "stress.h"
@@ -40,6 +40,8 @@ void usage(FILE *f)
         "                 digests compared every step (default 3; 0 = off)\n"
         "  --pipeline-readers N  pipelined mode: reader threads of a pool with 3\n"
         "                 steps in flight, each reading its own step's plan (default 2; 0 = off)\n"
+        "  --mixed-threads N  mixed-batch mode: threads, each on its own pool, mixing\n"
+        "                 prefill, decode and drafting rows with fork groups (default 1; 0 = off)\n"
         "  --json         also print the summary as one JSON object\n");
 }
 
@@ -86,12 +88,12 @@ int parse(int argc, char **argv, Options &o)
             }
         } else if (a == "--clients" || a == "--readers" || a == "--slots" || a == "--layers" ||
                    a == "--seed" || a == "--max-rows" || a == "--rank-threads" ||
-                   a == "--pipeline-readers") {
+                   a == "--pipeline-readers" || a == "--mixed-threads") {
             if (!(s = value(a.c_str())))
                 return 1;
             uint64_t lo = a == "--slots" ? 4
                           : a == "--seed" || a == "--clients" || a == "--rank-threads" ||
-                                  a == "--pipeline-readers"
+                                  a == "--pipeline-readers" || a == "--mixed-threads"
                               ? 0
                               : 1;
             uint64_t hi = a == "--seed"      ? UINT64_MAX
@@ -100,7 +102,7 @@ int parse(int argc, char **argv, Options &o)
                                              : 4096;
             if (a == "--readers")
                 hi = 256;
-            if (a == "--rank-threads" || a == "--pipeline-readers")
+            if (a == "--rank-threads" || a == "--pipeline-readers" || a == "--mixed-threads")
                 hi = 16;
             if (!parse_u64(s, lo, hi, &v)) {
                 std::fprintf(stderr, "rsp-stress: bad %s '%s' (allowed %llu..%llu)\n", a.c_str(), s,
@@ -121,6 +123,8 @@ int parse(int argc, char **argv, Options &o)
                 o.rank_threads = (unsigned)v;
             else if (a == "--pipeline-readers")
                 o.pipeline_readers = (unsigned)v;
+            else if (a == "--mixed-threads")
+                o.mixed_threads = (unsigned)v;
             else
                 o.max_rows = (unsigned)v;
         } else {
@@ -263,6 +267,10 @@ void summary(Context &cx, double elapsed)
                 " forwards read their own plan while a newer one was live\n",
                 cx.pipe_steps.load(), cx.pipe_max_inflight.load(), cx.opt.pipeline_readers,
                 cx.pipe_behind.load());
+    std::printf("mixed      %" PRIu64 " steps committed (%u threads), %" PRIu64
+                " drafts rejected (skip_post_forks), %" PRIu64 " draft labels released\n",
+                cx.mixed_steps.load(), cx.opt.mixed_threads, cx.mixed_rejected.load(),
+                cx.mixed_released.load());
     std::printf("checks     %-12s %12s %8s\n", "kind", "passed", "failed");
     for (int c = 0; c < CHECK_COUNT_; c++)
         std::printf("           %-12s %12" PRIu64 " %8" PRIu64 "%s\n", Checks::name((Check)c),
@@ -312,6 +320,9 @@ double run_threads(Context &cx)
     std::thread piper; // the pipelined mode
     if (opt.pipeline_readers)
         piper = std::thread(pipeline_main, std::ref(cx));
+    std::vector<std::thread> mixers; // the mixed-batch mode
+    for (unsigned i = 0; i < opt.mixed_threads; i++)
+        mixers.emplace_back(mixed_main, std::ref(cx), i);
     for (unsigned c = 0; c < opt.clients; c++)
         clients.emplace_back(client_main, std::ref(cx), c);
 
@@ -369,6 +380,8 @@ double run_threads(Context &cx)
         ranker.join();
     if (piper.joinable())
         piper.join();
+    for (auto &t : mixers)
+        t.join();
     for (auto &t : partitions)
         t.join();
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

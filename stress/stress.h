@@ -59,6 +59,7 @@ struct Options {
     unsigned print_failures = 20;  // detailed failure lines before going quiet
     unsigned rank_threads = 3;     // two-rank mode: threads posting to two ordered pools; 0 = off
     unsigned pipeline_readers = 2; // pipelined mode: reader threads of its own pool; 0 = off
+    unsigned mixed_threads = 1;    // mixed-batch mode: threads, each with its own pool; 0 = off
 };
 
 // Small deterministic generator (splitmix64); one per thread.
@@ -111,6 +112,7 @@ enum Check : int {
     CHECK_HANG,       // no wait ran past kHang
     CHECK_RANKS,      // two ordered pools fed the same numbered messages agree every step
     CHECK_PIPELINE,   // 3 steps in flight: each reader gets its own step's plan, commits in order
+    CHECK_MIXED,      // prefill + decode + drafting rows with per-rid fork groups, skips, releases
     CHECK_COUNT_
 };
 
@@ -307,6 +309,8 @@ struct Context {
     // was planned, the most steps in flight at once.
     std::atomic<uint64_t> pipe_steps{0}, pipe_behind{0};
     std::atomic<uint32_t> pipe_max_inflight{0};
+    // Mixed-batch mode: steps committed, drafts rejected, draft labels released.
+    std::atomic<uint64_t> mixed_steps{0}, mixed_rejected{0}, mixed_released{0};
 };
 
 // Remember the largest pending_release seen (evidence that removal during a
@@ -322,8 +326,9 @@ inline void note_pending(Context &cx, uint32_t pending)
 void client_main(Context &cx, unsigned index);
 void step_main(Context &cx);
 void partition_main(Context &cx, unsigned index);
-void ranks_main(Context &cx);    // the two-rank mode (ranks.cpp)
-void pipeline_main(Context &cx); // the pipelined mode (pipeline.cpp)
+void ranks_main(Context &cx);                 // the two-rank mode (ranks.cpp)
+void pipeline_main(Context &cx);              // the pipelined mode (pipeline.cpp)
+void mixed_main(Context &cx, unsigned index); // the mixed-batch mode (mixed.cpp)
 
 } // namespace stress
 
