@@ -283,15 +283,20 @@ void summary(Context &cx, double elapsed)
                     ",\"captures\":%" PRIu64 ",\"preplanned\":%" PRIu64 ",\"abandoned\":%" PRIu64
                     ",\"deferred_commits\":%" PRIu64 ",\"requests_created\":%" PRIu64
                     ",\"requests_removed\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"rows\":%" PRIu64
-                    ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"pool\":{\"plans\":%" PRIu64
+                    ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"rank_steps\":%" PRIu64
+                    ",\"pipeline_steps\":%" PRIu64 ",\"pipeline_behind\":%" PRIu64
+                    ",\"mixed_steps\":%" PRIu64 ",\"mixed_rejected\":%" PRIu64
+                    ",\"mixed_released\":%" PRIu64 ",\"pool\":{\"plans\":%" PRIu64
                     ",\"stages\":%" PRIu64 ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64
                     ",\"forks\":%" PRIu64 ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
                     elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
                     cx.opt.sink ? "true" : "false", cx.opt.seed, cx.steps.load(), cx.refused.load(),
                     cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(),
                     cx.overlapped.load(), cx.reg.created(), cx.reg.retired(), s.messages_handled,
-                    cx.rows_checked.load(), cx.rows_removed.load(), cx.max_pending.load(), s.plans,
-                    s.stages, s.promotions, s.commits, s.forks, s.rollbacks);
+                    cx.rows_checked.load(), cx.rows_removed.load(), cx.max_pending.load(),
+                    cx.rank_steps.load(), cx.pipe_steps.load(), cx.pipe_behind.load(),
+                    cx.mixed_steps.load(), cx.mixed_rejected.load(), cx.mixed_released.load(),
+                    s.plans, s.stages, s.promotions, s.commits, s.forks, s.rollbacks);
         for (int c = 0; c < CHECK_COUNT_; c++)
             std::printf("%s\"%s\":{\"passed\":%" PRIu64 ",\"failed\":%" PRIu64 "}", c ? "," : "",
                         Checks::name((Check)c), cx.checks.passed((Check)c),
