@@ -118,8 +118,8 @@ bool Mixed::learn_slots(const std::vector<Pick> &picks)
         if (!ck.expect(CHECK_API, m.ok(), "mixed: holding(main): %s", m.error().message))
             return false;
         ck.expect(CHECK_UNIQUE, q.main.slot < 0 || q.main.slot == m.value().index,
-                  "mixed: rid %" PRIu64 "'s main moved from %d to %d", rsp::raw(q.rid),
-                  q.main.slot, m.value().index);
+                  "mixed: rid %" PRIu64 "'s main moved from %d to %d", rsp::raw(q.rid), q.main.slot,
+                  m.value().index);
         q.main.slot = m.value().index;
         rsp::result<rsp_holding> d = pool_.try_holding(q.rid, draft_);
         if (p.kind == DRAFT) {
@@ -141,12 +141,11 @@ void Mixed::check_row(const char *what, rsp::label l, const rsp::addressing &ad,
 {
     Checks &ck = cx_.checks;
     const uint64_t id = rsp::raw(decl_.id());
-    if (!ck.expect(CHECK_ADDRESSING,
-                   pos < ad.num_rows() && ad.slots()[pos] == h.slot &&
-                       ad.has_state()[pos] == h.has_state,
-                   "mixed step %" PRIu64 " %s row of rid %" PRIu64 " (label %u): slot %d/%d", id,
-                   what, rsp::raw(q.rid), rsp::raw(l), pos < ad.num_rows() ? ad.slots()[pos] : -9,
-                   h.slot))
+    if (!ck.expect(
+            CHECK_ADDRESSING,
+            pos < ad.num_rows() && ad.slots()[pos] == h.slot && ad.has_state()[pos] == h.has_state,
+            "mixed step %" PRIu64 " %s row of rid %" PRIu64 " (label %u): slot %d/%d", id, what,
+            rsp::raw(q.rid), rsp::raw(l), pos < ad.num_rows() ? ad.slots()[pos] : -9, h.slot))
         return;
     std::string why;
     ck.expect(CHECK_MIXED, h.has_state ? st_.matches(h.slot, h.v, &why) : st_.is_zero(h.slot, &why),

@@ -109,8 +109,8 @@ void forward(Context &cx, Pipe &pp, PStep &st, unsigned index, unsigned readers)
         return;
     rsp::plan_view p = section.plan(pp.pool, st.id);
     if (!ck.expect(CHECK_PIPELINE, p && p.id() == st.id && !p.staged(),
-                   "reader %u: plan(pool, %" PRIu64 ") gave %s %" PRIu64, index,
-                   rsp::raw(st.id), p ? "step" : "nothing", p ? rsp::raw(p.id()) : 0))
+                   "reader %u: plan(pool, %" PRIu64 ") gave %s %" PRIu64, index, rsp::raw(st.id),
+                   p ? "step" : "nothing", p ? rsp::raw(p.id()) : 0))
         return;
     rsp::plan_view live = section.live(pp.pool);
     if (live && live.id() != st.id)
@@ -137,10 +137,10 @@ void forward(Context &cx, Pipe &pp, PStep &st, unsigned index, unsigned readers)
     auto dhas = ad.device_has_state();
     for (size_t j = index; j < st.rows.size(); j += readers) {
         const PRow &r = st.rows[j];
-        ck.expect(CHECK_ADDRESSING, slots[j] == r.slot && has[j] == r.has_state,
-                  "step %" PRIu64 " row %zu (rid %" PRIu64 "): slot %d has_state %d, expected %d %d",
-                  rsp::raw(st.id), j, rsp::raw(r.rid), slots[j], (int)has[j], r.slot,
-                  (int)r.has_state);
+        ck.expect(
+            CHECK_ADDRESSING, slots[j] == r.slot && has[j] == r.has_state,
+            "step %" PRIu64 " row %zu (rid %" PRIu64 "): slot %d has_state %d, expected %d %d",
+            rsp::raw(st.id), j, rsp::raw(r.rid), slots[j], (int)has[j], r.slot, (int)r.has_state);
         ck.expect(CHECK_VECTORS, dslots[j] == slots[j] && dhas[j] == has[j],
                   "step %" PRIu64 " row %zu: device vectors %d/%d, host %d/%d", rsp::raw(st.id), j,
                   dslots[j], (int)dhas[j], slots[j], (int)has[j]);
