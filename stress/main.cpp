@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Usage: rsp-stress [--seconds S] [--clients N] [--readers N] [--slots N]
-//                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--rank-threads N] [--json]
+//                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--rank-threads N]
+//                   [--pipeline-readers N] [--mixed-threads N] [--json]
 // Exit status 0 only when no check failed. The last line of the output is
 // always "N passed, M failed".
 #include "stress.h"
@@ -24,18 +25,24 @@ namespace
 
 void usage(FILE *f)
 {
-    std::fprintf(f, "usage: rsp-stress [options]\n"
-                    "  --seconds S    run time (default 10)\n"
-                    "  --clients N    client threads: ingest/remove (default 2)\n"
-                    "  --readers N    partition threads: read plans, run the forward (default 2)\n"
-                    "  --slots N      max_slots of the pool, sink included (default 128)\n"
-                    "  --layers N     recurrent layers (default 4)\n"
-                    "  --seed N       random seed (default 1)\n"
-                    "  --max-rows N   rows per step at most (default 16)\n"
-                    "  --no-sink      pool without the sink slot (pad_index = -1)\n"
-                    "  --rank-threads N  two-rank mode: threads posting to two ordered pools,\n"
-                    "                 digests compared every step (default 3; 0 = off)\n"
-                    "  --json         also print the summary as one JSON object\n");
+    std::fprintf(
+        f,
+        "usage: rsp-stress [options]\n"
+        "  --seconds S    run time (default 10)\n"
+        "  --clients N    client threads: ingest/remove (default 2)\n"
+        "  --readers N    partition threads: read plans, run the forward (default 2)\n"
+        "  --slots N      max_slots of the pool, sink included (default 128)\n"
+        "  --layers N     recurrent layers (default 4)\n"
+        "  --seed N       random seed (default 1)\n"
+        "  --max-rows N   rows per step at most (default 16)\n"
+        "  --no-sink      pool without the sink slot (pad_index = -1)\n"
+        "  --rank-threads N  two-rank mode: threads posting to two ordered pools,\n"
+        "                 digests compared every step (default 3; 0 = off)\n"
+        "  --pipeline-readers N  pipelined mode: reader threads of a pool with 3\n"
+        "                 steps in flight, each reading its own step's plan (default 2; 0 = off)\n"
+        "  --mixed-threads N  mixed-batch mode: threads, each on its own pool, mixing\n"
+        "                 prefill, decode and drafting rows with fork groups (default 1; 0 = off)\n"
+        "  --json         also print the summary as one JSON object\n");
 }
 
 bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -80,19 +87,22 @@ int parse(int argc, char **argv, Options &o)
                 return 1;
             }
         } else if (a == "--clients" || a == "--readers" || a == "--slots" || a == "--layers" ||
-                   a == "--seed" || a == "--max-rows" || a == "--rank-threads") {
+                   a == "--seed" || a == "--max-rows" || a == "--rank-threads" ||
+                   a == "--pipeline-readers" || a == "--mixed-threads") {
             if (!(s = value(a.c_str())))
                 return 1;
-            uint64_t lo = a == "--slots"                                               ? 4
-                          : a == "--seed" || a == "--clients" || a == "--rank-threads" ? 0
-                                                                                       : 1;
+            uint64_t lo = a == "--slots" ? 4
+                          : a == "--seed" || a == "--clients" || a == "--rank-threads" ||
+                                  a == "--pipeline-readers" || a == "--mixed-threads"
+                              ? 0
+                              : 1;
             uint64_t hi = a == "--seed"      ? UINT64_MAX
                           : a == "--slots"   ? (1u << 20)
                           : a == "--clients" ? 64
                                              : 4096;
             if (a == "--readers")
                 hi = 256;
-            if (a == "--rank-threads")
+            if (a == "--rank-threads" || a == "--pipeline-readers" || a == "--mixed-threads")
                 hi = 16;
             if (!parse_u64(s, lo, hi, &v)) {
                 std::fprintf(stderr, "rsp-stress: bad %s '%s' (allowed %llu..%llu)\n", a.c_str(), s,
@@ -111,6 +121,10 @@ int parse(int argc, char **argv, Options &o)
                 o.seed = v;
             else if (a == "--rank-threads")
                 o.rank_threads = (unsigned)v;
+            else if (a == "--pipeline-readers")
+                o.pipeline_readers = (unsigned)v;
+            else if (a == "--mixed-threads")
+                o.mixed_threads = (unsigned)v;
             else
                 o.max_rows = (unsigned)v;
         } else {
@@ -248,6 +262,15 @@ void summary(Context &cx, double elapsed)
                 s.promotions, s.commits, s.forks, s.bytes_zeroed, s.bytes_copied);
     std::printf("ranks      %" PRIu64 " steps compared across 2 ordered pools (%u threads)\n",
                 cx.rank_steps.load(), cx.opt.rank_threads);
+    std::printf("pipeline   %" PRIu64
+                " steps committed with up to %u in flight (%u readers), %" PRIu64
+                " forwards read their own plan while a newer one was live\n",
+                cx.pipe_steps.load(), cx.pipe_max_inflight.load(), cx.opt.pipeline_readers,
+                cx.pipe_behind.load());
+    std::printf("mixed      %" PRIu64 " steps committed (%u threads), %" PRIu64
+                " drafts rejected (skip_post_forks), %" PRIu64 " draft labels released\n",
+                cx.mixed_steps.load(), cx.opt.mixed_threads, cx.mixed_rejected.load(),
+                cx.mixed_released.load());
     std::printf("checks     %-12s %12s %8s\n", "kind", "passed", "failed");
     for (int c = 0; c < CHECK_COUNT_; c++)
         std::printf("           %-12s %12" PRIu64 " %8" PRIu64 "%s\n", Checks::name((Check)c),
@@ -260,15 +283,20 @@ void summary(Context &cx, double elapsed)
                     ",\"captures\":%" PRIu64 ",\"preplanned\":%" PRIu64 ",\"abandoned\":%" PRIu64
                     ",\"deferred_commits\":%" PRIu64 ",\"requests_created\":%" PRIu64
                     ",\"requests_removed\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"rows\":%" PRIu64
-                    ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"pool\":{\"plans\":%" PRIu64
+                    ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"rank_steps\":%" PRIu64
+                    ",\"pipeline_steps\":%" PRIu64 ",\"pipeline_behind\":%" PRIu64
+                    ",\"mixed_steps\":%" PRIu64 ",\"mixed_rejected\":%" PRIu64
+                    ",\"mixed_released\":%" PRIu64 ",\"pool\":{\"plans\":%" PRIu64
                     ",\"stages\":%" PRIu64 ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64
                     ",\"forks\":%" PRIu64 ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
                     elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
                     cx.opt.sink ? "true" : "false", cx.opt.seed, cx.steps.load(), cx.refused.load(),
                     cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(),
                     cx.overlapped.load(), cx.reg.created(), cx.reg.retired(), s.messages_handled,
-                    cx.rows_checked.load(), cx.rows_removed.load(), cx.max_pending.load(), s.plans,
-                    s.stages, s.promotions, s.commits, s.forks, s.rollbacks);
+                    cx.rows_checked.load(), cx.rows_removed.load(), cx.max_pending.load(),
+                    cx.rank_steps.load(), cx.pipe_steps.load(), cx.pipe_behind.load(),
+                    cx.mixed_steps.load(), cx.mixed_rejected.load(), cx.mixed_released.load(),
+                    s.plans, s.stages, s.promotions, s.commits, s.forks, s.rollbacks);
         for (int c = 0; c < CHECK_COUNT_; c++)
             std::printf("%s\"%s\":{\"passed\":%" PRIu64 ",\"failed\":%" PRIu64 "}", c ? "," : "",
                         Checks::name((Check)c), cx.checks.passed((Check)c),
@@ -294,6 +322,12 @@ double run_threads(Context &cx)
     std::thread ranker; // the two-rank mode
     if (opt.rank_threads)
         ranker = std::thread(ranks_main, std::ref(cx));
+    std::thread piper; // the pipelined mode
+    if (opt.pipeline_readers)
+        piper = std::thread(pipeline_main, std::ref(cx));
+    std::vector<std::thread> mixers; // the mixed-batch mode
+    for (unsigned i = 0; i < opt.mixed_threads; i++)
+        mixers.emplace_back(mixed_main, std::ref(cx), i);
     for (unsigned c = 0; c < opt.clients; c++)
         clients.emplace_back(client_main, std::ref(cx), c);
 
@@ -349,6 +383,10 @@ double run_threads(Context &cx)
     stepper.join();
     if (ranker.joinable())
         ranker.join();
+    if (piper.joinable())
+        piper.join();
+    for (auto &t : mixers)
+        t.join();
     for (auto &t : partitions)
         t.join();
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

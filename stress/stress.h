@@ -55,9 +55,11 @@ struct Options {
     uint64_t seed = 1;
     bool json = false;
     bool sink = true;
-    unsigned max_rows = 16;       // rows per step at most
-    unsigned print_failures = 20; // detailed failure lines before going quiet
-    unsigned rank_threads = 3;    // two-rank mode: threads posting to two ordered pools; 0 = off
+    unsigned max_rows = 16;        // rows per step at most
+    unsigned print_failures = 20;  // detailed failure lines before going quiet
+    unsigned rank_threads = 3;     // two-rank mode: threads posting to two ordered pools; 0 = off
+    unsigned pipeline_readers = 2; // pipelined mode: reader threads of its own pool; 0 = off
+    unsigned mixed_threads = 1;    // mixed-batch mode: threads, each with its own pool; 0 = off
 };
 
 // Small deterministic generator (splitmix64); one per thread.
@@ -109,6 +111,8 @@ enum Check : int {
     CHECK_LEAK,       // at exit nothing is held and every slot reads zeros
     CHECK_HANG,       // no wait ran past kHang
     CHECK_RANKS,      // two ordered pools fed the same numbered messages agree every step
+    CHECK_PIPELINE,   // 3 steps in flight: each reader gets its own step's plan, commits in order
+    CHECK_MIXED,      // prefill + decode + drafting rows with per-rid fork groups, skips, releases
     CHECK_COUNT_
 };
 
@@ -301,6 +305,12 @@ struct Context {
     std::atomic<uint32_t> max_pending{0}; // largest pending_release seen in a snapshot
     std::atomic<rsp::step_id> last_step_id{rsp::step_id{0}};
     std::atomic<uint64_t> rank_steps{0}; // two-rank mode: steps whose digests were compared
+    // Pipelined mode: steps committed, forwards that ran while a newer step
+    // was planned, the most steps in flight at once.
+    std::atomic<uint64_t> pipe_steps{0}, pipe_behind{0};
+    std::atomic<uint32_t> pipe_max_inflight{0};
+    // Mixed-batch mode: steps committed, drafts rejected, draft labels released.
+    std::atomic<uint64_t> mixed_steps{0}, mixed_rejected{0}, mixed_released{0};
 };
 
 // Remember the largest pending_release seen (evidence that removal during a
@@ -316,7 +326,9 @@ inline void note_pending(Context &cx, uint32_t pending)
 void client_main(Context &cx, unsigned index);
 void step_main(Context &cx);
 void partition_main(Context &cx, unsigned index);
-void ranks_main(Context &cx); // the two-rank mode (ranks.cpp)
+void ranks_main(Context &cx);                 // the two-rank mode (ranks.cpp)
+void pipeline_main(Context &cx);              // the pipelined mode (pipeline.cpp)
+void mixed_main(Context &cx, unsigned index); // the mixed-batch mode (mixed.cpp)
 
 } // namespace stress
 
