@@ -154,9 +154,10 @@ RSP__GROUPED static bool staged_flag(const rsp__req *r, const rsp_step *step, co
                                row->label);
 }
 
-void rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
+bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
                 const uint32_t *lengths)
 {
+    bool took = false;
     uint32_t pos[RSP_MAX_LABELS], gpos[RSP_MAX_LABELS];
     uint32_t index_of[RSP_MAX_LABELS];
     lay_out(c, a, lengths, index_of, pos, gpos);
@@ -216,10 +217,12 @@ void rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
              * zero; a rollback of this step puts the zero back. */
             sl->zero_pending = false;
             sl->took_zero |= bit;
+            took = true;
         }
     }
     s->num_prows = num_prows;
     s->num_pinned = num_pinned;
+    return took;
 }
 
 bool rsp__same_addressing(const rsp__core *c, const rsp__addr *live, const rsp__addr *stage,

@@ -310,6 +310,37 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
         rsp__keep_rids(c, s); /* with the records the takes found; never fails */
 }
 
+/* The same declaration as this record's last admit, and no holding
+ * changed since (c->epoch): every (rid, label) is held by the slot that
+ * admit pinned, every rid has its record, nothing is fresh. So the admit
+ * is: open the record and pin those slots again, in the same order
+ * (design.md "Same declaration"). */
+static bool admit_is_same(const rsp__core *c, const rsp_step *step, const rsp__steprec *s,
+                          bool fresh, bool same)
+{
+    return !c->fast_off && fresh && same && s->admit_ok && s->admit_epoch == c->epoch &&
+           !step->capture && !step->num_pre_forks && !step->num_post_forks;
+}
+
+static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_admit_outcome *out)
+{
+    open_record(c, step, rec);
+    rsp__steprec *s = &c->steps[rec];
+    RSP__ASSERT(s->admit_pins <= s->cap_pinned);
+    uint64_t bit = 1ull << rec;
+    rsp__slot *slots = c->slots;
+    const uint32_t *pinned = s->pinned;
+    for (uint32_t i = 0; i < s->admit_pins; i++)
+        slots[pinned[i]].pins |= bit; /* distinct slots, none pinned by rec yet */
+    s->num_pinned = s->admit_pins;
+    c->num_rids = 0;
+    c->fast.admits++;
+    memset(out, 0, sizeof *out);
+    out->usable = c->layout.usable_slots;
+    out->ok = true;
+    out->free = c->free_top;
+}
+
 rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
                            rsp_error *err)
 {
@@ -321,6 +352,10 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
     if (st != RSP_OK)
         return st;
     rsp__steprec *s = &c->steps[rec];
+    if (admit_is_same(c, step, s, fresh, same)) {
+        admit_same(c, step, rec, out);
+        return RSP_OK;
+    }
     if (rsp__step_keep_rows(s, step, same))
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
 
@@ -349,6 +384,10 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         open_record(c, step, rec);
     if (!step->capture)
         admit_apply(c, step, rec, n.new_rids != 0);
+    /* A fresh plain admit is what admit_same repeats while c->epoch stays. */
+    s->admit_ok = fresh && !step->capture && !step->num_pre_forks && !step->num_post_forks;
+    s->admit_pins = s->num_pinned;
+    s->admit_epoch = c->epoch;
     out->ok = true;
     out->free = c->free_top;
     return RSP_OK;

@@ -107,6 +107,10 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].arows);
             free(c->steps[i].frids);
             free(c->steps[i].frecs);
+            free(c->steps[i].raw);
+            free(c->steps[i].pc_slots);
+            free(c->steps[i].pc_has);
+            free(c->steps[i].pc_gens);
         }
     free(c->steps);
     free(c->slots);
@@ -288,6 +292,7 @@ static void req_forget(rsp__core *c, rsp__req *r)
 {
     uint32_t rec = (uint32_t)(r - c->reqs);
     table_delete(c, r->rid);
+    rsp__epoch_bump(c); /* a later admit of its rid ingests again */
     r->live = false;
     r->next_free = c->free_rec;
     c->free_rec = rec;
@@ -326,7 +331,18 @@ rsp__hold *rsp__hold_lookup_slow(rsp__core *c, rsp_rid rid, rsp_label_id label, 
 
 uint64_t rsp__next_generation(rsp__core *c)
 {
+    rsp__epoch_bump(c); /* a holding's generation moves */
     return ++c->generation;
+}
+
+void rsp__core_set_fast(rsp__core *c, bool on)
+{
+    c->fast_off = !on;
+}
+
+rsp__fast_counts rsp__core_fast_counts(const rsp__core *c)
+{
+    return c->fast;
 }
 
 rsp_status rsp__hold_reserve_spills(rsp__core *c, uint32_t n)
@@ -385,6 +401,7 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     rsp__hold *h = rsp__req_holds(r);
     uint32_t slot = h[i].slot;
     RSP__ASSERT(i < r->num_holds && c->num_holdings > 0 && c->held > 0);
+    rsp__epoch_bump(c); /* the holding goes; the later ones move down */
     memmove(&h[i], &h[i + 1], (r->num_holds - i - 1) * sizeof *h);
     r->num_holds--;
     c->num_holdings--;

@@ -146,6 +146,35 @@ typedef struct rsp__steprec {
     uint32_t *frecs;
     uint32_t num_frids, cap_frids, cap_frecs;
     bool frids_ok;
+    /* The same rows as declared (padding bytes too), so the rows of a
+     * steady step compare as one block (rsp__step_same_rows); kept only
+     * when no row says skip_post_forks (raw_ok). */
+    rsp_row *raw;
+    uint32_t cap_raw;
+    bool raw_ok;
+    /* The same-declaration path (design.md "The core", "Same declaration").
+     * admit_ok: the last admit of this record was a plain one (no forks,
+     * not capture) of its rows, which pinned pinned[0 .. admit_pins) (the
+     * list's contents outlive the step) with c->epoch at admit_epoch after
+     * it. plan_epoch, plan_all_true, plan_took: the last live plan's epoch,
+     * whether every row it addressed had has_state, whether it took a
+     * pending zero over. pc_*: that plan's vectors (the plan cache), valid
+     * for the record's rows while c->epoch == pc_epoch; its rows stay in
+     * prows[0 .. pc_num_prows). */
+    bool admit_ok;
+    uint32_t admit_pins;
+    uint64_t admit_epoch;
+    uint64_t plan_epoch;
+    bool plan_all_true, plan_took;
+    bool pc_ok, pc_all_true;
+    uint64_t pc_epoch;
+    uint32_t pc_num_labels, pc_num_prows;
+    uint32_t pc_total, pc_rows;
+    int32_t *pc_slots;
+    bool *pc_has;
+    uint64_t *pc_gens;
+    uint32_t cap_pc_slots, cap_pc_has, cap_pc_gens;
+    rsp__label_plan pc_labels[RSP_MAX_LABELS]; /* label, num_rows, length */
 } rsp__steprec;
 
 /* An addressing buffer (device vectors live in the device, keyed by id). */
@@ -251,6 +280,14 @@ struct rsp__core {
     uint32_t label_order[RSP_MAX_LABELS];
     uint32_t num_plan_labels;
     rsp__buf_pick picks[RSP_MAX_LABELS]; /* per label_order entry */
+
+    /* Moved by every change of a holding but a commit's has_state
+     * (assignment, release, reset, a fork into it, removal of a request, a
+     * zero made pending): equal epochs mean the same holdings, slots and
+     * generations, and has_state only went false -> true. */
+    uint64_t epoch;
+    bool fast_off; /* rsp__core_set_fast(false): general path only */
+    rsp__fast_counts fast;
 
     rsp__reserve_hook reserve_hook; /* see core.h; NULL: none */
     void *reserve_ctx;
@@ -364,6 +401,11 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w);
 /* Release a slot that is no longer held by anyone: zero and push. */
 void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w);
 uint64_t rsp__next_generation(rsp__core *c);
+/* A holding changed (see rsp__core.epoch). */
+static inline void rsp__epoch_bump(rsp__core *c)
+{
+    c->epoch++;
+}
 
 /* (rid, label) scratch set. Reset before use with room for n entries. */
 rsp_status rsp__set_reset(rsp__core *c, uint32_t n);

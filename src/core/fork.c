@@ -66,6 +66,9 @@ rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step)
 
 rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
 {
+    c->num_rids = 0;
+    if (step->capture || (step->num_pre_forks == 0 && step->num_post_forks == 0))
+        return RSP_OK; /* no forking rids: the set is not needed */
     if (rsp__set_reset(c, step->num_rows))
         return RSP_ENOMEM;
     return rsp__collect_rids_in_set(c, step);

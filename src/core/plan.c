@@ -10,6 +10,7 @@
 
 #include "addr.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 /* What the phases of one plan decide, for the next ones. */
 typedef struct plan_ctx {
@@ -20,6 +21,7 @@ typedef struct plan_ctx {
     uint64_t total;                   /* vector entries, all labels */
     uint32_t new_bufs;                /* buffers created */
     uint32_t lengths[RSP_MAX_LABELS]; /* per c->label_order entry */
+    bool cache;                       /* keep this live plan's vectors (pc_*) */
 } plan_ctx;
 
 /* --- 1. validate --------------------------------------------------------- */
@@ -105,10 +107,28 @@ static rsp_status lease_length(rsp__core *c, const rsp_step *step, plan_ctx *p, 
     return RSP_OK;
 }
 
+/* count_labels from the record's plan cache: it was built from the same
+ * rows (a change of the record's rows drops it), whatever the epoch. */
+static bool count_labels_kept(rsp__core *c, const rsp_step *step, const plan_ctx *p)
+{
+    const rsp__steprec *s = &c->steps[p->rec];
+    if (c->fast_off || !p->same || !s->pc_ok || step->capture)
+        return false;
+    for (uint32_t L = 0; L < c->num_labels; L++)
+        c->label_rows[L] = 0;
+    c->num_plan_labels = s->pc_num_labels;
+    for (uint32_t li = 0; li < s->pc_num_labels; li++) {
+        c->label_order[li] = s->pc_labels[li].label;
+        c->label_rows[s->pc_labels[li].label] = s->pc_labels[li].num_rows;
+    }
+    return true;
+}
+
 /* Labels, rows and vector lengths (p->lengths, p->total). */
 static rsp_status plan_count(rsp__core *c, const rsp_step *step, plan_ctx *p, rsp_error *err)
 {
-    count_labels(c, step);
+    if (!count_labels_kept(c, step, p))
+        count_labels(c, step);
     p->total = 0;
     p->take_stage = false;
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
@@ -180,7 +200,97 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
         rsp__work_reserve(w, ops, (uint32_t)pairs, (uint32_t)pairs) ||
         (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
+    /* Room for the plan cache of a plain live plan; without it the plan
+     * simply keeps no cache (the next one takes the general path). */
+    p->cache =
+        p->same && !step->preplan && !step->capture && !step->num_pre_forks &&
+        !step->num_post_forks &&
+        !rsp__grow((void **)&s->pc_slots, &s->cap_pc_slots, p->total, sizeof *s->pc_slots) &&
+        !rsp__grow((void **)&s->pc_has, &s->cap_pc_has, p->total, sizeof *s->pc_has) &&
+        !rsp__grow((void **)&s->pc_gens, &s->cap_pc_gens, step->num_rows, sizeof *s->pc_gens);
     return reserve_ext(c, step, p, ops, (uint32_t)pairs, err);
+}
+
+/* --- the same declaration ------------------------------------------------ */
+
+/* Can the live plan of p->rec copy its record's plan cache? Its rows are
+ * the record's (p->same), which its admit pinned with no holding changed
+ * since (admit_epoch), and which the cached plan addressed with no holding
+ * changed since (pc_epoch): so every row resolves to the holding, slot and
+ * generation it had then, every slot is pinned, and no slot has a pending
+ * zero (making one moves the epoch; the cached plan took any over). Every
+ * addressed row had has_state then, and it can only have gone false with
+ * the epoch. The labels, their rows and vector lengths must match (a
+ * lease or graph bucket changes the pad tail). */
+static bool plan_is_same(const rsp__core *c, const rsp_step *step, const plan_ctx *p)
+{
+    const rsp__steprec *s = &c->steps[p->rec];
+    if (c->fast_off || !p->cache || !s->admit_ok || s->admit_epoch != c->epoch || !s->pc_ok ||
+        s->pc_epoch != c->epoch || !s->pc_all_true || s->pc_num_labels != c->num_plan_labels ||
+        s->pc_total != p->total || s->pc_rows != step->num_rows)
+        return false;
+    for (uint32_t li = 0; li < c->num_plan_labels; li++) {
+        const rsp__label_plan *lp = &s->pc_labels[li];
+        if (lp->label != c->label_order[li] || lp->num_rows != c->label_rows[lp->label] ||
+            lp->length != p->lengths[li])
+            return false;
+    }
+    return true;
+}
+
+/* rsp__build's result, copied from the plan cache (plan_is_same). */
+static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p)
+{
+    rsp__steprec *s = &c->steps[p->rec];
+    uint32_t off = 0, goff = 0;
+    a->num_labels = s->pc_num_labels;
+    for (uint32_t li = 0; li < a->num_labels; li++) {
+        rsp__label_plan *lp = &a->labels[li];
+        *lp = s->pc_labels[li];
+        lp->buffer = RSP__NONE;
+        lp->slot_indices = a->slots + off;
+        lp->has_state = a->has_state + off;
+        lp->generations = a->gens + goff;
+        off += lp->length;
+        goff += lp->num_rows;
+    }
+    memcpy(a->slots, s->pc_slots, (size_t)s->pc_total * sizeof *a->slots);
+    memcpy(a->has_state, s->pc_has, (size_t)s->pc_total * sizeof *a->has_state);
+    memcpy(a->gens, s->pc_gens, (size_t)s->pc_rows * sizeof *a->gens);
+    s->num_prows = s->pc_num_prows; /* prows[] still holds them */
+    s->plan_all_true = true;
+    s->plan_took = false;
+    c->fast.plans++;
+}
+
+/* After rsp__build of a live plan: what commit and the next plan of this
+ * record's rows may skip (plan_all_true, plan_took, the cache). */
+static void plan_keep(rsp__core *c, const rsp__addr *a, const rsp_step *step, const plan_ctx *p)
+{
+    rsp__steprec *s = &c->steps[p->rec];
+    /* Each addressed row has one entry (its holding's has_state); every
+     * other entry is false. */
+    uint32_t set = 0;
+    for (uint64_t i = 0; i < p->total; i++)
+        set += a->has_state[i];
+    s->plan_all_true = set == s->num_prows;
+    s->pc_ok = p->cache;
+    if (!p->cache)
+        return;
+    s->pc_epoch = c->epoch;
+    s->pc_all_true = s->plan_all_true;
+    s->pc_num_labels = a->num_labels;
+    for (uint32_t li = 0; li < a->num_labels; li++)
+        s->pc_labels[li] = a->labels[li];
+    s->pc_total = (uint32_t)p->total;
+    s->pc_rows = step->num_rows;
+    s->pc_num_prows = s->num_prows;
+    if (p->total) {
+        memcpy(s->pc_slots, a->slots, (size_t)p->total * sizeof *a->slots);
+        memcpy(s->pc_has, a->has_state, (size_t)p->total * sizeof *a->has_state);
+    }
+    if (step->num_rows)
+        memcpy(s->pc_gens, a->gens, (size_t)step->num_rows * sizeof *a->gens);
 }
 
 /* --- 4. apply ------------------------------------------------------------ */
@@ -194,8 +304,14 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     rsp__addr *live = &c->live;
     rsp__steprec *s = &c->steps[p->rec];
     rsp__apply_forks(c, step->pre_forks, step->num_pre_forks, 0, false, w);
-    s->num_prows = 0;
-    rsp__build(c, live, step, p->rec, false, p->lengths);
+    if (plan_is_same(c, step, p)) {
+        plan_same(c, live, p);
+    } else {
+        s->num_prows = 0;
+        s->plan_took = rsp__build(c, live, step, p->rec, false, p->lengths);
+        plan_keep(c, live, step, p);
+    }
+    s->plan_epoch = c->epoch;
     rsp__mark_post_forks(c, step, p->rec);
     if (p->promote && rsp__same_addressing(c, live, &c->stage, step)) {
         /* The stage's uploaded buffers already hold exactly this. */
@@ -253,7 +369,7 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
         rsp__stage_drop(c, RSP__STAGE_TAKEN, &out->stage);
     rsp__addr *target = step->preplan ? &c->stage : &c->live;
     if (step->preplan) {
-        rsp__build(c, target, step, p->rec, true, p->lengths);
+        (void)rsp__build(c, target, step, p->rec, true, p->lengths);
         rsp__bind_and_upload(c, target, step, p->rec, w);
         c->stage_active = true;
         c->stage_step = step->step_id;

@@ -132,8 +132,12 @@ rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
 {
     if (same)
         return RSP_OK;
-    if (rsp__grow((void **)&s->arows, &s->cap_arows, step->num_rows, sizeof *s->arows))
+    if (rsp__grow((void **)&s->arows, &s->cap_arows, step->num_rows, sizeof *s->arows) ||
+        rsp__grow((void **)&s->raw, &s->cap_raw, step->num_rows, sizeof *s->raw))
         return RSP_ENOMEM;
+    s->raw_ok = true;
+    s->pc_ok = false;    /* its plan was of other rows */
+    s->admit_ok = false; /* so were its pins */
     for (uint32_t i = s->num_arows; i < step->num_rows; i++)
         s->arows[i].rec = s->arows[i].hold = RSP__NONE;
     s->num_arows = step->num_rows;
@@ -146,7 +150,10 @@ rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
         a->span = row->span;
         a->padding = row->padding;
         a->skip_post_forks = false;
+        s->raw_ok &= !row->skip_post_forks; /* such rows are never "the same" */
     }
+    if (step->num_rows)
+        memcpy(s->raw, step->rows, (size_t)step->num_rows * sizeof *s->raw);
     return RSP_OK;
 }
 
@@ -195,6 +202,19 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
 {
     rsp__steprec *s = &c->steps[rec];
     uint64_t bit = 1ull << rec;
+    if (!c->fast_off && !rollback && s->phase == RSP__PHASE_PLANNED && !s->capture &&
+        s->plan_epoch == c->epoch && s->num_pinned == s->num_prows && !s->plan_took &&
+        !s->num_fslots) {
+        /* A commit with no holding changed since its plan, whose pins are
+         * the slots it addressed (commit.c commit_is_same): none is pending
+         * (that moves the epoch), none has a pending zero, none was taken
+         * over, no post-fork marks: only the pins go. */
+        rsp__slot *slots = c->slots;
+        const uint32_t *pinned = s->pinned;
+        for (uint32_t i = 0; i < s->num_pinned; i++)
+            slots[pinned[i]].pins &= ~bit;
+        return;
+    }
     uint64_t others = rsp__planned_mask(c) & ~bit;
     for (uint32_t i = 0; i < s->num_fslots; i++)
         c->slots[s->fslots[i]].fork_pins &= ~bit;
@@ -202,8 +222,10 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
         rsp__slot *sl = &c->slots[s->pinned[i]];
         if (sl->took_zero & bit) {
             sl->took_zero &= ~bit;
-            if (rollback && sl->state == RSP__SLOT_HELD)
+            if (rollback && sl->state == RSP__SLOT_HELD) {
                 sl->zero_pending = true; /* its forward's write does not count */
+                rsp__epoch_bump(c);      /* a later plan takes the zero over */
+            }
         }
         if (!(sl->pins & bit))
             continue;
