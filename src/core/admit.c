@@ -8,6 +8,7 @@
 
 #include "fork.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 /* --- 1. validate --------------------------------------------------------- */
 
@@ -310,16 +311,43 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
         rsp__keep_rids(c, s); /* with the records the takes found; never fails */
 }
 
-/* The same declaration as this record's last admit, and no holding
- * changed since (c->epoch): every (rid, label) is held by the slot that
- * admit pinned, every rid has its record, nothing is fresh. So the admit
- * is: open the record and pin those slots again, in the same order
- * (design.md "Same declaration"). */
+/* The same declaration (rows and step-wide forks) as this record's last
+ * admit, and no holding appeared or went since, nor a request
+ * (c->hepoch; a fork or a reset moves generations and has_state, which
+ * an admit does not read): every (rid, label) of the rows and fork
+ * targets is held by the slot that admit pinned, every rid has its
+ * record, nothing is fresh. So the admit is: open the record and pin
+ * those slots again, in the same order (design.md "Same declaration"). */
 static bool admit_is_same(const rsp__core *c, const rsp_step *step, const rsp__steprec *s,
                           bool fresh, bool same)
 {
-    return !c->fast_off && fresh && same && s->admit_ok && s->admit_epoch == c->epoch &&
-           !step->capture && !step->num_pre_forks && !step->num_post_forks;
+    if (c->fast_off || !fresh || !same || !s->admit_ok || s->admit_hepoch != c->hepoch ||
+        step->capture || step->num_pre_forks != s->num_apre || step->num_post_forks != s->num_apost)
+        return false;
+    return (!step->num_pre_forks ||
+            !memcmp(step->pre_forks, s->aforks, step->num_pre_forks * sizeof *s->aforks)) &&
+           (!step->num_post_forks || !memcmp(step->post_forks, s->aforks + step->num_pre_forks,
+                                             step->num_post_forks * sizeof *s->aforks));
+}
+
+/* Keep what admit_is_same compares and admit_same repeats, after a fresh
+ * admit of record s (plain or with step-wide forks). Without memory for
+ * the forks it keeps nothing: never fails. */
+static void admit_keep(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool fresh)
+{
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    s->admit_ok = fresh && !step->capture && !rsp__step_forks_grouped(step) &&
+                  !rsp__grow((void **)&s->aforks, &s->cap_aforks, nforks, sizeof *s->aforks);
+    s->admit_pins = s->num_pinned;
+    s->admit_epoch = c->epoch;
+    s->admit_hepoch = c->hepoch;
+    s->num_apre = step->num_pre_forks;
+    s->num_apost = step->num_post_forks;
+    if (s->admit_ok && step->num_pre_forks)
+        memcpy(s->aforks, step->pre_forks, step->num_pre_forks * sizeof *s->aforks);
+    if (s->admit_ok && step->num_post_forks)
+        memcpy(s->aforks + step->num_pre_forks, step->post_forks,
+               step->num_post_forks * sizeof *s->aforks);
 }
 
 static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_admit_outcome *out)
@@ -333,6 +361,7 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
     for (uint32_t i = 0; i < s->admit_pins; i++)
         slots[pinned[i]].pins |= bit; /* distinct slots, none pinned by rec yet */
     s->num_pinned = s->admit_pins;
+    s->admit_epoch = c->epoch;
     c->num_rids = 0;
     c->fast.admits++;
     memset(out, 0, sizeof *out);
@@ -384,10 +413,7 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         open_record(c, step, rec);
     if (!step->capture)
         admit_apply(c, step, rec, n.new_rids != 0);
-    /* A fresh plain admit is what admit_same repeats while c->epoch stays. */
-    s->admit_ok = fresh && !step->capture && !step->num_pre_forks && !step->num_post_forks;
-    s->admit_pins = s->num_pinned;
-    s->admit_epoch = c->epoch;
+    admit_keep(c, step, s, fresh);
     out->ok = true;
     out->free = c->free_top;
     return RSP_OK;

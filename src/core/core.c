@@ -108,6 +108,7 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].frids);
             free(c->steps[i].frecs);
             free(c->steps[i].raw);
+            free(c->steps[i].aforks);
             free(c->steps[i].pc_slots);
             free(c->steps[i].pc_has);
             free(c->steps[i].pc_gens);
@@ -292,7 +293,7 @@ static void req_forget(rsp__core *c, rsp__req *r)
 {
     uint32_t rec = (uint32_t)(r - c->reqs);
     table_delete(c, r->rid);
-    rsp__epoch_bump(c); /* a later admit of its rid ingests again */
+    rsp__hepoch_bump(c); /* a later admit of its rid ingests again */
     r->live = false;
     r->next_free = c->free_rec;
     c->free_rec = rec;
@@ -372,6 +373,7 @@ rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label)
         r->cap_holds = RSP_MAX_LABELS;
     }
     RSP__ASSERT(c->free_top > 0);
+    rsp__hepoch_bump(c); /* a holding appears */
     uint32_t slot = free_pop(c);
     c->slots[slot].state = RSP__SLOT_HELD;
     c->held++;
@@ -401,7 +403,7 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     rsp__hold *h = rsp__req_holds(r);
     uint32_t slot = h[i].slot;
     RSP__ASSERT(i < r->num_holds && c->num_holdings > 0 && c->held > 0);
-    rsp__epoch_bump(c); /* the holding goes; the later ones move down */
+    rsp__hepoch_bump(c); /* the holding goes; the later ones move down */
     memmove(&h[i], &h[i + 1], (r->num_holds - i - 1) * sizeof *h);
     r->num_holds--;
     c->num_holdings--;

@@ -163,7 +163,11 @@ typedef struct rsp__steprec {
      * prows[0 .. pc_num_prows). */
     bool admit_ok;
     uint32_t admit_pins;
-    uint64_t admit_epoch;
+    uint64_t admit_epoch, admit_hepoch;
+    /* That admit's forks (step-wide ones only: admit_ok needs no group),
+     * pre-forks first. */
+    rsp_fork *aforks;
+    uint32_t num_apre, num_apost, cap_aforks;
     uint64_t plan_epoch;
     bool plan_all_true, plan_took;
     bool pc_ok, pc_all_true;
@@ -286,6 +290,9 @@ struct rsp__core {
      * zero made pending): equal epochs mean the same holdings, slots and
      * generations, and has_state only went false -> true. */
     uint64_t epoch;
+    /* Moved only when which slot a (rid, label) holds can change
+     * (assignment, release, removal of a request): what an admit resolves. */
+    uint64_t hepoch;
     bool fast_off; /* rsp__core_set_fast(false): general path only */
     rsp__fast_counts fast;
 
@@ -405,6 +412,12 @@ uint64_t rsp__next_generation(rsp__core *c);
 static inline void rsp__epoch_bump(rsp__core *c)
 {
     c->epoch++;
+}
+/* A holding appeared or went, or a request did (rsp__core.hepoch). */
+static inline void rsp__hepoch_bump(rsp__core *c)
+{
+    c->epoch++;
+    c->hepoch++;
 }
 
 /* (rid, label) scratch set. Reset before use with room for n entries. */

@@ -225,9 +225,10 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
 static bool plan_is_same(const rsp__core *c, const rsp_step *step, const plan_ctx *p)
 {
     const rsp__steprec *s = &c->steps[p->rec];
-    if (c->fast_off || !p->cache || !s->admit_ok || s->admit_epoch != c->epoch || !s->pc_ok ||
-        s->pc_epoch != c->epoch || !s->pc_all_true || s->pc_num_labels != c->num_plan_labels ||
-        s->pc_total != p->total || s->pc_rows != step->num_rows)
+    if (c->fast_off || !p->cache || !s->admit_ok || s->num_apre || s->num_apost ||
+        s->admit_epoch != c->epoch || !s->pc_ok || s->pc_epoch != c->epoch || !s->pc_all_true ||
+        s->pc_num_labels != c->num_plan_labels || s->pc_total != p->total ||
+        s->pc_rows != step->num_rows)
         return false;
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
         const rsp__label_plan *lp = &s->pc_labels[li];
