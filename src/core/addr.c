@@ -215,7 +215,7 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
              * it: this forward runs after that one and rewrites the slot
              * from zeros (has_state false), so it supersedes the pending
              * zero; a rollback of this step puts the zero back. */
-            sl->zero_pending = false;
+            rsp__zero_pending(c, sl, false);
             sl->took_zero |= bit;
             took = true;
         }

@@ -273,6 +273,7 @@ static void open_record(rsp__core *c, const rsp_step *step, uint32_t rec)
     s->step_id = step->step_id;
     s->num_journal = 0;
     s->num_pinned = 0;
+    s->plan_took = false;
     if (!c->any_admitted || step->step_id > c->last_admitted)
         c->last_admitted = step->step_id;
     c->any_admitted = true;

@@ -134,51 +134,44 @@ static rsp_status commit_reserve(rsp__core *c, const rsp_step *step, uint32_t re
                                  err);
 }
 
-/* No holding changed since record rec's live plan (c->epoch), and its
- * pins are exactly the slots that plan addressed: every row it addressed
- * still has the holding and generation it saw (the hints in prows are
- * exact), and no pinned slot has a pending zero (the plan took any over;
- * making one moves the epoch). */
-static bool commit_is_same(const rsp__core *c, const rsp__steprec *s)
-{
-    return !c->fast_off && s->plan_epoch == c->epoch && s->num_pinned == s->num_prows;
-}
-
 /* The forward of record rec's live plan is done (the WAIT is out): record
  * its writes and zero what was reset during the step. Cannot fail. */
 static void commit_writes(rsp__core *c, uint32_t rec, uint64_t others, rsp__work *w)
 {
     rsp__steprec *s = &c->steps[rec];
     uint64_t bit = 1ull << rec;
-    if (commit_is_same(c, s)) {
-        /* Every addressed row had has_state already (plan_all_true), or
-         * gets it through its exact hints. */
+    if (!c->fast_off && s->plan_epoch == c->epoch) {
+        /* No holding changed since the plan: every row it addressed still
+         * has the holding and generation it saw, and the hints in prows
+         * are exact. Every such row had has_state already
+         * (plan_all_true), or gets it through its hints. */
         for (uint32_t i = 0; i < s->num_prows && !s->plan_all_true; i++)
             rsp__req_holds(&c->reqs[s->prows[i].rec])[s->prows[i].hold].has_state = true;
         c->fast.commits++;
-        return;
-    }
-    /* has_state for the rows this step's live plan addressed, if the
-     * holding is still the one addressed (same generation): a reset, a fork
-     * into it or a new assignment since then means this forward's write is
-     * not the request's state. A row planned after a reset started from
-     * zeros and its write counts. */
-    for (uint32_t i = 0; i < s->num_prows; i++) {
-        rsp__prow *p = &s->prows[i];
-        rsp__req *r;
-        rsp__hold *h = rsp__hold_lookup(c, p->rid, p->label, &p->rec, &p->hold, &r);
-        if (h && h->generation == p->generation)
-            h->has_state = true;
+    } else {
+        /* has_state for the rows this step's live plan addressed, if the
+         * holding is still the one addressed (same generation): a reset,
+         * a fork into it or a new assignment since then means this
+         * forward's write is not the request's state. A row planned after
+         * a reset started from zeros and its write counts. */
+        for (uint32_t i = 0; i < s->num_prows; i++) {
+            rsp__prow *p = &s->prows[i];
+            rsp__req *r;
+            rsp__hold *h = rsp__hold_lookup(c, p->rid, p->label, &p->rec, &p->hold, &r);
+            if (h && h->generation == p->generation)
+                h->has_state = true;
+        }
     }
     /* Reset during the step (before any later plan took the slot over):
      * zero after the forward, before post-forks read it, unless another
      * planned step's forward may still write it. The ZERO was reserved
-     * (commit_reserve) in a frozen list: it cannot fail. */
-    for (uint32_t i = 0; i < s->num_pinned; i++) {
+     * (commit_reserve) in a frozen list: it cannot fail. None anywhere
+     * (c->zero_pendings): nothing to look for. */
+    for (uint32_t i = 0; i < s->num_pinned && c->zero_pendings; i++) {
         rsp__slot *sl = &c->slots[s->pinned[i]];
         if (sl->zero_pending && (sl->pins & bit) && !(sl->pins & others) &&
             sl->state == RSP__SLOT_HELD) {
-            sl->zero_pending = false;
+            rsp__zero_pending(c, sl, false);
             (void)rsp__work_zero(w, s->pinned[i]);
         }
     }

@@ -392,7 +392,7 @@ void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w)
     (void)rsp__work_zero(w, slot);
     RSP__ASSERT(c->free_top < c->layout.max_slots);
     c->slots[slot].state = RSP__SLOT_FREE;
-    c->slots[slot].zero_pending = false;
+    rsp__zero_pending(c, &c->slots[slot], false);
     c->slots[slot].took_zero = 0;
     c->slots[slot].fork_pins = 0; /* marks were for the holding that left */
     free_push(c, slot);
@@ -499,7 +499,7 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
          * zero waits for it (see commit). Admitted or staged steps run no
          * forward, so the zero goes out now and their plan sees zeros. */
         if (s->pins & planned)
-            s->zero_pending = true;
+            rsp__zero_pending(c, s, true);
         else
             (void)rsp__work_zero(w, h[i].slot); /* reserved above; the list is frozen */
     }

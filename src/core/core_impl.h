@@ -232,6 +232,7 @@ struct rsp__core {
     uint64_t free_hash;
     uint64_t *free_pow; /* [max_slots] */
     uint32_t held, pending;
+    uint32_t zero_pendings; /* slots with zero_pending set (rsp__zero_pending) */
     uint64_t generation;
 
     rsp__req *reqs;
@@ -412,6 +413,13 @@ uint64_t rsp__next_generation(rsp__core *c);
 static inline void rsp__epoch_bump(rsp__core *c)
 {
     c->epoch++;
+}
+/* Set or clear a slot's zero_pending, keeping c->zero_pendings (while it
+ * is 0, commit and unpin skip their looks for pending zeros). */
+static inline void rsp__zero_pending(rsp__core *c, rsp__slot *sl, bool on)
+{
+    c->zero_pendings += (uint32_t)on - (uint32_t)sl->zero_pending;
+    sl->zero_pending = on;
 }
 /* A holding appeared or went, or a request did (rsp__core.hepoch). */
 static inline void rsp__hepoch_bump(rsp__core *c)

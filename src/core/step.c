@@ -202,15 +202,14 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
 {
     rsp__steprec *s = &c->steps[rec];
     uint64_t bit = 1ull << rec;
-    if (!c->fast_off && !rollback && s->phase == RSP__PHASE_PLANNED && !s->capture &&
-        s->plan_epoch == c->epoch && s->num_pinned == s->num_prows && !s->plan_took &&
-        !s->num_fslots) {
-        /* A commit with no holding changed since its plan, whose pins are
-         * the slots it addressed (commit.c commit_is_same): none is pending
-         * (that moves the epoch), none has a pending zero, none was taken
-         * over, no post-fork marks: only the pins go. */
+    if (!s->plan_took && !c->pending && !c->zero_pendings) {
+        /* No slot is pending release or has a pending zero anywhere, and
+         * this step's plan took no zero over (no took_zero bit of rec):
+         * only the marks and pins go. The usual steady step. */
         rsp__slot *slots = c->slots;
         const uint32_t *pinned = s->pinned;
+        for (uint32_t i = 0; i < s->num_fslots; i++)
+            slots[s->fslots[i]].fork_pins &= ~bit;
         for (uint32_t i = 0; i < s->num_pinned; i++)
             slots[pinned[i]].pins &= ~bit;
         return;
@@ -223,8 +222,8 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
         if (sl->took_zero & bit) {
             sl->took_zero &= ~bit;
             if (rollback && sl->state == RSP__SLOT_HELD) {
-                sl->zero_pending = true; /* its forward's write does not count */
-                rsp__epoch_bump(c);      /* a later plan takes the zero over */
+                rsp__zero_pending(c, sl, true); /* its forward's write does not count */
+                rsp__epoch_bump(c);             /* a later plan takes the zero over */
             }
         }
         if (!(sl->pins & bit))
@@ -235,7 +234,7 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
             c->pending--;
             rsp__slot_release(c, s->pinned[i], w);
         } else if (sl->zero_pending && sl->state == RSP__SLOT_HELD && !(sl->pins & others)) {
-            sl->zero_pending = false;
+            rsp__zero_pending(c, sl, false);
             (void)rsp__work_zero(w, s->pinned[i]);
         }
     }
