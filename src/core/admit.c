@@ -342,6 +342,7 @@ static void admit_keep(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool
     s->admit_pins = s->num_pinned;
     s->admit_epoch = c->epoch;
     s->admit_hepoch = c->hepoch;
+    s->fp_ok = false; /* resolved for the forks it had */
     s->num_apre = step->num_pre_forks;
     s->num_apost = step->num_post_forks;
     if (s->admit_ok && step->num_pre_forks)

@@ -121,6 +121,8 @@ static rsp_status commit_reserve(rsp__core *c, const rsp_step *step, uint32_t re
     if (!capture && (rsp__collect_rids_for(c, step, rec, same) ||
                      (step->num_post_forks && !same && rsp__collect_skips(c, step, skips))))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
+    if (!capture)
+        rsp__fork_pairs_prepare(c, step, rec);
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
     if (pairs > UINT32_MAX / 4 ||
         rsp__work_reserve(w, 3 + 2 * (uint32_t)pairs, 2 * s->num_pinned + (uint32_t)pairs,
@@ -211,7 +213,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
          * on a slot another planned step's forward writes: such a fork is
          * skipped. A rid whose rows say skip_post_forks (a rejected
          * draft) gets none: its rows' writes above still count. */
-        rsp__apply_forks(c, step->post_forks, step->num_post_forks, others, skips, w);
+        rsp__apply_forks(c, step, true, others, skips, w);
     }
     rsp__step_unpin(c, rec, false, w);
     end_step(c, rec, stage);

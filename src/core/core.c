@@ -109,6 +109,8 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].frecs);
             free(c->steps[i].raw);
             free(c->steps[i].aforks);
+            free(c->steps[i].fpairs);
+            free(c->steps[i].fprecs);
             free(c->steps[i].pc_slots);
             free(c->steps[i].pc_has);
             free(c->steps[i].pc_gens);

@@ -217,6 +217,7 @@ void rsp__core_set_fast(rsp__core *core, bool on);
  * of the path asserts it was taken). */
 typedef struct rsp__fast_counts {
     uint64_t admits, plans, commits;
+    uint64_t fork_pairs; /* plans and commits that found their forks resolved */
 } rsp__fast_counts;
 rsp__fast_counts rsp__core_fast_counts(const rsp__core *core);
 

@@ -120,6 +120,12 @@ typedef struct rsp__arow {
     uint32_t rec, hold;   /* lookup hints (see rsp__hold_lookup) */
 } rsp__arow;
 
+/* A forking rid's fork (pre ++ post index): the indices of its source
+ * and target holdings in the rid's record, RSP__NONE when not held. */
+typedef struct rsp__fpair {
+    uint32_t from, to;
+} rsp__fpair;
+
 typedef enum rsp__phase {
     RSP__PHASE_ADMITTED = 0,
     RSP__PHASE_PLANNED, /* a live plan was built (or promoted) */
@@ -168,6 +174,15 @@ typedef struct rsp__steprec {
      * pre-forks first. */
     rsp_fork *aforks;
     uint32_t num_apre, num_apost, cap_aforks;
+    /* The forks resolved (rsp__fork_pairs_prepare): per frids[k] its record
+     * (fprecs) and per fork of aforks its holdings (fpairs, k-major),
+     * valid while c->hepoch == fp_hepoch (no holding or request came or
+     * went), for the rids and forks kept by the record. */
+    rsp__fpair *fpairs;
+    uint32_t *fprecs;
+    uint32_t cap_fpairs, cap_fprecs;
+    bool fp_ok;
+    uint64_t fp_hepoch;
     uint64_t plan_epoch;
     bool plan_all_true, plan_took;
     bool pc_ok, pc_all_true;
@@ -277,6 +292,12 @@ struct rsp__core {
     /* Fork group of each rid (its rows' fork_group), filled only when a
      * fork of the step has a group; whether a commit skips each rid's
      * post-forks, filled only when a row says so (fork.h). */
+    /* c->rids came from this record's frids (RSP__NONE: collected), and
+     * that record's resolved forks when usable for this call (NULL: find
+     * them per rid and fork). */
+    uint32_t rids_rec;
+    const rsp__fpair *fpairs;
+    const uint32_t *fprecs;
     uint16_t *rid_groups;
     uint32_t cap_rid_groups;
     bool *rid_skip;

@@ -175,8 +175,11 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
                                rsp_error *err)
 {
     c->num_rids = 0;
+    c->fpairs = NULL;
     if (!step->capture && rsp__collect_rids_for(c, step, p->rec, p->same))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
+    if (!step->capture && !step->preplan)
+        rsp__fork_pairs_prepare(c, step, p->rec);
     if (!step->preplan) {
         rsp_status st = rsp__pipeline_check(c, step, p->rec, err);
         if (st)
@@ -304,7 +307,7 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
 {
     rsp__addr *live = &c->live;
     rsp__steprec *s = &c->steps[p->rec];
-    rsp__apply_forks(c, step->pre_forks, step->num_pre_forks, 0, false, w);
+    rsp__apply_forks(c, step, false, 0, false, w);
     if (plan_is_same(c, step, p)) {
         plan_same(c, live, p);
     } else {

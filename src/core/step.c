@@ -138,6 +138,7 @@ rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
     s->raw_ok = true;
     s->pc_ok = false;    /* its plan was of other rows */
     s->admit_ok = false; /* so were its pins */
+    s->fp_ok = false;    /* and its forking rids */
     for (uint32_t i = s->num_arows; i < step->num_rows; i++)
         s->arows[i].rec = s->arows[i].hold = RSP__NONE;
     s->num_arows = step->num_rows;

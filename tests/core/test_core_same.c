@@ -388,21 +388,39 @@ static void steady_fork_steps_take_the_admit_path(void **state)
         step(&d, &b.s, id);
     assert_int_equal(counts(&d).admits, 4); /* steps 2..5 (step 1 assigned both) */
     assert_int_equal(counts(&d).plans, 0);
-    /* Another post-fork target: the general path (and it assigns). */
+    /* Every plan and commit used the (rid, fork) holdings resolved once,
+     * by step 1's plan. */
+    assert_int_equal(counts(&d).fork_pairs, 10);
+    /* A release between the admit and the plan: resolved again (rid 3's
+     * main moves to index 0), the same result; then between two steps
+     * (rid 3's draft comes back at index 1). */
+    b.s.step_id = 6;
+    admit(&d, &b.s);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(fx_release(&d.f[i], 3, d.draft), RSP_OK);
+    same_pools(&d);
+    plan(&d, &b.s);
+    commit(&d, &b.s);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(fx_release(&d.f[i], 3, RSP_LABEL_MAIN), RSP_OK);
+    step(&d, &b.s, 7);
+    /* Another post-fork target: the general path. */
     rsp__fast_counts before = counts(&d);
     b.post[0].to = d.draft;
     b.post[0].from = RSP_LABEL_MAIN;
-    step(&d, &b.s, 6);
+    step(&d, &b.s, 8);
     assert_int_equal(counts(&d).admits, before.admits);
-    step(&d, &b.s, 7);
+    step(&d, &b.s, 9);
     assert_int_equal(counts(&d).admits, before.admits + 1);
     /* A group on a fork: never the path. */
     sb_post_group(&b, 1);
     for (uint32_t i = 0; i < b.s.num_rows; i++)
         b.rows[i].fork_group = 1;
-    step(&d, &b.s, 8);
-    step(&d, &b.s, 9);
+    rsp__fast_counts grouped = counts(&d);
+    step(&d, &b.s, 10);
+    step(&d, &b.s, 11);
     assert_int_equal(counts(&d).admits, before.admits + 1);
+    assert_int_equal(counts(&d).fork_pairs, grouped.fork_pairs);
     duo_fini(&d);
 }
 

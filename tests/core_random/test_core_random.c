@@ -738,7 +738,9 @@ static uint32_t pick_label(T *t)
 }
 
 /* A steady step: the rows and lease of the last admitted declaration
- * again, no forks, no capture (the same-declaration path). */
+ * again, not a capture, half the time without forks (the same-declaration
+ * path), else with the same forks (their groups dropped: the resolved
+ * forks of a steady fork step). */
 static bool gen_steady(T *t, dstep *s)
 {
     if (!t->have_prev || below(t, 100) >= 45)
@@ -746,7 +748,12 @@ static bool gen_steady(T *t, dstep *s)
     *s = t->prev;
     s->d.step_id = t->next_id++;
     s->d.capture = false;
-    s->d.num_pre = s->d.num_post = 0;
+    if (below(t, 2))
+        s->d.num_pre = s->d.num_post = 0;
+    for (uint32_t i = 0; i < s->d.num_pre; i++)
+        s->d.pre[i].group = 0;
+    for (uint32_t i = 0; i < s->d.num_post; i++)
+        s->d.post[i].group = 0;
     for (uint32_t i = 0; i < s->d.num_rows; i++)
         s->d.rows[i].skip_post_forks = false;
     s->phase = PH_NONE;
@@ -1722,14 +1729,17 @@ static void run(const run_cfg *cfg, uint64_t ops)
     /* The same-declaration path must be taken often, or the twin compares
      * the general path with itself. */
     rsp__fast_counts fc = rsp__core_fast_counts(t->core), fs = rsp__core_fast_counts(t->slow);
-    print_message("  same-declaration path: %llu admits, %llu plans, %llu commits "
-                  "(%llu steady declarations)\n",
+    print_message("  same-declaration path: %llu admits, %llu plans, %llu commits, %llu with "
+                  "resolved forks (%llu steady declarations)\n",
                   (unsigned long long)fc.admits, (unsigned long long)fc.plans,
-                  (unsigned long long)fc.commits, (unsigned long long)t->count_steady);
-    CHECK(t, fs.admits + fs.plans + fs.commits == 0, "the twin took the same-declaration path");
+                  (unsigned long long)fc.commits, (unsigned long long)fc.fork_pairs,
+                  (unsigned long long)t->count_steady);
+    CHECK(t, fs.admits + fs.plans + fs.commits + fs.fork_pairs == 0,
+          "the twin took the same-declaration path");
     CHECK(t,
-          ops < 10000 || (fc.admits * 20 > t->count_admit_ok && fc.plans * 50 > t->count_admit_ok &&
-                          fc.commits * 10 > t->count_admit_ok),
+          ops < 10000 ||
+              (fc.admits * 20 > t->count_admit_ok && fc.plans * 50 > t->count_admit_ok &&
+               fc.commits * 10 > t->count_admit_ok && fc.fork_pairs * 50 > t->count_admit_ok),
           "same-declaration path too rare: %llu admits, %llu plans, %llu commits of %llu admits",
           (unsigned long long)fc.admits, (unsigned long long)fc.plans,
           (unsigned long long)fc.commits, (unsigned long long)t->count_admit_ok);
