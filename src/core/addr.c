@@ -210,6 +210,8 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
         p->generation = h->generation;
         p->rec = *rec_hint;
         p->hold = *hold_hint;
+        p->at = at;
+        p->gat = gat;
         if (sl->zero_pending) {
             /* Reset while an earlier planned step's forward may still write
              * it: this forward runs after that one and rewrites the slot

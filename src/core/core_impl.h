@@ -102,6 +102,7 @@ typedef struct rsp__prow {
     rsp_label_id label;
     uint64_t generation;
     uint32_t rec, hold; /* lookup hints (see rsp__hold_lookup) */
+    uint32_t at, gat;   /* its entry in the plan's vectors and generations */
 } rsp__prow;
 
 /* A row of the declaration as last validated for a step record, with where
@@ -186,7 +187,7 @@ typedef struct rsp__steprec {
     uint64_t plan_epoch;
     bool plan_all_true, plan_took;
     bool pc_ok, pc_all_true;
-    uint64_t pc_epoch;
+    uint64_t pc_epoch, pc_hepoch;
     uint32_t pc_num_labels, pc_num_prows;
     uint32_t pc_total, pc_rows;
     int32_t *pc_slots;

@@ -206,8 +206,7 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
     /* Room for the plan cache of a plain live plan; without it the plan
      * simply keeps no cache (the next one takes the general path). */
     p->cache =
-        p->same && !step->preplan && !step->capture && !step->num_pre_forks &&
-        !step->num_post_forks &&
+        p->same && !step->preplan && !step->capture &&
         !rsp__grow((void **)&s->pc_slots, &s->cap_pc_slots, p->total, sizeof *s->pc_slots) &&
         !rsp__grow((void **)&s->pc_has, &s->cap_pc_has, p->total, sizeof *s->pc_has) &&
         !rsp__grow((void **)&s->pc_gens, &s->cap_pc_gens, step->num_rows, sizeof *s->pc_gens);
@@ -216,34 +215,64 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
 
 /* --- the same declaration ------------------------------------------------ */
 
-/* Can the live plan of p->rec copy its record's plan cache? Its rows are
- * the record's (p->same), which its admit pinned with no holding changed
- * since (admit_epoch), and which the cached plan addressed with no holding
- * changed since (pc_epoch): so every row resolves to the holding, slot and
- * generation it had then, every slot is pinned, and no slot has a pending
- * zero (making one moves the epoch; the cached plan took any over). Every
- * addressed row had has_state then, and it can only have gone false with
- * the epoch. The labels, their rows and vector lengths must match (a
- * lease or graph bucket changes the pad tail). */
-static bool plan_is_same(const rsp__core *c, const rsp_step *step, const plan_ctx *p)
+/* How the live plan of p->rec may use its record's plan cache. Its rows
+ * are the record's (p->same), which its admit pinned and the cached plan
+ * addressed with no holding or request come or gone since (admit_hepoch,
+ * pc_hepoch): every row resolves to the holding (the prows hints are
+ * exact) and slot it had then, and every slot is pinned. COPY: no
+ * holding changed at all since the cached plan (pc_epoch), every row it
+ * addressed had has_state (it only goes false with the epoch), and no slot
+ * has a pending zero (making one moves the epoch; the cached plan took
+ * any over): the vectors are the cached ones. DERIVE: generations and
+ * has_state may have moved (forks, resets that keep their slots, the
+ * commit's writes): copy, then read both again per row; no slot anywhere
+ * has a pending zero, so there is none to take over. The labels, their
+ * rows and vector lengths must match (a lease or graph bucket changes the
+ * pad tail). */
+enum { SAME_NO, SAME_COPY, SAME_DERIVE };
+
+static int plan_is_same(const rsp__core *c, const rsp_step *step, const plan_ctx *p)
 {
     const rsp__steprec *s = &c->steps[p->rec];
-    if (c->fast_off || !p->cache || !s->admit_ok || s->num_apre || s->num_apost ||
-        s->admit_epoch != c->epoch || !s->pc_ok || s->pc_epoch != c->epoch || !s->pc_all_true ||
-        s->pc_num_labels != c->num_plan_labels || s->pc_total != p->total ||
-        s->pc_rows != step->num_rows)
-        return false;
+    if (c->fast_off || !p->cache || !s->admit_ok || s->admit_hepoch != c->hepoch || !s->pc_ok ||
+        s->pc_hepoch != c->hepoch || s->pc_num_labels != c->num_plan_labels ||
+        s->pc_total != p->total || s->pc_rows != step->num_rows)
+        return SAME_NO;
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
         const rsp__label_plan *lp = &s->pc_labels[li];
         if (lp->label != c->label_order[li] || lp->num_rows != c->label_rows[lp->label] ||
             lp->length != p->lengths[li])
-            return false;
+            return SAME_NO;
     }
-    return true;
+    if (s->pc_epoch == c->epoch && s->pc_all_true)
+        return SAME_COPY;
+    return c->zero_pendings ? SAME_NO : SAME_DERIVE;
 }
 
-/* rsp__build's result, copied from the plan cache (plan_is_same). */
-static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p)
+/* has_state and generations of the cached plan's rows read again through
+ * their exact hints (SAME_DERIVE), into a and the cache. */
+static void plan_derive(rsp__core *c, rsp__addr *a, rsp__steprec *s)
+{
+    bool all = true;
+    bool *has = a->has_state;
+    uint64_t *gens = a->gens;
+    rsp__req *reqs = c->reqs;
+    for (uint32_t j = 0; j < s->pc_num_prows; j++) {
+        rsp__prow *pr = &s->prows[j];
+        const rsp__hold *h = &rsp__req_holds(&reqs[pr->rec])[pr->hold];
+        has[pr->at] = h->has_state;
+        gens[pr->gat] = pr->generation = h->generation;
+        all &= h->has_state;
+    }
+    memcpy(s->pc_has, has, (size_t)s->pc_total * sizeof *has);
+    memcpy(s->pc_gens, gens, (size_t)s->pc_rows * sizeof *gens);
+    s->pc_epoch = c->epoch;
+    s->pc_all_true = all;
+    s->plan_all_true = all;
+}
+
+/* rsp__build's result from the plan cache (plan_is_same: how). */
+static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p, int how)
 {
     rsp__steprec *s = &c->steps[p->rec];
     uint32_t off = 0, goff = 0;
@@ -263,6 +292,8 @@ static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p)
     memcpy(a->gens, s->pc_gens, (size_t)s->pc_rows * sizeof *a->gens);
     s->num_prows = s->pc_num_prows; /* prows[] still holds them */
     s->plan_all_true = true;
+    if (how == SAME_DERIVE)
+        plan_derive(c, a, s);
     s->plan_took = false;
     c->fast.plans++;
 }
@@ -282,6 +313,7 @@ static void plan_keep(rsp__core *c, const rsp__addr *a, const rsp_step *step, co
     if (!p->cache)
         return;
     s->pc_epoch = c->epoch;
+    s->pc_hepoch = c->hepoch;
     s->pc_all_true = s->plan_all_true;
     s->pc_num_labels = a->num_labels;
     for (uint32_t li = 0; li < a->num_labels; li++)
@@ -308,8 +340,9 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     rsp__addr *live = &c->live;
     rsp__steprec *s = &c->steps[p->rec];
     rsp__apply_forks(c, step, false, 0, false, w);
-    if (plan_is_same(c, step, p)) {
-        plan_same(c, live, p);
+    int how = plan_is_same(c, step, p);
+    if (how != SAME_NO) {
+        plan_same(c, live, p, how);
     } else {
         s->num_prows = 0;
         s->plan_took = rsp__build(c, live, step, p->rec, false, p->lengths);

@@ -123,15 +123,16 @@ static void steady_steps_take_the_path_after_the_first_write(void **state)
     assert_int_equal(counts(&d).admits, 0);
     assert_false(d.f[0].plan.labels[0].has_state[0]);
     /* Step 2: admit repeats step 1's pins; the plan cache says has_state
-     * false, and step 1 wrote: the general path re-derives it. */
+     * false, and step 1 wrote: the plan reads has_state again (DERIVE). */
     step(&d, &b.s, 2);
     assert_int_equal(counts(&d).admits, 1);
-    assert_int_equal(counts(&d).plans, 0);
-    assert_true(d.f[0].plan.labels[0].has_state[0]);
+    assert_int_equal(counts(&d).plans, 1);
+    for (uint32_t i = 0; i < 5; i++)
+        assert_true(d.f[0].plan.labels[0].has_state[i]);
     for (uint64_t id = 3; id <= 6; id++)
         step(&d, &b.s, id);
     assert_int_equal(counts(&d).admits, 5);
-    assert_int_equal(counts(&d).plans, 4);
+    assert_int_equal(counts(&d).plans, 5);
     assert_true(counts(&d).commits >= 4);
     duo_fini(&d);
 }
@@ -173,7 +174,7 @@ static void change_between_steps(between what, bool after_admit)
     rows_of(&b, 4, RSP_LABEL_MAIN);
     for (uint64_t id = 1; id <= 3; id++)
         step(&d, &b.s, id);
-    assert_int_equal(counts(&d).plans, 1); /* step 3 */
+    assert_int_equal(counts(&d).plans, 2); /* steps 2 and 3 */
     rsp__fast_counts before = counts(&d);
     /* Step ids in admission order: the fork step's is 5 after the
      * steady step's admit, else 4 (then the steady step is 5). */
@@ -187,12 +188,12 @@ static void change_between_steps(between what, bool after_admit)
     plan(&d, &b.s);
     commit(&d, &b.s);
     rsp__fast_counts after = counts(&d);
-    /* A new rid changes no holding; a reset that keeps its slots changes
-     * has_state and generations, which the admit does not read (only
-     * which slot each (rid, label) holds), but the plan does. */
-    bool kept = what == B_INGEST;
-    bool admit_kept = kept || what == B_RESET_KEEP || after_admit;
-    assert_int_equal(after.admits, before.admits + (admit_kept ? 1 : 0));
+    /* A new rid changes no holding; a reset that keeps its slots (zeroed
+     * at once: no planned step) changes has_state and generations, which
+     * the admit does not read (only which slot each (rid, label) holds)
+     * and the plan reads again (DERIVE). */
+    bool kept = what == B_INGEST || what == B_RESET_KEEP;
+    assert_int_equal(after.admits, before.admits + (kept || after_admit ? 1 : 0));
     assert_int_equal(after.plans, before.plans + (kept ? 1 : 0));
     /* Steady again: the path comes back (after one more write where this
      * step left a holding without state). */
@@ -260,6 +261,46 @@ static void reset_during_a_steady_step_zeroes_at_its_commit(void **state)
     commit(&d, &b.s);
     assert_int_equal(counts(&d).commits, commits);
     assert_false(fx_has_state(&d.f[0], 2, RSP_LABEL_MAIN));
+    duo_fini(&d);
+}
+
+/* A reset while one steady step is planned and the next admitted: the
+ * zero is pending, and the next plan takes it over (its forward rewrites
+ * the slot from zeros), so that plan must not come from the cache. */
+static void reset_with_two_steady_steps_in_flight(void **state)
+{
+    (void)state;
+    duo d;
+    duo_init(&d, 16);
+    stepb b, c;
+    rows_of(&b, 3, RSP_LABEL_MAIN);
+    rows_of(&c, 3, RSP_LABEL_MAIN);
+    /* Pipelined: both records get a plan cache. */
+    stepb *q[2] = {&b, &c};
+    b.s.step_id = 1;
+    admit(&d, &b.s);
+    plan(&d, &b.s);
+    for (uint64_t id = 2; id <= 6; id++) { /* odd ids b, even ids c */
+        stepb *next = q[(id + 1) % 2], *prev = q[id % 2];
+        next->s.step_id = id;
+        admit(&d, &next->s);
+        plan(&d, &next->s);
+        commit(&d, &prev->s);
+    }
+    assert_true(counts(&d).plans >= 3);
+    b.s.step_id = 7; /* step 6 (c) is planned */
+    admit(&d, &b.s);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(fx_reset(&d.f[i], 2, false), RSP_OK);
+    same_pools(&d);
+    uint64_t plans = counts(&d).plans;
+    plan(&d, &b.s);
+    assert_int_equal(counts(&d).plans, plans);
+    assert_false(fx_plan_label(&d.f[0], RSP_LABEL_MAIN)->has_state[1]);
+    commit(&d, &c.s);
+    commit(&d, &b.s);
+    step(&d, &b.s, 8);
+    step(&d, &c.s, 9);
     duo_fini(&d);
 }
 
@@ -371,9 +412,10 @@ static void rollback_and_pipelined_steady_steps(void **state)
 /* Steady fork steps (rows on draft, pre-fork main -> draft, post-fork
  * draft -> main): the forks move generations and has_state every step, not
  * which slots are held, so the admit takes the path (its pins: rows and
- * fork targets) and the plan does not; other forks, or forks with a
- * group, do not take it. */
-static void steady_fork_steps_take_the_admit_path(void **state)
+ * fork targets), the plan reads has_state and generations again (DERIVE)
+ * and the forks are resolved once; other forks, or forks with a group, do
+ * not take the admit's path. */
+static void steady_fork_steps_take_the_path(void **state)
 {
     (void)state;
     duo d;
@@ -387,7 +429,7 @@ static void steady_fork_steps_take_the_admit_path(void **state)
     for (uint64_t id = 1; id <= 5; id++)
         step(&d, &b.s, id);
     assert_int_equal(counts(&d).admits, 4); /* steps 2..5 (step 1 assigned both) */
-    assert_int_equal(counts(&d).plans, 0);
+    assert_int_equal(counts(&d).plans, 4);
     /* Every plan and commit used the (rid, fork) holdings resolved once,
      * by step 1's plan. */
     assert_int_equal(counts(&d).fork_pairs, 10);
@@ -435,10 +477,11 @@ int main(void)
         cmocka_unit_test(fork_between_equal_steps_takes_the_general_path),
         cmocka_unit_test(ingest_between_equal_steps_gives_the_general_result),
         cmocka_unit_test(reset_during_a_steady_step_zeroes_at_its_commit),
+        cmocka_unit_test(reset_with_two_steady_steps_in_flight),
         cmocka_unit_test(padding_and_graph_bucket_tail),
         cmocka_unit_test(stages_and_capture_steps_between_steady_steps),
         cmocka_unit_test(rollback_and_pipelined_steady_steps),
-        cmocka_unit_test(steady_fork_steps_take_the_admit_path),
+        cmocka_unit_test(steady_fork_steps_take_the_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
