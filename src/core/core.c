@@ -332,12 +332,6 @@ rsp__hold *rsp__hold_lookup_slow(rsp__core *c, rsp_rid rid, rsp_label_id label, 
     return NULL;
 }
 
-uint64_t rsp__next_generation(rsp__core *c)
-{
-    rsp__epoch_bump(c); /* a holding's generation moves */
-    return ++c->generation;
-}
-
 void rsp__core_set_fast(rsp__core *c, bool on)
 {
     c->fast_off = !on;

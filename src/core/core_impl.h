@@ -430,11 +430,17 @@ rsp_status rsp__hold_reserve_spills(rsp__core *c, uint32_t n);
 void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w);
 /* Release a slot that is no longer held by anyone: zero and push. */
 void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w);
-uint64_t rsp__next_generation(rsp__core *c);
 /* A holding changed (see rsp__core.epoch). */
 static inline void rsp__epoch_bump(rsp__core *c)
 {
     c->epoch++;
+}
+/* The next pool-wide generation (a holding's generation moves). Inline:
+ * every fork of every rid takes one. */
+static inline uint64_t rsp__next_generation(rsp__core *c)
+{
+    rsp__epoch_bump(c);
+    return ++c->generation;
 }
 /* Set or clear a slot's zero_pending, keeping c->zero_pendings (while it
  * is 0, commit and unpin skip their looks for pending zeros). */

@@ -182,8 +182,8 @@ rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
 /* --- applying forks ------------------------------------------------------ */
 
 /* Fork from -> to, two holdings of one request. */
-static inline void fork_one(rsp__core *c, const rsp__hold *from, rsp__hold *to, uint64_t avoid,
-                            rsp__work *w)
+__attribute__((always_inline)) static inline void
+fork_one(rsp__core *c, const rsp__hold *from, rsp__hold *to, uint64_t avoid, rsp__work *w)
 {
     if ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid)
         return; /* another planned step's forward may write it */
@@ -196,7 +196,7 @@ static inline void fork_one(rsp__core *c, const rsp__hold *from, rsp__hold *to, 
         if (c->slots[from->slot].zero_pending)
             (void)rsp__work_zero(w, to->slot);
         else
-            (void)rsp__work_copy(w, from->slot, to->slot);
+            (void)rsp__work_copy_in(w, from->slot, to->slot);
         to->has_state = from->has_state;
     }
     to->generation = rsp__next_generation(c);
@@ -388,6 +388,40 @@ RSP__GROUPED static void mark_grouped(rsp__core *c, const rsp_step *step, rsp__s
         }
 }
 
+/* Mark slot for record s (bit) once. On locals: the stores through the
+ * slot array would otherwise reload every field per pair. */
+static inline void mark_slot(rsp__slot *slots, uint32_t slot, uint64_t bit, uint32_t *fslots,
+                             uint32_t *n)
+{
+    if (slots[slot].fork_pins & bit)
+        return;
+    slots[slot].fork_pins |= bit;
+    fslots[(*n)++] = slot;
+}
+
+/* rsp__mark_post_forks through the resolved forks (c->fpairs). */
+static uint32_t mark_pairs(rsp__core *c, const rsp_step *step, rsp__steprec *s, uint64_t bit)
+{
+    uint32_t npre = step->num_pre_forks, nf = npre + step->num_post_forks;
+    uint32_t n = 0;
+    rsp__slot *slots = c->slots;
+    uint32_t *fslots = s->fslots;
+    for (uint32_t k = 0; k < c->num_rids; k++) {
+        if (c->fprecs[k] == RSP__NONE)
+            continue;
+        const rsp__hold *h = rsp__req_holds(&c->reqs[c->fprecs[k]]);
+        const rsp__fpair *p = &c->fpairs[(size_t)k * nf + npre];
+        for (uint32_t i = 0; i < step->num_post_forks; i++) {
+            if (p[i].from == RSP__NONE || p[i].to == RSP__NONE)
+                continue;
+            RSP__ASSERT(n + 2 <= s->cap_fslots);
+            mark_slot(slots, h[p[i].from].slot, bit, fslots, &n);
+            mark_slot(slots, h[p[i].to].slot, bit, fslots, &n);
+        }
+    }
+    return n;
+}
+
 void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
@@ -399,21 +433,14 @@ void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
         mark_grouped(c, step, s, bit);
         return;
     }
-    uint32_t npre = step->num_pre_forks, nf = npre + step->num_post_forks;
+    if (c->fpairs) {
+        s->num_fslots = mark_pairs(c, step, s, bit);
+        return;
+    }
     for (uint32_t k = 0; k < c->num_rids; k++)
         for (uint32_t i = 0; i < step->num_post_forks; i++) {
-            uint32_t from, to;
-            if (c->fpairs) { /* resolved */
-                const rsp__fpair *p = &c->fpairs[(size_t)k * nf + npre + i];
-                if (c->fprecs[k] == RSP__NONE || p->from == RSP__NONE || p->to == RSP__NONE)
-                    continue;
-                const rsp__hold *h = rsp__req_holds(&c->reqs[c->fprecs[k]]);
-                from = h[p->from].slot;
-                to = h[p->to].slot;
-            } else {
-                from = rid_slot_of(c, k, step->post_forks[i].from);
-                to = rid_slot_of(c, k, step->post_forks[i].to);
-            }
+            uint32_t from = rid_slot_of(c, k, step->post_forks[i].from);
+            uint32_t to = rid_slot_of(c, k, step->post_forks[i].to);
             if (from == RSP__NONE || to == RSP__NONE)
                 continue;
             for (int e = 0; e < 2; e++) {
