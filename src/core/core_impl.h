@@ -184,6 +184,10 @@ typedef struct rsp__steprec {
     uint32_t cap_fpairs, cap_fprecs;
     bool fp_ok;
     uint64_t fp_hepoch;
+    /* fslots[0 .. fp_marks) are the post-fork marks of these resolved
+     * forks (their slots cannot change while they stay resolved);
+     * RSP__NONE: not known. */
+    uint32_t fp_marks;
     uint64_t plan_epoch;
     bool plan_all_true, plan_took;
     bool pc_ok, pc_all_true;

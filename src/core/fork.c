@@ -138,6 +138,7 @@ void rsp__fork_pairs_prepare(rsp__core *c, const rsp_step *step, uint32_t rec)
         }
         s->fp_ok = true;
         s->fp_hepoch = c->hepoch;
+        s->fp_marks = RSP__NONE;
     }
     c->fpairs = s->fpairs;
     c->fprecs = s->fprecs;
@@ -185,7 +186,7 @@ rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
 __attribute__((always_inline)) static inline void
 fork_one(rsp__core *c, const rsp__hold *from, rsp__hold *to, uint64_t avoid, rsp__work *w)
 {
-    if ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid)
+    if (avoid && ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid))
         return; /* another planned step's forward may write it */
     if (from != to) {
         /* Reserved and frozen (fork.h), so the append cannot fail;
@@ -193,7 +194,7 @@ fork_one(rsp__core *c, const rsp__hold *from, rsp__hold *to, uint64_t avoid, rsp
          * step in flight logically reads zeros (its zero is
          * deferred until that forward is done): copy zeros, not
          * the bytes that zero will wipe. */
-        if (c->slots[from->slot].zero_pending)
+        if (c->zero_pendings && c->slots[from->slot].zero_pending)
             (void)rsp__work_zero(w, to->slot);
         else
             (void)rsp__work_copy_in(w, from->slot, to->slot);
@@ -207,11 +208,14 @@ fork_one(rsp__core *c, const rsp__hold *from, rsp__hold *to, uint64_t avoid, rsp
 static void apply_pairs(rsp__core *c, uint32_t n, uint32_t off, uint32_t stride, uint64_t avoid,
                         rsp__work *w)
 {
-    for (uint32_t k = 0; k < c->num_rids; k++) {
-        if (c->fprecs[k] == RSP__NONE)
+    uint32_t nrids = c->num_rids;
+    const uint32_t *fprecs = c->fprecs;
+    const rsp__fpair *fpairs = c->fpairs;
+    for (uint32_t k = 0; k < nrids; k++) {
+        if (fprecs[k] == RSP__NONE)
             continue;
-        rsp__hold *h = rsp__req_holds(&c->reqs[c->fprecs[k]]);
-        const rsp__fpair *p = c->fpairs + (size_t)k * stride + off;
+        rsp__hold *h = rsp__req_holds(&c->reqs[fprecs[k]]);
+        const rsp__fpair *p = fpairs + (size_t)k * stride + off;
         for (uint32_t i = 0; i < n; i++)
             if (p[i].from != RSP__NONE && p[i].to != RSP__NONE)
                 fork_one(c, &h[p[i].from], &h[p[i].to], avoid, w);
@@ -399,19 +403,31 @@ static inline void mark_slot(rsp__slot *slots, uint32_t slot, uint64_t bit, uint
     fslots[(*n)++] = slot;
 }
 
-/* rsp__mark_post_forks through the resolved forks (c->fpairs). */
+/* rsp__mark_post_forks through the resolved forks (c->fpairs). The slots
+ * are the ones the last marks of these resolved forks had, if known
+ * (fp_marks): no slot carries rec's bit now (a step's marks go at its
+ * end, a released slot loses all), so setting the bits again gives the
+ * same list. */
 static uint32_t mark_pairs(rsp__core *c, const rsp_step *step, rsp__steprec *s, uint64_t bit)
 {
-    uint32_t npre = step->num_pre_forks, nf = npre + step->num_post_forks;
-    uint32_t n = 0;
     rsp__slot *slots = c->slots;
     uint32_t *fslots = s->fslots;
-    for (uint32_t k = 0; k < c->num_rids; k++) {
-        if (c->fprecs[k] == RSP__NONE)
+    if (s->fp_marks != RSP__NONE) {
+        RSP__ASSERT(s->fp_marks <= s->cap_fslots);
+        for (uint32_t j = 0; j < s->fp_marks; j++)
+            slots[fslots[j]].fork_pins |= bit;
+        return s->fp_marks;
+    }
+    uint32_t npre = step->num_pre_forks, npost = step->num_post_forks, nf = npre + npost;
+    uint32_t n = 0, nrids = c->num_rids;
+    const uint32_t *fprecs = c->fprecs;
+    const rsp__fpair *fpairs = c->fpairs;
+    for (uint32_t k = 0; k < nrids; k++) {
+        if (fprecs[k] == RSP__NONE)
             continue;
-        const rsp__hold *h = rsp__req_holds(&c->reqs[c->fprecs[k]]);
-        const rsp__fpair *p = &c->fpairs[(size_t)k * nf + npre];
-        for (uint32_t i = 0; i < step->num_post_forks; i++) {
+        const rsp__hold *h = rsp__req_holds(&c->reqs[fprecs[k]]);
+        const rsp__fpair *p = &fpairs[(size_t)k * nf + npre];
+        for (uint32_t i = 0; i < npost; i++) {
             if (p[i].from == RSP__NONE || p[i].to == RSP__NONE)
                 continue;
             RSP__ASSERT(n + 2 <= s->cap_fslots);
@@ -430,13 +446,15 @@ void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
     if (step->capture)
         return;
     if (rsp__forks_grouped(step->post_forks, step->num_post_forks)) {
+        s->fp_marks = RSP__NONE;
         mark_grouped(c, step, s, bit);
         return;
     }
     if (c->fpairs) {
-        s->num_fslots = mark_pairs(c, step, s, bit);
+        s->num_fslots = s->fp_marks = mark_pairs(c, step, s, bit);
         return;
     }
+    s->fp_marks = RSP__NONE; /* fslots are written below */
     for (uint32_t k = 0; k < c->num_rids; k++)
         for (uint32_t i = 0; i < step->num_post_forks; i++) {
             uint32_t from = rid_slot_of(c, k, step->post_forks[i].from);
