@@ -182,9 +182,12 @@ rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
 
 /* --- applying forks ------------------------------------------------------ */
 
-/* Fork from -> to, two holdings of one request. */
-__attribute__((always_inline)) static inline void
-fork_one(rsp__core *c, const rsp__hold *from, rsp__hold *to, uint64_t avoid, rsp__work *w)
+/* Fork from -> to, two holdings of one request; *gen: the pool-wide
+ * generation (the caller's local copy of c->generation, stored back with
+ * the epoch once: rsp__next_generation per fork, without a store each). */
+__attribute__((always_inline)) static inline void fork_one(rsp__core *c, const rsp__hold *from,
+                                                           rsp__hold *to, uint64_t avoid,
+                                                           uint64_t *gen, rsp__work *w)
 {
     if (avoid && ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid))
         return; /* another planned step's forward may write it */
@@ -200,7 +203,15 @@ fork_one(rsp__core *c, const rsp__hold *from, rsp__hold *to, uint64_t avoid, rsp
             (void)rsp__work_copy_in(w, from->slot, to->slot);
         to->has_state = from->has_state;
     }
-    to->generation = rsp__next_generation(c);
+    to->generation = ++*gen;
+}
+
+/* Store back a generation counted locally (fork_one): each fork moved
+ * the generation and the epoch by one. */
+static inline void forks_done(rsp__core *c, uint64_t gen)
+{
+    c->epoch += gen - c->generation;
+    c->generation = gen;
 }
 
 /* rsp__apply_forks through the resolved forks (c->fpairs): forks
@@ -211,6 +222,7 @@ static void apply_pairs(rsp__core *c, uint32_t n, uint32_t off, uint32_t stride,
     uint32_t nrids = c->num_rids;
     const uint32_t *fprecs = c->fprecs;
     const rsp__fpair *fpairs = c->fpairs;
+    uint64_t gen = c->generation;
     for (uint32_t k = 0; k < nrids; k++) {
         if (fprecs[k] == RSP__NONE)
             continue;
@@ -218,8 +230,9 @@ static void apply_pairs(rsp__core *c, uint32_t n, uint32_t off, uint32_t stride,
         const rsp__fpair *p = fpairs + (size_t)k * stride + off;
         for (uint32_t i = 0; i < n; i++)
             if (p[i].from != RSP__NONE && p[i].to != RSP__NONE)
-                fork_one(c, &h[p[i].from], &h[p[i].to], avoid, w);
+                fork_one(c, &h[p[i].from], &h[p[i].to], avoid, &gen, w);
     }
+    forks_done(c, gen);
 }
 
 /* Apply the forks of f[0 .. n) that apply to a rid of `group` (all of them
@@ -233,8 +246,11 @@ static inline void fork_req(rsp__core *c, rsp__req *r, const rsp_fork *forks, ui
             continue;
         rsp__hold *from = rsp__hold_find(r, forks[i].from);
         rsp__hold *to = rsp__hold_find(r, forks[i].to);
-        if (from && to) /* else no source: nothing happens (SEMANTICS 4.6) */
-            fork_one(c, from, to, avoid, w);
+        if (from && to) { /* else no source: nothing happens (SEMANTICS 4.6) */
+            uint64_t gen = c->generation;
+            fork_one(c, from, to, avoid, &gen, w);
+            forks_done(c, gen);
+        }
     }
 }
 
