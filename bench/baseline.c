@@ -214,6 +214,11 @@ rsp_status bl_remove(bl_pool *p, rsp_rid rid, rsp_error *err)
     return st;
 }
 
+void bl_set_fast(bl_pool *p, bool on)
+{
+    rsp__core_set_fast(p->core, on);
+}
+
 rsp_status bl_admit(bl_pool *p, const rsp_step *step, rsp_admit_outcome *out, rsp_error *err)
 {
     pthread_mutex_lock(&p->mu);

@@ -31,6 +31,9 @@ typedef struct bl_pool bl_pool;
 /* Core + storage (64-byte aligned, zeroed) + locks. */
 rsp_status bl_create(const rsp_pool_config *cfg, bl_pool **out, rsp_error *err);
 void bl_destroy(bl_pool *p);
+/* The core's same-declaration path on (the default) or off: off, every
+ * step takes the general path (rsp-bench-profile's *-general modes). */
+void bl_set_fast(bl_pool *p, bool on);
 
 /* Each: lock, core call, execute its work list, unlock. */
 rsp_status bl_label(bl_pool *p, const char *name, rsp_label_id *out, rsp_error *err);

@@ -14,6 +14,9 @@
  *     fork-rsp | fork-mutex      the same with bench/step.c's fork variant: rows
  *                                on "draft", pre-fork main->draft, post-fork
  *                                draft->main, 1 KiB slots
+ *     step-mutex-general | fork-mutex-general
+ *                                step-mutex / fork-mutex with the core's
+ *                                same-declaration path off (the general path)
  *
  * Each mode does its set-up, then the N operations, then tears down; the
  * profile script subtracts a run with N = 0 (set-up and tear-down only).
@@ -174,13 +177,14 @@ static void steps_rsp(uint32_t n, bool fork)
     printf("%s-rsp: %u steps of %u rows\n", fork ? "fork" : "step", n, STEP_ROWS);
 }
 
-static void steps_mutex(uint32_t n, bool fork)
+static void steps_mutex(uint32_t n, bool fork, bool fast)
 {
     rsp_pool_config cfg;
     bench_config(&cfg, fork ? BENCH_KIB : BENCH_TINY, 2 * STEP_ROWS + 8);
     rsp_error err = {0};
     bl_pool *bl;
     BENCH_CHECK(bl_create(&cfg, &bl, &err), &err);
+    bl_set_fast(bl, fast);
     rsp_label_id draft;
     BENCH_CHECK(bl_label(bl, "draft", &draft, &err), &err);
     rsp_label_id label = fork ? draft : RSP_LABEL_MAIN;
@@ -212,7 +216,8 @@ static void steps_mutex(uint32_t n, bool fork)
     }
     free(rows);
     bl_destroy(bl);
-    printf("%s-mutex: %u steps of %u rows\n", fork ? "fork" : "step", n, STEP_ROWS);
+    printf("%s-mutex%s: %u steps of %u rows\n", fork ? "fork" : "step", fast ? "" : "-general", n,
+           STEP_ROWS);
 }
 
 static void step_rsp(uint32_t n)
@@ -221,7 +226,15 @@ static void step_rsp(uint32_t n)
 }
 static void step_mutex(uint32_t n)
 {
-    steps_mutex(n, false);
+    steps_mutex(n, false, true);
+}
+static void step_mutex_general(uint32_t n)
+{
+    steps_mutex(n, false, false);
+}
+static void fork_mutex_general(uint32_t n)
+{
+    steps_mutex(n, true, false);
 }
 static void fork_rsp(uint32_t n)
 {
@@ -229,7 +242,7 @@ static void fork_rsp(uint32_t n)
 }
 static void fork_mutex(uint32_t n)
 {
-    steps_mutex(n, true);
+    steps_mutex(n, true, true);
 }
 
 int main(int argc, char **argv)
@@ -238,9 +251,16 @@ int main(int argc, char **argv)
         const char *name;
         void (*run)(uint32_t);
     } modes[] = {
-        {"read-rsp", read_rsp},         {"read-rwlock", read_rwlock}, {"ingest-rsp", ingest_rsp},
-        {"ingest-mutex", ingest_mutex}, {"step-rsp", step_rsp},       {"step-mutex", step_mutex},
-        {"fork-rsp", fork_rsp},         {"fork-mutex", fork_mutex},
+        {"read-rsp", read_rsp},
+        {"read-rwlock", read_rwlock},
+        {"ingest-rsp", ingest_rsp},
+        {"ingest-mutex", ingest_mutex},
+        {"step-rsp", step_rsp},
+        {"step-mutex", step_mutex},
+        {"fork-rsp", fork_rsp},
+        {"fork-mutex", fork_mutex},
+        {"step-mutex-general", step_mutex_general},
+        {"fork-mutex-general", fork_mutex_general},
     };
     if (argc < 2) {
         fprintf(stderr, "usage: rsp-bench-profile MODE [N]; modes:");

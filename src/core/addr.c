@@ -154,9 +154,10 @@ RSP__GROUPED static bool staged_flag(const rsp__req *r, const rsp_step *step, co
                                row->label);
 }
 
-void rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
+bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
                 const uint32_t *lengths)
 {
+    bool took = false;
     uint32_t pos[RSP_MAX_LABELS], gpos[RSP_MAX_LABELS];
     uint32_t index_of[RSP_MAX_LABELS];
     lay_out(c, a, lengths, index_of, pos, gpos);
@@ -209,17 +210,21 @@ void rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
         p->generation = h->generation;
         p->rec = *rec_hint;
         p->hold = *hold_hint;
+        p->at = at;
+        p->gat = gat;
         if (sl->zero_pending) {
             /* Reset while an earlier planned step's forward may still write
              * it: this forward runs after that one and rewrites the slot
              * from zeros (has_state false), so it supersedes the pending
              * zero; a rollback of this step puts the zero back. */
-            sl->zero_pending = false;
+            rsp__zero_pending(c, sl, false);
             sl->took_zero |= bit;
+            took = true;
         }
     }
     s->num_prows = num_prows;
     s->num_pinned = num_pinned;
+    return took;
 }
 
 bool rsp__same_addressing(const rsp__core *c, const rsp__addr *live, const rsp__addr *stage,

@@ -33,9 +33,10 @@ uint32_t rsp__choose_buffers(rsp__core *c, const rsp_step *step, const uint32_t 
 
 /* Fill a's vectors per SEMANTICS 4.4 for the labels in c->label_order and
  * pin what they address for record rec; a live plan (not staged) records
- * its rows (prows) and takes pending zeros over. The caller reserved a,
- * the pins and the prows. Cannot fail. O(rows + entries). */
-void rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
+ * its rows (prows) and takes pending zeros over (returns whether it took
+ * any). The caller reserved a, the pins and the prows. Cannot fail.
+ * O(rows + entries). */
+bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
                 const uint32_t *lengths);
 
 /* Bind each label's chosen buffer (c->picks) to record rec, creating or

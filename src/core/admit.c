@@ -8,6 +8,7 @@
 
 #include "fork.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 /* --- 1. validate --------------------------------------------------------- */
 
@@ -272,6 +273,7 @@ static void open_record(rsp__core *c, const rsp_step *step, uint32_t rec)
     s->step_id = step->step_id;
     s->num_journal = 0;
     s->num_pinned = 0;
+    s->plan_took = false;
     if (!c->any_admitted || step->step_id > c->last_admitted)
         c->last_admitted = step->step_id;
     c->any_admitted = true;
@@ -310,6 +312,66 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
         rsp__keep_rids(c, s); /* with the records the takes found; never fails */
 }
 
+/* The same declaration (rows and step-wide forks) as this record's last
+ * admit, and no holding appeared or went since, nor a request
+ * (c->hepoch; a fork or a reset moves generations and has_state, which
+ * an admit does not read): every (rid, label) of the rows and fork
+ * targets is held by the slot that admit pinned, every rid has its
+ * record, nothing is fresh. So the admit is: open the record and pin
+ * those slots again, in the same order (design.md "Same declaration"). */
+static bool admit_is_same(const rsp__core *c, const rsp_step *step, const rsp__steprec *s,
+                          bool fresh, bool same)
+{
+    if (c->fast_off || !fresh || !same || !s->admit_ok || s->admit_hepoch != c->hepoch ||
+        step->capture || step->num_pre_forks != s->num_apre || step->num_post_forks != s->num_apost)
+        return false;
+    return (!step->num_pre_forks ||
+            !memcmp(step->pre_forks, s->aforks, step->num_pre_forks * sizeof *s->aforks)) &&
+           (!step->num_post_forks || !memcmp(step->post_forks, s->aforks + step->num_pre_forks,
+                                             step->num_post_forks * sizeof *s->aforks));
+}
+
+/* Keep what admit_is_same compares and admit_same repeats, after a fresh
+ * admit of record s (plain or with step-wide forks). Without memory for
+ * the forks it keeps nothing: never fails. */
+static void admit_keep(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool fresh)
+{
+    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
+    s->admit_ok = fresh && !step->capture && !rsp__step_forks_grouped(step) &&
+                  !rsp__grow((void **)&s->aforks, &s->cap_aforks, nforks, sizeof *s->aforks);
+    s->admit_pins = s->num_pinned;
+    s->admit_epoch = c->epoch;
+    s->admit_hepoch = c->hepoch;
+    s->fp_ok = false; /* resolved for the forks it had */
+    s->num_apre = step->num_pre_forks;
+    s->num_apost = step->num_post_forks;
+    if (s->admit_ok && step->num_pre_forks)
+        memcpy(s->aforks, step->pre_forks, step->num_pre_forks * sizeof *s->aforks);
+    if (s->admit_ok && step->num_post_forks)
+        memcpy(s->aforks + step->num_pre_forks, step->post_forks,
+               step->num_post_forks * sizeof *s->aforks);
+}
+
+static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_admit_outcome *out)
+{
+    open_record(c, step, rec);
+    rsp__steprec *s = &c->steps[rec];
+    RSP__ASSERT(s->admit_pins <= s->cap_pinned);
+    uint64_t bit = 1ull << rec;
+    rsp__slot *slots = c->slots;
+    const uint32_t *pinned = s->pinned;
+    for (uint32_t i = 0; i < s->admit_pins; i++)
+        slots[pinned[i]].pins |= bit; /* distinct slots, none pinned by rec yet */
+    s->num_pinned = s->admit_pins;
+    s->admit_epoch = c->epoch;
+    c->num_rids = 0;
+    c->fast.admits++;
+    memset(out, 0, sizeof *out);
+    out->usable = c->layout.usable_slots;
+    out->ok = true;
+    out->free = c->free_top;
+}
+
 rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
                            rsp_error *err)
 {
@@ -321,6 +383,10 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
     if (st != RSP_OK)
         return st;
     rsp__steprec *s = &c->steps[rec];
+    if (admit_is_same(c, step, s, fresh, same)) {
+        admit_same(c, step, rec, out);
+        return RSP_OK;
+    }
     if (rsp__step_keep_rows(s, step, same))
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
 
@@ -349,6 +415,7 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         open_record(c, step, rec);
     if (!step->capture)
         admit_apply(c, step, rec, n.new_rids != 0);
+    admit_keep(c, step, s, fresh);
     out->ok = true;
     out->free = c->free_top;
     return RSP_OK;

@@ -121,6 +121,8 @@ static rsp_status commit_reserve(rsp__core *c, const rsp_step *step, uint32_t re
     if (!capture && (rsp__collect_rids_for(c, step, rec, same) ||
                      (step->num_post_forks && !same && rsp__collect_skips(c, step, skips))))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
+    if (!capture)
+        rsp__fork_pairs_prepare(c, step, rec);
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
     if (pairs > UINT32_MAX / 4 ||
         rsp__work_reserve(w, 3 + 2 * (uint32_t)pairs, 2 * s->num_pinned + (uint32_t)pairs,
@@ -140,27 +142,38 @@ static void commit_writes(rsp__core *c, uint32_t rec, uint64_t others, rsp__work
 {
     rsp__steprec *s = &c->steps[rec];
     uint64_t bit = 1ull << rec;
-    /* has_state for the rows this step's live plan addressed, if the
-     * holding is still the one addressed (same generation): a reset, a fork
-     * into it or a new assignment since then means this forward's write is
-     * not the request's state. A row planned after a reset started from
-     * zeros and its write counts. */
-    for (uint32_t i = 0; i < s->num_prows; i++) {
-        rsp__prow *p = &s->prows[i];
-        rsp__req *r;
-        rsp__hold *h = rsp__hold_lookup(c, p->rid, p->label, &p->rec, &p->hold, &r);
-        if (h && h->generation == p->generation)
-            h->has_state = true;
+    if (!c->fast_off && s->plan_epoch == c->epoch) {
+        /* No holding changed since the plan: every row it addressed still
+         * has the holding and generation it saw, and the hints in prows
+         * are exact. Every such row had has_state already
+         * (plan_all_true), or gets it through its hints. */
+        for (uint32_t i = 0; i < s->num_prows && !s->plan_all_true; i++)
+            rsp__req_holds(&c->reqs[s->prows[i].rec])[s->prows[i].hold].has_state = true;
+        c->fast.commits++;
+    } else {
+        /* has_state for the rows this step's live plan addressed, if the
+         * holding is still the one addressed (same generation): a reset,
+         * a fork into it or a new assignment since then means this
+         * forward's write is not the request's state. A row planned after
+         * a reset started from zeros and its write counts. */
+        for (uint32_t i = 0; i < s->num_prows; i++) {
+            rsp__prow *p = &s->prows[i];
+            rsp__req *r;
+            rsp__hold *h = rsp__hold_lookup(c, p->rid, p->label, &p->rec, &p->hold, &r);
+            if (h && h->generation == p->generation)
+                h->has_state = true;
+        }
     }
     /* Reset during the step (before any later plan took the slot over):
      * zero after the forward, before post-forks read it, unless another
      * planned step's forward may still write it. The ZERO was reserved
-     * (commit_reserve) in a frozen list: it cannot fail. */
-    for (uint32_t i = 0; i < s->num_pinned; i++) {
+     * (commit_reserve) in a frozen list: it cannot fail. None anywhere
+     * (c->zero_pendings): nothing to look for. */
+    for (uint32_t i = 0; i < s->num_pinned && c->zero_pendings; i++) {
         rsp__slot *sl = &c->slots[s->pinned[i]];
         if (sl->zero_pending && (sl->pins & bit) && !(sl->pins & others) &&
             sl->state == RSP__SLOT_HELD) {
-            sl->zero_pending = false;
+            rsp__zero_pending(c, sl, false);
             (void)rsp__work_zero(w, s->pinned[i]);
         }
     }
@@ -200,7 +213,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
          * on a slot another planned step's forward writes: such a fork is
          * skipped. A rid whose rows say skip_post_forks (a rejected
          * draft) gets none: its rows' writes above still count. */
-        rsp__apply_forks(c, step->post_forks, step->num_post_forks, others, skips, w);
+        rsp__apply_forks(c, step, true, others, skips, w);
     }
     rsp__step_unpin(c, rec, false, w);
     end_step(c, rec, stage);

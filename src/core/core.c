@@ -107,6 +107,13 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].arows);
             free(c->steps[i].frids);
             free(c->steps[i].frecs);
+            free(c->steps[i].raw);
+            free(c->steps[i].aforks);
+            free(c->steps[i].fpairs);
+            free(c->steps[i].fprecs);
+            free(c->steps[i].pc_slots);
+            free(c->steps[i].pc_has);
+            free(c->steps[i].pc_gens);
         }
     free(c->steps);
     free(c->slots);
@@ -288,6 +295,7 @@ static void req_forget(rsp__core *c, rsp__req *r)
 {
     uint32_t rec = (uint32_t)(r - c->reqs);
     table_delete(c, r->rid);
+    rsp__hepoch_bump(c); /* a later admit of its rid ingests again */
     r->live = false;
     r->next_free = c->free_rec;
     c->free_rec = rec;
@@ -324,9 +332,14 @@ rsp__hold *rsp__hold_lookup_slow(rsp__core *c, rsp_rid rid, rsp_label_id label, 
     return NULL;
 }
 
-uint64_t rsp__next_generation(rsp__core *c)
+void rsp__core_set_fast(rsp__core *c, bool on)
 {
-    return ++c->generation;
+    c->fast_off = !on;
+}
+
+rsp__fast_counts rsp__core_fast_counts(const rsp__core *c)
+{
+    return c->fast;
 }
 
 rsp_status rsp__hold_reserve_spills(rsp__core *c, uint32_t n)
@@ -356,6 +369,7 @@ rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label)
         r->cap_holds = RSP_MAX_LABELS;
     }
     RSP__ASSERT(c->free_top > 0);
+    rsp__hepoch_bump(c); /* a holding appears */
     uint32_t slot = free_pop(c);
     c->slots[slot].state = RSP__SLOT_HELD;
     c->held++;
@@ -374,7 +388,7 @@ void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w)
     (void)rsp__work_zero(w, slot);
     RSP__ASSERT(c->free_top < c->layout.max_slots);
     c->slots[slot].state = RSP__SLOT_FREE;
-    c->slots[slot].zero_pending = false;
+    rsp__zero_pending(c, &c->slots[slot], false);
     c->slots[slot].took_zero = 0;
     c->slots[slot].fork_pins = 0; /* marks were for the holding that left */
     free_push(c, slot);
@@ -385,6 +399,7 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     rsp__hold *h = rsp__req_holds(r);
     uint32_t slot = h[i].slot;
     RSP__ASSERT(i < r->num_holds && c->num_holdings > 0 && c->held > 0);
+    rsp__hepoch_bump(c); /* the holding goes; the later ones move down */
     memmove(&h[i], &h[i + 1], (r->num_holds - i - 1) * sizeof *h);
     r->num_holds--;
     c->num_holdings--;
@@ -480,7 +495,7 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
          * zero waits for it (see commit). Admitted or staged steps run no
          * forward, so the zero goes out now and their plan sees zeros. */
         if (s->pins & planned)
-            s->zero_pending = true;
+            rsp__zero_pending(c, s, true);
         else
             (void)rsp__work_zero(w, h[i].slot); /* reserved above; the list is frozen */
     }

@@ -206,4 +206,19 @@ uint32_t rsp__core_free_order(const rsp__core *core, uint32_t *out, uint32_t cap
  * layer are left alone). O(1). */
 void rsp__core_stats(const rsp__core *core, rsp_stats *out);
 
+/* The same-declaration path (docs/design.md "The core"): a step whose rows
+ * equal its record's last ones while no holding changed skips resolution
+ * at admit, copies its plan's vectors from the record's last plan, and
+ * skips commit's per-row work. It gives exactly what the general path
+ * gives; on by default. Off: the general path only (tests run both side
+ * by side). Owner thread, O(1). */
+void rsp__core_set_fast(rsp__core *core, bool on);
+/* How often each operation took the same-declaration path (tests: a test
+ * of the path asserts it was taken). */
+typedef struct rsp__fast_counts {
+    uint64_t admits, plans, commits;
+    uint64_t fork_pairs; /* plans and commits that found their forks resolved */
+} rsp__fast_counts;
+rsp__fast_counts rsp__core_fast_counts(const rsp__core *core);
+
 #endif

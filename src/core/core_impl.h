@@ -102,6 +102,7 @@ typedef struct rsp__prow {
     rsp_label_id label;
     uint64_t generation;
     uint32_t rec, hold; /* lookup hints (see rsp__hold_lookup) */
+    uint32_t at, gat;   /* its entry in the plan's vectors and generations */
 } rsp__prow;
 
 /* A row of the declaration as last validated for a step record, with where
@@ -119,6 +120,12 @@ typedef struct rsp__arow {
                            * same needs no look for skips */
     uint32_t rec, hold;   /* lookup hints (see rsp__hold_lookup) */
 } rsp__arow;
+
+/* A forking rid's fork (pre ++ post index): the indices of its source
+ * and target holdings in the rid's record, RSP__NONE when not held. */
+typedef struct rsp__fpair {
+    uint32_t from, to;
+} rsp__fpair;
 
 typedef enum rsp__phase {
     RSP__PHASE_ADMITTED = 0,
@@ -146,6 +153,52 @@ typedef struct rsp__steprec {
     uint32_t *frecs;
     uint32_t num_frids, cap_frids, cap_frecs;
     bool frids_ok;
+    /* The same rows as declared (padding bytes too), so the rows of a
+     * steady step compare as one block (rsp__step_same_rows); kept only
+     * when no row says skip_post_forks (raw_ok). */
+    rsp_row *raw;
+    uint32_t cap_raw;
+    bool raw_ok;
+    /* The same-declaration path (design.md "The core", "Same declaration").
+     * admit_ok: the last admit of this record was a plain one (no forks,
+     * not capture) of its rows, which pinned pinned[0 .. admit_pins) (the
+     * list's contents outlive the step) with c->epoch at admit_epoch after
+     * it. plan_epoch, plan_all_true, plan_took: the last live plan's epoch,
+     * whether every row it addressed had has_state, whether it took a
+     * pending zero over. pc_*: that plan's vectors (the plan cache), valid
+     * for the record's rows while c->epoch == pc_epoch; its rows stay in
+     * prows[0 .. pc_num_prows). */
+    bool admit_ok;
+    uint32_t admit_pins;
+    uint64_t admit_epoch, admit_hepoch;
+    /* That admit's forks (step-wide ones only: admit_ok needs no group),
+     * pre-forks first. */
+    rsp_fork *aforks;
+    uint32_t num_apre, num_apost, cap_aforks;
+    /* The forks resolved (rsp__fork_pairs_prepare): per frids[k] its record
+     * (fprecs) and per fork of aforks its holdings (fpairs, k-major),
+     * valid while c->hepoch == fp_hepoch (no holding or request came or
+     * went), for the rids and forks kept by the record. */
+    rsp__fpair *fpairs;
+    uint32_t *fprecs;
+    uint32_t cap_fpairs, cap_fprecs;
+    bool fp_ok;
+    uint64_t fp_hepoch;
+    /* fslots[0 .. fp_marks) are the post-fork marks of these resolved
+     * forks (their slots cannot change while they stay resolved);
+     * RSP__NONE: not known. */
+    uint32_t fp_marks;
+    uint64_t plan_epoch;
+    bool plan_all_true, plan_took;
+    bool pc_ok, pc_all_true;
+    uint64_t pc_epoch, pc_hepoch;
+    uint32_t pc_num_labels, pc_num_prows;
+    uint32_t pc_total, pc_rows;
+    int32_t *pc_slots;
+    bool *pc_has;
+    uint64_t *pc_gens;
+    uint32_t cap_pc_slots, cap_pc_has, cap_pc_gens;
+    rsp__label_plan pc_labels[RSP_MAX_LABELS]; /* label, num_rows, length */
 } rsp__steprec;
 
 /* An addressing buffer (device vectors live in the device, keyed by id). */
@@ -199,6 +252,7 @@ struct rsp__core {
     uint64_t free_hash;
     uint64_t *free_pow; /* [max_slots] */
     uint32_t held, pending;
+    uint32_t zero_pendings; /* slots with zero_pending set (rsp__zero_pending) */
     uint64_t generation;
 
     rsp__req *reqs;
@@ -243,6 +297,12 @@ struct rsp__core {
     /* Fork group of each rid (its rows' fork_group), filled only when a
      * fork of the step has a group; whether a commit skips each rid's
      * post-forks, filled only when a row says so (fork.h). */
+    /* c->rids came from this record's frids (RSP__NONE: collected), and
+     * that record's resolved forks when usable for this call (NULL: find
+     * them per rid and fork). */
+    uint32_t rids_rec;
+    const rsp__fpair *fpairs;
+    const uint32_t *fprecs;
     uint16_t *rid_groups;
     uint32_t cap_rid_groups;
     bool *rid_skip;
@@ -251,6 +311,17 @@ struct rsp__core {
     uint32_t label_order[RSP_MAX_LABELS];
     uint32_t num_plan_labels;
     rsp__buf_pick picks[RSP_MAX_LABELS]; /* per label_order entry */
+
+    /* Moved by every change of a holding but a commit's has_state
+     * (assignment, release, reset, a fork into it, removal of a request, a
+     * zero made pending): equal epochs mean the same holdings, slots and
+     * generations, and has_state only went false -> true. */
+    uint64_t epoch;
+    /* Moved only when which slot a (rid, label) holds can change
+     * (assignment, release, removal of a request): what an admit resolves. */
+    uint64_t hepoch;
+    bool fast_off; /* rsp__core_set_fast(false): general path only */
+    rsp__fast_counts fast;
 
     rsp__reserve_hook reserve_hook; /* see core.h; NULL: none */
     void *reserve_ctx;
@@ -363,7 +434,31 @@ rsp_status rsp__hold_reserve_spills(rsp__core *c, uint32_t n);
 void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w);
 /* Release a slot that is no longer held by anyone: zero and push. */
 void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w);
-uint64_t rsp__next_generation(rsp__core *c);
+/* A holding changed (see rsp__core.epoch). */
+static inline void rsp__epoch_bump(rsp__core *c)
+{
+    c->epoch++;
+}
+/* The next pool-wide generation (a holding's generation moves). Inline:
+ * every fork of every rid takes one. */
+static inline uint64_t rsp__next_generation(rsp__core *c)
+{
+    rsp__epoch_bump(c);
+    return ++c->generation;
+}
+/* Set or clear a slot's zero_pending, keeping c->zero_pendings (while it
+ * is 0, commit and unpin skip their looks for pending zeros). */
+static inline void rsp__zero_pending(rsp__core *c, rsp__slot *sl, bool on)
+{
+    c->zero_pendings += (uint32_t)on - (uint32_t)sl->zero_pending;
+    sl->zero_pending = on;
+}
+/* A holding appeared or went, or a request did (rsp__core.hepoch). */
+static inline void rsp__hepoch_bump(rsp__core *c)
+{
+    c->epoch++;
+    c->hepoch++;
+}
 
 /* (rid, label) scratch set. Reset before use with room for n entries. */
 rsp_status rsp__set_reset(rsp__core *c, uint32_t n);

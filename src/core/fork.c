@@ -54,6 +54,8 @@ bool rsp__step_forks_grouped(const rsp_step *step)
 rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step)
 {
     c->num_rids = 0;
+    c->rids_rec = RSP__NONE;
+    c->fpairs = NULL;
     if (step->capture || (step->num_pre_forks == 0 && step->num_post_forks == 0))
         return RSP_OK;
     if (!rsp__step_forks_grouped(step))
@@ -66,6 +68,11 @@ rsp_status rsp__collect_rids_in_set(rsp__core *c, const rsp_step *step)
 
 rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
 {
+    c->num_rids = 0;
+    c->rids_rec = RSP__NONE;
+    c->fpairs = NULL;
+    if (step->capture || (step->num_pre_forks == 0 && step->num_post_forks == 0))
+        return RSP_OK; /* no forking rids: the set is not needed */
     if (rsp__set_reset(c, step->num_rows))
         return RSP_ENOMEM;
     return rsp__collect_rids_in_set(c, step);
@@ -84,9 +91,58 @@ rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t re
             memcpy(c->rid_recs, s->frecs, s->num_frids * sizeof *c->rid_recs);
         }
         c->num_rids = s->num_frids;
+        c->rids_rec = rec;
+        c->fpairs = NULL;
         return RSP_OK;
     }
     return rsp__collect_rids(c, step);
+}
+
+/* Index of r's holding of label, RSP__NONE if none. */
+static uint32_t hold_index(const rsp__req *r, rsp_label_id label)
+{
+    const rsp__hold *h = r ? rsp__hold_find_const(r, label) : NULL;
+    return h ? (uint32_t)(h - rsp__req_holds((rsp__req *)r)) : RSP__NONE;
+}
+
+/* Are step's forks the step-wide ones record s's admit kept? */
+static bool kept_forks(const rsp__steprec *s, const rsp_step *step)
+{
+    uint32_t npre = step->num_pre_forks, npost = step->num_post_forks;
+    return s->admit_ok && npre == s->num_apre && npost == s->num_apost &&
+           (!npre || !memcmp(step->pre_forks, s->aforks, npre * sizeof *s->aforks)) &&
+           (!npost || !memcmp(step->post_forks, s->aforks + npre, npost * sizeof *s->aforks));
+}
+
+void rsp__fork_pairs_prepare(rsp__core *c, const rsp_step *step, uint32_t rec)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint32_t nf = step->num_pre_forks + step->num_post_forks;
+    c->fpairs = NULL;
+    if (c->fast_off || !nf || c->rids_rec != rec || !kept_forks(s, step))
+        return;
+    if (!s->fp_ok || s->fp_hepoch != c->hepoch) {
+        uint64_t n = (uint64_t)c->num_rids * nf;
+        if (rsp__grow((void **)&s->fpairs, &s->cap_fpairs, n, sizeof *s->fpairs) ||
+            rsp__grow((void **)&s->fprecs, &s->cap_fprecs, c->num_rids, sizeof *s->fprecs)) {
+            s->fp_ok = false;
+            return; /* found per rid and fork instead */
+        }
+        for (uint32_t k = 0; k < c->num_rids; k++) {
+            const rsp__req *r = rsp__rid_req(c, k);
+            s->fprecs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
+            for (uint32_t i = 0; i < nf; i++) {
+                const rsp_fork *f = &s->aforks[i];
+                s->fpairs[k * nf + i] = (rsp__fpair){hold_index(r, f->from), hold_index(r, f->to)};
+            }
+        }
+        s->fp_ok = true;
+        s->fp_hepoch = c->hepoch;
+        s->fp_marks = RSP__NONE;
+    }
+    c->fpairs = s->fpairs;
+    c->fprecs = s->fprecs;
+    c->fast.fork_pairs++;
 }
 
 void rsp__keep_rids(rsp__core *c, rsp__steprec *s)
@@ -126,6 +182,59 @@ rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
 
 /* --- applying forks ------------------------------------------------------ */
 
+/* Fork from -> to, two holdings of one request; *gen: the pool-wide
+ * generation (the caller's local copy of c->generation, stored back with
+ * the epoch once: rsp__next_generation per fork, without a store each). */
+__attribute__((always_inline)) static inline void fork_one(rsp__core *c, const rsp__hold *from,
+                                                           rsp__hold *to, uint64_t avoid,
+                                                           uint64_t *gen, rsp__work *w)
+{
+    if (avoid && ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid))
+        return; /* another planned step's forward may write it */
+    if (from != to) {
+        /* Reserved and frozen (fork.h), so the append cannot fail;
+         * chains split into ordered COPYs. A source reset during a
+         * step in flight logically reads zeros (its zero is
+         * deferred until that forward is done): copy zeros, not
+         * the bytes that zero will wipe. */
+        if (c->zero_pendings && c->slots[from->slot].zero_pending)
+            (void)rsp__work_zero(w, to->slot);
+        else
+            (void)rsp__work_copy_in(w, from->slot, to->slot);
+        to->has_state = from->has_state;
+    }
+    to->generation = ++*gen;
+}
+
+/* Store back a generation counted locally (fork_one): each fork moved
+ * the generation and the epoch by one. */
+static inline void forks_done(rsp__core *c, uint64_t gen)
+{
+    c->epoch += gen - c->generation;
+    c->generation = gen;
+}
+
+/* rsp__apply_forks through the resolved forks (c->fpairs): forks
+ * [off, off + n) of each rid's stride. */
+static void apply_pairs(rsp__core *c, uint32_t n, uint32_t off, uint32_t stride, uint64_t avoid,
+                        rsp__work *w)
+{
+    uint32_t nrids = c->num_rids;
+    const uint32_t *fprecs = c->fprecs;
+    const rsp__fpair *fpairs = c->fpairs;
+    uint64_t gen = c->generation;
+    for (uint32_t k = 0; k < nrids; k++) {
+        if (fprecs[k] == RSP__NONE)
+            continue;
+        rsp__hold *h = rsp__req_holds(&c->reqs[fprecs[k]]);
+        const rsp__fpair *p = fpairs + (size_t)k * stride + off;
+        for (uint32_t i = 0; i < n; i++)
+            if (p[i].from != RSP__NONE && p[i].to != RSP__NONE)
+                fork_one(c, &h[p[i].from], &h[p[i].to], avoid, &gen, w);
+    }
+    forks_done(c, gen);
+}
+
 /* Apply the forks of f[0 .. n) that apply to a rid of `group` (all of them
  * unless `filter`) to request r. Inline in both loops of rsp__apply_forks,
  * so the step-wide one carries no group test. */
@@ -137,29 +246,24 @@ static inline void fork_req(rsp__core *c, rsp__req *r, const rsp_fork *forks, ui
             continue;
         rsp__hold *from = rsp__hold_find(r, forks[i].from);
         rsp__hold *to = rsp__hold_find(r, forks[i].to);
-        if (!from || !to)
-            continue; /* no source: nothing happens (SEMANTICS 4.6) */
-        if ((c->slots[from->slot].pins | c->slots[to->slot].pins) & avoid)
-            continue; /* another planned step's forward may write it */
-        if (from != to) {
-            /* Reserved and frozen (fork.h), so the append cannot fail;
-             * chains split into ordered COPYs. A source reset during a
-             * step in flight logically reads zeros (its zero is
-             * deferred until that forward is done): copy zeros, not
-             * the bytes that zero will wipe. */
-            if (c->slots[from->slot].zero_pending)
-                (void)rsp__work_zero(w, to->slot);
-            else
-                (void)rsp__work_copy(w, from->slot, to->slot);
-            to->has_state = from->has_state;
+        if (from && to) { /* else no source: nothing happens (SEMANTICS 4.6) */
+            uint64_t gen = c->generation;
+            fork_one(c, from, to, avoid, &gen, w);
+            forks_done(c, gen);
         }
-        to->generation = rsp__next_generation(c);
     }
 }
 
-void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid, bool skips,
+void rsp__apply_forks(rsp__core *c, const rsp_step *step, bool post, uint64_t avoid, bool skips,
                       rsp__work *w)
 {
+    const rsp_fork *forks = post ? step->post_forks : step->pre_forks;
+    uint32_t n = post ? step->num_post_forks : step->num_pre_forks;
+    if (c->fpairs && !skips) { /* resolved: step-wide forks */
+        apply_pairs(c, n, post ? step->num_pre_forks : 0,
+                    step->num_pre_forks + step->num_post_forks, avoid, w);
+        return;
+    }
     bool grouped = rsp__forks_grouped(forks, n);
     if (!grouped && !skips) { /* the step-wide form */
         for (uint32_t k = 0; k < c->num_rids; k++) {
@@ -304,6 +408,52 @@ RSP__GROUPED static void mark_grouped(rsp__core *c, const rsp_step *step, rsp__s
         }
 }
 
+/* Mark slot for record s (bit) once. On locals: the stores through the
+ * slot array would otherwise reload every field per pair. */
+static inline void mark_slot(rsp__slot *slots, uint32_t slot, uint64_t bit, uint32_t *fslots,
+                             uint32_t *n)
+{
+    if (slots[slot].fork_pins & bit)
+        return;
+    slots[slot].fork_pins |= bit;
+    fslots[(*n)++] = slot;
+}
+
+/* rsp__mark_post_forks through the resolved forks (c->fpairs). The slots
+ * are the ones the last marks of these resolved forks had, if known
+ * (fp_marks): no slot carries rec's bit now (a step's marks go at its
+ * end, a released slot loses all), so setting the bits again gives the
+ * same list. */
+static uint32_t mark_pairs(rsp__core *c, const rsp_step *step, rsp__steprec *s, uint64_t bit)
+{
+    rsp__slot *slots = c->slots;
+    uint32_t *fslots = s->fslots;
+    if (s->fp_marks != RSP__NONE) {
+        RSP__ASSERT(s->fp_marks <= s->cap_fslots);
+        for (uint32_t j = 0; j < s->fp_marks; j++)
+            slots[fslots[j]].fork_pins |= bit;
+        return s->fp_marks;
+    }
+    uint32_t npre = step->num_pre_forks, npost = step->num_post_forks, nf = npre + npost;
+    uint32_t n = 0, nrids = c->num_rids;
+    const uint32_t *fprecs = c->fprecs;
+    const rsp__fpair *fpairs = c->fpairs;
+    for (uint32_t k = 0; k < nrids; k++) {
+        if (fprecs[k] == RSP__NONE)
+            continue;
+        const rsp__hold *h = rsp__req_holds(&c->reqs[fprecs[k]]);
+        const rsp__fpair *p = &fpairs[(size_t)k * nf + npre];
+        for (uint32_t i = 0; i < npost; i++) {
+            if (p[i].from == RSP__NONE || p[i].to == RSP__NONE)
+                continue;
+            RSP__ASSERT(n + 2 <= s->cap_fslots);
+            mark_slot(slots, h[p[i].from].slot, bit, fslots, &n);
+            mark_slot(slots, h[p[i].to].slot, bit, fslots, &n);
+        }
+    }
+    return n;
+}
+
 void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
@@ -312,9 +462,15 @@ void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
     if (step->capture)
         return;
     if (rsp__forks_grouped(step->post_forks, step->num_post_forks)) {
+        s->fp_marks = RSP__NONE;
         mark_grouped(c, step, s, bit);
         return;
     }
+    if (c->fpairs) {
+        s->num_fslots = s->fp_marks = mark_pairs(c, step, s, bit);
+        return;
+    }
+    s->fp_marks = RSP__NONE; /* fslots are written below */
     for (uint32_t k = 0; k < c->num_rids; k++)
         for (uint32_t i = 0; i < step->num_post_forks; i++) {
             uint32_t from = rid_slot_of(c, k, step->post_forks[i].from);

@@ -57,15 +57,26 @@ void rsp__keep_rids(rsp__core *c, rsp__steprec *s);
  * else O(rows + rids) (the pair set). */
 rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any);
 
-/* Apply forks (SEMANTICS 4.6) for every rid in c->rids, each fork to the
+/* Apply step's pre- or post-forks (SEMANTICS 4.6) for every rid in c->rids
+ * (c->fpairs when resolved), each fork to the
  * rids of its group; with `skips` (rsp__collect_skips said any), none to a
  * rid whose c->rid_skip is set. Skips a fork whose
  * source or target slot is pinned by a step in `avoid` (a commit passes the
  * other planned steps: their forwards may be writing those slots, and a
  * commit cannot be refused). The caller reserved 2 ops, a slot and a pair
  * per (rid, fork) and the COPY marks, and froze the list. O(rids x forks). */
-void rsp__apply_forks(rsp__core *c, const rsp_fork *forks, uint32_t n, uint64_t avoid, bool skips,
+void rsp__apply_forks(rsp__core *c, const rsp_step *step, bool post, uint64_t avoid, bool skips,
                       rsp__work *w);
+
+/* Point c->fpairs at record rec's resolved forks when c->rids are the
+ * record's kept rids and step's forks the step-wide ones its admit kept:
+ * resolved again only when a holding or request came or went since
+ * (c->hepoch), so a steady fork step finds its (rid, fork) holdings
+ * without a lookup. Else c->fpairs = NULL (found per rid and fork). Call
+ * it after collecting c->rids, before the first change (it may allocate;
+ * without memory it leaves c->fpairs NULL). O(1), O(rids x (forks +
+ * holdings)) when resolving. */
+void rsp__fork_pairs_prepare(rsp__core *c, const rsp_step *step, uint32_t rec);
 
 /* SEMANTICS 5 with steps pipelined: refuse (RSP_EORDER, "commit step N
  * first", nothing changed) a live plan of record rec whose forks touch a

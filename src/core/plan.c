@@ -10,6 +10,7 @@
 
 #include "addr.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 /* What the phases of one plan decide, for the next ones. */
 typedef struct plan_ctx {
@@ -20,6 +21,7 @@ typedef struct plan_ctx {
     uint64_t total;                   /* vector entries, all labels */
     uint32_t new_bufs;                /* buffers created */
     uint32_t lengths[RSP_MAX_LABELS]; /* per c->label_order entry */
+    bool cache;                       /* keep this live plan's vectors (pc_*) */
 } plan_ctx;
 
 /* --- 1. validate --------------------------------------------------------- */
@@ -105,10 +107,28 @@ static rsp_status lease_length(rsp__core *c, const rsp_step *step, plan_ctx *p, 
     return RSP_OK;
 }
 
+/* count_labels from the record's plan cache: it was built from the same
+ * rows (a change of the record's rows drops it), whatever the epoch. */
+static bool count_labels_kept(rsp__core *c, const rsp_step *step, const plan_ctx *p)
+{
+    const rsp__steprec *s = &c->steps[p->rec];
+    if (c->fast_off || !p->same || !s->pc_ok || step->capture)
+        return false;
+    for (uint32_t L = 0; L < c->num_labels; L++)
+        c->label_rows[L] = 0;
+    c->num_plan_labels = s->pc_num_labels;
+    for (uint32_t li = 0; li < s->pc_num_labels; li++) {
+        c->label_order[li] = s->pc_labels[li].label;
+        c->label_rows[s->pc_labels[li].label] = s->pc_labels[li].num_rows;
+    }
+    return true;
+}
+
 /* Labels, rows and vector lengths (p->lengths, p->total). */
 static rsp_status plan_count(rsp__core *c, const rsp_step *step, plan_ctx *p, rsp_error *err)
 {
-    count_labels(c, step);
+    if (!count_labels_kept(c, step, p))
+        count_labels(c, step);
     p->total = 0;
     p->take_stage = false;
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
@@ -155,8 +175,11 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
                                rsp_error *err)
 {
     c->num_rids = 0;
+    c->fpairs = NULL;
     if (!step->capture && rsp__collect_rids_for(c, step, p->rec, p->same))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
+    if (!step->capture && !step->preplan)
+        rsp__fork_pairs_prepare(c, step, p->rec);
     if (!step->preplan) {
         rsp_status st = rsp__pipeline_check(c, step, p->rec, err);
         if (st)
@@ -180,7 +203,130 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
         rsp__work_reserve(w, ops, (uint32_t)pairs, (uint32_t)pairs) ||
         (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
+    /* Room for the plan cache of a plain live plan; without it the plan
+     * simply keeps no cache (the next one takes the general path). */
+    p->cache =
+        p->same && !step->preplan && !step->capture &&
+        !rsp__grow((void **)&s->pc_slots, &s->cap_pc_slots, p->total, sizeof *s->pc_slots) &&
+        !rsp__grow((void **)&s->pc_has, &s->cap_pc_has, p->total, sizeof *s->pc_has) &&
+        !rsp__grow((void **)&s->pc_gens, &s->cap_pc_gens, step->num_rows, sizeof *s->pc_gens);
     return reserve_ext(c, step, p, ops, (uint32_t)pairs, err);
+}
+
+/* --- the same declaration ------------------------------------------------ */
+
+/* How the live plan of p->rec may use its record's plan cache. Its rows
+ * are the record's (p->same), which its admit pinned and the cached plan
+ * addressed with no holding or request come or gone since (admit_hepoch,
+ * pc_hepoch): every row resolves to the holding (the prows hints are
+ * exact) and slot it had then, and every slot is pinned. COPY: no
+ * holding changed at all since the cached plan (pc_epoch), every row it
+ * addressed had has_state (it only goes false with the epoch), and no slot
+ * has a pending zero (making one moves the epoch; the cached plan took
+ * any over): the vectors are the cached ones. DERIVE: generations and
+ * has_state may have moved (forks, resets that keep their slots, the
+ * commit's writes): copy, then read both again per row; no slot anywhere
+ * has a pending zero, so there is none to take over. The labels, their
+ * rows and vector lengths must match (a lease or graph bucket changes the
+ * pad tail). */
+enum { SAME_NO, SAME_COPY, SAME_DERIVE };
+
+static int plan_is_same(const rsp__core *c, const rsp_step *step, const plan_ctx *p)
+{
+    const rsp__steprec *s = &c->steps[p->rec];
+    if (c->fast_off || !p->cache || !s->admit_ok || s->admit_hepoch != c->hepoch || !s->pc_ok ||
+        s->pc_hepoch != c->hepoch || s->pc_num_labels != c->num_plan_labels ||
+        s->pc_total != p->total || s->pc_rows != step->num_rows)
+        return SAME_NO;
+    for (uint32_t li = 0; li < c->num_plan_labels; li++) {
+        const rsp__label_plan *lp = &s->pc_labels[li];
+        if (lp->label != c->label_order[li] || lp->num_rows != c->label_rows[lp->label] ||
+            lp->length != p->lengths[li])
+            return SAME_NO;
+    }
+    if (s->pc_epoch == c->epoch && s->pc_all_true)
+        return SAME_COPY;
+    return c->zero_pendings ? SAME_NO : SAME_DERIVE;
+}
+
+/* has_state and generations of the cached plan's rows read again through
+ * their exact hints (SAME_DERIVE), into a and the cache. */
+static void plan_derive(rsp__core *c, rsp__addr *a, rsp__steprec *s)
+{
+    bool all = true;
+    bool *has = a->has_state;
+    uint64_t *gens = a->gens;
+    rsp__req *reqs = c->reqs;
+    for (uint32_t j = 0; j < s->pc_num_prows; j++) {
+        rsp__prow *pr = &s->prows[j];
+        const rsp__hold *h = &rsp__req_holds(&reqs[pr->rec])[pr->hold];
+        has[pr->at] = h->has_state;
+        gens[pr->gat] = pr->generation = h->generation;
+        all &= h->has_state;
+    }
+    memcpy(s->pc_has, has, (size_t)s->pc_total * sizeof *has);
+    memcpy(s->pc_gens, gens, (size_t)s->pc_rows * sizeof *gens);
+    s->pc_epoch = c->epoch;
+    s->pc_all_true = all;
+    s->plan_all_true = all;
+}
+
+/* rsp__build's result from the plan cache (plan_is_same: how). */
+static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p, int how)
+{
+    rsp__steprec *s = &c->steps[p->rec];
+    uint32_t off = 0, goff = 0;
+    a->num_labels = s->pc_num_labels;
+    for (uint32_t li = 0; li < a->num_labels; li++) {
+        rsp__label_plan *lp = &a->labels[li];
+        *lp = s->pc_labels[li];
+        lp->buffer = RSP__NONE;
+        lp->slot_indices = a->slots + off;
+        lp->has_state = a->has_state + off;
+        lp->generations = a->gens + goff;
+        off += lp->length;
+        goff += lp->num_rows;
+    }
+    memcpy(a->slots, s->pc_slots, (size_t)s->pc_total * sizeof *a->slots);
+    memcpy(a->has_state, s->pc_has, (size_t)s->pc_total * sizeof *a->has_state);
+    memcpy(a->gens, s->pc_gens, (size_t)s->pc_rows * sizeof *a->gens);
+    s->num_prows = s->pc_num_prows; /* prows[] still holds them */
+    s->plan_all_true = true;
+    if (how == SAME_DERIVE)
+        plan_derive(c, a, s);
+    s->plan_took = false;
+    c->fast.plans++;
+}
+
+/* After rsp__build of a live plan: what commit and the next plan of this
+ * record's rows may skip (plan_all_true, plan_took, the cache). */
+static void plan_keep(rsp__core *c, const rsp__addr *a, const rsp_step *step, const plan_ctx *p)
+{
+    rsp__steprec *s = &c->steps[p->rec];
+    /* Each addressed row has one entry (its holding's has_state); every
+     * other entry is false. */
+    uint32_t set = 0;
+    for (uint64_t i = 0; i < p->total; i++)
+        set += a->has_state[i];
+    s->plan_all_true = set == s->num_prows;
+    s->pc_ok = p->cache;
+    if (!p->cache)
+        return;
+    s->pc_epoch = c->epoch;
+    s->pc_hepoch = c->hepoch;
+    s->pc_all_true = s->plan_all_true;
+    s->pc_num_labels = a->num_labels;
+    for (uint32_t li = 0; li < a->num_labels; li++)
+        s->pc_labels[li] = a->labels[li];
+    s->pc_total = (uint32_t)p->total;
+    s->pc_rows = step->num_rows;
+    s->pc_num_prows = s->num_prows;
+    if (p->total) {
+        memcpy(s->pc_slots, a->slots, (size_t)p->total * sizeof *a->slots);
+        memcpy(s->pc_has, a->has_state, (size_t)p->total * sizeof *a->has_state);
+    }
+    if (step->num_rows)
+        memcpy(s->pc_gens, a->gens, (size_t)step->num_rows * sizeof *a->gens);
 }
 
 /* --- 4. apply ------------------------------------------------------------ */
@@ -193,9 +339,16 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
 {
     rsp__addr *live = &c->live;
     rsp__steprec *s = &c->steps[p->rec];
-    rsp__apply_forks(c, step->pre_forks, step->num_pre_forks, 0, false, w);
-    s->num_prows = 0;
-    rsp__build(c, live, step, p->rec, false, p->lengths);
+    rsp__apply_forks(c, step, false, 0, false, w);
+    int how = plan_is_same(c, step, p);
+    if (how != SAME_NO) {
+        plan_same(c, live, p, how);
+    } else {
+        s->num_prows = 0;
+        s->plan_took = rsp__build(c, live, step, p->rec, false, p->lengths);
+        plan_keep(c, live, step, p);
+    }
+    s->plan_epoch = c->epoch;
     rsp__mark_post_forks(c, step, p->rec);
     if (p->promote && rsp__same_addressing(c, live, &c->stage, step)) {
         /* The stage's uploaded buffers already hold exactly this. */
@@ -253,7 +406,7 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
         rsp__stage_drop(c, RSP__STAGE_TAKEN, &out->stage);
     rsp__addr *target = step->preplan ? &c->stage : &c->live;
     if (step->preplan) {
-        rsp__build(c, target, step, p->rec, true, p->lengths);
+        (void)rsp__build(c, target, step, p->rec, true, p->lengths);
         rsp__bind_and_upload(c, target, step, p->rec, w);
         c->stage_active = true;
         c->stage_step = step->step_id;

@@ -132,8 +132,13 @@ rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
 {
     if (same)
         return RSP_OK;
-    if (rsp__grow((void **)&s->arows, &s->cap_arows, step->num_rows, sizeof *s->arows))
+    if (rsp__grow((void **)&s->arows, &s->cap_arows, step->num_rows, sizeof *s->arows) ||
+        rsp__grow((void **)&s->raw, &s->cap_raw, step->num_rows, sizeof *s->raw))
         return RSP_ENOMEM;
+    s->raw_ok = true;
+    s->pc_ok = false;    /* its plan was of other rows */
+    s->admit_ok = false; /* so were its pins */
+    s->fp_ok = false;    /* and its forking rids */
     for (uint32_t i = s->num_arows; i < step->num_rows; i++)
         s->arows[i].rec = s->arows[i].hold = RSP__NONE;
     s->num_arows = step->num_rows;
@@ -146,7 +151,10 @@ rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
         a->span = row->span;
         a->padding = row->padding;
         a->skip_post_forks = false;
+        s->raw_ok &= !row->skip_post_forks; /* such rows are never "the same" */
     }
+    if (step->num_rows)
+        memcpy(s->raw, step->rows, (size_t)step->num_rows * sizeof *s->raw);
     return RSP_OK;
 }
 
@@ -195,6 +203,18 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
 {
     rsp__steprec *s = &c->steps[rec];
     uint64_t bit = 1ull << rec;
+    if (!s->plan_took && !c->pending && !c->zero_pendings) {
+        /* No slot is pending release or has a pending zero anywhere, and
+         * this step's plan took no zero over (no took_zero bit of rec):
+         * only the marks and pins go. The usual steady step. */
+        rsp__slot *slots = c->slots;
+        const uint32_t *pinned = s->pinned;
+        for (uint32_t i = 0; i < s->num_fslots; i++)
+            slots[s->fslots[i]].fork_pins &= ~bit;
+        for (uint32_t i = 0; i < s->num_pinned; i++)
+            slots[pinned[i]].pins &= ~bit;
+        return;
+    }
     uint64_t others = rsp__planned_mask(c) & ~bit;
     for (uint32_t i = 0; i < s->num_fslots; i++)
         c->slots[s->fslots[i]].fork_pins &= ~bit;
@@ -202,8 +222,10 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
         rsp__slot *sl = &c->slots[s->pinned[i]];
         if (sl->took_zero & bit) {
             sl->took_zero &= ~bit;
-            if (rollback && sl->state == RSP__SLOT_HELD)
-                sl->zero_pending = true; /* its forward's write does not count */
+            if (rollback && sl->state == RSP__SLOT_HELD) {
+                rsp__zero_pending(c, sl, true); /* its forward's write does not count */
+                rsp__epoch_bump(c);             /* a later plan takes the zero over */
+            }
         }
         if (!(sl->pins & bit))
             continue;
@@ -213,7 +235,7 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
             c->pending--;
             rsp__slot_release(c, s->pinned[i], w);
         } else if (sl->zero_pending && sl->state == RSP__SLOT_HELD && !(sl->pins & others)) {
-            sl->zero_pending = false;
+            rsp__zero_pending(c, sl, false);
             (void)rsp__work_zero(w, s->pinned[i]);
         }
     }

@@ -165,8 +165,11 @@ rsp_status rsp__work_copy(rsp__work *w, uint32_t src, uint32_t dst)
 {
     if (src == dst)
         return RSP_OK; /* copying a slot onto itself changes nothing */
-    if (room(w, (void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + 1, sizeof *w->pairs) ||
-        marks_reserve(w, src > dst ? src : dst))
+    uint32_t hi = src > dst ? src : dst;
+    /* The room is there (a reserved list, or a steady one): no calls. */
+    if ((w->num_pairs >= w->cap_pairs || hi >= w->cap_marks) &&
+        (room(w, (void **)&w->pairs, &w->cap_pairs, (uint64_t)w->num_pairs + 1, sizeof *w->pairs) ||
+         marks_reserve(w, hi)))
         return RSP_ENOMEM;
     rsp__op *last = w->num_ops ? &w->ops[w->num_ops - 1] : NULL;
     /* A chain (a->b, b->c) must see b's new contents: start a new COPY op,

@@ -31,6 +31,26 @@ rsp_status rsp__work_reserve(rsp__work *w, uint32_t ops, uint32_t slots, uint32_
  * changed). O(num_slots) once, then O(1). */
 rsp_status rsp__work_reserve_marks(rsp__work *w, uint32_t num_slots);
 
+/* rsp__work_copy, with its usual case inline: the pair joins the last
+ * op, a COPY with room in the list and the marks, conflicting with none of
+ * its pairs (what rsp__work_copy does then, without a call). */
+static inline rsp_status rsp__work_copy_in(rsp__work *w, uint32_t src, uint32_t dst)
+{
+    rsp__op *last = w->num_ops ? &w->ops[w->num_ops - 1] : NULL;
+    if (src == dst || !last || last->kind != RSP__OP_COPY ||
+        last->first + last->count != w->num_pairs || w->num_pairs >= w->cap_pairs ||
+        src >= w->cap_marks || dst >= w->cap_marks || w->write_mark[dst] == last->stamp ||
+        w->read_mark[dst] == last->stamp || w->write_mark[src] == last->stamp)
+        return rsp__work_copy(w, src, dst);
+    w->pairs[w->num_pairs].src = src;
+    w->pairs[w->num_pairs].dst = dst;
+    w->num_pairs++;
+    last->count++;
+    w->read_mark[src] = last->stamp;
+    w->write_mark[dst] = last->stamp;
+    return RSP_OK;
+}
+
 /* Between rsp__work_freeze and rsp__work_thaw every append must fit what
  * was reserved: the core freezes the list when it starts changing state,
  * after which nothing may fail. Debug and sanitizer builds assert it. */

@@ -137,6 +137,16 @@ typedef struct T {
     uint64_t op;
     rsp__core *core;
     rsp__work work;
+    /* The twin: the same core with the same-declaration path off
+     * (rsp__core_set_fast), given every operation t->core is given; every
+     * status, message, outcome, plan and work list must be equal. */
+    rsp__core *slow;
+    rsp__work swork;
+    /* The last admitted declaration, which a steady step repeats. */
+    bool have_prev;
+    dstep prev;
+    uint64_t count_steady;
+    uint32_t streak; /* step operations left in a streak */
     rsp_test_store *store;
     rsp_test_store *ref; /* scratch: checksum of a pattern */
     rspm m;
@@ -268,6 +278,7 @@ static void apply_work(T *t, const char *what)
     CHECK(t, rsp_test_store_apply(t->store, &t->work), "%s: malformed work: %s", what,
           rsp_test_store_error(t->store));
     rsp__work_clear(&t->work);
+    rsp__work_clear(&t->swork);
 }
 
 /* What a work list may contain, per operation (SEMANTICS 4.3, 5). */
@@ -373,8 +384,224 @@ static const char *state_name(rsp__slot_state s)
     return (unsigned)s < 4 ? n[s] : "?";
 }
 
+/* ------------------------------------------------------------------------ */
+/* The twin: the same-declaration path against the general path             */
+/* ------------------------------------------------------------------------ */
+
+/* The work lists of the two cores are equal op by op (uploads by content). */
+static void twin_work(T *t, const char *what)
+{
+    const rsp__work *a = &t->work, *b = &t->swork;
+    CHECK(t,
+          a->num_ops == b->num_ops && a->num_slots == b->num_slots && a->num_pairs == b->num_pairs,
+          "%s: twin work differs: %u/%u/%u ops/slots/pairs, general path %u/%u/%u", what,
+          a->num_ops, a->num_slots, a->num_pairs, b->num_ops, b->num_slots, b->num_pairs);
+    CHECK(t, !a->num_slots || !memcmp(a->slots, b->slots, a->num_slots * sizeof *a->slots),
+          "%s: twin ZERO slots differ", what);
+    CHECK(t, !a->num_pairs || !memcmp(a->pairs, b->pairs, a->num_pairs * sizeof *a->pairs),
+          "%s: twin COPY pairs differ", what);
+    for (uint32_t i = 0; i < a->num_ops; i++) {
+        const rsp__op *x = &a->ops[i], *y = &b->ops[i];
+        CHECK(t,
+              x->kind == y->kind && x->first == y->first && x->count == y->count &&
+                  x->buffer == y->buffer && x->capacity == y->capacity &&
+                  x->event.handle == y->event.handle && x->event.value == y->event.value,
+              "%s: twin op %u differs (kind %d/%d)", what, i, (int)x->kind, (int)y->kind);
+        if (x->kind == RSP__OP_UPLOAD)
+            CHECK(t,
+                  !memcmp(x->slot_indices, y->slot_indices, x->count * sizeof(int32_t)) &&
+                      !memcmp(x->has_state, y->has_state, x->count * sizeof(bool)),
+                  "%s: twin upload %u differs", what, i);
+    }
+}
+
+/* Statuses and messages equal, then the work. */
+static void twin_status(T *t, const char *what, rsp_status a, rsp_status b, const rsp_error *ea,
+                        const rsp_error *eb, rsp_error *err)
+{
+    CHECK(t, a == b && (a == RSP_OK || strcmp(ea->message, eb->message) == 0),
+          "%s: status %d '%s', general path %d '%s'", what, (int)a, a ? ea->message : "", (int)b,
+          b ? eb->message : "");
+    twin_work(t, what);
+    if (err)
+        *err = *ea;
+}
+
+static rsp_status tw_admit(T *t, const rsp_step *st, rsp_admit_outcome *out, rsp__work *w,
+                           rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_admit_outcome ob;
+    memset(&ob, 0, sizeof ob);
+    uint64_t fast = rsp__core_fast_counts(t->core).admits;
+    rsp_status a = rsp__core_admit(t->core, st, out, w, &ea);
+    rsp_status b = rsp__core_admit(t->slow, st, &ob, &t->swork, &eb);
+    twin_status(t, "admit", a, b, &ea, &eb, err);
+    CHECK(t,
+          a != RSP_OK || (out->ok == ob.ok && out->rid == ob.rid && out->label == ob.label &&
+                          out->slots_short == ob.slots_short && out->usable == ob.usable &&
+                          out->free == ob.free),
+          "admit: twin outcome differs");
+    if (rsp__core_fast_counts(t->core).admits != fast)
+        note(t, "(admit took the same-declaration path)");
+    return a;
+}
+
+static rsp_status tw_plan(T *t, const rsp_step *st, rsp__plan_out *out, rsp__work *w,
+                          rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp__plan_out ob;
+    memset(&ob, 0, sizeof ob);
+    uint64_t fast = rsp__core_fast_counts(t->core).plans;
+    rsp_status a = rsp__core_plan(t->core, st, out, w, &ea);
+    rsp_status b = rsp__core_plan(t->slow, st, &ob, &t->swork, &eb);
+    twin_status(t, "plan", a, b, &ea, &eb, err);
+    if (rsp__core_fast_counts(t->core).plans != fast)
+        note(t, "(plan took the same-declaration path)");
+    if (a != RSP_OK)
+        return a;
+    CHECK(t,
+          out->step_id == ob.step_id && out->staged == ob.staged && out->promoted == ob.promoted &&
+              out->stage.ended == ob.stage.ended && out->stage.step_id == ob.stage.step_id &&
+              out->num_labels == ob.num_labels && out->digest == ob.digest,
+          "plan: twin plan differs (digest %llx, general path %llx)",
+          (unsigned long long)out->digest, (unsigned long long)ob.digest);
+    for (uint32_t li = 0; li < out->num_labels; li++) {
+        const rsp__label_plan *x = &out->labels[li], *y = &ob.labels[li];
+        CHECK(t,
+              x->label == y->label && x->num_rows == y->num_rows && x->length == y->length &&
+                  x->buffer == y->buffer &&
+                  !memcmp(x->slot_indices, y->slot_indices, x->length * sizeof(int32_t)) &&
+                  !memcmp(x->has_state, y->has_state, x->length * sizeof(bool)) &&
+                  !memcmp(x->generations, y->generations, x->num_rows * sizeof(uint64_t)),
+              "plan: twin vectors of label %u differ", x->label);
+    }
+    return a;
+}
+
+static rsp_status tw_commit(T *t, const rsp_step *st, const rsp_event *ev, rsp__work *w,
+                            rsp__stage_change *stage, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp__stage_change sa, sb;
+    rsp_status a = rsp__core_commit(t->core, st, ev, w, &sa, &ea);
+    rsp_status b = rsp__core_commit(t->slow, st, ev, &t->swork, &sb, &eb);
+    twin_status(t, "commit", a, b, &ea, &eb, err);
+    CHECK(t, sa.ended == sb.ended && sa.step_id == sb.step_id, "commit: twin stage differs");
+    if (stage)
+        *stage = sa;
+    return a;
+}
+
+static rsp_status tw_rollback(T *t, uint64_t id, const rsp_event *ev, rsp__work *w,
+                              rsp__stage_change *stage, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp__stage_change sa, sb;
+    rsp_status a = rsp__core_rollback(t->core, id, ev, w, &sa, &ea);
+    rsp_status b = rsp__core_rollback(t->slow, id, ev, &t->swork, &sb, &eb);
+    twin_status(t, "rollback", a, b, &ea, &eb, err);
+    CHECK(t, sa.ended == sb.ended && sa.step_id == sb.step_id, "rollback: twin stage differs");
+    if (stage)
+        *stage = sa;
+    return a;
+}
+
+static rsp_status tw_clear_preplan(T *t, rsp__stage_change *stage, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp__stage_change sa, sb;
+    rsp_status a = rsp__core_clear_preplan(t->core, &sa, &ea);
+    rsp_status b = rsp__core_clear_preplan(t->slow, &sb, &eb);
+    twin_status(t, "clear_preplan", a, b, &ea, &eb, err);
+    CHECK(t, sa.ended == sb.ended && sa.step_id == sb.step_id, "clear_preplan: twin differs");
+    if (stage)
+        *stage = sa;
+    return a;
+}
+
+static rsp_status tw_ingest(T *t, rsp_rid rid, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_ingest(t->core, rid, &ea);
+    rsp_status b = rsp__core_ingest(t->slow, rid, &eb);
+    twin_status(t, "ingest", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_reset(T *t, rsp_rid rid, bool free, rsp__work *w, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_reset(t->core, rid, free, w, &ea);
+    rsp_status b = rsp__core_reset(t->slow, rid, free, &t->swork, &eb);
+    twin_status(t, "reset", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_remove(T *t, rsp_rid rid, rsp__work *w, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_remove(t->core, rid, w, &ea);
+    rsp_status b = rsp__core_remove(t->slow, rid, &t->swork, &eb);
+    twin_status(t, "remove", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_release(T *t, rsp_rid rid, rsp_label_id label, rsp__work *w, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_release(t->core, rid, label, w, &ea);
+    rsp_status b = rsp__core_release(t->slow, rid, label, &t->swork, &eb);
+    twin_status(t, "release", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_build_graph_buffers(T *t, uint32_t max_bs, uint32_t seq, rsp__work *w,
+                                         rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_build_graph_buffers(t->core, max_bs, seq, w, &ea);
+    rsp_status b = rsp__core_build_graph_buffers(t->slow, max_bs, seq, &t->swork, &eb);
+    twin_status(t, "build_graph_buffers", a, b, &ea, &eb, err);
+    return a;
+}
+
+/* The rest of the two cores' state: stats, free stack, slot states,
+ * holdings. */
+static void twin_state(T *t, const char *what)
+{
+    rsp_stats a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    rsp__core_stats(t->core, &a);
+    rsp__core_stats(t->slow, &b);
+    CHECK(t, !memcmp(&a, &b, sizeof a), "%s: twin stats differ", what);
+    uint32_t fa[RSPM_MAX_SLOTS], fb[RSPM_MAX_SLOTS];
+    uint32_t na = rsp__core_free_order(t->core, fa, RSPM_MAX_SLOTS);
+    uint32_t nb = rsp__core_free_order(t->slow, fb, RSPM_MAX_SLOTS);
+    CHECK(t, na == nb && !memcmp(fa, fb, (na < RSPM_MAX_SLOTS ? na : RSPM_MAX_SLOTS) * sizeof *fa),
+          "%s: twin free stacks differ", what);
+    for (uint32_t s = 0; s < t->cfg.max_slots; s++)
+        CHECK(t, rsp__core_slot_state(t->core, s) == rsp__core_slot_state(t->slow, s),
+              "%s: twin slot %u state differs", what, s);
+    for (uint32_t r = 0; r < NUM_RIDS; r++)
+        for (uint32_t l = 0; l < NUM_LABELS; l++) {
+            rsp_holding ha, hb;
+            memset(&ha, 0, sizeof ha);
+            memset(&hb, 0, sizeof hb);
+            rsp_status x = rsp__core_holding(t->core, rid_of(r), t->labels[l], &ha, NULL);
+            rsp_status y = rsp__core_holding(t->slow, rid_of(r), t->labels[l], &hb, NULL);
+            CHECK(t,
+                  x == y && ha.index == hb.index && ha.has_state == hb.has_state &&
+                      ha.generation == hb.generation,
+                  "%s: twin holding (rid %u, label %u) differs", what, rid_of(r), l);
+        }
+}
+
 static void check_all(T *t, const char *what)
 {
+    twin_state(t, what);
     const rspm *m = &t->m;
     uint32_t max = t->cfg.max_slots;
 
@@ -510,8 +737,37 @@ static uint32_t pick_label(T *t)
     return t->labels[x < 6 ? 0 : x < 8 ? 1 : 2];
 }
 
+/* A steady step: the rows and lease of the last admitted declaration
+ * again, not a capture, half the time without forks (the same-declaration
+ * path), else with the same forks (their groups dropped: the resolved
+ * forks of a steady fork step). */
+static bool gen_steady(T *t, dstep *s)
+{
+    if (!t->have_prev || below(t, 100) >= 45)
+        return false;
+    *s = t->prev;
+    s->d.step_id = t->next_id++;
+    s->d.capture = false;
+    if (below(t, 2))
+        s->d.num_pre = s->d.num_post = 0;
+    for (uint32_t i = 0; i < s->d.num_pre; i++)
+        s->d.pre[i].group = 0;
+    for (uint32_t i = 0; i < s->d.num_post; i++)
+        s->d.post[i].group = 0;
+    for (uint32_t i = 0; i < s->d.num_rows; i++)
+        s->d.rows[i].skip_post_forks = false;
+    s->phase = PH_NONE;
+    s->forward_ran = false;
+    s->stage_valid = false;
+    s->nbuf = 0;
+    t->count_steady++;
+    return true;
+}
+
 static void gen_decl(T *t, dstep *s)
 {
+    if (gen_steady(t, s))
+        return;
     memset(s, 0, sizeof *s);
     rspm_decl *d = &s->d;
     d->step_id = t->next_id++;
@@ -783,7 +1039,7 @@ static void op_ingest(T *t)
 {
     uint32_t r = below(t, NUM_RIDS);
     note(t, "ingest rid %u", rid_of(r));
-    CHECK(t, rsp__core_ingest(t->core, rid_of(r), NULL) == RSP_OK, "ingest failed");
+    CHECK(t, tw_ingest(t, rid_of(r), NULL) == RSP_OK, "ingest failed");
     rspm_ingest(&t->m, r);
     apply_work(t, "ingest");
     check_all(t, "ingest");
@@ -793,7 +1049,7 @@ static void op_remove(T *t)
 {
     uint32_t r = below(t, NUM_RIDS);
     note(t, "remove rid %u", rid_of(r));
-    CHECK(t, rsp__core_remove(t->core, rid_of(r), &t->work, NULL) == RSP_OK, "remove failed");
+    CHECK(t, tw_remove(t, rid_of(r), &t->work, NULL) == RSP_OK, "remove failed");
     check_work(t, "remove", W_NO_COPY | W_UNPINNED_ZERO, &t->m);
     rspm_remove(&t->m, r);
     apply_work(t, "remove");
@@ -805,8 +1061,7 @@ static void op_release(T *t)
     uint32_t r = below(t, NUM_RIDS);
     uint32_t label = pick_label(t);
     note(t, "release rid %u label %u", rid_of(r), label);
-    CHECK(t, rsp__core_release(t->core, rid_of(r), label, &t->work, NULL) == RSP_OK,
-          "release failed");
+    CHECK(t, tw_release(t, rid_of(r), label, &t->work, NULL) == RSP_OK, "release failed");
     check_work(t, "release", W_NO_COPY | W_UNPINNED_ZERO, &t->m);
     rspm_release(&t->m, r, label);
     apply_work(t, "release");
@@ -818,7 +1073,7 @@ static void op_reset(T *t)
     uint32_t r = below(t, NUM_RIDS);
     bool fr = below(t, 2);
     note(t, "reset rid %u free=%d", rid_of(r), fr);
-    CHECK(t, rsp__core_reset(t->core, rid_of(r), fr, &t->work, NULL) == RSP_OK, "reset failed");
+    CHECK(t, tw_reset(t, rid_of(r), fr, &t->work, NULL) == RSP_OK, "reset failed");
     check_work(t, "reset", W_NO_COPY | W_UNPINNED_ZERO, &t->m);
     rspm_reset(&t->m, r, fr);
     apply_work(t, "reset");
@@ -867,7 +1122,7 @@ static void op_admit(T *t)
     }
     rsp_admit_outcome out;
     memset(&out, 0, sizeof out);
-    rsp_status rc = rsp__core_admit(t->core, &st_, &out, &t->work, NULL);
+    rsp_status rc = tw_admit(t, &st_, &out, &t->work, NULL);
     CHECK(t, rc == RSP_OK, "admit step %llu: status %d", (unsigned long long)s->d.step_id, (int)rc);
     check_work(t, "admit", W_NO_ZERO | W_NO_COPY, &t->m);
     rspm_admit want = rspm_admit_step(&t->m, &s->d);
@@ -890,8 +1145,7 @@ static void op_admit(T *t)
         /* The caller still calls rollback: a no-op. */
         if (below(t, 2)) {
             note(t, "rollback refused step %llu", (unsigned long long)s->d.step_id);
-            CHECK(t,
-                  rsp__core_rollback(t->core, s->d.step_id, NULL, &t->work, NULL, NULL) == RSP_OK,
+            CHECK(t, tw_rollback(t, s->d.step_id, NULL, &t->work, NULL, NULL) == RSP_OK,
                   "rollback of a refused step failed");
             apply_work(t, "rollback refused");
             check_all(t, "rollback refused");
@@ -910,8 +1164,8 @@ static void op_admit(T *t)
             bool rm = below(t, 2);
             note(t, "preempt: %s rid %u", rm ? "remove" : "reset(free) of", rid_of(r));
             CHECK(t,
-                  (rm ? rsp__core_remove(t->core, rid_of(r), &t->work, NULL)
-                      : rsp__core_reset(t->core, rid_of(r), true, &t->work, NULL)) == RSP_OK,
+                  (rm ? tw_remove(t, rid_of(r), &t->work, NULL)
+                      : tw_reset(t, rid_of(r), true, &t->work, NULL)) == RSP_OK,
                   "preempt failed");
             check_work(t, "preempt", W_NO_COPY | W_UNPINNED_ZERO, &t->m);
             if (rm)
@@ -924,6 +1178,8 @@ static void op_admit(T *t)
         return;
     }
     t->count_admit_ok++;
+    t->have_prev = true;
+    t->prev = *s;
     t->nq++;
     t->last_admitted_id = s->d.step_id;
     s->phase = PH_ADMITTED;
@@ -931,7 +1187,7 @@ static void op_admit(T *t)
     if (below(t, 20) == 0) {
         /* Admitting the same step again allocates nothing new. */
         note(t, "admit step %llu again", (unsigned long long)s->d.step_id);
-        rc = rsp__core_admit(t->core, &st_, &out, &t->work, NULL);
+        rc = tw_admit(t, &st_, &out, &t->work, NULL);
         CHECK(t, rc == RSP_OK && out.ok, "second admit: status %d ok %d", (int)rc, out.ok);
         rspm_admit_step(&t->m, &s->d);
         apply_work(t, "admit again");
@@ -961,7 +1217,7 @@ static void op_plan(T *t, dstep *s, bool staged)
     rspm_plan_step(&copy, &s->d, staged, &want);
     rsp__plan_out out;
     memset(&out, 0, sizeof out);
-    rsp_status rc = rsp__core_plan(t->core, &st_, &out, &t->work, NULL);
+    rsp_status rc = tw_plan(t, &st_, &out, &t->work, NULL);
     dstep *drop = NULL;
     bool shared = lease_conflict(t, s, staged, &want, &drop);
     if (lease_overflows(t, s, &want) || shared) {
@@ -1066,8 +1322,7 @@ static void op_commit(T *t, dstep *s)
     rsp_event ev = {.handle = NULL, .value = s->d.step_id};
     note(t, "commit step %llu (forward %s)", (unsigned long long)s->d.step_id,
          s->forward_ran ? "ran" : "did not run");
-    rsp_status rc =
-        rsp__core_commit(t->core, &st_, s->forward_ran ? &ev : NULL, &t->work, NULL, NULL);
+    rsp_status rc = tw_commit(t, &st_, s->forward_ran ? &ev : NULL, &t->work, NULL, NULL);
     CHECK(t, rc == RSP_OK, "commit step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
           (int)rc, rsp_strerror(rc));
     check_work(t, "commit", s->forward_ran ? W_WAIT_FIRST : 0u, &t->m);
@@ -1084,8 +1339,7 @@ static void op_rollback(T *t, dstep *s)
     note(t, "rollback step %llu (phase %d, forward %s)", (unsigned long long)s->d.step_id, s->phase,
          s->forward_ran && s->phase == PH_PLANNED ? "ran" : "did not run");
     bool ran = s->phase == PH_PLANNED && s->forward_ran;
-    rsp_status rc =
-        rsp__core_rollback(t->core, s->d.step_id, ran ? &ev : NULL, &t->work, NULL, NULL);
+    rsp_status rc = tw_rollback(t, s->d.step_id, ran ? &ev : NULL, &t->work, NULL, NULL);
     CHECK(t, rc == RSP_OK, "rollback step %llu: status %d", (unsigned long long)s->d.step_id,
           (int)rc);
     check_work(t, "rollback", W_NO_COPY | (ran ? W_WAIT_FIRST : 0u), &t->m);
@@ -1108,7 +1362,7 @@ static void op_rollback(T *t, dstep *s)
 static void op_clear_preplan(T *t, dstep *s)
 {
     note(t, "clear_preplan (stage of step %llu)", (unsigned long long)s->d.step_id);
-    CHECK(t, rsp__core_clear_preplan(t->core, NULL, NULL) == RSP_OK, "clear_preplan failed");
+    CHECK(t, tw_clear_preplan(t, NULL, NULL) == RSP_OK, "clear_preplan failed");
     s->phase = PH_ADMITTED;
     s->stage_valid = false;
     s->nbuf = 0;
@@ -1131,8 +1385,7 @@ static void op_invalid(T *t)
         s.d.rows[0].label = BAD_LABEL;
         STEP_VARS(t, &s, false);
         note(t, "admit with an unknown label");
-        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_ENOLABEL,
-                   "admit unknown label");
+        expect_err(t, tw_admit(t, &st_, &out, &t->work, NULL), RSP_ENOLABEL, "admit unknown label");
         break;
     }
     case 1: {
@@ -1147,8 +1400,7 @@ static void op_invalid(T *t)
         s.d.capture = false;
         STEP_VARS(t, &s, false);
         note(t, "admit with a duplicate row");
-        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_EDUPROW,
-                   "admit duplicate row");
+        expect_err(t, tw_admit(t, &st_, &out, &t->work, NULL), RSP_EDUPROW, "admit duplicate row");
         break;
     }
     case 2: {
@@ -1157,7 +1409,7 @@ static void op_invalid(T *t)
         s.d.capture = false;
         STEP_VARS(t, &s, false);
         note(t, "admit with a fork to an unknown label");
-        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_ENOLABEL,
+        expect_err(t, tw_admit(t, &st_, &out, &t->work, NULL), RSP_ENOLABEL,
                    "admit fork unknown label");
         break;
     }
@@ -1165,8 +1417,7 @@ static void op_invalid(T *t)
         s.d.step_id = t->next_id + 1000; /* never admitted */
         STEP_VARS(t, &s, false);
         note(t, "plan of a step never admitted");
-        expect_err(t, rsp__core_plan(t->core, &st_, &pout, &t->work, NULL), RSP_EORDER,
-                   "plan not admitted");
+        expect_err(t, tw_plan(t, &st_, &pout, &t->work, NULL), RSP_EORDER, "plan not admitted");
         break;
     }
     case 4: {
@@ -1175,7 +1426,7 @@ static void op_invalid(T *t)
             if (t->q[k].phase == PH_STAGED)
                 return;
         note(t, "clear_preplan with nothing staged");
-        CHECK(t, rsp__core_clear_preplan(t->core, NULL, NULL) == RSP_OK, "clear_preplan failed");
+        CHECK(t, tw_clear_preplan(t, NULL, NULL) == RSP_OK, "clear_preplan failed");
         break;
     }
     case 5: {
@@ -1192,8 +1443,7 @@ static void op_invalid(T *t)
         STEP_VARS(t, other, true);
         note(t, "stage step %llu while step %llu is staged", (unsigned long long)other->d.step_id,
              (unsigned long long)staged->d.step_id);
-        expect_err(t, rsp__core_plan(t->core, &st_, &pout, &t->work, NULL), RSP_ESTAGED,
-                   "second stage");
+        expect_err(t, tw_plan(t, &st_, &pout, &t->work, NULL), RSP_ESTAGED, "second stage");
         break;
     }
     case 6: {
@@ -1205,8 +1455,7 @@ static void op_invalid(T *t)
         STEP_VARS(t, &s, false);
         note(t, "admit of step %llu (goes backwards or was committed)",
              (unsigned long long)s.d.step_id);
-        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_EORDER,
-                   "admit backwards");
+        expect_err(t, tw_admit(t, &st_, &out, &t->work, NULL), RSP_EORDER, "admit backwards");
         break;
     }
     case 8: {
@@ -1214,7 +1463,7 @@ static void op_invalid(T *t)
          * buffers created later are longer, existing ones never move. */
         uint32_t bs = 2 + below(t, 9);
         note(t, "build_graph_buffers max_bs %u", bs);
-        CHECK(t, rsp__core_build_graph_buffers(t->core, bs, 32, &t->work, NULL) == RSP_OK,
+        CHECK(t, tw_build_graph_buffers(t, bs, 32, &t->work, NULL) == RSP_OK,
               "build_graph_buffers failed");
         check_work(t, "build_graph_buffers", W_NO_ZERO | W_NO_COPY, &t->m);
         apply_work(t, "build_graph_buffers");
@@ -1228,7 +1477,7 @@ static void op_invalid(T *t)
             return;
         STEP_VARS(t, &s, false);
         note(t, "admit a third step in flight (max 2)");
-        expect_err(t, rsp__core_admit(t->core, &st_, &out, &t->work, NULL), RSP_ECAPACITY,
+        expect_err(t, tw_admit(t, &st_, &out, &t->work, NULL), RSP_ECAPACITY,
                    "admit past max_inflight_steps");
         break;
     }
@@ -1237,7 +1486,7 @@ static void op_invalid(T *t)
             STEP_VARS(t, &t->q[0], false);
             note(t, "commit of step %llu, admitted but not planned",
                  (unsigned long long)t->q[0].d.step_id);
-            expect_err(t, rsp__core_commit(t->core, &st_, NULL, &t->work, NULL, NULL), RSP_EORDER,
+            expect_err(t, tw_commit(t, &st_, NULL, &t->work, NULL, NULL), RSP_EORDER,
                        "commit not planned");
         } else {
             /* Rollback of a step that is finished or unknown: no-op. */
@@ -1245,7 +1494,7 @@ static void op_invalid(T *t)
             if (rspm_step_open(&t->m, id))
                 return;
             note(t, "rollback of finished or unknown step %llu", (unsigned long long)id);
-            CHECK(t, rsp__core_rollback(t->core, id, NULL, &t->work, NULL, NULL) == RSP_OK,
+            CHECK(t, tw_rollback(t, id, NULL, &t->work, NULL, NULL) == RSP_OK,
                   "rollback of finished step failed");
             apply_work(t, "rollback finished");
         }
@@ -1263,7 +1512,7 @@ static void op_readmit(T *t, dstep *s)
     note(t, "admit step %llu again", (unsigned long long)s->d.step_id);
     rsp_admit_outcome out;
     memset(&out, 0, sizeof out);
-    rsp_status rc = rsp__core_admit(t->core, &st_, &out, &t->work, NULL);
+    rsp_status rc = tw_admit(t, &st_, &out, &t->work, NULL);
     CHECK(t, rc == RSP_OK, "re-admit step %llu: status %d", (unsigned long long)s->d.step_id,
           (int)rc);
     check_work(t, "re-admit", W_NO_ZERO | W_NO_COPY, &t->m);
@@ -1384,6 +1633,11 @@ static void run(const run_cfg *cfg, uint64_t ops)
     if (rc != RSP_OK)
         fail_msg("core_create: %s", err.message);
     rsp__work_init(&t->work);
+    rc = rsp__core_create(&pc, &t->slow, &err);
+    if (rc != RSP_OK)
+        fail_msg("core_create (twin): %s", err.message);
+    rsp__core_set_fast(t->slow, false);
+    rsp__work_init(&t->swork);
     t->store = rsp_test_store_new(rsp__core_layout(t->core));
     t->ref = rsp_test_store_new(rsp__core_layout(t->core));
     rspm_init(&t->m, cfg->max_slots, cfg->sink, NUM_RIDS);
@@ -1391,12 +1645,15 @@ static void run(const run_cfg *cfg, uint64_t ops)
     for (uint32_t i = 0; i < NUM_LABELS; i++) {
         rc = rsp__core_label(t->core, names[i], &t->labels[i], NULL);
         assert_int_equal(rc, RSP_OK);
+        rsp_label_id twin;
+        assert_int_equal(rsp__core_label(t->slow, names[i], &twin, NULL), RSP_OK);
+        assert_int_equal(twin, t->labels[i]);
         assert_true(t->labels[i] < RSPM_MAX_LABELS);
     }
     assert_int_equal(t->labels[0], RSP_LABEL_MAIN);
     t->graph_max = cfg->graph_max_bs;
     if (cfg->graph_max_bs) {
-        rc = rsp__core_build_graph_buffers(t->core, cfg->graph_max_bs, 16, &t->work, NULL);
+        rc = tw_build_graph_buffers(t, cfg->graph_max_bs, 16, &t->work, NULL);
         assert_int_equal(rc, RSP_OK);
         apply_work(t, "build_graph_buffers");
     }
@@ -1404,7 +1661,15 @@ static void run(const run_cfg *cfg, uint64_t ops)
 
     for (t->op = 0; t->op < ops; t->op++) {
         uint32_t x = below(t, 100);
-        if (x < 3)
+        /* Streaks of step operations only (a decode loop that nothing
+         * interrupts): steady declarations then take the same-declaration
+         * path step after step. */
+        if (t->streak == 0 && x < 2)
+            t->streak = 10 + below(t, 30);
+        if (t->streak) {
+            t->streak--;
+            op_step(t);
+        } else if (x < 3)
             op_ingest(t);
         else if (x < 9)
             op_remove(t);
@@ -1425,7 +1690,7 @@ static void run(const run_cfg *cfg, uint64_t ops)
     while (t->nq > 0)
         op_rollback(t, &t->q[t->nq - 1]);
     for (uint32_t r = 0; r < NUM_RIDS; r++) {
-        CHECK(t, rsp__core_remove(t->core, rid_of(r), &t->work, NULL) == RSP_OK, "final remove");
+        CHECK(t, tw_remove(t, rid_of(r), &t->work, NULL) == RSP_OK, "final remove");
         rspm_remove(&t->m, r);
         apply_work(t, "final remove");
     }
@@ -1461,9 +1726,28 @@ static void run(const run_cfg *cfg, uint64_t ops)
     CHECK(t, ops < 10000 || t->count_admit_full * 20 > t->count_admit_ok,
           "pool full too rare: %llu of %llu", (unsigned long long)t->count_admit_full,
           (unsigned long long)t->count_admit_ok);
+    /* The same-declaration path must be taken often, or the twin compares
+     * the general path with itself. */
+    rsp__fast_counts fc = rsp__core_fast_counts(t->core), fs = rsp__core_fast_counts(t->slow);
+    print_message("  same-declaration path: %llu admits, %llu plans, %llu commits, %llu with "
+                  "resolved forks (%llu steady declarations)\n",
+                  (unsigned long long)fc.admits, (unsigned long long)fc.plans,
+                  (unsigned long long)fc.commits, (unsigned long long)fc.fork_pairs,
+                  (unsigned long long)t->count_steady);
+    CHECK(t, fs.admits + fs.plans + fs.commits + fs.fork_pairs == 0,
+          "the twin took the same-declaration path");
+    CHECK(t,
+          ops < 10000 ||
+              (fc.admits * 20 > t->count_admit_ok && fc.plans * 50 > t->count_admit_ok &&
+               fc.commits * 10 > t->count_admit_ok && fc.fork_pairs * 50 > t->count_admit_ok),
+          "same-declaration path too rare: %llu admits, %llu plans, %llu commits of %llu admits",
+          (unsigned long long)fc.admits, (unsigned long long)fc.plans,
+          (unsigned long long)fc.commits, (unsigned long long)t->count_admit_ok);
     rsp_test_store_free(t->ref);
     rsp_test_store_free(t->store);
     rsp__work_fini(&t->work);
+    rsp__work_fini(&t->swork);
+    rsp__core_destroy(t->slow);
     rsp__core_destroy(t->core);
     free(t);
 }
@@ -1545,6 +1829,16 @@ static void random_seed_from_env(void **state)
 typedef struct mini {
     rsp__core *core;
     rsp__work work;
+    /* The twin: the same core with the same-declaration path off
+     * (rsp__core_set_fast), given every operation t->core is given; every
+     * status, message, outcome, plan and work list must be equal. */
+    rsp__core *slow;
+    rsp__work swork;
+    /* The last admitted declaration, which a steady step repeats. */
+    bool have_prev;
+    dstep prev;
+    uint64_t count_steady;
+    uint32_t streak; /* step operations left in a streak */
     rsp_test_store *store;
     rsp_label_id draft;
 } mini;
