@@ -2,8 +2,11 @@
  * RCU plan publication and reclamation.
  * SPDX-License-Identifier: Apache-2.0
  *
- * liburcu is used through its library symbols (urcu-memb flavour,
- * liburcu-memb); _LGPL_SOURCE is never defined (the library is Apache-2.0).
+ * liburcu is used through its library symbols: the urcu-memb flavour
+ * (liburcu-memb) for default readers, the QSBR flavour (liburcu-qsbr) for
+ * readers registered with rsp__reader_register_qsbr; every grace period
+ * waits for both. _LGPL_SOURCE is never defined (the library is
+ * Apache-2.0).
  * No call_rcu: each publisher has its own reclaimer thread, started with a
  * checked pthread_create (liburcu's call_rcu set-up aborts the process when
  * its malloc or pthread_create fails, and liburcu >= 0.14 joins its worker
@@ -15,9 +18,11 @@
  *          (release store of the pointer). Reader P2: rcu_dereference
  *          (dependency-ordered load) inside a read section, then reads the
  *          plan. A reader sees either the old plan or the complete new one.
- *   G1/G2  reclamation. Reader G1: rcu_read_unlock ends the section.
+ *   G1/G2  reclamation. Reader G1: rcu_read_unlock ends the section (a
+ *          QSBR reader: its quiescent state, going offline, unregistering).
  *          Reclaimer G2: the reclaimer thread (or the owner at the cap, or
- *          destroy) returns from synchronize_rcu after a grace period, so
+ *          destroy) returns from grace_period (both flavours'
+ *          synchronize_rcu) after a grace period, so
  *          after every section that could have seen the retired pointer
  *          has ended; only then is the publisher's reference dropped.
  *   R1/R2  retired batches. Owner R1: links a batch onto `pending` under
@@ -78,6 +83,7 @@
 #define URCU_INLINE_SMALL_FUNCTIONS
 #endif
 #include <urcu/urcu-memb.h>
+#include <urcu/urcu-qsbr.h>
 #include "util/error.h"
 #include "util/sync.h"
 
@@ -93,6 +99,10 @@
 #ifndef RSP__REPORT_MISUSE
 #define RSP__REPORT_MISUSE 0
 #endif
+
+/* rsp_plan.label_index of a label the plan does not address. */
+#define NO_INDEX 0xffu
+_Static_assert(RSP_MAX_LABELS < NO_INDEX, "label_index holds a labels[] entry in a byte");
 
 typedef struct rsp__plan_label {
     /* The answer of rsp__plan_addressing, built once with the plan: a read
@@ -111,8 +121,11 @@ struct rsp_plan {
     rsp_event ready;
     uint64_t digest; /* rsp__plan_set_digest, before publication */
     uint32_t num_labels;
-    uint32_t labels_known;    /* labels interned when it was built (RSP_ENOLABEL) */
-    uint32_t published;       /* owner only: PUB_LIVE | PUB_STEP, where it is published */
+    uint32_t labels_known; /* labels interned when it was built (RSP_ENOLABEL) */
+    uint32_t published;    /* owner only: PUB_LIVE | PUB_STEP, where it is published */
+    /* labels[] entry of each label id, NO_INDEX when the plan does not
+     * address it: a read finds its label with one load, not a scan. */
+    uint8_t label_index[RSP_MAX_LABELS];
     rsp__plan_label labels[]; /* then generations, slot_indices, has_state */
 };
 
@@ -175,8 +188,15 @@ static char rsp__grace_token;
  * are a few bytes: a dlopen'ed librsp still fits in glibc's static TLS
  * surplus. */
 #define RSP__TLS _Thread_local __attribute__((tls_model("initial-exec")))
-static RSP__TLS bool rsp__tls_registered;   /* rsp__reader_register called */
-static RSP__TLS uint32_t rsp__tls_rcu_regs; /* liburcu registrations held */
+/* What the calling thread is as a reader (rsp__tls_mode). */
+enum {
+    MODE_NONE = 0,     /* not registered */
+    MODE_MEMB,         /* a default reader (urcu-memb): sections lock and unlock */
+    MODE_QSBR_ONLINE,  /* a QSBR reader, online: holds plans until it is quiescent */
+    MODE_QSBR_OFFLINE, /* a QSBR reader, offline: may not read */
+};
+static RSP__TLS uint8_t rsp__tls_mode;      /* MODE_* */
+static RSP__TLS uint32_t rsp__tls_rcu_regs; /* liburcu-memb registrations held */
 static RSP__TLS uint32_t rsp__tls_depth;    /* read-section nesting */
 
 static void rcu_register_ref(void)
@@ -189,6 +209,16 @@ static void rcu_unregister_ref(void)
 {
     if (--rsp__tls_rcu_regs == 0)
         urcu_memb_unregister_thread();
+}
+
+/* G2: wait until every read section of a default reader that began before
+ * has ended, and every QSBR reader has been quiescent (or offline) since:
+ * one grace period of each flavour. */
+static void grace_period(void)
+{
+    urcu_memb_synchronize_rcu();
+    urcu_qsbr_synchronize_rcu();
+    rsp__hb_acquire(&rsp__grace_token);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -280,6 +310,7 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     plan->digest = 0;
     plan->num_labels = num_labels;
     plan->labels_known = p->labels_known;
+    memset(plan->label_index, NO_INDEX, sizeof plan->label_index);
     uint64_t *g = (uint64_t *)(mem + off.gens);
     int32_t *si = (int32_t *)(mem + off.idx);
     bool *hs = (bool *)(mem + off.flags);
@@ -307,6 +338,8 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
             .device_has_state = s->device_has_state,
             .ready = ready,
         };
+        if (s->label < RSP_MAX_LABELS && plan->label_index[s->label] == NO_INDEX)
+            plan->label_index[s->label] = (uint8_t)i;
         g += s->num_rows;
         si += s->length;
         hs += s->length;
@@ -344,15 +377,11 @@ uint64_t rsp__plan_digest(const rsp_plan *plan)
     return plan->digest;
 }
 
-rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
-                                rsp_error *err)
+/* The refusals of rsp__plan_addressing, out of its fast path (which then
+ * needs no stack frame). */
+__attribute__((noinline, cold)) static rsp_status
+addressing_refused(const rsp_plan *plan, rsp_label_id label, rsp_error *err)
 {
-    for (uint32_t i = 0; i < plan->num_labels; i++) {
-        if (plan->labels[i].addr.label == label) {
-            *out = plan->labels[i].addr;
-            return RSP_OK;
-        }
-    }
     if (label >= plan->labels_known)
         return rsp__fail(err, RSP_ENOLABEL,
                          "label %u is not interned (the pool had %u labels when step %llu was "
@@ -372,6 +401,16 @@ rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_ad
     return rsp__fail(err, RSP_ENOPLAN, "label %u is not planned in %s step %llu; planned: %s",
                      label, plan->staged ? "staged" : "live", (unsigned long long)plan->step_id,
                      plan->num_labels ? list : "no label");
+}
+
+rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
+                                rsp_error *err)
+{
+    const uint32_t i = label < RSP_MAX_LABELS ? plan->label_index[label] : NO_INDEX;
+    if (__builtin_expect(i == NO_INDEX, 0))
+        return addressing_refused(plan, label, err);
+    *out = plan->labels[i].addr;
+    return RSP_OK;
 }
 
 const rsp_plan *rsp__plan_ref(const rsp_plan *plan)
@@ -424,8 +463,7 @@ static void *reclaimer_main(void *arg)
         if (!list)
             break; /* stop, and nothing left */
         pthread_mutex_unlock(&p->lock);
-        urcu_memb_synchronize_rcu(); /* G2: one grace period for every batch taken */
-        rsp__hb_acquire(&rsp__grace_token);
+        grace_period(); /* G2: one grace period for every batch taken */
         uint32_t n = drop_batch(list);
         /* A gauge (the owner reads it for the cap): relaxed. */
         rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n);
@@ -534,8 +572,7 @@ static void retire(rsp__publisher *p, rsp_plan *plan)
         batch_to_reclaimer(p);
         return;
     }
-    urcu_memb_synchronize_rcu(); /* G2 */
-    rsp__hb_acquire(&rsp__grace_token);
+    grace_period(); /* G2 */
     uint32_t n = drop_batch(p->batch);
     p->batch = NULL;
     p->batch_tail = NULL;
@@ -781,6 +818,28 @@ const rsp_plan *rsp__publisher_staged(const rsp__publisher *p)
     return read_pointer(&p->staged);
 }
 
+/* The refusals of rsp__live_addressing, out of its fast path. */
+__attribute__((noinline, cold)) static rsp_status live_refused(rsp_error *err)
+{
+    if (rsp__tls_mode == MODE_NONE)
+        return rsp__fail(err, RSP_ENOTREG,
+                         "rsp_live_addressing: the calling thread is not registered: call "
+                         "rsp_reader_register first");
+    if (rsp__tls_depth == 0)
+        return rsp__fail(err, RSP_EINVAL,
+                         "rsp_live_addressing called outside a read section (rsp_read_begin)");
+    return rsp__fail(err, RSP_ENOPLAN, "no live plan yet (no step was planned)");
+}
+
+rsp_status rsp__live_addressing(const rsp__publisher *p, rsp_label_id label, rsp_addressing *out,
+                                rsp_error *err)
+{
+    const rsp_plan *plan = read_pointer(&p->live);
+    if (__builtin_expect(!plan, 0))
+        return live_refused(err);
+    return rsp__plan_addressing(plan, label, out, err);
+}
+
 static bool step_reached(rsp__publisher *p, uint64_t step_id)
 {
     /* W2: acquire; pairs with the release stores of W1. */
@@ -897,8 +956,7 @@ void rsp__publisher_destroy(rsp__publisher *p)
     }
     rcu_assign_pointer(p->live, NULL);
     rcu_assign_pointer(p->staged, NULL);
-    urcu_memb_synchronize_rcu(); /* G2: no section still sees either plan */
-    rsp__hb_acquire(&rsp__grace_token);
+    grace_period(); /* G2: no section still sees either plan */
     /* The owner has stopped: its unflushed batch is ours now, and the grace
      * period above covers it. */
     uint32_t n = drop_batch(p->batch);
@@ -953,63 +1011,157 @@ static void reader_key_create(void)
     rsp__reader_key_rc = pthread_key_create(&rsp__reader_key, reader_at_exit);
 }
 
-rsp_status rsp__reader_register(rsp_error *err)
+/* Both registrations: the key whose destructor unregisters at thread exit. */
+static rsp_status reader_key_set(rsp_error *err)
 {
-    if (rsp__tls_registered)
-        return RSP_OK;
     pthread_once(&rsp__reader_key_once, reader_key_create);
     if (rsp__reader_key_rc != 0 || pthread_setspecific(rsp__reader_key, &rsp__reader_key) != 0)
         return rsp__fail(err, RSP_ENOMEM, "cannot register the reader (no thread-specific key)");
+    return RSP_OK;
+}
+
+rsp_status rsp__reader_register(rsp_error *err)
+{
+    if (rsp__tls_mode == MODE_MEMB)
+        return RSP_OK;
+    if (rsp__tls_mode != MODE_NONE)
+        return rsp__fail(err, RSP_EINVAL,
+                         "the calling thread is registered as a QSBR reader: "
+                         "rsp_reader_unregister first");
+    rsp_status st = reader_key_set(err);
+    if (st != RSP_OK)
+        return st;
     rcu_register_ref();
-    rsp__tls_registered = true;
+    rsp__tls_mode = MODE_MEMB;
+    return RSP_OK;
+}
+
+rsp_status rsp__reader_register_qsbr(rsp_error *err)
+{
+    if (rsp__tls_mode == MODE_QSBR_ONLINE || rsp__tls_mode == MODE_QSBR_OFFLINE)
+        return RSP_OK;
+    if (rsp__tls_mode != MODE_NONE)
+        return rsp__fail(err, RSP_EINVAL,
+                         "the calling thread is registered as a default reader: "
+                         "rsp_reader_unregister first");
+    rsp_status st = reader_key_set(err);
+    if (st != RSP_OK)
+        return st;
+    urcu_qsbr_register_thread(); /* online */
+    rsp__tls_mode = MODE_QSBR_ONLINE;
     return RSP_OK;
 }
 
 void rsp__reader_unregister(void)
 {
-    if (!rsp__tls_registered)
+    if (rsp__tls_mode == MODE_NONE)
         return;
     /* Unregistering inside a section would let a grace period end under
      * the reader's feet: close the sections first. */
     while (rsp__tls_depth > 0)
         rsp__read_end();
-    rcu_unregister_ref();
-    rsp__tls_registered = false;
+    if (rsp__tls_mode == MODE_MEMB) {
+        rcu_unregister_ref();
+    } else {
+        rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
+        urcu_qsbr_unregister_thread();      /* G1: offline first, if online */
+    }
+    rsp__tls_mode = MODE_NONE;
     pthread_setspecific(rsp__reader_key, NULL);
 }
 
 bool rsp__reader_registered(void)
 {
-    return rsp__tls_registered;
+    return rsp__tls_mode != MODE_NONE;
+}
+
+bool rsp__reader_is_qsbr(void)
+{
+    return rsp__tls_mode == MODE_QSBR_ONLINE || rsp__tls_mode == MODE_QSBR_OFFLINE;
 }
 
 bool rsp__in_read_section(void)
 {
-    return rsp__tls_depth != 0;
+    /* An online QSBR reader holds what it read until it is quiescent: a
+     * grace period waits for it as for a section. */
+    return rsp__tls_depth != 0 || rsp__tls_mode == MODE_QSBR_ONLINE;
+}
+
+/* The cases of quiescent / offline / online that do nothing or refuse. */
+__attribute__((cold)) static rsp_status qsbr_call_other(void)
+{
+    if (rsp__tls_mode == MODE_NONE)
+        return RSP_ENOTREG;
+    if (rsp__tls_depth != 0)
+        return RSP_EINVAL; /* it would end the section's protection */
+    return RSP_OK;         /* a default reader, or already offline: nothing to announce */
+}
+
+rsp_status rsp__reader_quiescent(void)
+{
+    if (__builtin_expect(rsp__tls_mode != MODE_QSBR_ONLINE || rsp__tls_depth != 0, 0))
+        return qsbr_call_other();
+    rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
+    urcu_qsbr_quiescent_state();        /* G1 */
+    return RSP_OK;
+}
+
+rsp_status rsp__reader_offline(void)
+{
+    if (rsp__tls_mode != MODE_QSBR_ONLINE || rsp__tls_depth != 0)
+        return qsbr_call_other();
+    rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
+    urcu_qsbr_thread_offline();         /* G1 */
+    rsp__tls_mode = MODE_QSBR_OFFLINE;
+    return RSP_OK;
+}
+
+rsp_status rsp__reader_online(void)
+{
+    if (rsp__tls_mode == MODE_NONE)
+        return RSP_ENOTREG;
+    if (rsp__tls_mode == MODE_QSBR_OFFLINE) {
+        urcu_qsbr_thread_online();
+        rsp__tls_mode = MODE_QSBR_ONLINE;
+    }
+    return RSP_OK;
 }
 
 rsp_status rsp__read_begin(void)
 {
-    if (!rsp__tls_registered)
-        return RSP_ENOTREG;
-    rsp__tls_depth++;
-    urcu_memb_read_lock();
-    return RSP_OK;
+    const uint8_t mode = rsp__tls_mode;
+    if (__builtin_expect(mode == MODE_MEMB, 1)) {
+        /* liburcu's own nesting count is ours: it sees the outermost
+         * section only. */
+        if (rsp__tls_depth++ == 0)
+            urcu_memb_read_lock();
+        return RSP_OK;
+    }
+    if (mode == MODE_QSBR_ONLINE) {
+        rsp__tls_depth++; /* nothing to announce: quiescence ends protection */
+        return RSP_OK;
+    }
+    return mode == MODE_NONE ? RSP_ENOTREG : RSP_EINVAL; /* offline QSBR reader */
+}
+
+/* An unbalanced rsp__read_end: ignored rather than corrupting the nesting
+ * (ours and liburcu's), and said where a developer will see it. */
+__attribute__((noinline, cold)) static rsp_status read_end_unbalanced(void)
+{
+#if RSP__REPORT_MISUSE
+    fprintf(stderr, "rsp: rsp_read_end without an open read section on this thread "
+                    "(ignored: RSP_EINVAL, the nesting count is unchanged)\n");
+#endif
+    return RSP_EINVAL;
 }
 
 rsp_status rsp__read_end(void)
 {
-    if (rsp__tls_depth == 0) {
-        /* Unbalanced: ignore rather than corrupt the nesting (ours and
-         * liburcu's), and say so where a developer will see it. */
-#if RSP__REPORT_MISUSE
-        fprintf(stderr, "rsp: rsp_read_end without an open read section on this thread "
-                        "(ignored: RSP_EINVAL, the nesting count is unchanged)\n");
-#endif
-        return RSP_EINVAL;
+    if (__builtin_expect(rsp__tls_depth == 0, 0))
+        return read_end_unbalanced();
+    if (--rsp__tls_depth == 0 && rsp__tls_mode == MODE_MEMB) {
+        rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
+        urcu_memb_read_unlock();            /* G1 */
     }
-    rsp__tls_depth--;
-    rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
-    urcu_memb_read_unlock();            /* G1 */
     return RSP_OK;
 }
