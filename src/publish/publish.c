@@ -29,6 +29,12 @@
  *          `lock` and signals. Reclaimer R2: takes every pending batch
  *          under `lock`, then waits its grace period. The mutex carries the
  *          batch (and TSan sees it).
+ *   M1/M2  recycled plan memory. Any thread M1: the drop that frees a plan
+ *          pushes its memory on `recycled` (CAS, release) before its
+ *          release decrement of `objects`. Owner M2: takes the whole stack
+ *          (exchange with NULL, acquire) and reuses the memory for a later
+ *          plan. The owner never pops one node (no ABA); destroy frees what
+ *          is left after `objects` reached zero.
  *   X1     references. A ref is a relaxed increment (the caller holds a
  *          reference, or is in a read section that keeps the publisher's
  *          until after G1); every drop is an acq_rel decrement, so the drop
@@ -64,6 +70,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +120,9 @@ typedef struct rsp__plan_label {
 
 /* Immutable after publication except `refs` and `next_retired`. */
 struct rsp_plan {
-    rsp_plan *next_retired; /* owner, then the reclaimer (R1/R2): retired batch link */
+    rsp_plan *next_retired; /* owner, then the reclaimer (R1/R2): retired batch link;
+                               once freed, the recycled-stack link (M1/M2) */
+    size_t alloc_bytes;     /* the allocation's size (at least the plan's) */
     uint32_t refs;          /* any thread, atomic (X1) */
     rsp__publisher *pub;    /* immutable: the publisher outlives its plans */
     uint64_t step_id;
@@ -147,6 +156,8 @@ struct rsp__publisher {
     uint32_t batch_len;    /* owner only */
     void *spare;           /* owner only: a plan's memory, reserved ahead */
     size_t spare_size;     /* (rsp__plan_reserve) */
+    rsp_plan *recycled;    /* any thread pushes freed plans (M1); the owner takes all (M2) */
+    rsp_plan *reuse;       /* owner only: freed plans taken from `recycled` */
     uint32_t labels_known; /* owner only: labels interned (rsp__publisher_set_labels) */
 
     /* Per-step plans (Q1/Q2). step_plan[i]: the live plan of the step in
@@ -225,13 +236,81 @@ static void grace_period(void)
 /* Plans                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* ASan: a recycled plan's memory past its two header words (the stack link
+ * and the size) is poisoned until the owner reuses it, so a reader that
+ * touches a reclaimed plan is still reported. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSP__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSP__ASAN 1
+#endif
+#endif
+#ifdef RSP__ASAN
+#include <sanitizer/asan_interface.h>
+#define RECYCLED_HEAD (offsetof(rsp_plan, alloc_bytes) + sizeof(size_t))
+static void recycled_poison(rsp_plan *plan, bool poison)
+{
+    char *body = (char *)plan + RECYCLED_HEAD;
+    if (poison)
+        ASAN_POISON_MEMORY_REGION(body, plan->alloc_bytes - RECYCLED_HEAD);
+    else
+        ASAN_UNPOISON_MEMORY_REGION(body, plan->alloc_bytes - RECYCLED_HEAD);
+}
+#else
+static void recycled_poison(rsp_plan *plan, bool poison)
+{
+    (void)plan;
+    (void)poison;
+}
+#endif
+
+/* The last reference is gone: the memory goes on the publisher's recycled
+ * stack (M1), where the owner takes it for a later plan instead of a
+ * malloc (and this thread's free). */
 static void plan_free(rsp_plan *plan)
 {
     rsp__publisher *p = plan->pub;
-    free(plan);
+    recycled_poison(plan, true);
+    rsp_plan *head = __atomic_load_n(&p->recycled, __ATOMIC_RELAXED);
+    do
+        plan->next_retired = head;
+    while (!__atomic_compare_exchange_n(&p->recycled, &head, plan, true, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
     /* Last access to the publisher: its destroy waits for zero. Release:
      * pairs with destroy's acquire load of `objects` before free(p). */
     rsp__fetch_add_release_u32(&p->objects, UINT32_MAX);
+}
+
+/* Owner (M2): a recycled plan's memory of at least `bytes`, or NULL. Takes
+ * the whole recycled stack when the owner's own list is empty; a block too
+ * small for this plan is freed (plans of one pool are of similar sizes, so
+ * the list soon holds blocks of the largest). */
+static void *recycled_take(rsp__publisher *p, size_t bytes, size_t *got)
+{
+    if (!p->reuse)
+        p->reuse = __atomic_exchange_n(&p->recycled, NULL, __ATOMIC_ACQUIRE);
+    while (p->reuse) {
+        rsp_plan *plan = p->reuse;
+        p->reuse = plan->next_retired;
+        if (plan->alloc_bytes >= bytes) {
+            recycled_poison(plan, false);
+            *got = plan->alloc_bytes;
+            return plan;
+        }
+        free(plan);
+    }
+    return NULL;
+}
+
+/* Free a list of recycled plans (destroy). */
+static void recycled_free(rsp_plan *plan)
+{
+    while (plan) {
+        rsp_plan *next = plan->next_retired;
+        free(plan);
+        plan = next;
+    }
 }
 
 /* X1: drop one reference; the last one frees. X1: pairs with every other
@@ -269,6 +348,8 @@ rsp_status rsp__plan_reserve(rsp__publisher *p, uint32_t num_labels, uint64_t ro
         return RSP_OK;
     free(p->spare);
     p->spare_size = 0;
+    if ((p->spare = recycled_take(p, bytes, &p->spare_size)) != NULL)
+        return RSP_OK;
     if (!(p->spare = malloc(bytes)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory for a plan of %llu entries",
                          (unsigned long long)entries);
@@ -290,18 +371,22 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     /* The reserved memory when it fits (the owner reserved it before the
      * core changed anything), else a new allocation. */
     unsigned char *mem;
+    size_t alloc_bytes = bytes;
     if (p->spare && p->spare_size >= bytes) {
         mem = p->spare;
+        alloc_bytes = p->spare_size;
         p->spare = NULL;
         p->spare_size = 0;
-    } else {
+    } else if ((mem = recycled_take(p, bytes, &alloc_bytes)) == NULL) {
         mem = malloc(bytes);
+        alloc_bytes = bytes;
     }
     if (!mem)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan of step %llu",
                          (unsigned long long)step_id);
     rsp_plan *plan = (rsp_plan *)mem;
     memset(plan, 0, sizeof *plan);
+    plan->alloc_bytes = alloc_bytes;
     plan->refs = 1; /* the publisher's */
     plan->pub = p;
     plan->step_id = step_id;
@@ -317,8 +402,12 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     for (uint32_t i = 0; i < num_labels; i++) {
         const rsp__plan_label_src *s = &labels[i];
         rsp__plan_label *l = &plan->labels[i];
-        memset(l, 0, sizeof *l);
-        snprintf(l->name, sizeof l->name, "%s", s->name ? s->name : "?");
+        /* The name, truncated (a bounded copy: snprintf was half of this
+         * function's instructions). */
+        const char *name = s->name ? s->name : "?";
+        size_t n = strnlen(name, sizeof l->name - 1);
+        memcpy(l->name, name, n);
+        l->name[n] = '\0';
         if (s->num_rows)
             memcpy(g, s->generations, s->num_rows * sizeof *g);
         if (s->length) {
@@ -986,6 +1075,10 @@ void rsp__publisher_destroy(rsp__publisher *p)
     pthread_cond_destroy(&p->work);
     pthread_mutex_destroy(&p->lock);
     free(p->spare);
+    /* objects is zero: every plan's memory is on these lists (M1 came
+     * before each release decrement that destroy's acquire load saw). */
+    recycled_free(p->reuse);
+    recycled_free(__atomic_exchange_n(&p->recycled, NULL, __ATOMIC_ACQUIRE));
     free(p);
 }
 
