@@ -357,6 +357,25 @@ rsp_status rsp__plan_reserve(rsp__publisher *p, uint32_t num_labels, uint64_t ro
     return RSP_OK;
 }
 
+/* Owner: the memory of a plan of `bytes`: the reserved memory when it fits
+ * (the owner reserved it before the core changed anything), else a
+ * recycled plan's, else a new allocation (NULL: out of memory). */
+static unsigned char *plan_memory(rsp__publisher *p, size_t bytes, size_t *alloc_bytes)
+{
+    unsigned char *mem;
+    if (p->spare && p->spare_size >= bytes) {
+        mem = p->spare;
+        *alloc_bytes = p->spare_size;
+        p->spare = NULL;
+        p->spare_size = 0;
+        return mem;
+    }
+    if ((mem = recycled_take(p, bytes, alloc_bytes)) != NULL)
+        return mem;
+    *alloc_bytes = bytes;
+    return malloc(bytes);
+}
+
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
                          const rsp__plan_label_src *labels, uint32_t num_labels, rsp_plan **out,
                          rsp_error *err)
@@ -368,19 +387,8 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     }
     plan_offsets off;
     const size_t bytes = plan_layout(num_labels, gens, idx, &off);
-    /* The reserved memory when it fits (the owner reserved it before the
-     * core changed anything), else a new allocation. */
-    unsigned char *mem;
-    size_t alloc_bytes = bytes;
-    if (p->spare && p->spare_size >= bytes) {
-        mem = p->spare;
-        alloc_bytes = p->spare_size;
-        p->spare = NULL;
-        p->spare_size = 0;
-    } else if ((mem = recycled_take(p, bytes, &alloc_bytes)) == NULL) {
-        mem = malloc(bytes);
-        alloc_bytes = bytes;
-    }
+    size_t alloc_bytes;
+    unsigned char *mem = plan_memory(p, bytes, &alloc_bytes);
     if (!mem)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan of step %llu",
                          (unsigned long long)step_id);
