@@ -986,15 +986,47 @@ typedef struct job_cursor {
     bool *has;
 } job_cursor;
 
+/* A job run inline (in host_submit, while w is alive) reads the entries of
+ * its ZERO, COPY and UPLOAD ops where w has them: no staging copy. */
+static void direct_op(const rsp__host_device *dev, const rsp__work *w, const rsp__op *op,
+                      host_op *h)
+{
+    switch (op->kind) {
+    case RSP__OP_ZERO:
+        h->kind = HOP_ZERO;
+        h->u.slots = w->slots + op->first;
+        break;
+    case RSP__OP_COPY:
+        h->kind = HOP_COPY;
+        h->u.pairs = w->pairs + op->first;
+        break;
+    default: { /* an UPLOAD (copy_op takes the WAITs) */
+        RSP__ASSERT(op->kind == RSP__OP_UPLOAD);
+        const host_buffer *hb = &dev->buffers[op->buffer];
+        h->kind = HOP_UPLOAD;
+        h->u.up.src_idx = op->slot_indices;
+        h->u.up.src_has = op->has_state;
+        h->u.up.dst_idx = hb->slot_indices;
+        h->u.up.dst_has = hb->has_state;
+        break;
+    }
+    }
+}
+
 /* Append the host op of a WAIT, ZERO, COPY or UPLOAD to the job, copying
- * its entries. Cannot fail: validate counted the room (count_op). An
- * UPLOAD's buffer exists (validated) and holds its newest arrays (a change
- * earlier in the list was applied first: list order). */
+ * its entries (unless `direct`: a job run inline, see direct_op). Cannot
+ * fail: validate counted the room (count_op). An UPLOAD's buffer exists
+ * (validated) and holds its newest arrays (a change earlier in the list was
+ * applied first: list order). */
 static void copy_op(const rsp__host_device *dev, const rsp__work *w, const rsp__op *op,
-                    job_cursor *c, host_job *job)
+                    job_cursor *c, host_job *job, bool direct)
 {
     host_op *h = &job->ops[job->num_ops++];
     h->count = op->count;
+    if (direct && op->kind != RSP__OP_WAIT) {
+        direct_op(dev, w, op, h);
+        return;
+    }
     switch (op->kind) {
     case RSP__OP_WAIT:
         h->kind = HOP_WAIT;
@@ -1067,7 +1099,7 @@ static void apply(rsp__host_device *dev, const rsp__work *w, const job_offsets *
     for (uint32_t i = 0; i < w->num_ops; i++) {
         const rsp__op *op = &w->ops[i];
         if (op->kind != RSP__OP_BUFFER)
-            copy_op(dev, w, op, &c, job);
+            copy_op(dev, w, op, &c, job, r->run_inline);
         else if (next < r->num_changes && r->changes[next].op == i)
             apply_change(dev, op->buffer, &r->changes[next++], job);
     }
