@@ -79,8 +79,6 @@ void bench_create(const bench_opts *o)
             res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
             res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
             res.baseline_ops_per_s = res.baseline_median_ns > 0 ? 1e9 / res.baseline_median_ns : 0;
-            snprintf(res.extra, sizeof res.extra, "\"ratio\": %.4f",
-                     res.median_ns > 0 ? res.baseline_median_ns / res.median_ns : 0);
             bench_report(o, &res);
             bench_samples_fini(&rs);
             bench_samples_fini(&bs);
