@@ -735,8 +735,10 @@ RSP_API void rsp_reader_unregister(void);
  * - Around anything that blocks (a wait, a sleep, I/O), go offline
  *   (rsp_reader_offline) and online again after (rsp_reader_online). An
  *   online QSBR reader counts as inside a read section for the waits on the
- *   owner (see rsp_read_begin): they return RSP_EINVAL there, nothing posted.
- *   An offline reader may not read: rsp_read_begin returns RSP_EINVAL.
+ *   owner (see rsp_read_begin): they return RSP_EINVAL there, nothing posted;
+ *   rsp_pool_close returns RSP_EINVAL and rsp_pool_destroy does nothing, as
+ *   inside a section. An offline reader may not read: rsp_read_begin
+ *   returns RSP_EINVAL.
  * - Unregister (rsp_reader_unregister) before the thread exits (a thread
  *   that exits registered is unregistered by a key destructor).
  *
