@@ -263,6 +263,7 @@ static void online_qsbr_reader_may_not_wait_for_the_owner(void **state)
     assert_int_equal(rsp_plan_wait(pool, 1, 1000000, &err), RSP_EINVAL);
     assert_int_equal(rsp_plan_wait(pool, 1, 0, &err), RSP_ETIMEDOUT); /* a poll is fine */
     assert_int_equal(rsp_pool_close(pool, &err), RSP_EINVAL);
+    rsp_pool_destroy(pool); /* does nothing: the pool stays usable */
     assert_int_equal(rsp_reader_offline(), RSP_OK);
     assert_int_equal(rsp_barrier(pool, &err), RSP_OK);
     rsp_row row = {.rid = 1, .label = RSP_LABEL_MAIN, .span = 1};
@@ -386,6 +387,67 @@ static void qsbr_plan_stays_until_quiescent(void **state)
      * idle). No timed assertion: the test's timeout bounds the loop. */
     while (rsp__publisher_retired(pool->pub) != 0)
         sched_yield();
+    rsp_pool_destroy(pool);
+}
+
+/* A QSBR reader that is never quiescent holds every retired plan: the
+ * owner's retired plans reach the cap (RSP__RETIRED_CAP_DEFAULT, 64) and
+ * stop there (the owner waits for the reader); once the reader is
+ * quiescent, the owner goes on. The main thread is the reader; a helper
+ * runs the steps. */
+#define CAP_STEPS 120u
+
+typedef struct cap_driver {
+    rsp_pool *pool;
+    uint32_t steps_done; /* atomic: helper -> main */
+    uint32_t failed;
+} cap_driver;
+
+static void *cap_steps(void *arg)
+{
+    cap_driver *d = arg;
+    rsp_row row = {.rid = 1, .label = RSP_LABEL_MAIN, .span = 1};
+    rsp_step s = {.rows = &row, .num_rows = 1};
+    rsp_admit_outcome out;
+    for (uint32_t k = 1; k <= CAP_STEPS; k++) {
+        s.step_id = k;
+        if (rsp_step_admit(d->pool, &s, &out, NULL) != RSP_OK || !out.ok ||
+            rsp_step_plan(d->pool, &s, NULL) != RSP_OK ||
+            rsp_step_commit(d->pool, &s, &forward_complete, NULL) != RSP_OK)
+            d->failed++;
+        __atomic_store_n(&d->steps_done, k, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void qsbr_reader_never_quiescent_holds_the_owner_at_the_cap(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(16);
+    rsp_error err;
+    assert_int_equal(rsp_reader_register_qsbr(&err), RSP_OK); /* online, never quiescent */
+    cap_driver d = {.pool = pool};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cap_steps, &d), 0);
+    /* Nothing can be reclaimed: the retired plans reach the cap. */
+    while (rsp__publisher_retired_max(pool->pub) < 64)
+        sched_yield();
+    /* The owner is held there: the helper cannot finish (120 steps retire
+     * more than 64 plans). Checked without a clock: the count stays at
+     * the cap while we have not been quiescent. */
+    assert_int_equal(rsp__publisher_retired_max(pool->pub), 64);
+    assert_true(__atomic_load_n(&d.steps_done, __ATOMIC_ACQUIRE) < CAP_STEPS);
+    assert_int_equal(rsp_reader_quiescent(), RSP_OK);
+    /* Still online: the next grace periods wait for the next announcement.
+     * Keep announcing until the helper is done, as a partition loop would. */
+    while (__atomic_load_n(&d.steps_done, __ATOMIC_ACQUIRE) < CAP_STEPS) {
+        rsp_reader_quiescent();
+        sched_yield();
+    }
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(d.failed, 0);
+    assert_int_equal(rsp__publisher_retired_max(pool->pub), 64); /* never past the cap */
+    rsp_reader_unregister();
     rsp_pool_destroy(pool);
 }
 
@@ -522,6 +584,7 @@ int main(void)
         cmocka_unit_test(qsbr_registration_and_calls),
         cmocka_unit_test(online_qsbr_reader_may_not_wait_for_the_owner),
         cmocka_unit_test(qsbr_plan_stays_until_quiescent),
+        cmocka_unit_test(qsbr_reader_never_quiescent_holds_the_owner_at_the_cap),
         cmocka_unit_test(both_flavours_at_once),
         cmocka_unit_test(new_pool_slots_read_as_zero),
     };
