@@ -90,5 +90,6 @@ void bench_ingest_remove(const bench_opts *o);
 void bench_step(const bench_opts *o);
 void bench_read(const bench_opts *o);
 void bench_zero_fork(const bench_opts *o);
+void bench_create(const bench_opts *o);
 
 #endif

@@ -40,7 +40,7 @@ static void print_machine(const char *when)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rsp-bench [--quick] [--json] [--only SCENARIO]\n"
-               "  scenarios: rtt ingest_remove step read zero_fork (default: all)\n"
+               "  scenarios: rtt ingest_remove step read zero_fork create (default: all)\n"
                "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
                "  --json   one JSON object per line instead of a table\n");
 }
@@ -69,7 +69,7 @@ int main(int argc, char **argv)
         void (*run)(const bench_opts *);
     } scenarios[] = {
         {"rtt", bench_rtt},   {"ingest_remove", bench_ingest_remove}, {"step", bench_step},
-        {"read", bench_read}, {"zero_fork", bench_zero_fork},
+        {"read", bench_read}, {"zero_fork", bench_zero_fork},         {"create", bench_create},
     };
     print_machine("start");
     bool ran = false;

@@ -7,6 +7,8 @@
  *
  *   rsp-bench-profile MODE [N]
  *     read-rsp | read-rwlock     N reads of the live plan's addressing (one reader)
+ *     read-live | read-qsbr      the same with rsp_live_addressing (one call), as a
+ *                                default (memb) or a QSBR reader
  *     ingest-rsp | ingest-mutex  N ingest + remove pairs (one client thread;
  *                                rsp: fire-and-forget posts, then a barrier)
  *     step-rsp | step-mutex      N steady decode steps of 256 rows, one label
@@ -30,7 +32,14 @@
 
 #define STEP_ROWS 256u
 
-static void read_rsp(uint32_t n)
+/* How read_rsp reads: the four calls, the one-call accessor as a default
+ * (memb) reader, or the one-call accessor as a QSBR reader announcing a
+ * quiescent state every READ_QSBR_EVERY reads (a partition thread does once
+ * per step). */
+enum read_how { READ_FOUR_CALLS, READ_ONE_CALL, READ_QSBR };
+#define READ_QSBR_EVERY 64u
+
+static void read_rsp_how(uint32_t n, enum read_how how)
 {
     rsp_pool_config cfg;
     bench_config(&cfg, BENCH_TINY, 80);
@@ -44,19 +53,44 @@ static void read_rsp(uint32_t n)
     BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
     BENCH_CHECK(rsp_step_admit(pool, &st, &out, &err), &err);
     BENCH_CHECK(rsp_step_plan(pool, &st, &err), &err);
-    BENCH_CHECK(rsp_reader_register(&err), &err);
+    if (how == READ_QSBR)
+        BENCH_CHECK(rsp_reader_register_qsbr(&err), &err);
+    else
+        BENCH_CHECK(rsp_reader_register(&err), &err);
     uint64_t acc = 0;
     for (uint32_t i = 0; i < n; i++) {
         rsp_read_begin();
-        const rsp_plan *p = rsp_plan_live(pool);
         rsp_addressing a;
-        if (p && rsp_plan_addressing(p, RSP_LABEL_MAIN, &a, NULL) == RSP_OK)
+        rsp_status s = RSP_ENOPLAN;
+        if (how == READ_FOUR_CALLS) {
+            const rsp_plan *p = rsp_plan_live(pool);
+            if (p)
+                s = rsp_plan_addressing(p, RSP_LABEL_MAIN, &a, NULL);
+        } else {
+            s = rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL);
+        }
+        if (s == RSP_OK)
             acc += a.step_id + a.num_rows + (uint64_t)a.slot_indices[0] + a.has_state[0];
         rsp_read_end();
+        if (how == READ_QSBR && i % READ_QSBR_EVERY == READ_QSBR_EVERY - 1)
+            rsp_reader_quiescent();
     }
     rsp_reader_unregister();
     rsp_pool_destroy(pool);
     printf("read-rsp: %u reads (checksum %llu)\n", n, (unsigned long long)acc);
+}
+
+static void read_rsp(uint32_t n)
+{
+    read_rsp_how(n, READ_FOUR_CALLS);
+}
+static void read_live(uint32_t n)
+{
+    read_rsp_how(n, READ_ONE_CALL);
+}
+static void read_qsbr(uint32_t n)
+{
+    read_rsp_how(n, READ_QSBR);
 }
 
 static void read_rwlock(uint32_t n)
@@ -252,6 +286,8 @@ int main(int argc, char **argv)
         void (*run)(uint32_t);
     } modes[] = {
         {"read-rsp", read_rsp},
+        {"read-live", read_live},
+        {"read-qsbr", read_qsbr},
         {"read-rwlock", read_rwlock},
         {"ingest-rsp", ingest_rsp},
         {"ingest-mutex", ingest_mutex},

@@ -41,10 +41,12 @@ per_op() {
         'BEGIN { printf "%-14s %10.0f instructions per %s\n", m, (f - b) / n, u }'
 }
 
-RSP_CLIENT="rsp_post rsp_read_begin rsp_read_end rsp_plan_live rsp_plan_addressing rsp_event_wait"
+RSP_CLIENT="rsp_post rsp_read_begin rsp_read_end rsp_plan_live rsp_plan_addressing rsp_live_addressing rsp_event_wait"
 RSP_OWNER="drain"
 echo "callgrind, N = $n operations (set-up and tear-down subtracted)"
 per_op read-rsp read rsp_read_begin rsp_read_end rsp_plan_live rsp_plan_addressing
+per_op read-live read rsp_read_begin rsp_read_end rsp_live_addressing
+per_op read-qsbr read rsp_read_begin rsp_read_end rsp_live_addressing rsp_reader_quiescent
 per_op read-rwlock read bl_read_begin bl_plan_addressing bl_read_end
 per_op ingest-rsp "pair (2 messages)" $RSP_CLIENT $RSP_OWNER
 per_op ingest-mutex "pair (2 messages)" bl_ingest bl_remove
@@ -52,3 +54,5 @@ per_op step-rsp "256-row step" $RSP_CLIENT $RSP_OWNER
 per_op step-mutex "256-row step" bl_admit bl_plan bl_commit bl_read_begin bl_plan_addressing bl_read_end
 per_op fork-rsp "256-row fork step" $RSP_CLIENT $RSP_OWNER
 per_op fork-mutex "256-row fork step" bl_admit bl_plan bl_commit bl_read_begin bl_plan_addressing bl_read_end
+per_op step-mutex-general "256-row step" bl_admit bl_plan bl_commit bl_read_begin bl_plan_addressing bl_read_end
+per_op fork-mutex-general "256-row fork step" bl_admit bl_plan bl_commit bl_read_begin bl_plan_addressing bl_read_end

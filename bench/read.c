@@ -7,7 +7,12 @@
  * paced at one every 50 us. Each reader loops: open a read section, take the
  * live plan, fetch the addressing of "main", touch it (step id, row count,
  * first slot and flag), close the section.
- *   rsp:      rsp_read_begin / rsp_plan_live / rsp_plan_addressing / rsp_read_end
+ *   rsp:      rsp_read_begin / rsp_live_addressing / rsp_read_end, as a
+ *             default (urcu-memb) reader: bench "read", params flavour
+ *             "memb"; and as a QSBR reader announcing a quiescent state after
+ *             each batch of 1024 reads (a partition thread does once per
+ *             step): bench "read_qsbr", flavour "qsbr", with the same
+ *             baseline run beside it.
  *   baseline: rdlock / copy the published addressing / unlock (bl_read_*),
  *             the publisher taking the write lock once per plan.
  * One sample = the wall time of a batch of 1024 reads, divided by 1024. The
@@ -36,6 +41,7 @@ static const rsp_event forward_complete = {.kind = RSP_EVENT_COMPLETE};
 typedef struct rd_shared {
     rsp_pool *pool; /* exactly one of pool / bl */
     bl_pool *bl;
+    bool qsbr;     /* rsp readers register as QSBR readers */
     uint32_t stop; /* main -> all: written once; relaxed polling is enough */
     pthread_barrier_t gate;
     uint64_t plans; /* publisher only; read after join */
@@ -97,8 +103,17 @@ static void *rd_rsp_reader(void *p)
 {
     rd_reader *r = p;
     rsp_error err = {0};
-    BENCH_CHECK(rsp_reader_register(&err), &err);
+    const bool qsbr = r->sh->qsbr;
+    if (qsbr)
+        BENCH_CHECK(rsp_reader_register_qsbr(&err), &err);
+    else
+        BENCH_CHECK(rsp_reader_register(&err), &err);
+    /* Offline while blocked at the gate (a QSBR reader's rule). */
+    if (qsbr)
+        rsp_reader_offline();
     pthread_barrier_wait(&r->sh->gate);
+    if (qsbr)
+        rsp_reader_online();
     rsp_pool *pool = r->sh->pool;
     uint64_t acc = 0;
     uint64_t c0 = bench_thread_cpu_ns();
@@ -107,12 +122,13 @@ static void *rd_rsp_reader(void *p)
         uint64_t t0 = bench_now_ns();
         for (uint32_t i = 0; i < BATCH; i++) {
             rsp_read_begin();
-            const rsp_plan *plan = rsp_plan_live(pool);
             rsp_addressing a;
-            if (plan && rsp_plan_addressing(plan, RSP_LABEL_MAIN, &a, NULL) == RSP_OK)
+            if (rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL) == RSP_OK)
                 acc += a.step_id + a.num_rows + (uint64_t)a.slot_indices[0] + a.has_state[0];
             rsp_read_end();
         }
+        if (qsbr)
+            rsp_reader_quiescent();
         bench_samples_add(&r->samples, (double)(bench_now_ns() - t0) / BATCH);
         r->reads += BATCH;
     }
@@ -158,9 +174,10 @@ typedef struct rd_run {
     uint64_t cpu_ns; /* all readers' CPU time */
 } rd_run;
 
-static void rd_once(rsp_pool *pool, bl_pool *bl, uint32_t R, uint64_t dur_ns, rd_run *out)
+static void rd_once(rsp_pool *pool, bl_pool *bl, bool qsbr, uint32_t R, uint64_t dur_ns,
+                    rd_run *out)
 {
-    rd_shared sh = {.pool = pool, .bl = bl, .sid = out->last_sid};
+    rd_shared sh = {.pool = pool, .bl = bl, .qsbr = qsbr, .sid = out->last_sid};
     pthread_barrier_init(&sh.gate, NULL, R + 2);
     rd_reader rd[8];
     pthread_t th[8], pub;
@@ -198,6 +215,32 @@ static void rd_once(rsp_pool *pool, bl_pool *bl, uint32_t R, uint64_t dur_ns, rd
     pthread_barrier_destroy(&sh.gate);
 }
 
+/* One result line: rsp's run rr beside the rwlock's br. */
+static void rd_report(const bench_opts *o, const char *bench, const char *flavour, uint32_t R,
+                      const rd_run *rr, const rd_run *br)
+{
+    bench_result res = {.bench = bench, .baseline = "rwlock"};
+    snprintf(res.params, sizeof res.params,
+             "\"readers\": %u, \"period_ns\": %u, \"rows\": %u, \"flavour\": \"%s\"", R, PERIOD_NS,
+             ROWS, flavour);
+    res.median_ns = bench_samples_quantile(&rr->samples, 0.5);
+    res.p99_ns = bench_samples_quantile(&rr->samples, 0.99);
+    res.ops_per_s = 1e9 * (double)rr->reads / (double)rr->wall_ns;
+    res.baseline_median_ns = bench_samples_quantile(&br->samples, 0.5);
+    res.baseline_p99_ns = bench_samples_quantile(&br->samples, 0.99);
+    res.baseline_ops_per_s = 1e9 * (double)br->reads / (double)br->wall_ns;
+    /* cpus_used: the readers' CPU time over wall time, i.e. how many
+     * cores the readers actually had (2 at most here): on a busy
+     * machine it shows how often two readers really ran at once. */
+    snprintf(res.extra, sizeof res.extra,
+             "\"plans_per_s\": %.0f, \"baseline_plans_per_s\": %.0f, "
+             "\"readers_cpus_used\": %.2f, \"baseline_readers_cpus_used\": %.2f",
+             1e9 * (double)rr->plans / (double)rr->wall_ns,
+             1e9 * (double)br->plans / (double)br->wall_ns,
+             (double)rr->cpu_ns / (double)rr->wall_ns, (double)br->cpu_ns / (double)br->wall_ns);
+    bench_report(o, &res);
+}
+
 void bench_read(const bench_opts *o)
 {
     rsp_pool_config cfg;
@@ -213,33 +256,21 @@ void bench_read(const bench_opts *o)
         BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
         bl_pool *bl;
         BENCH_CHECK(bl_create(&cfg, &bl, &err), &err);
-        rd_run rr = {0}, br = {0};
+        rd_run rr = {0}, qr = {0}, br = {0};
         bench_samples_init(&rr.samples, 4096);
+        bench_samples_init(&qr.samples, 4096);
         bench_samples_init(&br.samples, 4096);
         for (uint32_t r = 0; r < reps; r++) {
-            rd_once(pool, NULL, R, dur, &rr);
-            rd_once(NULL, bl, R, dur, &br);
+            rd_once(pool, NULL, false, R, dur, &rr);
+            qr.last_sid = rr.last_sid;
+            rd_once(pool, NULL, true, R, dur, &qr);
+            rr.last_sid = qr.last_sid;
+            rd_once(NULL, bl, false, R, dur, &br);
         }
-        bench_result res = {.bench = "read", .baseline = "rwlock"};
-        snprintf(res.params, sizeof res.params, "\"readers\": %u, \"period_ns\": %u, \"rows\": %u",
-                 R, PERIOD_NS, ROWS);
-        res.median_ns = bench_samples_quantile(&rr.samples, 0.5);
-        res.p99_ns = bench_samples_quantile(&rr.samples, 0.99);
-        res.ops_per_s = 1e9 * (double)rr.reads / (double)rr.wall_ns;
-        res.baseline_median_ns = bench_samples_quantile(&br.samples, 0.5);
-        res.baseline_p99_ns = bench_samples_quantile(&br.samples, 0.99);
-        res.baseline_ops_per_s = 1e9 * (double)br.reads / (double)br.wall_ns;
-        /* cpus_used: the readers' CPU time over wall time, i.e. how many
-         * cores the readers actually had (2 at most here): on a busy
-         * machine it shows how often two readers really ran at once. */
-        snprintf(res.extra, sizeof res.extra,
-                 "\"plans_per_s\": %.0f, \"baseline_plans_per_s\": %.0f, "
-                 "\"readers_cpus_used\": %.2f, \"baseline_readers_cpus_used\": %.2f",
-                 1e9 * (double)rr.plans / (double)rr.wall_ns,
-                 1e9 * (double)br.plans / (double)br.wall_ns,
-                 (double)rr.cpu_ns / (double)rr.wall_ns, (double)br.cpu_ns / (double)br.wall_ns);
-        bench_report(o, &res);
+        rd_report(o, "read", "memb", R, &rr, &br);
+        rd_report(o, "read_qsbr", "qsbr", R, &qr, &br);
         bench_samples_fini(&rr.samples);
+        bench_samples_fini(&qr.samples);
         bench_samples_fini(&br.samples);
         rsp_pool_destroy(pool);
         bl_destroy(bl);

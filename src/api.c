@@ -65,7 +65,9 @@ static rsp_status fail_forked(rsp_error *err)
  * retired-plan cap the owner waits for a grace period, i.e. for that very
  * section to end (docs/ordering.md), and neither would move again. Every
  * call that waits on the owner refuses instead, before posting anything. */
-#define IN_SECTION_MSG "called inside a read section: end it (or take rsp_plan_ref) first"
+#define IN_SECTION_MSG                                                                             \
+    "called inside a read section: end it (or take rsp_plan_ref) first; an online QSBR reader: "   \
+    "rsp_reader_offline first"
 
 static rsp_status fail_in_section(rsp_error *err, const char *what)
 {
@@ -621,6 +623,29 @@ rsp_status rsp_reader_register(rsp_error *err)
     return rsp__reader_register(err);
 }
 
+rsp_status rsp_reader_register_qsbr(rsp_error *err)
+{
+    if (forked())
+        return fail_forked(err);
+    pthread_once(&rsp__atfork_once, register_atfork);
+    return rsp__reader_register_qsbr(err);
+}
+
+rsp_status rsp_reader_quiescent(void)
+{
+    return forked() ? RSP_EFORKED : rsp__reader_quiescent();
+}
+
+rsp_status rsp_reader_offline(void)
+{
+    return forked() ? RSP_EFORKED : rsp__reader_offline();
+}
+
+rsp_status rsp_reader_online(void)
+{
+    return forked() ? RSP_EFORKED : rsp__reader_online();
+}
+
 void rsp_reader_unregister(void)
 {
     if (forked())
@@ -644,6 +669,10 @@ rsp_status rsp_read_begin_err(rsp_error *err)
         return rsp__fail(err, st,
                          "rsp_read_begin: the calling thread is not registered: call "
                          "rsp_reader_register first");
+    if (st == RSP_EINVAL)
+        return rsp__fail(err, st,
+                         "rsp_read_begin: the calling thread is an offline QSBR reader: call "
+                         "rsp_reader_online first");
     return st;
 }
 
@@ -691,6 +720,16 @@ rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_add
     if (forked())
         return fail_forked(err);
     return rsp__plan_addressing(plan, label, out, err);
+}
+
+rsp_status rsp_live_addressing(const rsp_pool *pool, rsp_label_id label, rsp_addressing *out,
+                               rsp_error *err)
+{
+    if (!pool || !out)
+        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
+    if (forked())
+        return fail_forked(err);
+    return rsp__live_addressing(pool->pub, label, out, err);
 }
 
 const rsp_plan *rsp_plan_ref(const rsp_plan *plan)

@@ -719,9 +719,59 @@ RSP_API rsp_status rsp_reader_register(rsp_error *err);
 RSP_API void rsp_reader_unregister(void);
 
 /**
+ * Register the calling thread as a QSBR reader (liburcu's quiescent-state
+ * flavour), for a thread with a natural loop (a partition thread, once per
+ * step). Its read sections (rsp_read_begin/end) cost a thread-local
+ * increment and decrement; in exchange a plan it read stays valid (its host
+ * vectors readable) until the thread announces a quiescent state
+ * (rsp_reader_quiescent), goes offline (rsp_reader_offline) or unregisters,
+ * not merely until rsp_read_end. Rules:
+ *
+ * - Call rsp_reader_quiescent once per loop, outside any read section. A
+ *   QSBR reader that never announces quiescence (and is not offline) holds
+ *   back every grace period: the owner's retired plans pile up to the
+ *   retired cap (64 a pool), then the owner itself waits for that thread's
+ *   quiescent state and handles no message until it comes.
+ * - Around anything that blocks (a wait, a sleep, I/O), go offline
+ *   (rsp_reader_offline) and online again after (rsp_reader_online). An
+ *   online QSBR reader counts as inside a read section for the waits on the
+ *   owner (see rsp_read_begin): they return RSP_EINVAL there, nothing posted;
+ *   rsp_pool_close returns RSP_EINVAL and rsp_pool_destroy does nothing, as
+ *   inside a section. An offline reader may not read: rsp_read_begin
+ *   returns RSP_EINVAL.
+ * - Unregister (rsp_reader_unregister) before the thread exits (a thread
+ *   that exits registered is unregistered by a key destructor).
+ *
+ * A thread is a default or a QSBR reader, not both: RSP_EINVAL (nothing
+ * changed) when the thread is registered as the other kind; RSP_OK when it
+ * is already a QSBR reader. Registration leaves the thread online. Cost: a
+ * mutex inside liburcu, not for hot paths. Plans read by default and QSBR
+ * readers alike are reclaimed only after both kinds' grace periods.
+ */
+RSP_API rsp_status rsp_reader_register_qsbr(rsp_error *err);
+/**
+ * QSBR readers: announce a quiescent state (every plan this thread read
+ * before may now be reclaimed), go offline (a lasting quiescent state:
+ * grace periods do not wait for the thread; it may not read until
+ * online), come back online. RSP_OK; RSP_ENOTREG when the thread is not a
+ * registered reader; RSP_EINVAL inside a read section (nothing changed: the
+ * section's plans would lose their protection); RSP_EFORKED. On a default
+ * reader, and quiescent/offline on an offline reader, online on an online
+ * one: RSP_OK, nothing done (code that calls them works under either
+ * flavour). Calling thread. Cost: quiescent a few ns (liburcu-qsbr's
+ * quiescent state: a load, a store, a fence); offline/online about the same.
+ */
+RSP_API rsp_status rsp_reader_quiescent(void);
+RSP_API rsp_status rsp_reader_offline(void);
+RSP_API rsp_status rsp_reader_online(void);
+
+/**
  * An RCU read-side section. Plans obtained inside it stay valid until the
- * matching rsp_read_end. Nestable. Registered threads only (otherwise
- * RSP_ENOTREG). Cost: a few ns.
+ * matching rsp_read_end (a QSBR reader's: until its next quiescent state,
+ * see rsp_reader_register_qsbr). Nestable. Registered threads only
+ * (otherwise RSP_ENOTREG; an offline QSBR reader: RSP_EINVAL). Cost: a few
+ * ns (liburcu-memb's read lock for the outermost section of a default
+ * reader; a thread-local increment for a QSBR reader).
  *
  * A section does not block the owner while it is short, but the owner caps
  * the plans it has retired (docs/ordering.md): past the cap it waits for a
@@ -796,7 +846,7 @@ typedef struct rsp_addressing {
  * The addressing of `label` in `plan`. A label the step did not plan:
  * RSP_ENOPLAN with a message naming the planned labels; a label that was not
  * interned when the plan was built: RSP_ENOLABEL. Any reader,
- * O(labels).
+ * O(1) (a per-label index in the plan).
  *
  * Lifetimes differ. The host copies (slot_indices, has_state, generations)
  * live as long as the plan (the read section, or a reference). The device
@@ -806,6 +856,21 @@ typedef struct rsp_addressing {
  * referenced plan keeps its host copies, not its device vectors.
  */
 RSP_API rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label,
+                                       rsp_addressing *out, rsp_error *err);
+
+/**
+ * The live plan's addressing of `label` in one call: rsp_plan_addressing of
+ * rsp_plan_live, for the partition thread's hot loop. RSP_OK; RSP_ENOPLAN
+ * when there is no live plan yet or the live plan does not address the
+ * label (the message says which); RSP_ENOLABEL, as rsp_plan_addressing;
+ * RSP_ENOTREG (thread not registered); RSP_EINVAL (pool or out NULL, or
+ * called outside a read section); RSP_EFORKED. *out is written only on
+ * RSP_OK, with the lifetimes of rsp_plan_addressing (the host copies live as
+ * long as the read section; take rsp_plan_live and rsp_plan_ref to keep
+ * them longer). Registered reader inside a read section. O(1): no scan of
+ * the labels, one struct copy.
+ */
+RSP_API rsp_status rsp_live_addressing(const rsp_pool *pool, rsp_label_id label,
                                        rsp_addressing *out, rsp_error *err);
 
 /** Keep a plan alive past the read section (take inside it). Any thread, O(1).

@@ -3,7 +3,8 @@
 //
 // What it adds to the C API, nothing else:
 //   - RAII: rsp::pool (close on destruction), rsp::host_fence,
-//     rsp::plan_ref, rsp::reader (thread registration), rsp::read_section,
+//     rsp::plan_ref, rsp::reader (thread registration; rsp::qsbr for a QSBR
+//     reader), rsp::read_section,
 //     rsp::ticket (waited for, or its reply dropped, exactly once).
 //   - Errors the caller's way: every fallible call `f` throws rsp::error
 //     (status + message); its twin `try_f` returns rsp::result<T> and never
@@ -1163,10 +1164,19 @@ class pool
 // Reading plans
 // ---------------------------------------------------------------------------
 
+/// Tag for a QSBR reader: rsp::reader me(rsp::qsbr).
+struct qsbr_t {
+    explicit constexpr qsbr_t() = default;
+};
+inline constexpr qsbr_t qsbr{};
+
 /// The calling thread registered as a plan reader for the object's life
 /// (rsp_reader_register / _unregister). Create one per reader thread, on
 /// that thread; throws rsp::error if registration fails, or, built with
 /// std::nothrow, says so in status() and unregisters nothing at the end.
+/// rsp::reader(rsp::qsbr) registers a QSBR reader
+/// (rsp_reader_register_qsbr: plans stay valid until quiescent(); call it
+/// once per loop, and offline() / online() around blocking).
 class reader
 {
   public:
@@ -1182,6 +1192,48 @@ class reader
         st_ = rsp_reader_register(&e);
         if (st_ != RSP_OK)
             err_ = detail::done(st_, e).error();
+    }
+    explicit reader(qsbr_t)
+    {
+        rsp_error e{};
+        detail::done(rsp_reader_register_qsbr(&e), e).value();
+        st_ = RSP_OK;
+    }
+    reader(qsbr_t, const std::nothrow_t &) noexcept
+    {
+        rsp_error e{};
+        st_ = rsp_reader_register_qsbr(&e);
+        if (st_ != RSP_OK)
+            err_ = detail::done(st_, e).error();
+    }
+    /// rsp_reader_quiescent: RSP_EINVAL inside a read section, nothing for a
+    /// default reader.
+    result<void> try_quiescent() noexcept
+    {
+        return detail::done(rsp_reader_quiescent(), rsp_error{});
+    }
+    void quiescent()
+    {
+        try_quiescent().value();
+    }
+    /// rsp_reader_offline: before blocking (a QSBR reader may not read
+    /// while offline).
+    result<void> try_offline() noexcept
+    {
+        return detail::done(rsp_reader_offline(), rsp_error{});
+    }
+    void offline()
+    {
+        try_offline().value();
+    }
+    /// rsp_reader_online: after blocking.
+    result<void> try_online() noexcept
+    {
+        return detail::done(rsp_reader_online(), rsp_error{});
+    }
+    void online()
+    {
+        try_online().value();
     }
     reader(const reader &) = delete;
     reader &operator=(const reader &) = delete;
@@ -1407,6 +1459,19 @@ class read_section
     plan_view live(const pool &p) const noexcept
     {
         return plan_view(rsp_plan_live(p.get()));
+    }
+    /// rsp_live_addressing: the live plan's addressing of a label in one
+    /// call (RSP_ENOPLAN when there is no live plan or it does not plan l).
+    result<addressing> try_live_addressing(const pool &p, label l) const noexcept
+    {
+        addressing a{};
+        rsp_error e{};
+        rsp_status st = rsp_live_addressing(p.get(), raw(l), &a.raw, &e);
+        return detail::done(st, e, a);
+    }
+    addressing live_addressing(const pool &p, label l) const
+    {
+        return try_live_addressing(p, l).value();
     }
     /// rsp_plan_get: step id's live plan while the step is in flight, or an
     /// empty view. O(steps in flight).

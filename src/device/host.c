@@ -1,5 +1,5 @@
 /*
- * The host device: heap storage and a device worker thread that runs work
+ * The host device: slot storage in anonymous mappings and a device worker thread that runs work
  * lists in FIFO order, with a monotonic timeline (rsp_host_fence) as its
  * event. It exists so the ordering rules of SEMANTICS 5 are real on a CPU:
  * a missing wait is a visible bug without a GPU.
@@ -46,6 +46,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ------------------------------------------------------------------------ */
 /* ThreadSanitizer annotations                                               */
@@ -294,7 +295,8 @@ typedef struct host_buffer {
 #define HOST_RING_SIZE 1024u
 
 typedef struct rsp__host_device {
-    rsp__device base; /* first: rsp__device* and rsp__host_device* convert */
+    rsp__device base;                     /* first: rsp__device* and rsp__host_device* convert */
+    uint64_t block_bytes[RSP_MAX_BLOCKS]; /* immutable: each block's mapping (storage_map) */
 
     /* Owner only. */
     host_buffer *buffers;
@@ -334,6 +336,30 @@ typedef struct rsp__host_device {
     /* The device's timeline; raised by the worker after each job. */
     struct rsp_host_fence fence CK_CC_CACHELINE;
 } rsp__host_device;
+
+/* Slot storage: an anonymous private mapping of n bytes (page aligned, so
+ * 64-byte aligned). The kernel hands out zero pages and touches them on
+ * first write, so creation costs no memset and no page faults: a pool of
+ * gigabytes is created in microseconds, and every slot reads as zero until
+ * written. Releases still zero their slots (HOP_ZERO), so a free slot is
+ * zero whether it was never used or released. NULL when the mapping fails
+ * (out of memory or address space, or n absurd). Freed with
+ * storage_unmap(p, n). */
+static void *storage_map(uint64_t n)
+{
+    if (n == 0)
+        n = 1;
+    if (n > (uint64_t)SIZE_MAX / 2)
+        return NULL;
+    void *p = mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void storage_unmap(void *p, uint64_t n)
+{
+    if (p)
+        munmap(p, (size_t)(n ? n : 1));
+}
 
 /* 64-byte aligned, zero-filled; NULL when out of memory or n is absurd. */
 static void *alloc_zeroed(uint64_t n)
@@ -960,15 +986,47 @@ typedef struct job_cursor {
     bool *has;
 } job_cursor;
 
+/* A job run inline (in host_submit, while w is alive) reads the entries of
+ * its ZERO, COPY and UPLOAD ops where w has them: no staging copy. */
+static void direct_op(const rsp__host_device *dev, const rsp__work *w, const rsp__op *op,
+                      host_op *h)
+{
+    switch (op->kind) {
+    case RSP__OP_ZERO:
+        h->kind = HOP_ZERO;
+        h->u.slots = w->slots + op->first;
+        break;
+    case RSP__OP_COPY:
+        h->kind = HOP_COPY;
+        h->u.pairs = w->pairs + op->first;
+        break;
+    default: { /* an UPLOAD (copy_op takes the WAITs) */
+        RSP__ASSERT(op->kind == RSP__OP_UPLOAD);
+        const host_buffer *hb = &dev->buffers[op->buffer];
+        h->kind = HOP_UPLOAD;
+        h->u.up.src_idx = op->slot_indices;
+        h->u.up.src_has = op->has_state;
+        h->u.up.dst_idx = hb->slot_indices;
+        h->u.up.dst_has = hb->has_state;
+        break;
+    }
+    }
+}
+
 /* Append the host op of a WAIT, ZERO, COPY or UPLOAD to the job, copying
- * its entries. Cannot fail: validate counted the room (count_op). An
- * UPLOAD's buffer exists (validated) and holds its newest arrays (a change
- * earlier in the list was applied first: list order). */
+ * its entries (unless `direct`: a job run inline, see direct_op). Cannot
+ * fail: validate counted the room (count_op). An UPLOAD's buffer exists
+ * (validated) and holds its newest arrays (a change earlier in the list was
+ * applied first: list order). */
 static void copy_op(const rsp__host_device *dev, const rsp__work *w, const rsp__op *op,
-                    job_cursor *c, host_job *job)
+                    job_cursor *c, host_job *job, bool direct)
 {
     host_op *h = &job->ops[job->num_ops++];
     h->count = op->count;
+    if (direct && op->kind != RSP__OP_WAIT) {
+        direct_op(dev, w, op, h);
+        return;
+    }
     switch (op->kind) {
     case RSP__OP_WAIT:
         h->kind = HOP_WAIT;
@@ -1041,7 +1099,7 @@ static void apply(rsp__host_device *dev, const rsp__work *w, const job_offsets *
     for (uint32_t i = 0; i < w->num_ops; i++) {
         const rsp__op *op = &w->ops[i];
         if (op->kind != RSP__OP_BUFFER)
-            copy_op(dev, w, op, &c, job);
+            copy_op(dev, w, op, &c, job, r->run_inline);
         else if (next < r->num_changes && r->changes[next].op == i)
             apply_change(dev, op->buffer, &r->changes[next++], job);
     }
@@ -1178,7 +1236,7 @@ static rsp_status host_read(rsp__device *base, uint32_t block, uint32_t layer, u
 static void host_free(rsp__host_device *dev)
 {
     for (uint32_t b = 0; b < RSP_MAX_BLOCKS; b++)
-        free(dev->base.block_base[b]);
+        storage_unmap(dev->base.block_base[b], dev->block_bytes[b]);
     for (uint32_t i = 0; i < dev->num_buffers; i++) {
         free(dev->buffers[i].slot_indices);
         free(dev->buffers[i].has_state);
@@ -1219,13 +1277,15 @@ static const rsp__device_ops host_ops = {
     .check_event = host_check_event,
 };
 
-/* Create step: every block, 64-byte aligned and zeroed. Each is recorded in
- * block_base as soon as it exists, so host_free frees it. */
+/* Create step: every block, mapped (storage_map: zero, page aligned, touched
+ * lazily). Each is recorded in block_base (and its size in block_bytes) as
+ * soon as it exists, so host_free unmaps it. */
 static rsp_status host_blocks_alloc(rsp__host_device *dev, rsp_error *err)
 {
     const rsp__layout *layout = dev->base.layout;
     for (uint32_t b = 0; b < layout->num_blocks; b++) {
-        dev->base.block_base[b] = alloc_zeroed(layout->blocks[b].bytes);
+        dev->base.block_base[b] = storage_map(layout->blocks[b].bytes);
+        dev->block_bytes[b] = layout->blocks[b].bytes;
         if (!dev->base.block_base[b])
             return rsp__fail(err, RSP_ENOMEM,
                              "host device: cannot allocate block '%s' (%llu bytes): out of memory",

@@ -2,8 +2,11 @@
  * RCU plan publication and reclamation.
  * SPDX-License-Identifier: Apache-2.0
  *
- * liburcu is used through its library symbols (urcu-memb flavour,
- * liburcu-memb); _LGPL_SOURCE is never defined (the library is Apache-2.0).
+ * liburcu is used through its library symbols: the urcu-memb flavour
+ * (liburcu-memb) for default readers, the QSBR flavour (liburcu-qsbr) for
+ * readers registered with rsp__reader_register_qsbr; every grace period
+ * waits for both. _LGPL_SOURCE is never defined (the library is
+ * Apache-2.0).
  * No call_rcu: each publisher has its own reclaimer thread, started with a
  * checked pthread_create (liburcu's call_rcu set-up aborts the process when
  * its malloc or pthread_create fails, and liburcu >= 0.14 joins its worker
@@ -15,15 +18,23 @@
  *          (release store of the pointer). Reader P2: rcu_dereference
  *          (dependency-ordered load) inside a read section, then reads the
  *          plan. A reader sees either the old plan or the complete new one.
- *   G1/G2  reclamation. Reader G1: rcu_read_unlock ends the section.
+ *   G1/G2  reclamation. Reader G1: rcu_read_unlock ends the section (a
+ *          QSBR reader: its quiescent state, going offline, unregistering).
  *          Reclaimer G2: the reclaimer thread (or the owner at the cap, or
- *          destroy) returns from synchronize_rcu after a grace period, so
+ *          destroy) returns from grace_period (both flavours'
+ *          synchronize_rcu) after a grace period, so
  *          after every section that could have seen the retired pointer
  *          has ended; only then is the publisher's reference dropped.
  *   R1/R2  retired batches. Owner R1: links a batch onto `pending` under
  *          `lock` and signals. Reclaimer R2: takes every pending batch
  *          under `lock`, then waits its grace period. The mutex carries the
  *          batch (and TSan sees it).
+ *   M1/M2  recycled plan memory. Any thread M1: the drop that frees a plan
+ *          pushes its memory on `recycled` (CAS, release) before its
+ *          release decrement of `objects`. Owner M2: takes the whole stack
+ *          (exchange with NULL, acquire) and reuses the memory for a later
+ *          plan. The owner never pops one node (no ABA); destroy frees what
+ *          is left after `objects` reached zero.
  *   X1     references. A ref is a relaxed increment (the caller holds a
  *          reference, or is in a read section that keeps the publisher's
  *          until after G1); every drop is an acq_rel decrement, so the drop
@@ -59,6 +70,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +90,7 @@
 #define URCU_INLINE_SMALL_FUNCTIONS
 #endif
 #include <urcu/urcu-memb.h>
+#include <urcu/urcu-qsbr.h>
 #include "util/error.h"
 #include "util/sync.h"
 
@@ -94,6 +107,10 @@
 #define RSP__REPORT_MISUSE 0
 #endif
 
+/* rsp_plan.label_index of a label the plan does not address. */
+#define NO_INDEX 0xffu
+_Static_assert(RSP_MAX_LABELS < NO_INDEX, "label_index holds a labels[] entry in a byte");
+
 typedef struct rsp__plan_label {
     /* The answer of rsp__plan_addressing, built once with the plan: a read
      * is one struct copy (its vectors point into the plan's allocation). */
@@ -103,7 +120,9 @@ typedef struct rsp__plan_label {
 
 /* Immutable after publication except `refs` and `next_retired`. */
 struct rsp_plan {
-    rsp_plan *next_retired; /* owner, then the reclaimer (R1/R2): retired batch link */
+    rsp_plan *next_retired; /* owner, then the reclaimer (R1/R2): retired batch link;
+                               once freed, the recycled-stack link (M1/M2) */
+    size_t alloc_bytes;     /* the allocation's size (at least the plan's) */
     uint32_t refs;          /* any thread, atomic (X1) */
     rsp__publisher *pub;    /* immutable: the publisher outlives its plans */
     uint64_t step_id;
@@ -111,8 +130,11 @@ struct rsp_plan {
     rsp_event ready;
     uint64_t digest; /* rsp__plan_set_digest, before publication */
     uint32_t num_labels;
-    uint32_t labels_known;    /* labels interned when it was built (RSP_ENOLABEL) */
-    uint32_t published;       /* owner only: PUB_LIVE | PUB_STEP, where it is published */
+    uint32_t labels_known; /* labels interned when it was built (RSP_ENOLABEL) */
+    uint32_t published;    /* owner only: PUB_LIVE | PUB_STEP, where it is published */
+    /* labels[] entry of each label id, NO_INDEX when the plan does not
+     * address it: a read finds its label with one load, not a scan. */
+    uint8_t label_index[RSP_MAX_LABELS];
     rsp__plan_label labels[]; /* then generations, slot_indices, has_state */
 };
 
@@ -134,6 +156,8 @@ struct rsp__publisher {
     uint32_t batch_len;    /* owner only */
     void *spare;           /* owner only: a plan's memory, reserved ahead */
     size_t spare_size;     /* (rsp__plan_reserve) */
+    rsp_plan *recycled;    /* any thread pushes freed plans (M1); the owner takes all (M2) */
+    rsp_plan *reuse;       /* owner only: freed plans taken from `recycled` */
     uint32_t labels_known; /* owner only: labels interned (rsp__publisher_set_labels) */
 
     /* Per-step plans (Q1/Q2). step_plan[i]: the live plan of the step in
@@ -175,8 +199,15 @@ static char rsp__grace_token;
  * are a few bytes: a dlopen'ed librsp still fits in glibc's static TLS
  * surplus. */
 #define RSP__TLS _Thread_local __attribute__((tls_model("initial-exec")))
-static RSP__TLS bool rsp__tls_registered;   /* rsp__reader_register called */
-static RSP__TLS uint32_t rsp__tls_rcu_regs; /* liburcu registrations held */
+/* What the calling thread is as a reader (rsp__tls_mode). */
+enum {
+    MODE_NONE = 0,     /* not registered */
+    MODE_MEMB,         /* a default reader (urcu-memb): sections lock and unlock */
+    MODE_QSBR_ONLINE,  /* a QSBR reader, online: holds plans until it is quiescent */
+    MODE_QSBR_OFFLINE, /* a QSBR reader, offline: may not read */
+};
+static RSP__TLS uint8_t rsp__tls_mode;      /* MODE_* */
+static RSP__TLS uint32_t rsp__tls_rcu_regs; /* liburcu-memb registrations held */
 static RSP__TLS uint32_t rsp__tls_depth;    /* read-section nesting */
 
 static void rcu_register_ref(void)
@@ -191,17 +222,95 @@ static void rcu_unregister_ref(void)
         urcu_memb_unregister_thread();
 }
 
+/* G2: wait until every read section of a default reader that began before
+ * has ended, and every QSBR reader has been quiescent (or offline) since:
+ * one grace period of each flavour. */
+static void grace_period(void)
+{
+    urcu_memb_synchronize_rcu();
+    urcu_qsbr_synchronize_rcu();
+    rsp__hb_acquire(&rsp__grace_token);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Plans                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* ASan: a recycled plan's memory past its two header words (the stack link
+ * and the size) is poisoned until the owner reuses it, so a reader that
+ * touches a reclaimed plan is still reported. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSP__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSP__ASAN 1
+#endif
+#endif
+#ifdef RSP__ASAN
+#include <sanitizer/asan_interface.h>
+#define RECYCLED_HEAD (offsetof(rsp_plan, alloc_bytes) + sizeof(size_t))
+static void recycled_poison(rsp_plan *plan, bool poison)
+{
+    char *body = (char *)plan + RECYCLED_HEAD;
+    if (poison)
+        ASAN_POISON_MEMORY_REGION(body, plan->alloc_bytes - RECYCLED_HEAD);
+    else
+        ASAN_UNPOISON_MEMORY_REGION(body, plan->alloc_bytes - RECYCLED_HEAD);
+}
+#else
+static void recycled_poison(rsp_plan *plan, bool poison)
+{
+    (void)plan;
+    (void)poison;
+}
+#endif
+
+/* The last reference is gone: the memory goes on the publisher's recycled
+ * stack (M1), where the owner takes it for a later plan instead of a
+ * malloc (and this thread's free). */
 static void plan_free(rsp_plan *plan)
 {
     rsp__publisher *p = plan->pub;
-    free(plan);
+    recycled_poison(plan, true);
+    rsp_plan *head = __atomic_load_n(&p->recycled, __ATOMIC_RELAXED);
+    do
+        plan->next_retired = head;
+    while (!__atomic_compare_exchange_n(&p->recycled, &head, plan, true, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
     /* Last access to the publisher: its destroy waits for zero. Release:
      * pairs with destroy's acquire load of `objects` before free(p). */
     rsp__fetch_add_release_u32(&p->objects, UINT32_MAX);
+}
+
+/* Owner (M2): a recycled plan's memory of at least `bytes`, or NULL. Takes
+ * the whole recycled stack when the owner's own list is empty; a block too
+ * small for this plan is freed (plans of one pool are of similar sizes, so
+ * the list soon holds blocks of the largest). */
+static void *recycled_take(rsp__publisher *p, size_t bytes, size_t *got)
+{
+    if (!p->reuse)
+        p->reuse = __atomic_exchange_n(&p->recycled, NULL, __ATOMIC_ACQUIRE);
+    while (p->reuse) {
+        rsp_plan *plan = p->reuse;
+        p->reuse = plan->next_retired;
+        if (plan->alloc_bytes >= bytes) {
+            recycled_poison(plan, false);
+            *got = plan->alloc_bytes;
+            return plan;
+        }
+        free(plan);
+    }
+    return NULL;
+}
+
+/* Free a list of recycled plans (destroy). */
+static void recycled_free(rsp_plan *plan)
+{
+    while (plan) {
+        rsp_plan *next = plan->next_retired;
+        free(plan);
+        plan = next;
+    }
 }
 
 /* X1: drop one reference; the last one frees. X1: pairs with every other
@@ -239,11 +348,32 @@ rsp_status rsp__plan_reserve(rsp__publisher *p, uint32_t num_labels, uint64_t ro
         return RSP_OK;
     free(p->spare);
     p->spare_size = 0;
+    if ((p->spare = recycled_take(p, bytes, &p->spare_size)) != NULL)
+        return RSP_OK;
     if (!(p->spare = malloc(bytes)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory for a plan of %llu entries",
                          (unsigned long long)entries);
     p->spare_size = bytes;
     return RSP_OK;
+}
+
+/* Owner: the memory of a plan of `bytes`: the reserved memory when it fits
+ * (the owner reserved it before the core changed anything), else a
+ * recycled plan's, else a new allocation (NULL: out of memory). */
+static unsigned char *plan_memory(rsp__publisher *p, size_t bytes, size_t *alloc_bytes)
+{
+    unsigned char *mem;
+    if (p->spare && p->spare_size >= bytes) {
+        mem = p->spare;
+        *alloc_bytes = p->spare_size;
+        p->spare = NULL;
+        p->spare_size = 0;
+        return mem;
+    }
+    if ((mem = recycled_take(p, bytes, alloc_bytes)) != NULL)
+        return mem;
+    *alloc_bytes = bytes;
+    return malloc(bytes);
 }
 
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
@@ -257,21 +387,14 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     }
     plan_offsets off;
     const size_t bytes = plan_layout(num_labels, gens, idx, &off);
-    /* The reserved memory when it fits (the owner reserved it before the
-     * core changed anything), else a new allocation. */
-    unsigned char *mem;
-    if (p->spare && p->spare_size >= bytes) {
-        mem = p->spare;
-        p->spare = NULL;
-        p->spare_size = 0;
-    } else {
-        mem = malloc(bytes);
-    }
+    size_t alloc_bytes;
+    unsigned char *mem = plan_memory(p, bytes, &alloc_bytes);
     if (!mem)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the plan of step %llu",
                          (unsigned long long)step_id);
     rsp_plan *plan = (rsp_plan *)mem;
     memset(plan, 0, sizeof *plan);
+    plan->alloc_bytes = alloc_bytes;
     plan->refs = 1; /* the publisher's */
     plan->pub = p;
     plan->step_id = step_id;
@@ -280,14 +403,19 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     plan->digest = 0;
     plan->num_labels = num_labels;
     plan->labels_known = p->labels_known;
+    memset(plan->label_index, NO_INDEX, sizeof plan->label_index);
     uint64_t *g = (uint64_t *)(mem + off.gens);
     int32_t *si = (int32_t *)(mem + off.idx);
     bool *hs = (bool *)(mem + off.flags);
     for (uint32_t i = 0; i < num_labels; i++) {
         const rsp__plan_label_src *s = &labels[i];
         rsp__plan_label *l = &plan->labels[i];
-        memset(l, 0, sizeof *l);
-        snprintf(l->name, sizeof l->name, "%s", s->name ? s->name : "?");
+        /* The name, truncated (a bounded copy: snprintf was half of this
+         * function's instructions). */
+        const char *name = s->name ? s->name : "?";
+        size_t n = strnlen(name, sizeof l->name - 1);
+        memcpy(l->name, name, n);
+        l->name[n] = '\0';
         if (s->num_rows)
             memcpy(g, s->generations, s->num_rows * sizeof *g);
         if (s->length) {
@@ -307,6 +435,8 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
             .device_has_state = s->device_has_state,
             .ready = ready,
         };
+        if (s->label < RSP_MAX_LABELS && plan->label_index[s->label] == NO_INDEX)
+            plan->label_index[s->label] = (uint8_t)i;
         g += s->num_rows;
         si += s->length;
         hs += s->length;
@@ -344,15 +474,11 @@ uint64_t rsp__plan_digest(const rsp_plan *plan)
     return plan->digest;
 }
 
-rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
-                                rsp_error *err)
+/* The refusals of rsp__plan_addressing, out of its fast path (which then
+ * needs no stack frame). */
+__attribute__((noinline, cold)) static rsp_status
+addressing_refused(const rsp_plan *plan, rsp_label_id label, rsp_error *err)
 {
-    for (uint32_t i = 0; i < plan->num_labels; i++) {
-        if (plan->labels[i].addr.label == label) {
-            *out = plan->labels[i].addr;
-            return RSP_OK;
-        }
-    }
     if (label >= plan->labels_known)
         return rsp__fail(err, RSP_ENOLABEL,
                          "label %u is not interned (the pool had %u labels when step %llu was "
@@ -372,6 +498,16 @@ rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_ad
     return rsp__fail(err, RSP_ENOPLAN, "label %u is not planned in %s step %llu; planned: %s",
                      label, plan->staged ? "staged" : "live", (unsigned long long)plan->step_id,
                      plan->num_labels ? list : "no label");
+}
+
+rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
+                                rsp_error *err)
+{
+    const uint32_t i = label < RSP_MAX_LABELS ? plan->label_index[label] : NO_INDEX;
+    if (__builtin_expect(i == NO_INDEX, 0))
+        return addressing_refused(plan, label, err);
+    *out = plan->labels[i].addr;
+    return RSP_OK;
 }
 
 const rsp_plan *rsp__plan_ref(const rsp_plan *plan)
@@ -424,8 +560,7 @@ static void *reclaimer_main(void *arg)
         if (!list)
             break; /* stop, and nothing left */
         pthread_mutex_unlock(&p->lock);
-        urcu_memb_synchronize_rcu(); /* G2: one grace period for every batch taken */
-        rsp__hb_acquire(&rsp__grace_token);
+        grace_period(); /* G2: one grace period for every batch taken */
         uint32_t n = drop_batch(list);
         /* A gauge (the owner reads it for the cap): relaxed. */
         rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n);
@@ -534,8 +669,7 @@ static void retire(rsp__publisher *p, rsp_plan *plan)
         batch_to_reclaimer(p);
         return;
     }
-    urcu_memb_synchronize_rcu(); /* G2 */
-    rsp__hb_acquire(&rsp__grace_token);
+    grace_period(); /* G2 */
     uint32_t n = drop_batch(p->batch);
     p->batch = NULL;
     p->batch_tail = NULL;
@@ -781,6 +915,28 @@ const rsp_plan *rsp__publisher_staged(const rsp__publisher *p)
     return read_pointer(&p->staged);
 }
 
+/* The refusals of rsp__live_addressing, out of its fast path. */
+__attribute__((noinline, cold)) static rsp_status live_refused(rsp_error *err)
+{
+    if (rsp__tls_mode == MODE_NONE)
+        return rsp__fail(err, RSP_ENOTREG,
+                         "rsp_live_addressing: the calling thread is not registered: call "
+                         "rsp_reader_register first");
+    if (rsp__tls_depth == 0)
+        return rsp__fail(err, RSP_EINVAL,
+                         "rsp_live_addressing called outside a read section (rsp_read_begin)");
+    return rsp__fail(err, RSP_ENOPLAN, "no live plan yet (no step was planned)");
+}
+
+rsp_status rsp__live_addressing(const rsp__publisher *p, rsp_label_id label, rsp_addressing *out,
+                                rsp_error *err)
+{
+    const rsp_plan *plan = read_pointer(&p->live);
+    if (__builtin_expect(!plan, 0))
+        return live_refused(err);
+    return rsp__plan_addressing(plan, label, out, err);
+}
+
 static bool step_reached(rsp__publisher *p, uint64_t step_id)
 {
     /* W2: acquire; pairs with the release stores of W1. */
@@ -897,8 +1053,7 @@ void rsp__publisher_destroy(rsp__publisher *p)
     }
     rcu_assign_pointer(p->live, NULL);
     rcu_assign_pointer(p->staged, NULL);
-    urcu_memb_synchronize_rcu(); /* G2: no section still sees either plan */
-    rsp__hb_acquire(&rsp__grace_token);
+    grace_period(); /* G2: no section still sees either plan */
     /* The owner has stopped: its unflushed batch is ours now, and the grace
      * period above covers it. */
     uint32_t n = drop_batch(p->batch);
@@ -928,6 +1083,10 @@ void rsp__publisher_destroy(rsp__publisher *p)
     pthread_cond_destroy(&p->work);
     pthread_mutex_destroy(&p->lock);
     free(p->spare);
+    /* objects is zero: every plan's memory is on these lists (M1 came
+     * before each release decrement that destroy's acquire load saw). */
+    recycled_free(p->reuse);
+    recycled_free(__atomic_exchange_n(&p->recycled, NULL, __ATOMIC_ACQUIRE));
     free(p);
 }
 
@@ -953,63 +1112,157 @@ static void reader_key_create(void)
     rsp__reader_key_rc = pthread_key_create(&rsp__reader_key, reader_at_exit);
 }
 
-rsp_status rsp__reader_register(rsp_error *err)
+/* Both registrations: the key whose destructor unregisters at thread exit. */
+static rsp_status reader_key_set(rsp_error *err)
 {
-    if (rsp__tls_registered)
-        return RSP_OK;
     pthread_once(&rsp__reader_key_once, reader_key_create);
     if (rsp__reader_key_rc != 0 || pthread_setspecific(rsp__reader_key, &rsp__reader_key) != 0)
         return rsp__fail(err, RSP_ENOMEM, "cannot register the reader (no thread-specific key)");
+    return RSP_OK;
+}
+
+rsp_status rsp__reader_register(rsp_error *err)
+{
+    if (rsp__tls_mode == MODE_MEMB)
+        return RSP_OK;
+    if (rsp__tls_mode != MODE_NONE)
+        return rsp__fail(err, RSP_EINVAL,
+                         "the calling thread is registered as a QSBR reader: "
+                         "rsp_reader_unregister first");
+    rsp_status st = reader_key_set(err);
+    if (st != RSP_OK)
+        return st;
     rcu_register_ref();
-    rsp__tls_registered = true;
+    rsp__tls_mode = MODE_MEMB;
+    return RSP_OK;
+}
+
+rsp_status rsp__reader_register_qsbr(rsp_error *err)
+{
+    if (rsp__tls_mode == MODE_QSBR_ONLINE || rsp__tls_mode == MODE_QSBR_OFFLINE)
+        return RSP_OK;
+    if (rsp__tls_mode != MODE_NONE)
+        return rsp__fail(err, RSP_EINVAL,
+                         "the calling thread is registered as a default reader: "
+                         "rsp_reader_unregister first");
+    rsp_status st = reader_key_set(err);
+    if (st != RSP_OK)
+        return st;
+    urcu_qsbr_register_thread(); /* online */
+    rsp__tls_mode = MODE_QSBR_ONLINE;
     return RSP_OK;
 }
 
 void rsp__reader_unregister(void)
 {
-    if (!rsp__tls_registered)
+    if (rsp__tls_mode == MODE_NONE)
         return;
     /* Unregistering inside a section would let a grace period end under
      * the reader's feet: close the sections first. */
     while (rsp__tls_depth > 0)
         rsp__read_end();
-    rcu_unregister_ref();
-    rsp__tls_registered = false;
+    if (rsp__tls_mode == MODE_MEMB) {
+        rcu_unregister_ref();
+    } else {
+        rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
+        urcu_qsbr_unregister_thread();      /* G1: offline first, if online */
+    }
+    rsp__tls_mode = MODE_NONE;
     pthread_setspecific(rsp__reader_key, NULL);
 }
 
 bool rsp__reader_registered(void)
 {
-    return rsp__tls_registered;
+    return rsp__tls_mode != MODE_NONE;
+}
+
+bool rsp__reader_is_qsbr(void)
+{
+    return rsp__tls_mode == MODE_QSBR_ONLINE || rsp__tls_mode == MODE_QSBR_OFFLINE;
 }
 
 bool rsp__in_read_section(void)
 {
-    return rsp__tls_depth != 0;
+    /* An online QSBR reader holds what it read until it is quiescent: a
+     * grace period waits for it as for a section. */
+    return rsp__tls_depth != 0 || rsp__tls_mode == MODE_QSBR_ONLINE;
+}
+
+/* The cases of quiescent / offline / online that do nothing or refuse. */
+__attribute__((cold)) static rsp_status qsbr_call_other(void)
+{
+    if (rsp__tls_mode == MODE_NONE)
+        return RSP_ENOTREG;
+    if (rsp__tls_depth != 0)
+        return RSP_EINVAL; /* it would end the section's protection */
+    return RSP_OK;         /* a default reader, or already offline: nothing to announce */
+}
+
+rsp_status rsp__reader_quiescent(void)
+{
+    if (__builtin_expect(rsp__tls_mode != MODE_QSBR_ONLINE || rsp__tls_depth != 0, 0))
+        return qsbr_call_other();
+    rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
+    urcu_qsbr_quiescent_state();        /* G1 */
+    return RSP_OK;
+}
+
+rsp_status rsp__reader_offline(void)
+{
+    if (rsp__tls_mode != MODE_QSBR_ONLINE || rsp__tls_depth != 0)
+        return qsbr_call_other();
+    rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
+    urcu_qsbr_thread_offline();         /* G1 */
+    rsp__tls_mode = MODE_QSBR_OFFLINE;
+    return RSP_OK;
+}
+
+rsp_status rsp__reader_online(void)
+{
+    if (rsp__tls_mode == MODE_NONE)
+        return RSP_ENOTREG;
+    if (rsp__tls_mode == MODE_QSBR_OFFLINE) {
+        urcu_qsbr_thread_online();
+        rsp__tls_mode = MODE_QSBR_ONLINE;
+    }
+    return RSP_OK;
 }
 
 rsp_status rsp__read_begin(void)
 {
-    if (!rsp__tls_registered)
-        return RSP_ENOTREG;
-    rsp__tls_depth++;
-    urcu_memb_read_lock();
-    return RSP_OK;
+    const uint8_t mode = rsp__tls_mode;
+    if (__builtin_expect(mode == MODE_MEMB, 1)) {
+        /* liburcu's own nesting count is ours: it sees the outermost
+         * section only. */
+        if (rsp__tls_depth++ == 0)
+            urcu_memb_read_lock();
+        return RSP_OK;
+    }
+    if (mode == MODE_QSBR_ONLINE) {
+        rsp__tls_depth++; /* nothing to announce: quiescence ends protection */
+        return RSP_OK;
+    }
+    return mode == MODE_NONE ? RSP_ENOTREG : RSP_EINVAL; /* offline QSBR reader */
+}
+
+/* An unbalanced rsp__read_end: ignored rather than corrupting the nesting
+ * (ours and liburcu's), and said where a developer will see it. */
+__attribute__((noinline, cold)) static rsp_status read_end_unbalanced(void)
+{
+#if RSP__REPORT_MISUSE
+    fprintf(stderr, "rsp: rsp_read_end without an open read section on this thread "
+                    "(ignored: RSP_EINVAL, the nesting count is unchanged)\n");
+#endif
+    return RSP_EINVAL;
 }
 
 rsp_status rsp__read_end(void)
 {
-    if (rsp__tls_depth == 0) {
-        /* Unbalanced: ignore rather than corrupt the nesting (ours and
-         * liburcu's), and say so where a developer will see it. */
-#if RSP__REPORT_MISUSE
-        fprintf(stderr, "rsp: rsp_read_end without an open read section on this thread "
-                        "(ignored: RSP_EINVAL, the nesting count is unchanged)\n");
-#endif
-        return RSP_EINVAL;
+    if (__builtin_expect(rsp__tls_depth == 0, 0))
+        return read_end_unbalanced();
+    if (--rsp__tls_depth == 0 && rsp__tls_mode == MODE_MEMB) {
+        rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
+        urcu_memb_read_unlock();            /* G1 */
     }
-    rsp__tls_depth--;
-    rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
-    urcu_memb_read_unlock();            /* G1 */
     return RSP_OK;
 }

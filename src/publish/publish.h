@@ -1,7 +1,7 @@
 /*
- * Plan publication: immutable plan objects, published with RCU (liburcu,
- * urcu-memb flavour), reclaimed after a grace period by the publisher's own
- * reclaimer thread, kept alive past a read section by reference counts.
+ * Plan publication: immutable plan objects, published with RCU (liburcu:
+ * urcu-memb and QSBR readers, every grace period waits for both), reclaimed after a grace period by
+ * the publisher's own reclaimer thread, kept alive past a read section by reference counts.
  * SPDX-License-Identifier: Apache-2.0
  *
  * Knows nothing of slots or devices: the owner hands it finished vectors
@@ -159,6 +159,14 @@ void rsp__publisher_close(rsp__publisher *p);
 const rsp_plan *rsp__publisher_live(const rsp__publisher *p);
 const rsp_plan *rsp__publisher_staged(const rsp__publisher *p);
 
+/* The live plan's addressing of label (rsp__plan_addressing of
+ * rsp__publisher_live) in one call: RSP_ENOTREG (thread not registered),
+ * RSP_EINVAL (outside a read section), RSP_ENOPLAN (no live plan, or the
+ * label not planned), RSP_ENOLABEL, each with a message. Registered reader
+ * inside a read section. O(1): one load of the label's index. */
+rsp_status rsp__live_addressing(const rsp__publisher *p, rsp_label_id label, rsp_addressing *out,
+                                rsp_error *err);
+
 /* Block until a live plan with step id >= step_id is published;
  * RSP_ETIMEDOUT, RSP_ESHUTDOWN (closed, or destroy began: destroy waits for
  * the waiter to leave, W3). Any thread; no registration needed. Cost: two
@@ -184,22 +192,40 @@ bool rsp__plan_is_staged(const rsp_plan *plan);
  * rsp__plan_new and the publication (P1 carries it), read by any holder. */
 void rsp__plan_set_digest(rsp_plan *plan, uint64_t digest);
 uint64_t rsp__plan_digest(const rsp_plan *plan);
+/* O(1): one load of the label's index in the plan, one struct copy. */
 rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
                                 rsp_error *err);
 /* Take a reference (inside a read section, or while holding one). */
 const rsp_plan *rsp__plan_ref(const rsp_plan *plan);
 void rsp__plan_unref(const rsp_plan *plan);
 
-/* Reader registration and read sections of the calling thread. */
+/* Reader registration and read sections of the calling thread. A thread is
+ * a default (urcu-memb) reader or a QSBR reader, not both: registering as
+ * the other kind is RSP_EINVAL (nothing changed); the same kind again is
+ * RSP_OK. */
 rsp_status rsp__reader_register(rsp_error *err);
+rsp_status rsp__reader_register_qsbr(rsp_error *err);
 void rsp__reader_unregister(void);
 bool rsp__reader_registered(void);
+bool rsp__reader_is_qsbr(void);
+/* QSBR readers: announce a quiescent state (every plan read before may be
+ * reclaimed), go offline (quiescent until online again; may not read) and
+ * online. RSP_ENOTREG (not registered), RSP_EINVAL inside a read section
+ * (nothing changed); RSP_OK and nothing done for a default reader, and for
+ * quiescent/offline on an offline reader. Calling thread. Cost: one
+ * out-of-line liburcu-qsbr call (quiescent: a load, a store, a fence). */
+rsp_status rsp__reader_quiescent(void);
+rsp_status rsp__reader_offline(void);
+rsp_status rsp__reader_online(void);
 /* Whether the calling thread is inside a read section (of any pool: the
- * grace periods are global). The API refuses every wait on the owner there:
- * an owner at the retired cap waits for that very section to end. Calling
- * thread, O(1) (a thread-local load). */
+ * grace periods are global), or is an online QSBR reader (a grace period
+ * waits for its quiescent state as for a section's end). The API refuses
+ * every wait on the owner there: an owner at the retired cap waits for that
+ * very section to end. Calling thread, O(1) (thread-local loads). */
 bool rsp__in_read_section(void);
-/* RSP_ENOTREG when the thread is not registered. Nestable. */
+/* RSP_ENOTREG when the thread is not registered, RSP_EINVAL when it is an
+ * offline QSBR reader. Nestable. A default reader's outermost section is
+ * liburcu-memb's read lock; a QSBR reader's costs a thread-local increment. */
 rsp_status rsp__read_begin(void);
 /* RSP_EINVAL (nothing changed; printed in debug and sanitizer builds) when
  * the thread has no open section. */

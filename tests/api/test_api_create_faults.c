@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <cmocka.h>
 
@@ -81,6 +82,8 @@ void *__real_realloc(void *p, size_t n);
 int __real_posix_memalign(void **p, size_t a, size_t n);
 void *__real_aligned_alloc(size_t a, size_t n);
 void __real_free(void *p);
+void *__real_mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off);
+int __real_munmap(void *addr, size_t n);
 
 static uint32_t armed;         /* count and track the calls */
 static uint32_t fail_alloc_at; /* the N-th counted call fails */
@@ -196,6 +199,29 @@ void __wrap_free(void *p)
     __real_free(p);
 }
 
+/* The host device's slot storage is an anonymous mapping: counted and
+ * tracked like an allocation (munmap ends it). */
+static uint32_t mmap_failures; /* armed mmap calls made to fail */
+
+void *__wrap_mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off)
+{
+    if (alloc_fails()) {
+        __atomic_add_fetch(&mmap_failures, 1, __ATOMIC_RELAXED);
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    void *p = __real_mmap(addr, n, prot, flags, fd, off);
+    if (tracking() && p != MAP_FAILED)
+        live_add(p);
+    return p;
+}
+
+int __wrap_munmap(void *addr, size_t n)
+{
+    live_remove(addr);
+    return __real_munmap(addr, n);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const rsp_block_config block = {
@@ -292,6 +318,8 @@ static void failed_allocation_in_pool_create_leaves_nothing(void **state)
         assert_int_equal(overflow, 0);
     }
     assert_true(failures >= 5);
+    /* The storage mapping was among the failures (and left nothing). */
+    assert_true(__atomic_load_n(&mmap_failures, __ATOMIC_RELAXED) >= 1);
     pthread_mutex_lock(&live_lock);
     memset(live, 0, sizeof live);
     live_count = 0;

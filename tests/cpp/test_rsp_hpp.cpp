@@ -262,6 +262,56 @@ void plan_references(void **)
     pool.commit(s2, rsp::forward_complete());
 }
 
+// rsp::read_section::live_addressing (rsp_live_addressing) and a QSBR
+// reader's quiescent / offline / online (rsp::reader(rsp::qsbr)).
+void live_addressing_and_qsbr_reader(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    {
+        rsp::reader me;
+        rsp::read_section rs;
+        auto none = rs.try_live_addressing(pool, rsp::label::main);
+        assert_int_equal(none.status(), RSP_ENOPLAN);
+        bool threw = false;
+        try {
+            (void)rs.live_addressing(pool, rsp::label::main);
+        } catch (const rsp::error &e) {
+            threw = e.status() == RSP_ENOPLAN;
+        }
+        assert_true(threw);
+        assert_true(me.try_quiescent().status() == RSP_EINVAL); // inside the section
+    }
+    pool.ingest(rsp::rid{1});
+    rsp::step s(rsp::step_id{1});
+    s.row(rsp::rid{1});
+    assert_true(pool.admit(s).ok);
+    pool.plan(s);
+    rsp::reader q(rsp::qsbr);
+    {
+        rsp::read_section rs;
+        rsp::addressing a = rs.live_addressing(pool, rsp::label::main);
+        assert_int_equal(a.num_rows(), 1);
+        assert_true(a.step() == rsp::step_id{1});
+        assert_int_equal(rs.try_live_addressing(pool, rsp::label{9}).status(), RSP_ENOLABEL);
+    }
+    q.quiescent();
+    // Online, a QSBR reader may not wait for the owner; offline it may.
+    assert_int_equal(pool.try_commit(s, rsp::forward_complete()).status(), RSP_EINVAL);
+    q.offline();
+    assert_int_equal(q.try_offline().status(), RSP_OK);
+    {
+        rsp::read_section rs(std::nothrow);
+        assert_false(rs.ok());
+        assert_int_equal(rs.status(), RSP_EINVAL);
+    }
+    pool.commit(s, rsp::forward_complete());
+    q.online();
+    assert_int_equal(q.try_online().status(), RSP_OK);
+    q.quiescent();
+    q.offline(); // before the pool's destructor waits for the owner
+}
+
 // A read section on a thread that is not a reader is an error, not UB.
 void read_section_needs_a_reader(void **)
 {
@@ -649,6 +699,7 @@ int main()
         cmocka_unit_test(forks_through_the_builder),
         cmocka_unit_test(tickets),
         cmocka_unit_test(plan_references),
+        cmocka_unit_test(live_addressing_and_qsbr_reader),
         cmocka_unit_test(read_section_needs_a_reader),
         cmocka_unit_test(plan_wait_across_threads),
         cmocka_unit_test(messages_and_const_steps),
