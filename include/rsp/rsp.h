@@ -168,6 +168,17 @@ typedef struct rsp_pool_config {
      */
     void (*on_error)(void *ctx, const rsp_failure *failure);
     void *on_error_ctx;
+    /**
+     * The CPU the pool's owner thread is pinned to, as an engine gives the
+     * owner a core of its own; -1 (rsp_pool_config_init's default): not
+     * pinned. A CPU that is not one of the machine's, or that the process
+     * may not use (its cpuset), is RSP_EINVAL naming it, nothing created.
+     * Cost: none per message; the owner then never runs elsewhere, so give
+     * it a CPU that nothing busy shares (a shared one makes every round
+     * trip a context switch, see docs/performance.md). rsp_pool_info's
+     * owner_cpu says where it is pinned.
+     */
+    int owner_cpu;
 } rsp_pool_config;
 
 /** Defaults: sink on, world_size 1, rank 0, host device, zero sizes. Any thread. */
@@ -271,6 +282,7 @@ typedef struct rsp_pool_info {
     uint64_t slot_bytes;  /**< all layers, all blocks of one slot */
     uint64_t total_bytes; /**< slot_bytes * max_slots */
     rsp_device_kind device;
+    int32_t owner_cpu; /**< the CPU the owner thread is pinned to, -1: not pinned */
 } rsp_pool_info;
 
 #define RSP_SINK_SLOT 0
