@@ -83,6 +83,11 @@
  * depending on the CPU, and the thing worth waiting for (a futex wake-up,
  * 5-10 us on a VM) is measured in time.
  *
+ * Each wait first asks its learned spin (spin.h, kinds below): a pure PAUSE
+ * spin of about twice the usual wait, then sleep. When that says no (the
+ * partner last ran on our CPU, or such spins kept failing: a shared core),
+ * the fixed rules below apply, the ones tuned for a shared core.
+ *
  * Owner, after its inbox ran dry: the next message of a step or of a
  * back-to-back caller usually follows within microseconds, and a sleeping
  * owner costs the poster a futex wake (syscall) plus the wake-up latency. */

@@ -36,6 +36,9 @@
  *
  * Wake-up: a futex word and the announce / full fence / re-check protocol of
  * liburcu's call_rcu thread (pairs F1/F2 in actor.c, docs/ordering.md).
+ * Before sleeping, the owner and ticket waiters spin for as long as their
+ * kind of wait usually takes, learned (spin.h), unless the partner shares
+ * their CPU or such spins kept failing.
  */
 #ifndef RSP_ACTOR_ACTOR_H
 #define RSP_ACTOR_ACTOR_H
