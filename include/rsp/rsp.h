@@ -610,7 +610,10 @@ RSP_API rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **tic
  * Wait for a ticket's answer. Returns the status of the operation (also in
  * reply->error) and consumes the ticket; or RSP_EAGAIN (poll) / RSP_ETIMEDOUT
  * (timed) and leaves the ticket valid. reply may be NULL.
- * Called by the thread that holds the ticket; cost: a futex wait if needed.
+ * Called by the thread that holds the ticket; cost: a spin for about as long
+ * as this thread's answers usually take (learned; at most 50 us; none while
+ * the owner shares this thread's CPU or such spins keep failing), then a
+ * futex wait if needed.
  * Inside a read section only RSP_WAIT_POLL is allowed: any other timeout is
  * RSP_EINVAL and the ticket stays valid (see rsp_read_begin).
  */
