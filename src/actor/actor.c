@@ -480,6 +480,13 @@ RSP__HOT bool ticket_answer(rsp__actor *a, rsp_ticket *t)
             a->cfg.on_failure(a->cfg.ctx, (unsigned char *)t + RSP__PAYLOAD_OFFSET, t->size,
                               &t->reply);
     }
+    if (!t->kept) {
+        /* Fire-and-forget: the owner holds the only reference since the
+         * post (the poster does not touch t after its enqueue) and nobody
+         * waits on the state: no swap, no reference RMW. */
+        ticket_release(t);
+        return false;
+    }
     /* T1: pairs with T2 in rsp__ticket_wait. Release: the reply writes
      * above are visible to whoever reads DONE with T2. The old value tells
      * us whether to wake; the waiter's PENDING -> SLEEPING CAS is on this
