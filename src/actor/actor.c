@@ -542,7 +542,9 @@ rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply
             rsp__futex_wait(&t->state, RSP__TICKET_SLEEPING, rel);
             s = rsp__load_acquire_u32(&t->state); /* T2 */
         }
-        learn_wait(word, budget, seen, rsp__now_ns() - start, cap);
+        /* The full cap, not the caller's timeout: a short timeout says
+         * nothing about how long answers take. */
+        learn_wait(word, budget, seen, rsp__now_ns() - start, RSP__WAIT_SPIN_NS);
     }
     rsp_status st = t->reply.error.status;
     if (reply)
