@@ -5,6 +5,8 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,9 +127,66 @@ static const rsp_block_config mib_blocks[1] = {
     {.name = "state", .dtype = RSP_DTYPE_U8, .ndim = 1, .shape = {1 << 20}},
 };
 
+static const char *pin_mode = "none";
+static int pin_owner_cpu = -1; /* the owner's CPU (and the floor partner's) */
+
+bool bench_set_pin(const char *mode)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) {
+        perror("rsp-bench: sched_getaffinity");
+        return false;
+    }
+    int cpus[2] = {-1, -1}, n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    bool split = strcmp(mode, "split") == 0;
+    if (strcmp(mode, "none") == 0)
+        return true;
+    if (!split && strcmp(mode, "shared") != 0) {
+        fprintf(stderr, "rsp-bench: --pin %s: expected none, split or shared\n", mode);
+        return false;
+    }
+    if (n < (split ? 2 : 1)) {
+        fprintf(stderr, "rsp-bench: --pin %s needs %d CPUs in the affinity mask, %d there\n", mode,
+                split ? 2 : 1, n);
+        return false;
+    }
+    CPU_ZERO(&set);
+    CPU_SET(cpus[0], &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (rc != 0) {
+        fprintf(stderr, "rsp-bench: pinning to CPU %d: %s\n", cpus[0], strerror(rc));
+        return false;
+    }
+    pin_mode = split ? "split" : "shared";
+    pin_owner_cpu = split ? cpus[1] : cpus[0];
+    fprintf(stderr, "# rsp-bench pin %s: client on CPU %d, owner on CPU %d\n", pin_mode, cpus[0],
+            pin_owner_cpu);
+    return true;
+}
+
+const char *bench_pin_mode(void)
+{
+    return pin_mode;
+}
+
+void bench_pin_partner(void)
+{
+    if (pin_owner_cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(pin_owner_cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort */
+}
+
 void bench_config(rsp_pool_config *cfg, bench_shape shape, uint32_t max_slots)
 {
     rsp_pool_config_init(cfg);
+    cfg->owner_cpu = pin_owner_cpu;
     switch (shape) {
     case BENCH_TINY:
         cfg->num_layers = 2;
@@ -195,11 +254,12 @@ void bench_report(const bench_opts *o, const bench_result *r)
     if (o->json) {
         printf("{\"bench\": \"%s\", \"params\": {%s}, \"median_ns\": %.1f, \"p99_ns\": %.1f, "
                "\"ops_per_s\": %.1f, \"baseline\": \"%s\", \"baseline_median_ns\": %.1f, "
-               "\"baseline_p99_ns\": %.1f, \"baseline_ops_per_s\": %.1f, \"ratio\": %.3f%s%s}\n",
+               "\"baseline_p99_ns\": %.1f, \"baseline_ops_per_s\": %.1f, \"ratio\": %.3f, "
+               "\"pin\": \"%s\"%s%s}\n",
                r->bench, r->params, finite_or_zero(r->median_ns), finite_or_zero(r->p99_ns),
                finite_or_zero(r->ops_per_s), r->baseline ? r->baseline : "",
                finite_or_zero(r->baseline_median_ns), finite_or_zero(r->baseline_p99_ns),
-               finite_or_zero(r->baseline_ops_per_s), finite_or_zero(ratio),
+               finite_or_zero(r->baseline_ops_per_s), finite_or_zero(ratio), pin_mode,
                r->extra[0] ? ", " : "", r->extra);
     } else {
         static bool header;

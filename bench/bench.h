@@ -75,12 +75,30 @@ void bench_die(const char *what, rsp_status st, const char *msg) __attribute__((
             bench_die(#expr, st_, (errp)->message);                                                \
     } while (0)
 
+/* Thread placement (--pin): "none" (the default: the scheduler places
+ * every thread), "split" (the calling thread, i.e. the client, on the first
+ * CPU of the process's mask, the pool's owner on the second: each has a
+ * core of its own) or "shared" (client and owner on the first CPU).
+ * Pins the calling thread; threads it creates later (client threads, the
+ * pools' device workers, the floor's partner unless pinned with
+ * bench_pin_partner) inherit its CPU. Returns false with a message on
+ * stderr when the mode is unknown or the CPUs are missing. Main thread,
+ * before any scenario. */
+bool bench_set_pin(const char *mode);
+/* The mode in effect ("none", "split", "shared"), reported in every JSON
+ * line as "pin". */
+const char *bench_pin_mode(void);
+/* Pin the calling thread where the pool's owner goes (the partner of a
+ * floor measurement); a no-op under "none". */
+void bench_pin_partner(void);
+
 /* Pool shapes used by the scenarios. `tiny`: 2 layers x {conv f32[4], ssm
  * f32[4]} = 64 bytes a slot, so bookkeeping dominates. `kib`: 2 layers x
  * {conv f32[64], ssm f32[64]} = 1 KiB a slot. `mib`: 1 layer x {state u8
  * [1 MiB]}. */
 typedef enum bench_shape { BENCH_TINY = 0, BENCH_KIB, BENCH_MIB } bench_shape;
-/* Fill cfg (blocks point at static storage) for shape and max_slots. */
+/* Fill cfg (blocks point at static storage) for shape and max_slots; its
+ * owner_cpu follows bench_set_pin. */
 void bench_config(rsp_pool_config *cfg, bench_shape shape, uint32_t max_slots);
 const char *bench_shape_name(bench_shape shape);
 

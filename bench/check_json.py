@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Run rsp-bench (argv[1:]) and check its --json output: exit status 0, every
 # line one JSON object with the documented fields, every scenario present
-# with its expected number of points. No timing assertion.
+# with its expected number of points (only the one named by --only, if
+# given), "pin" (when present) one of none/split/shared. No timing assertion.
 # SPDX-License-Identifier: Apache-2.0
 import json
 import subprocess
@@ -22,6 +23,11 @@ def main():
     if proc.returncode != 0:
         print(f"rsp-bench exited with {proc.returncode}", file=sys.stderr)
         return 1
+    # --only SCENARIO: that scenario's points alone.
+    expected = EXPECTED
+    if "--only" in sys.argv[1:-1]:
+        only = sys.argv[sys.argv.index("--only") + 1]
+        expected = {only: EXPECTED.get(only, 0)}
     counts = {}
     failures = 0
     lines = [l for l in proc.stdout.splitlines() if l.strip()]
@@ -46,10 +52,13 @@ def main():
         if not obj.get("median_ns", 0) > 0:
             print(f"line {n}: median_ns is not positive: {line}", file=sys.stderr)
             failures += 1
+        if obj.get("pin", "none") not in ("none", "split", "shared"):
+            print(f"line {n}: pin is not none, split or shared: {line}", file=sys.stderr)
+            failures += 1
         counts[obj["bench"]] = counts.get(obj["bench"], 0) + 1
         print(line)
-    if counts != EXPECTED:
-        print(f"scenario points {counts}, expected {EXPECTED}", file=sys.stderr)
+    if counts != expected:
+        print(f"scenario points {counts}, expected {expected}", file=sys.stderr)
         failures += 1
     print(f"{len(lines)} lines, {failures} problems")
     return 1 if failures else 0

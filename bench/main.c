@@ -39,10 +39,12 @@ static void print_machine(const char *when)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rsp-bench [--quick] [--json] [--only SCENARIO]\n"
+    fprintf(f, "usage: rsp-bench [--quick] [--json] [--only SCENARIO] [--pin MODE]\n"
                "  scenarios: rtt ingest_remove step read zero_fork create (default: all)\n"
                "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
-               "  --json   one JSON object per line instead of a table\n");
+               "  --json   one JSON object per line instead of a table\n"
+               "  --pin    none (default), split (client and owner each on a CPU of\n"
+               "           their own) or shared (both on one CPU); JSON lines say \"pin\"\n");
 }
 
 int main(int argc, char **argv)
@@ -55,7 +57,10 @@ int main(int argc, char **argv)
             o.json = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             o.only = argv[++i];
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        else if (strcmp(argv[i], "--pin") == 0 && i + 1 < argc) {
+            if (!bench_set_pin(argv[++i]))
+                return 2;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
         } else {

@@ -35,6 +35,7 @@ typedef struct pingpong {
 static void *pp_partner(void *arg)
 {
     pingpong *pp = arg;
+    bench_pin_partner(); /* where the owner runs, under --pin */
     uint32_t seen = 0;
     for (;;) {
         uint32_t v;

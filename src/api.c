@@ -181,6 +181,7 @@ rsp_status rsp_pool_info_get(const rsp_pool *pool, rsp_pool_info *out, rsp_error
         .slot_bytes = l->slot_bytes,
         .total_bytes = l->total_bytes,
         .device = pool->device_kind,
+        .owner_cpu = pool->owner_cpu,
     };
     return RSP_OK;
 }

@@ -589,6 +589,9 @@ static void on_order_gap(void *ctx, uint64_t missing)
 
 rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err)
 {
+    /* Before anything is made (the storage may be large). */
+    if (cfg->owner_cpu != -1 && rsp__actor_check_cpu(cfg->owner_cpu, err) != RSP_OK)
+        return RSP_EINVAL;
     rsp_pool *p = calloc(1, sizeof *p);
     if (!p)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the pool");
@@ -625,12 +628,15 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         .handle = rsp__pool_handle,
         .ctx = p,
         .on_idle = rsp__pool_owner_idle,
+        .pin = cfg->owner_cpu != -1,
+        .cpu = cfg->owner_cpu,
         .ordered = cfg->ordered,
         .reorder_timeout_ns = cfg->reorder_timeout_ns,
         .on_gap = on_order_gap,
         .on_failure = cfg->on_error ? report_failure : NULL,
     };
     p->ordered = cfg->ordered;
+    p->owner_cpu = cfg->owner_cpu;
     st = rsp__actor_create(&acfg, &p->actor, err);
     if (st != RSP_OK)
         goto fail;

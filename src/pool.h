@@ -57,6 +57,7 @@ struct rsp_pool {
     /* Immutable after create: any thread. */
     const rsp__layout *layout; /* the core's, immutable */
     rsp_device_kind device_kind;
+    int owner_cpu; /* immutable: rsp_pool_config.owner_cpu (-1: not pinned) */
     rsp__actor *actor;
     rsp__publisher *pub;
     rsp__device *dev; /* block bases and event_wait: any thread; the rest: owner */

@@ -168,6 +168,17 @@ typedef struct rsp_pool_config {
      */
     void (*on_error)(void *ctx, const rsp_failure *failure);
     void *on_error_ctx;
+    /**
+     * The CPU the pool's owner thread is pinned to, as an engine gives the
+     * owner a core of its own; -1 (rsp_pool_config_init's default): not
+     * pinned. A CPU that is not one of the machine's, or that the process
+     * may not use (its cpuset), is RSP_EINVAL naming it, nothing created.
+     * Cost: none per message; the owner then never runs elsewhere, so give
+     * it a CPU that nothing busy shares (a shared one makes every round
+     * trip a context switch, see docs/performance.md). rsp_pool_info's
+     * owner_cpu says where it is pinned.
+     */
+    int owner_cpu;
 } rsp_pool_config;
 
 /** Defaults: sink on, world_size 1, rank 0, host device, zero sizes. Any thread. */
@@ -271,6 +282,7 @@ typedef struct rsp_pool_info {
     uint64_t slot_bytes;  /**< all layers, all blocks of one slot */
     uint64_t total_bytes; /**< slot_bytes * max_slots */
     rsp_device_kind device;
+    int32_t owner_cpu; /**< the CPU the owner thread is pinned to, -1: not pinned */
 } rsp_pool_info;
 
 #define RSP_SINK_SLOT 0
@@ -598,7 +610,10 @@ RSP_API rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **tic
  * Wait for a ticket's answer. Returns the status of the operation (also in
  * reply->error) and consumes the ticket; or RSP_EAGAIN (poll) / RSP_ETIMEDOUT
  * (timed) and leaves the ticket valid. reply may be NULL.
- * Called by the thread that holds the ticket; cost: a futex wait if needed.
+ * Called by the thread that holds the ticket; cost: a spin for about as long
+ * as this thread's answers usually take (learned; at most 50 us; none while
+ * the owner shares this thread's CPU or such spins keep failing), then a
+ * futex wait if needed.
  * Inside a read section only RSP_WAIT_POLL is allowed: any other timeout is
  * RSP_EINVAL and the ticket stays valid (see rsp_read_begin).
  */

@@ -333,6 +333,13 @@ class pool_config
         cfg_.max_inflight_steps = n;
         return *this;
     }
+    /// Pin the owner thread to a CPU (rsp.h, rsp_pool_config::owner_cpu);
+    /// -1: not pinned. Checked by the pool at creation.
+    pool_config &owner_cpu(int cpu) noexcept
+    {
+        cfg_.owner_cpu = cpu;
+        return *this;
+    }
     /// Ordered posting (rsp.h, at rsp_post): slot-changing messages carry a
     /// number (msg::seq) and are handled in its order; a gap open longer
     /// than reorder_timeout (zero: 1 s) breaks the pool.

@@ -52,6 +52,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/sysinfo.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -62,6 +63,7 @@
 #include <urcu/compiler.h>
 #include <urcu/wfcqueue.h>
 
+#include "spin.h"
 #include "util/hb.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -81,6 +83,11 @@
  * depending on the CPU, and the thing worth waiting for (a futex wake-up,
  * 5-10 us on a VM) is measured in time.
  *
+ * Each wait first asks its learned spin (spin.h, kinds below): a pure PAUSE
+ * spin of about twice the usual wait, then sleep. When that says no (the
+ * partner last ran on our CPU, or such spins kept failing: a shared core),
+ * the fixed rules below apply, the ones tuned for a shared core.
+ *
  * Owner, after its inbox ran dry: the next message of a step or of a
  * back-to-back caller usually follows within microseconds, and a sleeping
  * owner costs the poster a futex wake (syscall) plus the wake-up latency. */
@@ -91,11 +98,31 @@
 #define RSP__WAIT_SPIN_NS 50000u
 /* Pure PAUSE spin before a spinner starts yielding (see spin_until). */
 #define RSP__PURE_SPIN_NS 500u
-/* Ticket waiter whose post had to wake the owner: no spin. The woken owner
- * is usually queued on the waiter's own core (wake-affine placement), so a
- * spin only delays it: measured here, a 10 us spin made the owner start
- * 10 us later; sleeping at once matches a bare futex ping-pong. */
+/* Ticket waiter whose post had to wake the owner, in the fallback: no spin.
+ * The woken owner is usually queued on the waiter's own core (wake-affine
+ * placement), so a spin only delays it: measured here, a 10 us spin made
+ * the owner start 10 us later; sleeping at once matches a bare futex
+ * ping-pong. */
 #define RSP__WAIT_SPIN_WOKE_NS 0u
+
+/* The kinds of wait whose spin is learned (spin.h), one state each:
+ * the owner's idle wait after an answer that did not wake its waiter, and
+ * after one that did; a ticket waiter whose post found the owner awake,
+ * and one whose post woke it. The "woke" kinds are where the partner most
+ * often shares our core (wake-affine placement), so they learn apart. */
+enum {
+    RSP__WAIT_OWNER = 0,
+    RSP__WAIT_OWNER_WOKE = 1,
+    RSP__WAIT_CLIENT = 0,
+    RSP__WAIT_CLIENT_WOKE = 1,
+};
+
+/* A waiter's learned spins are its thread's, not its actor's: a ticket may
+ * be waited for while its pool is being destroyed (the waiter must not
+ * touch the actor after the answer), and whether a client shares a core
+ * with the owner is a property of the client thread. initial-exec: see
+ * src/publish/publish.c (a few bytes). */
+static _Thread_local __attribute__((tls_model("initial-exec"))) uint64_t rsp__tls_wait_spin[2];
 /* Credit waiters are woken once a quarter of the inbox is free again (and
  * always when the owner's batch ends), not per message: every wake lets the
  * producers preempt the owner (woken sleepers get the CPU first), and with
@@ -115,6 +142,21 @@
 /* Pooled tickets an actor creates at most, beyond its capacity (in flight
  * at once: queued, being handled, or between pop and post). */
 #define RSP__POOL_SLACK 256u
+/* Pooled tickets are made RSP__TICKET_CHUNK at a time, in one block: a burst
+ * of posts that outruns the owner (the first 4096 messages of a pool, or
+ * any backlog) otherwise paid a malloc each, ~170 instructions a message
+ * (callgrind, bench/profile.sh ingest-rsp). Each ticket of a chunk starts
+ * on its own cache line (RSP__POOLED_STRIDE): posters and the owner write
+ * neighbouring tickets at the same time. */
+#define RSP__TICKET_CHUNK 32u
+#define RSP__POOLED_STRIDE rsp__align_up(RSP__POOLED_TICKET_BYTES, RSP__CACHELINE)
+
+/* A block of pooled tickets: this header, then RSP__TICKET_CHUNK tickets.
+ * Freed by destroy only. */
+typedef struct ticket_chunk {
+    alignas(RSP__CACHELINE) struct ticket_chunk *next;
+} ticket_chunk;
+#define RSP__CHUNK_HEADER rsp__align_up(sizeof(ticket_chunk), RSP__CACHELINE)
 
 enum {
     RSP__TICKET_PENDING = 0,  /* not answered, nobody sleeping */
@@ -131,6 +173,8 @@ struct rsp_ticket {
     bool last;                 /* immutable after post: the inbox closed behind it */
     bool stop_only;            /* immutable: the actor's own stop marker (no handler) */
     bool credited;             /* immutable after post: it took a credit (else O2) */
+    bool shared_cpu;           /* poster only: the owner last ran on the poster's CPU */
+    int32_t cpu;               /* immutable after post: the poster's CPU (kept), or -1 */
     uint64_t seq;              /* immutable after post: ordered delivery number, 0 = none */
     /* A reference the message holds (rsp__ticket_hold): the poster sets it
      * before the post; dropped once by whoever ends the message's life
@@ -161,6 +205,11 @@ struct rsp__actor {
     uint64_t unwaited_failures; /* owner writes, any thread reads (relaxed) */
     uint64_t sleeps;            /* owner writes, any thread reads (relaxed) */
     bool woke_waiter;           /* owner only: an answer since the last idle woke a waiter */
+    int32_t partner_cpu;        /* owner only: the CPU of the last kept ticket's poster, or -1 */
+    uint64_t owner_spin[2];     /* owner only: rsp__spin words, RSP__WAIT_OWNER(_WOKE) */
+
+    /* Where the owner last ran: owner writes on change, kept posts read. */
+    alignas(RSP__CACHELINE) int32_t owner_cpu_now; /* relaxed; -1 unknown */
 
     /* Ordered delivery (owner only, but next_seq: see O1/O2). */
     alignas(RSP__CACHELINE) uint64_t next_seq; /* the number the owner waits for;
@@ -176,7 +225,9 @@ struct rsp__actor {
      * a generation, double-width CAS), whoever drops the last reference
      * pushes. Tickets on it are freed only by destroy. */
     alignas(RSP__CACHELINE) ck_stack_t free_tickets;
-    uint32_t pooled; /* any thread, atomic: pooled tickets created so far */
+    uint32_t pooled;            /* any thread, atomic: pooled tickets created so far */
+    pthread_mutex_t chunk_lock; /* guards chunks (taken to make a chunk only) */
+    ticket_chunk *chunks;       /* every chunk made, for destroy */
 
     /* Immutable after create. */
     alignas(RSP__CACHELINE) uint32_t capacity;
@@ -223,12 +274,83 @@ static bool spin_until(bool (*ready)(void *), void *arg, uint64_t budget_ns)
     }
 }
 
+/* Spin with PAUSE only until ready(arg) or budget_ns passed; returns
+ * whether ready(arg) was seen true. For a partner on another core (the
+ * learned budget says the event usually comes within it), where a yield
+ * would only add a syscall to the latency. The clock is read every 16
+ * rounds. */
+static bool spin_pure(bool (*ready)(void *), void *arg, uint64_t budget_ns)
+{
+    const uint64_t start = rsp__now_ns();
+    for (unsigned i = 1;; i++) {
+        if (ready(arg))
+            return true;
+        if ((i & 15u) == 0 && rsp__now_ns() - start >= budget_ns)
+            return ready(arg);
+        rsp__cpu_relax();
+    }
+}
+
+/* The calling thread's CPU, or -1 (glibc reads it from rseq: a few
+ * instructions). */
+static int32_t this_cpu(void)
+{
+    int c = sched_getcpu();
+    return c < 0 ? -1 : c;
+}
+
+/* The learned spin of one kind of wait: its budget now (0 when the partner
+ * runs on our CPU: a spin would only hold it off, or when backing off). */
+static uint64_t learned_budget(const uint64_t *word, uint64_t cap_ns, bool shared_cpu)
+{
+    if (shared_cpu || cap_ns < 2)
+        return 0;
+    /* Relaxed: a heuristic; a stale or lost update costs a worse guess. */
+    return rsp__spin_budget(rsp__spin_unpack(rsp__load_relaxed_u64(word)), cap_ns);
+}
+
+/* After a wait of waited_ns (budget_ns from learned_budget, seen whether
+ * its spin saw the event): update the kind's state. */
+static void learn_wait(uint64_t *word, uint64_t budget_ns, bool seen, uint64_t waited_ns,
+                       uint64_t cap_ns)
+{
+    if (cap_ns < 2)
+        return;
+    rsp__spin s = rsp__spin_unpack(rsp__load_relaxed_u64(word));
+    rsp__spin n = rsp__spin_learn(s, budget_ns, seen, waited_ns, cap_ns);
+    if (rsp__spin_pack(n) != rsp__spin_pack(s))
+        rsp__store_relaxed_u64(word, rsp__spin_pack(n));
+}
+
 /* ck_stack's pop reads the link of an entry another thread may be popping
  * and reusing at the same time (the generation makes that pop fail and
  * retry): a benign race by design, in memory that stays allocated. TSan
  * cannot see ck_pr's ordering either, so the stack's own accesses are
  * hidden from it and each hand-over is stated with hb (push releases the
  * ticket, pop acquires it), with rsp__hb_ignore_begin/end around it. */
+
+static void ticket_release(rsp_ticket *t);
+
+/* Make a chunk of pooled tickets: return the first, push the others onto
+ * the free stack. NULL when out of memory. Any thread. */
+static rsp_ticket *chunk_new(rsp__actor *a)
+{
+    ticket_chunk *c =
+        aligned_alloc(RSP__CACHELINE, RSP__CHUNK_HEADER + RSP__TICKET_CHUNK * RSP__POOLED_STRIDE);
+    if (!c)
+        return NULL;
+    pthread_mutex_lock(&a->chunk_lock);
+    c->next = a->chunks;
+    a->chunks = c;
+    pthread_mutex_unlock(&a->chunk_lock);
+    rsp__fetch_add_relaxed_u32(&a->pooled, RSP__TICKET_CHUNK); /* a bound, orders nothing */
+    unsigned char *base = (unsigned char *)c + RSP__CHUNK_HEADER;
+    for (uint32_t i = 0; i < RSP__TICKET_CHUNK; i++)
+        ((rsp_ticket *)(base + i * RSP__POOLED_STRIDE))->pool = a;
+    for (uint32_t i = 1; i < RSP__TICKET_CHUNK; i++)
+        ticket_release((rsp_ticket *)(base + i * RSP__POOLED_STRIDE));
+    return (rsp_ticket *)base;
+}
 
 /* A pooled ticket from a's free stack, or a new one while a has created
  * fewer than capacity + RSP__POOL_SLACK; NULL otherwise (or out of memory).
@@ -243,15 +365,10 @@ static rsp_ticket *pooled_get(rsp__actor *a)
         rsp__hb_acquire(t); /* the previous user's accesses, before its push */
         return t;
     }
-    /* Relaxed-ish bound: a few extra past the limit under a race is fine. */
+    /* Relaxed-ish bound: a chunk or so past the limit under a race is fine. */
     if (rsp__load_relaxed_u32(&a->pooled) >= a->capacity + RSP__POOL_SLACK)
         return NULL;
-    rsp_ticket *t = malloc(RSP__POOLED_TICKET_BYTES);
-    if (t) {
-        rsp__fetch_add_relaxed_u32(&a->pooled, 1); /* a bound, orders nothing */
-        t->pool = a;
-    }
-    return t;
+    return chunk_new(a);
 }
 
 /* Give a ticket's memory back: to its actor's free stack, or to malloc. */
@@ -295,6 +412,8 @@ rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, size_t size, void **payload)
     t->last = false;
     t->stop_only = false;
     t->credited = false;
+    t->shared_cpu = false;
+    t->cpu = -1;
     t->seq = 0;
     t->hold_drop = NULL;
     t->hold = NULL;
@@ -361,6 +480,13 @@ RSP__HOT bool ticket_answer(rsp__actor *a, rsp_ticket *t)
             a->cfg.on_failure(a->cfg.ctx, (unsigned char *)t + RSP__PAYLOAD_OFFSET, t->size,
                               &t->reply);
     }
+    if (!t->kept) {
+        /* Fire-and-forget: the owner holds the only reference since the
+         * post (the poster does not touch t after its enqueue) and nobody
+         * waits on the state: no swap, no reference RMW. */
+        ticket_release(t);
+        return false;
+    }
     /* T1: pairs with T2 in rsp__ticket_wait. Release: the reply writes
      * above are visible to whoever reads DONE with T2. The old value tells
      * us whether to wake; the waiter's PENDING -> SLEEPING CAS is on this
@@ -386,14 +512,22 @@ rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply
     if (s != RSP__TICKET_DONE) {
         if (timeout_ns == 0)
             return RSP_EAGAIN;
-        /* Spin first if the owner was awake when we posted (bounded by the
-         * caller's timeout too): an answer seen here spares the owner a wake
-         * syscall and us the wake-up. If our post had to wake the owner,
-         * sleep at once: the owner may be queued on this very core. */
-        uint64_t budget = t->spin ? RSP__WAIT_SPIN_NS : RSP__WAIT_SPIN_WOKE_NS;
-        spin_until(ticket_answered, t, timeout_ns < budget ? timeout_ns : budget);
-        s = rsp__load_acquire_u32(&t->state); /* T2 */
+        /* An answer seen while spinning spares the owner a wake syscall and
+         * us the wake-up. Spin with PAUSE for as long as this thread's
+         * answers of this kind usually take (learned), unless the owner last
+         * ran on our CPU or such spins kept failing (spin.h); then as
+         * before: spin yielding if the owner was awake when we posted, and
+         * sleep at once if our post woke it (it may be queued on this very
+         * core). Bounded by the caller's timeout too. */
         const uint64_t deadline = rsp__deadline(timeout_ns);
+        const uint64_t start = rsp__now_ns();
+        uint64_t *word = &rsp__tls_wait_spin[t->spin ? RSP__WAIT_CLIENT : RSP__WAIT_CLIENT_WOKE];
+        const uint64_t cap = timeout_ns < RSP__WAIT_SPIN_NS ? timeout_ns : RSP__WAIT_SPIN_NS;
+        const uint64_t budget = learned_budget(word, cap, t->shared_cpu);
+        const bool seen = budget && spin_pure(ticket_answered, t, budget);
+        if (!budget)
+            spin_until(ticket_answered, t, t->spin ? cap : RSP__WAIT_SPIN_WOKE_NS);
+        s = rsp__load_acquire_u32(&t->state); /* T2 */
         while (s != RSP__TICKET_DONE) {
             struct timespec ts;
             const struct timespec *rel;
@@ -408,6 +542,9 @@ rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply
             rsp__futex_wait(&t->state, RSP__TICKET_SLEEPING, rel);
             s = rsp__load_acquire_u32(&t->state); /* T2 */
         }
+        /* The full cap, not the caller's timeout: a short timeout says
+         * nothing about how long answers take. */
+        learn_wait(word, budget, seen, rsp__now_ns() - start, RSP__WAIT_SPIN_NS);
     }
     rsp_status st = t->reply.error.status;
     if (reply)
@@ -563,6 +700,13 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
             t->refs = keep ? 2u : 1u;
             t->state = RSP__TICKET_PENDING;
             t->spin = false;
+            if (keep) {
+                /* For the owner's spin after answering (partner_cpu) and
+                 * ours while waiting (shared_cpu). */
+                t->cpu = this_cpu();
+                t->shared_cpu = t->cpu >= 0 && t->cpu == (int32_t)rsp__load_relaxed_u32(
+                                                             (const uint32_t *)&a->owner_cpu_now);
+            }
             /* From here the owner may answer, and (not kept) free t. */
             const bool woke = enqueue_and_wake(a, t);
             if (keep)
@@ -674,13 +818,38 @@ static bool inbox_nonempty(void *a)
     return !cds_wfcq_empty(&((rsp__actor *)a)->head, &((rsp__actor *)a)->tail);
 }
 
-/* Spin for a while (the next message usually follows soon) unless a waiter
- * was just woken, then F1:
- * announce sleep, full fence, re-check, sleep. */
+static void owner_wait(rsp__actor *a, int kind, uint64_t *budget_out, bool *seen);
+
+/* Owner: note the CPU it runs on, for the posters' shared-core check. */
+static void note_owner_cpu(rsp__actor *a)
+{
+    const int32_t c = this_cpu();
+    if (c != (int32_t)rsp__load_relaxed_u32((uint32_t *)&a->owner_cpu_now))
+        rsp__store_relaxed_u32((uint32_t *)&a->owner_cpu_now, (uint32_t)c); /* a hint */
+}
+
+/* The owner's wait for its next message, then learning how long it took. */
 static void owner_idle(rsp__actor *a)
 {
-    /* No spin if an answer woke its waiter: that thread is likely queued on
-     * this core (wake-affine), and our spin would hold it off. */
+    const int kind = a->woke_waiter ? RSP__WAIT_OWNER_WOKE : RSP__WAIT_OWNER;
+    const uint64_t start = rsp__now_ns();
+    uint64_t budget = 0;
+    bool seen = false;
+    owner_wait(a, kind, &budget, &seen);
+    learn_wait(&a->owner_spin[kind], budget, seen, rsp__now_ns() - start, a->spin_ns);
+    note_owner_cpu(a);
+}
+
+/* Spin for as long as the next message usually takes (learned, spin.h)
+ * unless the last waiter we answered runs on our CPU or such spins kept
+ * failing; then as before: spin yielding unless a waiter was just woken.
+ * Then F1: announce sleep, full fence, re-check, sleep. *budget and *seen:
+ * the learned spin's budget (0: none) and whether it saw a message. */
+static void owner_wait(rsp__actor *a, int kind, uint64_t *budget_out, bool *seen)
+{
+    /* In the fallback, no spin if an answer woke its waiter: that thread is
+     * likely queued on this core (wake-affine), and our spin would hold it
+     * off. */
     const bool spin = !a->woke_waiter;
     a->woke_waiter = false;
     /* Ordered, with a gap open: wake up when it times out. */
@@ -695,8 +864,15 @@ static void owner_idle(rsp__actor *a)
         if (deadline - now < budget)
             budget = deadline - now;
     }
-    if (spin && spin_until(inbox_nonempty, a, budget))
+    const bool shared = a->partner_cpu >= 0 && a->partner_cpu == this_cpu();
+    const uint64_t learned = learned_budget(&a->owner_spin[kind], budget, shared);
+    *budget_out = learned;
+    if (learned) {
+        if ((*seen = spin_pure(inbox_nonempty, a, learned)))
+            return;
+    } else if (spin && spin_until(inbox_nonempty, a, budget)) {
         return;
+    }
     if (a->cfg.on_idle)
         a->cfg.on_idle(a->cfg.ctx);
 
@@ -750,6 +926,8 @@ RSP__HOT void handle_one(rsp__actor *a, rsp_ticket *t)
  * answer (H1), so a caller that saw the answer sees it gone. */
 RSP__HOT void finish(rsp__actor *a, rsp_ticket *t)
 {
+    if (t->kept)
+        a->partner_cpu = t->cpu;
     ticket_drop_hold(t);
     if (ticket_answer(a, t))
         a->woke_waiter = true;
@@ -965,6 +1143,7 @@ static bool drain(rsp__actor *a, bool *stopped)
 static void *owner_main(void *arg)
 {
     rsp__actor *a = arg;
+    note_owner_cpu(a);
     if (a->cfg.on_start)
         a->cfg.on_start(a->cfg.ctx);
     bool stopped = false;
@@ -979,20 +1158,73 @@ static void *owner_main(void *arg)
     return NULL;
 }
 
+rsp_status rsp__actor_check_cpu(int cpu, rsp_error *err)
+{
+    if (cpu < 0 || cpu >= CPU_SETSIZE)
+        return rsp__fail(err, RSP_EINVAL,
+                         "owner_cpu %d is not a CPU number (0..%d, or -1: not pinned)", cpu,
+                         CPU_SETSIZE - 1);
+    const int n = get_nprocs_conf();
+    if (cpu >= n)
+        return rsp__fail(err, RSP_EINVAL, "owner_cpu %d is not a CPU of this machine (%d CPUs)",
+                         cpu, n);
+    return RSP_OK;
+}
+
+int rsp__actor_pinned_cpu(const rsp__actor *a)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (pthread_getaffinity_np(a->thread, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1)
+        return -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            return c;
+    return -1;
+}
+
+/* pthread_create the owner, pinned to cfg->cpu when cfg->pin (set in its
+ * attributes, so it never runs elsewhere). Returns pthread_create's code. */
+static int start_owner(rsp__actor *a, const rsp__actor_config *cfg)
+{
+    if (!cfg->pin)
+        return pthread_create(&a->thread, NULL, owner_main, a);
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc != 0)
+        return rc;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cfg->cpu, &set);
+    rc = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+    if (rc == 0)
+        rc = pthread_create(&a->thread, &attr, owner_main, a);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
 rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp_error *err)
 {
     if (!cfg || !cfg->handle || !out)
         return rsp__fail(err, RSP_EINVAL, "actor config: handler and out are required");
+    if (cfg->pin) {
+        rsp_status st = rsp__actor_check_cpu(cfg->cpu, err);
+        if (st != RSP_OK)
+            return st;
+    }
     size_t size = rsp__align_up(sizeof(rsp__actor), RSP__CACHELINE);
     rsp__actor *a = aligned_alloc(RSP__CACHELINE, size);
     if (!a)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the inbox");
     memset(a, 0, size);
+    pthread_mutex_init(&a->chunk_lock, NULL); /* cannot fail: default attributes */
     a->cfg = *cfg;
     a->capacity = cfg->capacity ? cfg->capacity : RSP__ACTOR_DEFAULT_CAPACITY;
     a->credits = a->capacity;
     a->wake_threshold = a->capacity / 4 ? a->capacity / 4 : 1;
     a->spin_ns = cfg->spin_max ? cfg->spin_max : RSP__OWNER_SPIN_NS;
+    a->partner_cpu = -1;
+    a->owner_cpu_now = -1;
     __cds_wfcq_init(&a->head, &a->tail);
     if (cfg->ordered) {
         /* The reorder heap: held tickets keep their credits, so capacity
@@ -1015,11 +1247,16 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the inbox");
     }
     a->stop_ticket->stop_only = true;
-    int rc = pthread_create(&a->thread, NULL, owner_main, a);
+    int rc = start_owner(a, cfg);
     if (rc != 0) {
         free(a->stop_ticket);
         free(a->held);
         free(a);
+        if (cfg->pin && rc == EINVAL) /* outside the cpuset this process may use */
+            return rsp__fail(err, RSP_EINVAL,
+                             "owner_cpu %d is not a CPU this process may run on (pthread_create: "
+                             "%s)",
+                             cfg->cpu, strerror(rc));
         return rsp__fail(err, rc == EAGAIN ? RSP_ENOMEM : RSP_EINVAL,
                          "cannot start the owner thread (pthread_create: %s)", strerror(rc));
     }
@@ -1041,10 +1278,14 @@ void rsp__actor_destroy(rsp__actor *a)
     while (drain(a, &stopped))
         ;
     /* Every pooled ticket is back on the stack now: fire-and-forget
-     * tickets are released by the owner once answered, and all are. */
-    ck_stack_entry_t *e;
-    while ((e = ck_stack_pop_npsc(&a->free_tickets)) != NULL)
-        free(caa_container_of(e, rsp_ticket, free_link));
+     * tickets are released by the owner once answered, and all are. They
+     * live in the chunks. */
+    while (a->chunks) {
+        ticket_chunk *c = a->chunks;
+        a->chunks = c->next;
+        free(c);
+    }
+    pthread_mutex_destroy(&a->chunk_lock);
     free(a->stop_ticket);
     free(a->held);
     free(a);

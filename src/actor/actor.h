@@ -36,6 +36,9 @@
  *
  * Wake-up: a futex word and the announce / full fence / re-check protocol of
  * liburcu's call_rcu thread (pairs F1/F2 in actor.c, docs/ordering.md).
+ * Before sleeping, the owner and ticket waiters spin for as long as their
+ * kind of wait usually takes, learned (spin.h), unless the partner shares
+ * their CPU or such spins kept failing.
  */
 #ifndef RSP_ACTOR_ACTOR_H
 #define RSP_ACTOR_ACTOR_H
@@ -68,6 +71,10 @@ typedef struct rsp__actor_config {
     void (*on_stop)(void *ctx);  /* optional: last thing on the owner thread */
     void (*on_idle)(void *ctx);  /* optional: the owner found its inbox empty
                                   * after its spin and is about to sleep */
+    /* Pin the owner thread to CPU `cpu` (checked first with
+     * rsp__actor_check_cpu; a failure to pin is RSP_EINVAL, nothing made). */
+    bool pin;
+    int cpu;
     /* Ordered delivery (see "Ordered delivery" below). */
     bool ordered;
     uint64_t reorder_timeout_ns; /* longest wait for a missing number; 0 = 1 s */
@@ -102,6 +109,16 @@ typedef struct rsp__actor_config {
  * waiting are answered RSP_ESHUTDOWN. Unordered actors ignore numbers, and
  * an ordered one whose tickets arrive in order holds nothing.
  */
+
+/* Whether cpu may be a CPU to pin the owner thread to: between 0 and
+ * CPU_SETSIZE and below the machine's configured CPUs; otherwise RSP_EINVAL
+ * naming it. (A CPU outside the cpuset of the process passes this and is
+ * refused by rsp__actor_create, also RSP_EINVAL naming it.) Any thread. */
+rsp_status rsp__actor_check_cpu(int cpu, rsp_error *err);
+
+/* The CPU the owner thread is allowed to run on when it is allowed exactly
+ * one, else -1 (for tests of pinning). Any thread; a syscall. */
+int rsp__actor_pinned_cpu(const rsp__actor *a);
 
 /* Allocate the inbox and start the owner thread. Nothing is left allocated
  * on failure (RSP_ENOMEM). Any thread. */
@@ -175,8 +192,11 @@ bool rsp__actor_closed(const rsp__actor *a);
  * waits forever, otherwise RSP_ETIMEDOUT when it expires; in those cases the
  * ticket stays valid. On an answer, copies the reply (if reply != NULL),
  * consumes the ticket and returns the reply's status.
- * The thread holding the ticket; cost: a spin of up to 50 us (yielding the
- * CPU after the first 4 us), then a futex wait.
+ * The thread holding the ticket; cost: a PAUSE spin for about twice as long
+ * as this thread's answers usually take (learned, at most 50 us; none when
+ * the owner last ran on this CPU or such spins kept failing: then a spin
+ * of up to 50 us yielding the CPU after 0.5 us, or none if the post woke
+ * the owner), then a futex wait.
  */
 rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply);
 

@@ -35,6 +35,7 @@ void rsp_pool_config_init(rsp_pool_config *cfg)
     cfg->world_size = 1;
     cfg->rank = 0;
     cfg->device = RSP_DEVICE_HOST;
+    cfg->owner_cpu = -1;
 }
 
 /* a * b into *out; false when it does not fit in 64 bits. */

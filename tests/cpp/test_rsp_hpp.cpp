@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <csetjmp>
 #include <cstring>
+#include <sched.h>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -488,6 +489,27 @@ void nothrow_reader_and_section(void **)
 }
 
 // try_info / try_counters answer a closed pool with a status, not a throw.
+// The owner pinned through the builder (rsp_pool_config.owner_cpu): the
+// pool reports it; a CPU the machine lacks throws RSP_EINVAL naming it.
+void owner_cpu_through_the_builder(void **)
+{
+    rsp::pool_config cfg = small_config();
+    assert_int_equal(cfg.get().owner_cpu, -1);
+    assert_int_equal(rsp::pool::create(cfg).info().owner_cpu, -1);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    int cpu = 0;
+    while (!CPU_ISSET(cpu, &set))
+        cpu++;
+    cfg.owner_cpu(cpu);
+    assert_int_equal(rsp::pool::create(cfg).info().owner_cpu, cpu);
+    cfg.owner_cpu(CPU_SETSIZE);
+    auto r = rsp::pool::try_create(cfg);
+    assert_int_equal(r.status(), RSP_EINVAL);
+    assert_non_null(std::strstr(r.error().message, "owner_cpu"));
+}
+
 void info_and_counters_as_results(void **)
 {
     rsp::pool_config cfg = small_config();
@@ -707,6 +729,7 @@ int main()
         cmocka_unit_test(host_fence_wait_event),
         cmocka_unit_test(nothrow_reader_and_section),
         cmocka_unit_test(info_and_counters_as_results),
+        cmocka_unit_test(owner_cpu_through_the_builder),
         cmocka_unit_test(shard_shapes),
         cmocka_unit_test(per_rid_forks_skip_and_release),
         cmocka_unit_test(step_reset_reuses_the_object),
