@@ -16,7 +16,7 @@
 /* Which arrays each kind carries (the schema's one table). */
 static bool carries_step(rsp_msg_kind k)
 {
-    return k == RSP_MSG_ADMIT || k == RSP_MSG_PLAN || k == RSP_MSG_COMMIT;
+    return k == RSP_MSG_ADMIT || k == RSP_MSG_PLAN || k == RSP_MSG_COMMIT || k == RSP_MSG_STEP;
 }
 
 static bool carries_name(rsp_msg_kind k)
@@ -24,20 +24,58 @@ static bool carries_name(rsp_msg_kind k)
     return k == RSP_MSG_LABEL;
 }
 
-/* Where each step array of m's wire form starts, and where they end.
- * Reads only m's counts, which the wire form holds verbatim, so the decoder
+/* STEP's second declaration: the previous step's, committed first. */
+static bool carries_commit(const rsp_msg *m)
+{
+    return m->kind == RSP_MSG_STEP && m->has_commit;
+}
+
+/* The vector forms of the lifecycle kinds (a list instead of msg.rid). */
+static bool carries_rids(const rsp_msg *m)
+{
+    return (m->kind == RSP_MSG_INGEST || m->kind == RSP_MSG_REMOVE || m->kind == RSP_MSG_RESET) &&
+           m->num_rids > 0;
+}
+
+/* Where each array of m's wire form starts, and where they end. Reads only
+ * m's kind and counts, which the wire form holds verbatim, so the decoder
  * gets the encoder's answer. */
 typedef struct step_offsets {
     size_t rows, pre, post, end;
 } step_offsets;
 
-static step_offsets step_offsets_of(const rsp_msg *m)
+typedef struct wire_offsets {
+    step_offsets step, commit; /* msg.step's arrays; msg.commit's (STEP with a commit) */
+    size_t rids;               /* msg.rids (a vector INGEST, REMOVE or RESET) */
+    size_t end;
+} wire_offsets;
+
+/* s's arrays laid out from offset at. */
+static step_offsets step_offsets_of(const rsp_step *s, size_t at)
 {
     step_offsets o;
-    o.rows = rsp__align_up(sizeof(rsp_msg), alignof(rsp_row));
-    o.pre = rsp__align_up(o.rows + (size_t)m->step.num_rows * sizeof(rsp_row), alignof(rsp_fork));
-    o.post = o.pre + (size_t)m->step.num_pre_forks * sizeof(rsp_fork);
-    o.end = o.post + (size_t)m->step.num_post_forks * sizeof(rsp_fork);
+    o.rows = rsp__align_up(at, alignof(rsp_row));
+    o.pre = rsp__align_up(o.rows + (size_t)s->num_rows * sizeof(rsp_row), alignof(rsp_fork));
+    o.post = o.pre + (size_t)s->num_pre_forks * sizeof(rsp_fork);
+    o.end = o.post + (size_t)s->num_post_forks * sizeof(rsp_fork);
+    return o;
+}
+
+static wire_offsets wire_offsets_of(const rsp_msg *m)
+{
+    wire_offsets o = {.end = sizeof(rsp_msg)};
+    if (carries_step(m->kind)) {
+        o.step = step_offsets_of(&m->step, o.end);
+        o.end = o.step.end;
+    }
+    if (carries_commit(m)) {
+        o.commit = step_offsets_of(&m->commit, o.end);
+        o.end = o.commit.end;
+    }
+    if (carries_rids(m)) {
+        o.rids = rsp__align_up(o.end, alignof(rsp_rid));
+        o.end = o.rids + (size_t)m->num_rids * sizeof(rsp_rid);
+    }
     return o;
 }
 
@@ -46,10 +84,10 @@ static step_offsets step_offsets_of(const rsp_msg *m)
 
 size_t rsp__msg_wire_size(const rsp_msg *m)
 {
-    if (carries_step(m->kind))
-        return step_offsets_of(m).end;
     if (carries_name(m->kind))
         return NAME_AT + strlen(m->label_name) + 1;
+    if (carries_step(m->kind) || carries_rids(m))
+        return wire_offsets_of(m).end;
     return sizeof(rsp_msg);
 }
 
@@ -61,17 +99,43 @@ static void copy(unsigned char *dst, const void *src, size_t n)
         memcpy(dst, src, n);
 }
 
+static void copy_step(unsigned char *w, const step_offsets *o, const rsp_step *s)
+{
+    copy(w + o->rows, s->rows, o->pre - o->rows);
+    copy(w + o->pre, s->pre_forks, o->post - o->pre);
+    copy(w + o->post, s->post_forks, o->end - o->post);
+}
+
+/* Point s's arrays at their copies in w (NULL for an empty one). */
+static void point_step(unsigned char *w, const step_offsets *o, rsp_step *s)
+{
+    s->rows = s->num_rows ? (const rsp_row *)(w + o->rows) : NULL;
+    s->pre_forks = s->num_pre_forks ? (const rsp_fork *)(w + o->pre) : NULL;
+    s->post_forks = s->num_post_forks ? (const rsp_fork *)(w + o->post) : NULL;
+}
+
+/* A declaration the kind does not carry: nothing to follow. */
+static void clear_step(rsp_step *s)
+{
+    s->rows = NULL;
+    s->pre_forks = s->post_forks = NULL;
+    s->num_rows = s->num_pre_forks = s->num_post_forks = 0;
+}
+
 void rsp__msg_encode(const rsp_msg *m, void *dst)
 {
     unsigned char *w = dst;
     memcpy(w, m, sizeof *m);
-    if (carries_step(m->kind)) {
-        const step_offsets o = step_offsets_of(m);
-        copy(w + o.rows, m->step.rows, o.pre - o.rows);
-        copy(w + o.pre, m->step.pre_forks, o.post - o.pre);
-        copy(w + o.post, m->step.post_forks, o.end - o.post);
-    } else if (carries_name(m->kind)) {
+    if (carries_name(m->kind)) {
         memcpy(w + NAME_AT, m->label_name, strlen(m->label_name) + 1);
+    } else if (carries_step(m->kind) || carries_rids(m)) {
+        const wire_offsets o = wire_offsets_of(m);
+        if (carries_step(m->kind))
+            copy_step(w, &o.step, &m->step);
+        if (carries_commit(m))
+            copy_step(w, &o.commit, &m->commit);
+        if (carries_rids(m))
+            memcpy(w + o.rids, m->rids, o.end - o.rids);
     }
 }
 
@@ -81,18 +145,26 @@ const rsp_msg *rsp__msg_decode(void *wire, size_t size)
     rsp_msg *m = wire;
     RSP__ASSERT(size >= sizeof *m);
     /* The caller's pointers came along with the copy: none may be followed. */
-    rsp_step *s = &m->step;
-    if (carries_step(m->kind)) {
-        const step_offsets o = step_offsets_of(m);
+    const bool step = carries_step(m->kind), commit = carries_commit(m), rids = carries_rids(m);
+    if (step || rids) {
+        const wire_offsets o = wire_offsets_of(m);
         RSP__ASSERT(size == o.end);
-        s->rows = s->num_rows ? (const rsp_row *)(w + o.rows) : NULL;
-        s->pre_forks = s->num_pre_forks ? (const rsp_fork *)(w + o.pre) : NULL;
-        s->post_forks = s->num_post_forks ? (const rsp_fork *)(w + o.post) : NULL;
+        if (step)
+            point_step(w, &o.step, &m->step);
+        if (commit)
+            point_step(w, &o.commit, &m->commit);
+        m->rids = rids ? (const rsp_rid *)(w + o.rids) : NULL;
     } else {
-        s->rows = NULL;
-        s->pre_forks = s->post_forks = NULL;
-        s->num_rows = s->num_pre_forks = s->num_post_forks = 0;
+        m->rids = NULL;
     }
+    if (!step)
+        clear_step(&m->step);
+    if (!commit) {
+        m->has_commit = false;
+        clear_step(&m->commit);
+    }
+    if (!rids)
+        m->num_rids = 0;
     m->label_name = carries_name(m->kind) ? (const char *)(w + NAME_AT) : NULL;
     RSP__ASSERT(!m->label_name || memchr(m->label_name, '\0', size - NAME_AT));
     return m;
