@@ -292,8 +292,8 @@ static rsp_status check_step_msg(const rsp_pool *pool, const rsp_msg *m, uint32_
         if (err) {
             char cause[RSP_ERROR_MAX];
             snprintf(cause, sizeof cause, "%s", err->message);
-            rsp__fail(err, st, "msg->commit (step %llu): %s",
-                      (unsigned long long)m->commit.step_id, cause);
+            rsp__fail(err, st, "msg->commit (step %llu): %s", (unsigned long long)m->commit.step_id,
+                      cause);
         }
         return st;
     }
@@ -313,8 +313,7 @@ static rsp_status check_rids(const rsp_msg *m, rsp_error *err)
         return rsp__fail(err, RSP_EINVAL, "msg->num_rids %u is above RSP_MAX_MSG_RIDS (%u)",
                          m->num_rids, RSP_MAX_MSG_RIDS);
     if (m->num_rids && !m->rids)
-        return rsp__fail(err, RSP_EINVAL, "msg->rids is NULL but msg->num_rids is %u",
-                         m->num_rids);
+        return rsp__fail(err, RSP_EINVAL, "msg->rids is NULL but msg->num_rids is %u", m->num_rids);
     return RSP_OK;
 }
 
@@ -634,9 +633,11 @@ rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp_step *p
     if (prev && prev_done)
         m.event = *prev_done;
     rsp_reply r;
-    r.committed = r.planned = false; /* read below even when nothing was posted */
+    /* Read below even when nothing was posted (then nothing was done). */
+    r.committed = r.planned = false;
+    memset(&r.admit, 0, sizeof r.admit);
     rsp_status st = call(pool, &m, &r, err);
-    if (out && (r.committed || r.planned || st == RSP_OK)) {
+    if (out) {
         out->committed = r.committed;
         out->planned = r.planned;
         out->admit = r.admit;
@@ -650,8 +651,8 @@ rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp_step *p
 }
 
 /* The vector forms: one message naming n rids. */
-static rsp_status lifecycle_many(rsp_pool *pool, rsp_msg_kind kind, const rsp_rid *rids,
-                                 uint32_t n, bool free_slots, rsp_error *err)
+static rsp_status lifecycle_many(rsp_pool *pool, rsp_msg_kind kind, const rsp_rid *rids, uint32_t n,
+                                 bool free_slots, rsp_error *err)
 {
     if (n == 0)
         return RSP_OK; /* nothing listed: nothing to post */

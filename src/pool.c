@@ -188,9 +188,9 @@ static bool failed_step(const rsp_msg *m, const rsp_reply *r, uint64_t *step_id)
     const bool has_step = m->kind == RSP_MSG_ADMIT || m->kind == RSP_MSG_ROLLBACK ||
                           m->kind == RSP_MSG_PLAN || m->kind == RSP_MSG_COMMIT ||
                           m->kind == RSP_MSG_STEP;
-    *step_id = !has_step ? 0
+    *step_id = !has_step                                                   ? 0
                : m->kind == RSP_MSG_STEP && m->has_commit && !r->committed ? m->commit.step_id
-                                                                          : m->step.step_id;
+                                                                           : m->step.step_id;
     return has_step;
 }
 
@@ -353,11 +353,11 @@ static const rsp_event *event_of(const rsp_msg *m)
 
 /* The vector forms (msg.rids): the core checks the list as a whole and
  * reserves for all of it before it changes anything. */
-static rsp_status lifecycle_many(rsp_pool *p, const rsp_msg *m, rsp__lifecycle_op op,
-                                 rsp_reply *r, bool *changed)
+static rsp_status lifecycle_many(rsp_pool *p, const rsp_msg *m, rsp__lifecycle_op op, rsp_reply *r,
+                                 bool *changed)
 {
-    rsp_status st = rsp__core_lifecycle_many(p->core, op, m->rids, m->num_rids, m->free, &p->work,
-                                             &r->error);
+    rsp_status st =
+        rsp__core_lifecycle_many(p->core, op, m->rids, m->num_rids, m->free, &p->work, &r->error);
     return submit_after(p, st, changed, &r->error);
 }
 
@@ -500,11 +500,13 @@ static rsp_status undo_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
     rsp__work_clear(&p->work);
     rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
     rsp_error rb = {0};
+    bool rolled = false; /* the rollback changed the core */
     rsp_status st = rsp__core_rollback(p->core, m->step.step_id, NULL, &p->work, &stage, &rb);
-    st = submit_after(p, st, changed, &rb);
-    if (st != RSP_OK && *changed) {
+    st = submit_after(p, st, &rolled, &rb);
+    if (st != RSP_OK && rolled) {
+        *changed = true; /* its device work failed after it changed: broken */
         r->error = rb;
-        return st; /* the rollback's device work failed after it changed: broken */
+        return st;
     }
     if (st != RSP_OK)
         return rsp__fail(&r->error, plan_st,

@@ -748,8 +748,7 @@ typedef struct rsp_step_outcome {
  * rsp_step_plan's costs; one round trip.
  */
 RSP_API rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp_step *prev,
-                                 const rsp_event *prev_done, rsp_step_outcome *out,
-                                 rsp_error *err);
+                                 const rsp_event *prev_done, rsp_step_outcome *out, rsp_error *err);
 /**
  * The vector forms of rsp_ingest, rsp_remove and rsp_reset: each of
  * rids[0 .. n) as the single form would, in list order, in one owner turn
@@ -764,10 +763,8 @@ RSP_API rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp
  * one yourself: RSP_MSG_INGEST / _REMOVE / _RESET with msg.rids and
  * msg.num_rids. Owner: O(n + the holdings of the listed rids).
  */
-RSP_API rsp_status rsp_ingest_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n,
-                                   rsp_error *err);
-RSP_API rsp_status rsp_remove_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n,
-                                   rsp_error *err);
+RSP_API rsp_status rsp_ingest_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err);
+RSP_API rsp_status rsp_remove_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err);
 RSP_API rsp_status rsp_reset_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, bool free,
                                   rsp_error *err);
 /** Leased addressing buffers created from now on hold at least max_bs
