@@ -285,24 +285,24 @@ static rsp_status check_step_msg(const rsp_pool *pool, const rsp_msg *m, uint32_
                                  rsp_error *err)
 {
     rsp_status st = check_step(&m->step, num_labels, err);
-    if (st != RSP_OK || !m->has_commit)
+    if (st != RSP_OK || !m->commit)
         return st;
-    st = check_commit(pool, &m->commit, &m->event, num_labels, err);
+    st = check_commit(pool, m->commit, &m->event, num_labels, err);
     if (st != RSP_OK) {
         if (err) {
             char cause[RSP_ERROR_MAX];
             snprintf(cause, sizeof cause, "%s", err->message);
-            rsp__fail(err, st, "msg->commit (step %llu): %s", (unsigned long long)m->commit.step_id,
-                      cause);
+            rsp__fail(err, st, "msg->commit (step %llu): %s",
+                      (unsigned long long)m->commit->step_id, cause);
         }
         return st;
     }
-    if (m->step.step_id <= m->commit.step_id)
+    if (m->step.step_id <= m->commit->step_id)
         return rsp__fail(err, RSP_EINVAL,
                          "msg->step.step_id %llu is not above msg->commit.step_id %llu: the step "
                          "a STEP message admits comes after the one it commits",
                          (unsigned long long)m->step.step_id,
-                         (unsigned long long)m->commit.step_id);
+                         (unsigned long long)m->commit->step_id);
     return RSP_OK;
 }
 
@@ -386,7 +386,7 @@ static void drop_fence(void *fence)
 static rsp_host_fence *message_fence(const rsp_msg *m)
 {
     if (m->kind != RSP_MSG_COMMIT && m->kind != RSP_MSG_ROLLBACK &&
-        !(m->kind == RSP_MSG_STEP && m->has_commit))
+        !(m->kind == RSP_MSG_STEP && m->commit))
         return NULL;
     if (m->event.kind != RSP_EVENT_HOST_FENCE || !m->event.handle)
         return NULL;
@@ -627,9 +627,7 @@ rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp_step *p
         memset(out, 0, sizeof *out);
     if (!step)
         return rsp__fail(err, RSP_EINVAL, "step is NULL");
-    rsp_msg m = {.kind = RSP_MSG_STEP, .step = *step, .has_commit = prev != NULL};
-    if (prev)
-        m.commit = *prev;
+    rsp_msg m = {.kind = RSP_MSG_STEP, .step = *step, .commit = prev};
     if (prev && prev_done)
         m.event = *prev_done;
     rsp_reply r;

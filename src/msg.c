@@ -27,7 +27,7 @@ static bool carries_name(rsp_msg_kind k)
 /* STEP's second declaration: the previous step's, committed first. */
 static bool carries_commit(const rsp_msg *m)
 {
-    return m->kind == RSP_MSG_STEP && m->has_commit;
+    return m->kind == RSP_MSG_STEP && m->commit;
 }
 
 /* The vector forms of the lifecycle kinds (a list instead of msg.rid). */
@@ -38,14 +38,16 @@ static bool carries_rids(const rsp_msg *m)
 }
 
 /* Where each array of m's wire form starts, and where they end. Reads only
- * m's kind and counts, which the wire form holds verbatim, so the decoder
- * gets the encoder's answer. */
+ * m's kind and counts (and the commit's, from the caller's declaration when
+ * encoding and from its copy when decoding), which the wire form holds
+ * verbatim, so the decoder gets the encoder's answer. */
 typedef struct step_offsets {
     size_t rows, pre, post, end;
 } step_offsets;
 
 typedef struct wire_offsets {
-    step_offsets step, commit; /* msg.step's arrays; msg.commit's (STEP with a commit) */
+    step_offsets step, commit; /* msg.step's arrays; *msg.commit's (STEP with a commit) */
+    size_t commit_decl;        /* *msg.commit itself */
     size_t rids;               /* msg.rids (a vector INGEST, REMOVE or RESET) */
     size_t end;
 } wire_offsets;
@@ -61,7 +63,9 @@ static step_offsets step_offsets_of(const rsp_step *s, size_t at)
     return o;
 }
 
-static wire_offsets wire_offsets_of(const rsp_msg *m)
+/* wire: NULL when encoding (the commit's counts are read from the caller's
+ * declaration), the wire form when decoding (from its copy there). */
+static wire_offsets wire_offsets_of(const rsp_msg *m, const unsigned char *wire)
 {
     wire_offsets o = {.end = sizeof(rsp_msg)};
     if (carries_step(m->kind)) {
@@ -69,7 +73,9 @@ static wire_offsets wire_offsets_of(const rsp_msg *m)
         o.end = o.step.end;
     }
     if (carries_commit(m)) {
-        o.commit = step_offsets_of(&m->commit, o.end);
+        o.commit_decl = rsp__align_up(o.end, alignof(rsp_step));
+        const rsp_step *c = wire ? (const rsp_step *)(wire + o.commit_decl) : m->commit;
+        o.commit = step_offsets_of(c, o.commit_decl + sizeof(rsp_step));
         o.end = o.commit.end;
     }
     if (carries_rids(m)) {
@@ -87,7 +93,7 @@ size_t rsp__msg_wire_size(const rsp_msg *m)
     if (carries_name(m->kind))
         return NAME_AT + strlen(m->label_name) + 1;
     if (carries_step(m->kind) || carries_rids(m))
-        return wire_offsets_of(m).end;
+        return wire_offsets_of(m, NULL).end;
     return sizeof(rsp_msg);
 }
 
@@ -129,11 +135,13 @@ void rsp__msg_encode(const rsp_msg *m, void *dst)
     if (carries_name(m->kind)) {
         memcpy(w + NAME_AT, m->label_name, strlen(m->label_name) + 1);
     } else if (carries_step(m->kind) || carries_rids(m)) {
-        const wire_offsets o = wire_offsets_of(m);
+        const wire_offsets o = wire_offsets_of(m, NULL);
         if (carries_step(m->kind))
             copy_step(w, &o.step, &m->step);
-        if (carries_commit(m))
-            copy_step(w, &o.commit, &m->commit);
+        if (carries_commit(m)) {
+            memcpy(w + o.commit_decl, m->commit, sizeof(rsp_step));
+            copy_step(w, &o.commit, m->commit);
+        }
         if (carries_rids(m))
             memcpy(w + o.rids, m->rids, o.end - o.rids);
     }
@@ -147,22 +155,23 @@ const rsp_msg *rsp__msg_decode(void *wire, size_t size)
     /* The caller's pointers came along with the copy: none may be followed. */
     const bool step = carries_step(m->kind), commit = carries_commit(m), rids = carries_rids(m);
     if (step || rids) {
-        const wire_offsets o = wire_offsets_of(m);
+        const wire_offsets o = wire_offsets_of(m, w);
         RSP__ASSERT(size == o.end);
         if (step)
             point_step(w, &o.step, &m->step);
-        if (commit)
-            point_step(w, &o.commit, &m->commit);
+        if (commit) {
+            rsp_step *c = (rsp_step *)(w + o.commit_decl);
+            point_step(w, &o.commit, c);
+            m->commit = c;
+        }
         m->rids = rids ? (const rsp_rid *)(w + o.rids) : NULL;
     } else {
         m->rids = NULL;
     }
     if (!step)
         clear_step(&m->step);
-    if (!commit) {
-        m->has_commit = false;
-        clear_step(&m->commit);
-    }
+    if (!commit)
+        m->commit = NULL;
     if (!rids)
         m->num_rids = 0;
     m->label_name = carries_name(m->kind) ? (const char *)(w + NAME_AT) : NULL;

@@ -14,19 +14,18 @@
  *   after it, aligned     m.step.rows[num_rows]
  *   then, aligned         m.step.pre_forks[num_pre_forks]
  *   then                  m.step.post_forks[num_post_forks]
- *   STEP with has_commit:
- *   then, the same three  m.commit's rows, pre_forks, post_forks
+ *   STEP with a commit:
+ *   then, aligned         *m.commit (the declaration itself)
+ *   then, the same three  m.commit->rows, pre_forks, post_forks
  *   INGEST, REMOVE, RESET with num_rids > 0:
  *   after it, aligned     m.rids[num_rids]
  *   LABEL:
  *   right after it        m.label_name and its NUL
  *
  * A kind not listed carries no array: its wire form is m alone. Decoding
- * clears what the kind does not carry (a step's counts, has_commit and the
- * commit's counts, num_rids), so the owner never follows a caller's
- * pointer. A new kind that carries a step's arrays or a name is one more
- * test in msg.c's carries_step / carries_name; one without arrays is
- * nothing here.
+ * clears what the kind does not carry (a step's counts, commit, num_rids), so the owner never
+ * follows a caller's pointer. A new kind that carries a step's arrays or a name is one more test in
+ * msg.c's carries_step / carries_name; one without arrays is nothing here.
  */
 #ifndef RSP_MSG_H
 #define RSP_MSG_H

@@ -188,9 +188,9 @@ static bool failed_step(const rsp_msg *m, const rsp_reply *r, uint64_t *step_id)
     const bool has_step = m->kind == RSP_MSG_ADMIT || m->kind == RSP_MSG_ROLLBACK ||
                           m->kind == RSP_MSG_PLAN || m->kind == RSP_MSG_COMMIT ||
                           m->kind == RSP_MSG_STEP;
-    *step_id = !has_step                                                   ? 0
-               : m->kind == RSP_MSG_STEP && m->has_commit && !r->committed ? m->commit.step_id
-                                                                           : m->step.step_id;
+    *step_id = !has_step                                               ? 0
+               : m->kind == RSP_MSG_STEP && m->commit && !r->committed ? m->commit->step_id
+                                                                       : m->step.step_id;
     return has_step;
 }
 
@@ -527,18 +527,18 @@ static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *cha
 {
     r->committed = r->planned = false; /* a recycled ticket's reply is not cleared */
     char what[96], then[64] = "";
-    if (m->has_commit) {
-        rsp_status st = commit_step(p, &m->commit, event_of(m), r, changed);
+    if (m->commit) {
+        rsp_status st = commit_step(p, m->commit, event_of(m), r, changed);
         if (st != RSP_OK) {
             snprintf(what, sizeof what, "RSP_MSG_STEP: the commit of step %llu (msg->commit)",
-                     (unsigned long long)m->commit.step_id);
+                     (unsigned long long)m->commit->step_id);
             return reword(&r->error, st, what, "; nothing else was done");
         }
         r->committed = true;
         *changed = false; /* the commit is done: what follows stands alone */
         rsp__work_clear(&p->work);
         snprintf(then, sizeof then, " (the commit of step %llu stands)",
-                 (unsigned long long)m->commit.step_id);
+                 (unsigned long long)m->commit->step_id);
     }
     snprintf(what, sizeof what, "RSP_MSG_STEP: the admit of step %llu",
              (unsigned long long)m->step.step_id);

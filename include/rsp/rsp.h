@@ -485,7 +485,7 @@ typedef enum rsp_msg_kind {
     RSP_MSG_HOLDING,             /**< rid, label -> reply.holding */
     RSP_MSG_SHUTDOWN,            /**< owner stops; later posts get RSP_ESHUTDOWN */
     RSP_MSG_RELEASE,             /**< rid, label: give back that one slot (rsp_release) */
-    RSP_MSG_STEP, /**< [commit + event if has_commit], then admit + plan step -> reply.committed,
+    RSP_MSG_STEP, /**< [commit with event, if commit], then admit + plan step -> reply.committed,
                        .admit, .planned, .plan_step_id, _staged, _digest (rsp_step_next) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
@@ -502,7 +502,7 @@ typedef struct rsp_msg {
     bool free;
     const char *label_name;
     rsp_step step;
-    rsp_event event; /**< COMMIT, ROLLBACK; STEP with has_commit: the commit's forward_done */
+    rsp_event event; /**< COMMIT, ROLLBACK; STEP with a commit: the commit's forward_done */
     uint32_t max_bs;
     uint32_t max_seq_len;
     uint64_t seq; /**< ordered pools: 1, 2, 3, ... per pool (see rsp_post); else ignored */
@@ -512,9 +512,9 @@ typedef struct rsp_msg {
     const rsp_rid *rids;
     uint32_t num_rids;
     /** STEP: commit this step (the previous one) first, with event as its
-     * forward_done; has_commit false: no commit. See rsp_step_next. */
-    bool has_commit;
-    rsp_step commit;
+     * forward_done; NULL: no commit. Copied by rsp_post, arrays included.
+     * See rsp_step_next. */
+    const rsp_step *commit;
 } rsp_msg;
 
 /** A failure reported to rsp_pool_config.on_error. */

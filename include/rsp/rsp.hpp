@@ -693,18 +693,26 @@ inline rsp_msg commit(const step &s, const rsp_event &forward_done = {}) noexcep
 }
 /// RSP_MSG_STEP: commit prev (nullptr: no commit) with prev_done, then admit
 /// and plan s, in one owner turn (rsp_step_next). Reply: committed, admit,
-/// planned, plan_step_id, plan_staged, plan_digest. Both steps must live
-/// unchanged until the post returns.
-inline rsp_msg step_next(const step &s, const step *prev = nullptr,
-                         const rsp_event &prev_done = {}) noexcept
+/// planned, plan_step_id, plan_staged, plan_digest. `prev_decl` is where the
+/// commit's declaration is kept (m.commit points at it): it and both steps
+/// must live unchanged until the post returns.
+inline rsp_msg step_next(const step &s, const step *prev, const rsp_event &prev_done,
+                         rsp_step &prev_decl) noexcept
 {
     rsp_msg m = of(RSP_MSG_STEP);
     m.step = s.get();
     if (prev) {
-        m.has_commit = true;
-        m.commit = prev->get();
+        prev_decl = prev->get();
+        m.commit = &prev_decl;
         m.event = prev_done;
     }
+    return m;
+}
+/// RSP_MSG_STEP without a commit (the first step).
+inline rsp_msg step_next(const step &s) noexcept
+{
+    rsp_msg m = of(RSP_MSG_STEP);
+    m.step = s.get();
     return m;
 }
 /// The vector forms (rsp_ingest_many, ...): rids copied by the post.

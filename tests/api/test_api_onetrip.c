@@ -232,8 +232,7 @@ static void the_commit_rule_and_the_order_are_checked_before_posting(void **stat
     decl bad;
     make_decl(&bad, 2, 10, 1);
     bad.rows[0].label = 9;
-    assert_int_equal(rsp_step_next(pool, &bad.step, &d1.step, &done, &out, &err),
-                     RSP_ENOLABEL);
+    assert_int_equal(rsp_step_next(pool, &bad.step, &d1.step, &done, &out, &err), RSP_ENOLABEL);
     assert_int_equal(rsp_step_next(pool, NULL, &d1.step, &done, &out, &err), RSP_EINVAL);
     /* Nothing was posted. */
     rsp_stats after = stats(pool);
@@ -416,8 +415,7 @@ static void pipelined_steps_and_their_failures(void **state)
         make_decl(&d[k], k, 10, 2);
         rsp_msg m = {.kind = RSP_MSG_STEP, .step = d[k].step, .seq = ++seq};
         if (k > 1) {
-            m.has_commit = true;
-            m.commit = d[k - 1].step;
+            m.commit = &d[k - 1].step;
             m.event = rsp_event_complete();
         }
         assert_int_equal(rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK);
@@ -437,8 +435,7 @@ static void pipelined_steps_and_their_failures(void **state)
     make_decl(&d10, 10, 100, 1);
     rsp_msg bad_commit = {.kind = RSP_MSG_STEP,
                           .step = d10.step,
-                          .has_commit = true,
-                          .commit = d9.step,
+                          .commit = &d9.step,
                           .event = rsp_event_complete(),
                           .seq = ++seq};
     assert_int_equal(rsp_post(pool, &bad_commit, NULL, RSP_WAIT_FOREVER, &err), RSP_OK);
@@ -446,8 +443,7 @@ static void pipelined_steps_and_their_failures(void **state)
     d11.step.preplan = true;
     rsp_msg stage = {.kind = RSP_MSG_STEP,
                      .step = d11.step,
-                     .has_commit = true,
-                     .commit = d[4].step,
+                     .commit = &d[4].step,
                      .event = rsp_event_complete(),
                      .seq = ++seq};
     assert_int_equal(rsp_post(pool, &stage, NULL, RSP_WAIT_FOREVER, &err), RSP_OK);
@@ -493,11 +489,7 @@ static void the_commits_host_fence_is_referenced(void **state)
     rsp_step_outcome out;
     assert_int_equal(next(pool, &d1, NULL, &out, &err), RSP_OK);
     rsp_event ev = rsp_event_host(fence, 1);
-    rsp_msg m = {.kind = RSP_MSG_STEP,
-                 .step = d2.step,
-                 .has_commit = true,
-                 .commit = d1.step,
-                 .event = ev};
+    rsp_msg m = {.kind = RSP_MSG_STEP, .step = d2.step, .commit = &d1.step, .event = ev};
     rsp_ticket *t = NULL;
     assert_int_equal(rsp_post(pool, &m, &t, RSP_WAIT_FOREVER, &err), RSP_OK);
     rsp_host_fence_signal(fence, 1);

@@ -157,8 +157,7 @@ static void other_kinds_carry_no_arrays(void **state)
                      .free = true,
                      .label_name = "stray",
                      .max_bs = 8,
-                     .has_commit = true,
-                     .commit = {.step_id = 5, .rows = rows, .num_rows = 2},
+                     .commit = &(rsp_step){.step_id = 5, .rows = rows, .num_rows = 2},
                      .step = {.step_id = 6,
                               .rows = rows,
                               .num_rows = 2,
@@ -183,10 +182,8 @@ static void other_kinds_carry_no_arrays(void **state)
         assert_int_equal(d->step.num_rows, 0);
         assert_int_equal(d->step.num_pre_forks, 0);
         assert_int_equal(d->step.num_post_forks, 0);
-        assert_false(d->has_commit); /* STEP's only */
-        assert_null(d->commit.rows);
-        assert_int_equal(d->commit.num_rows, 0);
-        assert_null(d->rids); /* no list given: num_rids 0 */
+        assert_null(d->commit); /* STEP's only */
+        assert_null(d->rids);   /* no list given: num_rids 0 */
         assert_int_equal(d->num_rids, 0);
         free(b);
     }
@@ -200,45 +197,50 @@ static void a_step_message_carries_both_declarations(void **state)
     rsp_row prev[2] = {{.rid = 8, .span = 1}, {.rid = 9, .label = 2, .span = 1}};
     rsp_fork pre[1] = {{0, 1, 0}};
     rsp_fork post[2] = {{1, 0, 0}, {1, 2, 7}};
+    rsp_step prev_decl = {
+        .step_id = 3, .rows = prev, .num_rows = 2, .post_forks = post, .num_post_forks = 2};
     rsp_msg m = {
         .kind = RSP_MSG_STEP,
         .step = {.step_id = 4, .rows = rows, .num_rows = 3, .pre_forks = pre, .num_pre_forks = 1},
-        .has_commit = true,
-        .commit =
-            {.step_id = 3, .rows = prev, .num_rows = 2, .post_forks = post, .num_post_forks = 2},
+        .commit = &prev_decl,
         .event = rsp_event_complete(),
         .rids = (const rsp_rid[]){1, 2},
         .num_rids = 2};
     void *b;
     size_t size;
     const rsp_msg *d = round_trip(&m, &b, &size);
+    /* The caller reuses the declaration and its arrays once posted. */
     rows[1].rid = 77;
     prev[1].rid = 77;
     post[1].group = 0;
-    assert_true(d->has_commit);
+    prev_decl.step_id = 99;
+    prev_decl.num_rows = 0;
+    assert_non_null(d->commit);
+    assert_true(inside(d->commit, b, size));
+    assert_int_equal((uintptr_t)d->commit % alignof(rsp_step), 0);
     assert_int_equal(d->step.step_id, 4);
-    assert_int_equal(d->commit.step_id, 3);
-    assert_true(inside(d->step.rows, b, size) && inside(d->commit.rows, b, size));
-    assert_true(inside(d->commit.post_forks, b, size));
-    assert_int_equal((uintptr_t)d->commit.rows % alignof(rsp_row), 0);
-    assert_int_equal((uintptr_t)d->commit.post_forks % alignof(rsp_fork), 0);
+    assert_int_equal(d->commit->step_id, 3);
+    assert_int_equal(d->commit->num_rows, 2);
+    assert_true(inside(d->step.rows, b, size) && inside(d->commit->rows, b, size));
+    assert_true(inside(d->commit->post_forks, b, size));
+    assert_int_equal((uintptr_t)d->commit->rows % alignof(rsp_row), 0);
+    assert_int_equal((uintptr_t)d->commit->post_forks % alignof(rsp_fork), 0);
     assert_int_equal(d->step.rows[1].rid, 2);
     assert_int_equal(d->step.pre_forks[0].to, 1);
     assert_null(d->step.post_forks);
-    assert_int_equal(d->commit.rows[1].rid, 9);
-    assert_int_equal(d->commit.rows[1].label, 2);
-    assert_null(d->commit.pre_forks);
-    assert_int_equal(d->commit.post_forks[1].group, 7);
+    assert_int_equal(d->commit->rows[1].rid, 9);
+    assert_int_equal(d->commit->rows[1].label, 2);
+    assert_null(d->commit->pre_forks);
+    assert_int_equal(d->commit->num_post_forks, 2);
+    assert_int_equal(d->commit->post_forks[1].group, 7);
     assert_int_equal(d->event.kind, RSP_EVENT_COMPLETE);
     assert_null(d->rids); /* not a lifecycle kind */
     free(b);
 
-    /* Without has_commit, the commit's fields are neither copied nor kept. */
-    m.has_commit = false;
+    /* Without a commit, nothing of one is copied or kept. */
+    m.commit = NULL;
     d = round_trip(&m, &b, &size);
-    assert_false(d->has_commit);
-    assert_null(d->commit.rows);
-    assert_int_equal(d->commit.num_rows, 0);
+    assert_null(d->commit);
     assert_int_equal(d->step.num_rows, 3);
     free(b);
 }

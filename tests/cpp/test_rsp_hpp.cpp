@@ -694,22 +694,26 @@ void one_trip_steps_and_vector_messages(void **)
     assert_int_equal(r.status(), RSP_EORDER);
     assert_false(out.committed || out.planned);
     // Pipelined: the message, fire-and-forget, then the per-step plan.
-    pool.post_forget(rsp::msg::step_next(s3, &s2, rsp::forward_complete()));
+    rsp_step keep{}; // the commit's declaration, for the post
+    pool.post_forget(rsp::msg::step_next(s3, &s2, rsp::forward_complete(), keep));
     pool.plan_wait_step(rsp::step_id{3}, 1s);
-    pool.post_forget(rsp::msg::step_next(s10, &s9, rsp::forward_complete())); // RSP_EORDER
+    pool.post_forget(rsp::msg::step_next(s10, &s9, rsp::forward_complete(), keep)); // RSP_EORDER
+    pool.post_forget(rsp::msg::step_next(s10)); // no commit: admitted and planned
     pool.barrier();
     assert_int_equal(failures, 1);
+    pool.plan_wait_step(rsp::step_id{10}, 1s);
     pool.commit(s3, rsp::forward_complete());
+    pool.commit(s10, rsp::forward_complete());
     const rsp::rid gone[2] = {rsp::rid{1}, rsp::rid{2}};
     pool.post_forget(rsp::msg::reset_many(rsp::span<const rsp::rid>(gone, 2), true));
     pool.post_forget(rsp::msg::remove_many(rsp::span<const rsp::rid>(gone, 2)));
     pool.post_forget(rsp::msg::ingest_many(rsp::span<const rsp::rid>(arrivals, 3)));
     pool.reset_many(rsp::span<const rsp::rid>(arrivals, 3), false);
     rsp_stats st = pool.stats();
-    assert_int_equal(st.held_slots, 0);
-    assert_int_equal(st.num_requests, 3);
+    assert_int_equal(st.held_slots, 1); // rid 10's
+    assert_int_equal(st.num_requests, 4);
     pool.remove_many(rsp::span<const rsp::rid>(arrivals, 3));
-    assert_int_equal(pool.stats().num_requests, 0);
+    assert_int_equal(pool.stats().num_requests, 1);
     assert_int_equal(failures, 1);
 }
 
