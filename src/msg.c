@@ -13,28 +13,35 @@
 #include "util/assert.h"
 #include "util/mem.h"
 
-/* Which arrays each kind carries (the schema's one table). */
-static bool carries_step(rsp_msg_kind k)
-{
-    return k == RSP_MSG_ADMIT || k == RSP_MSG_PLAN || k == RSP_MSG_COMMIT || k == RSP_MSG_STEP;
-}
+/* Which arrays each kind carries (the schema's one table). A kind listed
+ * with COMMIT or RIDS carries them only when the message has them
+ * (msg.commit, msg.num_rids). One load per message: the small, frequent
+ * kinds take the fast path on a zero. */
+enum {
+    STEP_ARRAYS = 1, /* msg.step's rows and fork lists */
+    NAME = 2,        /* msg.label_name */
+    COMMIT = 4,      /* *msg.commit and its arrays */
+    RIDS = 8,        /* msg.rids */
+};
+static const unsigned char schema[RSP_MSG_KIND_COUNT_] = {
+    [RSP_MSG_ADMIT] = STEP_ARRAYS,  [RSP_MSG_PLAN] = STEP_ARRAYS,
+    [RSP_MSG_COMMIT] = STEP_ARRAYS, [RSP_MSG_STEP] = STEP_ARRAYS | COMMIT,
+    [RSP_MSG_LABEL] = NAME,         [RSP_MSG_INGEST] = RIDS,
+    [RSP_MSG_REMOVE] = RIDS,        [RSP_MSG_RESET] = RIDS,
+};
 
-static bool carries_name(rsp_msg_kind k)
+/* The arrays m carries (validated: its kind is one). */
+static unsigned arrays_of(const rsp_msg *m)
 {
-    return k == RSP_MSG_LABEL;
-}
-
-/* STEP's second declaration: the previous step's, committed first. */
-static bool carries_commit(const rsp_msg *m)
-{
-    return m->kind == RSP_MSG_STEP && m->commit;
-}
-
-/* The vector forms of the lifecycle kinds (a list instead of msg.rid). */
-static bool carries_rids(const rsp_msg *m)
-{
-    return (m->kind == RSP_MSG_INGEST || m->kind == RSP_MSG_REMOVE || m->kind == RSP_MSG_RESET) &&
-           m->num_rids > 0;
+    RSP__ASSERT((unsigned)m->kind < RSP_MSG_KIND_COUNT_);
+    unsigned a = schema[m->kind];
+    if (a & (COMMIT | RIDS)) {
+        if (!m->commit)
+            a &= ~(unsigned)COMMIT;
+        if (!m->num_rids)
+            a &= ~(unsigned)RIDS;
+    }
+    return a;
 }
 
 /* Where each array of m's wire form starts, and where they end. Reads only
@@ -65,20 +72,20 @@ static step_offsets step_offsets_of(const rsp_step *s, size_t at)
 
 /* wire: NULL when encoding (the commit's counts are read from the caller's
  * declaration), the wire form when decoding (from its copy there). */
-static wire_offsets wire_offsets_of(const rsp_msg *m, const unsigned char *wire)
+static wire_offsets wire_offsets_of(const rsp_msg *m, unsigned arrays, const unsigned char *wire)
 {
     wire_offsets o = {.end = sizeof(rsp_msg)};
-    if (carries_step(m->kind)) {
+    if (arrays & STEP_ARRAYS) {
         o.step = step_offsets_of(&m->step, o.end);
         o.end = o.step.end;
     }
-    if (carries_commit(m)) {
+    if (arrays & COMMIT) {
         o.commit_decl = rsp__align_up(o.end, alignof(rsp_step));
         const rsp_step *c = wire ? (const rsp_step *)(wire + o.commit_decl) : m->commit;
         o.commit = step_offsets_of(c, o.commit_decl + sizeof(rsp_step));
         o.end = o.commit.end;
     }
-    if (carries_rids(m)) {
+    if (arrays & RIDS) {
         o.rids = rsp__align_up(o.end, alignof(rsp_rid));
         o.end = o.rids + (size_t)m->num_rids * sizeof(rsp_rid);
     }
@@ -90,11 +97,12 @@ static wire_offsets wire_offsets_of(const rsp_msg *m, const unsigned char *wire)
 
 size_t rsp__msg_wire_size(const rsp_msg *m)
 {
-    if (carries_name(m->kind))
+    const unsigned a = arrays_of(m);
+    if (!a)
+        return sizeof(rsp_msg);
+    if (a & NAME)
         return NAME_AT + strlen(m->label_name) + 1;
-    if (carries_step(m->kind) || carries_rids(m))
-        return wire_offsets_of(m, NULL).end;
-    return sizeof(rsp_msg);
+    return wire_offsets_of(m, a, NULL).end;
 }
 
 /* memcpy's arguments must be valid pointers even for 0 bytes: an empty
@@ -128,53 +136,76 @@ static void clear_step(rsp_step *s)
     s->num_rows = s->num_pre_forks = s->num_post_forks = 0;
 }
 
+/* The arrays of a message that has some: out of line, so the frequent
+ * kinds without arrays (one memcpy) save no registers for them (callgrind:
+ * ~20 instructions a message on ingest/remove when inlined). */
+__attribute__((noinline)) static void encode_arrays(const rsp_msg *m, unsigned a, unsigned char *w)
+{
+    if (a & NAME) {
+        memcpy(w + NAME_AT, m->label_name, strlen(m->label_name) + 1);
+        return;
+    }
+    const wire_offsets o = wire_offsets_of(m, a, NULL);
+    if (a & STEP_ARRAYS)
+        copy_step(w, &o.step, &m->step);
+    if (a & COMMIT) {
+        memcpy(w + o.commit_decl, m->commit, sizeof(rsp_step));
+        copy_step(w, &o.commit, m->commit);
+    }
+    if (a & RIDS)
+        memcpy(w + o.rids, m->rids, o.end - o.rids);
+}
+
 void rsp__msg_encode(const rsp_msg *m, void *dst)
 {
-    unsigned char *w = dst;
-    memcpy(w, m, sizeof *m);
-    if (carries_name(m->kind)) {
-        memcpy(w + NAME_AT, m->label_name, strlen(m->label_name) + 1);
-    } else if (carries_step(m->kind) || carries_rids(m)) {
-        const wire_offsets o = wire_offsets_of(m, NULL);
-        if (carries_step(m->kind))
-            copy_step(w, &o.step, &m->step);
-        if (carries_commit(m)) {
-            memcpy(w + o.commit_decl, m->commit, sizeof(rsp_step));
-            copy_step(w, &o.commit, m->commit);
-        }
-        if (carries_rids(m))
-            memcpy(w + o.rids, m->rids, o.end - o.rids);
+    memcpy(dst, m, sizeof *m);
+    const unsigned a = arrays_of(m);
+    if (a)
+        encode_arrays(m, a, dst);
+}
+
+/* Decode's half for a message with arrays: point m at their copies. */
+__attribute__((noinline)) static void decode_arrays(rsp_msg *m, unsigned a, size_t size)
+{
+    unsigned char *w = (unsigned char *)m;
+    (void)size;
+    if (a & NAME) {
+        m->label_name = (const char *)(w + NAME_AT);
+        RSP__ASSERT(memchr(m->label_name, '\0', size - NAME_AT));
+        return;
     }
+    const wire_offsets o = wire_offsets_of(m, a, w);
+    RSP__ASSERT(size == o.end);
+    if (a & STEP_ARRAYS)
+        point_step(w, &o.step, &m->step);
+    if (a & COMMIT) {
+        rsp_step *c = (rsp_step *)(w + o.commit_decl);
+        point_step(w, &o.commit, c);
+        m->commit = c;
+    }
+    if (a & RIDS)
+        m->rids = (const rsp_rid *)(w + o.rids);
 }
 
 const rsp_msg *rsp__msg_decode(void *wire, size_t size)
 {
-    unsigned char *w = wire;
     rsp_msg *m = wire;
     RSP__ASSERT(size >= sizeof *m);
-    /* The caller's pointers came along with the copy: none may be followed. */
-    const bool step = carries_step(m->kind), commit = carries_commit(m), rids = carries_rids(m);
-    if (step || rids) {
-        const wire_offsets o = wire_offsets_of(m, w);
-        RSP__ASSERT(size == o.end);
-        if (step)
-            point_step(w, &o.step, &m->step);
-        if (commit) {
-            rsp_step *c = (rsp_step *)(w + o.commit_decl);
-            point_step(w, &o.commit, c);
-            m->commit = c;
-        }
-        m->rids = rids ? (const rsp_rid *)(w + o.rids) : NULL;
-    } else {
-        m->rids = NULL;
-    }
-    if (!step)
+    /* The caller's pointers came along with the copy: none may be followed
+     * (the flags read m's commit pointer and counts, not what they point
+     * at). What the message does not carry is cleared. */
+    const unsigned a = arrays_of(m);
+    if (!(a & STEP_ARRAYS))
         clear_step(&m->step);
-    if (!commit)
+    if (!(a & NAME))
+        m->label_name = NULL;
+    if (!(a & COMMIT))
         m->commit = NULL;
-    if (!rids)
+    if (!(a & RIDS)) {
+        m->rids = NULL;
         m->num_rids = 0;
-    m->label_name = carries_name(m->kind) ? (const char *)(w + NAME_AT) : NULL;
-    RSP__ASSERT(!m->label_name || memchr(m->label_name, '\0', size - NAME_AT));
+    }
+    if (a)
+        decode_arrays(m, a, size);
     return m;
 }
