@@ -18,6 +18,9 @@
 
 #include <rsp/rsp.h>
 
+#include "core/core.h" /* the vector forms' all-or-nothing reserve, on the core alone */
+#include "util/error.h"
+
 static rsp_pool *make_pool_cfg(rsp_pool_config *cfg)
 {
     static const rsp_block_config blocks[1] = {
@@ -662,6 +665,76 @@ static void many_defers_like_the_single_forms(void **state)
     rsp_pool_destroy(b);
 }
 
+/* Memory for one rid's slot, not for more: a list applied rid by rid
+ * would get through (and be half done if a later rid failed). */
+static rsp_status refuse_reserve(void *ctx, const rsp__ext_need *need, rsp_error *err)
+{
+    uint32_t *asked = ctx;
+    (*asked)++;
+    if (need->slots <= 1)
+        return RSP_OK;
+    return rsp__fail(err, RSP_ENOMEM, "reserve refused (test)");
+}
+
+/* The core's vector entry point: too little memory for the whole list (the
+ * reserve hook, asked once for the list, refuses) changes nothing, not
+ * even the rids before the one that would not fit. */
+static void lifecycle_many_reserves_for_the_whole_list_first(void **state)
+{
+    (void)state;
+    static const rsp_block_config blocks[1] = {
+        {.name = "ssm", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {4}},
+    };
+    rsp_pool_config cfg;
+    rsp_pool_config_init(&cfg);
+    cfg.num_layers = 1;
+    cfg.blocks = blocks;
+    cfg.num_blocks = 1;
+    cfg.max_slots = 16;
+    rsp__core *core;
+    rsp_error err;
+    assert_int_equal(rsp__core_create(&cfg, &core, &err), RSP_OK);
+    rsp__work w;
+    rsp__work_init(&w);
+    rsp_row rows[3] = {{.rid = 1, .span = 1}, {.rid = 2, .span = 1}, {.rid = 3, .span = 1}};
+    rsp_step step = {.step_id = 1, .rows = rows, .num_rows = 3};
+    rsp_admit_outcome out;
+    assert_int_equal(rsp__core_admit(core, &step, &out, &w, &err), RSP_OK);
+    assert_true(out.ok);
+    rsp__plan_out po;
+    assert_int_equal(rsp__core_plan(core, &step, &po, &w, &err), RSP_OK);
+    assert_int_equal(rsp__core_commit(core, &step, NULL, &w, NULL, &err), RSP_OK);
+    rsp__work_clear(&w);
+    rsp_stats before = {0}, after = {0};
+    rsp__core_stats(core, &before);
+    uint32_t asked = 0;
+    rsp__core_set_reserve_hook(core, refuse_reserve, &asked);
+    const rsp_rid rids[4] = {1, 2, 9, 3};
+    for (rsp__lifecycle_op op = RSP__LC_RESET; op <= RSP__LC_REMOVE; op++) {
+        assert_int_equal(rsp__core_lifecycle_many(core, op, rids, 4, true, &w, &err), RSP_ENOMEM);
+        rsp__core_stats(core, &after);
+        assert_int_equal(after.held_slots, before.held_slots);
+        assert_int_equal(after.free_slots, before.free_slots);
+        assert_int_equal(after.num_requests, before.num_requests);
+        assert_int_equal(after.generation, before.generation);
+        assert_true(rsp__work_empty(&w));
+    }
+    assert_int_equal(asked, 2); /* once a list, not once a rid */
+    /* A repeat is refused before the hook is asked. */
+    const rsp_rid dup[3] = {1, 2, 1};
+    assert_int_equal(rsp__core_lifecycle_many(core, RSP__LC_REMOVE, dup, 3, false, &w, &err),
+                     RSP_EINVAL);
+    assert_int_equal(asked, 2);
+    rsp__core_set_reserve_hook(core, NULL, NULL);
+    assert_int_equal(rsp__core_lifecycle_many(core, RSP__LC_REMOVE, rids, 4, false, &w, &err),
+                     RSP_OK);
+    rsp__core_stats(core, &after);
+    assert_int_equal(after.held_slots, 0);
+    assert_int_equal(after.num_requests, 0);
+    rsp__work_fini(&w);
+    rsp__core_destroy(core);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -676,6 +749,7 @@ int main(void)
         cmocka_unit_test(ingest_many_is_one_message_all_or_nothing),
         cmocka_unit_test(remove_and_reset_many),
         cmocka_unit_test(many_defers_like_the_single_forms),
+        cmocka_unit_test(lifecycle_many_reserves_for_the_whole_list_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
