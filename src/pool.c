@@ -675,6 +675,7 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     rsp__work_clear(&p->work);
 
     if (p->broken && m->kind != RSP_MSG_SHUTDOWN) {
+        r->committed = false; /* failed_step reads it (a recycled reply is not cleared) */
         rsp__fail(e, RSP_EDEVICE, "the pool is broken: %s; destroy it", p->broken_why);
         return;
     }

@@ -19,6 +19,7 @@
 #include <rsp/rsp.h>
 
 #include "core/core.h" /* the vector forms' all-or-nothing reserve, on the core alone */
+#include "pool.h"      /* rsp__pool_inject_submit_failures */
 #include "util/error.h"
 
 static rsp_pool *make_pool_cfg(rsp_pool_config *cfg)
@@ -735,6 +736,33 @@ static void lifecycle_many_reserves_for_the_whole_list_first(void **state)
     rsp__core_destroy(core);
 }
 
+/* Device work that fails after the plan changed the core breaks the pool
+ * (as for RSP_MSG_PLAN): the answer names the message and its new step, no
+ * rollback is tried, and later messages get RSP_EDEVICE. */
+static void a_failure_after_the_change_breaks_the_pool(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(32);
+    rsp_error err;
+    decl d1, d2;
+    make_decl(&d1, 1, 10, 2);
+    make_decl(&d2, 2, 10, 2);
+    rsp_step_outcome out;
+    assert_int_equal(next(pool, &d1, NULL, &out, &err), RSP_OK);
+    /* Steady rows: the commit and the admit submit nothing; the plan's
+     * submit (its ready event) is the first, and it fails. */
+    rsp__pool_inject_submit_failures(pool, 1);
+    assert_int_equal(next(pool, &d2, &d1, &out, &err), RSP_EDEVICE);
+    assert_true(contains(err.message, "message step of step 2"));
+    assert_true(out.committed);
+    assert_false(out.planned);
+    decl d3;
+    make_decl(&d3, 3, 10, 2);
+    assert_int_equal(next(pool, &d3, NULL, &out, &err), RSP_EDEVICE);
+    assert_true(contains(err.message, "the pool is broken"));
+    rsp_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -750,6 +778,7 @@ int main(void)
         cmocka_unit_test(remove_and_reset_many),
         cmocka_unit_test(many_defers_like_the_single_forms),
         cmocka_unit_test(lifecycle_many_reserves_for_the_whole_list_first),
+        cmocka_unit_test(a_failure_after_the_change_breaks_the_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
