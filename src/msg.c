@@ -60,7 +60,8 @@ typedef struct wire_offsets {
 } wire_offsets;
 
 /* s's arrays laid out from offset at. */
-static step_offsets step_offsets_of(const rsp_step *s, size_t at)
+__attribute__((always_inline)) static inline step_offsets step_offsets_of(const rsp_step *s,
+                                                                          size_t at)
 {
     step_offsets o;
     o.rows = rsp__align_up(at, alignof(rsp_row));
@@ -72,9 +73,11 @@ static step_offsets step_offsets_of(const rsp_step *s, size_t at)
 
 /* wire: NULL when encoding (the commit's counts are read from the caller's
  * declaration), the wire form when decoding (from its copy there). */
-static wire_offsets wire_offsets_of(const rsp_msg *m, unsigned arrays, const unsigned char *wire)
+__attribute__((always_inline)) static inline wire_offsets
+wire_offsets_of(const rsp_msg *m, unsigned arrays, const unsigned char *wire)
 {
-    wire_offsets o = {.end = sizeof(rsp_msg)};
+    wire_offsets o; /* only the fields of the arrays present are set, and read */
+    o.end = sizeof(rsp_msg);
     if (arrays & STEP_ARRAYS) {
         o.step = step_offsets_of(&m->step, o.end);
         o.end = o.step.end;
@@ -194,6 +197,14 @@ const rsp_msg *rsp__msg_decode(void *wire, size_t size)
     /* The caller's pointers came along with the copy: none may be followed
      * (the flags read m's commit pointer and counts, not what they point
      * at). What the message does not carry is cleared. */
+    if (size == sizeof *m) { /* nothing but m: no array, name, commit or list */
+        clear_step(&m->step);
+        m->label_name = NULL;
+        m->commit = NULL;
+        m->rids = NULL;
+        m->num_rids = 0;
+        return m;
+    }
     const unsigned a = arrays_of(m);
     if (!(a & STEP_ARRAYS))
         clear_step(&m->step);
