@@ -558,9 +558,9 @@ typedef struct rsp_ticket rsp_ticket;
  * RSP_EFULL at once, UINT64_MAX = wait forever; a finite wait that expires
  * returns RSP_ETIMEDOUT. Nothing is queued in either case.
  *
- * COMMIT and ROLLBACK: msg->event (forward_done) is checked here (a kind the
- * pool's device cannot wait on, or a host fence whose tag does not match:
- * RSP_EINVAL, nothing queued). A host fence is referenced before this
+ * COMMIT, ROLLBACK and STEP with a commit: msg->event (forward_done) is
+ * checked here (a kind the pool's device cannot wait on, or a host fence
+ * whose tag does not match: RSP_EINVAL, nothing queued). A host fence is referenced before this
  * returns and until the pool's device has run its wait on it, so the caller
  * may destroy its handle at once; the reference is dropped if the post is
  * refused. A CUDA event cannot be referenced: it must stay valid until the
