@@ -744,8 +744,10 @@ typedef struct rsp_step_outcome {
  * RSP_MSG_STEP yourself, fire-and-forget (failures go to on_error) or
  * keeping the ticket to wait for later, and read the plan with
  * rsp_plan_wait_step / rsp_plan_get: the fast path for a caller with
- * other work to overlap. Owner: rsp_step_commit's + rsp_step_admit's +
- * rsp_step_plan's costs; one round trip.
+ * other work to overlap. Any thread, never inside a read section (as
+ * every wrapper); an ordered pool needs the message posted with its seq.
+ * Cost: one round trip; owner: rsp_step_commit's + rsp_step_admit's +
+ * rsp_step_plan's.
  */
 RSP_API rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp_step *prev,
                                  const rsp_event *prev_done, rsp_step_outcome *out, rsp_error *err);
@@ -761,7 +763,9 @@ RSP_API rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp
  * step addresses wait for its end). n == 0: RSP_OK, nothing posted;
  * n > RSP_MAX_MSG_RIDS or rids NULL: RSP_EINVAL, nothing posted. To post
  * one yourself: RSP_MSG_INGEST / _REMOVE / _RESET with msg.rids and
- * msg.num_rids. Owner: O(n + the holdings of the listed rids).
+ * msg.num_rids. Any thread, never inside a read section. Cost: one round
+ * trip and a copy of the list; owner: O(n + the holdings of the listed
+ * rids).
  */
 RSP_API rsp_status rsp_ingest_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err);
 RSP_API rsp_status rsp_remove_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err);
