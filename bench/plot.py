@@ -478,7 +478,9 @@ def targets(rows):
     for r in find("rtt", owner="busy"):
         res.append(("rtt, owner busy: < 2 us", _us(r["median_ns"]), r["median_ns"] < 2000))
     for r in find("ingest_remove"):
-        res.append(("ingest_remove, %d threads: >= 1x mutex" % r["params"]["threads"],
+        k = r["params"].get("rids_per_msg", 1)
+        form = "" if k == 1 else " (%d rids a message)" % k
+        res.append(("ingest_remove, %d threads%s: >= 1x mutex" % (r["params"]["threads"], form),
                     "%.2fx" % r["ratio"], r["ratio"] >= 1))
     for r in find("zero_fork"):
         res.append(("zero_fork, %s %d slots: ratio >= 0.9" % (r["params"]["op"], r["params"]["slots"]),
