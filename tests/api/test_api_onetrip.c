@@ -763,6 +763,183 @@ static void a_failure_after_the_change_breaks_the_pool(void **state)
     rsp_pool_destroy(pool);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Random sequences: one trip against three                                 */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t lcg(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return *x >> 33;
+}
+
+#define RND_RIDS 10
+#define RND_MAX_IN_FLIGHT 4 /* the pools' max_inflight_steps (the default) */
+
+/* A random declaration: rows of main and draft, now and then a repeated
+ * pair (RSP_EDUPROW), forks main -> draft before and draft -> main after,
+ * a staged plan. */
+static void random_decl(decl *d, uint64_t id, uint64_t *x, rsp_label_id draft, rsp_fork *pre,
+                        rsp_fork *post)
+{
+    uint32_t n = 1 + (uint32_t)(lcg(x) % 6);
+    for (uint32_t i = 0; i < n; i++)
+        d->rows[i] = (rsp_row){.rid = 1 + lcg(x) % RND_RIDS,
+                               .label = lcg(x) % 3 == 0 ? draft : RSP_LABEL_MAIN,
+                               .span = lcg(x) % 5 == 0 ? 0 : 1};
+    d->step = (rsp_step){.step_id = id, .rows = d->rows, .num_rows = n};
+    d->step.preplan = lcg(x) % 6 == 0;
+    *pre = (rsp_fork){.from = RSP_LABEL_MAIN, .to = draft};
+    *post = (rsp_fork){.from = draft, .to = RSP_LABEL_MAIN};
+    if (lcg(x) % 4 == 0) {
+        d->step.pre_forks = pre;
+        d->step.num_pre_forks = 1;
+    }
+    if (lcg(x) % 4 == 0) {
+        d->step.post_forks = post;
+        d->step.num_post_forks = 1;
+    }
+}
+
+/* What the three wrappers answer for the same message: the first failing
+ * status, and what was done. */
+static rsp_status three_trips(rsp_pool *pool, const rsp_step *step, const rsp_step *prev,
+                              rsp_step_outcome *out)
+{
+    rsp_error err;
+    rsp_event done = rsp_event_complete();
+    memset(out, 0, sizeof *out);
+    if (prev) {
+        rsp_status st = rsp_step_commit(pool, prev, &done, &err);
+        if (st != RSP_OK)
+            return st;
+        out->committed = true;
+    }
+    rsp_read_begin();
+    const bool in_flight = rsp_plan_get(pool, step->step_id) != NULL;
+    rsp_read_end();
+    if (in_flight)
+        return RSP_EORDER;
+    rsp_status st = rsp_step_admit(pool, step, &out->admit, &err);
+    if (st != RSP_OK || !out->admit.ok)
+        return st;
+    st = rsp_step_plan(pool, step, &err);
+    if (st != RSP_OK) {
+        assert_int_equal(rsp_step_rollback(pool, step->step_id, NULL, &err), RSP_OK);
+        return st;
+    }
+    out->planned = true;
+    return RSP_OK;
+}
+
+static void same_state(rsp_pool *a, rsp_pool *b, uint64_t k)
+{
+    rsp_stats sa = stats(a), sb = stats(b);
+    if (sa.free_slots != sb.free_slots || sa.held_slots != sb.held_slots ||
+        sa.pending_release != sb.pending_release || sa.num_requests != sb.num_requests ||
+        sa.generation != sb.generation || sa.commits != sb.commits)
+        fail_msg("step %llu: the pools differ (free %u/%u held %u/%u pending %u/%u requests "
+                 "%u/%u generation %llu/%llu commits %llu/%llu)",
+                 (unsigned long long)k, sa.free_slots, sb.free_slots, sa.held_slots, sb.held_slots,
+                 sa.pending_release, sb.pending_release, sa.num_requests, sb.num_requests,
+                 (unsigned long long)sa.generation, (unsigned long long)sb.generation,
+                 (unsigned long long)sa.commits, (unsigned long long)sb.commits);
+}
+
+/* Random steps, rsp_step_next on one pool and commit + admit + plan (and
+ * the rollback of a refused plan) on the other: the same statuses, the same
+ * outcomes, the same plans (digests) and the same pool after every step;
+ * now and then a step is left in flight without its commit (so admits run
+ * into max_inflight_steps and stages into each other) or the rids go in a
+ * vector remove. */
+static void random_steps_one_trip_equals_three(void **state)
+{
+    (void)state;
+    rsp_pool *a = make_pool(12), *b = make_pool(12);
+    rsp_error err;
+    rsp_label_id draft;
+    assert_int_equal(rsp_label(a, "draft", &draft, &err), RSP_OK);
+    assert_int_equal(rsp_label(b, "draft", &draft, &err), RSP_OK);
+    assert_int_equal(rsp_reader_register(&err), RSP_OK);
+    uint64_t x = 12345, flight[RND_MAX_IN_FLIGHT + 8];
+    uint32_t nflight = 0, counts[6] = {0};
+    decl cur, kept; /* this step's declaration; the one in flight to commit */
+    rsp_fork forks[2], kept_forks[2];
+    const decl *prev = NULL;
+    for (uint64_t k = 1; k <= 400; k++) {
+        decl *d = &cur;
+        random_decl(d, k, &x, draft, &forks[0], &forks[1]);
+        const bool commit = prev && lcg(&x) % 5 != 0;
+        rsp_step_outcome oa, ob;
+        rsp_event done = rsp_event_complete();
+        rsp_status sa = rsp_step_next(a, &d->step, commit ? &prev->step : NULL, &done, &oa, &err);
+        rsp_status sb = three_trips(b, &d->step, commit ? &prev->step : NULL, &ob);
+        if (sa != sb)
+            fail_msg("step %llu: one trip %s (%s), three trips %s", (unsigned long long)k,
+                     rsp_strerror(sa), err.message, rsp_strerror(sb));
+        assert_int_equal(oa.committed, ob.committed);
+        assert_int_equal(oa.planned, ob.planned);
+        assert_int_equal(oa.admit.ok, ob.admit.ok);
+        counts[sa == RSP_OK          ? (oa.planned ? 0 : 1)
+               : sa == RSP_ECAPACITY ? 2
+               : sa == RSP_ESTAGED   ? 3
+               : sa == RSP_EDUPROW   ? 4
+                                     : 5]++;
+        if (sa != RSP_OK && sa != RSP_ECAPACITY && sa != RSP_ESTAGED && sa != RSP_EDUPROW &&
+            counts[5] <= 3)
+            print_message("step %llu: %s\n", (unsigned long long)k, err.message);
+        if (oa.planned && !oa.plan_staged) {
+            uint64_t gb = plan_digest_of(b, k, NULL, NULL);
+            assert_int_equal(oa.plan_digest, gb);
+            assert_int_equal(plan_digest_of(a, k, NULL, NULL), gb);
+        }
+        if (oa.committed) {
+            for (uint32_t i = 0; i < nflight; i++)
+                if (flight[i] == prev->step.step_id)
+                    flight[i] = flight[--nflight];
+        }
+        same_state(a, b, k);
+        if (oa.planned) {
+            flight[nflight++] = k;
+            kept = cur; /* the step keeps pointing at kept's own arrays */
+            kept_forks[0] = forks[0];
+            kept_forks[1] = forks[1];
+            kept.step.rows = kept.rows;
+            kept.step.pre_forks = cur.step.num_pre_forks ? &kept_forks[0] : NULL;
+            kept.step.post_forks = cur.step.num_post_forks ? &kept_forks[1] : NULL;
+            prev = &kept;
+        } else if (oa.committed) {
+            prev = NULL;
+        }
+        /* Now and then: roll everything in flight back, or remove rids. */
+        if ((nflight >= RND_MAX_IN_FLIGHT && lcg(&x) % 4 == 0) || lcg(&x) % 25 == 0) {
+            for (uint32_t i = 0; i < nflight; i++) {
+                assert_int_equal(rsp_step_rollback(a, flight[i], &done, &err), RSP_OK);
+                assert_int_equal(rsp_step_rollback(b, flight[i], &done, &err), RSP_OK);
+            }
+            nflight = 0;
+            prev = NULL;
+        }
+        if (lcg(&x) % 10 == 0) {
+            rsp_rid gone[2] = {1 + lcg(&x) % RND_RIDS, 0};
+            gone[1] = gone[0] % RND_RIDS + 1;
+            assert_int_equal(rsp_remove_many(a, gone, 2, &err), RSP_OK);
+            assert_int_equal(rsp_remove(b, gone[0], &err), RSP_OK);
+            assert_int_equal(rsp_remove(b, gone[1], &err), RSP_OK);
+        }
+        same_state(a, b, k);
+    }
+    /* Every outcome was met: planned, refused by a full pool, too many in
+     * flight, a second stage, a duplicate row, and some other error. */
+    print_message("planned %u, full %u, ecapacity %u, estaged %u, eduprow %u, other %u\n",
+                  counts[0], counts[1], counts[2], counts[3], counts[4], counts[5]);
+    for (int i = 0; i < 5; i++)
+        assert_true(counts[i] > 0);
+    rsp_reader_unregister();
+    rsp_pool_destroy(a);
+    rsp_pool_destroy(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -779,6 +956,7 @@ int main(void)
         cmocka_unit_test(many_defers_like_the_single_forms),
         cmocka_unit_test(lifecycle_many_reserves_for_the_whole_list_first),
         cmocka_unit_test(a_failure_after_the_change_breaks_the_pool),
+        cmocka_unit_test(random_steps_one_trip_equals_three),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
