@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-EXPECTED = {"rtt": 2, "ingest_remove": 4, "step": 24, "read": 4, "read_qsbr": 4, "zero_fork": 6,
+EXPECTED = {"rtt": 2, "ingest_remove": 8, "step": 32, "read": 4, "read_qsbr": 4, "zero_fork": 6,
             "create": 6}
 NUMBERS = ("median_ns", "p99_ns", "ops_per_s", "baseline_median_ns", "ratio")
 

@@ -31,7 +31,7 @@ def load(path):
 
 def step_series(rows, api="pipelined"):
     """{variant: [(rows, rsp_us, baseline_us), ...]} sorted by rows, for one
-    way of driving the API ("pipelined" or "sync"; lines without an api
+    way of driving the API ("pipelined", "sync" or "onetrip"; lines without an api
     parameter count as any)."""
     out = {}
     for r in rows:
@@ -73,7 +73,7 @@ def hexc(c):
 # matplotlib path
 # --------------------------------------------------------------------------
 
-def plot_mpl(steps, reads, outdir, title_suffix, sync_steps=None):
+def plot_mpl(steps, reads, outdir, title_suffix, sync_steps=None, onetrip_steps=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -88,6 +88,11 @@ def plot_mpl(steps, reads, outdir, title_suffix, sync_steps=None):
             sp = sync_steps[variant]
             ax.plot([p[0] for p in sp], [p[1] for p in sp], ":^", color=c, alpha=0.7,
                     label="rsp, sync wrappers: " + VARIANT_LABEL.get(variant, variant))
+        if onetrip_steps and variant in onetrip_steps:
+            op = onetrip_steps[variant]
+            ax.plot([p[0] for p in op], [p[1] for p in op], "-.v", color=c, alpha=0.85,
+                    label="rsp, one trip a step (rsp_step_next): "
+                    + VARIANT_LABEL.get(variant, variant))
         ax.plot(xs, [p[2] for p in pts], "--s", color=c, alpha=0.7,
                 label="mutex baseline: " + VARIANT_LABEL.get(variant, variant))
     # The issue's targets at 256 rows (docs/performance.md).
@@ -333,7 +338,7 @@ def raster_plot(path, title, xlabel, ylabel, series, xlog=True, ylog=True, ymin0
     cv.save(path)
 
 
-def plot_raster(steps, reads, outdir, title_suffix, sync_steps=None):
+def plot_raster(steps, reads, outdir, title_suffix, sync_steps=None, onetrip_steps=None):
     series = []
     for i, (variant, pts) in enumerate(sorted(steps.items())):
         c = COLOURS[i % len(COLOURS)]
@@ -384,11 +389,13 @@ def markdown(rows):
         out.append("")
     if "ingest_remove" in by:
         out += ["### ingest_remove", "",
-                "| client threads | rsp ns/msg | rsp msgs/s | mutex ns/msg | mutex msgs/s | ratio |",
-                "| --- | --- | --- | --- | --- | --- |"]
+                "| client threads | rids/msg | rsp ns/rid op | rsp rid ops/s | mutex ns/rid op | "
+                "mutex rid ops/s | ratio |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in by["ingest_remove"]:
-            out.append("| %d | %s | %s | %s | %s | %.2f |" % (
-                r["params"]["threads"], _us(r["median_ns"]), _rate(r["ops_per_s"]),
+            out.append("| %d | %d | %s | %s | %s | %s | %.2f |" % (
+                r["params"]["threads"], r["params"].get("rids_per_msg", 1), _us(r["median_ns"]),
+                _rate(r["ops_per_s"]),
                 _us(r["baseline_median_ns"]), _rate(r["baseline_ops_per_s"]), r["ratio"]))
         out.append("")
     if "step" in by:
@@ -443,6 +450,17 @@ def targets(rows):
         for r in find("step", variant="fork", rows=256, api=api):
             res.append(("fork step, 256 rows, 1 KiB slots (%s) < 50 us" % api,
                         _us(r["median_ns"]), r["median_ns"] < 50000))
+    # Issue 11: the synchronous API at one round trip a step (rsp_step_next).
+    for r in find("step", variant="one_label", rows=1, api="onetrip"):
+        res.append(("step, 1 row, one label (onetrip sync) <= 2.5 us", _us(r["median_ns"]),
+                    r["median_ns"] <= 2500))
+    for r in find("step", variant="one_label", rows=256, api="onetrip"):
+        res.append(("step, 256 rows, one label (onetrip sync) <= 9 us", _us(r["median_ns"]),
+                    r["median_ns"] <= 9000))
+        for q in find("step", variant="one_label", rows=256, api="pipelined"):
+            f = r["median_ns"] / q["median_ns"]
+            res.append(("step, 256 rows, one label (onetrip sync) <= 1.5x pipelined",
+                        "%.2fx" % f, f <= 1.5))
     reads = sorted(find("read"), key=lambda r: r["params"]["readers"])
     one = [r for r in reads if r["params"]["readers"] == 1]
     for r in reads:
@@ -460,7 +478,9 @@ def targets(rows):
     for r in find("rtt", owner="busy"):
         res.append(("rtt, owner busy: < 2 us", _us(r["median_ns"]), r["median_ns"] < 2000))
     for r in find("ingest_remove"):
-        res.append(("ingest_remove, %d threads: >= 1x mutex" % r["params"]["threads"],
+        k = r["params"].get("rids_per_msg", 1)
+        form = "" if k == 1 else " (%d rids a message)" % k
+        res.append(("ingest_remove, %d threads%s: >= 1x mutex" % (r["params"]["threads"], form),
                     "%.2fx" % r["ratio"], r["ratio"] >= 1))
     for r in find("zero_fork"):
         res.append(("zero_fork, %s %d slots: ratio >= 0.9" % (r["params"]["op"], r["params"]["slots"]),
@@ -492,6 +512,7 @@ def main():
         return 0
     steps, reads = step_series(rows), read_series(rows)
     sync_steps = step_series(rows, "sync")
+    onetrip_steps = step_series(rows, "onetrip")
     if not steps or not reads:
         print("plot.py: no step or read lines in %s" % args.jsonl, file=sys.stderr)
         return 1
@@ -503,7 +524,8 @@ def main():
             import matplotlib  # noqa: F401
         except ImportError:
             use_mpl = False
-    (plot_mpl if use_mpl else plot_raster)(steps, reads, args.out, suffix, sync_steps)
+    (plot_mpl if use_mpl else plot_raster)(steps, reads, args.out, suffix, sync_steps,
+                                               onetrip_steps)
     print("plot.py: wrote %s/step.png and %s/read.png (%s)" % (args.out, args.out,
           "matplotlib" if use_mpl else "built-in rasteriser"))
     return 0

@@ -139,6 +139,30 @@ static void ingest_rsp(uint32_t n)
     printf("ingest-rsp: %u pairs\n", n);
 }
 
+/* Issue 11's vector form: the same n pairs, 64 rids a message. */
+static void ingest_vector(uint32_t n)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 64);
+    rsp_error err = {0};
+    rsp_pool *pool;
+    BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
+    rsp_rid rids[64];
+    rsp_msg m = {.rids = rids};
+    for (uint32_t i = 0; i < n; i += 64) {
+        m.num_rids = n - i < 64 ? n - i : 64;
+        for (uint32_t k = 0; k < m.num_rids; k++)
+            rids[k] = i + k + 1;
+        m.kind = RSP_MSG_INGEST;
+        BENCH_CHECK(rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+        m.kind = RSP_MSG_REMOVE;
+        BENCH_CHECK(rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+    }
+    BENCH_CHECK(rsp_barrier(pool, &err), &err);
+    rsp_pool_destroy(pool);
+    printf("ingest-vector: %u pairs, 64 rids a message\n", n);
+}
+
 static void ingest_mutex(uint32_t n)
 {
     rsp_pool_config cfg;
@@ -209,6 +233,42 @@ static void steps_rsp(uint32_t n, bool fork)
     rsp_reader_unregister();
     rsp_pool_destroy(pool);
     printf("%s-rsp: %u steps of %u rows\n", fork ? "fork" : "step", n, STEP_ROWS);
+}
+
+/* Issue 11: the same steady 256-row step through rsp_step_next (one round
+ * trip: it commits the previous step and admits and plans this one). */
+static void onetrip_rsp(uint32_t n)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 2 * STEP_ROWS + 8);
+    rsp_error err = {0};
+    rsp_pool *pool;
+    BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
+    BENCH_CHECK(rsp_reader_register(&err), &err);
+    rsp_row *rows = calloc(STEP_ROWS, sizeof *rows);
+    if (!rows)
+        bench_die("calloc", RSP_ENOMEM, "");
+    for (uint32_t i = 0; i < STEP_ROWS; i++)
+        rows[i] = (rsp_row){.rid = i + 1, .span = 1};
+    rsp_step cur = {.rows = rows, .num_rows = STEP_ROWS}, prev = cur;
+    const rsp_event done = rsp_event_complete(); /* the ready wait: no forward writes */
+    for (uint64_t sid = 1; sid <= (uint64_t)n + 1; sid++) {
+        cur.step_id = sid;
+        prev.step_id = sid - 1;
+        rsp_step_outcome o;
+        BENCH_CHECK(rsp_step_next(pool, &cur, sid > 1 ? &prev : NULL, &done, &o, &err), &err);
+        rsp_read_begin();
+        rsp_addressing a;
+        rsp_status st = rsp_plan_addressing(rsp_plan_live(pool), RSP_LABEL_MAIN, &a, &err);
+        rsp_read_end();
+        BENCH_CHECK(st, &err);
+        BENCH_CHECK(rsp_event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err), &err);
+    }
+    BENCH_CHECK(rsp_step_commit(pool, &cur, &done, &err), &err);
+    free(rows);
+    rsp_reader_unregister();
+    rsp_pool_destroy(pool);
+    printf("step-onetrip: %u steps of %u rows\n", n, STEP_ROWS);
 }
 
 static void steps_mutex(uint32_t n, bool fork, bool fast)
@@ -297,6 +357,9 @@ int main(int argc, char **argv)
         {"fork-mutex", fork_mutex},
         {"step-mutex-general", step_mutex_general},
         {"fork-mutex-general", fork_mutex_general},
+        /* issue 11 */
+        {"step-onetrip", onetrip_rsp},
+        {"ingest-vector", ingest_vector},
     };
     if (argc < 2) {
         fprintf(stderr, "usage: rsp-bench-profile MODE [N]; modes:");

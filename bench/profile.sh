@@ -49,8 +49,10 @@ per_op read-live read rsp_read_begin rsp_read_end rsp_live_addressing
 per_op read-qsbr read rsp_read_begin rsp_read_end rsp_live_addressing rsp_reader_quiescent
 per_op read-rwlock read bl_read_begin bl_plan_addressing bl_read_end
 per_op ingest-rsp "pair (2 messages)" $RSP_CLIENT $RSP_OWNER
+per_op ingest-vector "pair (64 rids a message)" $RSP_CLIENT $RSP_OWNER
 per_op ingest-mutex "pair (2 messages)" bl_ingest bl_remove
 per_op step-rsp "256-row step" $RSP_CLIENT $RSP_OWNER
+per_op step-onetrip "256-row step" $RSP_CLIENT $RSP_OWNER
 per_op step-mutex "256-row step" bl_admit bl_plan bl_commit bl_read_begin bl_plan_addressing bl_read_end
 per_op fork-rsp "256-row fork step" $RSP_CLIENT $RSP_OWNER
 per_op fork-mutex "256-row fork step" bl_admit bl_plan bl_commit bl_read_begin bl_plan_addressing bl_read_end

@@ -24,7 +24,13 @@
  *              commit is posted fire-and-forget (the next step's messages
  *              from this thread are handled after it, so its cost lands in
  *              the next sample: the steady state is what is measured).
- *   Both then fetch the live addressing as a reader and wait for its `ready`
+ *   onetrip    the one-round-trip synchronous wrapper (rsp_step_next, issue
+ *              11): each step's call commits the previous step (its
+ *              forward_done is the fence signalled at the end of that step)
+ *              and admits and plans this one, in one message; one_label and
+ *              fork only (a promotion is a second plan). The last step's
+ *              commit is posted after the measured steps.
+ *   All three then fetch the live addressing as a reader and wait for its `ready`
  *   event (a backend must, before its forward) and signal a host fence as
  *   forward-done before commit. One sample = one step.
  * Baseline: the same calls on the mutex design (bl_*), including the
@@ -37,7 +43,12 @@
 #include "bench.h"
 
 typedef enum step_variant { V_ONE_LABEL = 0, V_FORK, V_PREPLAN } step_variant;
-typedef enum step_api { API_PIPELINED = 0, API_SYNC } step_api;
+typedef enum step_api { API_PIPELINED = 0, API_SYNC, API_ONETRIP } step_api;
+
+static const char *api_name(step_api a)
+{
+    return a == API_PIPELINED ? "pipelined" : a == API_SYNC ? "sync" : "onetrip";
+}
 
 static const char *variant_name(step_variant v)
 {
@@ -51,6 +62,10 @@ typedef struct step_decl {
     rsp_fork pre, post;
     rsp_step step;
     rsp_label_id row_label;
+    /* onetrip: the step planned last and not yet committed (its id; 0:
+     * none) and its forward_done. */
+    uint64_t pending;
+    rsp_event pending_done;
 } step_decl;
 
 static void decl_init(step_decl *d, step_variant v, uint32_t n, rsp_label_id draft)
@@ -64,6 +79,7 @@ static void decl_init(step_decl *d, step_variant v, uint32_t n, rsp_label_id dra
     d->pre = (rsp_fork){.from = RSP_LABEL_MAIN, .to = draft};
     d->post = (rsp_fork){.from = draft, .to = RSP_LABEL_MAIN};
     d->step = (rsp_step){.step_id = 0, .rows = d->rows, .num_rows = n};
+    d->pending = 0;
     if (v == V_FORK) {
         d->step.pre_forks = &d->pre;
         d->step.num_pre_forks = 1;
@@ -97,7 +113,16 @@ static uint32_t rsp_one_step(rsp_pool *pool, step_decl *d, step_variant v, step_
     rsp_admit_outcome out;
     d->step.step_id = sid;
     d->step.preplan = (v == V_PREPLAN);
-    if (api == API_SYNC) {
+    if (api == API_ONETRIP) {
+        rsp_step prev = d->step; /* the same rows: a steady decode */
+        prev.step_id = d->pending;
+        rsp_step_outcome o;
+        BENCH_CHECK(
+            rsp_step_next(pool, &d->step, d->pending ? &prev : NULL, &d->pending_done, &o, &err),
+            &err);
+        if (!o.planned)
+            bench_die("rsp step_next (pool full)", RSP_ECAPACITY, "");
+    } else if (api == API_SYNC) {
         BENCH_CHECK(rsp_step_admit(pool, &d->step, &out, &err), &err);
         if (!out.ok)
             bench_die("rsp admit (pool full)", RSP_ECAPACITY, "");
@@ -139,11 +164,27 @@ static uint32_t rsp_one_step(rsp_pool *pool, step_decl *d, step_variant v, step_
     rsp_host_fence_signal(fence, sid); /* the (empty) forward is done */
     rsp_event done = rsp_event_host(fence, sid);
     d->step.preplan = false;
-    if (api == API_SYNC)
+    if (api == API_ONETRIP) {
+        d->pending = sid; /* committed by the next step's message */
+        d->pending_done = done;
+    } else if (api == API_SYNC) {
         BENCH_CHECK(rsp_step_commit(pool, &d->step, &done, &err), &err);
-    else
+    } else {
         post_step(pool, RSP_MSG_COMMIT, &d->step, &done, NULL);
+    }
     return a.num_rows;
+}
+
+/* onetrip: commit the step left in flight by the last measured one. */
+static void rsp_flush(rsp_pool *pool, step_decl *d)
+{
+    if (!d->pending)
+        return;
+    rsp_error err = {0};
+    rsp_step prev = d->step;
+    prev.step_id = d->pending;
+    BENCH_CHECK(rsp_step_commit(pool, &prev, &d->pending_done, &err), &err);
+    d->pending = 0;
 }
 
 static uint32_t bl_one_step(bl_pool *pool, step_decl *d, step_variant v, uint64_t sid,
@@ -223,6 +264,7 @@ static void run_point(const bench_opts *o, step_variant v, step_api api, uint32_
             bench_samples_add(&rs, (double)(bench_now_ns() - t0));
         }
         rwall += bench_now_ns() - w0;
+        rsp_flush(pool, &rd);
 
         for (uint32_t i = 0; i < warm; i++)
             if (bl_one_step(bl, &bd, v, ++bsid, bfence) != n)
@@ -240,7 +282,7 @@ static void run_point(const bench_opts *o, step_variant v, step_api api, uint32_
     snprintf(res.params, sizeof res.params,
              "\"variant\": \"%s\", \"api\": \"%s\", \"rows\": %u, \"labels\": %u, "
              "\"slot_bytes\": %llu",
-             variant_name(v), api == API_SYNC ? "sync" : "pipelined", n, v == V_FORK ? 2u : 1u,
+             variant_name(v), api_name(api), n, v == V_FORK ? 2u : 1u,
              (unsigned long long)(shape == BENCH_KIB ? 1024 : 64));
     res.median_ns = bench_samples_quantile(&rs, 0.5);
     res.p99_ns = bench_samples_quantile(&rs, 0.99);
@@ -267,8 +309,9 @@ void bench_step(const bench_opts *o)
     BENCH_CHECK(rsp_reader_register(&err), &err);
     static const uint32_t rows[] = {1, 8, 64, 256};
     for (step_variant v = V_ONE_LABEL; v <= V_PREPLAN; v++)
-        for (step_api api = API_PIPELINED; api <= API_SYNC; api++)
+        for (step_api api = API_PIPELINED; api <= API_ONETRIP; api++)
             for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-                run_point(o, v, api, rows[i]);
+                if (api != API_ONETRIP || v != V_PREPLAN)
+                    run_point(o, v, api, rows[i]);
     rsp_reader_unregister();
 }

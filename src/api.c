@@ -253,20 +253,70 @@ static rsp_status check_step(const rsp_step *s, uint32_t num_labels, rsp_error *
  * slots released during the step and the post-forks are queued behind it,
  * and a missing event would let them run under a forward still writing.
  * rsp_event_complete() says "already done". */
-static rsp_status check_forward_done(const rsp_msg *m, rsp_error *err)
+static rsp_status check_forward_done(const rsp_step *s, const rsp_event *ev, rsp_error *err)
 {
-    if (m->event.handle || m->event.kind == RSP_EVENT_COMPLETE || m->step.capture)
+    if (ev->handle || ev->kind == RSP_EVENT_COMPLETE || s->capture)
         return RSP_OK;
-    for (uint32_t i = 0; i < m->step.num_rows; i++) {
-        const rsp_row *r = &m->step.rows[i];
+    for (uint32_t i = 0; i < s->num_rows; i++) {
+        const rsp_row *r = &s->rows[i];
         if (r->span > 0 && !r->padding)
             return rsp__fail(err, RSP_EINVAL,
                              "commit of step %llu: rows[%u] (rid %llu) wrote (span %d) but "
                              "forward_done is empty: pass the event recorded after the forward, "
                              "or rsp_event_complete() if it has already finished",
-                             (unsigned long long)m->step.step_id, i, (unsigned long long)r->rid,
+                             (unsigned long long)s->step_id, i, (unsigned long long)r->rid,
                              (int)r->span);
     }
+    return RSP_OK;
+}
+
+/* A commit's declaration and its forward_done (COMMIT; STEP's msg->commit). */
+static rsp_status check_commit(const rsp_pool *pool, const rsp_step *s, const rsp_event *ev,
+                               uint32_t num_labels, rsp_error *err)
+{
+    rsp_status st = check_step(s, num_labels, err);
+    if (st == RSP_OK)
+        st = rsp__device_check_event_kind(pool->dev, ev, "forward_done (msg->event)", err);
+    if (st == RSP_OK)
+        st = check_forward_done(s, ev, err);
+    return st;
+}
+
+/* RSP_MSG_STEP: the new step, and the commit before it (msg->commit, named
+ * as such: the rules' messages name a step's fields). */
+static rsp_status check_step_msg(const rsp_pool *pool, const rsp_msg *m, uint32_t num_labels,
+                                 rsp_error *err)
+{
+    rsp_status st = check_step(&m->step, num_labels, err);
+    if (st != RSP_OK || !m->commit)
+        return st;
+    st = check_commit(pool, m->commit, &m->event, num_labels, err);
+    if (st != RSP_OK) {
+        if (err) {
+            char cause[RSP_ERROR_MAX];
+            snprintf(cause, sizeof cause, "%s", err->message);
+            rsp__fail(err, st, "msg->commit (step %llu): %s",
+                      (unsigned long long)m->commit->step_id, cause);
+        }
+        return st;
+    }
+    if (m->step.step_id <= m->commit->step_id)
+        return rsp__fail(err, RSP_EINVAL,
+                         "msg->step.step_id %llu is not above msg->commit.step_id %llu: the step "
+                         "a STEP message admits comes after the one it commits",
+                         (unsigned long long)m->step.step_id,
+                         (unsigned long long)m->commit->step_id);
+    return RSP_OK;
+}
+
+/* INGEST, REMOVE, RESET with a list (the owner checks it for repeats). */
+static rsp_status check_rids(const rsp_msg *m, rsp_error *err)
+{
+    if (m->num_rids > RSP_MAX_MSG_RIDS)
+        return rsp__fail(err, RSP_EINVAL, "msg->num_rids %u is above RSP_MAX_MSG_RIDS (%u)",
+                         m->num_rids, RSP_MAX_MSG_RIDS);
+    if (m->num_rids && !m->rids)
+        return rsp__fail(err, RSP_EINVAL, "msg->rids is NULL but msg->num_rids is %u", m->num_rids);
     return RSP_OK;
 }
 
@@ -277,15 +327,11 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
     /* L1: pairs with the owner's store-release after interning a label. */
     uint32_t num_labels = rsp__load_acquire_u32((uint32_t *)&pool->num_labels);
     switch (m->kind) {
-    case RSP_MSG_COMMIT: {
-        rsp_status st = check_step(&m->step, num_labels, err);
-        if (st == RSP_OK)
-            st = rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)",
-                                              err);
-        if (st == RSP_OK)
-            st = check_forward_done(m, err);
-        return st;
-    }
+    case RSP_MSG_COMMIT: return check_commit(pool, &m->step, &m->event, num_labels, err);
+    case RSP_MSG_STEP: return check_step_msg(pool, m, num_labels, err);
+    case RSP_MSG_INGEST:
+    case RSP_MSG_REMOVE:
+    case RSP_MSG_RESET: return check_rids(m, err);
     case RSP_MSG_ROLLBACK:
         return rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)", err);
     case RSP_MSG_ADMIT:
@@ -342,7 +388,8 @@ static void drop_fence(void *fence)
  * (validated: a host fence with a matching tag on a host pool). */
 static rsp_host_fence *message_fence(const rsp_msg *m)
 {
-    if (m->kind != RSP_MSG_COMMIT && m->kind != RSP_MSG_ROLLBACK)
+    if (m->kind != RSP_MSG_COMMIT && m->kind != RSP_MSG_ROLLBACK &&
+        !(m->kind == RSP_MSG_STEP && m->commit))
         return NULL;
     if (m->event.kind != RSP_EVENT_HOST_FENCE || !m->event.handle)
         return NULL;
@@ -447,6 +494,10 @@ static void name_the_arguments(rsp_error *err)
         {"forward_done (msg->event)", "forward_done"},
         {"msg->label_name", "name"},
         {"msg->max_bs", "max_bs"},
+        {"msg->num_rids", "n"},
+        {"msg->rids", "rids"},
+        {"msg->commit", "prev"},
+        {"msg->step.step_id", "step->step_id"},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         char *at = strstr(err->message, fields[i][0]);
@@ -570,6 +621,61 @@ rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step, const rsp_event
         m.event = *forward_done;
     rsp_reply r;
     return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp_step *prev,
+                         const rsp_event *prev_done, rsp_step_outcome *out, rsp_error *err)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!step)
+        return rsp__fail(err, RSP_EINVAL, "step is NULL");
+    rsp_msg m = {.kind = RSP_MSG_STEP, .step = *step, .commit = prev};
+    if (prev && prev_done)
+        m.event = *prev_done;
+    rsp_reply r;
+    /* Read below even when nothing was posted (then nothing was done). */
+    r.committed = r.planned = false;
+    memset(&r.admit, 0, sizeof r.admit);
+    rsp_status st = call(pool, &m, &r, err);
+    if (out) {
+        out->committed = r.committed;
+        out->planned = r.planned;
+        out->admit = r.admit;
+        if (r.planned) {
+            out->plan_step_id = r.plan_step_id;
+            out->plan_staged = r.plan_staged;
+            out->plan_digest = r.plan_digest;
+        }
+    }
+    return st;
+}
+
+/* The vector forms: one message naming n rids. */
+static rsp_status lifecycle_many(rsp_pool *pool, rsp_msg_kind kind, const rsp_rid *rids, uint32_t n,
+                                 bool free_slots, rsp_error *err)
+{
+    if (n == 0)
+        return RSP_OK; /* nothing listed: nothing to post */
+    rsp_msg m = {.kind = kind, .rids = rids, .num_rids = n, .free = free_slots};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_ingest_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err)
+{
+    return lifecycle_many(pool, RSP_MSG_INGEST, rids, n, false, err);
+}
+
+rsp_status rsp_remove_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err)
+{
+    return lifecycle_many(pool, RSP_MSG_REMOVE, rids, n, false, err);
+}
+
+rsp_status rsp_reset_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, bool free_slots,
+                          rsp_error *err)
+{
+    return lifecycle_many(pool, RSP_MSG_RESET, rids, n, free_slots, err);
 }
 
 rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max_seq_len,

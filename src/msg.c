@@ -13,31 +13,85 @@
 #include "util/assert.h"
 #include "util/mem.h"
 
-/* Which arrays each kind carries (the schema's one table). */
-static bool carries_step(rsp_msg_kind k)
+/* Which arrays each kind carries (the schema's one table). A kind listed
+ * with COMMIT or RIDS carries them only when the message has them
+ * (msg.commit, msg.num_rids). One load per message: the small, frequent
+ * kinds take the fast path on a zero. */
+enum {
+    STEP_ARRAYS = 1, /* msg.step's rows and fork lists */
+    NAME = 2,        /* msg.label_name */
+    COMMIT = 4,      /* *msg.commit and its arrays */
+    RIDS = 8,        /* msg.rids */
+};
+static const unsigned char schema[RSP_MSG_KIND_COUNT_] = {
+    [RSP_MSG_ADMIT] = STEP_ARRAYS,  [RSP_MSG_PLAN] = STEP_ARRAYS,
+    [RSP_MSG_COMMIT] = STEP_ARRAYS, [RSP_MSG_STEP] = STEP_ARRAYS | COMMIT,
+    [RSP_MSG_LABEL] = NAME,         [RSP_MSG_INGEST] = RIDS,
+    [RSP_MSG_REMOVE] = RIDS,        [RSP_MSG_RESET] = RIDS,
+};
+
+/* The arrays m carries (validated: its kind is one). */
+static unsigned arrays_of(const rsp_msg *m)
 {
-    return k == RSP_MSG_ADMIT || k == RSP_MSG_PLAN || k == RSP_MSG_COMMIT;
+    RSP__ASSERT((unsigned)m->kind < RSP_MSG_KIND_COUNT_);
+    unsigned a = schema[m->kind];
+    if (a & (COMMIT | RIDS)) {
+        if (!m->commit)
+            a &= ~(unsigned)COMMIT;
+        if (!m->num_rids)
+            a &= ~(unsigned)RIDS;
+    }
+    return a;
 }
 
-static bool carries_name(rsp_msg_kind k)
-{
-    return k == RSP_MSG_LABEL;
-}
-
-/* Where each step array of m's wire form starts, and where they end.
- * Reads only m's counts, which the wire form holds verbatim, so the decoder
- * gets the encoder's answer. */
+/* Where each array of m's wire form starts, and where they end. Reads only
+ * m's kind and counts (and the commit's, from the caller's declaration when
+ * encoding and from its copy when decoding), which the wire form holds
+ * verbatim, so the decoder gets the encoder's answer. */
 typedef struct step_offsets {
     size_t rows, pre, post, end;
 } step_offsets;
 
-static step_offsets step_offsets_of(const rsp_msg *m)
+typedef struct wire_offsets {
+    step_offsets step, commit; /* msg.step's arrays; *msg.commit's (STEP with a commit) */
+    size_t commit_decl;        /* *msg.commit itself */
+    size_t rids;               /* msg.rids (a vector INGEST, REMOVE or RESET) */
+    size_t end;
+} wire_offsets;
+
+/* s's arrays laid out from offset at. */
+__attribute__((always_inline)) static inline step_offsets step_offsets_of(const rsp_step *s,
+                                                                          size_t at)
 {
     step_offsets o;
-    o.rows = rsp__align_up(sizeof(rsp_msg), alignof(rsp_row));
-    o.pre = rsp__align_up(o.rows + (size_t)m->step.num_rows * sizeof(rsp_row), alignof(rsp_fork));
-    o.post = o.pre + (size_t)m->step.num_pre_forks * sizeof(rsp_fork);
-    o.end = o.post + (size_t)m->step.num_post_forks * sizeof(rsp_fork);
+    o.rows = rsp__align_up(at, alignof(rsp_row));
+    o.pre = rsp__align_up(o.rows + (size_t)s->num_rows * sizeof(rsp_row), alignof(rsp_fork));
+    o.post = o.pre + (size_t)s->num_pre_forks * sizeof(rsp_fork);
+    o.end = o.post + (size_t)s->num_post_forks * sizeof(rsp_fork);
+    return o;
+}
+
+/* wire: NULL when encoding (the commit's counts are read from the caller's
+ * declaration), the wire form when decoding (from its copy there). */
+__attribute__((always_inline)) static inline wire_offsets
+wire_offsets_of(const rsp_msg *m, unsigned arrays, const unsigned char *wire)
+{
+    wire_offsets o; /* only the fields of the arrays present are set, and read */
+    o.end = sizeof(rsp_msg);
+    if (arrays & STEP_ARRAYS) {
+        o.step = step_offsets_of(&m->step, o.end);
+        o.end = o.step.end;
+    }
+    if (arrays & COMMIT) {
+        o.commit_decl = rsp__align_up(o.end, alignof(rsp_step));
+        const rsp_step *c = wire ? (const rsp_step *)(wire + o.commit_decl) : m->commit;
+        o.commit = step_offsets_of(c, o.commit_decl + sizeof(rsp_step));
+        o.end = o.commit.end;
+    }
+    if (arrays & RIDS) {
+        o.rids = rsp__align_up(o.end, alignof(rsp_rid));
+        o.end = o.rids + (size_t)m->num_rids * sizeof(rsp_rid);
+    }
     return o;
 }
 
@@ -46,11 +100,12 @@ static step_offsets step_offsets_of(const rsp_msg *m)
 
 size_t rsp__msg_wire_size(const rsp_msg *m)
 {
-    if (carries_step(m->kind))
-        return step_offsets_of(m).end;
-    if (carries_name(m->kind))
+    const unsigned a = arrays_of(m);
+    if (!a)
+        return sizeof(rsp_msg);
+    if (a & NAME)
         return NAME_AT + strlen(m->label_name) + 1;
-    return sizeof(rsp_msg);
+    return wire_offsets_of(m, a, NULL).end;
 }
 
 /* memcpy's arguments must be valid pointers even for 0 bytes: an empty
@@ -61,39 +116,107 @@ static void copy(unsigned char *dst, const void *src, size_t n)
         memcpy(dst, src, n);
 }
 
+static void copy_step(unsigned char *w, const step_offsets *o, const rsp_step *s)
+{
+    copy(w + o->rows, s->rows, o->pre - o->rows);
+    copy(w + o->pre, s->pre_forks, o->post - o->pre);
+    copy(w + o->post, s->post_forks, o->end - o->post);
+}
+
+/* Point s's arrays at their copies in w (NULL for an empty one). */
+static void point_step(unsigned char *w, const step_offsets *o, rsp_step *s)
+{
+    s->rows = s->num_rows ? (const rsp_row *)(w + o->rows) : NULL;
+    s->pre_forks = s->num_pre_forks ? (const rsp_fork *)(w + o->pre) : NULL;
+    s->post_forks = s->num_post_forks ? (const rsp_fork *)(w + o->post) : NULL;
+}
+
+/* A declaration the kind does not carry: nothing to follow. */
+static void clear_step(rsp_step *s)
+{
+    s->rows = NULL;
+    s->pre_forks = s->post_forks = NULL;
+    s->num_rows = s->num_pre_forks = s->num_post_forks = 0;
+}
+
+/* The arrays of a message that has some: out of line, so the frequent
+ * kinds without arrays (one memcpy) save no registers for them (callgrind:
+ * ~20 instructions a message on ingest/remove when inlined). */
+__attribute__((noinline)) static void encode_arrays(const rsp_msg *m, unsigned a, unsigned char *w)
+{
+    if (a & NAME) {
+        memcpy(w + NAME_AT, m->label_name, strlen(m->label_name) + 1);
+        return;
+    }
+    const wire_offsets o = wire_offsets_of(m, a, NULL);
+    if (a & STEP_ARRAYS)
+        copy_step(w, &o.step, &m->step);
+    if (a & COMMIT) {
+        memcpy(w + o.commit_decl, m->commit, sizeof(rsp_step));
+        copy_step(w, &o.commit, m->commit);
+    }
+    if (a & RIDS)
+        memcpy(w + o.rids, m->rids, o.end - o.rids);
+}
+
 void rsp__msg_encode(const rsp_msg *m, void *dst)
 {
-    unsigned char *w = dst;
-    memcpy(w, m, sizeof *m);
-    if (carries_step(m->kind)) {
-        const step_offsets o = step_offsets_of(m);
-        copy(w + o.rows, m->step.rows, o.pre - o.rows);
-        copy(w + o.pre, m->step.pre_forks, o.post - o.pre);
-        copy(w + o.post, m->step.post_forks, o.end - o.post);
-    } else if (carries_name(m->kind)) {
-        memcpy(w + NAME_AT, m->label_name, strlen(m->label_name) + 1);
+    memcpy(dst, m, sizeof *m);
+    const unsigned a = arrays_of(m);
+    if (a)
+        encode_arrays(m, a, dst);
+}
+
+/* Decode's half for a message with arrays: point m at their copies. */
+__attribute__((noinline)) static void decode_arrays(rsp_msg *m, unsigned a, size_t size)
+{
+    unsigned char *w = (unsigned char *)m;
+    (void)size;
+    if (a & NAME) {
+        m->label_name = (const char *)(w + NAME_AT);
+        RSP__ASSERT(memchr(m->label_name, '\0', size - NAME_AT));
+        return;
     }
+    const wire_offsets o = wire_offsets_of(m, a, w);
+    RSP__ASSERT(size == o.end);
+    if (a & STEP_ARRAYS)
+        point_step(w, &o.step, &m->step);
+    if (a & COMMIT) {
+        rsp_step *c = (rsp_step *)(w + o.commit_decl);
+        point_step(w, &o.commit, c);
+        m->commit = c;
+    }
+    if (a & RIDS)
+        m->rids = (const rsp_rid *)(w + o.rids);
 }
 
 const rsp_msg *rsp__msg_decode(void *wire, size_t size)
 {
-    unsigned char *w = wire;
     rsp_msg *m = wire;
     RSP__ASSERT(size >= sizeof *m);
-    /* The caller's pointers came along with the copy: none may be followed. */
-    rsp_step *s = &m->step;
-    if (carries_step(m->kind)) {
-        const step_offsets o = step_offsets_of(m);
-        RSP__ASSERT(size == o.end);
-        s->rows = s->num_rows ? (const rsp_row *)(w + o.rows) : NULL;
-        s->pre_forks = s->num_pre_forks ? (const rsp_fork *)(w + o.pre) : NULL;
-        s->post_forks = s->num_post_forks ? (const rsp_fork *)(w + o.post) : NULL;
-    } else {
-        s->rows = NULL;
-        s->pre_forks = s->post_forks = NULL;
-        s->num_rows = s->num_pre_forks = s->num_post_forks = 0;
+    /* The caller's pointers came along with the copy: none may be followed
+     * (the flags read m's commit pointer and counts, not what they point
+     * at). What the message does not carry is cleared. */
+    if (size == sizeof *m) { /* nothing but m: no array, name, commit or list */
+        clear_step(&m->step);
+        m->label_name = NULL;
+        m->commit = NULL;
+        m->rids = NULL;
+        m->num_rids = 0;
+        return m;
     }
-    m->label_name = carries_name(m->kind) ? (const char *)(w + NAME_AT) : NULL;
-    RSP__ASSERT(!m->label_name || memchr(m->label_name, '\0', size - NAME_AT));
+    const unsigned a = arrays_of(m);
+    if (!(a & STEP_ARRAYS))
+        clear_step(&m->step);
+    if (!(a & NAME))
+        m->label_name = NULL;
+    if (!(a & COMMIT))
+        m->commit = NULL;
+    if (!(a & RIDS)) {
+        m->rids = NULL;
+        m->num_rids = 0;
+    }
+    if (a)
+        decode_arrays(m, a, size);
     return m;
 }

@@ -10,16 +10,23 @@
  *   0                     m itself, as the caller gave it (its array
  *                         pointers are the caller's and never followed:
  *                         decode replaces them)
- *   ADMIT, PLAN, COMMIT:
+ *   ADMIT, PLAN, COMMIT, STEP:
  *   after it, aligned     m.step.rows[num_rows]
  *   then, aligned         m.step.pre_forks[num_pre_forks]
  *   then                  m.step.post_forks[num_post_forks]
+ *   STEP with a commit:
+ *   then, aligned         *m.commit (the declaration itself)
+ *   then, the same three  m.commit->rows, pre_forks, post_forks
+ *   INGEST, REMOVE, RESET with num_rids > 0:
+ *   after it, aligned     m.rids[num_rids]
  *   LABEL:
  *   right after it        m.label_name and its NUL
  *
- * A kind not listed carries no array: its wire form is m alone. A new kind
- * that carries a step's arrays or a name is one more test in msg.c's
- * carries_step / carries_name; one without arrays is nothing here.
+ * A kind not listed carries no array: its wire form is m alone. Decoding
+ * clears what the kind does not carry (a step's counts, commit, the rid
+ * list, the name), so the owner never follows a caller's pointer. A new
+ * kind that carries a step's arrays, a rid list or a name is one line in
+ * msg.c's schema table; one without arrays is nothing here.
  */
 #ifndef RSP_MSG_H
 #define RSP_MSG_H
@@ -39,7 +46,7 @@ void rsp__msg_encode(const rsp_msg *m, void *dst);
 
 /* The message a wire form holds, decoded in place: the result lives in
  * wire, its pointers point at the arrays inside wire (NULL for an empty or
- * absent one), and the step counts of a kind without a step are zero. Valid
+ * absent one), and what the kind does not carry is cleared. Valid
  * while wire is. size: the payload's bytes (checked in debug builds). The
  * handler's thread; O(1). */
 const rsp_msg *rsp__msg_decode(void *wire, size_t size);

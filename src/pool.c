@@ -180,21 +180,32 @@ rsp_status rsp__pool_forward_waits(rsp_pool *p, uint64_t timeout_ns, rsp_close_r
                      n, (unsigned long long)first);
 }
 
+/* The step a failure of m is about (false: m names none). STEP: the
+ * commit's when it has one that was not done (the commit failed), else the
+ * new step's (r: the message's reply). */
+static bool failed_step(const rsp_msg *m, const rsp_reply *r, uint64_t *step_id)
+{
+    const bool has_step = m->kind == RSP_MSG_ADMIT || m->kind == RSP_MSG_ROLLBACK ||
+                          m->kind == RSP_MSG_PLAN || m->kind == RSP_MSG_COMMIT ||
+                          m->kind == RSP_MSG_STEP;
+    *step_id = !has_step                                               ? 0
+               : m->kind == RSP_MSG_STEP && m->commit && !r->committed ? m->commit->step_id
+                                                                       : m->step.step_id;
+    return has_step;
+}
+
 /* The actor's on_failure: a message nobody reads the answer of failed. */
 static void report_failure(void *ctx, const void *payload, size_t size, const rsp_reply *r)
 {
     (void)size;
     rsp_pool *p = ctx;
     const rsp_msg *m = payload; /* the wire form starts with the message (msg.h) */
-    const bool has_step = m->kind == RSP_MSG_ADMIT || m->kind == RSP_MSG_ROLLBACK ||
-                          m->kind == RSP_MSG_PLAN || m->kind == RSP_MSG_COMMIT;
     rsp_failure f = {
         .status = r->error.status,
         .kind = m->kind,
-        .step_id = has_step ? m->step.step_id : 0,
-        .has_step = has_step,
         .message = r->error.message,
     };
+    f.has_step = failed_step(m, r, &f.step_id);
     p->on_error(p->on_error_ctx, &f);
 }
 
@@ -340,14 +351,27 @@ static const rsp_event *event_of(const rsp_msg *m)
     return m->event.handle ? &m->event : NULL;
 }
 
+/* The vector forms (msg.rids): the core checks the list as a whole and
+ * reserves for all of it before it changes anything. */
+static rsp_status lifecycle_many(rsp_pool *p, const rsp_msg *m, rsp__lifecycle_op op, rsp_reply *r,
+                                 bool *changed)
+{
+    rsp_status st =
+        rsp__core_lifecycle_many(p->core, op, m->rids, m->num_rids, m->free, &p->work, &r->error);
+    return submit_after(p, st, changed, &r->error);
+}
+
 static rsp_status on_ingest(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
-    (void)changed;
+    if (m->num_rids)
+        return lifecycle_many(p, m, RSP__LC_INGEST, r, changed);
     return rsp__core_ingest(p->core, m->rid, &r->error);
 }
 
 static rsp_status on_remove(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
+    if (m->num_rids)
+        return lifecycle_many(p, m, RSP__LC_REMOVE, r, changed);
     rsp_status st = rsp__core_remove(p->core, m->rid, &p->work, &r->error);
     return submit_after(p, st, changed, &r->error);
 }
@@ -360,6 +384,8 @@ static rsp_status on_release(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
 
 static rsp_status on_reset(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
+    if (m->num_rids)
+        return lifecycle_many(p, m, RSP__LC_RESET, r, changed);
     rsp_status st = rsp__core_reset(p->core, m->rid, m->free, &p->work, &r->error);
     return submit_after(p, st, changed, &r->error);
 }
@@ -375,14 +401,19 @@ static void step_admitted(rsp_pool *p, uint64_t step_id, bool ok)
         rsp__publisher_step_finished(p->pub, step_id, RSP__STEP_REFUSED);
 }
 
-static rsp_status on_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+static rsp_status admit_step(rsp_pool *p, const rsp_step *step, rsp_reply *r, bool *changed)
 {
-    rsp_status st = rsp__core_admit(p->core, &m->step, &r->admit, &p->work, &r->error);
+    rsp_status st = rsp__core_admit(p->core, step, &r->admit, &p->work, &r->error);
     st = submit_after(p, st, changed, &r->error);
     if (st == RSP_OK)
         bump(r->admit.ok ? &p->ctr.admits_ok : &p->ctr.admits_refused, 1);
-    step_admitted(p, m->step.step_id, st == RSP_OK && r->admit.ok);
+    step_admitted(p, step->step_id, st == RSP_OK && r->admit.ok);
     return st;
+}
+
+static rsp_status on_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    return admit_step(p, &m->step, r, changed);
 }
 
 static rsp_status on_rollback(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
@@ -420,22 +451,117 @@ static rsp_status on_clear_preplan(rsp_pool *p, const rsp_msg *m, rsp_reply *r, 
     return st;
 }
 
-static rsp_status on_commit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+static rsp_status commit_step(rsp_pool *p, const rsp_step *step, const rsp_event *ev, rsp_reply *r,
+                              bool *changed)
 {
-    const rsp_event *ev = event_of(m);
     rsp_status st = rsp__device_check_event(p->dev, ev, &r->error); /* as for rollback */
     rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
     if (st == RSP_OK)
-        st = fwd_reserve(p, ev, m->step.step_id, &r->error);
+        st = fwd_reserve(p, ev, step->step_id, &r->error);
     if (st == RSP_OK)
-        st = rsp__core_commit(p->core, &m->step, ev, &p->work, &stage, &r->error);
-    st = submit_forward(p, st, changed, m->step.step_id, &r->error);
+        st = rsp__core_commit(p->core, step, ev, &p->work, &stage, &r->error);
+    st = submit_forward(p, st, changed, step->step_id, &r->error);
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* a committed step's stage (a capture's) ends with it */
-        rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_COMMITTED);
+        rsp__publisher_step_finished(p->pub, step->step_id, RSP__STEP_COMMITTED);
         bump(&p->ctr.commits, 1);
     }
     return st;
+}
+
+static rsp_status on_commit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    return commit_step(p, &m->step, event_of(m), r, changed);
+}
+
+/* ------------------------------------------------------------------------ */
+/* RSP_MSG_STEP: commit the previous step, admit and plan the next          */
+/* ------------------------------------------------------------------------ */
+
+/* e's message, wrapped: "<what>: <the message> <then>" (the status stays). */
+static rsp_status reword(rsp_error *e, rsp_status st, const char *what, const char *then)
+{
+    char cause[RSP_ERROR_MAX];
+    snprintf(cause, sizeof cause, "%s", e->status != RSP_OK ? e->message : rsp_strerror(st));
+    return rsp__fail(e, st, "%s: %s%s", what, cause, then);
+}
+
+/* The plan of the message's step was refused (nothing changed by it):
+ * roll its admit back, so the message leaves the new step as it found it.
+ * plan_st: the plan's status, its message in r->error. */
+static rsp_status undo_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed,
+                             rsp_status plan_st, const char *then)
+{
+    char what[96];
+    snprintf(what, sizeof what, "RSP_MSG_STEP: the plan of step %llu was refused",
+             (unsigned long long)m->step.step_id);
+    char cause[RSP_ERROR_MAX];
+    snprintf(cause, sizeof cause, "%s", r->error.message);
+    rsp__work_clear(&p->work);
+    rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
+    rsp_error rb = {0};
+    bool rolled = false; /* the rollback changed the core */
+    rsp_status st = rsp__core_rollback(p->core, m->step.step_id, NULL, &p->work, &stage, &rb);
+    st = submit_after(p, st, &rolled, &rb);
+    if (st != RSP_OK && rolled) {
+        *changed = true; /* its device work failed after it changed: broken */
+        r->error = rb;
+        return st;
+    }
+    if (st != RSP_OK)
+        return rsp__fail(&r->error, plan_st,
+                         "%s (%s), and rolling its admit back failed too (%s): the step stays "
+                         "admitted: roll it back%s",
+                         what, cause, rb.message, then);
+    sync_stage(p, &stage);
+    rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_ROLLED_BACK);
+    bump(&p->ctr.rollbacks, 1);
+    return rsp__fail(&r->error, plan_st, "%s, so its admit was rolled back: %s%s", what, cause,
+                     then);
+}
+
+/* One phase's failure: a change it made before failing breaks the pool
+ * (*changed); one that changed nothing leaves the phases before it as
+ * they are. */
+static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    r->committed = r->planned = false; /* a recycled ticket's reply is not cleared */
+    char what[96], then[64] = "";
+    if (m->commit) {
+        rsp_status st = commit_step(p, m->commit, event_of(m), r, changed);
+        if (st != RSP_OK) {
+            snprintf(what, sizeof what, "RSP_MSG_STEP: the commit of step %llu (msg->commit)",
+                     (unsigned long long)m->commit->step_id);
+            return reword(&r->error, st, what, "; nothing else was done");
+        }
+        r->committed = true;
+        *changed = false; /* the commit is done: what follows stands alone */
+        rsp__work_clear(&p->work);
+        snprintf(then, sizeof then, " (the commit of step %llu stands)",
+                 (unsigned long long)m->commit->step_id);
+    }
+    snprintf(what, sizeof what, "RSP_MSG_STEP: the admit of step %llu",
+             (unsigned long long)m->step.step_id);
+    if (rsp__core_step_in_flight(p->core, m->step.step_id))
+        return rsp__fail(&r->error, RSP_EORDER,
+                         "%s: it is already in flight: the message admits a new step (plan an "
+                         "admitted one with RSP_MSG_PLAN)%s",
+                         what, then);
+    rsp_status st = admit_step(p, &m->step, r, changed);
+    if (st != RSP_OK)
+        return reword(&r->error, st, what, then);
+    if (!r->admit.ok)
+        return RSP_OK; /* the pool is full: nothing planned, the commit stands */
+    *changed = false;
+    rsp__work_clear(&p->work);
+    st = handle_plan(p, &m->step, r, changed);
+    if (st == RSP_OK) {
+        r->planned = true;
+        return RSP_OK;
+    }
+    if (*changed)
+        return st; /* its device work or plan failed after it changed: broken */
+    return undo_admit(p, m, r, changed, st, then);
 }
 
 static rsp_status on_build_graph_buffers(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
@@ -507,6 +633,7 @@ static const struct {
     [RSP_MSG_HOLDING] = {"holding", on_holding},
     [RSP_MSG_SHUTDOWN] = {"shutdown", on_shutdown},
     [RSP_MSG_RELEASE] = {"release", on_release},
+    [RSP_MSG_STEP] = {"step", on_step},
 };
 
 static const char *kind_name(rsp_msg_kind k)
@@ -520,15 +647,15 @@ static const char *kind_name(rsp_msg_kind k)
  * (a slot never zeroed, a plan never published). Break the pool for good:
  * m and every later message get RSP_EDEVICE naming m. Plan waiters are
  * released (RSP_ESHUTDOWN): the step they wait for will never come. */
-static rsp_status break_pool(rsp_pool *p, const rsp_msg *m, rsp_error *e)
+static rsp_status break_pool(rsp_pool *p, const rsp_msg *m, rsp_reply *r)
 {
+    rsp_error *e = &r->error;
     char cause[RSP_ERROR_MAX];
     snprintf(cause, sizeof cause, "%s", e->status != RSP_OK ? e->message : "unknown failure");
-    const bool has_step = m->kind == RSP_MSG_ADMIT || m->kind == RSP_MSG_ROLLBACK ||
-                          m->kind == RSP_MSG_PLAN || m->kind == RSP_MSG_COMMIT;
+    uint64_t step_id;
     char step[48] = "";
-    if (has_step)
-        snprintf(step, sizeof step, " of step %llu", (unsigned long long)m->step.step_id);
+    if (failed_step(m, r, &step_id))
+        snprintf(step, sizeof step, " of step %llu", (unsigned long long)step_id);
     snprintf(p->broken_why, sizeof p->broken_why,
              "the device work of message %s%s failed after the pool's state changed (%.120s)",
              kind_name(m->kind), step, cause);
@@ -548,6 +675,7 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     rsp__work_clear(&p->work);
 
     if (p->broken && m->kind != RSP_MSG_SHUTDOWN) {
+        r->committed = false; /* failed_step reads it (a recycled reply is not cleared) */
         rsp__fail(e, RSP_EDEVICE, "the pool is broken: %s; destroy it", p->broken_why);
         return;
     }
@@ -559,7 +687,7 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     if (st != RSP_OK && e->status == RSP_OK)
         rsp__fail(e, st, "%s", rsp_strerror(st)); /* a status without a message */
     if (st != RSP_OK && changed)
-        st = break_pool(p, m, e);
+        st = break_pool(p, m, r);
     if (st == RSP_OK)
         e->status = RSP_OK;
     rsp__pool_mirror_gauges(p);

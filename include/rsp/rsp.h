@@ -482,9 +482,9 @@ RSP_API rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_e
 /* ------------------------------------------------------------------------ */
 
 typedef enum rsp_msg_kind {
-    RSP_MSG_INGEST = 0, /**< rid */
-    RSP_MSG_REMOVE,     /**< rid */
-    RSP_MSG_RESET,      /**< rid, free */
+    RSP_MSG_INGEST = 0, /**< rid, or the list rids[num_rids] */
+    RSP_MSG_REMOVE,     /**< rid, or the list rids[num_rids] */
+    RSP_MSG_RESET,      /**< rid or rids[num_rids], free */
     RSP_MSG_ADMIT,      /**< step -> reply.admit */
     RSP_MSG_ROLLBACK,   /**< step.step_id, event (forward done, optional) */
     RSP_MSG_PLAN,       /**< step -> reply.plan_step_id, _staged, _digest */
@@ -497,8 +497,14 @@ typedef enum rsp_msg_kind {
     RSP_MSG_HOLDING,             /**< rid, label -> reply.holding */
     RSP_MSG_SHUTDOWN,            /**< owner stops; later posts get RSP_ESHUTDOWN */
     RSP_MSG_RELEASE,             /**< rid, label: give back that one slot (rsp_release) */
+    RSP_MSG_STEP, /**< [commit with event, if commit], then admit + plan step -> reply.committed,
+                       .admit, .planned, .plan_step_id, _staged, _digest (rsp_step_next) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
+
+/** Rids one INGEST, REMOVE or RESET message may list (rsp_msg.num_rids): beyond it
+ * RSP_EINVAL, nothing queued. */
+#define RSP_MAX_MSG_RIDS 65536u
 
 /** One request to the owner. Only the fields of its kind are read. */
 typedef struct rsp_msg {
@@ -508,17 +514,28 @@ typedef struct rsp_msg {
     bool free;
     const char *label_name;
     rsp_step step;
-    rsp_event event;
+    rsp_event event; /**< COMMIT, ROLLBACK; STEP with a commit: the commit's forward_done */
     uint32_t max_bs;
     uint32_t max_seq_len;
     uint64_t seq; /**< ordered pools: 1, 2, 3, ... per pool (see rsp_post); else ignored */
+    /** INGEST, REMOVE, RESET: with num_rids > 0 the message names these rids instead
+     * of rid (distinct, at most RSP_MAX_MSG_RIDS; copied by rsp_post). One owner
+     * turn, one answer, all or nothing: see rsp_ingest_many. */
+    const rsp_rid *rids;
+    uint32_t num_rids;
+    /** STEP: commit this step (the previous one) first, with event as its
+     * forward_done; NULL: no commit. Copied by rsp_post, arrays included.
+     * See rsp_step_next. */
+    const rsp_step *commit;
 } rsp_msg;
 
 /** A failure reported to rsp_pool_config.on_error. */
 struct rsp_failure {
     rsp_status status;
     rsp_msg_kind kind;   /**< the message that failed */
-    uint64_t step_id;    /**< its step (ADMIT, ROLLBACK, PLAN, COMMIT), else 0 */
+    uint64_t step_id;    /**< its step (ADMIT, ROLLBACK, PLAN, COMMIT), else 0; STEP: the
+                              commit's (msg->commit) when it has one and it was not done,
+                              else the new step's (msg->step) */
     bool has_step;       /**< whether kind names a step */
     const char *message; /**< why; valid during the call only */
 };
@@ -529,7 +546,9 @@ typedef struct rsp_reply {
     rsp_admit_outcome admit;
     uint64_t plan_step_id;
     bool plan_staged;
-    uint64_t plan_digest; /**< PLAN: the published plan's rsp_plan_digest */
+    uint64_t plan_digest; /**< PLAN, STEP: the published plan's rsp_plan_digest */
+    bool committed;       /**< STEP: msg->commit was committed (it stands whatever followed) */
+    bool planned;         /**< STEP: msg->step was admitted and planned (plan_* are set) */
     rsp_label_id label;
     rsp_holding holding;
     rsp_stats stats;
@@ -551,9 +570,9 @@ typedef struct rsp_ticket rsp_ticket;
  * RSP_EFULL at once, UINT64_MAX = wait forever; a finite wait that expires
  * returns RSP_ETIMEDOUT. Nothing is queued in either case.
  *
- * COMMIT and ROLLBACK: msg->event (forward_done) is checked here (a kind the
- * pool's device cannot wait on, or a host fence whose tag does not match:
- * RSP_EINVAL, nothing queued). A host fence is referenced before this
+ * COMMIT, ROLLBACK and STEP with a commit: msg->event (forward_done) is
+ * checked here (a kind the pool's device cannot wait on, or a host fence
+ * whose tag does not match: RSP_EINVAL, nothing queued). A host fence is referenced before this
  * returns and until the pool's device has run its wait on it, so the caller
  * may destroy its handle at once; the reference is dropped if the post is
  * refused. A CUDA event cannot be referenced: it must stay valid until the
@@ -704,6 +723,69 @@ RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
  * Owner: O(rows + pinned slots + rids * forks). */
 RSP_API rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step,
                                    const rsp_event *forward_done, rsp_error *err);
+/** What rsp_step_next did (the fields of RSP_MSG_STEP's reply). */
+typedef struct rsp_step_outcome {
+    bool committed;          /**< prev was committed: it stands, whatever followed */
+    rsp_admit_outcome admit; /**< step's admit; ok false: the pool is full, nothing planned */
+    bool planned;            /**< step was admitted and planned: the plan_* fields are set */
+    uint64_t plan_step_id;
+    bool plan_staged;     /**< step->preplan: the plan was staged, not published live */
+    uint64_t plan_digest; /**< rsp_plan_digest of the published plan */
+} rsp_step_outcome;
+/**
+ * One round trip a step: commit prev (the previous step's declaration as
+ * given to its admit; NULL: no commit) with prev_done as its forward_done,
+ * then admit step, then plan it, in one owner turn with no other message
+ * between (RSP_MSG_STEP; docs/semantics-extensions.md). What
+ * rsp_step_commit + rsp_step_admit + rsp_step_plan do, at one round trip
+ * instead of three. In order:
+ *  - the commit, with rsp_step_commit's errors: it fails -> that error,
+ *    naming prev's step id, and nothing else is done (out->committed false);
+ *  - the admit: step must be new, not in flight (RSP_EORDER otherwise);
+ *    rsp_step_admit's errors; a full pool is RSP_OK with out->admit.ok
+ *    false and nothing planned. Either way the commit stands;
+ *  - the plan: refused (rsp_step_plan's errors, e.g. RSP_ESTAGED,
+ *    RSP_ECAPACITY, RSP_EORDER) -> the admit is rolled back (step is not in
+ *    flight and its fresh slots are back on the free stack in their order,
+ *    as rsp_step_rollback leaves them; rids the admit ingested stay), the
+ *    error names the plan, and the commit stands.
+ * RSP_OK with out->planned: step's plan is published (staged with
+ * step->preplan): rsp_plan_wait_step(step->step_id) returns and
+ * rsp_plan_get finds it. Refused before anything is posted (RSP_EINVAL,
+ * RSP_ENOLABEL): either declaration invalid, prev_done an event the
+ * pool's device cannot wait on, or missing while prev's rows wrote (use
+ * rsp_event_complete()), step->step_id not above prev->step_id. out may be
+ * NULL; on an error it still says what was done. Pipelined use: post
+ * RSP_MSG_STEP yourself, fire-and-forget (failures go to on_error) or
+ * keeping the ticket to wait for later, and read the plan with
+ * rsp_plan_wait_step / rsp_plan_get: the fast path for a caller with
+ * other work to overlap. Any thread, never inside a read section (as
+ * every wrapper); an ordered pool needs the message posted with its seq.
+ * Cost: one round trip; owner: rsp_step_commit's + rsp_step_admit's +
+ * rsp_step_plan's.
+ */
+RSP_API rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp_step *prev,
+                                 const rsp_event *prev_done, rsp_step_outcome *out, rsp_error *err);
+/**
+ * The vector forms of rsp_ingest, rsp_remove and rsp_reset: each of
+ * rids[0 .. n) as the single form would, in list order, in one owner turn
+ * with no other message between, and one answer (an engine admits a batch
+ * of arrivals a step). All or nothing: the list is checked as a whole
+ * first, and a rid listed twice (RSP_EINVAL naming the rid and both
+ * indices) or too little memory for all of them (RSP_ENOMEM) refuses the
+ * whole message with nothing changed. A rid an in-flight step names is
+ * handled as by the single form (the zeroing and freeing of a slot that
+ * step addresses wait for its end). n == 0: RSP_OK, nothing posted;
+ * n > RSP_MAX_MSG_RIDS or rids NULL: RSP_EINVAL, nothing posted. To post
+ * one yourself: RSP_MSG_INGEST / _REMOVE / _RESET with msg.rids and
+ * msg.num_rids. Any thread, never inside a read section. Cost: one round
+ * trip and a copy of the list; owner: O(n + the holdings of the listed
+ * rids).
+ */
+RSP_API rsp_status rsp_ingest_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err);
+RSP_API rsp_status rsp_remove_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err);
+RSP_API rsp_status rsp_reset_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, bool free,
+                                  rsp_error *err);
 /** Leased addressing buffers created from now on hold at least max_bs
  * rows; existing ones never move. 1 <= max_bs <= max(8192, 2 x max_slots),
  * else RSP_EINVAL naming the bound, nothing changed. Owner: O(1). */

@@ -220,6 +220,12 @@ inline result<void> done(rsp_status st, const rsp_error &e)
         std::strncpy(out.message, rsp_strerror(st), sizeof out.message - 1);
     return out;
 }
+/// A list's length as rsp_msg::num_rids: past RSP_MAX_MSG_RIDS it stays past
+/// it (the C call refuses it) instead of wrapping around.
+inline std::uint32_t rid_count(std::size_t n) noexcept
+{
+    return n > RSP_MAX_MSG_RIDS ? RSP_MAX_MSG_RIDS + 1 : static_cast<std::uint32_t>(n);
+}
 template <class T> result<T> done(rsp_status st, const rsp_error &e, T v)
 {
     if (st == RSP_OK)
@@ -693,6 +699,51 @@ inline rsp_msg commit(const step &s, const rsp_event &forward_done = {}) noexcep
     m.event = forward_done;
     return m;
 }
+/// RSP_MSG_STEP: commit prev (nullptr: no commit) with prev_done, then admit
+/// and plan s, in one owner turn (rsp_step_next). Reply: committed, admit,
+/// planned, plan_step_id, plan_staged, plan_digest. `prev_decl` is where the
+/// commit's declaration is kept (m.commit points at it): it and both steps
+/// must live unchanged until the post returns.
+inline rsp_msg step_next(const step &s, const step *prev, const rsp_event &prev_done,
+                         rsp_step &prev_decl) noexcept
+{
+    rsp_msg m = of(RSP_MSG_STEP);
+    m.step = s.get();
+    if (prev) {
+        prev_decl = prev->get();
+        m.commit = &prev_decl;
+        m.event = prev_done;
+    }
+    return m;
+}
+/// RSP_MSG_STEP without a commit (the first step).
+inline rsp_msg step_next(const step &s) noexcept
+{
+    rsp_msg m = of(RSP_MSG_STEP);
+    m.step = s.get();
+    return m;
+}
+/// The vector forms (rsp_ingest_many, ...): rids copied by the post.
+inline rsp_msg ingest_many(span<const rid> rids) noexcept
+{
+    rsp_msg m = of(RSP_MSG_INGEST);
+    m.rids = reinterpret_cast<const rsp_rid *>(rids.data());
+    m.num_rids = detail::rid_count(rids.size());
+    return m;
+}
+inline rsp_msg remove_many(span<const rid> rids) noexcept
+{
+    rsp_msg m = ingest_many(rids);
+    m.kind = RSP_MSG_REMOVE;
+    return m;
+}
+inline rsp_msg reset_many(span<const rid> rids, bool free_slots) noexcept
+{
+    rsp_msg m = ingest_many(rids);
+    m.kind = RSP_MSG_RESET;
+    m.free = free_slots;
+    return m;
+}
 inline rsp_msg rollback(step_id id, const rsp_event &forward_done = {}) noexcept
 {
     rsp_msg m = of(RSP_MSG_ROLLBACK);
@@ -1033,6 +1084,66 @@ class pool
     void commit(const step &s, const rsp_event &forward_done = {})
     {
         try_commit(s, forward_done).value();
+    }
+    /// rsp_step_next: commit prev (nullptr: no commit) with prev_done, then
+    /// admit s and plan it, one round trip. A full pool is ok with
+    /// outcome.admit.ok == false (the commit stands). On an error, *out (if
+    /// given) still says what was done (outcome.committed: the commit stands).
+    result<rsp_step_outcome> try_step_next(const step &s, const step *prev = nullptr,
+                                           const rsp_event &prev_done = {},
+                                           rsp_step_outcome *out = nullptr) noexcept
+    {
+        rsp_step_outcome o{};
+        rsp_error e{};
+        const rsp_step c = s.get();
+        rsp_step pc{};
+        if (prev)
+            pc = prev->get();
+        rsp_status st = rsp_step_next(p_, &c, prev ? &pc : nullptr, &prev_done, &o, &e);
+        if (out)
+            *out = o;
+        return detail::done(st, e, o);
+    }
+    rsp_step_outcome step_next(const step &s, const step *prev = nullptr,
+                               const rsp_event &prev_done = {})
+    {
+        return try_step_next(s, prev, prev_done).value();
+    }
+    /// rsp_ingest_many / rsp_remove_many / rsp_reset_many: one message for
+    /// the whole list, all or nothing (a rid listed twice: RSP_EINVAL).
+    result<void> try_ingest_many(span<const rid> rids) noexcept
+    {
+        static_assert(sizeof(rid) == sizeof(rsp_rid), "rid is an rsp_rid");
+        rsp_error e{};
+        return detail::done(rsp_ingest_many(p_, reinterpret_cast<const rsp_rid *>(rids.data()),
+                                            detail::rid_count(rids.size()), &e),
+                            e);
+    }
+    void ingest_many(span<const rid> rids)
+    {
+        try_ingest_many(rids).value();
+    }
+    result<void> try_remove_many(span<const rid> rids) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_remove_many(p_, reinterpret_cast<const rsp_rid *>(rids.data()),
+                                            detail::rid_count(rids.size()), &e),
+                            e);
+    }
+    void remove_many(span<const rid> rids)
+    {
+        try_remove_many(rids).value();
+    }
+    result<void> try_reset_many(span<const rid> rids, bool free_slots) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_reset_many(p_, reinterpret_cast<const rsp_rid *>(rids.data()),
+                                           detail::rid_count(rids.size()), free_slots, &e),
+                            e);
+    }
+    void reset_many(span<const rid> rids, bool free_slots)
+    {
+        try_reset_many(rids, free_slots).value();
     }
     result<void> try_rollback(step_id id, const rsp_event &forward_done = {}) noexcept
     {

@@ -76,6 +76,23 @@ rsp_status rsp__core_remove(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_e
 rsp_status rsp__core_release(rsp__core *core, rsp_rid rid, rsp_label_id label, rsp__work *work,
                              rsp_error *err);
 
+/* Issue 11, vector messages (docs/semantics-extensions.md): ingest, reset
+ * (with free) or remove each of rids[0 .. n) in list order, as the single
+ * call would, as one operation. All or nothing: a rid listed twice
+ * (RSP_EINVAL naming it and both indices) or too little memory for the
+ * whole list (RSP_ENOMEM; the reserve hook is asked once, for the list)
+ * fails with nothing changed. O(n + the listed rids' holdings). */
+typedef enum rsp__lifecycle_op {
+    RSP__LC_INGEST = 0,
+    RSP__LC_RESET,
+    RSP__LC_REMOVE,
+} rsp__lifecycle_op;
+rsp_status rsp__core_lifecycle_many(rsp__core *core, rsp__lifecycle_op op, const rsp_rid *rids,
+                                    uint32_t n, bool free, rsp__work *work, rsp_error *err);
+/* Whether step_id is in flight (admitted, not yet committed or rolled
+ * back). O(max_inflight). */
+bool rsp__core_step_in_flight(const rsp__core *core, uint64_t step_id);
+
 /* SEMANTICS 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged
  * (counted before anything is allocated; no implicit ingest either).
  * Errors: an invalid step (RSP_EINVAL, RSP_ENOLABEL, RSP_EDUPROW; one rid's

@@ -157,6 +157,7 @@ static void other_kinds_carry_no_arrays(void **state)
                      .free = true,
                      .label_name = "stray",
                      .max_bs = 8,
+                     .commit = &(rsp_step){.step_id = 5, .rows = rows, .num_rows = 2},
                      .step = {.step_id = 6,
                               .rows = rows,
                               .num_rows = 2,
@@ -181,6 +182,88 @@ static void other_kinds_carry_no_arrays(void **state)
         assert_int_equal(d->step.num_rows, 0);
         assert_int_equal(d->step.num_pre_forks, 0);
         assert_int_equal(d->step.num_post_forks, 0);
+        assert_null(d->commit); /* STEP's only */
+        assert_null(d->rids);   /* no list given: num_rids 0 */
+        assert_int_equal(d->num_rids, 0);
+        free(b);
+    }
+}
+
+/* STEP carries two declarations: the new step's arrays, then the commit's. */
+static void a_step_message_carries_both_declarations(void **state)
+{
+    (void)state;
+    rsp_row rows[3] = {{.rid = 1, .span = 1}, {.rid = 2, .span = 2}, {.rid = 3, .span = 3}};
+    rsp_row prev[2] = {{.rid = 8, .span = 1}, {.rid = 9, .label = 2, .span = 1}};
+    rsp_fork pre[1] = {{0, 1, 0}};
+    rsp_fork post[2] = {{1, 0, 0}, {1, 2, 7}};
+    rsp_step prev_decl = {
+        .step_id = 3, .rows = prev, .num_rows = 2, .post_forks = post, .num_post_forks = 2};
+    rsp_msg m = {
+        .kind = RSP_MSG_STEP,
+        .step = {.step_id = 4, .rows = rows, .num_rows = 3, .pre_forks = pre, .num_pre_forks = 1},
+        .commit = &prev_decl,
+        .event = rsp_event_complete(),
+        .rids = (const rsp_rid[]){1, 2},
+        .num_rids = 2};
+    void *b;
+    size_t size;
+    const rsp_msg *d = round_trip(&m, &b, &size);
+    /* The caller reuses the declaration and its arrays once posted. */
+    rows[1].rid = 77;
+    prev[1].rid = 77;
+    post[1].group = 0;
+    prev_decl.step_id = 99;
+    prev_decl.num_rows = 0;
+    assert_non_null(d->commit);
+    assert_true(inside(d->commit, b, size));
+    assert_int_equal((uintptr_t)d->commit % alignof(rsp_step), 0);
+    assert_int_equal(d->step.step_id, 4);
+    assert_int_equal(d->commit->step_id, 3);
+    assert_int_equal(d->commit->num_rows, 2);
+    assert_true(inside(d->step.rows, b, size) && inside(d->commit->rows, b, size));
+    assert_true(inside(d->commit->post_forks, b, size));
+    assert_int_equal((uintptr_t)d->commit->rows % alignof(rsp_row), 0);
+    assert_int_equal((uintptr_t)d->commit->post_forks % alignof(rsp_fork), 0);
+    assert_int_equal(d->step.rows[1].rid, 2);
+    assert_int_equal(d->step.pre_forks[0].to, 1);
+    assert_null(d->step.post_forks);
+    assert_int_equal(d->commit->rows[1].rid, 9);
+    assert_int_equal(d->commit->rows[1].label, 2);
+    assert_null(d->commit->pre_forks);
+    assert_int_equal(d->commit->num_post_forks, 2);
+    assert_int_equal(d->commit->post_forks[1].group, 7);
+    assert_int_equal(d->event.kind, RSP_EVENT_COMPLETE);
+    assert_null(d->rids); /* not a lifecycle kind */
+    free(b);
+
+    /* Without a commit, nothing of one is copied or kept. */
+    m.commit = NULL;
+    d = round_trip(&m, &b, &size);
+    assert_null(d->commit);
+    assert_int_equal(d->step.num_rows, 3);
+    free(b);
+}
+
+/* INGEST, REMOVE, RESET with a list: the rids are copied. */
+static void rid_lists_are_copied(void **state)
+{
+    (void)state;
+    const rsp_msg_kind kinds[] = {RSP_MSG_INGEST, RSP_MSG_REMOVE, RSP_MSG_RESET};
+    for (size_t k = 0; k < 3; k++) {
+        rsp_rid rids[5] = {5, 4, 3, 2, UINT64_MAX};
+        rsp_msg m = {.kind = kinds[k], .rids = rids, .num_rids = 5, .free = true};
+        void *b;
+        size_t size;
+        const rsp_msg *d = round_trip(&m, &b, &size);
+        rids[0] = 0;
+        assert_int_equal(size, sizeof(rsp_msg) + 5 * sizeof(rsp_rid));
+        assert_true(inside(d->rids, b, size));
+        assert_int_equal((uintptr_t)d->rids % alignof(rsp_rid), 0);
+        assert_int_equal(d->num_rids, 5);
+        assert_int_equal(d->rids[0], 5);
+        assert_int_equal(d->rids[4], UINT64_MAX);
+        assert_true(d->free);
         free(b);
     }
 }
@@ -192,6 +275,8 @@ int main(void)
         cmocka_unit_test(empty_arrays_decode_as_null),
         cmocka_unit_test(label_name_is_copied),
         cmocka_unit_test(other_kinds_carry_no_arrays),
+        cmocka_unit_test(a_step_message_carries_both_declarations),
+        cmocka_unit_test(rid_lists_are_copied),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -711,6 +711,84 @@ void per_step_plans_and_bounded_close(void **)
     assert_non_null(std::strstr(what.c_str(), "rsp_reader_register"));
 }
 
+// One trip a step and vector messages (issue 11): step_next, *_many, and
+// their msg builders; errors as results and as exceptions.
+void one_trip_steps_and_vector_messages(void **)
+{
+    int failures = 0;
+    rsp::pool_config cfg = small_config();
+    cfg.on_error(count_failure, &failures);
+    rsp::pool pool = rsp::pool::create(cfg);
+    const rsp::rid arrivals[3] = {rsp::rid{1}, rsp::rid{2}, rsp::rid{3}};
+    pool.ingest_many(rsp::span<const rsp::rid>(arrivals, 3));
+    assert_int_equal(pool.stats().num_requests, 3);
+    const rsp::rid twice[2] = {rsp::rid{4}, rsp::rid{4}};
+    auto dup = pool.try_ingest_many(rsp::span<const rsp::rid>(twice, 2));
+    assert_int_equal(dup.status(), RSP_EINVAL);
+    assert_non_null(std::strstr(dup.error().message, "rids[1] (rid 4) repeats rids[0]"));
+    assert_int_equal(pool.stats().num_requests, 3);
+    bool threw = false;
+    try {
+        pool.remove_many(rsp::span<const rsp::rid>(twice, 2));
+    } catch (const rsp::error &e) {
+        threw = e.status() == RSP_EINVAL;
+    }
+    assert_true(threw);
+
+    rsp::step s1(rsp::step_id{1}), s2(rsp::step_id{2});
+    s1.row(rsp::rid{1}).row(rsp::rid{2});
+    s2.row(rsp::rid{1}).row(rsp::rid{2});
+    rsp_step_outcome o = pool.step_next(s1);
+    assert_true(o.planned && !o.committed && o.admit.ok);
+    assert_int_equal(o.plan_step_id, 1);
+    o = pool.step_next(s2, &s1, rsp::forward_complete());
+    assert_true(o.planned && o.committed);
+    {
+        rsp::reader me;
+        rsp::read_section rs;
+        rsp::plan_view p2 = rs.plan(pool, rsp::step_id{2});
+        assert_true(p2.id() == rsp::step_id{2});
+        assert_true(p2.at(rsp::label::main).has_state()[0]);
+        assert_true(rs.plan(pool, rsp::step_id{1}).get() == nullptr);
+    }
+    // Rows wrote and no forward_done: refused before posting.
+    rsp::step s3(rsp::step_id{3});
+    s3.row(rsp::rid{1});
+    auto r = pool.try_step_next(s3, &s2);
+    assert_int_equal(r.status(), RSP_EINVAL);
+    // A commit of a step not in flight stops the message; *out says so.
+    rsp::step s9(rsp::step_id{9});
+    s9.row(rsp::rid{9});
+    rsp::step s10(rsp::step_id{10});
+    s10.row(rsp::rid{10});
+    rsp_step_outcome out{};
+    r = pool.try_step_next(s10, &s9, rsp::forward_complete(), &out);
+    assert_int_equal(r.status(), RSP_EORDER);
+    assert_false(out.committed || out.planned);
+    // Pipelined: the message, fire-and-forget, then the per-step plan.
+    rsp_step keep{}; // the commit's declaration, for the post
+    pool.post_forget(rsp::msg::step_next(s3, &s2, rsp::forward_complete(), keep));
+    pool.plan_wait_step(rsp::step_id{3}, 1s);
+    pool.post_forget(rsp::msg::step_next(s10, &s9, rsp::forward_complete(), keep)); // RSP_EORDER
+    pool.post_forget(rsp::msg::step_next(s10)); // no commit: admitted and planned
+    pool.barrier();
+    assert_int_equal(failures, 1);
+    pool.plan_wait_step(rsp::step_id{10}, 1s);
+    pool.commit(s3, rsp::forward_complete());
+    pool.commit(s10, rsp::forward_complete());
+    const rsp::rid gone[2] = {rsp::rid{1}, rsp::rid{2}};
+    pool.post_forget(rsp::msg::reset_many(rsp::span<const rsp::rid>(gone, 2), true));
+    pool.post_forget(rsp::msg::remove_many(rsp::span<const rsp::rid>(gone, 2)));
+    pool.post_forget(rsp::msg::ingest_many(rsp::span<const rsp::rid>(arrivals, 3)));
+    pool.reset_many(rsp::span<const rsp::rid>(arrivals, 3), false);
+    rsp_stats st = pool.stats();
+    assert_int_equal(st.held_slots, 1); // rid 10's
+    assert_int_equal(st.num_requests, 4);
+    pool.remove_many(rsp::span<const rsp::rid>(arrivals, 3));
+    assert_int_equal(pool.stats().num_requests, 1);
+    assert_int_equal(failures, 1);
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
@@ -735,6 +813,7 @@ int main()
         cmocka_unit_test(step_reset_reuses_the_object),
         cmocka_unit_test(ordered_posting_and_digests),
         cmocka_unit_test(per_step_plans_and_bounded_close),
+        cmocka_unit_test(one_trip_steps_and_vector_messages),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -1357,6 +1357,52 @@ static void op_rid(uint8_t kind, uint8_t b)
     check(false);
 }
 
+/* Issue 11's vector forms: INGEST, REMOVE or RESET naming a list of the
+ * universe's rids (rsp_ingest_many ..., or the message with msg.rids):
+ * each rid as the single form, in list order; a rid listed twice refuses
+ * the whole list (RSP_EINVAL) and nothing changes. */
+static void op_rid_list(input *in, uint8_t a, uint8_t b)
+{
+    uint32_t n = 1 + b % (NRIDS + 1);
+    rsp_rid rids[NRIDS + 1];
+    int ix[NRIDS + 1];
+    bool seen[NRIDS] = {false}, dup = false;
+    for (uint32_t i = 0; i < n; i++) {
+        ix[i] = u8(in) % NRIDS;
+        dup |= seen[ix[i]];
+        seen[ix[i]] = true;
+        rids[i] = g_rids[ix[i]];
+        g_touch |= 1u << ix[i];
+    }
+    const int kind = (a >> 3) % 3;
+    const bool free_slots = a & 0x80;
+    static const rsp_msg_kind kinds[3] = {RSP_MSG_INGEST, RSP_MSG_REMOVE, RSP_MSG_RESET};
+    g_op = kind == 0 ? "ingest_many" : kind == 1 ? "remove_many" : "reset_many";
+    rsp_error err;
+    rsp_status st;
+    if (g_pipe) {
+        rsp_msg m = {.kind = kinds[kind], .rids = rids, .num_rids = n, .free = free_slots};
+        rsp_reply r;
+        st = pipe_call(&m, &r, &err);
+    } else {
+        st = kind == 0   ? rsp_ingest_many(g_pool, rids, n, &err)
+             : kind == 1 ? rsp_remove_many(g_pool, rids, n, &err)
+                         : rsp_reset_many(g_pool, rids, n, free_slots, &err);
+    }
+    expect_status(st, dup ? RSP_EINVAL : RSP_OK, &err);
+    for (uint32_t i = 0; i < n && !dup; i++) {
+        if (kind == 0)
+            g_rid_exists[ix[i]] = true;
+        else if (kind == 1)
+            model_remove_rid(ix[i], true);
+        else if (free_slots)
+            model_remove_rid(ix[i], false);
+        else
+            model_reset_keep(ix[i]);
+    }
+    check(dup);
+}
+
 /* rsp_release of (rid, label): the holding goes (its slot now or at the
  * end of the steps that pin it); nothing held: nothing happens; a label
  * not interned: RSP_ENOLABEL at rsp_post. */
@@ -1941,6 +1987,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 op_many_rids(a >> 3, b);
             else if (a % 8 == 1)
                 op_release(b);
+            else if (a % 8 == 2)
+                op_rid_list(&in, a, b);
             break;
         default: op_plan(&in, e, b | 8); break; /* plan and run its forward */
         }

@@ -113,6 +113,14 @@ def release(rid, label):
     return op(SHUTDOWN, 1, label * 6 + rid)
 
 
+def rid_list(kind, rids, free=False):
+    """Issue 11's vector forms: kind 0 ingest, 1 remove, 2 reset (free or
+    keep) of the listed rid indices in one message: op 21 with a % 8 == 2."""
+    a = next(x for x in range(256)
+             if x % 8 == 2 and (x >> 3) % 3 == kind and bool(x & 0x80) == free)
+    return op(SHUTDOWN, a, len(rids) - 1) + bytes(rids)
+
+
 def seeds_api():
     s = {}
     r0 = row(0, MAIN)
@@ -220,6 +228,10 @@ def seeds_api():
         release(0, DRAFT) + commit(0) + release(0, MAIN) + release(0, MAIN) + \
         release(1, UNKNOWN_LABEL) + admit(1, decl([row(0, DRAFT)], pre=[fork(MAIN, DRAFT)])) + \
         plan(1) + release(0, DRAFT) + rollback(1, EV_DONE) + op(CHECKMEM)
+    s['rid_lists'] = rid_list(0, [0, 1, 2, 5]) + admit(0, decl([row(0, MAIN), row(1, MAIN)])) + \
+        plan(0, forward=True) + rid_list(2, [0, 1]) + rid_list(1, [1, 2, 1]) + \
+        rid_list(1, [1, 2, 3]) + commit(0) + rid_list(2, [0, 5], free=True) + \
+        rid_list(0, [4, 4]) + rid_list(1, [0, 1, 2, 3, 4, 5]) + op(CHECKMEM)
     return s
 
 
