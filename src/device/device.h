@@ -9,10 +9,10 @@
  * space over them (core/layout.h, rsp__layout_space): request slots
  * [0, max_slots), the device checkpoint tier (max_checkpoints ids next),
  * the host checkpoint tier (max_host_checkpoints ids last). COPY pairs may
- * name any id < num_ids, in any direction; ZERO names request slots only. Two implementations, chosen at
- * creation: host.c (heap memory, a device worker thread, host fences as
- * events) and cuda.c (cudaMalloc, one pool stream, kernels/). device.c
- * dispatches; device_impl.h says what an implementation provides.
+ * name any id < num_ids, in any direction; ZERO names request slots only. Two implementations,
+ * chosen at creation: host.c (heap memory, a device worker thread, host fences as events) and
+ * cuda.c (cudaMalloc, one pool stream, kernels/). device.c dispatches; device_impl.h says what an
+ * implementation provides.
  *
  * Every implementation keeps one contract (docs/device.md):
  *   - FIFO: a list runs after everything submitted before it, its ops in

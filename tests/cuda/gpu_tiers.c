@@ -179,8 +179,8 @@ int main(void)
     CHECK(rsp__device_create(RSP_DEVICE_CUDA, 0, &r.lay, &r.dev, &err) == RSP_OK, "create: %s",
           err.message);
     const uint32_t R0 = 1, D0 = r.lay.max_slots, H0 = D0 + r.lay.max_checkpoints;
-    verify(&r, D0, 1); /* request -> device tier -> request */
-    verify(&r, H0, 2); /* request -> host tier -> request */
+    verify(&r, D0, 1);          /* request -> device tier -> request */
+    verify(&r, H0, 2);          /* request -> host tier -> request */
     verify(&r, H0 + 1, D0 + 1); /* request -> host tier -> device tier */
     printf("tiers: bytes verified: request <-> device tier, request <-> host tier, host -> "
            "device tier\n");

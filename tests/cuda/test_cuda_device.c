@@ -580,23 +580,17 @@ static void cuda_event_wait_keeps_the_callers_current_device(void **state)
 }
 #endif
 
-#define BOTH(fn)                                                                                   \
-    {"host: " #fn, fn, NULL, NULL, &kind_host},                                                    \
-    {                                                                                              \
-        "cuda: " #fn, fn, NULL, NULL, &kind_cuda                                                   \
-    }
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        BOTH(storage_starts_zeroed),
-        BOTH(zero_and_copy_batches_touch_exact_bytes),
-        BOTH(copy_onto_itself_changes_nothing),
-        BOTH(submits_run_in_order_behind_a_wait),
-        BOTH(null_event_is_complete),
-        BOTH(buffers_upload_and_grow_keeping_entries),
-        BOTH(bad_work_is_refused_and_changes_nothing),
-        BOTH(many_submits_recycle_events_and_staging),
+        RSP_TEST_BOTH(storage_starts_zeroed),
+        RSP_TEST_BOTH(zero_and_copy_batches_touch_exact_bytes),
+        RSP_TEST_BOTH(copy_onto_itself_changes_nothing),
+        RSP_TEST_BOTH(submits_run_in_order_behind_a_wait),
+        RSP_TEST_BOTH(null_event_is_complete),
+        RSP_TEST_BOTH(buffers_upload_and_grow_keeping_entries),
+        RSP_TEST_BOTH(bad_work_is_refused_and_changes_nothing),
+        RSP_TEST_BOTH(many_submits_recycle_events_and_staging),
         cmocka_unit_test(cuda_create_without_device_or_bad_ordinal_is_enodev),
 #ifdef RSP_HAVE_CUDA
         cmocka_unit_test(cuda_oom_at_creation_fails_cleanly),

@@ -25,6 +25,7 @@
 
 #include "core/layout.h"
 #include "core/work.h"
+#include "cuda/fixture.h"
 #include "cuda/gpu.h"
 #include "device/device.h"
 
@@ -34,8 +35,6 @@ static rsp_device_kind kind_cuda = RSP_DEVICE_CUDA;
 /* ------------------------------------------------------------------------ */
 /* Fixture: a layout, its device and a reference model of every slot id     */
 /* ------------------------------------------------------------------------ */
-
-#define MAX_PAIRS 64
 
 /* Blocks of awkward sizes: bf16[3] (6 bytes), u8[5], f32[1025] (4100
  * bytes, more than a page), so regions straddle alignments and chunks. */
@@ -122,57 +121,11 @@ static void check_all(fixture *f)
                     fail_msg("read id %u block %u layer %u: %s", id, b, l, err.message);
                 if (memcmp(buf, model_at(f, b, l, id), n) != 0)
                     fail_msg("slot id %u (%s) block %u layer %u differs from the model", id,
-                             id < f->lay.max_slots                              ? "request"
+                             id < f->lay.max_slots                            ? "request"
                              : id < f->lay.max_slots + f->lay.max_checkpoints ? "device tier"
-                                                                               : "host tier",
+                                                                              : "host tier",
                              b, l);
             }
-}
-
-/* A hand-built work list. */
-typedef struct test_work {
-    rsp__work w;
-    rsp__op ops[16];
-    uint32_t slots[MAX_PAIRS];
-    rsp__copy pairs[MAX_PAIRS];
-} test_work;
-
-static void tw_init(test_work *t)
-{
-    memset(t, 0, sizeof *t);
-    t->w.ops = t->ops;
-    t->w.cap_ops = 16;
-    t->w.slots = t->slots;
-    t->w.cap_slots = MAX_PAIRS;
-    t->w.pairs = t->pairs;
-    t->w.cap_pairs = MAX_PAIRS;
-}
-
-static rsp__op *tw_op(test_work *t, rsp__op_kind kind)
-{
-    assert_true(t->w.num_ops < 16);
-    rsp__op *op = &t->ops[t->w.num_ops++];
-    memset(op, 0, sizeof *op);
-    op->kind = kind;
-    return op;
-}
-
-static void tw_copy(test_work *t, const rsp__copy *pairs, uint32_t n)
-{
-    rsp__op *op = tw_op(t, RSP__OP_COPY);
-    op->first = t->w.num_pairs;
-    op->count = n;
-    for (uint32_t i = 0; i < n; i++)
-        t->pairs[t->w.num_pairs++] = pairs[i];
-}
-
-static void tw_zero(test_work *t, const uint32_t *slots, uint32_t n)
-{
-    rsp__op *op = tw_op(t, RSP__OP_ZERO);
-    op->first = t->w.num_slots;
-    op->count = n;
-    for (uint32_t i = 0; i < n; i++)
-        t->slots[t->w.num_slots++] = slots[i];
 }
 
 /* The model's side of a submitted list: its ops in order, each COPY op's
@@ -281,8 +234,8 @@ static void copies_in_every_direction(void **state)
     }
     /* One COPY op mixing directions (no id both read and written). */
     paint_requests(&f, 77);
-    const rsp__copy batch[] = {{R + 0, D + 0}, {R + 1, H + 0}, {D + 1, H + 1},
-                               {H + 2, D + 2}, {R + 2, R + 3}};
+    const rsp__copy batch[] = {
+        {R + 0, D + 0}, {R + 1, H + 0}, {D + 1, H + 1}, {H + 2, D + 2}, {R + 2, R + 3}};
     test_work t;
     tw_init(&t);
     tw_copy(&t, batch, 5);
@@ -411,20 +364,14 @@ static void inconsistent_id_space_is_refused(void **state)
     assert_ptr_equal(dev, (rsp__device *)0x1);
 }
 
-#define BOTH(fn)                                                                                   \
-    {"host: " #fn, fn, NULL, NULL, &kind_host},                                                    \
-    {                                                                                              \
-        "cuda: " #fn, fn, NULL, NULL, &kind_cuda                                                   \
-    }
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        BOTH(copies_in_every_direction),
-        BOTH(swap_out_zero_swap_in_is_fifo),
-        BOTH(zero_size_tiers),
-        BOTH(malformed_lists_are_refused_whole),
-        BOTH(inconsistent_id_space_is_refused),
+        RSP_TEST_BOTH(copies_in_every_direction),
+        RSP_TEST_BOTH(swap_out_zero_swap_in_is_fifo),
+        RSP_TEST_BOTH(zero_size_tiers),
+        RSP_TEST_BOTH(malformed_lists_are_refused_whole),
+        RSP_TEST_BOTH(inconsistent_id_space_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
