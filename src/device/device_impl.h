@@ -91,10 +91,13 @@ static inline unsigned char *rsp__device_region(const rsp__device *dev, uint32_t
     return rsp__space_base(dev, sp, b) + ((uint64_t)l * rsp__space_count(lay, sp) + index) * sb;
 }
 
-/* Bytes of block b of storage sp: slot_bytes * count * num_layers (no
- * overflow: each is at most the layout's checked total of that storage). */
+/* Bytes of block b of storage sp: the layout's `bytes` for the request
+ * slots, slot_bytes * count * num_layers for a tier (no overflow: at most
+ * the layout's checked tier_bytes). */
 static inline uint64_t rsp__space_block_bytes(const rsp__layout *lay, rsp__space sp, uint32_t b)
 {
+    if (sp == RSP__SPACE_SLOTS)
+        return lay->blocks[b].bytes;
     return lay->blocks[b].slot_bytes * rsp__space_count(lay, sp) * lay->num_layers;
 }
 
