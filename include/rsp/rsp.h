@@ -81,6 +81,8 @@ typedef enum rsp_status {
     RSP_ENODEV,       /**< the requested device does not exist or is not built in */
     RSP_ENOTREG,      /**< reader thread not registered with rsp_reader_register */
     RSP_EFORKED,      /**< called in a child after fork() without exec() */
+    RSP_ENOKEY,       /**< no checkpoint is stored under that key */
+    RSP_EPINNED,      /**< the checkpoint is pinned (a step restoring from it, or the caller) */
     RSP_STATUS_COUNT_ /**< not a status; keeps the table honest */
 } rsp_status;
 
@@ -139,6 +141,21 @@ typedef enum rsp_device_kind {
     RSP_DEVICE_CUDA      /**< cudaMalloc storage, one pool stream, kernels/ */
 } rsp_device_kind;
 
+/** Where a checkpoint lives (docs/checkpoints.md). */
+typedef enum rsp_tier {
+    RSP_TIER_DEVICE = 0, /**< the pool's device memory (host device: host memory) */
+    RSP_TIER_HOST,       /**< host memory (pinned on a CUDA pool) */
+    RSP_TIER_COUNT_      /**< not a tier */
+} rsp_tier;
+
+/** A checkpoint the pool evicted to make room (rsp_pool_config.on_checkpoint_evict). */
+typedef struct rsp_checkpoint_event {
+    uint64_t key;
+    rsp_tier tier; /**< the tier it left */
+    bool demoted;  /**< true: it moved to the host tier and is still stored under key;
+                        false: it is gone */
+} rsp_checkpoint_event;
+
 /** A failure nobody would otherwise see (rsp_pool_config.on_error); defined
  * with the messages below. */
 typedef struct rsp_failure rsp_failure;
@@ -179,6 +196,29 @@ typedef struct rsp_pool_config {
      * owner_cpu says where it is pinned.
      */
     int owner_cpu;
+    /**
+     * Checkpoints (docs/checkpoints.md): slots of their own, apart from the
+     * request slots, so that checkpoints never make an admit fail, nor the
+     * reverse. max_checkpoints on the device tier, max_host_checkpoints in
+     * host memory (pinned on a CUDA pool); 0 and 0 (the default): none.
+     * Slot ids: request slots [0, max_slots), then the device tier, then
+     * the host tier; their sum must fit int32.
+     */
+    uint32_t max_checkpoints;
+    uint32_t max_host_checkpoints;
+    /** A device-tier checkpoint evicted for room moves to the host tier
+     * (evicting the host tier's least recently used unpinned one if needed)
+     * instead of being dropped. */
+    bool checkpoint_demote;
+    /**
+     * Optional (NULL: none): called on the owner thread, with
+     * on_checkpoint_evict_ctx, for every checkpoint evicted to make room, so
+     * an engine can prune its prefix tree. Same rules as on_error: it must
+     * not block or call the pool. Evictions are counted too
+     * (rsp_stats.checkpoints_evicted, checkpoints_demoted).
+     */
+    void (*on_checkpoint_evict)(void *ctx, const rsp_checkpoint_event *event);
+    void *on_checkpoint_evict_ctx;
 } rsp_pool_config;
 
 /** Defaults: sink on, world_size 1, rank 0, host device, zero sizes. Any thread. */
@@ -338,6 +378,26 @@ typedef struct rsp_fork {
                          whose rows carry fork_group g */
 } rsp_fork;
 
+/** Take a checkpoint of (rid, label) under key at this step's commit: the
+ * state the step's forward left (after forward_done, before post-forks).
+ * (rid, label) must be a row of the step with span > 0. */
+typedef struct rsp_checkpoint_decl {
+    rsp_rid rid;
+    rsp_label_id label;
+    rsp_tier tier; /**< the tier to store it in */
+    uint64_t key;
+} rsp_checkpoint_decl;
+
+/** Start (rid, label) from the checkpoint under key: the plan copies it into the
+ * row's slot before the forward (and before the pre-forks), has_state true.
+ * (rid, label) must be a row of the step with span > 0; a missing key is
+ * RSP_ENOKEY at admit, nothing changed. */
+typedef struct rsp_restore {
+    rsp_rid rid;
+    rsp_label_id label;
+    uint64_t key;
+} rsp_restore;
+
 /** A CUDA-graph lease: buffers keyed (bucket_id, lease_slot, label) never move. */
 typedef struct rsp_lease {
     uint32_t bucket_bs; /**< the graph bucket's batch size */
@@ -365,7 +425,22 @@ typedef struct rsp_step {
     bool preplan; /**< plan stages instead of going live */
     bool has_lease;
     rsp_lease lease;
+    const rsp_checkpoint_decl *checkpoints; /**< taken at commit */
+    uint32_t num_checkpoints;
+    const rsp_restore *restores; /**< copied in at plan */
+    uint32_t num_restores;
 } rsp_step;
+
+/** What rsp_checkpoint_query answers. */
+typedef struct rsp_checkpoint_info {
+    uint64_t key;
+    rsp_tier tier;
+    int32_t slot;       /**< its slot id (request slots come first, then each tier) */
+    uint64_t bytes;     /**< every block, every layer: the pool's slot_bytes */
+    uint32_t pins;      /**< steps in flight restoring from it */
+    uint32_t user_pins; /**< rsp_checkpoint_pin count */
+    uint64_t last_use;  /**< the pool's use clock at its last take, restore or pin */
+} rsp_checkpoint_info;
 
 /** Result of admit. Pool full is an outcome (ok = false), not an error. */
 typedef struct rsp_admit_outcome {
@@ -465,13 +540,23 @@ typedef struct rsp_stats {
     uint64_t forks; /**< slot copies issued */
     uint64_t bytes_zeroed;
     uint64_t bytes_copied;
-    uint64_t generation;    /**< the pool-wide generation counter */
-    uint64_t posts_failed;  /**< messages nobody read the answer of (fire-and-forget, or a
-                                 forgotten ticket) that failed; see on_error */
-    uint32_t forward_waits; /**< forward_done events given to the device (commit, rollback)
-                                 whose wait had not run when the owner last looked (it looks
-                                 after every message, and when it goes idle; rsp_stats_get is
-                                 exact): what rsp_pool_close would wait for */
+    uint64_t generation;         /**< the pool-wide generation counter */
+    uint64_t posts_failed;       /**< messages nobody read the answer of (fire-and-forget, or a
+                                      forgotten ticket) that failed; see on_error */
+    uint32_t forward_waits;      /**< forward_done events given to the device (commit, rollback)
+                                      whose wait had not run when the owner last looked (it looks
+                                      after every message, and when it goes idle; rsp_stats_get is
+                                      exact): what rsp_pool_close would wait for */
+    uint32_t checkpoints_device; /**< checkpoints stored on the device tier */
+    uint32_t checkpoints_host;   /**< on the host tier (swapped requests' slots not included) */
+    uint32_t swapped_slots;      /**< host-tier slots holding swapped-out requests' state */
+    uint64_t checkpoints_taken;
+    uint64_t checkpoints_restored; /**< restores copied (live plans) */
+    uint64_t checkpoints_evicted;  /**< dropped for room (demotions not included) */
+    uint64_t checkpoints_demoted;  /**< moved from the device to the host tier for room */
+    uint64_t checkpoints_dropped;  /**< by rsp_checkpoint_drop or replaced under their key */
+    uint64_t checkpoints_skipped;  /**< takes declared in a step that found no room */
+    uint64_t swaps_out, swaps_in;
 } rsp_stats;
 
 /** Read the counters without a message. Any thread, O(1), lock-free. */

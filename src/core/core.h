@@ -238,4 +238,69 @@ typedef struct rsp__fast_counts {
 } rsp__fast_counts;
 rsp__fast_counts rsp__core_fast_counts(const rsp__core *core);
 
+/*
+ * Checkpoints (issue 12; docs/design.md "Checkpoints and the host tier",
+ * docs/checkpoints.md). Slot ids past max_slots are checkpoint slots
+ * (layout.h, rsp__layout_space); the work list's COPY pairs name them.
+ *
+ * Every call that can store, move or drop a checkpoint (checkpoint,
+ * checkpoint_drop, commit with declared takes, swap_out, swap_in, and any
+ * take that evicts) leaves what it did to the key set in the report below,
+ * which the caller reads right after the call (pool.c: counters, the
+ * readers' key index, on_checkpoint_evict). A call that fails leaves an
+ * empty report.
+ */
+typedef struct rsp__ckpt_change {
+    uint64_t key;
+    bool present;  /* stored now under key (taken, replaced, demoted) / gone */
+    rsp_tier tier; /* present: where */
+    uint32_t slot; /* present: its slot id */
+} rsp__ckpt_change;
+typedef struct rsp__ckpt_skip {
+    uint64_t key;
+    uint64_t step_id;
+    rsp_status status; /* why a take declared in a step was not done */
+} rsp__ckpt_skip;
+typedef struct rsp__ckpt_report {
+    const rsp__ckpt_change *changes; /* in order; a key may appear more than once */
+    uint32_t num_changes;
+    const rsp_checkpoint_event *evictions; /* evicted for room (demoted or dropped) */
+    uint32_t num_evictions;
+    const rsp__ckpt_skip *skips; /* commit: declared takes not done */
+    uint32_t num_skips;
+    uint32_t taken, restored, dropped; /* counts for rsp_stats */
+} rsp__ckpt_report;
+/* The report of the last core call (core scratch, valid until the next
+ * call). O(1). */
+const rsp__ckpt_report *rsp__core_ckpt_report(const rsp__core *core);
+
+/* Take a checkpoint of rid's holding of label under key, into tier, as the
+ * device queue has the slot now (after_step 0) or after step after_step's
+ * forward (a committed step). Errors (nothing changed): RSP_ENOLABEL;
+ * RSP_ENOREQ (no such holding); RSP_EORDER (after_step in flight or not
+ * yet admitted; the slot pinned by a planned step); RSP_EPINNED (key
+ * exists and is pinned); RSP_EINVAL (a tier of size 0); RSP_ECAPACITY (the
+ * tier is full of pinned checkpoints); RSP_ENOMEM. O(1) + evictions. */
+rsp_status rsp__core_checkpoint(rsp__core *core, uint64_t key, rsp_rid rid, rsp_label_id label,
+                                rsp_tier tier, uint64_t after_step, rsp__work *work,
+                                rsp_error *err);
+/* Drop key (RSP_ENOKEY, RSP_EPINNED). O(1). */
+rsp_status rsp__core_checkpoint_drop(rsp__core *core, uint64_t key, rsp_error *err);
+/* Caller pin (pin) or unpin (!pin) of key: RSP_ENOKEY; RSP_EINVAL
+ * unpinning a checkpoint the caller has not pinned. O(1). */
+rsp_status rsp__core_checkpoint_pin(rsp__core *core, uint64_t key, bool pin, rsp_error *err);
+/* RSP_ENOKEY. O(1). */
+rsp_status rsp__core_checkpoint_query(const rsp__core *core, uint64_t key, rsp_checkpoint_info *out,
+                                      rsp_error *err);
+/* Move every holding of rid to host-tier slots and release its request
+ * slots (zeroed): RSP_ENOREQ, RSP_EORDER (a holding pinned by a step in
+ * flight, or already swapped out), RSP_ECAPACITY (host tier too full,
+ * counting evictable checkpoints), RSP_ENOMEM. O(holdings) + evictions. */
+rsp_status rsp__core_swap_out(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_error *err);
+/* Bring a swapped-out rid back: out->ok = false (pool full, as admit's
+ * outcome) changes nothing; RSP_ENOREQ, RSP_EORDER (not swapped out),
+ * RSP_ENOMEM. O(holdings). */
+rsp_status rsp__core_swap_in(rsp__core *core, rsp_rid rid, rsp_admit_outcome *out, rsp__work *work,
+                             rsp_error *err);
+
 #endif

@@ -44,6 +44,26 @@ static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
     return !__builtin_mul_overflow(a, b, out);
 }
 
+/* The checkpoint tiers of cfg into *out (whose slot sizes are set): every
+ * slot id, request and checkpoint, travels as int32. */
+static rsp_status layout_checkpoints(const rsp_pool_config *cfg, rsp__layout *out, rsp_error *err)
+{
+    uint64_t ids = (uint64_t)cfg->max_slots + cfg->max_checkpoints + cfg->max_host_checkpoints;
+    if (ids > (uint64_t)INT32_MAX)
+        return rsp__fail(err, RSP_EINVAL,
+                         "max_slots + max_checkpoints + max_host_checkpoints = %" PRIu64
+                         ": at most %d (slot ids are int32)",
+                         ids, INT32_MAX);
+    out->max_checkpoints = cfg->max_checkpoints;
+    out->max_host_checkpoints = cfg->max_host_checkpoints;
+    out->num_ids = (uint32_t)ids;
+    if (!mul_u64(out->slot_bytes, cfg->max_checkpoints, &out->tier_bytes[RSP_TIER_DEVICE]) ||
+        !mul_u64(out->slot_bytes, cfg->max_host_checkpoints, &out->tier_bytes[RSP_TIER_HOST]))
+        return rsp__fail(err, RSP_EINVAL,
+                         "checkpoint storage (slot_bytes * tier size) overflows 64 bits");
+    return RSP_OK;
+}
+
 /* Block b of cfg: name, dtype, dims and shard axes; local gets its shape
  * on this rank. */
 static rsp_status check_block(const rsp_pool_config *cfg, uint32_t b, int64_t *local,
@@ -211,5 +231,5 @@ rsp_status rsp__layout_build(const rsp_pool_config *cfg, rsp__layout *out, rsp_e
     out->slot_bytes = slot_bytes_all;
     if (!mul_u64(slot_bytes_all, cfg->max_slots, &out->total_bytes))
         return rsp__fail(err, RSP_EINVAL, "total_bytes (slot_bytes * max_slots) overflows 64 bits");
-    return RSP_OK;
+    return layout_checkpoints(cfg, out, err);
 }

@@ -30,7 +30,38 @@ typedef struct rsp__layout {
     rsp__block_layout blocks[RSP_MAX_BLOCKS];
     uint64_t slot_bytes;  /* all layers, all blocks of one slot */
     uint64_t total_bytes; /* slot_bytes * max_slots */
+    /* Checkpoint slots (issue 12, docs/design.md "Checkpoints"): ids
+     * [max_slots, max_slots + max_checkpoints) are the device tier's, the
+     * next max_host_checkpoints the host tier's; num_ids is the sum, which
+     * fits int32. tier_bytes[t]: slot_bytes * that tier's count. */
+    uint32_t max_checkpoints, max_host_checkpoints;
+    uint32_t num_ids;
+    uint64_t tier_bytes[RSP_TIER_COUNT_];
 } rsp__layout;
+
+/* The storage a slot id lives in. */
+typedef enum rsp__space {
+    RSP__SPACE_SLOTS = 0, /* request slots */
+    RSP__SPACE_DEVICE,    /* device-tier checkpoint slots */
+    RSP__SPACE_HOST,      /* host-tier checkpoint slots */
+} rsp__space;
+
+/* Which storage slot id `id` (< num_ids) lives in, and its index there
+ * (*index, [0, that storage's count)). O(1). */
+static inline rsp__space rsp__layout_space(const rsp__layout *lay, uint32_t id, uint32_t *index)
+{
+    if (id < lay->max_slots) {
+        *index = id;
+        return RSP__SPACE_SLOTS;
+    }
+    id -= lay->max_slots;
+    if (id < lay->max_checkpoints) {
+        *index = id;
+        return RSP__SPACE_DEVICE;
+    }
+    *index = id - lay->max_checkpoints;
+    return RSP__SPACE_HOST;
+}
 
 /*
  * Validate cfg (SEMANTICS 1) and fill *out. On error *out is unspecified and

@@ -5,6 +5,8 @@
  */
 #include "device_impl.h"
 
+#include <stdio.h>
+
 #include "../util/error.h"
 
 rsp_status rsp__device_create(rsp_device_kind kind, int cuda_ordinal, const rsp__layout *layout,
@@ -15,6 +17,15 @@ rsp_status rsp__device_create(rsp_device_kind kind, int cuda_ordinal, const rsp_
     if (layout->num_blocks == 0 || layout->num_blocks > RSP_MAX_BLOCKS)
         return rsp__fail(err, RSP_EINVAL, "device create: %u blocks (1..%d)", layout->num_blocks,
                          RSP_MAX_BLOCKS);
+    const uint64_t ids =
+        (uint64_t)layout->max_slots + layout->max_checkpoints + layout->max_host_checkpoints;
+    if (layout->max_slots == 0 || ids != layout->num_ids || ids > (uint64_t)INT32_MAX)
+        return rsp__fail(err, RSP_EINVAL,
+                         "device create: the layout's id space is inconsistent: num_ids %u, "
+                         "max_slots %u + max_checkpoints %u + max_host_checkpoints %u = %llu "
+                         "(must be equal, max_slots >= 1, at most INT32_MAX)",
+                         layout->num_ids, layout->max_slots, layout->max_checkpoints,
+                         layout->max_host_checkpoints, (unsigned long long)ids);
     switch (kind) {
     case RSP_DEVICE_HOST: (void)cuda_ordinal; return rsp__host_device_create(layout, out, err);
     case RSP_DEVICE_CUDA:
@@ -127,5 +138,40 @@ rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event
 rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                             void *dst, rsp_error *err)
 {
+    const rsp__layout *lay = dev->layout;
+    if (block >= lay->num_blocks || layer >= lay->num_layers || slot >= lay->num_ids || !dst)
+        return rsp__fail(err, RSP_EINVAL,
+                         "device read: block %u layer %u slot id %u outside %u blocks, %u layers, "
+                         "%u slot ids (or dst NULL)",
+                         block, layer, slot, lay->num_blocks, lay->num_layers, lay->num_ids);
     return dev->ops->read(dev, block, layer, slot, dst, err);
+}
+
+rsp_status rsp__device_check_ids(const rsp__layout *lay, const rsp__work *w, uint32_t i,
+                                 rsp_error *err)
+{
+    const rsp__op *op = &w->ops[i];
+    const bool zero = op->kind == RSP__OP_ZERO;
+    const char *what = zero ? "ZERO slots" : "COPY pairs";
+    const uint32_t listed = zero ? w->num_slots : w->num_pairs;
+    if ((uint64_t)op->first + op->count > listed)
+        return rsp__fail(err, RSP_EINVAL, "device submit: op %u %s [%u, %llu) past the list's %u",
+                         i, what, op->first, (unsigned long long)op->first + op->count, listed);
+    for (uint32_t k = 0; k < op->count; k++) {
+        const uint32_t a = zero ? w->slots[op->first + k] : w->pairs[op->first + k].src;
+        const uint32_t b = zero ? a : w->pairs[op->first + k].dst;
+        if (a < lay->num_ids && b < lay->num_ids)
+            continue;
+        char entry[32];
+        if (zero)
+            snprintf(entry, sizeof entry, "ZERO slot %u", a);
+        else
+            snprintf(entry, sizeof entry, "COPY %u -> %u", a, b);
+        return rsp__fail(err, RSP_EINVAL,
+                         "device submit: op %u %s outside the %u slot ids (max_slots %u + "
+                         "max_checkpoints %u + max_host_checkpoints %u)",
+                         i, entry, lay->num_ids, lay->max_slots, lay->max_checkpoints,
+                         lay->max_host_checkpoints);
+    }
+    return RSP_OK;
 }

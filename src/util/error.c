@@ -48,6 +48,8 @@ const char *rsp_strerror(rsp_status status)
     case RSP_ENODEV: return "RSP_ENODEV: no such device";
     case RSP_ENOTREG: return "RSP_ENOTREG: reader thread not registered";
     case RSP_EFORKED: return "RSP_EFORKED: called in a forked child";
+    case RSP_ENOKEY: return "RSP_ENOKEY: no checkpoint under that key";
+    case RSP_EPINNED: return "RSP_EPINNED: checkpoint pinned";
     case RSP_STATUS_COUNT_: break;
     }
     return "unknown rsp_status";
