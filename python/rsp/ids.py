@@ -35,6 +35,13 @@ class RidMap:
         self._ids = {}    # str -> u64 (cache, live and recently seen)
         self._owner = {}  # u64 -> str, live strings only
 
+    @property
+    def cache_get(self):
+        """A function: a string rid's 64-bit id if this map has seen it,
+        else None (the cache dict's own get, C-speed, for marshalling a
+        step's rows)."""
+        return self._ids.get
+
     def get(self, rid):
         """The 64-bit id of rid, registering a string as live."""
         if not isinstance(rid, str):
