@@ -6,6 +6,7 @@ import ctypes
 import operator
 import struct
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Sequence, Tuple
 
@@ -329,6 +330,44 @@ class HostFence:
             self._ptr = None
 
 
+class PlanRef:
+    """A reference on one published plan (rsp_plan_ref): its addressing stays
+    readable, without a read section, until release() (or the end of a
+    with block). The pool releases what is still held at cleanup(), since
+    closing waits for every reference."""
+
+    def __init__(self, pool, plan):
+        self._pool = pool
+        self._plan = plan
+        self.step_id = ffi.plan_step_id(plan)
+
+    def addressing(self, label="main") -> RecurrentAddressing:
+        if self._plan is None:
+            raise RspError(ffi.EINVAL, "the plan reference was released")
+        a = ffi.Addressing()
+        err = ffi.Error()
+        _check(ffi.plan_addressing(self._plan, self._pool._label_id(label), ctypes.byref(a),
+                                   ctypes.byref(err)), err)
+        return self._pool._addressing(a)
+
+    def release(self):
+        if self._plan is not None:
+            ffi.plan_unref(self._plan)
+            self._plan = None
+            self._pool._refs.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        if getattr(self, "_plan", None) is not None:
+            ffi.plan_unref(self._plan)
+            self._plan = None
+
+
 class RecurrentStatePool:
     """A pool of fixed-size recurrent state slots (the seed's class), backed by
     librsp. `device`: "cpu" (rsp's host device) or "cuda[:N]"."""
@@ -341,6 +380,7 @@ class RecurrentStatePool:
         self._labels = {"main": ffi.LABEL_MAIN}
         self._label_names = {ffi.LABEL_MAIN: "main"}
         self._pool = None
+        self._refs = weakref.WeakSet()  # live PlanRefs, released at cleanup
         cfg = ffi.PoolConfig()
         ffi.pool_config_init(ctypes.byref(cfg))
         blocks = (ffi.BlockConfig * len(config.blocks))()
@@ -400,6 +440,8 @@ class RecurrentStatePool:
         addressing() stay valid: their memory goes with the last of them."""
         if self._pool is None:
             return
+        for ref in list(self._refs):
+            ref.release()
         err = ffi.Error()
         _check(ffi.pool_close(self._pool, ctypes.byref(err)), err)
         self._pool = None
@@ -578,6 +620,42 @@ class RecurrentStatePool:
             self.wait(out.ready)
         return out
 
+    def plan_ref(self, step_id=None) -> PlanRef:
+        """A reference on the live plan (or step_id's, a step in flight), a
+        context manager: `with pool.plan_ref() as plan: plan.addressing()`."""
+        _reader.ensure()
+        err = ffi.Error()
+        _check(ffi.read_begin_err(ctypes.byref(err)), err)
+        try:
+            plan = (ffi.plan_live(self._handle()) if step_id is None
+                    else ffi.plan_get(self._handle(), step_id))
+            if not plan:
+                raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
+                               else f"no plan of step {step_id}")
+            ref = PlanRef(self, ffi.plan_ref(plan))
+        finally:
+            ffi.read_end()
+        self._refs.add(ref)
+        return ref
+
+    def wait_ready(self, addressing, stream=None):
+        """Order work after the plan's ready event (its zeroing and copies):
+        on a CUDA pool, make `stream` (default: torch's current stream) wait
+        for it on the device (cudaStreamWaitEvent, no host wait); on a CPU
+        pool, wait on the host (addressing() already did, unless wait=False)."""
+        ev = addressing.ready
+        if self._info.device == ffi.DEVICE_HOST or ev is None or not ev.handle:
+            if ev is not None:
+                self.wait(ev)
+            return
+        if stream is None:
+            stream = _torch().cuda.current_stream()
+        handle = getattr(stream, "cuda_stream", stream)  # a torch stream or a raw cudaStream_t
+        rc = _cudart().cudaStreamWaitEvent(ctypes.c_void_p(handle), ctypes.c_void_p(ev.handle), 0)
+        if rc != 0:
+            raise RspError(ffi.STATUS_NAMES.index("RSP_EDEVICE"),
+                           f"cudaStreamWaitEvent failed with CUDA error {rc}")
+
     def wait(self, event, timeout_ns=ffi.WAIT_FOREVER):
         """Wait on the host for one of the pool's events (an addressing's ready)."""
         err = ffi.Error()
@@ -657,6 +735,20 @@ class RecurrentStatePool:
 
 
 _TORCH = []
+_CUDART = []
+
+
+def _cudart():
+    """The CUDA runtime (libcudart), loaded on first use by a CUDA pool."""
+    if not _CUDART:
+        import ctypes.util
+
+        name = ctypes.util.find_library("cudart") or "libcudart.so"
+        lib = ctypes.CDLL(name)
+        lib.cudaStreamWaitEvent.restype = ctypes.c_int
+        lib.cudaStreamWaitEvent.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+        _CUDART.append(lib)
+    return _CUDART[0]
 
 
 def _torch():

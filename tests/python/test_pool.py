@@ -206,3 +206,25 @@ def test_two_live_strings_with_one_id_are_refused(monkeypatch):
         m.get("b")
     m.forget("a")
     assert m.get("b") == 7  # a's id is free once a is gone
+
+
+def test_plan_refs_are_context_managers_released_at_cleanup():
+    p = rsp.RecurrentStatePool("cpu", small_config())
+    s1 = rsp.Step(1, [("a", "main", 1)])
+    assert p.admit(s1)
+    p.plan(s1)
+    with p.plan_ref() as ref:
+        assert ref.step_id == 1
+        assert ref.addressing().host_slot_indices == [1]
+    with pytest.raises(rsp.RspError):
+        ref.addressing()  # released
+    p.commit(s1)
+    s2 = rsp.Step(2, [("a", "main", 1)])
+    assert p.admit(s2)
+    p.plan(s2)
+    held = p.plan_ref(2)  # never released by the caller
+    assert held.addressing().has_state.tolist() == [True]
+    p.commit(s2)
+    p.cleanup()  # would wait forever for the reference if the pool kept it
+    with pytest.raises(rsp.RspError):
+        held.addressing()

@@ -2,10 +2,10 @@
 seed's RecurrentStatePool API and zero-copy torch tensors. See docs/python.md."""
 # SPDX-License-Identifier: Apache-2.0
 from .ids import rid64
-from .pool import (AdmitOutcome, BlockSpec, Fork, HostFence, Lease, PoolConfig,
+from .pool import (AdmitOutcome, BlockSpec, Fork, HostFence, Lease, PlanRef, PoolConfig,
                    RecurrentAddressing, RecurrentStatePool, Row, RspError, SlotState, Step)
 
 __all__ = [
-    "AdmitOutcome", "BlockSpec", "Fork", "HostFence", "Lease", "PoolConfig",
+    "AdmitOutcome", "BlockSpec", "Fork", "HostFence", "Lease", "PlanRef", "PoolConfig",
     "RecurrentAddressing", "RecurrentStatePool", "Row", "RspError", "SlotState", "Step", "rid64",
 ]
