@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 RSP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RSP_DEBS=(cmake make gcc g++ pkg-config python3 liburcu-dev libck-dev libcmocka-dev)
+RSP_DEBS=(cmake make gcc g++ pkg-config python3 liburcu-dev libck-dev libcmocka-dev libdlpack-dev)
 RSP_JOBS=${RSP_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # rsp_ensure_deps [extra-debs...]: install the Debian packages that are
@@ -35,6 +35,28 @@ rsp_ensure_deps() {
         echo "rsp: missing packages; run: sudo apt-get install -y ${missing[*]}" >&2
         return 1
     fi
+}
+
+# rsp_ensure_python_deps: Debian's python3-pytest and python3-torch (CPU)
+# for the binding's tests (tests/python), installed without recommends (as
+# root). Never fatal: without them python_binding is skipped, saying why.
+rsp_ensure_python_deps() {
+    local missing=() p
+    command -v dpkg-query >/dev/null 2>&1 || return 0
+    for p in python3-pytest python3-torch; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "rsp: the Python binding's tests will be skipped; to run them: sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+        return 0
+    fi
+    echo "rsp: installing ${missing[*]} (the Python binding's tests; a minute or two)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends --no-remove "${missing[@]}" >/dev/null 2>&1 ||
+        { apt-get update >/dev/null && apt-get install -y --no-install-recommends --no-remove "${missing[@]}" >/dev/null; } ||
+        echo "rsp: apt-get install ${missing[*]} failed: the Python binding's tests will be skipped" >&2
+    return 0
 }
 
 # rsp_ensure_aarch64_deps DEPS-DIR: what the aarch64 cross build

@@ -32,6 +32,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 rsp_ensure_deps || exit 1
 
 variants=${RSP_TEST_VARIANTS:-lint plain asan tsan release debug clang aarch64 fuzz}
+# The plain tree runs the Python binding's tests (tests/python).
+case " $variants " in *" plain "*) rsp_ensure_python_deps ;; esac
 summary=()
 failed=0
 t_all=$SECONDS

@@ -739,6 +739,13 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
     st = rsp__device_create(cfg->device, cfg->cuda_ordinal, p->layout, &p->dev, err);
     if (st != RSP_OK)
         goto fail;
+    p->storage = malloc(sizeof *p->storage);
+    if (!p->storage) {
+        st = rsp__fail(err, RSP_ENOMEM, "rsp_pool_create: no memory for the storage keeper");
+        goto fail;
+    }
+    *p->storage = (rsp__storage){.refs = 1, .dev = p->dev};
+    p->cuda_ordinal = cfg->cuda_ordinal;
     st = rsp__publisher_create(0, &p->pub, err);
     if (st != RSP_OK)
         goto fail;
@@ -776,6 +783,22 @@ fail:
     return st;
 }
 
+rsp__storage *rsp__pool_storage_hold(rsp_pool *p)
+{
+    (void)rsp__fetch_add_relaxed_u32(&p->storage->refs, 1);
+    return p->storage;
+}
+
+void rsp__storage_release(rsp__storage *s)
+{
+    /* acq_rel: this holder's accesses to the storage happen before the
+     * last holder's destroy, which sees them all. */
+    if (rsp__fetch_add_acq_rel_u32(&s->refs, (uint32_t)-1) != 1)
+        return;
+    rsp__device_destroy(s->dev);
+    free(s);
+}
+
 void rsp__pool_destroy(rsp_pool *p)
 {
     /* Closes the inbox, handles everything queued, joins the owner. */
@@ -783,8 +806,15 @@ void rsp__pool_destroy(rsp_pool *p)
     /* Releases plan waiters and waits for them to leave, then for readers'
      * references; joins the reclaimer. */
     rsp__publisher_destroy(p->pub);
-    /* Waits for all submitted device work. */
-    rsp__device_destroy(p->dev);
+    /* Waits for all submitted device work; the storage itself goes with
+     * the last export of it (export.c), or now. */
+    if (p->storage) {
+        if (rsp__load_acquire_u32(&p->storage->refs) > 1)
+            (void)rsp__device_sync(p->dev, NULL); /* close still waits for the device */
+        rsp__storage_release(p->storage);
+    } else {
+        rsp__device_destroy(p->dev); /* a create that failed before the keeper */
+    }
     rsp__work_fini(&p->work);
     rsp__core_destroy(p->core);
     if (p->fwd_lock_ready)

@@ -53,6 +53,18 @@ typedef struct rsp__fwd_wait {
     rsp_event done;
 } rsp__fwd_wait;
 
+/*
+ * The pool's storage (its device: slot memory, addressing buffers), kept
+ * apart from the pool so that a DLPack export (export.c) can outlive
+ * rsp_pool_close. A count of holders: the pool (one, from create to
+ * close) and each live export. Whoever drops the last runs
+ * rsp__device_destroy, on its own thread.
+ */
+typedef struct rsp__storage {
+    uint32_t refs; /* acq_rel decrement (the last one frees), relaxed increment */
+    rsp__device *dev;
+} rsp__storage;
+
 struct rsp_pool {
     /* Immutable after create: any thread. */
     const rsp__layout *layout; /* the core's, immutable */
@@ -60,8 +72,10 @@ struct rsp_pool {
     int owner_cpu; /* immutable: rsp_pool_config.owner_cpu (-1: not pinned) */
     rsp__actor *actor;
     rsp__publisher *pub;
-    rsp__device *dev; /* block bases and event_wait: any thread; the rest: owner */
-    bool ordered;     /* rsp_pool_config.ordered: rsp_post checks and numbers messages */
+    rsp__device *dev;      /* block bases and event_wait: any thread; the rest: owner */
+    rsp__storage *storage; /* dev's holders (exports outlive the pool) */
+    int cuda_ordinal;      /* rsp_pool_config.cuda_ordinal (DLPack's device id) */
+    bool ordered;          /* rsp_pool_config.ordered: rsp_post checks and numbers messages */
 
     /* Owner thread only (after create hands them over through
      * pthread_create in rsp__actor_create). */
@@ -113,6 +127,15 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
  * thread, after every other stopped posting; never the owner.
  */
 void rsp__pool_destroy(rsp_pool *pool);
+
+/* One more holder of the pool's storage (an export being made). Any thread
+ * while the pool is open. O(1), a relaxed increment: the caller's own
+ * reference (the open pool's) keeps the count above zero. */
+rsp__storage *rsp__pool_storage_hold(rsp_pool *pool);
+/* One holder less; the last one waits for the device's work and frees
+ * it (rsp__device_destroy). Any thread but the pool's own (owner, device
+ * worker). O(1), or the device's destruction for the last. */
+void rsp__storage_release(rsp__storage *s);
 
 /* The actor's callbacks (owner thread). ctx is the rsp_pool; payload is a
  * message's wire form (msg.h). */

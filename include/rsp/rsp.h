@@ -1105,6 +1105,55 @@ RSP_API rsp_status rsp_plan_wait_step(rsp_pool *pool, uint64_t step_id, uint64_t
                                       rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* DLPack exports                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* DLPack's managed tensor (dlpack/dlpack.h, DLPack >= 0.6; Debian's
+ * libdlpack-dev). rsp.h needs only the name. */
+struct DLManagedTensor;
+
+/**
+ * Block `name` of `layer` as a DLPack tensor [max_slots, *local shape]
+ * (rsp_pool_block's view: same memory, dtype, row-major strides), on
+ * kDLCPU for a host-device pool, kDLCUDA (cuda_ordinal) for a CUDA pool.
+ * The export holds the pool's storage: it stays valid after
+ * rsp_pool_close (which then frees everything else) until the consumer
+ * calls its deleter, on any thread; the last deleter frees the storage.
+ * A consumer takes it without a copy (torch.utils.dlpack.from_dlpack and
+ * its kin). Errors as rsp_pool_block; RSP_ENOMEM; *out is set on RSP_OK
+ * only. Any thread while the pool is open. Cost: one small allocation.
+ */
+RSP_API rsp_status rsp_pool_block_dlpack(rsp_pool *pool, const char *name, uint32_t layer,
+                                         struct DLManagedTensor **out, rsp_error *err);
+
+/** Which vector of an rsp_addressing rsp_addressing_dlpack exports. */
+typedef enum rsp_dlpack_part {
+    RSP_DLPACK_SLOT_INDICES = 0,    /**< host copy: int32 [length], kDLCPU */
+    RSP_DLPACK_HAS_STATE,           /**< host copy: uint8 [length] (0/1), kDLCPU */
+    RSP_DLPACK_DEVICE_SLOT_INDICES, /**< the device vector: int32 [length] */
+    RSP_DLPACK_DEVICE_HAS_STATE,    /**< the device vector: uint8 [length] */
+} rsp_dlpack_part;
+
+/**
+ * One vector of an addressing (from rsp_plan_addressing or
+ * rsp_live_addressing) as a DLPack tensor. has_state is exported as uint8
+ * (DLPack 0.6 has no bool; it is C's one-byte bool, so a consumer may view
+ * it as bool). Host parts are copied into the export (4 or 1 bytes a
+ * row), so the tensor depends on neither the plan nor the pool and is
+ * valid until deleted. Device parts share the pool's addressing buffer
+ * and hold the pool's storage like a block export: the memory stays
+ * allocated until the deleter, but holds this step's rows only while the
+ * step is in flight (rsp_addressing). RSP_EINVAL: NULL arguments, an
+ * unknown part, a vector the addressing does not have. RSP_ENOMEM. Any
+ * thread; the addressing is read during the call only (inside the read
+ * section that produced it). Cost: one allocation and, for host parts,
+ * the copy.
+ */
+RSP_API rsp_status rsp_addressing_dlpack(rsp_pool *pool, const rsp_addressing *a,
+                                         rsp_dlpack_part part, struct DLManagedTensor **out,
+                                         rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Host device timelines                                                     */
 /* ------------------------------------------------------------------------ */
 

@@ -1,0 +1,363 @@
+# The ctypes mirror of include/rsp/rsp.h: the structs and prototypes the
+# package uses, and the loading of librsp. Nothing else in the package
+# touches ctypes declarations.
+#
+# The mirror is checked against the C compiler's layout by
+# tests/python/test_abi.py (sizeof and offsetof of every struct below), so
+# a header change the mirror missed fails the suite instead of corrupting
+# memory. Keep the field order and types exactly as in rsp.h.
+#
+# SPDX-License-Identifier: Apache-2.0
+import ctypes
+import ctypes.util
+import os
+
+# --- constants (rsp.h) ------------------------------------------------------
+
+MAX_DIMS = 8
+MAX_BLOCKS = 32
+MAX_LABELS = 64
+NAME_MAX = 32
+ERROR_MAX = 256
+SINK_SLOT = 0
+NO_SLOT = -1
+LABEL_MAIN = 0
+WAIT_FOREVER = (1 << 64) - 1
+
+# rsp_status
+OK = 0
+STATUS_NAMES = (
+    "RSP_OK", "RSP_EINVAL", "RSP_ENOLABEL", "RSP_EDUPROW", "RSP_EORDER", "RSP_ESTAGED",
+    "RSP_ENOREQ", "RSP_ENOPLAN", "RSP_ECAPACITY", "RSP_ESHUTDOWN", "RSP_EFULL", "RSP_EAGAIN",
+    "RSP_ETIMEDOUT", "RSP_ENOMEM", "RSP_EDEVICE", "RSP_ENODEV", "RSP_ENOTREG", "RSP_EFORKED",
+    "RSP_ENOKEY", "RSP_EPINNED",
+)
+EINVAL = STATUS_NAMES.index("RSP_EINVAL")
+ENOLABEL = STATUS_NAMES.index("RSP_ENOLABEL")
+ENOREQ = STATUS_NAMES.index("RSP_ENOREQ")
+ENOPLAN = STATUS_NAMES.index("RSP_ENOPLAN")
+
+# rsp_dtype
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
+
+# rsp_device_kind
+DEVICE_HOST = 0
+DEVICE_CUDA = 1
+
+# rsp_event_kind
+EVENT_NONE = 0
+EVENT_HOST_FENCE = 1
+EVENT_CUDA = 2
+EVENT_COMPLETE = 3
+
+c_status = ctypes.c_int
+c_enum = ctypes.c_int
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("status", c_status), ("message", ctypes.c_char * ERROR_MAX)]
+
+
+class BlockConfig(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", c_enum),
+        ("ndim", ctypes.c_uint32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("num_shard_dims", ctypes.c_uint32),
+        ("shard_dims", ctypes.c_uint32 * MAX_DIMS),
+    ]
+
+
+ON_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+ON_EVICT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class PoolConfig(ctypes.Structure):
+    _fields_ = [
+        ("num_layers", ctypes.c_uint32),
+        ("blocks", ctypes.POINTER(BlockConfig)),
+        ("num_blocks", ctypes.c_uint32),
+        ("max_slots", ctypes.c_uint32),
+        ("sink", ctypes.c_bool),
+        ("world_size", ctypes.c_uint32),
+        ("rank", ctypes.c_uint32),
+        ("device", c_enum),
+        ("cuda_ordinal", ctypes.c_int),
+        ("inbox_capacity", ctypes.c_uint32),
+        ("max_inflight_steps", ctypes.c_uint32),
+        ("ordered", ctypes.c_bool),
+        ("reorder_timeout_ns", ctypes.c_uint64),
+        ("on_error", ctypes.c_void_p),
+        ("on_error_ctx", ctypes.c_void_p),
+        ("owner_cpu", ctypes.c_int),
+        ("max_checkpoints", ctypes.c_uint32),
+        ("max_host_checkpoints", ctypes.c_uint32),
+        ("checkpoint_demote", ctypes.c_bool),
+        ("on_checkpoint_evict", ctypes.c_void_p),
+        ("on_checkpoint_evict_ctx", ctypes.c_void_p),
+    ]
+
+
+class PoolInfo(ctypes.Structure):
+    _fields_ = [
+        ("num_layers", ctypes.c_uint32),
+        ("num_blocks", ctypes.c_uint32),
+        ("max_slots", ctypes.c_uint32),
+        ("usable_slots", ctypes.c_uint32),
+        ("sink", ctypes.c_bool),
+        ("pad_index", ctypes.c_int32),
+        ("slot_bytes", ctypes.c_uint64),
+        ("total_bytes", ctypes.c_uint64),
+        ("device", c_enum),
+        ("owner_cpu", ctypes.c_int32),
+    ]
+
+
+class BlockView(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", c_enum),
+        ("ndim", ctypes.c_uint32),
+        ("shape", ctypes.c_int64 * (MAX_DIMS + 1)),
+        ("strides", ctypes.c_int64 * (MAX_DIMS + 1)),
+    ]
+
+
+class Row(ctypes.Structure):
+    _fields_ = [
+        ("rid", ctypes.c_uint64),
+        ("label", ctypes.c_uint32),
+        ("span", ctypes.c_int32),
+        ("padding", ctypes.c_bool),
+        ("skip_post_forks", ctypes.c_bool),
+        ("fork_group", ctypes.c_uint16),
+    ]
+
+
+class Fork(ctypes.Structure):
+    _fields_ = [("from_", ctypes.c_uint32), ("to", ctypes.c_uint32), ("group", ctypes.c_uint32)]
+
+
+class Lease(ctypes.Structure):
+    _fields_ = [
+        ("bucket_bs", ctypes.c_uint32),
+        ("bucket_id", ctypes.c_uint32),
+        ("lease_slot", ctypes.c_uint32),
+    ]
+
+
+class CheckpointDecl(ctypes.Structure):
+    _fields_ = [
+        ("rid", ctypes.c_uint64),
+        ("label", ctypes.c_uint32),
+        ("tier", c_enum),
+        ("key", ctypes.c_uint64),
+    ]
+
+
+class Restore(ctypes.Structure):
+    _fields_ = [("rid", ctypes.c_uint64), ("label", ctypes.c_uint32), ("key", ctypes.c_uint64)]
+
+
+class Step(ctypes.Structure):
+    _fields_ = [
+        ("step_id", ctypes.c_uint64),
+        ("rows", ctypes.POINTER(Row)),
+        ("num_rows", ctypes.c_uint32),
+        ("pre_forks", ctypes.POINTER(Fork)),
+        ("num_pre_forks", ctypes.c_uint32),
+        ("post_forks", ctypes.POINTER(Fork)),
+        ("num_post_forks", ctypes.c_uint32),
+        ("capture", ctypes.c_bool),
+        ("preplan", ctypes.c_bool),
+        ("has_lease", ctypes.c_bool),
+        ("lease", Lease),
+        ("checkpoints", ctypes.POINTER(CheckpointDecl)),
+        ("num_checkpoints", ctypes.c_uint32),
+        ("restores", ctypes.POINTER(Restore)),
+        ("num_restores", ctypes.c_uint32),
+    ]
+
+
+class AdmitOutcome(ctypes.Structure):
+    _fields_ = [
+        ("ok", ctypes.c_bool),
+        ("rid", ctypes.c_uint64),
+        ("label", ctypes.c_uint32),
+        ("slots_short", ctypes.c_uint32),
+        ("usable", ctypes.c_uint32),
+        ("free", ctypes.c_uint32),
+    ]
+
+
+class Holding(ctypes.Structure):
+    _fields_ = [
+        ("index", ctypes.c_int32),
+        ("has_state", ctypes.c_bool),
+        ("generation", ctypes.c_uint64),
+    ]
+
+
+class Event(ctypes.Structure):
+    _fields_ = [("kind", c_enum), ("handle", ctypes.c_void_p), ("value", ctypes.c_uint64)]
+
+
+_STATS_FIELDS_32 = ("max_slots", "usable_slots", "free_slots", "held_slots", "pending_release",
+                    "num_requests", "num_holdings", "inbox_depth")
+_STATS_FIELDS_64 = ("messages_handled", "admits_ok", "admits_refused", "rollbacks", "plans",
+                    "stages", "promotions", "commits", "forks", "bytes_zeroed", "bytes_copied",
+                    "generation", "posts_failed")
+
+
+class Stats(ctypes.Structure):
+    _fields_ = (
+        [(f, ctypes.c_uint32) for f in _STATS_FIELDS_32]
+        + [(f, ctypes.c_uint64) for f in _STATS_FIELDS_64]
+        + [("forward_waits", ctypes.c_uint32),
+           ("checkpoints_device", ctypes.c_uint32),
+           ("checkpoints_host", ctypes.c_uint32),
+           ("swapped_slots", ctypes.c_uint32)]
+        + [(f, ctypes.c_uint64) for f in (
+            "checkpoints_taken", "checkpoints_restored", "checkpoints_evicted",
+            "checkpoints_demoted", "checkpoints_dropped", "checkpoints_skipped",
+            "swaps_out", "swaps_in")]
+    )
+
+
+class Addressing(ctypes.Structure):
+    _fields_ = [
+        ("label", ctypes.c_uint32),
+        ("step_id", ctypes.c_uint64),
+        ("staged", ctypes.c_bool),
+        ("num_rows", ctypes.c_uint32),
+        ("length", ctypes.c_uint32),
+        ("slot_indices", ctypes.POINTER(ctypes.c_int32)),
+        ("has_state", ctypes.POINTER(ctypes.c_bool)),
+        ("generations", ctypes.POINTER(ctypes.c_uint64)),
+        ("device_slot_indices", ctypes.c_void_p),
+        ("device_has_state", ctypes.c_void_p),
+        ("ready", Event),
+    ]
+
+
+class StepOutcome(ctypes.Structure):
+    _fields_ = [
+        ("committed", ctypes.c_bool),
+        ("admit", AdmitOutcome),
+        ("planned", ctypes.c_bool),
+        ("plan_step_id", ctypes.c_uint64),
+        ("plan_staged", ctypes.c_bool),
+        ("plan_digest", ctypes.c_uint64),
+    ]
+
+
+# The structs test_abi.py checks, by their C names.
+STRUCTS = {
+    "rsp_error": Error, "rsp_block_config": BlockConfig, "rsp_pool_config": PoolConfig,
+    "rsp_pool_info": PoolInfo, "rsp_block_view": BlockView, "rsp_row": Row, "rsp_fork": Fork,
+    "rsp_lease": Lease, "rsp_checkpoint_decl": CheckpointDecl, "rsp_restore": Restore,
+    "rsp_step": Step, "rsp_admit_outcome": AdmitOutcome, "rsp_holding": Holding,
+    "rsp_event": Event, "rsp_stats": Stats, "rsp_addressing": Addressing,
+    "rsp_step_outcome": StepOutcome,
+}
+
+# --- loading ----------------------------------------------------------------
+
+
+def _candidates():
+    env = os.environ.get("RSP_LIBRARY")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("librsp.so", "librsp.so.0", "librsp.dylib"):
+        yield os.path.join(here, name)
+    found = ctypes.util.find_library("rsp")
+    if found:
+        yield found
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(path + " (missing)")
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+    raise ImportError(
+        "rsp: librsp not found; set RSP_LIBRARY to its path (a build tree's "
+        "build/src/librsp.so) or install it. Tried: " + ("; ".join(tried) or "nothing"))
+
+
+lib = _load()
+
+P = ctypes.POINTER
+vp = ctypes.c_void_p
+PErr = P(Error)
+
+
+def _proto(name, restype, *argtypes):
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+    return fn
+
+
+strerror = _proto("rsp_strerror", ctypes.c_char_p, c_status)
+pool_config_init = _proto("rsp_pool_config_init", None, P(PoolConfig))
+pool_create = _proto("rsp_pool_create", c_status, P(PoolConfig), P(vp), PErr)
+pool_close = _proto("rsp_pool_close", c_status, vp, PErr)
+pool_info_get = _proto("rsp_pool_info_get", c_status, vp, P(PoolInfo), PErr)
+pool_block = _proto("rsp_pool_block", c_status, vp, ctypes.c_char_p, ctypes.c_uint32,
+                    P(BlockView), PErr)
+pool_counters = _proto("rsp_pool_counters", c_status, vp, P(Stats), PErr)
+label = _proto("rsp_label", c_status, vp, ctypes.c_char_p, P(ctypes.c_uint32), PErr)
+ingest = _proto("rsp_ingest", c_status, vp, ctypes.c_uint64, PErr)
+remove = _proto("rsp_remove", c_status, vp, ctypes.c_uint64, PErr)
+reset = _proto("rsp_reset", c_status, vp, ctypes.c_uint64, ctypes.c_bool, PErr)
+release = _proto("rsp_release", c_status, vp, ctypes.c_uint64, ctypes.c_uint32, PErr)
+step_admit = _proto("rsp_step_admit", c_status, vp, P(Step), P(AdmitOutcome), PErr)
+step_rollback = _proto("rsp_step_rollback", c_status, vp, ctypes.c_uint64, P(Event), PErr)
+step_plan = _proto("rsp_step_plan", c_status, vp, P(Step), PErr)
+clear_preplan = _proto("rsp_clear_preplan", c_status, vp, PErr)
+step_commit = _proto("rsp_step_commit", c_status, vp, P(Step), P(Event), PErr)
+step_next = _proto("rsp_step_next", c_status, vp, P(Step), P(Step), P(Event), P(StepOutcome),
+                   PErr)
+build_graph_buffers = _proto("rsp_build_graph_buffers", c_status, vp, ctypes.c_uint32,
+                             ctypes.c_uint32, PErr)
+stats_get = _proto("rsp_stats_get", c_status, vp, P(Stats), PErr)
+holding_get = _proto("rsp_holding_get", c_status, vp, ctypes.c_uint64, ctypes.c_uint32,
+                     P(Holding), PErr)
+reader_register = _proto("rsp_reader_register", c_status, PErr)
+reader_unregister = _proto("rsp_reader_unregister", None)
+read_begin_err = _proto("rsp_read_begin_err", c_status, PErr)
+read_end = _proto("rsp_read_end", c_status)
+plan_live = _proto("rsp_plan_live", vp, vp)
+plan_get = _proto("rsp_plan_get", vp, vp, ctypes.c_uint64)
+plan_ref = _proto("rsp_plan_ref", vp, vp)
+plan_unref = _proto("rsp_plan_unref", None, vp)
+plan_step_id = _proto("rsp_plan_step_id", ctypes.c_uint64, vp)
+plan_addressing = _proto("rsp_plan_addressing", c_status, vp, ctypes.c_uint32, P(Addressing),
+                         PErr)
+plan_wait_step = _proto("rsp_plan_wait_step", c_status, vp, ctypes.c_uint64, ctypes.c_uint64,
+                        PErr)
+event_wait = _proto("rsp_event_wait", c_status, vp, P(Event), ctypes.c_uint64, PErr)
+host_fence_create = _proto("rsp_host_fence_create", c_status, P(vp), PErr)
+host_fence_destroy = _proto("rsp_host_fence_destroy", None, vp)
+host_fence_signal = _proto("rsp_host_fence_signal", None, vp, ctypes.c_uint64)
+host_fence_value = _proto("rsp_host_fence_value", ctypes.c_uint64, vp)
+live_addressing = _proto("rsp_live_addressing", c_status, vp, ctypes.c_uint32, P(Addressing),
+                         PErr)
+pool_block_dlpack = _proto("rsp_pool_block_dlpack", c_status, vp, ctypes.c_char_p,
+                           ctypes.c_uint32, P(vp), PErr)
+addressing_dlpack = _proto("rsp_addressing_dlpack", c_status, vp, P(Addressing), c_enum, P(vp),
+                           PErr)
+# rsp_dlpack_part
+DLPACK_SLOT_INDICES = 0
+DLPACK_HAS_STATE = 1
+DLPACK_DEVICE_SLOT_INDICES = 2
+DLPACK_DEVICE_HAS_STATE = 3

@@ -1,0 +1,766 @@
+# RecurrentStatePool: the seed page's pool (docs/python.md) on librsp.
+#
+# SPDX-License-Identifier: Apache-2.0
+import array
+import ctypes
+import operator
+import struct
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional, Sequence, Tuple
+
+from . import _dlpack
+from . import _ffi as ffi
+from .ids import RidMap
+
+# --- errors -----------------------------------------------------------------
+
+
+class RspError(Exception):
+    """A failed rsp call: `status` (an int), `name` ("RSP_EINVAL") and rsp's message."""
+
+    def __init__(self, status, message):
+        self.status = status
+        self.name = ffi.STATUS_NAMES[status] if 0 <= status < len(ffi.STATUS_NAMES) else str(status)
+        self.message = message
+        super().__init__(f"{self.name}: {message}")
+
+
+def _check(status, err):
+    if status != ffi.OK:
+        raise RspError(status, err.message.decode("utf-8", "replace"))
+
+
+# --- declarations ------------------------------------------------------------
+
+_DTYPE_CODES = {name: i for i, name in enumerate(ffi.DTYPES)}
+
+
+def _dtype_code(dtype):
+    """rsp_dtype of a name ("float32") or a torch dtype (torch.float32)."""
+    name = str(dtype)
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    aliases = {"float": "float32", "half": "float16", "double": "float64", "int": "int32",
+               "long": "int64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+    name = aliases.get(name, name)
+    if name not in _DTYPE_CODES:
+        raise ValueError(f"dtype {dtype!r} is not one of {', '.join(ffi.DTYPES)}")
+    return _DTYPE_CODES[name]
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """One named block of per-slot state: its unsharded shape, dtype and the
+    axes split across tensor-parallel ranks."""
+
+    name: str
+    shape: Tuple[int, ...]
+    dtype: object = "float32"
+    shard_dims: Tuple[int, ...] = ()
+
+
+@dataclass
+class PoolConfig:
+    """The pool's shape (rsp_pool_config); fields as in rsp.h."""
+
+    num_layers: int
+    blocks: Sequence[BlockSpec]
+    max_slots: int
+    sink: bool = True
+    world_size: int = 1
+    rank: int = 0
+    cuda_ordinal: int = 0
+    max_inflight_steps: int = 0
+    inbox_capacity: int = 0
+    owner_cpu: int = -1
+    max_checkpoints: int = 0
+    max_host_checkpoints: int = 0
+    checkpoint_demote: bool = False
+
+
+class Row(NamedTuple):
+    """One row of a step: (rid, label, span) and its flags."""
+
+    rid: object
+    label: str = "main"
+    span: int = 1
+    padding: bool = False
+    skip_post_forks: bool = False
+    fork_group: int = 0
+
+
+class Fork(NamedTuple):
+    """Copy label `src`'s slot onto label `dst`'s, per rid of the step (group 0:
+    every rid; g: the rids whose rows carry fork_group g)."""
+
+    src: str
+    dst: str
+    group: int = 0
+
+
+class Lease(NamedTuple):
+    bucket_bs: int
+    bucket_id: int
+    lease_slot: int
+
+
+@dataclass
+class Step:
+    """One batched forward, passed to admit, plan and commit alike."""
+
+    step_id: int
+    rows: Sequence = ()
+    pre_forks: Sequence[Fork] = ()
+    post_forks: Sequence[Fork] = ()
+    capture: bool = False
+    preplan: bool = False
+    lease: Optional[Lease] = None
+    # The marshalled declaration, built on first use by a pool (see _Marshal).
+    _wire: object = field(default=None, init=False, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class AdmitOutcome:
+    """What admit says: ok, or the (rid, label) that found no slot and by how much."""
+
+    ok: bool
+    rid: object = None
+    label: Optional[str] = None
+    slots_short: int = 0
+    usable: int = 0
+    free: int = 0
+
+    def __bool__(self):
+        return self.ok
+
+    @property
+    def reason(self):
+        if self.ok:
+            return None
+        return (f"pool full: ({self.rid!r}, {self.label!r}) found no slot; "
+                f"{self.slots_short} short, {self.free} of {self.usable} free")
+
+
+@dataclass(frozen=True)
+class SlotState:
+    index: int
+    has_state: bool = False
+    generation: int = 0
+
+
+@dataclass(frozen=True)
+class RecurrentAddressing:
+    """Where one label's rows live this step: the pool's whole plan output."""
+
+    slot_indices: object  # torch int32 [length], on the pool's device
+    has_state: object     # torch bool [length]
+    num_rows: int
+    host_slot_indices: Sequence[int] = None
+    host_has_state: Sequence[bool] = None
+    step_id: int = 0
+    generations: Sequence[int] = None
+    ready: object = None  # the plan's ready event (rsp_event): wait before the forward
+
+
+# --- marshalling ---------------------------------------------------------------
+
+# rsp_row packed by struct (faster than ctypes field stores); the tail pad
+# makes it sizeof(rsp_row), which test_abi.py checks against the compiler.
+_ROW = struct.Struct("<QIi??H4x")
+if _ROW.size != ctypes.sizeof(ffi.Row):
+    raise ImportError(f"rsp: rsp_row packs to {_ROW.size} bytes, ctypes says "
+                      f"{ctypes.sizeof(ffi.Row)}")
+
+
+_ROW_WORDS = _ROW.size // 8  # rsp_row in u64 words (rid is word 0)
+
+
+def _column(get, keys, slow):
+    """[get(k) for k in keys], with slow(k) for the keys get misses."""
+    col = list(map(get, keys))
+    if None in col:
+        col = [slow(k) if v is None else v for k, v in zip(keys, col)]
+    return col
+
+
+def _fill_rows(pool, rows, buf):
+    """rows (3-tuples (rid, label, span) or Rows) -> rsp_row[len(rows)] in buf."""
+    n = len(rows)
+    w = _ROW.size
+    mv = memoryview(buf)
+    keys = list(map(_item0, rows))
+    try:
+        rids = array.array("Q", keys)  # int ids: checked (int, 0..2**64) in C
+        if True in map(type(True).__instancecheck__, keys):
+            raise TypeError("a bool is not a request id")
+    except (TypeError, OverflowError):
+        rids = array.array("Q", _column(pool._rids.cache_get, keys, pool._rids.get))
+    labels = _column(pool._labels.get, list(map(_item1, rows)), pool._label_id)
+    mv.cast("Q")[0::_ROW_WORDS] = rids
+    mv.cast("I")[2::w // 4] = array.array("I", labels)
+    mv.cast("i")[3::w // 4] = array.array("i", list(map(_item2, rows)))
+    if set(map(len, rows)) != {3}:  # flags: only Rows (or 6-tuples) carry them
+        full = [r if len(r) == 6 else Row(*r) for r in rows]
+        mv[16::w] = bytes(map(_item3, full))
+        mv[17::w] = bytes(map(_item4, full))
+        mv.cast("H")[9::w // 2] = array.array("H", map(_item5, full))
+    assert len(mv) == n * w
+
+
+_item0, _item1, _item2, _item3, _item4, _item5 = (operator.itemgetter(i) for i in range(6))
+
+
+class _Marshal:
+    """A step's declaration in rsp's layout, built once and reused for admit,
+    plan and commit of that Step (the arrays live as long as the Step).
+
+    Rows are written a column at a time into one buffer through strided
+    memoryviews (each column one C-level map and one strided copy), which
+    is what keeps a 256-row step's marshalling a few microseconds; a row
+    loop in Python costs ~0.2 us a row."""
+
+    __slots__ = ("step", "rows", "pre", "post", "keep")
+
+    def __init__(self, pool, step):
+        rows = step.rows
+        n = len(rows)
+        buf = bytearray(_ROW.size * n)
+        if n:
+            _fill_rows(pool, rows, buf)
+        self.rows = (ffi.Row * n).from_buffer(buf) if n else None
+        self.pre = self._forks(pool, step.pre_forks)
+        self.post = self._forks(pool, step.post_forks)
+        s = ffi.Step()
+        s.step_id = step.step_id
+        if n:
+            s.rows = self.rows
+            s.num_rows = n
+        if self.pre is not None:
+            s.pre_forks, s.num_pre_forks = self.pre, len(self.pre)
+        if self.post is not None:
+            s.post_forks, s.num_post_forks = self.post, len(self.post)
+        s.capture = step.capture
+        s.preplan = step.preplan
+        if step.lease is not None:
+            s.has_lease = True
+            s.lease = ffi.Lease(*step.lease)
+        self.step = s
+        self.keep = buf
+
+    @staticmethod
+    def _forks(pool, forks):
+        if not forks:
+            return None
+        arr = (ffi.Fork * len(forks))()
+        for i, f in enumerate(forks):
+            f = f if isinstance(f, Fork) else Fork(*f)
+            arr[i] = ffi.Fork(pool._label_id(f.src), pool._label_id(f.dst), f.group)
+        return arr
+
+
+# --- readers -------------------------------------------------------------------
+
+
+class _Reader(threading.local):
+    """This thread's registration as an rsp plan reader: made on its first
+    read, undone when the thread ends (the finaliser of a thread-local runs
+    in the exiting thread)."""
+
+    registered = False
+
+    def ensure(self):
+        if not self.registered:
+            err = ffi.Error()
+            _check(ffi.reader_register(ctypes.byref(err)), err)
+            self.registered = True
+            self._token = _Unregister()
+
+
+class _Unregister:
+    def __del__(self):
+        ffi.reader_unregister()
+
+
+_reader = _Reader()
+
+# --- the pool ------------------------------------------------------------------
+
+_COMPLETE = ffi.Event(ffi.EVENT_COMPLETE, None, 0)
+
+
+def _event(ev):
+    """A caller's forward_done as an rsp_event: None -> "already complete"
+    (a host forward ran synchronously), an ffi.Event, a HostFence value
+    pair, or a torch.cuda.Event."""
+    if ev is None:
+        return _COMPLETE
+    if isinstance(ev, ffi.Event):
+        return ev
+    if isinstance(ev, tuple) and len(ev) == 2 and isinstance(ev[0], HostFence):
+        return ffi.Event(ffi.EVENT_HOST_FENCE, ev[0]._ptr, ev[1])
+    handle = getattr(ev, "cuda_event", None)
+    if handle is not None:
+        return ffi.Event(ffi.EVENT_CUDA, handle, 0)
+    raise TypeError(f"forward_done must be None, (HostFence, value), an rsp event or a "
+                    f"torch.cuda.Event, not {type(ev).__name__}")
+
+
+class HostFence:
+    """A host-device timeline (rsp_host_fence): signal(v) completes every wait
+    for a value <= v. Pass (fence, v) as a commit's forward_done."""
+
+    def __init__(self):
+        p = ctypes.c_void_p()
+        err = ffi.Error()
+        _check(ffi.host_fence_create(ctypes.byref(p), ctypes.byref(err)), err)
+        self._ptr = p.value
+
+    def signal(self, value):
+        ffi.host_fence_signal(self._ptr, value)
+
+    @property
+    def value(self):
+        return ffi.host_fence_value(self._ptr)
+
+    def __del__(self):
+        if getattr(self, "_ptr", None):
+            ffi.host_fence_destroy(self._ptr)
+            self._ptr = None
+
+
+class PlanRef:
+    """A reference on one published plan (rsp_plan_ref): its addressing stays
+    readable, without a read section, until release() (or the end of a
+    with block). The pool releases what is still held at cleanup(), since
+    closing waits for every reference."""
+
+    def __init__(self, pool, plan):
+        self._pool = pool
+        self._plan = plan
+        self.step_id = ffi.plan_step_id(plan)
+
+    def addressing(self, label="main") -> RecurrentAddressing:
+        if self._plan is None:
+            raise RspError(ffi.EINVAL, "the plan reference was released")
+        a = ffi.Addressing()
+        err = ffi.Error()
+        _check(ffi.plan_addressing(self._plan, self._pool._label_id(label), ctypes.byref(a),
+                                   ctypes.byref(err)), err)
+        return self._pool._addressing(a)
+
+    def release(self):
+        if self._plan is not None:
+            ffi.plan_unref(self._plan)
+            self._plan = None
+            self._pool._refs.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        if getattr(self, "_plan", None) is not None:
+            ffi.plan_unref(self._plan)
+            self._plan = None
+
+
+class RecurrentStatePool:
+    """A pool of fixed-size recurrent state slots (the seed's class), backed by
+    librsp. `device`: "cpu" (rsp's host device) or "cuda[:N]"."""
+
+    def __init__(self, device, config: PoolConfig):
+        dev = str(device)
+        self.device = dev
+        self._lock = threading.RLock()  # the rid map and the label cache (marshalling holds it)
+        self._rids = RidMap()
+        self._labels = {"main": ffi.LABEL_MAIN}
+        self._label_names = {ffi.LABEL_MAIN: "main"}
+        self._pool = None
+        self._refs = weakref.WeakSet()  # live PlanRefs, released at cleanup
+        cfg = ffi.PoolConfig()
+        ffi.pool_config_init(ctypes.byref(cfg))
+        blocks = (ffi.BlockConfig * len(config.blocks))()
+        self._names = []
+        for i, b in enumerate(config.blocks):
+            name = b.name.encode("utf-8")
+            self._names.append(name)
+            bc = blocks[i]
+            bc.name = name
+            bc.dtype = _dtype_code(b.dtype)
+            bc.ndim = len(b.shape)
+            if not 1 <= bc.ndim <= ffi.MAX_DIMS:
+                raise ValueError(f"blocks[{i}].shape {tuple(b.shape)}: 1 to {ffi.MAX_DIMS} dims")
+            for d, n in enumerate(b.shape):
+                bc.shape[d] = n
+            bc.num_shard_dims = len(b.shard_dims)
+            for d, a in enumerate(b.shard_dims):
+                bc.shard_dims[d] = a
+        cfg.num_layers = config.num_layers
+        cfg.blocks = blocks
+        cfg.num_blocks = len(config.blocks)
+        cfg.max_slots = config.max_slots
+        cfg.sink = config.sink
+        cfg.world_size = config.world_size
+        cfg.rank = config.rank
+        if dev == "cpu":
+            cfg.device = ffi.DEVICE_HOST
+        elif dev.startswith("cuda"):
+            cfg.device = ffi.DEVICE_CUDA
+            cfg.cuda_ordinal = int(dev.split(":")[1]) if ":" in dev else config.cuda_ordinal
+        else:
+            raise ValueError(f"device {device!r}: 'cpu' or 'cuda[:N]'")
+        cfg.max_inflight_steps = config.max_inflight_steps
+        cfg.inbox_capacity = config.inbox_capacity
+        cfg.owner_cpu = config.owner_cpu
+        cfg.max_checkpoints = config.max_checkpoints
+        cfg.max_host_checkpoints = config.max_host_checkpoints
+        cfg.checkpoint_demote = config.checkpoint_demote
+        p = ctypes.c_void_p()
+        err = ffi.Error()
+        _check(ffi.pool_create(ctypes.byref(cfg), ctypes.byref(p), ctypes.byref(err)), err)
+        self._pool = p.value
+        info = ffi.PoolInfo()
+        _check(ffi.pool_info_get(self._pool, ctypes.byref(info), ctypes.byref(err)), err)
+        self._info = info
+        self.config = config
+
+    # -- lifetime --
+
+    def _handle(self):
+        if self._pool is None:
+            raise RspError(ffi.STATUS_NAMES.index("RSP_ESHUTDOWN"), "the pool was cleaned up")
+        return self._pool
+
+    def cleanup(self):
+        """Close the pool (rsp_pool_close). Tensors from block() and
+        addressing() stay valid: their memory goes with the last of them."""
+        if self._pool is None:
+            return
+        for ref in list(self._refs):
+            ref.release()
+        err = ffi.Error()
+        _check(ffi.pool_close(self._pool, ctypes.byref(err)), err)
+        self._pool = None
+
+    close = cleanup
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+    def __del__(self):
+        if getattr(self, "_pool", None) is not None:
+            try:
+                self.cleanup()
+            except Exception:
+                pass
+
+    # -- names --
+
+    def _label_id(self, name):
+        lid = self._labels.get(name)
+        if lid is not None:
+            return lid
+        if isinstance(name, int):
+            return name
+        out = ctypes.c_uint32()
+        err = ffi.Error()
+        _check(ffi.label(self._handle(), name.encode("utf-8"), ctypes.byref(out),
+                         ctypes.byref(err)), err)
+        with self._lock:
+            self._labels[name] = out.value
+            self._label_names[out.value] = name
+        return out.value
+
+    def _marshal(self, step):
+        w = step._wire
+        if w is None or w[0] is not self:
+            with self._lock:
+                m = _Marshal(self, step)
+            step._wire = (self, m)
+            return m
+        return w[1]
+
+    # -- requests --
+
+    def ingest_request(self, rid, overrides=None):
+        """Make sure request rid exists (idempotent)."""
+        err = ffi.Error()
+        with self._lock:
+            v = self._rids.get(rid)
+        _check(ffi.ingest(self._handle(), v, ctypes.byref(err)), err)
+
+    def remove_request(self, rid):
+        """Zero and free rid's slots (after the steps that address them) and forget it."""
+        err = ffi.Error()
+        with self._lock:
+            v = self._rids.lookup(rid)
+        _check(ffi.remove(self._handle(), v, ctypes.byref(err)), err)
+        with self._lock:
+            self._rids.forget(rid)
+
+    def reset_request(self, rid, free=False):
+        """Zero rid's slots; free=True hands them back to the pool."""
+        err = ffi.Error()
+        with self._lock:
+            v = self._rids.lookup(rid)
+        _check(ffi.reset(self._handle(), v, free, ctypes.byref(err)), err)
+
+    def release(self, rid, label):
+        """Give back rid's slot under label (a finished beam, a rejected draft)."""
+        err = ffi.Error()
+        with self._lock:
+            v = self._rids.lookup(rid)
+        _check(ffi.release(self._handle(), v, self._label_id(label), ctypes.byref(err)), err)
+
+    # -- steps --
+
+    def admit(self, step: Step, ctx=None) -> AdmitOutcome:
+        """Reserve a slot per addressed (rid, label), plus fork targets."""
+        m = self._marshal(step)
+        out = ffi.AdmitOutcome()
+        err = ffi.Error()
+        _check(ffi.step_admit(self._handle(), ctypes.byref(m.step), ctypes.byref(out),
+                              ctypes.byref(err)), err)
+        return self._outcome(out, step)
+
+    def _outcome(self, out, step):
+        if out.ok:
+            return AdmitOutcome(True)
+        rid = out.rid
+        for r in step.rows:  # the caller's own id for the pair that found no slot
+            r0 = r[0]
+            if self._rids.lookup(r0) == out.rid:
+                rid = r0
+                break
+        return AdmitOutcome(False, rid, self._label_names.get(out.label, out.label),
+                            out.slots_short, out.usable, out.free)
+
+    def rollback_admit(self, step: Step, ctx=None, forward_done=None):
+        """Free the slots this step's admit took fresh (SEMANTICS 4.2)."""
+        err = ffi.Error()
+        ev = None if forward_done is None else _event(forward_done)
+        _check(ffi.step_rollback(self._handle(), step.step_id,
+                                 ctypes.byref(ev) if ev is not None else None,
+                                 ctypes.byref(err)), err)
+
+    def plan(self, step: Step, ctx=None):
+        """Publish the step's plan (its staged plan with step.preplan). Returns
+        the step id; read the plan with addressing()."""
+        m = self._marshal(step)
+        err = ffi.Error()
+        _check(ffi.step_plan(self._handle(), ctypes.byref(m.step), ctypes.byref(err)), err)
+        return step.step_id
+
+    def commit(self, step: Step, ctx=None, forward_done=None):
+        """Record the step's consumption. forward_done: None when the forward
+        has already finished (CPU), else its event (a torch.cuda.Event)."""
+        m = self._marshal(step)
+        err = ffi.Error()
+        ev = _event(forward_done)
+        _check(ffi.step_commit(self._handle(), ctypes.byref(m.step), ctypes.byref(ev),
+                               ctypes.byref(err)), err)
+
+    def step_next(self, step: Step, prev: Optional[Step] = None, forward_done=None):
+        """Commit prev (if given), then admit and plan step: one round trip.
+        Returns the admit outcome (not ok: nothing planned)."""
+        m = self._marshal(step)
+        pm = self._marshal(prev) if prev is not None else None
+        out = ffi.StepOutcome()
+        err = ffi.Error()
+        ev = _event(forward_done)
+        st = ffi.step_next(self._handle(), ctypes.byref(m.step),
+                           ctypes.byref(pm.step) if pm is not None else None, ctypes.byref(ev),
+                           ctypes.byref(out), ctypes.byref(err))
+        _check(st, err)
+        return self._outcome(out.admit, step)
+
+    def clear_preplan(self):
+        """Drop the staged plan, if any."""
+        err = ffi.Error()
+        _check(ffi.clear_preplan(self._handle(), ctypes.byref(err)), err)
+
+    def build_accelerator_graph_buffers(self, slots=None, max_bs=1, max_seq_len=0):
+        """Leased addressing buffers created from now on hold >= max_bs rows."""
+        err = ffi.Error()
+        _check(ffi.build_graph_buffers(self._handle(), max_bs, max_seq_len, ctypes.byref(err)),
+               err)
+
+    # -- reading --
+
+    def addressing(self, label="main", step_id=None, wait=True) -> RecurrentAddressing:
+        """This step's addressing under label: the live plan's, or step_id's
+        plan (a pipelined step in flight). The tensors are copies of the
+        plan's vectors on a CPU pool (they outlive it) and the pool's
+        addressing buffers on a CUDA pool (this step's while it is in
+        flight). On a CPU pool, wait=True first waits for the plan's ready
+        event (its zeroing and copies done), as a CUDA stream would."""
+        _reader.ensure()
+        lid = self._label_id(label)
+        err = ffi.Error()
+        _check(ffi.read_begin_err(ctypes.byref(err)), err)
+        try:
+            plan = (ffi.plan_live(self._handle()) if step_id is None
+                    else ffi.plan_get(self._handle(), step_id))
+            if not plan:
+                raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
+                               else f"no plan of step {step_id}")
+            a = ffi.Addressing()
+            _check(ffi.plan_addressing(plan, lid, ctypes.byref(a), ctypes.byref(err)), err)
+            out = self._addressing(a)
+        finally:
+            ffi.read_end()
+        if wait and self._info.device == ffi.DEVICE_HOST:
+            self.wait(out.ready)
+        return out
+
+    def plan_ref(self, step_id=None) -> PlanRef:
+        """A reference on the live plan (or step_id's, a step in flight), a
+        context manager: `with pool.plan_ref() as plan: plan.addressing()`."""
+        _reader.ensure()
+        err = ffi.Error()
+        _check(ffi.read_begin_err(ctypes.byref(err)), err)
+        try:
+            plan = (ffi.plan_live(self._handle()) if step_id is None
+                    else ffi.plan_get(self._handle(), step_id))
+            if not plan:
+                raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
+                               else f"no plan of step {step_id}")
+            ref = PlanRef(self, ffi.plan_ref(plan))
+        finally:
+            ffi.read_end()
+        self._refs.add(ref)
+        return ref
+
+    def wait_ready(self, addressing, stream=None):
+        """Order work after the plan's ready event (its zeroing and copies):
+        on a CUDA pool, make `stream` (default: torch's current stream) wait
+        for it on the device (cudaStreamWaitEvent, no host wait); on a CPU
+        pool, wait on the host (addressing() already did, unless wait=False)."""
+        ev = addressing.ready
+        if self._info.device == ffi.DEVICE_HOST or ev is None or not ev.handle:
+            if ev is not None:
+                self.wait(ev)
+            return
+        if stream is None:
+            stream = _torch().cuda.current_stream()
+        handle = getattr(stream, "cuda_stream", stream)  # a torch stream or a raw cudaStream_t
+        rc = _cudart().cudaStreamWaitEvent(ctypes.c_void_p(handle), ctypes.c_void_p(ev.handle), 0)
+        if rc != 0:
+            raise RspError(ffi.STATUS_NAMES.index("RSP_EDEVICE"),
+                           f"cudaStreamWaitEvent failed with CUDA error {rc}")
+
+    def wait(self, event, timeout_ns=ffi.WAIT_FOREVER):
+        """Wait on the host for one of the pool's events (an addressing's ready)."""
+        err = ffi.Error()
+        _check(ffi.event_wait(self._handle(), ctypes.byref(event), timeout_ns,
+                              ctypes.byref(err)), err)
+
+    def _addressing(self, a):
+        n = a.length
+        si = hs = None
+        if _torch_available():
+            dev = self._info.device == ffi.DEVICE_CUDA
+            si = self._addr_tensor(a, ffi.DLPACK_DEVICE_SLOT_INDICES if dev
+                                   else ffi.DLPACK_SLOT_INDICES)
+            hs = self._addr_tensor(a, ffi.DLPACK_DEVICE_HAS_STATE if dev
+                                   else ffi.DLPACK_HAS_STATE).view(_torch().bool)
+        return RecurrentAddressing(si, hs, a.num_rows, a.slot_indices[:n], a.has_state[:n],
+                                   a.step_id, a.generations[:a.num_rows],
+                                   ffi.Event(a.ready.kind, a.ready.handle, a.ready.value))
+
+    def _addr_tensor(self, a, part):
+        out = ctypes.c_void_p()
+        err = ffi.Error()
+        _check(ffi.addressing_dlpack(self._handle(), ctypes.byref(a), part, ctypes.byref(out),
+                                     ctypes.byref(err)), err)
+        return _dlpack.to_torch(out.value)
+
+    def block(self, name, layer_idx):
+        """One layer's contiguous slot-major view of a block: a torch tensor
+        [max_slots, *shape] sharing the pool's memory (no copy)."""
+        out = ctypes.c_void_p()
+        err = ffi.Error()
+        _check(ffi.pool_block_dlpack(self._handle(), name.encode("utf-8"), layer_idx,
+                                     ctypes.byref(out), ctypes.byref(err)), err)
+        return _dlpack.to_torch(out.value)
+
+    # -- queries --
+
+    def stats(self):
+        """A consistent snapshot of rsp's counters (a dict)."""
+        s = ffi.Stats()
+        err = ffi.Error()
+        _check(ffi.stats_get(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
+        return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
+
+    @property
+    def num_free_slots(self) -> int:
+        s = ffi.Stats()
+        err = ffi.Error()
+        _check(ffi.pool_counters(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
+        return s.free_slots
+
+    def holding(self, rid, label="main") -> Optional[SlotState]:
+        """rid's slot under label, or None when it holds none."""
+        h = ffi.Holding()
+        err = ffi.Error()
+        with self._lock:
+            v = self._rids.lookup(rid)
+        st = ffi.holding_get(self._handle(), v, self._label_id(label), ctypes.byref(h),
+                             ctypes.byref(err))
+        if st == ffi.ENOREQ:
+            return None
+        _check(st, err)
+        return SlotState(h.index, h.has_state, h.generation)
+
+    @property
+    def pad_index(self) -> int:
+        """What an unaddressed row points at (the sink, or -1 without one)."""
+        return self._info.pad_index
+
+    @property
+    def max_slots(self) -> int:
+        return self._info.max_slots
+
+    @property
+    def supports_preplan(self) -> bool:
+        return True
+
+
+_TORCH = []
+_CUDART = []
+
+
+def _cudart():
+    """The CUDA runtime (libcudart), loaded on first use by a CUDA pool."""
+    if not _CUDART:
+        import ctypes.util
+
+        name = ctypes.util.find_library("cudart") or "libcudart.so"
+        lib = ctypes.CDLL(name)
+        lib.cudaStreamWaitEvent.restype = ctypes.c_int
+        lib.cudaStreamWaitEvent.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+        _CUDART.append(lib)
+    return _CUDART[0]
+
+
+def _torch():
+    """The torch module, or None without one (imported once)."""
+    if not _TORCH:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        _TORCH.append(torch)
+    return _TORCH[0]
+
+
+def _torch_available():
+    return _torch() is not None

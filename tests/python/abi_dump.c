@@ -1,0 +1,99 @@
+/*
+ * Prints, for every struct python/rsp/_ffi.py mirrors, its size and the
+ * offset of each field in declaration order, as one JSON object
+ * ({"rsp_row": [24, [0, 8, 12, 16, 17, 18]], ...}). tests/python/test_abi.py
+ * compares them with ctypes' layout of the mirror.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include <rsp/rsp.h>
+
+static int first_struct = 1;
+static int first_field;
+
+static void begin(const char *name, size_t size)
+{
+    printf("%s\"%s\": [%zu, [", first_struct ? "{" : ", ", name, size);
+    first_struct = 0;
+    first_field = 1;
+}
+
+static void field(size_t offset)
+{
+    printf("%s%zu", first_field ? "" : ", ", offset);
+    first_field = 0;
+}
+
+static void end(void)
+{
+    printf("]]");
+}
+
+#define S(T) begin(#T, sizeof(T))
+#define F(T, f) field(offsetof(T, f))
+
+int main(void)
+{
+    S(rsp_error), F(rsp_error, status), F(rsp_error, message), end();
+    S(rsp_block_config), F(rsp_block_config, name), F(rsp_block_config, dtype),
+        F(rsp_block_config, ndim), F(rsp_block_config, shape), F(rsp_block_config, num_shard_dims),
+        F(rsp_block_config, shard_dims), end();
+    S(rsp_pool_config), F(rsp_pool_config, num_layers), F(rsp_pool_config, blocks),
+        F(rsp_pool_config, num_blocks), F(rsp_pool_config, max_slots), F(rsp_pool_config, sink),
+        F(rsp_pool_config, world_size), F(rsp_pool_config, rank), F(rsp_pool_config, device),
+        F(rsp_pool_config, cuda_ordinal), F(rsp_pool_config, inbox_capacity),
+        F(rsp_pool_config, max_inflight_steps), F(rsp_pool_config, ordered),
+        F(rsp_pool_config, reorder_timeout_ns), F(rsp_pool_config, on_error),
+        F(rsp_pool_config, on_error_ctx), F(rsp_pool_config, owner_cpu),
+        F(rsp_pool_config, max_checkpoints), F(rsp_pool_config, max_host_checkpoints),
+        F(rsp_pool_config, checkpoint_demote), F(rsp_pool_config, on_checkpoint_evict),
+        F(rsp_pool_config, on_checkpoint_evict_ctx), end();
+    S(rsp_pool_info), F(rsp_pool_info, num_layers), F(rsp_pool_info, num_blocks),
+        F(rsp_pool_info, max_slots), F(rsp_pool_info, usable_slots), F(rsp_pool_info, sink),
+        F(rsp_pool_info, pad_index), F(rsp_pool_info, slot_bytes), F(rsp_pool_info, total_bytes),
+        F(rsp_pool_info, device), F(rsp_pool_info, owner_cpu), end();
+    S(rsp_block_view), F(rsp_block_view, data), F(rsp_block_view, dtype), F(rsp_block_view, ndim),
+        F(rsp_block_view, shape), F(rsp_block_view, strides), end();
+    S(rsp_row), F(rsp_row, rid), F(rsp_row, label), F(rsp_row, span), F(rsp_row, padding),
+        F(rsp_row, skip_post_forks), F(rsp_row, fork_group), end();
+    S(rsp_fork), F(rsp_fork, from), F(rsp_fork, to), F(rsp_fork, group), end();
+    S(rsp_lease), F(rsp_lease, bucket_bs), F(rsp_lease, bucket_id), F(rsp_lease, lease_slot), end();
+    S(rsp_checkpoint_decl), F(rsp_checkpoint_decl, rid), F(rsp_checkpoint_decl, label),
+        F(rsp_checkpoint_decl, tier), F(rsp_checkpoint_decl, key), end();
+    S(rsp_restore), F(rsp_restore, rid), F(rsp_restore, label), F(rsp_restore, key), end();
+    S(rsp_step), F(rsp_step, step_id), F(rsp_step, rows), F(rsp_step, num_rows),
+        F(rsp_step, pre_forks), F(rsp_step, num_pre_forks), F(rsp_step, post_forks),
+        F(rsp_step, num_post_forks), F(rsp_step, capture), F(rsp_step, preplan),
+        F(rsp_step, has_lease), F(rsp_step, lease), F(rsp_step, checkpoints),
+        F(rsp_step, num_checkpoints), F(rsp_step, restores), F(rsp_step, num_restores), end();
+    S(rsp_admit_outcome), F(rsp_admit_outcome, ok), F(rsp_admit_outcome, rid),
+        F(rsp_admit_outcome, label), F(rsp_admit_outcome, slots_short),
+        F(rsp_admit_outcome, usable), F(rsp_admit_outcome, free), end();
+    S(rsp_holding), F(rsp_holding, index), F(rsp_holding, has_state), F(rsp_holding, generation),
+        end();
+    S(rsp_event), F(rsp_event, kind), F(rsp_event, handle), F(rsp_event, value), end();
+    S(rsp_stats), F(rsp_stats, max_slots), F(rsp_stats, usable_slots), F(rsp_stats, free_slots),
+        F(rsp_stats, held_slots), F(rsp_stats, pending_release), F(rsp_stats, num_requests),
+        F(rsp_stats, num_holdings), F(rsp_stats, inbox_depth), F(rsp_stats, messages_handled),
+        F(rsp_stats, admits_ok), F(rsp_stats, admits_refused), F(rsp_stats, rollbacks),
+        F(rsp_stats, plans), F(rsp_stats, stages), F(rsp_stats, promotions), F(rsp_stats, commits),
+        F(rsp_stats, forks), F(rsp_stats, bytes_zeroed), F(rsp_stats, bytes_copied),
+        F(rsp_stats, generation), F(rsp_stats, posts_failed), F(rsp_stats, forward_waits),
+        F(rsp_stats, checkpoints_device), F(rsp_stats, checkpoints_host),
+        F(rsp_stats, swapped_slots), F(rsp_stats, checkpoints_taken),
+        F(rsp_stats, checkpoints_restored), F(rsp_stats, checkpoints_evicted),
+        F(rsp_stats, checkpoints_demoted), F(rsp_stats, checkpoints_dropped),
+        F(rsp_stats, checkpoints_skipped), F(rsp_stats, swaps_out), F(rsp_stats, swaps_in), end();
+    S(rsp_addressing), F(rsp_addressing, label), F(rsp_addressing, step_id),
+        F(rsp_addressing, staged), F(rsp_addressing, num_rows), F(rsp_addressing, length),
+        F(rsp_addressing, slot_indices), F(rsp_addressing, has_state),
+        F(rsp_addressing, generations), F(rsp_addressing, device_slot_indices),
+        F(rsp_addressing, device_has_state), F(rsp_addressing, ready), end();
+    S(rsp_step_outcome), F(rsp_step_outcome, committed), F(rsp_step_outcome, admit),
+        F(rsp_step_outcome, planned), F(rsp_step_outcome, plan_step_id),
+        F(rsp_step_outcome, plan_staged), F(rsp_step_outcome, plan_digest), end();
+    printf("}\n");
+    return 0;
+}

@@ -1,0 +1,230 @@
+# Every method of RecurrentStatePool, its answers and its failures.
+# SPDX-License-Identifier: Apache-2.0
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import rsp
+from conftest import PKG, small_config
+
+
+def test_config_and_properties(pool):
+    assert pool.pad_index == 0
+    assert pool.max_slots == 8
+    assert pool.num_free_slots == 7  # the sink is not free
+    assert pool.supports_preplan
+    no_sink = rsp.RecurrentStatePool("cpu", small_config(sink=False))
+    assert no_sink.pad_index == -1
+    assert no_sink.num_free_slots == 8
+    no_sink.cleanup()
+
+
+def test_bad_config_raises_with_rsp_status_and_message():
+    with pytest.raises(rsp.RspError) as e:
+        rsp.RecurrentStatePool("cpu", rsp.PoolConfig(num_layers=0, blocks=[
+            rsp.BlockSpec("ssm", (4,))], max_slots=4))
+    assert e.value.name == "RSP_EINVAL"
+    assert "num_layers" in e.value.message
+    with pytest.raises(ValueError):
+        rsp.RecurrentStatePool("cpu", rsp.PoolConfig(num_layers=1, blocks=[
+            rsp.BlockSpec("ssm", (4,), "complex64")], max_slots=4))
+    with pytest.raises(ValueError):
+        rsp.RecurrentStatePool("tpu", small_config())
+
+
+def test_block_is_slot_major_with_the_declared_dtype(pool):
+    ssm = pool.block("ssm", 0)
+    conv = pool.block("conv", 1)
+    assert ssm.shape == (8, 4, 8) and ssm.dtype == torch.float32
+    assert conv.shape == (8, 3, 5) and conv.dtype == torch.bfloat16
+    assert ssm.is_contiguous() and conv.is_contiguous()
+    assert ssm.data_ptr() != pool.block("ssm", 1).data_ptr()
+    assert pool.block("ssm", 0).data_ptr() == ssm.data_ptr()  # the same memory, no copy
+    assert torch.count_nonzero(ssm) == 0  # a new pool reads as zero
+    with pytest.raises(rsp.RspError) as e:
+        pool.block("nope", 0)
+    assert e.value.name == "RSP_EINVAL" and "nope" in e.value.message
+    with pytest.raises(rsp.RspError):
+        pool.block("ssm", 2)
+
+
+def test_step_cycle_addressing_and_holdings(pool):
+    pool.ingest_request("a")
+    pool.ingest_request("a")  # idempotent
+    pool.ingest_request("b")
+    step = rsp.Step(1, [rsp.Row("a", "main", 4), rsp.Row("b", "main", 1)])
+    out = pool.admit(step)
+    assert out.ok and bool(out) and out.reason is None
+    assert pool.plan(step) == 1
+    a = pool.addressing("main")
+    assert a.num_rows == 2 and a.step_id == 1
+    assert a.slot_indices.dtype == torch.int32 and a.has_state.dtype == torch.bool
+    assert a.slot_indices.tolist() == a.host_slot_indices == [1, 2]
+    assert a.has_state.tolist() == [False, False]
+    pool.commit(step)
+    h = pool.holding("a")
+    assert h.index == 1 and h.has_state
+    assert pool.holding("nobody") is None
+    assert pool.num_free_slots == 5
+    # the next step of the same rows: has_state now
+    step2 = rsp.Step(2, [rsp.Row("a", "main", 1), rsp.Row("b", "main", 1)])
+    assert pool.admit(step2)
+    pool.plan(step2)
+    assert pool.addressing().has_state.tolist() == [True, True]
+    pool.commit(step2)
+
+
+def test_pool_full_names_the_pair_in_the_callers_terms():
+    p = rsp.RecurrentStatePool("cpu", small_config(max_slots=3))
+    step = rsp.Step(1, [("r0", "main", 1), ("r1", "main", 1), ("r2", "main", 1)])
+    out = p.admit(step)
+    assert not out.ok and not bool(out)
+    assert out.rid == "r2" and out.label == "main"
+    assert out.slots_short == 1 and out.usable == 2 and out.free == 2
+    assert "r2" in out.reason
+    assert p.num_free_slots == 2  # nothing taken
+    p.cleanup()
+
+
+def test_rollback_frees_what_admit_took(pool):
+    step = rsp.Step(1, [("x", "main", 1), ("y", "main", 1)])
+    assert pool.admit(step)
+    assert pool.num_free_slots == 5
+    pool.rollback_admit(step)
+    assert pool.num_free_slots == 7
+    pool.rollback_admit(step)  # finished step: nothing happens
+
+
+def test_errors_raise_with_status(pool):
+    step = rsp.Step(1, [("x", "main", 1)])
+    with pytest.raises(rsp.RspError) as e:
+        pool.plan(step)  # not admitted
+    assert e.value.name == "RSP_EORDER"
+    with pytest.raises(rsp.RspError) as e:
+        pool.admit(rsp.Step(2, [("x", "main", 1), ("x", "main", 1)]))
+    assert e.value.name == "RSP_EDUPROW"
+    with pytest.raises(rsp.RspError) as e:
+        pool.addressing()  # no live plan yet
+    assert e.value.name == "RSP_ENOPLAN"
+    with pytest.raises(TypeError):
+        pool.ingest_request(1.5)
+    with pytest.raises(ValueError):
+        pool.ingest_request(-1)
+
+
+def test_preplan_stage_and_clear(pool):
+    step = rsp.Step(1, [("s", "main", 1)], preplan=True)
+    assert pool.admit(step)
+    pool.plan(step)
+    with pytest.raises(rsp.RspError) as e:
+        pool.plan(step)  # a second stage
+    assert e.value.name == "RSP_ESTAGED"
+    pool.clear_preplan()
+    pool.clear_preplan()  # none: still fine
+    live = rsp.Step(1, [("s", "main", 1)])
+    pool.plan(live)
+    pool.commit(live)
+
+
+def test_graph_buffers_and_leases(pool):
+    pool.build_accelerator_graph_buffers(None, max_bs=8, max_seq_len=64)
+    step = rsp.Step(1, [("g", "main", 1)], lease=rsp.Lease(4, 0, 0))
+    assert pool.admit(step)
+    pool.plan(step)
+    a = pool.addressing()
+    assert a.num_rows == 1 and len(a.host_slot_indices) == 8  # bucket padded to the buffer
+    assert a.slot_indices.tolist()[1:] == [pool.pad_index] * 7
+    pool.commit(step)
+    with pytest.raises(rsp.RspError):
+        pool.build_accelerator_graph_buffers(None, max_bs=0, max_seq_len=0)
+
+
+def test_remove_and_reset_free(pool):
+    step = rsp.Step(1, [("a", "main", 1), ("b", "main", 1)])
+    pool.admit(step)
+    pool.plan(step)
+    pool.commit(step)
+    pool.reset_request("a", free=True)
+    assert pool.holding("a") is None
+    pool.remove_request("b")
+    assert pool.holding("b") is None
+    pool.remove_request("never")  # unknown: nothing happens
+    assert pool.num_free_slots == 7
+
+
+def test_stats_count_the_steps(pool):
+    step = rsp.Step(1, [("a", "main", 1)])
+    pool.admit(step)
+    pool.plan(step)
+    pool.commit(step)
+    s = pool.stats()
+    assert s["commits"] == 1 and s["admits_ok"] == 1 and s["held_slots"] == 1
+
+
+def test_step_next_commits_and_plans_in_one_call(pool):
+    s1 = rsp.Step(1, [("a", "main", 1)])
+    assert pool.step_next(s1)
+    assert pool.addressing().step_id == 1
+    s2 = rsp.Step(2, [("a", "main", 1)])
+    assert pool.step_next(s2, prev=s1)
+    assert pool.addressing().has_state.tolist() == [True]
+    pool.commit(s2)
+
+
+def test_cleanup_then_calls_raise(pool):
+    pool.cleanup()
+    pool.cleanup()  # twice is fine
+    with pytest.raises(rsp.RspError) as e:
+        pool.ingest_request("a")
+    assert e.value.name == "RSP_ESHUTDOWN"
+
+
+def test_string_ids_are_blake2b_and_stable_across_processes():
+    want = int.from_bytes(hashlib.blake2b(b"req-0", digest_size=8).digest(), "little")
+    assert rsp.rid64("req-0") == want
+    assert rsp.rid64(42) == 42
+    code = "import rsp; print(rsp.rid64('req-0'))"
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=PKG)
+        out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        assert int(out) == want
+
+
+def test_two_live_strings_with_one_id_are_refused(monkeypatch):
+    from rsp import ids
+
+    monkeypatch.setattr(ids, "rid64", lambda rid: 7)  # every string collides
+    m = ids.RidMap()
+    assert m.get("a") == 7
+    assert m.get("a") == 7  # the same string again is fine
+    with pytest.raises(ValueError, match="same 64-bit id"):
+        m.get("b")
+    m.forget("a")
+    assert m.get("b") == 7  # a's id is free once a is gone
+
+
+def test_plan_refs_are_context_managers_released_at_cleanup():
+    p = rsp.RecurrentStatePool("cpu", small_config())
+    s1 = rsp.Step(1, [("a", "main", 1)])
+    assert p.admit(s1)
+    p.plan(s1)
+    with p.plan_ref() as ref:
+        assert ref.step_id == 1
+        assert ref.addressing().host_slot_indices == [1]
+    with pytest.raises(rsp.RspError):
+        ref.addressing()  # released
+    p.commit(s1)
+    s2 = rsp.Step(2, [("a", "main", 1)])
+    assert p.admit(s2)
+    p.plan(s2)
+    held = p.plan_ref(2)  # never released by the caller
+    assert held.addressing().has_state.tolist() == [True]
+    p.commit(s2)
+    p.cleanup()  # would wait forever for the reference if the pool kept it
+    with pytest.raises(rsp.RspError):
+        held.addressing()

@@ -1,0 +1,18 @@
+# python/README.md's example runs as written (against this build's librsp).
+# SPDX-License-Identifier: Apache-2.0
+import os
+import re
+import subprocess
+import sys
+
+from conftest import PKG
+
+
+def test_readme_example_runs():
+    text = open(os.path.join(PKG, "README.md"), encoding="utf-8").read()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    assert len(code.strip().splitlines()) <= 20
+    env = dict(os.environ, PYTHONPATH=PKG)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
