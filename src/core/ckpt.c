@@ -276,36 +276,36 @@ void rsp__ck_unpin_step(rsp__core *c, uint32_t rec)
     s->num_ckrecs = 0;
 }
 
+/* restores[i] (restore) or checkpoints[i] of step: RSP_EORDER when
+ * another planned step in `others` pins its slot (a restore writes it
+ * now, a take reads it at this step's commit, either under that step's
+ * forward). */
+static rsp_status check_busy(const rsp__core *c, const rsp_step *step, bool restore, uint32_t i,
+                             uint64_t others, rsp_error *err)
+{
+    rsp_rid rid = restore ? step->restores[i].rid : step->checkpoints[i].rid;
+    rsp_label_id label = restore ? step->restores[i].label : step->checkpoints[i].label;
+    const rsp__hold *h = hold_of(c, rid, label);
+    uint64_t busy = h ? c->slots[h->slot].pins & others : 0;
+    if (!busy)
+        return RSP_OK;
+    return rsp__fail(err, RSP_EORDER,
+                     "plan: step %" PRIu64 ": %s[%" PRIu32 "] (rid %" PRIu64 ", \"%s\") %s slot "
+                     "%" PRIu32 ", which step %" PRIu64 " (planned, not committed) may still "
+                     "write; commit step %" PRIu64 " first",
+                     step->step_id, restore ? "restores" : "checkpoints", i, rid,
+                     c->label_names[label], restore ? "writes" : "reads at this step's commit",
+                     h->slot, first_step(c, busy), first_step(c, busy));
+}
+
 rsp_status rsp__ck_plan_check(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err)
 {
     rsp_status st = rsp__ck_check_restores(c, step, err);
     uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
-    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_restores; i++) {
-        const rsp_restore *r = &step->restores[i];
-        const rsp__hold *h = hold_of(c, r->rid, r->label);
-        if (h && (c->slots[h->slot].pins & others))
-            return rsp__fail(err, RSP_EORDER,
-                             "plan: step %" PRIu64 ": restores[%" PRIu32 "] (rid %" PRIu64
-                             ", \"%s\") writes slot %" PRIu32 ", which step %" PRIu64
-                             " (planned, not committed) may still write; commit step %" PRIu64
-                             " first",
-                             step->step_id, i, r->rid, c->label_names[r->label], h->slot,
-                             first_step(c, c->slots[h->slot].pins & others),
-                             first_step(c, c->slots[h->slot].pins & others));
-    }
-    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_checkpoints; i++) {
-        const rsp_checkpoint_decl *d = &step->checkpoints[i];
-        const rsp__hold *h = hold_of(c, d->rid, d->label);
-        if (h && (c->slots[h->slot].pins & others))
-            return rsp__fail(err, RSP_EORDER,
-                             "plan: step %" PRIu64 ": checkpoints[%" PRIu32 "] (rid %" PRIu64
-                             ", \"%s\") reads slot %" PRIu32 " at this step's commit, which step "
-                             "%" PRIu64 " (planned, not committed) may still write; commit "
-                             "step %" PRIu64 " first",
-                             step->step_id, i, d->rid, c->label_names[d->label], h->slot,
-                             first_step(c, c->slots[h->slot].pins & others),
-                             first_step(c, c->slots[h->slot].pins & others));
-    }
+    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_restores; i++)
+        st = check_busy(c, step, true, i, others, err);
+    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_checkpoints; i++)
+        st = check_busy(c, step, false, i, others, err);
     return st;
 }
 

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "core/map.h"
 #include "cuda/gpu.h"
 #include "device/device.h"
 
@@ -336,14 +337,10 @@ static const uint8_t *cslot(const rsp_test_store *s, uint32_t b, uint32_t l, uin
 /* Simulated forwards                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* The core's finaliser (core/map.h). */
 static uint64_t mix(uint64_t x)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
+    return rsp__mix64(x);
 }
 
 /* Write one forward into host-visible storage (emulated heap, the host

@@ -3,7 +3,8 @@
 
 #include <string.h>
 
-void fx_init(fx *f, uint32_t max_slots, bool sink)
+/* fx_init's config in f, not created yet. */
+static void fx_config(fx *f, uint32_t max_slots, bool sink)
 {
     memset(f, 0, sizeof *f);
     rsp_pool_config_init(&f->cfg);
@@ -16,6 +17,20 @@ void fx_init(fx *f, uint32_t max_slots, bool sink)
     f->cfg.num_layers = 2;
     f->cfg.max_slots = max_slots;
     f->cfg.sink = sink;
+}
+
+void fx_init(fx *f, uint32_t max_slots, bool sink)
+{
+    fx_config(f, max_slots, sink);
+    fx_init_cfg(f, &f->cfg);
+}
+
+void fx_init_ck(fx *f, uint32_t max_slots, uint32_t device, uint32_t host, bool demote)
+{
+    fx_config(f, max_slots, true);
+    f->cfg.max_checkpoints = device;
+    f->cfg.max_host_checkpoints = host;
+    f->cfg.checkpoint_demote = demote;
     fx_init_cfg(f, &f->cfg);
 }
 

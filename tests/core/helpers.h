@@ -32,6 +32,9 @@ typedef struct fx {
 
 void fx_init(fx *f, uint32_t max_slots, bool sink);
 void fx_init_cfg(fx *f, const rsp_pool_config *cfg);
+/* fx_init (sink on) with the checkpoint tiers (issue 12): `device` and
+ * `host` slots, demotion as given. */
+void fx_init_ck(fx *f, uint32_t max_slots, uint32_t device, uint32_t host, bool demote);
 void fx_fini(fx *f);
 rsp_label_id fx_label(fx *f, const char *name);
 

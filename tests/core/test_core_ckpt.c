@@ -12,25 +12,10 @@ static const int fence_dummy = 0;
 static const rsp_event done_ev = {
     .kind = RSP_EVENT_HOST_FENCE, .handle = (void *)&fence_dummy, .value = 3};
 
-static rsp_block_config ck_blocks[2] = {
-    {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2, .shape = {3, 4}},
-    {.name = "ssm", .dtype = RSP_DTYPE_BF16, .ndim = 2, .shape = {2, 5}},
-};
-
 /* A core of `slots` request slots (sink on) and the two tiers. */
 static void ck_init(fx *f, uint32_t slots, uint32_t dev, uint32_t host, bool demote)
 {
-    rsp_pool_config cfg;
-    rsp_pool_config_init(&cfg);
-    cfg.blocks = ck_blocks;
-    cfg.num_blocks = 2;
-    cfg.num_layers = 2;
-    cfg.max_slots = slots;
-    cfg.sink = true;
-    cfg.max_checkpoints = dev;
-    cfg.max_host_checkpoints = host;
-    cfg.checkpoint_demote = demote;
-    fx_init_cfg(f, &cfg);
+    fx_init_ck(f, slots, dev, host, demote);
 }
 
 static uint32_t first_dev(fx *f)

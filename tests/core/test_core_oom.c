@@ -551,26 +551,11 @@ static const scenario scenarios[] = {
     {"remove", steady_setup, remove_op, remove_check},
 };
 
-static rsp_block_config oom_blocks[2] = {
-    {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2, .shape = {3, 4}},
-    {.name = "ssm", .dtype = RSP_DTYPE_BF16, .ndim = 2, .shape = {2, 5}},
-};
-
 /* fx_init's pool (48 slots, sink) with both checkpoint tiers (2 slots
  * each, demotion on). */
 static void oom_init(fx *f)
 {
-    rsp_pool_config cfg;
-    rsp_pool_config_init(&cfg);
-    cfg.blocks = oom_blocks;
-    cfg.num_blocks = 2;
-    cfg.num_layers = 2;
-    cfg.max_slots = 48;
-    cfg.sink = true;
-    cfg.max_checkpoints = 2;
-    cfg.max_host_checkpoints = 2;
-    cfg.checkpoint_demote = true;
-    fx_init_cfg(f, &cfg);
+    fx_init_ck(f, 48, 2, 2, true);
 }
 
 /* For N = 1, 2, ...: fresh core, set-up, fail the N-th allocation of the

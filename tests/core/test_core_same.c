@@ -466,11 +466,6 @@ static void steady_fork_steps_take_the_path(void **state)
     duo_fini(&d);
 }
 
-static rsp_block_config ck_blocks[2] = {
-    {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2, .shape = {3, 4}},
-    {.name = "ssm", .dtype = RSP_DTYPE_BF16, .ndim = 2, .shape = {2, 5}},
-};
-
 /* Steps that restore or take checkpoints (issue 12) take the general path
  * at admit and plan; the steady steps around them, a swap out and in
  * between, still agree with the general path everywhere. */
@@ -481,16 +476,7 @@ static void checkpoint_steps_take_the_general_path(void **state)
         skip();
     duo d;
     for (int i = 0; i < 2; i++) {
-        rsp_pool_config cfg;
-        rsp_pool_config_init(&cfg);
-        cfg.blocks = ck_blocks;
-        cfg.num_blocks = 2;
-        cfg.num_layers = 2;
-        cfg.max_slots = 16;
-        cfg.sink = true;
-        cfg.max_checkpoints = 2;
-        cfg.max_host_checkpoints = 4;
-        fx_init_cfg(&d.f[i], &cfg);
+        fx_init_ck(&d.f[i], 16, 2, 4, false);
         d.draft = fx_label(&d.f[i], "draft");
     }
     rsp__core_set_fast(d.f[1].core, false);
