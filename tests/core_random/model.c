@@ -166,6 +166,13 @@ static uint64_t lru_victim(const rspm *m, uint32_t t)
     return 0;
 }
 
+/* Slots of tier t in use: its checkpoints, and on the host tier the
+ * swapped requests' slots. */
+static uint32_t tier_used(const rspm *m, uint32_t t)
+{
+    return m->tier_count[t] + (t == 1 ? m->swapped_slots : 0);
+}
+
 /* Take `content` under key into tier (the source checks were made). */
 static rsp_status take(rspm *m, uint64_t key, uint32_t tier, uint64_t content)
 {
@@ -174,12 +181,12 @@ static rsp_status take(rspm *m, uint64_t key, uint32_t tier, uint64_t content)
         return RSP_EPINNED;
     uint64_t victim = 0, hv = 0;
     bool demote = false;
-    if (m->tier_count[tier] - (k->present && k->tier == tier) >= m->tier_size[tier]) {
+    if (tier_used(m, tier) - (k->present && k->tier == tier) >= m->tier_size[tier]) {
         victim = lru_victim(m, tier);
         if (!victim)
             return RSP_ECAPACITY;
         if (tier == 0 && m->demote && m->tier_size[1]) {
-            if (m->tier_count[1] - (k->present && k->tier == 1) < m->tier_size[1])
+            if (tier_used(m, 1) - (k->present && k->tier == 1) < m->tier_size[1])
                 demote = true;
             else
                 demote = (hv = lru_victim(m, 1)) != 0;
@@ -236,6 +243,87 @@ rsp_status rspm_ck_pin(rspm *m, uint64_t key, bool pin)
     return RSP_OK;
 }
 
+/* Is slot s pinned, or marked by post-forks or takes, by a step in flight? */
+static bool slot_busy(const rspm *m, int32_t s)
+{
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS; i++)
+        if (m->steps[i].used && (pinned_by(&m->steps[i], s) || m->steps[i].fslot[s]))
+            return true;
+    return false;
+}
+
+rsp_status rspm_swap_out(rspm *m, uint32_t ridx)
+{
+    rspm_request *r = &m->req[ridx];
+    m->evictions = 0;
+    if (!r->exists)
+        return RSP_ENOREQ;
+    if (r->swapped)
+        return RSP_EORDER;
+    for (uint32_t i = 0; i < r->num_holdings; i++)
+        if (slot_busy(m, r->h[i].slot))
+            return RSP_EORDER;
+    uint32_t room = m->tier_size[1] - tier_used(m, 1);
+    for (uint32_t i = 0; i < m->lru_n[1]; i++)
+        room += !ck_pinned(&m->ck[m->lru[1][i]]);
+    if (room < r->num_holdings)
+        return RSP_ECAPACITY;
+    for (uint32_t i = 0; i < r->num_holdings; i++) {
+        if (tier_used(m, 1) == m->tier_size[1]) {
+            ck_forget(m, lru_victim(m, 1));
+            m->evictions++;
+        }
+        m->swapped_slots++;
+        r->swap_label[i] = r->h[i].label;
+        r->swap_content[i] = m->slot[r->h[i].slot].content;
+        r->swap_has[i] = r->h[i].has_state;
+    }
+    r->swap_n = r->num_holdings;
+    rspm_reset(m, ridx, true); /* released as any release (not swapped yet) */
+    r->swapped = true;
+    return RSP_OK;
+}
+
+rsp_status rspm_swap_in(rspm *m, uint32_t ridx, rspm_admit *out)
+{
+    rspm_request *r = &m->req[ridx];
+    *out = (rspm_admit){.ok = true, .free = m->num_free};
+    if (!r->exists)
+        return RSP_ENOREQ;
+    if (!r->swapped)
+        return RSP_EORDER;
+    if (r->swap_n > m->num_free) {
+        *out = (rspm_admit){.ok = false,
+                            .ridx = ridx,
+                            .label = r->swap_label[m->num_free],
+                            .slots_short = r->swap_n - m->num_free,
+                            .free = m->num_free};
+        return RSP_OK;
+    }
+    for (uint32_t i = 0; i < r->swap_n; i++) {
+        rspm_holding *h = &r->h[r->num_holdings++];
+        *h = (rspm_holding){.label = r->swap_label[i],
+                            .slot = pop_slot(m),
+                            .has_state = r->swap_has[i],
+                            .gen_moved = true,
+                            .gen = ++m->gen};
+        m->slot[h->slot].content = r->swap_content[i];
+        m->slot[h->slot].written = r->swap_content[i] != 0;
+    }
+    m->swapped_slots -= r->swap_n;
+    r->swapped = false;
+    return RSP_OK;
+}
+
+bool rspm_swapped_row(const rspm *m, const rspm_decl *d)
+{
+    for (uint32_t i = 0; i < d->num_rows; i++)
+        if (!d->rows[i].padding && m->req[d->rows[i].ridx].exists &&
+            m->req[d->rows[i].ridx].swapped)
+            return true;
+    return false;
+}
+
 bool rspm_ck_restores_present(const rspm *m, const rspm_decl *d)
 {
     for (uint32_t i = 0; i < d->num_restores; i++)
@@ -262,6 +350,10 @@ void rspm_reset(rspm *m, uint32_t ridx, bool free)
     rspm_request *r = &m->req[ridx];
     if (!r->exists)
         return;
+    if (r->swapped) { /* holds nothing: its host slots go back */
+        m->swapped_slots -= r->swap_n;
+        r->swapped = false;
+    }
     if (free) {
         for (uint32_t i = 0; i < r->num_holdings; i++)
             let_go(m, r->h[i].slot);

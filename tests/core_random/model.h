@@ -80,6 +80,13 @@ typedef struct rspm_request {
     bool exists;
     uint32_t num_holdings;
     rspm_holding h[RSPM_MAX_LABELS]; /* insertion order */
+    /* Swapped out (issue 12): no holdings; per holding it had, its label,
+     * content tag and has_state, each in a host-tier slot. */
+    bool swapped;
+    uint32_t swap_n;
+    uint32_t swap_label[RSPM_MAX_LABELS];
+    uint64_t swap_content[RSPM_MAX_LABELS];
+    bool swap_has[RSPM_MAX_LABELS];
 } rspm_request;
 
 typedef struct rspm_slot {
@@ -200,6 +207,7 @@ typedef struct rspm {
     uint64_t skip_key[RSPM_MAX_CK_DECLS];
     rsp_status skip_st[RSPM_MAX_CK_DECLS];
     uint32_t evictions;
+    uint32_t swapped_slots; /* host-tier slots of swapped requests */
     uint32_t max_slots;
     bool sink;
     int32_t pad;
@@ -262,6 +270,20 @@ void rspm_ck_init(rspm *m, uint32_t device, uint32_t host, bool demote);
 rsp_status rspm_ck_take(rspm *m, uint64_t key, uint32_t ridx, uint32_t label, uint32_t tier);
 rsp_status rspm_ck_drop(rspm *m, uint64_t key);
 rsp_status rspm_ck_pin(rspm *m, uint64_t key, bool pin);
+/* Swap (issue 12): swap_out needs the request (RSP_ENOREQ), not swapped
+ * out, no holding pinned or marked by a step in flight (RSP_EORDER), and
+ * a host slot per holding, counting unpinned host checkpoints to evict
+ * in LRU order (RSP_ECAPACITY); the slots are released in label order.
+ * swap_in needs a swapped request (RSP_EORDER); too few free slots is the
+ * admit outcome (*out, nothing changed); the holdings come back in label
+ * order (fresh slots, new generations, their has_state and contents).
+ * A swapped request's rows refuse an admit (RSP_EORDER); reset and remove
+ * give its host slots back. */
+rsp_status rspm_swap_out(rspm *m, uint32_t ridx);
+rsp_status rspm_swap_in(rspm *m, uint32_t ridx, rspm_admit *out);
+/* A non-padding row of d names a swapped-out request. */
+bool rspm_swapped_row(const rspm *m, const rspm_decl *d);
+
 /* Every restore of d names a present key (else the admit is RSP_ENOKEY). */
 bool rspm_ck_restores_present(const rspm *m, const rspm_decl *d);
 

@@ -175,7 +175,7 @@ typedef struct T {
      * sequences. */
     bool ck;
     uint64_t count_ck_ops, count_ck_restores, count_ck_takes, count_ck_skips, count_ck_enokey;
-    uint64_t count_ck_demoted;
+    uint64_t count_ck_demoted, count_swaps_out, count_swaps_in, count_swap_refused;
 } T;
 
 static uint32_t rid_of(uint32_t ridx)
@@ -644,6 +644,27 @@ static rsp_status tw_ck_pin(T *t, uint64_t key, bool pin, rsp_error *err)
     rsp_status a = rsp__core_checkpoint_pin(t->core, key, pin, &ea);
     rsp_status b = rsp__core_checkpoint_pin(t->slow, key, pin, &eb);
     twin_status(t, "checkpoint_pin", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_swap_out(T *t, rsp_rid rid, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_swap_out(t->core, rid, &t->work, &ea);
+    rsp_status b = rsp__core_swap_out(t->slow, rid, &t->swork, &eb);
+    twin_status(t, "swap_out", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_swap_in(T *t, rsp_rid rid, rsp_admit_outcome *out, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_admit_outcome ob;
+    memset(&ob, 0, sizeof ob);
+    rsp_status a = rsp__core_swap_in(t->core, rid, out, &t->work, &ea);
+    rsp_status b = rsp__core_swap_in(t->slow, rid, &ob, &t->swork, &eb);
+    twin_status(t, "swap_in", a, b, &ea, &eb, err);
+    CHECK(t, a != RSP_OK || !memcmp(out, &ob, sizeof ob), "swap_in: twin outcome differs");
     return a;
 }
 
@@ -1277,7 +1298,16 @@ static void op_admit(T *t)
     rsp_admit_outcome out;
     memset(&out, 0, sizeof out);
     bool keys = rspm_ck_restores_present(&t->m, &s->d);
+    bool swapped = rspm_swapped_row(&t->m, &s->d);
     rsp_status rc = tw_admit(t, &st_, &out, &t->work, NULL);
+    if (swapped) {
+        /* A row names a swapped-out rid: refused, nothing changed. */
+        expect_err(t, rc, RSP_EORDER, "admit naming a swapped rid");
+        t->count_swap_refused++;
+        s->phase = PH_NONE;
+        check_all(t, "admit (swapped rid)");
+        return;
+    }
     if (!keys) {
         /* A restore of a key not stored: refused, nothing changed. */
         expect_err(t, rc, RSP_ENOKEY, "admit restoring a missing key");
@@ -1694,7 +1724,14 @@ static void op_readmit(T *t, dstep *s)
     note(t, "admit step %llu again", (unsigned long long)s->d.step_id);
     rsp_admit_outcome out;
     memset(&out, 0, sizeof out);
+    bool swapped = rspm_swapped_row(&t->m, &s->d);
     rsp_status rc = tw_admit(t, &st_, &out, &t->work, NULL);
+    if (swapped) {
+        /* A rid of a span-0 row was swapped out since (nothing pinned it). */
+        expect_err(t, rc, RSP_EORDER, "re-admit naming a swapped rid");
+        check_all(t, "re-admit (swapped)");
+        return;
+    }
     CHECK(t, rc == RSP_OK, "re-admit step %llu: status %d", (unsigned long long)s->d.step_id,
           (int)rc);
     check_work(t, "re-admit", W_NO_ZERO | W_NO_COPY, &t->m);
@@ -1712,6 +1749,48 @@ static void op_readmit(T *t, dstep *s)
               want.label, want.slots_short, want.free);
     t->count_readmit++;
     check_all(t, "re-admit");
+}
+
+/* swap_out of a random rid, or swap_in of one (a swapped one, mostly),
+ * against the model. */
+static void op_swap(T *t, bool out)
+{
+    uint32_t ridx = below(t, NUM_RIDS);
+    if (!out && below(t, 10) < 9)
+        for (uint32_t k = 0; k < NUM_RIDS && !t->m.req[ridx].swapped; k++)
+            ridx = (ridx + 1) % NUM_RIDS;
+    note(t, "swap_%s rid %u", out ? "out" : "in", rid_of(ridx));
+    rsp_status rc, want;
+    rspm_admit mo;
+    rsp_admit_outcome o;
+    memset(&o, 0, sizeof o);
+    if (out) {
+        rc = tw_swap_out(t, rid_of(ridx), NULL);
+        want = rspm_swap_out(&t->m, ridx);
+        if (rc == RSP_OK)
+            CHECK(t, rsp__core_ckpt_report(t->core)->num_evictions == t->m.evictions,
+                  "swap_out: %u evictions, model %u", rsp__core_ckpt_report(t->core)->num_evictions,
+                  t->m.evictions);
+    } else {
+        rc = tw_swap_in(t, rid_of(ridx), &o, NULL);
+        want = rspm_swap_in(&t->m, ridx, &mo);
+        CHECK(t,
+              rc != RSP_OK ||
+                  (o.ok == mo.ok && (o.ok || (o.rid == rid_of(mo.ridx) && o.label == mo.label &&
+                                              o.slots_short == mo.slots_short))),
+              "swap_in: ok %d (rid %llu label %u short %u), model ok %d (rid %u label %u short %u)",
+              o.ok, (unsigned long long)o.rid, o.label, o.slots_short, mo.ok, rid_of(mo.ridx),
+              mo.label, mo.slots_short);
+    }
+    if (want != RSP_OK)
+        expect_err(t, rc, want, out ? "swap_out" : "swap_in");
+    else
+        CHECK(t, rc == RSP_OK, "swap: status %d (%s)", (int)rc, rsp_strerror(rc));
+    t->count_swaps_out += out && rc == RSP_OK;
+    t->count_swaps_in += !out && rc == RSP_OK && o.ok;
+    check_work(t, out ? "swap_out" : "swap_in", out ? W_UNPINNED_ZERO : W_NO_ZERO, &t->m);
+    apply_work(t, out ? "swap_out" : "swap_in");
+    check_all(t, out ? "swap_out" : "swap_in");
 }
 
 /* A checkpoint message: take (after now, the last committed step, or a
@@ -1742,12 +1821,15 @@ static void op_ckpt(T *t)
             CHECK(t, rsp__core_ckpt_report(t->core)->num_evictions == t->m.evictions,
                   "checkpoint: %u evictions, model %u",
                   rsp__core_ckpt_report(t->core)->num_evictions, t->m.evictions);
+    } else if (x >= 84) {
+        op_swap(t, x < 89);
+        return;
     } else if (x < 72) {
         note(t, "checkpoint_drop %llu", (unsigned long long)key);
         rc = tw_ck_drop(t, key, NULL);
         want = rspm_ck_drop(&t->m, key);
     } else {
-        bool pin = x < 82; /* fewer pins than unpins: pins do not pile up */
+        bool pin = x < 77; /* fewer pins than unpins: pins do not pile up */
         note(t, "checkpoint_%s %llu", pin ? "pin" : "unpin", (unsigned long long)key);
         rc = tw_ck_pin(t, key, pin, NULL);
         want = rspm_ck_pin(&t->m, key, pin);
@@ -1963,10 +2045,13 @@ static void run(const run_cfg *cfg, uint64_t ops)
         (unsigned long long)cv->fork_from_reset, (unsigned long long)cv->rollback_frees,
         (unsigned long long)cv->rollback_skips);
     print_message("  checkpoints: %llu messages, %llu taken in steps (%llu skipped), %llu "
-                  "restored, %llu admits refused for a missing key, %llu demoted\n",
+                  "restored, %llu admits refused for a missing key, %llu demoted; swaps %llu "
+                  "out, %llu in, %llu admits refused for a swapped rid\n",
                   (unsigned long long)t->count_ck_ops, (unsigned long long)t->count_ck_takes,
                   (unsigned long long)t->count_ck_skips, (unsigned long long)t->count_ck_restores,
-                  (unsigned long long)t->count_ck_enokey, (unsigned long long)t->count_ck_demoted);
+                  (unsigned long long)t->count_ck_enokey, (unsigned long long)t->count_ck_demoted,
+                  (unsigned long long)t->count_swaps_out, (unsigned long long)t->count_swaps_in,
+                  (unsigned long long)t->count_swap_refused);
     CHECK(
         t,
         !t->ck || ops < 10000 ||
