@@ -300,6 +300,8 @@ static rsp_status check_busy(const rsp__core *c, const rsp_step *step, bool rest
 
 rsp_status rsp__ck_plan_check(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err)
 {
+    if (!step->num_restores && !step->num_checkpoints)
+        return RSP_OK; /* the usual step: no look at the planned steps */
     rsp_status st = rsp__ck_check_restores(c, step, err);
     uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
     for (uint32_t i = 0; st == RSP_OK && others && i < step->num_restores; i++)

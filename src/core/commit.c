@@ -209,7 +209,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
     if (forward_done)
         (void)rsp__work_wait(w, forward_done);
     /* A capture step (graph warm-up) wrote only the pad target: nothing to
-     * record, no forks. */
+     * record, no forks, no restores or takes (check.h). */
     if (!c->steps[rec].capture) {
         uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
         commit_writes(c, rec, others, w);
@@ -227,7 +227,6 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
          * draft) gets none: its rows' writes above still count. */
         rsp__apply_forks(c, step, true, others, skips, w);
     }
-    rsp__ck_unpin_step(c, rec); /* a capture step pinned none: nothing */
     rsp__step_unpin(c, rec, false, w);
     end_step(c, rec, stage);
     rsp__work_thaw(w);
