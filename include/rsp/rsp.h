@@ -21,7 +21,8 @@
  *                                  | never in a read section  |
  *   rsp_ticket_forget              | the thread owning ticket | no
  *   rsp_pool_counters              | any thread               | no (atomics)
- *   rsp_read_*, rsp_plan_*         | registered reader thread | no (RCU read)
+ *   rsp_read_*, rsp_plan_*,        | registered reader thread | no (RCU read)
+ *   rsp_checkpoint_lookup          |                          |
  *   rsp_event_host / _cuda         | any thread               | no (pure)
  *   rsp_plan_wait, _wait_step      | any thread, not in a     | yes (or timeout)
  *                                  | read section             |
@@ -182,6 +183,9 @@ typedef struct rsp_pool_config {
      * pool (the owner handles nothing else while it runs; a call that waits
      * for the owner deadlocks); copy what it needs, the failure lives for
      * the call only. Each such failure is also counted (rsp_stats.posts_failed).
+     * Also called for each checkpoint take declared in a step that its
+     * commit had to skip (the commit stands; counted in
+     * rsp_stats.checkpoints_skipped instead).
      */
     void (*on_error)(void *ctx, const rsp_failure *failure);
     void *on_error_ctx;
@@ -584,6 +588,12 @@ typedef enum rsp_msg_kind {
     RSP_MSG_RELEASE,             /**< rid, label: give back that one slot (rsp_release) */
     RSP_MSG_STEP, /**< [commit with event, if commit], then admit + plan step -> reply.committed,
                        .admit, .planned, .plan_step_id, _staged, _digest (rsp_step_next) */
+    RSP_MSG_CHECKPOINT,       /**< rid, label, key, tier, after_step (rsp_checkpoint_take) */
+    RSP_MSG_CHECKPOINT_DROP,  /**< key (rsp_checkpoint_drop) */
+    RSP_MSG_CHECKPOINT_PIN,   /**< key, pin (true: pin, false: unpin) (rsp_checkpoint_pin) */
+    RSP_MSG_CHECKPOINT_QUERY, /**< key -> reply.checkpoint (rsp_checkpoint_query) */
+    RSP_MSG_SWAP_OUT,         /**< rid (rsp_swap_out) */
+    RSP_MSG_SWAP_IN,          /**< rid -> reply.admit (pool full: ok false) (rsp_swap_in) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
 
@@ -612,6 +622,15 @@ typedef struct rsp_msg {
      * forward_done; NULL: no commit. Copied by rsp_post, arrays included.
      * See rsp_step_next. */
     const rsp_step *commit;
+    /** CHECKPOINT, CHECKPOINT_DROP, _PIN, _QUERY: the checkpoint's key. */
+    uint64_t key;
+    /** CHECKPOINT: the tier to store it in (a valid rsp_tier, else RSP_EINVAL). */
+    rsp_tier tier;
+    /** CHECKPOINT: 0 = the slot as the device queue has it now; else a
+     * committed step's id: the state that step's forward left. */
+    uint64_t after_step;
+    /** CHECKPOINT_PIN: true pins (one more caller pin), false unpins. */
+    bool pin;
 } rsp_msg;
 
 /** A failure reported to rsp_pool_config.on_error. */
@@ -637,6 +656,7 @@ typedef struct rsp_reply {
     rsp_label_id label;
     rsp_holding holding;
     rsp_stats stats;
+    rsp_checkpoint_info checkpoint; /**< CHECKPOINT_QUERY */
 } rsp_reply;
 
 typedef struct rsp_ticket rsp_ticket;
@@ -670,8 +690,9 @@ typedef struct rsp_ticket rsp_ticket;
  * Ordered posting (rsp_pool_config.ordered). Every rank hands out the same
  * slot ids only when every rank's pool sees the slot-changing messages in
  * one order: use ordered mode, or post them from one thread. In an ordered
- * pool every message except RSP_MSG_STATS, RSP_MSG_HOLDING, RSP_MSG_BARRIER
- * and RSP_MSG_SHUTDOWN (the exempt kinds) carries msg->seq, numbered 1, 2,
+ * pool every message except RSP_MSG_STATS, RSP_MSG_HOLDING,
+ * RSP_MSG_CHECKPOINT_QUERY, RSP_MSG_BARRIER and RSP_MSG_SHUTDOWN (the
+ * exempt kinds) carries msg->seq, numbered 1, 2,
  * 3, ... per pool without gaps (e.g. from one counter shared by the
  * posting threads, the same sequence on every rank); one without (seq 0)
  * is RSP_EINVAL here, nothing queued, and so are the synchronous wrappers
@@ -879,6 +900,74 @@ RSP_API rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint
 /** A consistent snapshot of every counter and gauge -> *out (out NULL:
  * RSP_EINVAL). Owner: O(1). For a lock-free read use rsp_pool_counters. */
 RSP_API rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err);
+
+/*
+ * Checkpoints (docs/checkpoints.md; rules: docs/semantics-extensions.md
+ * "Checkpoints"). Synchronous wrappers of the CHECKPOINT* and SWAP_*
+ * messages, with the common rules of the wrappers above (any thread, never
+ * inside a read section, RSP_ESHUTDOWN, RSP_ENOMEM, RSP_EDEVICE). On a
+ * failure nothing changed. The key set they change is what
+ * rsp_checkpoint_lookup finds (published before the answer).
+ */
+
+/**
+ * Take a checkpoint of rid's slot of label under key, in tier: a copy of
+ * the slot queued on the pool's device stream after every copy and forward
+ * wait queued before it. after_step 0: the slot as the device queue has it
+ * now; a committed step's id: the state that step's forward left (a
+ * checkpoint of a step in flight is declared in the step,
+ * rsp_step.checkpoints). A key that exists is replaced when it is not
+ * pinned (counted as a drop). A full tier evicts its least recently used
+ * unpinned checkpoint (demoted to the host tier with checkpoint_demote),
+ * reported to on_checkpoint_evict and counted.
+ * Errors: RSP_EINVAL (tier not a tier, or a tier of size 0); RSP_ENOLABEL;
+ * RSP_ENOREQ (rid holds no slot of label); RSP_EORDER (after_step in
+ * flight or not yet admitted, or the slot pinned by a planned step: the
+ * message names the step); RSP_EPINNED (key exists and is pinned);
+ * RSP_ECAPACITY (the tier holds only pinned checkpoints).
+ * Owner: O(1) + the evictions; device: one slot copy (two with a demotion).
+ */
+RSP_API rsp_status rsp_checkpoint_take(rsp_pool *pool, uint64_t key, rsp_rid rid,
+                                       rsp_label_id label, rsp_tier tier, uint64_t after_step,
+                                       rsp_error *err);
+/** Drop the checkpoint under key and free its slot (counted as a drop, not
+ * reported as an eviction). RSP_ENOKEY (no such key), RSP_EPINNED (pinned by
+ * a step in flight or the caller). Owner: O(1). */
+RSP_API rsp_status rsp_checkpoint_drop(rsp_pool *pool, uint64_t key, rsp_error *err);
+/** Pin key: a pinned checkpoint is never evicted, replaced or dropped. Pins
+ * count (pin twice, unpin twice) and mark it used (LRU). RSP_ENOKEY.
+ * Owner: O(1). */
+RSP_API rsp_status rsp_checkpoint_pin(rsp_pool *pool, uint64_t key, rsp_error *err);
+/** Undo one rsp_checkpoint_pin. RSP_ENOKEY; RSP_EINVAL when the caller has
+ * no pin on key (nothing changed). Owner: O(1). */
+RSP_API rsp_status rsp_checkpoint_unpin(rsp_pool *pool, uint64_t key, rsp_error *err);
+/** What is stored under key -> *out (tier, slot, bytes, pins, user pins,
+ * last use; out NULL: RSP_EINVAL, nothing posted). RSP_ENOKEY.
+ * Owner: O(1). */
+RSP_API rsp_status rsp_checkpoint_query(rsp_pool *pool, uint64_t key, rsp_checkpoint_info *out,
+                                        rsp_error *err);
+/**
+ * Swap request rid out: every label's state is copied to host-tier slots
+ * and its request slots are released (zeroed and freed as any release). It
+ * stays a request: rsp_swap_in brings it back; rsp_remove or
+ * rsp_reset(free = true / false) drops the saved state; a step row naming
+ * it is RSP_EORDER until then. Errors: RSP_ENOREQ (unknown rid); RSP_EORDER
+ * (already swapped out, or a slot pinned by a step in flight: the message
+ * names it); RSP_ECAPACITY (the host tier, max_host_checkpoints, cannot
+ * hold its labels even after evicting every unpinned checkpoint; nothing
+ * evicted). Owner: O(holdings) + evictions; device: a copy a label.
+ */
+RSP_API rsp_status rsp_swap_out(rsp_pool *pool, rsp_rid rid, rsp_error *err);
+/**
+ * Bring a swapped-out rid back into fresh request slots, all labels or
+ * none: a pool without enough free slots is RSP_OK with out->ok false and
+ * out naming the label and how many slots are short (as admit; nothing
+ * changed; out NULL: RSP_EINVAL, nothing posted). The slots get has_state
+ * as they had it and new generations; the host-tier slots are freed.
+ * Errors: RSP_ENOREQ; RSP_EORDER (not swapped out). Owner: O(holdings);
+ * device: a copy a label.
+ */
+RSP_API rsp_status rsp_swap_in(rsp_pool *pool, rsp_rid rid, rsp_admit_outcome *out, rsp_error *err);
 /** Answered once every message posted before it (by any thread whose post
  * returned) has been handled; device work they queued may still run.
  * Owner: O(1). */
@@ -1054,6 +1143,30 @@ RSP_API rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label,
  */
 RSP_API rsp_status rsp_live_addressing(const rsp_pool *pool, rsp_label_id label,
                                        rsp_addressing *out, rsp_error *err);
+
+/** Where a checkpoint is, as a reader sees it (rsp_checkpoint_lookup). */
+typedef struct rsp_checkpoint_loc {
+    uint64_t key;
+    rsp_tier tier;
+    int32_t slot; /**< its slot id (request slots first, then the device tier, then host) */
+} rsp_checkpoint_loc;
+
+/**
+ * Whether a checkpoint is stored under key, without a message: the key
+ * index the owner publishes (a lock-free hash table, liburcu rculfhash).
+ * RSP_OK and *out (out may be NULL: presence only); RSP_ENOKEY: not
+ * stored (or not yet: a take is in the index from when the owner queued
+ * its copy, before its answer); RSP_EINVAL (pool NULL, or called outside
+ * a read section); RSP_ENOTREG (thread not registered); RSP_EFORKED. The
+ * answer is as of the lookup: the owner may evict or drop the key right
+ * after. The bytes are those the take copied for device work queued on the
+ * pool's stream after the lookup, as long as the checkpoint stays; pin it
+ * (rsp_checkpoint_pin, or a step restoring it) to keep it. Registered
+ * reader (default or QSBR) inside a read section. Cost: O(1), a hash and
+ * one bucket's walk (about the cost of one cache miss a node).
+ */
+RSP_API rsp_status rsp_checkpoint_lookup(const rsp_pool *pool, uint64_t key,
+                                         rsp_checkpoint_loc *out, rsp_error *err);
 
 /** Keep a plan alive past the read section (take inside it). Any thread, O(1).
  * In a forked child: ref returns NULL, unref does nothing. */
