@@ -259,6 +259,14 @@ static int plan_is_same(const rsp__core *c, const rsp_step *step, const plan_ctx
     return c->zero_pendings ? SAME_NO : SAME_DERIVE;
 }
 
+/* memcpy for n bytes that may be 0, when an empty plan's arrays are NULL
+ * (memcpy's pointers must be valid even for 0 bytes). */
+static inline void copy_bytes(void *dst, const void *src, size_t n)
+{
+    if (n)
+        memcpy(dst, src, n);
+}
+
 /* has_state and generations of the cached plan's rows read again through
  * their exact hints (SAME_DERIVE), into a and the cache. */
 static void plan_derive(rsp__core *c, rsp__addr *a, rsp__steprec *s)
@@ -274,8 +282,8 @@ static void plan_derive(rsp__core *c, rsp__addr *a, rsp__steprec *s)
         gens[pr->gat] = pr->generation = h->generation;
         all &= h->has_state;
     }
-    memcpy(s->pc_has, has, (size_t)s->pc_total * sizeof *has);
-    memcpy(s->pc_gens, gens, (size_t)s->pc_rows * sizeof *gens);
+    copy_bytes(s->pc_has, has, (size_t)s->pc_total * sizeof *has);
+    copy_bytes(s->pc_gens, gens, (size_t)s->pc_rows * sizeof *gens);
     s->pc_epoch = c->epoch;
     s->pc_all_true = all;
     s->plan_all_true = all;
@@ -297,9 +305,9 @@ static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p, int how)
         off += lp->length;
         goff += lp->num_rows;
     }
-    memcpy(a->slots, s->pc_slots, (size_t)s->pc_total * sizeof *a->slots);
-    memcpy(a->has_state, s->pc_has, (size_t)s->pc_total * sizeof *a->has_state);
-    memcpy(a->gens, s->pc_gens, (size_t)s->pc_rows * sizeof *a->gens);
+    copy_bytes(a->slots, s->pc_slots, (size_t)s->pc_total * sizeof *a->slots);
+    copy_bytes(a->has_state, s->pc_has, (size_t)s->pc_total * sizeof *a->has_state);
+    copy_bytes(a->gens, s->pc_gens, (size_t)s->pc_rows * sizeof *a->gens);
     s->num_prows = s->pc_num_prows; /* prows[] still holds them */
     s->plan_all_true = true;
     if (how == SAME_DERIVE)
@@ -331,12 +339,9 @@ static void plan_keep(rsp__core *c, const rsp__addr *a, const rsp_step *step, co
     s->pc_total = (uint32_t)p->total;
     s->pc_rows = step->num_rows;
     s->pc_num_prows = s->num_prows;
-    if (p->total) {
-        memcpy(s->pc_slots, a->slots, (size_t)p->total * sizeof *a->slots);
-        memcpy(s->pc_has, a->has_state, (size_t)p->total * sizeof *a->has_state);
-    }
-    if (step->num_rows)
-        memcpy(s->pc_gens, a->gens, (size_t)step->num_rows * sizeof *a->gens);
+    copy_bytes(s->pc_slots, a->slots, (size_t)p->total * sizeof *a->slots);
+    copy_bytes(s->pc_has, a->has_state, (size_t)p->total * sizeof *a->has_state);
+    copy_bytes(s->pc_gens, a->gens, (size_t)step->num_rows * sizeof *a->gens);
 }
 
 /* --- 4. apply ------------------------------------------------------------ */
