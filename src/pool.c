@@ -15,6 +15,7 @@
 
 #include "msg.h"
 #include "util/hb.h"
+#include "util/assert.h"
 #include "util/error.h"
 #include "util/mem.h"
 #include "util/sync.h"
@@ -497,7 +498,7 @@ static rsp_status on_reset(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *ch
 static void step_admitted(rsp_pool *p, uint64_t step_id, bool ok)
 {
     if (ok)
-        (void)rsp__publisher_step_admitted(p->pub, step_id); /* room: max_inflight <= table */
+        RSP__MUST(rsp__publisher_step_admitted(p->pub, step_id)); /* room: max_inflight <= table */
     else
         rsp__publisher_step_finished(p->pub, step_id, RSP__STEP_REFUSED);
 }

@@ -101,14 +101,14 @@ void rsp__bind_and_upload(rsp__core *c, rsp__addr *a, const rsp_step *step, uint
             b->bucket_id = step->has_lease ? step->lease.bucket_id : 0;
             b->lease_slot = step->has_lease ? step->lease.lease_slot : 0;
             b->capacity = pk->capacity;
-            (void)rsp__work_buffer(w, id, b->capacity);
+            RSP__MUST_OK(rsp__work_buffer(w, id, b->capacity));
         } else if (pk->capacity) {
             c->bufs[id].capacity = pk->capacity;
-            (void)rsp__work_buffer(w, id, pk->capacity);
+            RSP__MUST_OK(rsp__work_buffer(w, id, pk->capacity));
         }
         c->bufs[id].owner = rec;
         lp->buffer = id;
-        (void)rsp__work_upload(w, id, lp->slot_indices, lp->has_state, lp->length);
+        RSP__MUST_OK(rsp__work_upload(w, id, lp->slot_indices, lp->has_state, lp->length));
     }
 }
 

@@ -199,7 +199,8 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
      * every time: the copy could fall back to a collect that resets the
      * set, forgetting the pairs counted above. */
     if (nforks && same && s->frids_ok && !rsp__step_forks_grouped(step))
-        (void)rsp__collect_rids_for(c, step, rec, true); /* copies the kept rids: cannot fail */
+        RSP__MUST_OK(
+            rsp__collect_rids_for(c, step, rec, true)); /* copies the kept rids: cannot fail */
     else if (rsp__collect_rids_in_set(c, step))
         return RSP_ENOMEM;
     /* Asked again, not kept across the calls above: a flag live across

@@ -45,7 +45,7 @@ static rsp_status ingest_many(rsp__core *c, const rsp_rid *rids, uint32_t n, rsp
     if (rsp__req_reserve(c, fresh) != RSP_OK)
         return rsp__fail(err, RSP_ENOMEM, "out of memory ingesting %" PRIu32 " new rids", fresh);
     for (uint32_t i = 0; i < n; i++)
-        (void)rsp__req_get(c, rids[i]); /* reserved: cannot fail */
+        RSP__MUST(rsp__req_get(c, rids[i]) != NULL); /* reserved: cannot fail */
     return RSP_OK;
 }
 

@@ -142,7 +142,7 @@ static void demote(rsp__core *c, uint32_t i, uint32_t hv, rsp__work *w)
         evict_drop(c, hv);
     uint64_t key = c->ck[i].key, last = c->ck[i].last_use;
     uint32_t hs = rsp__tier_pop(c, RSP_TIER_HOST);
-    (void)rsp__work_copy(w, rec_slot(c, i), hs); /* reserved, frozen */
+    RSP__MUST_OK(rsp__work_copy(w, rec_slot(c, i), hs)); /* reserved, frozen */
     rec_free(c, i);
     rec_set(c, hs - c->layout.max_slots, key, RSP_TIER_HOST, last);
     rep_change(c, key, true, RSP_TIER_HOST, hs);
@@ -202,7 +202,7 @@ void rsp__ck_take_apply(rsp__core *c, uint64_t key, rsp_tier tier, const rsp__ta
      * callers refuse (or skip) a take from a slot a planned step pins. So
      * no ZERO ever names a checkpoint slot (work.h). */
     RSP__ASSERT(!c->slots[src].zero_pending);
-    (void)rsp__work_copy(w, src, slot); /* reserved, in a frozen list */
+    RSP__MUST_OK(rsp__work_copy(w, src, slot)); /* reserved, in a frozen list */
     uint32_t i = slot - c->layout.max_slots;
     rec_set(c, i, key, tier, ++c->ck_clock);
     rep_change(c, key, true, tier, slot);
@@ -322,7 +322,7 @@ void rsp__ck_apply_restores(rsp__core *c, const rsp_step *step, uint32_t rec, rs
         uint32_t k = rsp__ck_find(c, r->key);
         if (!h)
             continue; /* a row its admit did not reserve: nothing to start */
-        (void)rsp__work_copy(w, rec_slot(c, k), h->slot); /* reserved, frozen */
+        RSP__MUST_OK(rsp__work_copy(w, rec_slot(c, k), h->slot)); /* reserved, frozen */
         h->has_state = true;
         h->generation = rsp__next_generation(c);
         touch(c, k);

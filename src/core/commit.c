@@ -79,7 +79,7 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
      * it is done. */
     rsp__work_freeze(w);
     if (forward_done)
-        (void)rsp__work_wait(w, forward_done);
+        RSP__MUST_OK(rsp__work_wait(w, forward_done));
     undo_journal(c, rec, w);
     rsp__ck_unpin_step(c, rec); /* its restores' pins: every count as before the admit */
     rsp__step_unpin(c, rec, true, w);
@@ -179,7 +179,7 @@ static void commit_writes(rsp__core *c, uint32_t rec, uint64_t others, rsp__work
         if (sl->zero_pending && (sl->pins & bit) && !(sl->pins & others) &&
             sl->state == RSP__SLOT_HELD) {
             rsp__zero_pending(c, sl, false);
-            (void)rsp__work_zero(w, s->pinned[i]);
+            RSP__MUST_OK(rsp__work_zero(w, s->pinned[i]));
         }
     }
 }
@@ -207,7 +207,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
         c->last_committed = step->step_id;
     c->any_committed = true;
     if (forward_done)
-        (void)rsp__work_wait(w, forward_done);
+        RSP__MUST_OK(rsp__work_wait(w, forward_done));
     /* A capture step (graph warm-up) wrote only the pad target: nothing to
      * record, no forks, no restores or takes (check.h). */
     if (!c->steps[rec].capture) {

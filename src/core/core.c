@@ -366,7 +366,7 @@ rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label)
 void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w)
 {
     /* Invariant: every free slot reads zeros. The caller reserved work room. */
-    (void)rsp__work_zero(w, slot);
+    RSP__MUST_OK(rsp__work_zero(w, slot));
     RSP__ASSERT(c->free_top < c->layout.max_slots);
     c->slots[slot].state = RSP__SLOT_FREE;
     rsp__zero_pending(c, &c->slots[slot], false);
@@ -495,7 +495,7 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
         if (s->pins & planned)
             rsp__zero_pending(c, s, true);
         else
-            (void)rsp__work_zero(w, h[i].slot); /* reserved above; the list is frozen */
+            RSP__MUST_OK(rsp__work_zero(w, h[i].slot)); /* reserved above; the list is frozen */
     }
     rsp__work_thaw(w);
     return RSP_OK;

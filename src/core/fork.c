@@ -198,9 +198,9 @@ __attribute__((always_inline)) static inline void fork_one(rsp__core *c, const r
          * deferred until that forward is done): copy zeros, not
          * the bytes that zero will wipe. */
         if (c->zero_pendings && c->slots[from->slot].zero_pending)
-            (void)rsp__work_zero(w, to->slot);
+            RSP__MUST_OK(rsp__work_zero(w, to->slot));
         else
-            (void)rsp__work_copy_in(w, from->slot, to->slot);
+            RSP__MUST_OK(rsp__work_copy_in(w, from->slot, to->slot));
         to->has_state = from->has_state;
     }
     to->generation = ++*gen;

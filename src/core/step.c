@@ -302,7 +302,7 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
             rsp__slot_release(c, s->pinned[i], w);
         } else if (sl->zero_pending && sl->state == RSP__SLOT_HELD && !(sl->pins & others)) {
             rsp__zero_pending(c, sl, false);
-            (void)rsp__work_zero(w, s->pinned[i]);
+            RSP__MUST_OK(rsp__work_zero(w, s->pinned[i]));
         }
     }
 }

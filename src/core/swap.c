@@ -100,7 +100,7 @@ rsp_status rsp__core_swap_out(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error
         sw->label[i] = h[i].label;
         sw->has_state[i] = h[i].has_state;
         sw->slot[i] = rsp__ck_slot_for(c, RSP_TIER_HOST);
-        (void)rsp__work_copy(w, h[i].slot, sw->slot[i]);
+        RSP__MUST_OK(rsp__work_copy(w, h[i].slot, sw->slot[i]));
     }
     /* Released as any release: zeroed (after the copies, FIFO) and pushed,
      * in label insertion order like reset(free). */
@@ -142,7 +142,7 @@ rsp_status rsp__core_swap_in(rsp__core *c, rsp_rid rid, rsp_admit_outcome *out, 
     rsp__work_freeze(w); /* nothing below fails */
     for (uint32_t i = 0; i < sw->n; i++) {
         rsp__hold *h = rsp__hold_assign(c, r, sw->label[i]);
-        (void)rsp__work_copy(w, sw->slot[i], h->slot);
+        RSP__MUST_OK(rsp__work_copy(w, sw->slot[i], h->slot));
         h->has_state = sw->has_state[i];
     }
     rsp__swap_forget(c, r);

@@ -23,4 +23,24 @@ _Noreturn void rsp__assert_fail(const char *cond, const char *file, int line, co
 #define RSP__ASSERT(cond) ((void)sizeof(!(cond)))
 #endif
 
+/*
+ * A call that a reservation made earlier cannot let fail (an append to a
+ * frozen work list, a table with room reserved): evaluated in every build,
+ * its result checked where RSP__ASSERT is active. RSP__MUST_OK for a call
+ * returning a status (RSP_OK is 0), RSP__MUST for a condition (a bool
+ * result, a pointer compared with NULL). Never for a caller's error.
+ */
+#define RSP__MUST_OK(call)                                                                         \
+    do {                                                                                           \
+        int rsp__must_st_ = (int)(call);                                                           \
+        RSP__ASSERT(rsp__must_st_ == 0);                                                           \
+        (void)rsp__must_st_;                                                                       \
+    } while (0)
+#define RSP__MUST(cond)                                                                            \
+    do {                                                                                           \
+        _Bool rsp__must_ok_ = (cond);                                                              \
+        RSP__ASSERT(rsp__must_ok_);                                                                \
+        (void)rsp__must_ok_;                                                                       \
+    } while (0)
+
 #endif
