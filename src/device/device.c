@@ -57,6 +57,11 @@ void *rsp__device_block_base(const rsp__device *dev, uint32_t b)
     return b < RSP_MAX_BLOCKS ? dev->block_base[b] : NULL;
 }
 
+void *rsp__device_space_base(const rsp__device *dev, rsp__space sp, uint32_t b)
+{
+    return b < RSP_MAX_BLOCKS ? rsp__space_base(dev, sp, b) : NULL;
+}
+
 rsp_status rsp__device_reserve(rsp__device *dev, const rsp__ext_need *need, rsp_error *err)
 {
     return dev->ops->reserve ? dev->ops->reserve(dev, need, err) : RSP_OK;

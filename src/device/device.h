@@ -76,10 +76,19 @@ void rsp__device_destroy(rsp__device *dev);
 rsp_device_kind rsp__device_kind(const rsp__device *dev);
 
 /* Base pointer of block b of the request slots (host or device memory):
- * [num_layers, max_slots, *shape]; NULL past RSP_MAX_BLOCKS. The tiers are
- * reached through work lists and rsp__device_read only. Immutable after
- * create: any thread. */
+ * [num_layers, max_slots, *shape]; NULL past RSP_MAX_BLOCKS. The pool
+ * reaches the tiers through work lists and rsp__device_read only.
+ * Immutable after create: any thread. O(1). */
 void *rsp__device_block_base(const rsp__device *dev, uint32_t b);
+/* Base pointer of block b of storage sp (core/layout.h rsp__space: the
+ * request slots, as rsp__device_block_base, or a checkpoint tier,
+ * [num_layers, that tier's count, *shape]), as the device's copy code
+ * addresses it: host device, heap memory; CUDA, device memory, and for the
+ * host tier the device pointer of its mapped pinned memory (cudaMemcpy
+ * reads and writes it like device memory). NULL past RSP_MAX_BLOCKS or for
+ * a tier of no slots. For tests that address the tiers directly (the core
+ * suites' executor). Immutable after create: any thread. O(1). */
+void *rsp__device_space_base(const rsp__device *dev, rsp__space sp, uint32_t b);
 
 /*
  * Allocate now what a later submit of a work list within `need` (core.h:

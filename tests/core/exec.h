@@ -20,11 +20,13 @@
  * layout->blocks[b].bytes, and (block, layer, slot) lives at
  * rsp__layout_offset(layout, b, layer, slot). Checkpoint slot ids (past
  * max_slots: layout.h rsp__layout_space) live in a region per tier and
- * block, [num_layers, tier size, slot] (emulated only: see
- * rsp_test_store_checkpoints). Zero-filled at creation, like
- * the real devices. On a device, reads (checksums, slot_ptr, buffers) first
- * wait for everything submitted (rsp__device_sync); on CUDA they read a host
- * copy downloaded then.
+ * block, [num_layers, tier size, slot], in every mode: on the host device
+ * the device's own tiers (rsp__device_space_base), on CUDA a host copy of
+ * them (the device tier in device memory, the host tier in mapped pinned
+ * memory). Zero-filled at creation, like the real devices. On a device,
+ * reads (checksums, slot_ptr, buffers) first wait for everything submitted
+ * (rsp__device_sync); on CUDA they read a host copy of all three storages
+ * downloaded then, and a fill uploads all three back.
  *
  * Addressing buffers: BUFFER creates or grows buffer `id` (growth copies the
  * old entries into a new allocation and counts a "move"; on a device, a move
@@ -112,11 +114,11 @@ typedef struct rsp_test_store_counts {
 rsp_test_store_counts rsp_test_store_counts_get(const rsp_test_store *store);
 
 /* Whether this mode stores checkpoint slots (ids from max_slots to the
- * layout's num_ids, issue 12) and runs work on them: the emulated store
- * does (one more heap region per tier and block, laid out like the
- * request slots); the device modes not yet (the devices' checkpoint
- * storage is the device room's part of issue 12), and apply() refuses
- * such ids there. Suites that use checkpoints ask this first. */
+ * layout's num_ids, issue 12) and runs work on them: true in every mode
+ * (emulated: one more heap region per tier and block; host and CUDA: the
+ * device's tiers). Suites that use checkpoints ask it before they
+ * configure any; apply() refuses ids a store does not hold. Fails the test
+ * on a bad RSP_TEST_DEVICE, like rsp_test_store_mode. */
 bool rsp_test_store_checkpoints(void);
 
 /* The mode this process runs in: "emulated", "host" or "cuda" (from

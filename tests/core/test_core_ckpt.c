@@ -1,8 +1,9 @@
 /* Checkpoints and the host tier (issue 12; docs/design.md "Checkpoints and
  * the host tier", docs/semantics-extensions.md): take, restore, pin,
  * evict, demote, drop, query, swap, the step declarations and their
- * validation, and the report of every call. Runs on the emulated store
- * (exec.h rsp_test_store_checkpoints). SPDX-License-Identifier: Apache-2.0 */
+ * validation, and the report of every call. Runs on every store (emulated,
+ * and as test_core_ckpt_host / _cuda on the devices' checkpoint tiers:
+ * exec.h rsp_test_store_checkpoints). SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <string.h>
 
@@ -60,7 +61,8 @@ static void check_store(void **state)
 {
     (void)state;
     if (!rsp_test_store_checkpoints())
-        fail_msg("test_core_ckpt runs on a store that holds checkpoint slots (emulated)");
+        fail_msg("test_core_ckpt needs a store that holds checkpoint slots (%s does not)",
+                 rsp_test_store_mode());
 }
 
 /* --- take ---------------------------------------------------------------- */

@@ -472,8 +472,6 @@ static void steady_fork_steps_take_the_path(void **state)
 static void checkpoint_steps_take_the_general_path(void **state)
 {
     (void)state;
-    if (!rsp_test_store_checkpoints())
-        skip();
     duo d;
     for (int i = 0; i < 2; i++) {
         fx_init_ck(&d.f[i], 16, 2, 4, false);

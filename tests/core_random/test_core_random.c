@@ -171,8 +171,8 @@ typedef struct T {
     uint64_t count_pipeline_refused;
     uint64_t last_committed_id; /* 0: none yet */
     /* Checkpoints (issue 12): on when the store holds checkpoint slots
-     * (exec.h rsp_test_store_checkpoints), so the device runs keep their
-     * sequences. */
+     * (exec.h rsp_test_store_checkpoints): in every mode, the device runs
+     * included. */
     bool ck;
     uint64_t count_ck_ops, count_ck_restores, count_ck_takes, count_ck_skips, count_ck_enokey;
     uint64_t count_ck_demoted, count_swaps_out, count_swaps_in, count_swap_refused;
