@@ -6,6 +6,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "stress.h"
 
+#include <chrono>
 #include <thread>
 
 namespace stress
@@ -111,7 +112,11 @@ void ranks_main(Context &cx)
 {
     Ranks rk;
     rsp::pool_config cfg;
-    cfg.layers(1).slots(64).inflight_steps(16).ordered(true);
+    // A thread numbers a message, then posts it: descheduled in between for
+    // longer than the reorder timeout, it breaks the pool. Under TSan on a
+    // loaded 2-core machine that took over the default 1 s once; 10 s still
+    // catches a message that never comes.
+    cfg.layers(1).slots(64).inflight_steps(16).ordered(true, std::chrono::seconds(10));
     cfg.block("ssm", RSP_DTYPE_F32, {4});
     for (unsigned p = 0; p < 2; p++) {
         rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
