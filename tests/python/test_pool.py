@@ -228,3 +228,18 @@ def test_plan_refs_are_context_managers_released_at_cleanup():
     p.cleanup()  # would wait forever for the reference if the pool kept it
     with pytest.raises(rsp.RspError):
         held.addressing()
+
+
+def test_rows_equal_to_the_last_reuse_their_bytes_and_others_do_not(pool):
+    rows = [("a", "main", 1), ("b", "main", 1)]
+    for sid in (1, 2):  # the second step's rows equal the first's: reused
+        step = rsp.Step(sid, list(rows))
+        assert pool.step_next(step, prev=None if sid == 1 else prev)
+        assert pool.addressing().host_slot_indices == [1, 2]
+        prev = step
+    step = rsp.Step(3, [("b", "main", 1), ("a", "draft", 1)])  # changed: packed again
+    assert pool.step_next(step, prev=prev)
+    assert pool.addressing("main").host_slot_indices == [2]
+    assert pool.addressing("draft").host_slot_indices == [3]
+    assert pool.addressing("draft").generations[0] > 0
+    pool.commit(step)
