@@ -2,6 +2,7 @@
 # index), and the installed package finds librsp through RSP_LIBRARY.
 # SPDX-License-Identifier: Apache-2.0
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,8 +18,11 @@ def test_pip_install_offline(tmp_path):
     if r.returncode != 0:
         pytest.skip(f"no venv module here: {r.stderr.strip()[:200]}")
     py = str(venv / "bin" / "python")
+    # From a copy: building writes build/ and *.egg-info beside the sources.
+    src = tmp_path / "src"
+    shutil.copytree(PKG, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index",
-                        "--quiet", PKG], capture_output=True, text=True, timeout=240,
+                        "--quiet", str(src)], capture_output=True, text=True, timeout=240,
                        cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
