@@ -1,0 +1,830 @@
+// rsp-stress: the prefix-reuse mode (issue 12). A pool of its own per
+// thread, with small checkpoint tiers so evictions happen all the time; one
+// thread plays the engine: its radix tree of prefixes (here: a map from
+// key to what the engine believes is stored), requests that share a few
+// "system prompts", steps that restore from the longest stored prefix and
+// declare checkpoints at block boundaries, checkpoints taken by message
+// (a conversation's state for its next turn), pins while it relies on a
+// key, drops, and swap out / in of requests.
+//
+// The model writes deterministic bytes: the state after block b of prompt p
+// is V(p, b) (a chain from the zero state, independent of the request), a
+// request's own tokens continue with next_state. So the checker knows the
+// bytes every key must hold, and every restored slot is compared byte for
+// byte (Storage::matches: every element of every block and layer) before
+// the forward overwrites it. Evictions come back through on_checkpoint_evict
+// and are pruned from the tree; a later restore of an evicted key must fail
+// RSP_ENOKEY (counted, not a failure). The tree is exact after every call
+// (each call is synchronous and the callback runs before its answer), so
+// rsp_checkpoint_lookup, rsp_checkpoint_query and the stats gauges are
+// checked against it. Check kind "ckpt". Thread index even: demotion off;
+// odd: checkpoint_demote on.
+// SPDX-License-Identifier: Apache-2.0
+#include "stress.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <map>
+
+namespace stress
+{
+
+namespace
+{
+
+constexpr unsigned kPrompts = 4;
+constexpr unsigned kMaxBlocks = 6;   // a prompt has 2..6 blocks
+constexpr int32_t kBlockTokens = 16; // tokens a block (a row's span is in tokens)
+constexpr unsigned kReqs = 8;        // requests alive at once
+constexpr uint32_t kSlots = 24;      // request slots (sink included): never refused
+constexpr uint32_t kDevTier = 6;     // max_checkpoints
+constexpr uint32_t kHostTier = 8;    // max_host_checkpoints
+constexpr unsigned kMaxUserPins = 2; // keys the engine pins at once at most
+constexpr uint64_t kPrefixBit = 1ull << 62;
+constexpr uint64_t kConvBit = 1ull << 61;
+
+uint64_t prefix_key(unsigned p, unsigned b)
+{
+    return (mix64(((uint64_t)p << 32) | b) & ~(3ull << 61)) | kPrefixBit;
+}
+uint64_t conv_key(rsp::rid rid)
+{
+    return (mix64(rsp::raw(rid) ^ 0xC0117ull) & ~(3ull << 61)) | kConvBit;
+}
+const char *tier_name(rsp_tier t)
+{
+    return t == RSP_TIER_DEVICE ? "device" : "host";
+}
+
+// What the engine believes is stored under a key.
+struct Stored {
+    uint64_t v;    // the state value the bytes must match
+    rsp_tier tier; // where (moved by demotion events)
+    unsigned pins; // the engine's own pins (rsp_checkpoint_pin)
+};
+
+struct PReq {
+    rsp::rid rid{0};
+    unsigned prompt = 0, blocks = 0; // prompt and its length in blocks
+    unsigned at = 0;                 // prompt blocks the state holds (0 .. blocks)
+    unsigned decoded = 0, target = 0;
+    bool held = false;      // has a slot (its first step committed)
+    uint64_t v = 0;         // the state value (held)
+    uint64_t start_key = 0; // a conversation key to start from (0: none)
+    bool swapped = false;
+};
+
+// A step with checkpoints and restores: rsp::step's declaration with the
+// two lists added, through the C calls.
+class CkStep
+{
+  public:
+    CkStep(const rsp::step &s, const std::vector<rsp_checkpoint_decl> &takes,
+           const std::vector<rsp_restore> &restores)
+        : c_(s.get())
+    {
+        c_.checkpoints = takes.data();
+        c_.num_checkpoints = (uint32_t)takes.size();
+        c_.restores = restores.data();
+        c_.num_restores = (uint32_t)restores.size();
+    }
+    rsp::result<rsp_admit_outcome> admit(rsp::pool &p) const
+    {
+        rsp_admit_outcome out{};
+        rsp_error e{};
+        rsp_status st = rsp_step_admit(p.get(), &c_, &out, &e);
+        return rsp::detail::done(st, e, out);
+    }
+    rsp::result<void> plan(rsp::pool &p) const
+    {
+        rsp_error e{};
+        return rsp::detail::done(rsp_step_plan(p.get(), &c_, &e), e);
+    }
+    rsp::result<void> commit(rsp::pool &p) const
+    {
+        rsp_error e{};
+        const rsp_event done = rsp::forward_complete();
+        return rsp::detail::done(rsp_step_commit(p.get(), &c_, &done, &e), e);
+    }
+
+  private:
+    rsp_step c_;
+};
+
+// One row of a step as the model plans it.
+struct PRow {
+    unsigned k;            // index in reqs_
+    uint64_t restore = 0;  // key restored from (0: none)
+    uint64_t expect_v = 0; // the state the forward must read (0: zeros)
+    uint64_t write_v = 0;  // the state the forward writes
+    unsigned at_after = 0; // prompt blocks held after the step
+    bool decode = false;
+};
+
+class Prefix
+{
+  public:
+    Prefix(Context &cx, rsp::pool &pool, Storage &st, unsigned index, uint64_t slot_bytes)
+        : cx_(cx), pool_(pool), st_(st), rng_(mix64(cx.opt.seed * 7727u + 17 + index)),
+          index_(index), slot_bytes_(slot_bytes)
+    {
+        for (unsigned p = 0; p < kPrompts; p++) {
+            blocks_[p] = 2 + rng_.below(kMaxBlocks - 1);
+            chain_[p][0] = 0;
+            for (unsigned b = 1; b <= kMaxBlocks; b++)
+                chain_[p][b] = mix64(((uint64_t)p << 40) ^ ((uint64_t)b << 20) ^ chain_[p][b - 1] ^
+                                     0xB10Cull) |
+                               1;
+        }
+        for (PReq &q : reqs_)
+            renew(q, 0);
+    }
+    bool step();
+    void finish();
+
+    // on_checkpoint_evict: the owner thread, during a call of this thread.
+    static void on_evict(void *ctx, const rsp_checkpoint_event *ev)
+    {
+        auto *self = static_cast<Prefix *>(ctx);
+        std::lock_guard<std::mutex> g(self->ev_mu_);
+        self->events_.push_back(*ev);
+    }
+
+  private:
+    rsp::rid fresh()
+    {
+        return rsp::rid{(uint64_t{5} << 50) + ((uint64_t)index_ << 40) + next_rid_++};
+    }
+    void renew(PReq &q, uint64_t start_key);
+    bool plan_rows(std::vector<PRow> &rows, std::vector<rsp_checkpoint_decl> &takes,
+                   std::vector<rsp_restore> &restores);
+    bool forward(const std::vector<PRow> &rows, bool write);
+    void after_call(const char *what);
+    void apply_takes(const std::vector<rsp_checkpoint_decl> &takes,
+                     const std::vector<uint64_t> &values, uint64_t skipped_before);
+    void check_lookup(uint64_t key);
+    void check_query(uint64_t key);
+    void check_stats(const char *when);
+    void probe_enokey();
+    void probe_pinned();
+    void msg_take(const PReq &q, uint64_t key, uint64_t after);
+    void maybe_swap();
+    void maybe_drop();
+    void end_requests();
+    rsp_checkpoint_info query(uint64_t key, rsp_status *st);
+
+    Context &cx_;
+    rsp::pool &pool_;
+    Storage &st_;
+    Rng rng_;
+    unsigned index_;
+    uint64_t slot_bytes_;
+    unsigned blocks_[kPrompts];
+    uint64_t chain_[kPrompts][kMaxBlocks + 1];
+    PReq reqs_[kReqs];
+    std::map<uint64_t, Stored> tree_;   // the engine's view: exactly the pool's key set
+    std::vector<uint64_t> evicted_;     // keys gone (evicted or dropped), not taken again
+    std::vector<uint64_t> engine_pins_; // keys pinned for the step being built
+    std::mutex ev_mu_;
+    std::vector<rsp_checkpoint_event> events_; // from on_evict, not yet applied
+    uint64_t next_rid_ = 1, next_id_ = 1;
+    uint64_t last_commit_ = 0; // the last committed step (a take's after_step)
+    unsigned swapped_ = 0;
+};
+
+void Prefix::renew(PReq &q, uint64_t start_key)
+{
+    q = PReq{};
+    q.rid = fresh();
+    q.prompt = rng_.below(kPrompts);
+    q.blocks = blocks_[q.prompt];
+    q.target = 1 + rng_.below(6);
+    q.start_key = start_key;
+}
+
+// ---------------------------------------------------------------------------
+// The key set: events, takes, and the checks against the pool's own views.
+
+// Apply the evictions the last call reported, in order. Every one must name
+// a key the engine knows, in the tier it says, never one the engine pins.
+void Prefix::after_call(const char *what)
+{
+    std::vector<rsp_checkpoint_event> evs;
+    {
+        std::lock_guard<std::mutex> g(ev_mu_);
+        evs.swap(events_);
+    }
+    Checks &ck = cx_.checks;
+    for (const rsp_checkpoint_event &e : evs) {
+        auto it = tree_.find(e.key);
+        if (!ck.expect(CHECK_CKPT, it != tree_.end() && it->second.tier == e.tier,
+                       "prefix %u %s: eviction of key %016" PRIx64 " from the %s tier, which the "
+                       "engine %s",
+                       index_, what, e.key, tier_name(e.tier),
+                       it == tree_.end() ? "does not know" : "has in the other tier"))
+            continue;
+        ck.expect(CHECK_CKPT, it->second.pins == 0,
+                  "prefix %u %s: key %016" PRIx64 " evicted while the engine pins it", index_, what,
+                  e.key);
+        ck.expect(CHECK_CKPT, !e.demoted || (index_ % 2 == 1 && e.tier == RSP_TIER_DEVICE),
+                  "prefix %u %s: key %016" PRIx64 " demoted from the %s tier (demotion %s)", index_,
+                  what, e.key, tier_name(e.tier), index_ % 2 ? "on" : "off");
+        if (e.demoted) {
+            it->second.tier = RSP_TIER_HOST;
+            cx_.prefix_demoted.fetch_add(1, std::memory_order_relaxed);
+        } else {
+            tree_.erase(it);
+            evicted_.push_back(e.key);
+            cx_.prefix_evicted.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+    if (evicted_.size() > 64)
+        evicted_.erase(evicted_.begin(), evicted_.begin() + 32);
+}
+
+// A take the pool did: the key is now stored with these bytes (replacing
+// what was under it: the bytes, and the key leaves the evicted list).
+static void store(std::map<uint64_t, Stored> &tree, std::vector<uint64_t> &evicted, uint64_t key,
+                  uint64_t v, rsp_tier tier)
+{
+    auto it = tree.find(key);
+    unsigned pins = it == tree.end() ? 0 : it->second.pins;
+    tree[key] = Stored{v, tier, pins};
+    evicted.erase(std::remove(evicted.begin(), evicted.end(), key), evicted.end());
+}
+
+void Prefix::apply_takes(const std::vector<rsp_checkpoint_decl> &takes,
+                         const std::vector<uint64_t> &values, uint64_t skipped_before)
+{
+    // Takes first, then the evictions (a commit's takes can evict each other,
+    // never themselves: the engine declares only keys it does not have).
+    for (size_t i = 0; i < takes.size(); i++)
+        store(tree_, evicted_, takes[i].key, values[i], takes[i].tier);
+    after_call("commit");
+    rsp::result<rsp_stats> s = pool_.try_counters();
+    uint64_t skipped = s ? s.value().checkpoints_skipped - skipped_before : 0;
+    for (const rsp_checkpoint_decl &t : takes) {
+        rsp::read_section section(std::nothrow);
+        rsp_status st = rsp_checkpoint_lookup(pool_.get(), t.key, nullptr, nullptr);
+        if (st == RSP_ENOKEY && skipped > 0) {
+            // A tier full of pinned checkpoints: the commit skipped the take
+            // (counted, reported to on_error). The engine learns it here.
+            skipped--;
+            tree_.erase(t.key);
+            cx_.prefix_skipped.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+    for (const rsp_checkpoint_decl &t : takes)
+        check_lookup(t.key);
+}
+
+// rsp_checkpoint_lookup agrees with the tree: present in the tier it says, or not.
+void Prefix::check_lookup(uint64_t key)
+{
+    rsp::read_section section(std::nothrow);
+    if (!section)
+        return;
+    rsp_checkpoint_loc loc{};
+    rsp_error e{};
+    rsp_status st = rsp_checkpoint_lookup(pool_.get(), key, &loc, &e);
+    auto it = tree_.find(key);
+    if (it == tree_.end())
+        cx_.checks.expect(CHECK_CKPT, st == RSP_ENOKEY,
+                          "prefix %u: lookup of key %016" PRIx64 " the engine lost: %s", index_,
+                          key, st == RSP_OK ? "found" : e.message);
+    else
+        cx_.checks.expect(CHECK_CKPT,
+                          st == RSP_OK && loc.key == key && loc.tier == it->second.tier &&
+                              loc.slot >= (int32_t)kSlots,
+                          "prefix %u: lookup of stored key %016" PRIx64 " (%s tier): %s, tier %s "
+                          "slot %d",
+                          index_, key, tier_name(it->second.tier),
+                          st == RSP_OK ? "found" : e.message, tier_name(loc.tier), loc.slot);
+}
+
+rsp_checkpoint_info Prefix::query(uint64_t key, rsp_status *st)
+{
+    rsp_checkpoint_info info{};
+    rsp_error e{};
+    *st = rsp_checkpoint_query(pool_.get(), key, &info, &e);
+    return info;
+}
+
+// rsp_checkpoint_query agrees with the tree (no step in flight: no step pins).
+void Prefix::check_query(uint64_t key)
+{
+    rsp_status st;
+    rsp_checkpoint_info info = query(key, &st);
+    auto it = tree_.find(key);
+    if (it == tree_.end()) {
+        cx_.checks.expect(CHECK_CKPT, st == RSP_ENOKEY,
+                          "prefix %u: query of key %016" PRIx64 " the engine lost: %s", index_, key,
+                          rsp_strerror(st));
+        return;
+    }
+    cx_.checks.expect(
+        CHECK_CKPT,
+        st == RSP_OK && info.key == key && info.tier == it->second.tier &&
+            info.user_pins == it->second.pins && info.pins == 0 && info.bytes == slot_bytes_,
+        "prefix %u: query of key %016" PRIx64 ": %s tier %s (model %s) user pins %u "
+        "(model %u) pins %u bytes %" PRIu64,
+        index_, key, rsp_strerror(st), tier_name(info.tier), tier_name(it->second.tier),
+        info.user_pins, it->second.pins, info.pins, info.bytes);
+}
+
+void Prefix::check_stats(const char *when)
+{
+    rsp::result<rsp_stats> got = pool_.try_stats();
+    if (!cx_.checks.expect(CHECK_API, got.ok(), "prefix stats: %s", got.error().message))
+        return;
+    const rsp_stats &s = got.value();
+    uint32_t dev = 0, host = 0;
+    for (const auto &kv : tree_)
+        (kv.second.tier == RSP_TIER_DEVICE ? dev : host)++;
+    cx_.checks.expect(CHECK_CKPT,
+                      s.checkpoints_device == dev && s.checkpoints_host == host &&
+                          s.swapped_slots == swapped_,
+                      "prefix %u %s: stats say %u device + %u host checkpoints, %u swapped slots; "
+                      "the engine %u + %u, %u",
+                      index_, when, s.checkpoints_device, s.checkpoints_host, s.swapped_slots, dev,
+                      host, swapped_);
+    cx_.checks.expect(CHECK_STATS,
+                      (uint64_t)s.free_slots + s.held_slots + s.pending_release + 1 == kSlots,
+                      "prefix %u %s: free %u + held %u + pending %u + sink != %u", index_, when,
+                      s.free_slots, s.held_slots, s.pending_release, kSlots);
+}
+
+// ---------------------------------------------------------------------------
+// Steps
+
+// Choose 1..3 requests and what each does; declare the takes and restores.
+bool Prefix::plan_rows(std::vector<PRow> &rows, std::vector<rsp_checkpoint_decl> &takes,
+                       std::vector<rsp_restore> &restores)
+{
+    unsigned idx[kReqs];
+    for (unsigned k = 0; k < kReqs; k++)
+        idx[k] = k;
+    const unsigned n = 1 + rng_.below(3);
+    for (unsigned i = 0; i < kReqs && rows.size() < n; i++) {
+        std::swap(idx[i], idx[i + rng_.below(kReqs - i)]);
+        PReq &q = reqs_[idx[i]];
+        if (q.swapped)
+            continue;
+        PRow r{idx[i]};
+        unsigned at = q.at;
+        uint64_t v = q.v;
+        if (!q.held) {
+            // New: start from the conversation, else the longest stored prefix.
+            auto conv = q.start_key ? tree_.find(q.start_key) : tree_.end();
+            if (conv != tree_.end()) {
+                r.restore = q.start_key;
+                v = conv->second.v;
+                at = q.blocks;
+            } else {
+                for (unsigned b = q.blocks; b >= 1 && !r.restore; b--)
+                    if (tree_.count(prefix_key(q.prompt, b))) {
+                        r.restore = prefix_key(q.prompt, b);
+                        v = chain_[q.prompt][b];
+                        at = b;
+                    }
+            }
+            if (r.restore) {
+                restores.push_back({rsp::raw(q.rid), RSP_LABEL_MAIN, r.restore});
+                // The engine relies on the key from here to the admit.
+                if (rng_.chance(0.3) && engine_pins_.size() < kMaxUserPins &&
+                    pool_.get() != nullptr) {
+                    rsp_error e{};
+                    rsp_status st = rsp_checkpoint_pin(pool_.get(), r.restore, &e);
+                    if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: pin: %s", index_,
+                                          e.message)) {
+                        tree_[r.restore].pins++;
+                        engine_pins_.push_back(r.restore);
+                        cx_.prefix_pins.fetch_add(1, std::memory_order_relaxed);
+                    }
+                }
+            }
+        }
+        r.expect_v = v;
+        if (at < q.blocks) {
+            // Prefill up to 2 blocks, ending at a block boundary.
+            unsigned to = std::min(q.blocks, at + 1 + rng_.below(2));
+            r.write_v = chain_[q.prompt][to];
+            r.at_after = to;
+            uint64_t key = prefix_key(q.prompt, to);
+            bool declared = false;
+            for (const rsp_checkpoint_decl &t : takes)
+                declared |= t.key == key;
+            if (!tree_.count(key) && !declared && rng_.chance(0.8)) {
+                rsp_tier tier = rng_.chance(0.15) ? RSP_TIER_HOST : RSP_TIER_DEVICE;
+                takes.push_back({rsp::raw(q.rid), RSP_LABEL_MAIN, tier, key});
+            }
+        } else {
+            r.decode = true;
+            r.at_after = at;
+            r.write_v = next_state(q.rid, rsp::label::main, rsp::step_id{next_id_}, v);
+        }
+        rows.push_back(r);
+    }
+    return !rows.empty();
+}
+
+// The forward, on this thread: every row reads what the model says (a
+// restored row: the checkpoint's bytes), then writes its new state.
+bool Prefix::forward(const std::vector<PRow> &rows, bool write)
+{
+    Checks &ck = cx_.checks;
+    const rsp::step_id id{next_id_};
+    rsp::read_section section(std::nothrow);
+    rsp::plan_view p = section ? section.plan(pool_, id) : rsp::plan_view(nullptr);
+    if (!ck.expect(CHECK_API, p && p.id() == id, "prefix: step %" PRIu64 "'s plan missing",
+                   rsp::raw(id)))
+        return false;
+    rsp::result<rsp::addressing> am = p.try_addressing(rsp::label::main);
+    if (!ck.expect(CHECK_API, am.ok(), "prefix: addressing: %s", am.error().message))
+        return false;
+    rsp::result<void> w = pool_.try_event_wait(am.value().ready(), kHang);
+    if (!ck.expect(CHECK_HANG, w.ok(), "prefix: ready: %s", rsp_strerror(w.status()))) {
+        cx_.abort.store(true);
+        return false;
+    }
+    for (size_t i = 0; i < rows.size(); i++) {
+        const PRow &r = rows[i];
+        const PReq &q = reqs_[r.k];
+        int32_t slot = am.value().slots()[i];
+        bool has = am.value().has_state()[i];
+        if (!ck.expect(CHECK_ADDRESSING, has == (r.expect_v != 0) && slot >= 0,
+                       "prefix step %" PRIu64 " rid %" PRIu64 ": slot %d has_state %d, model %d",
+                       rsp::raw(id), rsp::raw(q.rid), slot, (int)has, (int)(r.expect_v != 0)))
+            continue;
+        std::string why;
+        bool ok = r.expect_v ? st_.matches(slot, r.expect_v, &why) : st_.is_zero(slot, &why);
+        if (r.restore) {
+            ck.expect(CHECK_CKPT, ok,
+                      "prefix step %" PRIu64 " rid %" PRIu64 " restored from key %016" PRIx64
+                      " into slot %d: %s",
+                      rsp::raw(id), rsp::raw(q.rid), r.restore, slot, why.c_str());
+            cx_.prefix_restores.fetch_add(1, std::memory_order_relaxed);
+        } else {
+            ck.expect(CHECK_CONTENT, ok, "prefix step %" PRIu64 " rid %" PRIu64 " slot %d: %s",
+                      rsp::raw(id), rsp::raw(q.rid), slot, why.c_str());
+        }
+        if (write)
+            st_.write(slot, r.write_v);
+    }
+    return true;
+}
+
+bool Prefix::step()
+{
+    Checks &ck = cx_.checks;
+    std::vector<PRow> rows;
+    std::vector<rsp_checkpoint_decl> takes;
+    std::vector<rsp_restore> restores;
+    if (!plan_rows(rows, takes, restores))
+        return true;
+    std::vector<uint64_t> values;
+    for (const rsp_checkpoint_decl &t : takes)
+        for (const PRow &r : rows)
+            if (rsp::raw(reqs_[r.k].rid) == t.rid)
+                values.push_back(r.write_v);
+    const rsp::step_id id{next_id_};
+    rsp::step s(id);
+    bool fresh_only = true;
+    for (const PRow &r : rows) {
+        const PReq &q = reqs_[r.k];
+        s.row(q.rid, rsp::label::main, r.decode ? 1 : (int32_t)(r.at_after - q.at) * kBlockTokens);
+        fresh_only &= !q.held;
+    }
+    CkStep cs(s, takes, restores);
+    rsp::result<rsp_admit_outcome> out = cs.admit(pool_);
+    if (!ck.expect(CHECK_CKPT, out.ok() && out.value().ok,
+                   "prefix %u: admit of step %" PRIu64 ": %s", index_, rsp::raw(id),
+                   out.ok() ? "refused" : out.error().message))
+        return false;
+    rsp::result<void> r = cs.plan(pool_);
+    if (!ck.expect(CHECK_CKPT, r.ok(), "prefix %u: plan: %s", index_, r.error().message))
+        return false;
+    // A step restoring a key pins it while in flight.
+    for (const rsp_restore &x : restores) {
+        rsp_status st;
+        rsp_checkpoint_info info = query(x.key, &st);
+        ck.expect(CHECK_CKPT, st == RSP_OK && info.pins >= 1,
+                  "prefix %u: key %016" PRIx64 " restored by step %" PRIu64 " in flight: %s, "
+                  "pins %u",
+                  index_, x.key, rsp::raw(id), rsp_strerror(st), info.pins);
+    }
+    // The pipelining rule: a take by message of a step in flight is refused.
+    if (rng_.chance(0.05)) {
+        rsp_error e{};
+        const PReq &q = reqs_[rows[0].k];
+        uint64_t key = conv_key(q.rid) ^ 1;
+        rsp_status st = rsp_checkpoint_take(pool_.get(), key, rsp::raw(q.rid), RSP_LABEL_MAIN,
+                                            RSP_TIER_DEVICE, rsp::raw(id), &e);
+        ck.expect(CHECK_CKPT, st == RSP_EORDER,
+                  "prefix %u: take after step %" PRIu64 " in flight: %s, expected RSP_EORDER",
+                  index_, rsp::raw(id), rsp_strerror(st));
+        after_call("refused take");
+        check_lookup(key);
+    }
+    bool rollback = fresh_only && rng_.chance(0.05);
+    if (!forward(rows, !rollback))
+        return false;
+    if (rollback) {
+        // The step never happened: its fresh slots go back, its pins go.
+        r = pool_.try_rollback(id);
+        ck.expect(CHECK_API, r.ok(), "prefix rollback: %s", r.error().message);
+        for (const rsp_restore &x : restores)
+            check_query(x.key); // pins 0 again, user pins as the model says
+        cx_.prefix_rollbacks.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        rsp::result<rsp_stats> before = pool_.try_counters();
+        r = cs.commit(pool_);
+        if (!ck.expect(CHECK_CKPT, r.ok(), "prefix %u: commit: %s", index_, r.error().message))
+            return false;
+        last_commit_ = rsp::raw(id);
+        apply_takes(takes, values, before ? before.value().checkpoints_skipped : 0);
+        cx_.prefix_takes.fetch_add(takes.size(), std::memory_order_relaxed);
+        for (const PRow &x : rows) {
+            PReq &q = reqs_[x.k];
+            q.held = true;
+            q.v = x.write_v;
+            q.at = x.at_after;
+            q.decoded += x.decode;
+        }
+    }
+    for (uint64_t key : engine_pins_) {
+        rsp_error e{};
+        rsp_status st = rsp_checkpoint_unpin(pool_.get(), key, &e);
+        if (ck.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: unpin: %s", index_, e.message))
+            tree_[key].pins--;
+    }
+    engine_pins_.clear();
+    next_id_++;
+    cx_.prefix_steps.fetch_add(1, std::memory_order_relaxed);
+    end_requests();
+    maybe_swap();
+    maybe_drop();
+    if (rng_.chance(0.1))
+        probe_enokey();
+    if (rng_.chance(0.05))
+        probe_pinned();
+    if (!tree_.empty()) {
+        auto it = tree_.begin();
+        std::advance(it, rng_.below((uint32_t)tree_.size()));
+        check_query(it->first);
+        check_lookup(it->first);
+    }
+    if (next_id_ % 16 == 0)
+        check_stats("step");
+    return !cx_.abort.load();
+}
+
+// ---------------------------------------------------------------------------
+// Message takes, swaps, drops, probes
+
+void Prefix::msg_take(const PReq &q, uint64_t key, uint64_t after)
+{
+    rsp_tier tier = rng_.chance(0.3) ? RSP_TIER_HOST : RSP_TIER_DEVICE;
+    rsp_error e{};
+    rsp_status st =
+        rsp_checkpoint_take(pool_.get(), key, rsp::raw(q.rid), RSP_LABEL_MAIN, tier, after, &e);
+    auto it = tree_.find(key);
+    bool pinned = it != tree_.end() && it->second.pins > 0;
+    if (pinned) {
+        cx_.checks.expect(CHECK_CKPT, st == RSP_EPINNED,
+                          "prefix %u: take of pinned key %016" PRIx64 ": %s, expected RSP_EPINNED",
+                          index_, key, rsp_strerror(st));
+    } else if (st == RSP_ECAPACITY) {
+        cx_.prefix_skipped.fetch_add(1, std::memory_order_relaxed); // a tier full of pins
+    } else if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: take by message: %s", index_,
+                                 e.message)) {
+        store(tree_, evicted_, key, q.v, tier);
+        cx_.prefix_takes.fetch_add(1, std::memory_order_relaxed);
+    }
+    after_call("take");
+    check_lookup(key);
+}
+
+// Finished requests: some save their conversation (a take by message) for
+// a next turn that restores from it; all are removed and replaced.
+void Prefix::end_requests()
+{
+    for (PReq &q : reqs_) {
+        if (q.swapped || !q.held || q.decoded < q.target)
+            continue;
+        uint64_t next_start = 0;
+        if (rng_.chance(0.5)) {
+            uint64_t key = conv_key(q.rid);
+            msg_take(q, key, rng_.chance(0.5) ? last_commit_ : 0);
+            next_start = key;
+        }
+        rsp::result<void> r = pool_.try_remove(q.rid);
+        cx_.checks.expect(CHECK_API, r.ok(), "prefix remove: %s", r.error().message);
+        renew(q, next_start);
+    }
+}
+
+void Prefix::maybe_swap()
+{
+    Checks &ck = cx_.checks;
+    for (PReq &q : reqs_) {
+        if (q.swapped && rng_.chance(0.2)) {
+            rsp_admit_outcome out{};
+            rsp_error e{};
+            rsp_status st = rsp_swap_in(pool_.get(), rsp::raw(q.rid), &out, &e);
+            if (ck.expect(CHECK_CKPT, st == RSP_OK && out.ok, "prefix %u: swap in: %s", index_,
+                          st == RSP_OK ? "pool full" : e.message)) {
+                q.swapped = false;
+                swapped_--;
+                cx_.prefix_swaps.fetch_add(1, std::memory_order_relaxed);
+            }
+            after_call("swap in");
+        }
+    }
+    if (swapped_ > 0 || !rng_.chance(0.05))
+        return;
+    PReq &q = reqs_[rng_.below(kReqs)];
+    if (!q.held)
+        return;
+    rsp_error e{};
+    rsp_status st = rsp_swap_out(pool_.get(), rsp::raw(q.rid), &e);
+    after_call("swap out");
+    if (st == RSP_ECAPACITY)
+        return; // the host tier is full of pinned checkpoints: counted as a refusal
+    if (!ck.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: swap out: %s", index_, e.message))
+        return;
+    q.swapped = true;
+    swapped_++;
+    // A swapped request cannot be in a step.
+    rsp::step s(rsp::step_id{next_id_++});
+    s.row(q.rid, rsp::label::main, 1);
+    rsp_status a = pool_.try_admit(s).status();
+    ck.expect(CHECK_CKPT, a == RSP_EORDER,
+              "prefix %u: a step naming swapped-out rid %" PRIu64 ": %s, expected RSP_EORDER",
+              index_, rsp::raw(q.rid), rsp_strerror(a));
+    if (a == RSP_OK)
+        (void)pool_.try_rollback(s.id()); // keep going after the failure
+}
+
+void Prefix::maybe_drop()
+{
+    if (tree_.empty() || !rng_.chance(0.03))
+        return;
+    auto it = tree_.begin();
+    std::advance(it, rng_.below((uint32_t)tree_.size()));
+    uint64_t key = it->first;
+    rsp_error e{};
+    rsp_status st = rsp_checkpoint_drop(pool_.get(), key, &e);
+    if (it->second.pins) {
+        cx_.checks.expect(CHECK_CKPT, st == RSP_EPINNED,
+                          "prefix %u: drop of pinned key: %s, expected RSP_EPINNED", index_,
+                          rsp_strerror(st));
+    } else if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: drop: %s", index_,
+                                 e.message)) {
+        tree_.erase(it);
+        evicted_.push_back(key);
+    }
+    after_call("drop");
+    check_lookup(key);
+}
+
+// A restore of a key the pool evicted (or dropped): a typed admit failure,
+// nothing changed. Counted; the engine would recompute the prefix.
+void Prefix::probe_enokey()
+{
+    if (evicted_.empty())
+        return;
+    uint64_t key = evicted_[rng_.below((uint32_t)evicted_.size())];
+    PReq *q = nullptr;
+    for (PReq &x : reqs_)
+        if (!x.held && !x.swapped)
+            q = &x;
+    if (!q)
+        return;
+    rsp::step s(rsp::step_id{next_id_++});
+    s.row(q->rid, rsp::label::main, kBlockTokens);
+    std::vector<rsp_checkpoint_decl> none;
+    std::vector<rsp_restore> rs{{rsp::raw(q->rid), RSP_LABEL_MAIN, key}};
+    CkStep cs(s, none, rs);
+    rsp::result<rsp_admit_outcome> out = cs.admit(pool_);
+    if (cx_.checks.expect(CHECK_CKPT, out.status() == RSP_ENOKEY,
+                          "prefix %u: restore of evicted key %016" PRIx64 ": %s, expected "
+                          "RSP_ENOKEY",
+                          index_, key, out.ok() ? "admitted" : out.error().message))
+        cx_.prefix_enokey.fetch_add(1, std::memory_order_relaxed);
+    if (out.ok())
+        (void)pool_.try_rollback(s.id()); // keep going after the failure
+    rsp::result<rsp_holding> h = pool_.try_holding(q->rid, rsp::label::main);
+    cx_.checks.expect(CHECK_CKPT, h.status() == RSP_ENOREQ,
+                      "prefix %u: a refused restore left rid %" PRIu64 " a holding: %s", index_,
+                      rsp::raw(q->rid), rsp_strerror(h.status()));
+}
+
+// Pins hold: drop and take of a pinned key are refused, unpin at zero too.
+void Prefix::probe_pinned()
+{
+    if (tree_.empty())
+        return;
+    auto it = tree_.begin();
+    std::advance(it, rng_.below((uint32_t)tree_.size()));
+    const uint64_t key = it->first;
+    rsp_error e{};
+    rsp_status st = rsp_checkpoint_unpin(pool_.get(), key, &e);
+    cx_.checks.expect(CHECK_CKPT, st == RSP_EINVAL,
+                      "prefix %u: unpin of an unpinned key: %s, expected RSP_EINVAL", index_,
+                      rsp_strerror(st));
+    st = rsp_checkpoint_pin(pool_.get(), key, &e);
+    if (!cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: pin: %s", index_, e.message))
+        return;
+    it->second.pins++;
+    check_query(key);
+    st = rsp_checkpoint_drop(pool_.get(), key, &e);
+    cx_.checks.expect(CHECK_CKPT, st == RSP_EPINNED,
+                      "prefix %u: drop of a pinned key: %s, expected RSP_EPINNED", index_,
+                      rsp_strerror(st));
+    for (const PReq &q : reqs_)
+        if (q.held && !q.swapped) {
+            msg_take(q, key, 0); // must be refused RSP_EPINNED
+            break;
+        }
+    st = rsp_checkpoint_unpin(pool_.get(), key, &e);
+    if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: unpin: %s", index_, e.message))
+        it->second.pins--;
+    check_query(key);
+}
+
+void Prefix::finish()
+{
+    Checks &ck = cx_.checks;
+    for (PReq &q : reqs_) {
+        rsp::result<void> r = pool_.try_remove(q.rid); // a swapped request too
+        ck.expect(CHECK_API, r.ok(), "prefix remove: %s", r.error().message);
+    }
+    swapped_ = 0;
+    for (auto it = tree_.begin(); it != tree_.end();) {
+        rsp_error e{};
+        rsp_status st = rsp_checkpoint_drop(pool_.get(), it->first, &e);
+        ck.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: final drop: %s", index_, e.message);
+        it = tree_.erase(it);
+    }
+    after_call("final drops");
+    rsp::result<rsp_stats> s = pool_.try_stats();
+    if (ck.expect(CHECK_API, s.ok(), "stats: %s", s.error().message))
+        ck.expect(CHECK_LEAK,
+                  s.value().free_slots == kSlots - 1 && s.value().held_slots == 0 &&
+                      s.value().pending_release == 0 && s.value().checkpoints_device == 0 &&
+                      s.value().checkpoints_host == 0 && s.value().swapped_slots == 0,
+                  "prefix pool at the end: free %u of %u, held %u, pending %u, checkpoints %u + "
+                  "%u, swapped %u",
+                  s.value().free_slots, kSlots - 1, s.value().held_slots, s.value().pending_release,
+                  s.value().checkpoints_device, s.value().checkpoints_host,
+                  s.value().swapped_slots);
+}
+
+} // namespace
+
+void prefix_main(Context &cx, unsigned index)
+{
+    rsp::pool_config cfg;
+    cfg.layers(2).slots(kSlots);
+    cfg.block("tag", RSP_DTYPE_I64, {3}); // Storage: block 0 holds the state value
+    cfg.block("conv", RSP_DTYPE_U8, {5});
+    cfg.block("ssm", RSP_DTYPE_F32, {2, 3});
+    rsp_pool_config &raw = cfg.raw();
+    raw.max_checkpoints = kDevTier;
+    raw.max_host_checkpoints = kHostTier;
+    raw.checkpoint_demote = index % 2 == 1;
+    std::unique_ptr<Prefix> engine;
+    // The callback needs the engine, the engine needs the pool: the context
+    // pointer is set before the pool exists and read only during calls.
+    Prefix *slot = nullptr;
+    raw.on_checkpoint_evict = [](void *ctx, const rsp_checkpoint_event *ev) {
+        Prefix *p = *static_cast<Prefix **>(ctx);
+        if (p)
+            Prefix::on_evict(p, ev);
+    };
+    raw.on_checkpoint_evict_ctx = &slot;
+    rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
+    if (!cx.checks.expect(CHECK_API, created.ok(), "prefix pool create: %s",
+                          created.error().message))
+        return;
+    rsp::pool pool = std::move(created).value();
+    Storage storage;
+    if (!storage.init(pool, cfg, cx.checks))
+        return;
+    rsp::result<rsp_pool_info> info = pool.try_info();
+    if (!cx.checks.expect(CHECK_API, info.ok(), "prefix pool info: %s", info.error().message))
+        return;
+    rsp::reader reg(std::nothrow);
+    if (!cx.checks.expect(CHECK_API, reg.ok(), "prefix thread: %s", reg.error().message))
+        return;
+    engine.reset(new Prefix(cx, pool, storage, index, info.value().slot_bytes));
+    slot = engine.get();
+    while (!cx.stop.load(std::memory_order_relaxed) && !cx.abort.load())
+        if (!engine->step())
+            return;
+    engine->finish();
+    (void)pool.try_close();
+}
+
+} // namespace stress
