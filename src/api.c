@@ -320,6 +320,17 @@ static rsp_status check_rids(const rsp_msg *m, rsp_error *err)
     return RSP_OK;
 }
 
+/* CHECKPOINT: a tier that is one, an interned label (the rest, the holding,
+ * the key and the tier's room, the owner checks). */
+static rsp_status check_checkpoint(const rsp_msg *m, uint32_t num_labels, rsp_error *err)
+{
+    if ((unsigned)m->tier >= (unsigned)RSP_TIER_COUNT_)
+        return rsp__fail(err, RSP_EINVAL,
+                         "msg->tier %d is not a tier (RSP_TIER_DEVICE or RSP_TIER_HOST)",
+                         (int)m->tier);
+    return rsp__check_label(m->label, num_labels, err);
+}
+
 static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *err)
 {
     if ((unsigned)m->kind >= (unsigned)RSP_MSG_KIND_COUNT_)
@@ -338,6 +349,7 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
     case RSP_MSG_PLAN: return check_step(&m->step, num_labels, err);
     case RSP_MSG_HOLDING: return rsp__check_label(m->label, num_labels, err);
     case RSP_MSG_RELEASE: return rsp__check_label(m->label, num_labels, err);
+    case RSP_MSG_CHECKPOINT: return check_checkpoint(m, num_labels, err);
     case RSP_MSG_LABEL: {
         if (!m->label_name)
             return rsp__fail(err, RSP_EINVAL, "msg->label_name is NULL");
@@ -361,8 +373,8 @@ static rsp_status validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *er
  * the barrier and the shutdown carries its number. */
 static bool seq_exempt(rsp_msg_kind k)
 {
-    return k == RSP_MSG_STATS || k == RSP_MSG_HOLDING || k == RSP_MSG_BARRIER ||
-           k == RSP_MSG_SHUTDOWN;
+    return k == RSP_MSG_STATS || k == RSP_MSG_HOLDING || k == RSP_MSG_CHECKPOINT_QUERY ||
+           k == RSP_MSG_BARRIER || k == RSP_MSG_SHUTDOWN;
 }
 
 static rsp_status check_seq(const rsp_pool *pool, const rsp_msg *m, rsp_error *err)
@@ -371,7 +383,8 @@ static rsp_status check_seq(const rsp_pool *pool, const rsp_msg *m, rsp_error *e
         return RSP_OK;
     return rsp__fail(err, RSP_EINVAL,
                      "msg->seq is 0, but the pool is ordered (rsp_pool_config.ordered): every "
-                     "message but STATS, HOLDING, BARRIER and SHUTDOWN carries its number (1, 2, "
+                     "message but STATS, HOLDING, CHECKPOINT_QUERY, BARRIER and SHUTDOWN carries "
+                     "its number (1, 2, "
                      "3, ...); the synchronous wrappers carry none: post it with rsp_post");
 }
 
@@ -498,6 +511,7 @@ static void name_the_arguments(rsp_error *err)
         {"msg->rids", "rids"},
         {"msg->commit", "prev"},
         {"msg->step.step_id", "step->step_id"},
+        {"msg->tier", "tier"},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         char *at = strstr(err->message, fields[i][0]);
@@ -705,6 +719,75 @@ rsp_status rsp_barrier(rsp_pool *pool, rsp_error *err)
     return call(pool, &m, &r, err);
 }
 
+rsp_status rsp_checkpoint_take(rsp_pool *pool, uint64_t key, rsp_rid rid, rsp_label_id label,
+                               rsp_tier tier, uint64_t after_step, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT,
+                 .key = key,
+                 .rid = rid,
+                 .label = label,
+                 .tier = tier,
+                 .after_step = after_step};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_checkpoint_drop(rsp_pool *pool, uint64_t key, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT_DROP, .key = key};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+static rsp_status checkpoint_pin(rsp_pool *pool, uint64_t key, bool pin, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT_PIN, .key = key, .pin = pin};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_checkpoint_pin(rsp_pool *pool, uint64_t key, rsp_error *err)
+{
+    return checkpoint_pin(pool, key, true, err);
+}
+
+rsp_status rsp_checkpoint_unpin(rsp_pool *pool, uint64_t key, rsp_error *err)
+{
+    return checkpoint_pin(pool, key, false, err);
+}
+
+rsp_status rsp_checkpoint_query(rsp_pool *pool, uint64_t key, rsp_checkpoint_info *out,
+                                rsp_error *err)
+{
+    if (!out)
+        return rsp__fail(err, RSP_EINVAL, "out is NULL");
+    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT_QUERY, .key = key};
+    rsp_reply r;
+    rsp_status st = call(pool, &m, &r, err);
+    if (st == RSP_OK)
+        *out = r.checkpoint;
+    return st;
+}
+
+rsp_status rsp_swap_out(rsp_pool *pool, rsp_rid rid, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_SWAP_OUT, .rid = rid};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_swap_in(rsp_pool *pool, rsp_rid rid, rsp_admit_outcome *out, rsp_error *err)
+{
+    if (!out)
+        return rsp__fail(err, RSP_EINVAL, "out is NULL (it says whether the pool had room)");
+    rsp_msg m = {.kind = RSP_MSG_SWAP_IN, .rid = rid};
+    rsp_reply r;
+    rsp_status st = call(pool, &m, &r, err);
+    if (st == RSP_OK)
+        *out = r.admit;
+    return st;
+}
+
 rsp_status rsp_holding_get(rsp_pool *pool, rsp_rid rid, rsp_label_id label, rsp_holding *out,
                            rsp_error *err)
 {
@@ -837,6 +920,16 @@ rsp_status rsp_live_addressing(const rsp_pool *pool, rsp_label_id label, rsp_add
     if (forked())
         return fail_forked(err);
     return rsp__live_addressing(pool->pub, label, out, err);
+}
+
+rsp_status rsp_checkpoint_lookup(const rsp_pool *pool, uint64_t key, rsp_checkpoint_loc *out,
+                                 rsp_error *err)
+{
+    if (__builtin_expect(!pool, 0))
+        return rsp__fail(err, RSP_EINVAL, "pool is NULL");
+    if (__builtin_expect(forked(), 0))
+        return fail_forked(err);
+    return rsp__keys_lookup(pool->keys, key, out, err);
 }
 
 const rsp_plan *rsp_plan_ref(const rsp_plan *plan)

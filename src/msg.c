@@ -49,7 +49,7 @@ static unsigned arrays_of(const rsp_msg *m)
  * encoding and from its copy when decoding), which the wire form holds
  * verbatim, so the decoder gets the encoder's answer. */
 typedef struct step_offsets {
-    size_t rows, pre, post, end;
+    size_t rows, pre, post, ckpt, restore, end;
 } step_offsets;
 
 typedef struct wire_offsets {
@@ -67,7 +67,11 @@ __attribute__((always_inline)) static inline step_offsets step_offsets_of(const 
     o.rows = rsp__align_up(at, alignof(rsp_row));
     o.pre = rsp__align_up(o.rows + (size_t)s->num_rows * sizeof(rsp_row), alignof(rsp_fork));
     o.post = o.pre + (size_t)s->num_pre_forks * sizeof(rsp_fork);
-    o.end = o.post + (size_t)s->num_post_forks * sizeof(rsp_fork);
+    o.ckpt = rsp__align_up(o.post + (size_t)s->num_post_forks * sizeof(rsp_fork),
+                           alignof(rsp_checkpoint_decl));
+    o.restore = rsp__align_up(o.ckpt + (size_t)s->num_checkpoints * sizeof(rsp_checkpoint_decl),
+                              alignof(rsp_restore));
+    o.end = o.restore + (size_t)s->num_restores * sizeof(rsp_restore);
     return o;
 }
 
@@ -120,7 +124,9 @@ static void copy_step(unsigned char *w, const step_offsets *o, const rsp_step *s
 {
     copy(w + o->rows, s->rows, o->pre - o->rows);
     copy(w + o->pre, s->pre_forks, o->post - o->pre);
-    copy(w + o->post, s->post_forks, o->end - o->post);
+    copy(w + o->post, s->post_forks, (size_t)s->num_post_forks * sizeof(rsp_fork));
+    copy(w + o->ckpt, s->checkpoints, (size_t)s->num_checkpoints * sizeof(rsp_checkpoint_decl));
+    copy(w + o->restore, s->restores, o->end - o->restore);
 }
 
 /* Point s's arrays at their copies in w (NULL for an empty one). */
@@ -129,6 +135,8 @@ static void point_step(unsigned char *w, const step_offsets *o, rsp_step *s)
     s->rows = s->num_rows ? (const rsp_row *)(w + o->rows) : NULL;
     s->pre_forks = s->num_pre_forks ? (const rsp_fork *)(w + o->pre) : NULL;
     s->post_forks = s->num_post_forks ? (const rsp_fork *)(w + o->post) : NULL;
+    s->checkpoints = s->num_checkpoints ? (const rsp_checkpoint_decl *)(w + o->ckpt) : NULL;
+    s->restores = s->num_restores ? (const rsp_restore *)(w + o->restore) : NULL;
 }
 
 /* A declaration the kind does not carry: nothing to follow. */
@@ -136,7 +144,10 @@ static void clear_step(rsp_step *s)
 {
     s->rows = NULL;
     s->pre_forks = s->post_forks = NULL;
+    s->checkpoints = NULL;
+    s->restores = NULL;
     s->num_rows = s->num_pre_forks = s->num_post_forks = 0;
+    s->num_checkpoints = s->num_restores = 0;
 }
 
 /* The arrays of a message that has some: out of line, so the frequent

@@ -14,9 +14,12 @@
  *   after it, aligned     m.step.rows[num_rows]
  *   then, aligned         m.step.pre_forks[num_pre_forks]
  *   then                  m.step.post_forks[num_post_forks]
+ *   then, aligned         m.step.checkpoints[num_checkpoints]
+ *   then, aligned         m.step.restores[num_restores]
  *   STEP with a commit:
  *   then, aligned         *m.commit (the declaration itself)
- *   then, the same three  m.commit->rows, pre_forks, post_forks
+ *   then, the same five   m.commit->rows, pre_forks, post_forks, checkpoints,
+ *                         restores
  *   INGEST, REMOVE, RESET with num_rids > 0:
  *   after it, aligned     m.rids[num_rids]
  *   LABEL:

@@ -38,6 +38,9 @@ void rsp__pool_mirror_gauges(rsp_pool *p)
     rsp__store_relaxed_u32(&c->num_requests, s.num_requests);
     rsp__store_relaxed_u32(&c->num_holdings, s.num_holdings);
     rsp__store_relaxed_u64(&c->generation, s.generation);
+    rsp__store_relaxed_u32(&c->checkpoints_device, s.checkpoints_device);
+    rsp__store_relaxed_u32(&c->checkpoints_host, s.checkpoints_host);
+    rsp__store_relaxed_u32(&c->swapped_slots, s.swapped_slots);
 }
 
 void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
@@ -66,6 +69,95 @@ void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
     out->bytes_copied = rsp__load_relaxed_u64(&c->bytes_copied);
     out->posts_failed = rsp__actor_unwaited_failures(p->actor);
     out->forward_waits = rsp__load_relaxed_u32(&c->forward_waits);
+    out->checkpoints_device = rsp__load_relaxed_u32(&c->checkpoints_device);
+    out->checkpoints_host = rsp__load_relaxed_u32(&c->checkpoints_host);
+    out->swapped_slots = rsp__load_relaxed_u32(&c->swapped_slots);
+    out->checkpoints_taken = rsp__load_relaxed_u64(&c->checkpoints_taken);
+    out->checkpoints_restored = rsp__load_relaxed_u64(&c->checkpoints_restored);
+    out->checkpoints_evicted = rsp__load_relaxed_u64(&c->checkpoints_evicted);
+    out->checkpoints_demoted = rsp__load_relaxed_u64(&c->checkpoints_demoted);
+    out->checkpoints_dropped = rsp__load_relaxed_u64(&c->checkpoints_dropped);
+    out->checkpoints_skipped = rsp__load_relaxed_u64(&c->checkpoints_skipped);
+    out->swaps_out = rsp__load_relaxed_u64(&c->swaps_out);
+    out->swaps_in = rsp__load_relaxed_u64(&c->swaps_in);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoint reports (core.h, rsp__ckpt_report)                             */
+/* ------------------------------------------------------------------------ */
+
+/* Owner, before a core call that may take checkpoints (one per take): the
+ * key index's nodes for the keys it may add, so that applying the report
+ * after the change cannot fail. Evictions, drops and demotions only remove
+ * or move keys. */
+static rsp_status keys_reserve(rsp_pool *p, uint32_t takes, rsp_error *e)
+{
+    return p->keys && takes ? rsp__keys_reserve(p->keys, takes, e) : RSP_OK;
+}
+
+/* The readers' index follows the report's changes. A key may change more
+ * than once in a call (dropped to make room, then taken again): only its
+ * last change is applied, so a key is in the index or not, never relinked,
+ * and a call adds at most one node per take (keys_reserve). O(changes^2),
+ * a handful per call. */
+static void ckpt_index(rsp_pool *p, const rsp__ckpt_report *rep)
+{
+    for (uint32_t i = 0; p->keys && i < rep->num_changes; i++) {
+        const rsp__ckpt_change *c = &rep->changes[i];
+        bool later = false;
+        for (uint32_t j = i + 1; j < rep->num_changes && !later; j++)
+            later = rep->changes[j].key == c->key;
+        if (later)
+            continue;
+        if (c->present)
+            rsp__keys_set(p->keys, c->key, c->tier, c->slot);
+        else
+            rsp__keys_remove(p->keys, c->key);
+    }
+}
+
+/* A take declared in a committed step that was not done: the commit
+ * stands (it is never refused), so nobody reads this failure in an answer:
+ * it goes to on_error like an unread message's (counted in
+ * checkpoints_skipped, not posts_failed). */
+static void ckpt_report_skip(rsp_pool *p, const rsp__ckpt_skip *k)
+{
+    if (!p->on_error)
+        return;
+    char msg[RSP_ERROR_MAX];
+    snprintf(msg, sizeof msg,
+             "the checkpoint of key %llu declared in step %llu was skipped (%s): the step "
+             "committed without it",
+             (unsigned long long)k->key, (unsigned long long)k->step_id, rsp_strerror(k->status));
+    rsp_failure f = {.status = k->status,
+                     .kind = p->handling,
+                     .step_id = k->step_id,
+                     .has_step = true,
+                     .message = msg};
+    p->on_error(p->on_error_ctx, &f);
+}
+
+/* Owner, after every core call that can store, move or drop a checkpoint
+ * (and whose device work, if any, was submitted: a key enters the index
+ * once its copy is queued): counters, the readers' index, the eviction
+ * callback, skipped takes. O(report). */
+static void ckpt_account(rsp_pool *p)
+{
+    const rsp__ckpt_report *rep = rsp__core_ckpt_report(p->core);
+    rsp__pool_counters *c = &p->ctr;
+    bump(&c->checkpoints_taken, rep->taken);
+    bump(&c->checkpoints_restored, rep->restored);
+    bump(&c->checkpoints_dropped, rep->dropped);
+    bump(&c->checkpoints_skipped, rep->num_skips);
+    ckpt_index(p, rep);
+    for (uint32_t i = 0; i < rep->num_evictions; i++) {
+        const rsp_checkpoint_event *ev = &rep->evictions[i];
+        bump(ev->demoted ? &c->checkpoints_demoted : &c->checkpoints_evicted, 1);
+        if (p->on_checkpoint_evict)
+            p->on_checkpoint_evict(p->on_checkpoint_evict_ctx, ev);
+    }
+    for (uint32_t i = 0; i < rep->num_skips; i++)
+        ckpt_report_skip(p, &rep->skips[i]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -133,8 +225,12 @@ static rsp_status submit_forward(rsp_pool *p, rsp_status st, bool *changed, uint
     if (st != RSP_OK)
         return st;
     *changed = true;
-    if (!work_waits(&p->work))
-        return submit(p, NULL, e);
+    if (!work_waits(&p->work)) {
+        st = submit(p, NULL, e);
+        if (st == RSP_OK)
+            ckpt_account(p);
+        return st;
+    }
     rsp_event done = {0};
     st = submit(p, &done, e);
     if (st != RSP_OK)
@@ -143,6 +239,7 @@ static rsp_status submit_forward(rsp_pool *p, rsp_status st, bool *changed, uint
     p->fwd[p->fwd_len++] = (rsp__fwd_wait){.step_id = step_id, .done = done};
     fwd_gauge(p);
     pthread_mutex_unlock(&p->fwd_lock);
+    ckpt_account(p);
     return RSP_OK;
 }
 
@@ -286,6 +383,7 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
     st = submit(p, &ready, e);
     if (st != RSP_OK)
         return st;
+    ckpt_account(p); /* restores copied */
     for (uint32_t i = 0; i < out.num_labels; i++) {
         const rsp__label_plan *lp = &out.labels[i];
         rsp__plan_label_src *s = &p->srcs[i];
@@ -342,7 +440,10 @@ static rsp_status submit_after(rsp_pool *p, rsp_status st, bool *changed, rsp_er
     if (st != RSP_OK)
         return st;
     *changed = true;
-    return submit(p, NULL, e);
+    st = submit(p, NULL, e);
+    if (st == RSP_OK)
+        ckpt_account(p);
+    return st;
 }
 
 /* The caller's forward_done, if the message names one. */
@@ -458,6 +559,8 @@ static rsp_status commit_step(rsp_pool *p, const rsp_step *step, const rsp_event
     rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
     if (st == RSP_OK)
         st = fwd_reserve(p, ev, step->step_id, &r->error);
+    if (st == RSP_OK)
+        st = keys_reserve(p, step->num_checkpoints, &r->error);
     if (st == RSP_OK)
         st = rsp__core_commit(p->core, step, ev, &p->work, &stage, &r->error);
     st = submit_forward(p, st, changed, step->step_id, &r->error);
@@ -613,6 +716,58 @@ static rsp_status on_shutdown(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
     return RSP_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Checkpoints and swaps                                                     */
+/* ------------------------------------------------------------------------ */
+
+static rsp_status on_checkpoint(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    rsp_status st = keys_reserve(p, 1, &r->error);
+    if (st == RSP_OK)
+        st = rsp__core_checkpoint(p->core, m->key, m->rid, m->label, m->tier, m->after_step,
+                                  &p->work, &r->error);
+    return submit_after(p, st, changed, &r->error);
+}
+
+static rsp_status on_checkpoint_drop(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)changed; /* no device work: nothing can fail after the change */
+    rsp_status st = rsp__core_checkpoint_drop(p->core, m->key, &r->error);
+    if (st == RSP_OK)
+        ckpt_account(p);
+    return st;
+}
+
+static rsp_status on_checkpoint_pin(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)changed;
+    return rsp__core_checkpoint_pin(p->core, m->key, m->pin, &r->error);
+}
+
+static rsp_status on_checkpoint_query(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)changed;
+    return rsp__core_checkpoint_query(p->core, m->key, &r->checkpoint, &r->error);
+}
+
+static rsp_status on_swap_out(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    rsp_status st = rsp__core_swap_out(p->core, m->rid, &p->work, &r->error);
+    st = submit_after(p, st, changed, &r->error);
+    if (st == RSP_OK)
+        bump(&p->ctr.swaps_out, 1);
+    return st;
+}
+
+static rsp_status on_swap_in(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    rsp_status st = rsp__core_swap_in(p->core, m->rid, &r->admit, &p->work, &r->error);
+    st = submit_after(p, st, changed, &r->error);
+    if (st == RSP_OK && r->admit.ok)
+        bump(&p->ctr.swaps_in, 1);
+    return st;
+}
+
 /* The message kinds: a new kind is one line here and its handler above. */
 static const struct {
     const char *name;
@@ -634,6 +789,12 @@ static const struct {
     [RSP_MSG_SHUTDOWN] = {"shutdown", on_shutdown},
     [RSP_MSG_RELEASE] = {"release", on_release},
     [RSP_MSG_STEP] = {"step", on_step},
+    [RSP_MSG_CHECKPOINT] = {"checkpoint", on_checkpoint},
+    [RSP_MSG_CHECKPOINT_DROP] = {"checkpoint_drop", on_checkpoint_drop},
+    [RSP_MSG_CHECKPOINT_PIN] = {"checkpoint_pin", on_checkpoint_pin},
+    [RSP_MSG_CHECKPOINT_QUERY] = {"checkpoint_query", on_checkpoint_query},
+    [RSP_MSG_SWAP_OUT] = {"swap_out", on_swap_out},
+    [RSP_MSG_SWAP_IN] = {"swap_in", on_swap_in},
 };
 
 static const char *kind_name(rsp_msg_kind k)
@@ -673,6 +834,7 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     /* Set once the core has changed: a failure after it breaks the pool. */
     bool changed = false;
     rsp__work_clear(&p->work);
+    p->handling = m->kind;
 
     if (p->broken && m->kind != RSP_MSG_SHUTDOWN) {
         r->committed = false; /* failed_step reads it (a recycled reply is not cleared) */
@@ -731,6 +893,8 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
     p->fwd_lock_ready = true;
     p->on_error = cfg->on_error;
     p->on_error_ctx = cfg->on_error_ctx;
+    p->on_checkpoint_evict = cfg->on_checkpoint_evict;
+    p->on_checkpoint_evict_ctx = cfg->on_checkpoint_evict_ctx;
     rsp_status st = rsp__core_create(cfg, &p->core, err);
     if (st != RSP_OK)
         goto fail;
@@ -742,6 +906,13 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
     st = rsp__publisher_create(0, &p->pub, err);
     if (st != RSP_OK)
         goto fail;
+    /* The core checked the sum fits int32. */
+    const uint32_t ckpts = cfg->max_checkpoints + cfg->max_host_checkpoints;
+    if (ckpts) {
+        st = rsp__keys_create(p->pub, ckpts, &p->keys, err);
+        if (st != RSP_OK)
+            goto fail;
+    }
     /* The device job memory and the plan object are reserved inside each
      * core call, before it changes anything (rsp__pool_reserve). */
     rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
@@ -780,9 +951,13 @@ void rsp__pool_destroy(rsp_pool *p)
 {
     /* Closes the inbox, handles everything queued, joins the owner. */
     rsp__actor_destroy(p->actor);
+    /* The key index's nodes go to the publisher, whose last grace period
+     * covers them; the table itself goes after it. */
+    rsp__keys_clear(p->keys);
     /* Releases plan waiters and waits for them to leave, then for readers'
      * references; joins the reclaimer. */
     rsp__publisher_destroy(p->pub);
+    rsp__keys_destroy(p->keys);
     /* Waits for all submitted device work. */
     rsp__device_destroy(p->dev);
     rsp__work_fini(&p->work);

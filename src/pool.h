@@ -19,6 +19,7 @@
 #include "actor/actor.h"
 #include "core/core.h"
 #include "device/device.h"
+#include "publish/keys.h"
 #include "publish/publish.h"
 
 /* Counters and gauges readable without a message (rsp_pool_counters).
@@ -43,6 +44,17 @@ typedef struct rsp__pool_counters {
     uint64_t bytes_zeroed;
     uint64_t bytes_copied;
     uint32_t forward_waits;
+    uint32_t checkpoints_device;
+    uint32_t checkpoints_host;
+    uint32_t swapped_slots;
+    uint64_t checkpoints_taken;
+    uint64_t checkpoints_restored;
+    uint64_t checkpoints_evicted;
+    uint64_t checkpoints_demoted;
+    uint64_t checkpoints_dropped;
+    uint64_t checkpoints_skipped;
+    uint64_t swaps_out;
+    uint64_t swaps_in;
 } rsp__pool_counters;
 
 /* One forward_done wait given to the device: the step of the commit or
@@ -60,6 +72,10 @@ struct rsp_pool {
     int owner_cpu; /* immutable: rsp_pool_config.owner_cpu (-1: not pinned) */
     rsp__actor *actor;
     rsp__publisher *pub;
+    /* The readers' checkpoint key index (NULL: a pool without checkpoint
+     * slots). The pointer is immutable; the owner is its only writer,
+     * rsp_checkpoint_lookup reads it from any registered reader. */
+    rsp__keys *keys;
     rsp__device *dev; /* block bases and event_wait: any thread; the rest: owner */
     bool ordered;     /* rsp_pool_config.ordered: rsp_post checks and numbers messages */
 
@@ -76,10 +92,14 @@ struct rsp_pool {
     bool broken;
     char broken_why[RSP_ERROR_MAX];
     rsp__plan_label_src srcs[RSP_MAX_LABELS];
+    rsp_msg_kind handling; /* the kind of the message being handled (failure reports) */
 
     /* Immutable after create: the caller's error callback (or NULL). */
     void (*on_error)(void *ctx, const rsp_failure *failure);
     void *on_error_ctx;
+    /* Immutable after create: the caller's eviction callback (or NULL). */
+    void (*on_checkpoint_evict)(void *ctx, const rsp_checkpoint_event *event);
+    void *on_checkpoint_evict_ctx;
 
     /* Forward-done waits the device has not run yet, in submit order
      * (FW1/FW2): the owner appends and prunes, rsp_pool_close_timed reads;

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "fork.h"
 #include "util/error.h"
 #include "util/mem.h"
@@ -44,6 +45,22 @@ static rsp_status check_new(const rsp__core *c, const rsp_step *step, uint32_t r
     return RSP_OK;
 }
 
+/* No non-padding row names a swapped-out rid (RSP_EORDER): its state is
+ * in the host tier until swap_in. Looked for only while some request is
+ * swapped out. O(rows) then. */
+static rsp_status check_swapped(const rsp__core *c, const rsp_step *step, rsp_error *err)
+{
+    for (uint32_t i = 0; c->num_swapped && i < step->num_rows; i++) {
+        const rsp__req *r = step->rows[i].padding ? NULL : rsp__req_find(c, step->rows[i].rid);
+        if (r && r->swap)
+            return rsp__fail(err, RSP_EORDER,
+                             "admit: step %" PRIu64 ": rows[%" PRIu32 "]: rid %" PRIu64
+                             " is swapped out; swap it in first",
+                             step->step_id, i, step->rows[i].rid);
+    }
+    return RSP_OK;
+}
+
 /* The declaration, then the order of a new step. *rec: the record it uses;
  * *fresh: a record not in flight yet; *same: the rows are the record's
  * validated ones (a steady decode loop), so only the O(forks) checks run
@@ -61,7 +78,10 @@ static rsp_status admit_validate(rsp__core *c, const rsp_step *step, uint32_t *r
     if (st != RSP_OK)
         return st;
     *fresh = *rec == RSP__NONE || !c->steps[*rec].used;
-    return *fresh ? check_new(c, step, *rec, err) : RSP_OK;
+    st = *fresh ? check_new(c, step, *rec, err) : RSP_OK;
+    if (st == RSP_OK)
+        st = check_swapped(c, step, err);
+    return st == RSP_OK ? rsp__ck_check_restores(c, step, err) : st;
 }
 
 /* --- 2. count ------------------------------------------------------------ */
@@ -209,7 +229,7 @@ static rsp_status admit_reserve(rsp__core *c, const rsp_step *step, rsp__steprec
     if (pins > c->layout.max_slots)
         pins = c->layout.max_slots;
     if (rsp__step_reserve(s, n->slots, (uint32_t)pins) || rsp__req_reserve(c, n->new_rids) ||
-        rsp__hold_reserve_spills(c, n->spills))
+        rsp__hold_reserve_spills(c, n->spills) || rsp__ck_reserve_pins(s, step->num_restores))
         return RSP_ENOMEM;
     return RSP_OK;
 }
@@ -273,6 +293,7 @@ static void open_record(rsp__core *c, const rsp_step *step, uint32_t rec)
     s->step_id = step->step_id;
     s->num_journal = 0;
     s->num_pinned = 0;
+    s->num_ckrecs = 0;
     s->plan_took = false;
     if (!c->any_admitted || step->step_id > c->last_admitted)
         c->last_admitted = step->step_id;
@@ -323,7 +344,8 @@ static bool admit_is_same(const rsp__core *c, const rsp_step *step, const rsp__s
                           bool fresh, bool same)
 {
     if (c->fast_off || !fresh || !same || !s->admit_ok || s->admit_hepoch != c->hepoch ||
-        step->capture || step->num_pre_forks != s->num_apre || step->num_post_forks != s->num_apost)
+        step->capture || step->num_restores || step->num_checkpoints ||
+        step->num_pre_forks != s->num_apre || step->num_post_forks != s->num_apost)
         return false;
     return (!step->num_pre_forks ||
             !memcmp(step->pre_forks, s->aforks, step->num_pre_forks * sizeof *s->aforks)) &&
@@ -375,6 +397,7 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
 rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
                            rsp_error *err)
 {
+    rsp__ckpt_report_begin(c);
     if (!out || !w)
         return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
     uint32_t rec;
@@ -415,6 +438,7 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         open_record(c, step, rec);
     if (!step->capture)
         admit_apply(c, step, rec, n.new_rids != 0);
+    rsp__ck_pin_restores(c, step, rec); /* keys checked, pins reserved */
     admit_keep(c, step, s, fresh);
     out->ok = true;
     out->free = c->free_top;

@@ -23,6 +23,14 @@ rsp_status rsp__check_arrays(const rsp_step *step, rsp_error *err)
         return rsp__fail(err, RSP_EINVAL,
                          "step %" PRIu64 ": post_forks is NULL with num_post_forks = %" PRIu32,
                          step->step_id, step->num_post_forks);
+    if (step->num_checkpoints && !step->checkpoints)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": checkpoints is NULL with num_checkpoints = %" PRIu32,
+                         step->step_id, step->num_checkpoints);
+    if (step->num_restores && !step->restores)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": restores is NULL with num_restores = %" PRIu32,
+                         step->step_id, step->num_restores);
     return RSP_OK;
 }
 
@@ -44,6 +52,11 @@ rsp_status rsp__check_limits(const rsp_step *step, uint32_t max_rows, rsp_error 
                                  step->step_id, k ? "post_forks" : "pre_forks", i, f[i].group,
                                  RSP__MAX_FORK_GROUP);
     }
+    if (step->num_checkpoints > max_rows || step->num_restores > max_rows)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": %" PRIu32 " checkpoints and %" PRIu32
+                         " restores: at most %" PRIu32 " each (each names a row of the step)",
+                         step->step_id, step->num_checkpoints, step->num_restores, max_rows);
     if (step->has_lease && step->lease.bucket_bs == 0)
         return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": lease.bucket_bs = 0", step->step_id);
     if (step->has_lease && step->lease.bucket_bs > max_rows)
@@ -125,4 +138,57 @@ rsp_status rsp__fail_fork_group(const rsp_step *step, uint32_t i, uint32_t first
                      "one fork_group",
                      step->step_id, i, step->rows[i].rid, (unsigned)step->rows[i].fork_group, first,
                      (unsigned)step->rows[first].fork_group);
+}
+
+rsp_status rsp__check_ckpt_decls(const rsp_step *step, uint32_t num_labels, rsp_error *err)
+{
+    if (step->capture && (step->num_checkpoints || step->num_restores))
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": a capture step declares no checkpoints or restores "
+                         "(its rows are dummies)",
+                         step->step_id);
+    for (uint32_t i = 0; i < step->num_restores; i++)
+        if (step->restores[i].label >= num_labels)
+            return rsp__fail(err, RSP_ENOLABEL,
+                             "step %" PRIu64 ": restores[%" PRIu32 "].label = %" PRIu32
+                             " is not an interned label (%" PRIu32 " labels)",
+                             step->step_id, i, step->restores[i].label, num_labels);
+    for (uint32_t i = 0; i < step->num_checkpoints; i++) {
+        const rsp_checkpoint_decl *d = &step->checkpoints[i];
+        if (d->label >= num_labels)
+            return rsp__fail(err, RSP_ENOLABEL,
+                             "step %" PRIu64 ": checkpoints[%" PRIu32 "].label = %" PRIu32
+                             " is not an interned label (%" PRIu32 " labels)",
+                             step->step_id, i, d->label, num_labels);
+        if ((unsigned)d->tier >= RSP_TIER_COUNT_)
+            return rsp__fail(err, RSP_EINVAL,
+                             "step %" PRIu64 ": checkpoints[%" PRIu32 "].tier = %d is not a tier",
+                             step->step_id, i, (int)d->tier);
+    }
+    return RSP_OK;
+}
+
+rsp_status rsp__fail_ckpt_row(const rsp_step *step, bool restore, uint32_t i, rsp_error *err)
+{
+    rsp_rid rid = restore ? step->restores[i].rid : step->checkpoints[i].rid;
+    rsp_label_id label = restore ? step->restores[i].label : step->checkpoints[i].label;
+    return rsp__fail(err, RSP_EINVAL,
+                     "step %" PRIu64 ": %s[%" PRIu32 "] (rid %" PRIu64 ", label %" PRIu32
+                     ") names no row of the step with span > 0",
+                     step->step_id, restore ? "restores" : "checkpoints", i, rid, label);
+}
+
+rsp_status rsp__fail_ckpt_dup(const rsp_step *step, bool restore, uint32_t i, uint32_t first,
+                              rsp_error *err)
+{
+    if (restore)
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": restores[%" PRIu32 "] repeats (rid %" PRIu64
+                         ", label %" PRIu32 ") of restores[%" PRIu32 "]: a row starts from one "
+                         "checkpoint",
+                         step->step_id, i, step->restores[i].rid, step->restores[i].label, first);
+    return rsp__fail(err, RSP_EINVAL,
+                     "step %" PRIu64 ": checkpoints[%" PRIu32 "] repeats key %" PRIu64
+                     " of checkpoints[%" PRIu32 "]: a key holds one state",
+                     step->step_id, i, step->checkpoints[i].key, first);
 }

@@ -60,13 +60,13 @@ static inline bool rsp__row_addresses(const rsp_row *row)
     return !row->padding && row->span > 0;
 }
 
-/* step is not NULL, and rows, pre_forks and post_forks are not NULL when
- * their counts are not 0 (RSP_EINVAL). O(1). */
+/* step is not NULL, and rows, pre_forks, post_forks, checkpoints and
+ * restores are not NULL when their counts are not 0 (RSP_EINVAL). O(1). */
 rsp_status rsp__check_arrays(const rsp_step *step, rsp_error *err);
 
 /* Fork lists of at most RSP__MAX_FORKS entries; every fork's group at
- * most RSP__MAX_FORK_GROUP; a lease's bucket_bs in 1 .. max_rows
- * (RSP_EINVAL). O(forks). */
+ * most RSP__MAX_FORK_GROUP; at most max_rows checkpoints and restores
+ * each; a lease's bucket_bs in 1 .. max_rows (RSP_EINVAL). O(forks). */
 rsp_status rsp__check_limits(const rsp_step *step, uint32_t max_rows, rsp_error *err);
 
 /* label is one of the num_labels interned ones (RSP_ENOLABEL). O(1). */
@@ -83,6 +83,22 @@ rsp_status rsp__check_rows(const rsp_step *step, uint32_t num_labels, uint32_t m
 /* Every pre- and post-fork's from and to are interned (RSP_ENOLABEL).
  * O(forks). */
 rsp_status rsp__check_forks(const rsp_step *step, uint32_t num_labels, rsp_error *err);
+
+/* Checkpoints and restores (issue 12): none in a capture step
+ * (RSP_EINVAL); every entry's label interned (RSP_ENOLABEL); every take's
+ * tier one of rsp_tier (RSP_EINVAL). Restores first, then checkpoints, in
+ * entry order. Run after rsp__check_forks, by rsp_post and the core
+ * alike. O(entries). */
+rsp_status rsp__check_ckpt_decls(const rsp_step *step, uint32_t num_labels, rsp_error *err);
+
+/* The messages of the rules "each restore and each checkpoint names a row
+ * of the step with span > 0" and "no (rid, label) restored twice, no key
+ * taken twice" (RSP_EINVAL): entry i of restores (restore) or
+ * checkpoints; first: the earlier entry it repeats. Finding them needs
+ * the core's hash set (step.c), like duplicate rows. O(1). */
+rsp_status rsp__fail_ckpt_row(const rsp_step *step, bool restore, uint32_t i, rsp_error *err);
+rsp_status rsp__fail_ckpt_dup(const rsp_step *step, bool restore, uint32_t i, uint32_t first,
+                              rsp_error *err);
 
 /* The message of the rule "all non-padding rows of one rid carry one
  * fork_group" (RSP_EINVAL): rows[i] carries another group than rows[first],

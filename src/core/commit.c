@@ -7,6 +7,7 @@
 #include <inttypes.h>
 
 #include "addr.h"
+#include "ckpt.h"
 #include "util/error.h"
 
 /* Record rec's step has ended: a stage built for it ends too (it must never
@@ -56,6 +57,7 @@ static void undo_journal(rsp__core *c, uint32_t rec, rsp__work *w)
 rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *forward_done,
                               rsp__work *w, rsp__stage_change *stage, rsp_error *err)
 {
+    rsp__ckpt_report_begin(c);
     if (stage)
         *stage = (rsp__stage_change){RSP__STAGE_KEPT, 0};
     if (!w)
@@ -79,6 +81,7 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
     if (forward_done)
         (void)rsp__work_wait(w, forward_done);
     undo_journal(c, rec, w);
+    rsp__ck_unpin_step(c, rec); /* its restores' pins: every count as before the admit */
     rsp__step_unpin(c, rec, true, w);
     end_step(c, rec, stage);
     rsp__work_thaw(w);
@@ -124,15 +127,17 @@ static rsp_status commit_reserve(rsp__core *c, const rsp_step *step, uint32_t re
     if (!capture)
         rsp__fork_pairs_prepare(c, step, rec);
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
-    if (pairs > UINT32_MAX / 4 ||
-        rsp__work_reserve(w, 3 + 2 * (uint32_t)pairs, 2 * s->num_pinned + (uint32_t)pairs,
-                          (uint32_t)pairs) ||
-        (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
+    /* Each declared take: up to 3 ops (a demotion's COPY, the take's COPY
+     * or ZERO), 2 pairs, a zeroed slot; 4 changes, 2 evictions, a skip. */
+    uint32_t takes = capture ? 0 : step->num_checkpoints;
+    uint32_t ops = 3 + 2 * (uint32_t)pairs + 3 * takes;
+    uint32_t slots = 2 * s->num_pinned + (uint32_t)pairs + takes;
+    uint32_t npairs = (uint32_t)pairs + 2 * takes;
+    if (pairs > UINT32_MAX / 4 || rsp__work_reserve(w, ops, slots, npairs) ||
+        (npairs && rsp__work_reserve_marks(w, takes ? c->layout.num_ids : c->layout.max_slots)) ||
+        rsp__ck_report_reserve(c, 4ull * takes, 2ull * takes, takes))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
-    return rsp__core_reserve_ext(c,
-                                 &(rsp__ext_need){.ops = 3 + 2 * (uint32_t)pairs,
-                                                  .slots = 2 * s->num_pinned + (uint32_t)pairs,
-                                                  .pairs = (uint32_t)pairs},
+    return rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = ops, .slots = slots, .pairs = npairs},
                                  err);
 }
 
@@ -182,6 +187,7 @@ static void commit_writes(rsp__core *c, uint32_t rec, uint64_t others, rsp__work
 rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event *forward_done,
                             rsp__work *w, rsp__stage_change *stage, rsp_error *err)
 {
+    rsp__ckpt_report_begin(c);
     if (stage)
         *stage = (rsp__stage_change){RSP__STAGE_KEPT, 0};
     if (!w)
@@ -207,6 +213,12 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
     if (!c->steps[rec].capture) {
         uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
         commit_writes(c, rec, others, w);
+        /* Its restores were queued at its plan: their pins go, so a take
+         * below may replace a key this step restored from. Then its takes,
+         * the state the forward left, before the post-forks. */
+        rsp__ck_unpin_step(c, rec);
+        if (step->num_checkpoints)
+            rsp__ck_commit_takes(c, step, others, w);
         /* Post-forks on the slots the plan recorded were checked against
          * every other planned step (rsp__pipeline_check, both orders). A
          * holding that appeared or was re-created after the plan may sit
@@ -215,6 +227,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
          * draft) gets none: its rows' writes above still count. */
         rsp__apply_forks(c, step, true, others, skips, w);
     }
+    rsp__ck_unpin_step(c, rec); /* a capture step pinned none: nothing */
     rsp__step_unpin(c, rec, false, w);
     end_step(c, rec, stage);
     rsp__work_thaw(w);

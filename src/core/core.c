@@ -28,6 +28,32 @@ static uint32_t free_pop(rsp__core *c)
     return slot;
 }
 
+/* The checkpoint tiers, their records and the key table (ckpt.h): sized
+ * once for every checkpoint slot, so no take ever allocates for them. */
+static rsp_status ck_create(rsp__core *c)
+{
+    const rsp__layout *lay = &c->layout;
+    uint64_t n = (uint64_t)lay->max_checkpoints + lay->max_host_checkpoints;
+    c->ck = calloc(n ? n : 1, sizeof *c->ck);
+    if (!c->ck || rsp__map_init(&c->keys, n))
+        return RSP_ENOMEM;
+    uint32_t first = lay->max_slots;
+    for (int t = 0; t < RSP_TIER_COUNT_; t++) {
+        rsp__tier *tr = &c->tiers[t];
+        tr->size = t == RSP_TIER_DEVICE ? lay->max_checkpoints : lay->max_host_checkpoints;
+        tr->first = first;
+        tr->head = tr->tail = RSP__NONE;
+        tr->free = calloc(tr->size ? tr->size : 1, sizeof *tr->free);
+        if (!tr->free)
+            return RSP_ENOMEM;
+        /* Descending, so a fresh tier pops its first id first. */
+        for (uint32_t i = tr->size; i-- > 0;)
+            rsp__tier_push(c, (rsp_tier)t, first + i);
+        first += tr->size;
+    }
+    return RSP_OK;
+}
+
 rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_error *err)
 {
     if (!out)
@@ -55,14 +81,20 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
     c->free_stack = calloc(lay.max_slots, sizeof *c->free_stack);
     c->free_pow = calloc(lay.max_slots, sizeof *c->free_pow);
     c->steps = calloc(inflight, sizeof *c->steps);
-    c->table_size = 64;
-    c->table = malloc(c->table_size * sizeof *c->table);
-    if (!c->slots || !c->free_stack || !c->free_pow || !c->steps || !c->table) {
+    rsp_status mst = rsp__map_init(&c->table, 32);
+    if (!c->slots || !c->free_stack || !c->free_pow || !c->steps || mst) {
         rsp__core_destroy(c);
         return rsp__fail(err, RSP_ENOMEM, "out of memory for %" PRIu32 " slots", lay.max_slots);
     }
-    for (uint32_t i = 0; i < c->table_size; i++)
-        c->table[i].rec = RSP__NONE;
+    if (ck_create(c)) {
+        rsp__core_destroy(c);
+        return rsp__fail(err, RSP_ENOMEM,
+                         "out of memory for %" PRIu32 " + %" PRIu32 " checkpoint records",
+                         lay.max_checkpoints, lay.max_host_checkpoints);
+    }
+    rsp__ckpt_report_begin(c);
+    c->ck_demote = cfg->checkpoint_demote;
+    c->free_swap = RSP__NONE;
     c->free_rec = RSP__NONE;
     /* Odd, so every power is odd and no depth's weight is zero mod 2^64. */
     uint64_t pw = 1;
@@ -97,11 +129,12 @@ void rsp__core_destroy(rsp__core *c)
     for (uint32_t i = 0; i < c->num_recs; i++)
         free(c->reqs[i].heap);
     free(c->reqs);
-    free(c->table);
+    rsp__map_fini(&c->table);
     if (c->steps)
         for (uint32_t i = 0; i < c->max_inflight; i++) {
             free(c->steps[i].journal);
             free(c->steps[i].pinned);
+            free(c->steps[i].ckrecs);
             free(c->steps[i].prows);
             free(c->steps[i].fslots);
             free(c->steps[i].arows);
@@ -130,6 +163,14 @@ void rsp__core_destroy(rsp__core *c)
     free(c->rid_recs);
     free(c->rid_groups);
     free(c->rid_skip);
+    free(c->ck);
+    rsp__map_fini(&c->keys);
+    for (int t = 0; t < RSP_TIER_COUNT_; t++)
+        free(c->tiers[t].free);
+    free(c->swaps);
+    free(c->rep_changes);
+    free(c->rep_evictions);
+    free(c->rep_skips);
     free(c);
 }
 
@@ -182,75 +223,17 @@ const char *rsp__core_label_name(const rsp__core *c, rsp_label_id id)
     return id < c->num_labels ? c->label_names[id] : NULL;
 }
 
-/* --- the rid table ------------------------------------------------------- */
-
-static uint32_t table_probe(const rsp__core *c, rsp_rid rid)
-{
-    uint32_t mask = c->table_size - 1;
-    uint32_t i = (uint32_t)rsp__mix64(rid) & mask;
-    while (c->table[i].rec != RSP__NONE && c->table[i].rid != rid)
-        i = (i + 1) & mask;
-    return i;
-}
+/* --- the rid table (map.h) --------------------------------------------- */
 
 rsp__req *rsp__req_find(const rsp__core *c, rsp_rid rid)
 {
-    uint32_t i = table_probe(c, rid);
-    return c->table[i].rec == RSP__NONE ? NULL : &c->reqs[c->table[i].rec];
-}
-
-/* Grow the table (doubling) until `requests` fit at load <= 1/2. */
-static rsp_status table_grow(rsp__core *c, uint64_t requests)
-{
-    uint64_t n = c->table_size;
-    while (requests * 2 > n)
-        n *= 2;
-    if (n > UINT32_MAX / 2 + 1)
-        return RSP_ENOMEM;
-    rsp__rid_entry *t = malloc((size_t)n * sizeof *t);
-    if (!t)
-        return RSP_ENOMEM;
-    for (uint64_t i = 0; i < n; i++)
-        t[i].rec = RSP__NONE;
-    rsp__rid_entry *old = c->table;
-    uint32_t old_n = c->table_size;
-    c->table = t;
-    c->table_size = (uint32_t)n;
-    for (uint32_t i = 0; i < old_n; i++)
-        if (old[i].rec != RSP__NONE)
-            c->table[table_probe(c, old[i].rid)] = old[i];
-    free(old);
-    return RSP_OK;
-}
-
-/* Backward-shift deletion keeps probe chains intact without tombstones. */
-static void table_delete(rsp__core *c, rsp_rid rid)
-{
-    uint32_t mask = c->table_size - 1;
-    uint32_t i = table_probe(c, rid);
-    if (c->table[i].rec == RSP__NONE)
-        return;
-    c->table[i].rec = RSP__NONE;
-    uint32_t j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (c->table[j].rec == RSP__NONE)
-            return;
-        uint32_t home = (uint32_t)rsp__mix64(c->table[j].rid) & mask;
-        /* Move j back to i unless its home lies cyclically in (i, j]. */
-        bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-        if (!stays) {
-            c->table[i] = c->table[j];
-            c->table[j].rec = RSP__NONE;
-            i = j;
-        }
-    }
+    uint32_t rec = rsp__map_get(&c->table, rid);
+    return rec == RSP__MAP_EMPTY ? NULL : &c->reqs[rec];
 }
 
 rsp_status rsp__req_reserve(rsp__core *c, uint32_t n)
 {
-    uint64_t requests = (uint64_t)c->num_requests + n;
-    if (requests * 2 > c->table_size && table_grow(c, requests))
+    if (rsp__map_reserve(&c->table, n))
         return RSP_ENOMEM;
     if (n <= c->num_free_recs)
         return RSP_OK;
@@ -284,9 +267,7 @@ rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid)
     r->rid = rid;
     r->live = true;
     r->next_free = RSP__NONE;
-    uint32_t i = table_probe(c, rid);
-    c->table[i].rid = rid;
-    c->table[i].rec = rec;
+    rsp__map_put(&c->table, rid, rec);
     c->num_requests++;
     return r;
 }
@@ -294,7 +275,7 @@ rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid)
 static void req_forget(rsp__core *c, rsp__req *r)
 {
     uint32_t rec = (uint32_t)(r - c->reqs);
-    table_delete(c, r->rid);
+    rsp__map_del(&c->table, r->rid);
     rsp__hepoch_bump(c); /* a later admit of its rid ingests again */
     r->live = false;
     r->next_free = c->free_rec;
@@ -459,13 +440,28 @@ bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label)
 
 rsp_status rsp__core_ingest(rsp__core *c, rsp_rid rid, rsp_error *err)
 {
+    rsp__ckpt_report_begin(c);
     if (!rsp__req_get(c, rid))
         return rsp__fail(err, RSP_ENOMEM, "out of memory ingesting rid %" PRIu64, rid);
     return RSP_OK;
 }
 
+void rsp__swap_forget(rsp__core *c, rsp__req *r)
+{
+    rsp__swap *sw = &c->swaps[r->swap - 1];
+    for (uint32_t i = sw->n; i-- > 0;)
+        rsp__tier_push(c, RSP_TIER_HOST, sw->slot[i]);
+    RSP__ASSERT(c->swapped_slots >= sw->n && c->num_swapped > 0);
+    c->swapped_slots -= sw->n;
+    c->num_swapped--;
+    sw->next_free = c->free_swap;
+    c->free_swap = r->swap - 1;
+    r->swap = 0;
+}
+
 rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, rsp_error *err)
 {
+    rsp__ckpt_report_begin(c);
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "work is NULL");
     rsp__req *r = rsp__req_find(c, rid);
@@ -478,6 +474,8 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
     if (st)
         return st;
     rsp__work_freeze(w); /* nothing below fails */
+    if (r->swap)         /* it holds nothing; the state it would keep is zeros */
+        rsp__swap_forget(c, r);
     if (free) {
         /* Label insertion order: the last label's slot ends on top. */
         while (r->num_holds)
@@ -517,6 +515,7 @@ rsp_status rsp__core_remove(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error *
 rsp_status rsp__core_release(rsp__core *c, rsp_rid rid, rsp_label_id label, rsp__work *w,
                              rsp_error *err)
 {
+    rsp__ckpt_report_begin(c);
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "work is NULL");
     rsp_status st = rsp__check_label(label, c->num_labels, err);
@@ -585,6 +584,14 @@ void rsp__core_stats(const rsp__core *c, rsp_stats *out)
     out->num_requests = c->num_requests;
     out->num_holdings = c->num_holdings;
     out->generation = c->generation;
+    out->checkpoints_device = c->tiers[RSP_TIER_DEVICE].count;
+    out->checkpoints_host = c->tiers[RSP_TIER_HOST].count;
+    out->swapped_slots = c->swapped_slots;
+}
+
+const rsp__ckpt_report *rsp__core_ckpt_report(const rsp__core *c)
+{
+    return &c->rep;
 }
 
 uint64_t rsp__core_free_hash(const rsp__core *c)

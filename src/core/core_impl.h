@@ -28,6 +28,7 @@
 
 #include "check.h"
 #include "core.h"
+#include "map.h"
 #include "util/assert.h"
 #include "work_impl.h"
 
@@ -63,18 +64,51 @@ typedef struct rsp__req {
     uint32_t num_holds, cap_holds;
     rsp__hold *heap;
     rsp__hold inl[RSP__INLINE_HOLDINGS];
-    /* Unused; it keeps the record at 144 bytes (9 x 16), whose index the
-     * compiler forms in fewer instructions than 136 (callgrind: two more
-     * per hinted lookup, every row of every admit, plan and commit). */
-    uint64_t pad;
+    /* 1 + its swap record's index (c->swaps) while swapped out (swap.c),
+     * 0 otherwise. Beside it, unused padding: it keeps the record at 144
+     * bytes (9 x 16), whose index the compiler forms in fewer instructions
+     * than 136 (callgrind: two more per hinted lookup, every row of every
+     * admit, plan and commit). */
+    uint32_t swap;
+    uint32_t pad;
     uint32_t next_free; /* free list of records */
 } rsp__req;
 
-/* rid -> record index; open addressing, linear probing, backward-shift delete. */
-typedef struct rsp__rid_entry {
-    rsp_rid rid;
-    uint32_t rec; /* RSP__NONE: empty */
-} rsp__rid_entry;
+/* A checkpoint record (ckpt.h). Record i stands for checkpoint slot id
+ * max_slots + i (device tier first, then host tier: layout.h), so records
+ * and checkpoint slot ids map one to one; `used` when a keyed checkpoint
+ * lives there (a host-tier slot may hold a swapped request's state
+ * instead: then its record is unused). */
+typedef struct rsp__ckrec {
+    uint64_t key;
+    uint64_t last_use;   /* c->ck_clock at its last take, restore (plan) or pin */
+    uint64_t step_pins;  /* bit r: step record r restores from it (pins: popcount) */
+    uint32_t user_pins;  /* the caller's pin count */
+    uint32_t prev, next; /* its tier's LRU list (record indices; RSP__NONE ends) */
+    uint8_t tier;        /* rsp_tier */
+    bool used;
+} rsp__ckrec;
+
+/* One checkpoint tier: its slot ids [first, first + size), a free stack
+ * of them (LIFO; a fresh tier pops first, first + 1, ...), its LRU list of
+ * keyed records (head: most recently used) and their count. */
+typedef struct rsp__tier {
+    uint32_t *free;
+    uint32_t free_top, size, first;
+    uint32_t head, tail;
+    uint32_t count;
+} rsp__tier;
+
+/* A swapped-out request's state (swap.c): per holding it had, in label
+ * insertion order, the label, the host-tier slot holding its bytes and
+ * its has_state. */
+typedef struct rsp__swap {
+    uint32_t n;
+    uint32_t next_free; /* free list of swap records */
+    rsp_label_id label[RSP_MAX_LABELS];
+    uint32_t slot[RSP_MAX_LABELS];
+    bool has_state[RSP_MAX_LABELS];
+} rsp__swap;
 
 typedef struct rsp__slot {
     uint8_t state;      /* rsp__slot_state */
@@ -143,8 +177,11 @@ typedef struct rsp__steprec {
     uint32_t num_pinned, cap_pinned;
     rsp__prow *prows; /* live plan rows with a holding, declaration order */
     uint32_t num_prows, cap_prows;
-    uint32_t *fslots; /* slots whose fork_pins bit this step set */
+    uint32_t *fslots; /* slots whose fork_pins bit this step set (post-forks,
+                       * then the sources of its declared takes) */
     uint32_t num_fslots, cap_fslots;
+    uint32_t *ckrecs; /* checkpoint records it pinned (restores), pin order */
+    uint32_t num_ckrecs, cap_ckrecs;
     rsp__arow *arows; /* the rows last validated for this record */
     uint32_t num_arows, cap_arows;
     /* The forking rids of arows (first appearance) with record hints, kept
@@ -258,8 +295,7 @@ struct rsp__core {
     rsp__req *reqs;
     uint32_t num_recs, cap_recs, free_rec;
     uint32_t num_free_recs; /* length of the free_rec list */
-    rsp__rid_entry *table;
-    uint32_t table_size; /* power of two */
+    rsp__map table;         /* rid -> record index (map.h) */
     uint32_t num_requests, num_holdings;
     /* Spill arrays (RSP_MAX_LABELS holdings each) allocated ahead by an
      * admit's reserve phase (rsp__hold_reserve_spills), so a request that
@@ -325,7 +361,48 @@ struct rsp__core {
 
     rsp__reserve_hook reserve_hook; /* see core.h; NULL: none */
     void *reserve_ctx;
+
+    /* Checkpoints (ckpt.h) and swapped requests (swap.c). ck: one record
+     * per checkpoint slot; keys: key -> record, sized at create for every
+     * record (never grows); ck_clock: the use clock. */
+    rsp__ckrec *ck;
+    rsp__tier tiers[RSP_TIER_COUNT_];
+    rsp__map keys;
+    uint64_t ck_clock;
+    bool ck_demote; /* config checkpoint_demote */
+    rsp__swap *swaps;
+    uint32_t num_swap_recs, cap_swaps, free_swap;
+    uint32_t num_swapped;   /* requests swapped out */
+    uint32_t swapped_slots; /* host-tier slots they hold */
+    /* The last call's checkpoint report (core.h), and its arrays. */
+    rsp__ckpt_report rep;
+    rsp__ckpt_change *rep_changes;
+    rsp_checkpoint_event *rep_evictions;
+    rsp__ckpt_skip *rep_skips;
+    uint32_t cap_rep_changes, cap_rep_evictions, cap_rep_skips;
 };
+
+/* Every core call that changes state starts with an empty checkpoint
+ * report (core.h rsp__core_ckpt_report); a failed call leaves it so. */
+static inline void rsp__ckpt_report_begin(rsp__core *c)
+{
+    c->rep = (rsp__ckpt_report){
+        .changes = c->rep_changes, .evictions = c->rep_evictions, .skips = c->rep_skips};
+}
+
+/* Push / pop a checkpoint slot id of tier t (the caller checked there is
+ * room / one). Here, not in ckpt.h: a reset or remove (core.c) gives a
+ * swapped request's host slots back. O(1). */
+static inline void rsp__tier_push(rsp__core *c, rsp_tier t, uint32_t slot)
+{
+    RSP__ASSERT(c->tiers[t].free_top < c->tiers[t].size);
+    c->tiers[t].free[c->tiers[t].free_top++] = slot;
+}
+static inline uint32_t rsp__tier_pop(rsp__core *c, rsp_tier t)
+{
+    RSP__ASSERT(c->tiers[t].free_top > 0);
+    return c->tiers[t].free[--c->tiers[t].free_top];
+}
 
 /* Hand need to the reserve hook (core.h): the last fallible step of a call
  * that emits work, right before its first change. */
@@ -410,17 +487,6 @@ static inline rsp__hold *rsp__hold_lookup(rsp__core *c, rsp_rid rid, rsp_label_i
     }
     return rsp__hold_lookup_slow(c, rid, label, rec, hold, out_r);
 }
-/* A 64-bit finaliser (murmur3's): the rid hash table, plan digests. */
-static inline uint64_t rsp__mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 /* Pop a free slot and give it to (r, label); the caller checked there is one
  * and that r holds nothing under label. When r's inline holdings are full,
  * it takes a spare spill array: the caller reserved one
@@ -459,6 +525,12 @@ static inline void rsp__hepoch_bump(rsp__core *c)
     c->epoch++;
     c->hepoch++;
 }
+
+/* r (swapped out) gives its host-tier slots back to the host tier's free
+ * stack (a checkpoint slot is written whole before it is read: no
+ * zeroing), in reverse order, and is no longer swapped out: swap_in, and
+ * a reset or remove of a swapped request. O(its labels). */
+void rsp__swap_forget(rsp__core *c, rsp__req *r);
 
 /* (rid, label) scratch set. Reset before use with room for n entries. */
 rsp_status rsp__set_reset(rsp__core *c, uint32_t n);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "addr.h"
+#include "ckpt.h"
 #include "util/error.h"
 #include "util/mem.h"
 
@@ -182,11 +183,18 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
         rsp__fork_pairs_prepare(c, step, p->rec);
     if (!step->preplan) {
         rsp_status st = rsp__pipeline_check(c, step, p->rec, err);
+        if (st == RSP_OK)
+            st = rsp__ck_plan_check(c, step, p->rec, err);
         if (st)
             return st;
     }
-    uint64_t pairs = step->preplan ? 0 : (uint64_t)c->num_rids * step->num_pre_forks;
-    uint64_t fslots = step->preplan ? 0 : (uint64_t)c->num_rids * step->num_post_forks * 2;
+    /* A live plan's COPYs: its restores, then its pre-forks. */
+    uint32_t restores = step->preplan ? 0 : step->num_restores;
+    uint64_t pairs =
+        step->preplan ? 0 : (uint64_t)c->num_rids * step->num_pre_forks + step->num_restores;
+    uint64_t fslots =
+        step->preplan ? 0
+                      : (uint64_t)c->num_rids * step->num_post_forks * 2 + step->num_checkpoints;
     if (fslots > c->layout.max_slots)
         fslots = c->layout.max_slots;
     /* A stage that ends before the buffers are bound (this step's, at a
@@ -201,12 +209,14 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
         rsp__bufs_reserve(c, p->new_bufs) || rsp__step_reserve(s, 0, step->num_rows) ||
         rsp__step_reserve_plan(s, step->num_rows, (uint32_t)fslots) ||
         rsp__work_reserve(w, ops, (uint32_t)pairs, (uint32_t)pairs) ||
-        (pairs && rsp__work_reserve_marks(w, c->layout.max_slots)))
+        (pairs && rsp__work_reserve_marks(w, restores ? c->layout.num_ids : c->layout.max_slots)) ||
+        rsp__ck_reserve_pins(s, restores))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
     /* Room for the plan cache of a plain live plan; without it the plan
      * simply keeps no cache (the next one takes the general path). */
     p->cache =
-        p->same && !step->preplan && !step->capture &&
+        p->same && !step->preplan && !step->capture && !step->num_restores &&
+        !step->num_checkpoints &&
         !rsp__grow((void **)&s->pc_slots, &s->cap_pc_slots, p->total, sizeof *s->pc_slots) &&
         !rsp__grow((void **)&s->pc_has, &s->cap_pc_has, p->total, sizeof *s->pc_has) &&
         !rsp__grow((void **)&s->pc_gens, &s->cap_pc_gens, step->num_rows, sizeof *s->pc_gens);
@@ -339,6 +349,8 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
 {
     rsp__addr *live = &c->live;
     rsp__steprec *s = &c->steps[p->rec];
+    if (step->num_restores) /* before the pre-forks: they may read what it starts */
+        rsp__ck_apply_restores(c, step, p->rec, w);
     rsp__apply_forks(c, step, false, 0, false, w);
     int how = plan_is_same(c, step, p);
     if (how != SAME_NO) {
@@ -350,6 +362,8 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     }
     s->plan_epoch = c->epoch;
     rsp__mark_post_forks(c, step, p->rec);
+    if (step->num_checkpoints)
+        rsp__ck_mark_takes(c, step, p->rec);
     if (p->promote && rsp__same_addressing(c, live, &c->stage, step)) {
         /* The stage's uploaded buffers already hold exactly this. */
         for (uint32_t li = 0; li < live->num_labels; li++)
@@ -423,6 +437,7 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
 rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out, rsp__work *w,
                           rsp_error *err)
 {
+    rsp__ckpt_report_begin(c);
     if (!out || !w)
         return rsp__fail(err, RSP_EINVAL, "plan: out or work is NULL");
     plan_ctx p;
@@ -452,6 +467,7 @@ bool rsp__core_stage(const rsp__core *c, uint64_t *step_id)
 
 rsp_status rsp__core_clear_preplan(rsp__core *c, rsp__stage_change *stage, rsp_error *err)
 {
+    rsp__ckpt_report_begin(c);
     (void)err;
     if (stage)
         *stage = (rsp__stage_change){RSP__STAGE_KEPT, 0};
@@ -463,6 +479,7 @@ rsp_status rsp__core_clear_preplan(rsp__core *c, rsp__stage_change *stage, rsp_e
 rsp_status rsp__core_build_graph_buffers(rsp__core *c, uint32_t max_bs, uint32_t max_seq_len,
                                          rsp__work *w, rsp_error *err)
 {
+    rsp__ckpt_report_begin(c);
     (void)max_seq_len; /* recurrent state does not grow with the sequence */
     (void)w;
     if (max_bs == 0 || max_bs > rsp__core_max_rows(c))

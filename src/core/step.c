@@ -99,6 +99,64 @@ static rsp_status check_groups(rsp__core *c, const rsp_step *step, rsp_error *er
     return RSP_OK;
 }
 
+/* Set marks for the checkpoint rules: a restored (rid, label) and a
+ * taken key (as the rid) beside the rows' real labels. */
+#define RESTORE_MARK(l) (0x20000000u | (uint32_t)(l))
+#define KEY_MARK 0x10000000u
+
+/* The earlier restore of restores[i]'s (rid, label), the earlier take of
+ * checkpoints[i]'s key (the message's "first"). */
+static uint32_t first_entry(const rsp_step *step, bool restore, uint32_t i)
+{
+    uint32_t j = 0;
+    if (restore)
+        while (j < i && (step->restores[j].rid != step->restores[i].rid ||
+                         step->restores[j].label != step->restores[i].label))
+            j++;
+    else
+        while (j < i && step->checkpoints[j].key != step->checkpoints[i].key)
+            j++;
+    return j;
+}
+
+/* Each restore and each checkpoint names a row with span > 0, no (rid,
+ * label) restored twice, no key taken twice (check.h's messages); a take
+ * into a tier without slots is refused. Only a step that declares any
+ * looks: O(rows + entries) then. */
+static rsp_status check_ckpt_rows(rsp__core *c, const rsp_step *step, rsp_error *err)
+{
+    uint32_t nr = step->num_restores, nc = step->num_checkpoints;
+    if (!nr && !nc)
+        return RSP_OK;
+    if (rsp__set_reset(c, step->num_rows + nr + nc))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory checking step %" PRIu64, step->step_id);
+    for (uint32_t i = 0; i < step->num_rows; i++)
+        if (rsp__row_addresses(&step->rows[i]))
+            (void)rsp__set_insert(c, step->rows[i].rid, step->rows[i].label);
+    for (uint32_t i = 0; i < nr; i++) {
+        const rsp_restore *r = &step->restores[i];
+        if (rsp__set_insert(c, r->rid, r->label))
+            return rsp__fail_ckpt_row(step, true, i, err);
+        if (!rsp__set_insert(c, r->rid, RESTORE_MARK(r->label)))
+            return rsp__fail_ckpt_dup(step, true, i, first_entry(step, true, i), err);
+    }
+    for (uint32_t i = 0; i < nc; i++) {
+        const rsp_checkpoint_decl *d = &step->checkpoints[i];
+        if (rsp__set_insert(c, d->rid, d->label))
+            return rsp__fail_ckpt_row(step, false, i, err);
+        if (!rsp__set_insert(c, d->key, KEY_MARK))
+            return rsp__fail_ckpt_dup(step, false, i, first_entry(step, false, i), err);
+        if (!c->tiers[d->tier].size)
+            return rsp__fail(err, RSP_EINVAL,
+                             "step %" PRIu64 ": checkpoints[%" PRIu32 "]: the %s tier has no "
+                             "slots (%s = 0)",
+                             step->step_id, i, d->tier == RSP_TIER_DEVICE ? "device" : "host",
+                             d->tier == RSP_TIER_DEVICE ? "max_checkpoints"
+                                                        : "max_host_checkpoints");
+    }
+    return RSP_OK;
+}
+
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err)
 {
     uint32_t max_rows = rsp__core_max_rows(c);
@@ -109,10 +167,14 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp
         st = rsp__check_rows(step, c->num_labels, max_rows, c->label_names, err);
     if (st == RSP_OK)
         st = rsp__check_forks(step, c->num_labels, err);
+    if (st == RSP_OK)
+        st = rsp__check_ckpt_decls(step, c->num_labels, err);
     if (st == RSP_OK && !same)
         st = check_duplicates(c, step, err);
     if (st == RSP_OK)
         st = check_groups(c, step, err);
+    if (st == RSP_OK)
+        st = check_ckpt_rows(c, step, err);
     return st;
 }
 
@@ -249,4 +311,5 @@ void rsp__step_free(rsp__core *c, uint32_t rec)
     s->num_pinned = 0;
     s->num_prows = 0;
     s->num_fslots = 0;
+    RSP__ASSERT(s->num_ckrecs == 0); /* unpinned at its commit or rollback */
 }

@@ -59,6 +59,11 @@
  *          and the ring under `lock` after its W2 snapshot, so a change
  *          after its check moves wait_seq and wakes it. Reader (plan_get):
  *          load-acquire step_hw, then P2 per entry.
+ *   D1/D2  deferred frees (rsp__publisher_defer). Owner D1: links a batch
+ *          onto `dpending` under `lock` (as R1). Reclaimer D2: takes it
+ *          with the plans (R2), waits its grace period (G2), then runs
+ *          each object's fn. At the cap the owner waits a grace period
+ *          itself and runs its own batch.
  *
  * The atomics here are __atomic builtins (util/sync.h) and TSan sees them:
  * X1, W1/W2 and the objects count destroy waits on need no hand
@@ -179,11 +184,15 @@ struct rsp__publisher {
 
     /* The reclaimer hand-off (R1/R2) and the waiter exit (W3). */
     pthread_mutex_t lock;
-    pthread_cond_t work; /* reclaimer sleeps on it: pending or stop */
-    pthread_cond_t left; /* destroy sleeps on it: waiters == 0 */
-    rsp_plan *pending;   /* under lock: batches for the reclaimer, one list */
-    bool stop;           /* under lock: destroy asks the reclaimer to finish */
-    pthread_t reclaimer; /* immutable */
+    pthread_cond_t work;     /* reclaimer sleeps on it: pending or stop */
+    pthread_cond_t left;     /* destroy sleeps on it: waiters == 0 */
+    rsp_plan *pending;       /* under lock: batches for the reclaimer, one list */
+    rsp__deferred *dpending; /* under lock: deferred frees for the reclaimer (D1/D2) */
+    rsp__deferred *dbatch;   /* owner only: deferred, not yet handed over */
+    uint32_t dbatch_len;     /* owner only */
+    uint32_t deferred;       /* owner increments, whoever frees decrements (atomic gauge) */
+    bool stop;               /* under lock: destroy asks the reclaimer to finish */
+    pthread_t reclaimer;     /* immutable */
 };
 
 /* TSan stand-in for the grace period (G1/G2): every read section releases
@@ -545,25 +554,42 @@ static uint32_t drop_batch(rsp_plan *plan)
     return n;
 }
 
-/* The reclaimer thread: takes every batch handed over so far (R2), waits
- * one grace period for all of them (G2), frees them; sleeps when there is
- * nothing to do. Exits once destroy asked and nothing is pending. */
+/* Run every deferred free of a list, after a grace period (G2, D2). */
+static void run_deferred(rsp__publisher *p, rsp__deferred *d)
+{
+    uint32_t n = 0;
+    while (d) {
+        rsp__deferred *next = d->next;
+        rsp__hb_acquire(d); /* D1 (TSan mirror of the owner's writes) */
+        d->fn(d);
+        d = next;
+        n++;
+    }
+    rsp__fetch_add_relaxed_u32(&p->deferred, (uint32_t)-n); /* a gauge */
+}
+
+/* The reclaimer thread: takes every batch handed over so far (R2, D2),
+ * waits one grace period for all of them (G2), frees them; sleeps when
+ * there is nothing to do. Exits once destroy asked and nothing is pending. */
 static void *reclaimer_main(void *arg)
 {
     rsp__publisher *p = arg;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->pending && !p->stop)
+        while (!p->pending && !p->dpending && !p->stop)
             pthread_cond_wait(&p->work, &p->lock);
-        rsp_plan *list = p->pending; /* R2 */
+        rsp_plan *list = p->pending;        /* R2 */
+        rsp__deferred *dlist = p->dpending; /* D2 */
         p->pending = NULL;
-        if (!list)
+        p->dpending = NULL;
+        if (!list && !dlist)
             break; /* stop, and nothing left */
         pthread_mutex_unlock(&p->lock);
         grace_period(); /* G2: one grace period for every batch taken */
         uint32_t n = drop_batch(list);
         /* A gauge (the owner reads it for the cap): relaxed. */
         rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n);
+        run_deferred(p, dlist);
         pthread_mutex_lock(&p->lock);
     }
     pthread_mutex_unlock(&p->lock);
@@ -632,8 +658,51 @@ static void batch_to_reclaimer(rsp__publisher *p)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* Owner: hand the deferred batch to the reclaimer (D1). */
+static void dbatch_to_reclaimer(rsp__publisher *p)
+{
+    rsp__deferred *head = p->dbatch, *tail = head;
+    while (tail->next)
+        tail = tail->next;
+    p->dbatch = NULL;
+    p->dbatch_len = 0;
+    pthread_mutex_lock(&p->lock);
+    tail->next = p->dpending; /* D1 */
+    p->dpending = head;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void rsp__publisher_defer(rsp__publisher *p, rsp__deferred *d)
+{
+    rsp__hb_release(d); /* D1 (TSan mirror: the hand-off crosses liburcu) */
+    d->next = p->dbatch;
+    p->dbatch = d;
+    p->dbatch_len++;
+    uint32_t n = rsp__fetch_add_relaxed_u32(&p->deferred, 1) + 1; /* a gauge */
+    if (p->dbatch_len < RSP__DEFER_BATCH)
+        return;
+    if (n <= RSP__DEFER_CAP) {
+        dbatch_to_reclaimer(p);
+        return;
+    }
+    /* The reclaimer lags (a long read section): bound what waits. */
+    grace_period(); /* G2 */
+    rsp__deferred *list = p->dbatch;
+    p->dbatch = NULL;
+    p->dbatch_len = 0;
+    run_deferred(p, list);
+}
+
+uint32_t rsp__publisher_deferred(const rsp__publisher *p)
+{
+    return rsp__load_relaxed_u32(&p->deferred);
+}
+
 void rsp__publisher_flush(rsp__publisher *p)
 {
+    if (p->dbatch)
+        dbatch_to_reclaimer(p); /* small objects: no cap to keep room for */
     /* Past the room for the reclaimer the batch waits for the next retire
      * (which waits for a grace period): an idle owner must not block on a
      * reader's long read section. */
@@ -915,6 +984,17 @@ const rsp_plan *rsp__publisher_staged(const rsp__publisher *p)
     return read_pointer(&p->staged);
 }
 
+rsp_status rsp__read_section_check(const char *what, rsp_error *err)
+{
+    if (__builtin_expect(rsp__tls_depth != 0, 1))
+        return RSP_OK;
+    if (rsp__tls_mode == MODE_NONE)
+        return rsp__fail(err, RSP_ENOTREG,
+                         "%s: the calling thread is not registered: call rsp_reader_register first",
+                         what);
+    return rsp__fail(err, RSP_EINVAL, "%s called outside a read section (rsp_read_begin)", what);
+}
+
 /* The refusals of rsp__live_addressing, out of its fast path. */
 __attribute__((noinline, cold)) static rsp_status live_refused(rsp_error *err)
 {
@@ -1061,6 +1141,10 @@ void rsp__publisher_destroy(rsp__publisher *p)
     p->batch_tail = NULL;
     p->batch_len = 0;
     rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n); /* a gauge */
+    rsp__deferred *dlist = p->dbatch;                      /* covered by the same grace period */
+    p->dbatch = NULL;
+    p->dbatch_len = 0;
+    run_deferred(p, dlist);
     if (live)
         plan_drop(live);
     if (staged)

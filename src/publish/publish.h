@@ -17,6 +17,7 @@
  *   rsp__publisher_live / _staged      | registered reader, inside a section
  *   rsp__plan_* accessors, ref/unref   | any thread holding the plan
  *   rsp__publisher_wait                | any thread
+ *   rsp__publisher_defer               | the owner thread only
  *   rsp__reader_*, rsp__read_*         | the calling thread (thread-local)
  *
  * Lifetime of a plan: one reference belongs to the publisher while the plan
@@ -150,6 +151,32 @@ const rsp_plan *rsp__publisher_step_plan(const rsp__publisher *p, uint64_t step_
  * O(in-flight + ring) per check, a futex wait between checks. */
 rsp_status rsp__publisher_wait_step(rsp__publisher *p, uint64_t step_id, uint64_t timeout_ns,
                                     rsp_error *err);
+
+/*
+ * Deferred frees (the readers' key index, keys.h): an object a reader may
+ * still see is handed over with its rsp__deferred embedded, and fn(d) runs
+ * once a grace period of both reader flavours has passed (on the reclaimer
+ * thread, or in destroy), like a retired plan. fn must not block or call
+ * into the publisher. Owner thread only (the one writer). Cost: a list push;
+ * every RSP__DEFER_BATCH a hand-off to the reclaimer (a mutex, a futex wake
+ * if it sleeps); past RSP__DEFER_CAP objects not yet freed the owner waits
+ * for a grace period itself and runs its batch (as retire at the plan cap),
+ * so a reader that stays in a section long bounds the memory held.
+ */
+typedef struct rsp__deferred {
+    struct rsp__deferred *next; /* owner, then the reclaimer (D1/D2) */
+    void (*fn)(struct rsp__deferred *d);
+} rsp__deferred;
+#define RSP__DEFER_BATCH 32u
+#define RSP__DEFER_CAP 4096u
+void rsp__publisher_defer(rsp__publisher *p, rsp__deferred *d);
+/* Objects deferred and not yet freed (a gauge, for tests). Any thread. */
+uint32_t rsp__publisher_deferred(const rsp__publisher *p);
+
+/* The refusal of a reader call made outside a read section: RSP_ENOTREG
+ * (thread not registered) or RSP_EINVAL (no open section), with a message
+ * naming `what`; RSP_OK inside a section. Calling thread, O(1). */
+rsp_status rsp__read_section_check(const char *what, rsp_error *err);
 
 /* Wake plan waiters for good: they return RSP_ESHUTDOWN. Any thread. */
 void rsp__publisher_close(rsp__publisher *p);

@@ -268,6 +268,122 @@ static void rid_lists_are_copied(void **state)
     }
 }
 
+/* Checkpoint declarations and restores travel with the step (ADMIT, PLAN,
+ * COMMIT, STEP and STEP's commit), byte for byte, aligned, inside the wire
+ * form, and the wire form is exactly as long as its arrays. */
+static void step_checkpoints_and_restores_are_copied(void **state)
+{
+    (void)state;
+    rsp_row rows[2] = {{.rid = 1, .span = 3}, {.rid = 2, .span = 1, .label = 1}};
+    rsp_fork post[1] = {{0, 1, 0}};
+    rsp_checkpoint_decl ck[2] = {{.rid = 1, .label = 0, .tier = RSP_TIER_HOST, .key = UINT64_MAX},
+                                 {.rid = 2, .label = 1, .tier = RSP_TIER_DEVICE, .key = 7}};
+    rsp_restore rs[3] = {{.rid = 1, .key = 0x1234567890abcdefull},
+                         {.rid = 2, .label = 1, .key = 8},
+                         {.rid = 3, .label = 2, .key = 9}};
+    const rsp_checkpoint_decl ck0[2] = {ck[0], ck[1]};
+    const rsp_restore rs0[3] = {rs[0], rs[1], rs[2]};
+    rsp_step decl = {.step_id = 5,
+                     .rows = rows,
+                     .num_rows = 2,
+                     .post_forks = post,
+                     .num_post_forks = 1,
+                     .checkpoints = ck,
+                     .num_checkpoints = 2,
+                     .restores = rs,
+                     .num_restores = 3};
+    const rsp_msg_kind kinds[] = {RSP_MSG_ADMIT, RSP_MSG_PLAN, RSP_MSG_COMMIT, RSP_MSG_STEP};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        rsp_msg m = {.kind = kinds[k], .step = decl};
+        if (kinds[k] == RSP_MSG_STEP)
+            m.commit = &decl; /* the commit's arrays travel too */
+        void *b;
+        size_t size;
+        const rsp_msg *d = round_trip(&m, &b, &size);
+        /* The caller reuses its arrays once rsp_post returns. */
+        memset(ck, 0xee, sizeof ck);
+        memset(rs, 0xee, sizeof rs);
+        const rsp_step *steps[2] = {&d->step, d->commit};
+        for (size_t i = 0; i < (d->commit ? 2u : 1u); i++) {
+            const rsp_step *s = steps[i];
+            assert_int_equal(s->num_checkpoints, 2);
+            assert_int_equal(s->num_restores, 3);
+            assert_true(inside(s->checkpoints, b, size) && inside(s->restores, b, size));
+            assert_int_equal((uintptr_t)s->checkpoints % alignof(rsp_checkpoint_decl), 0);
+            assert_int_equal((uintptr_t)s->restores % alignof(rsp_restore), 0);
+            assert_memory_equal(s->checkpoints, ck0, sizeof ck0);
+            assert_memory_equal(s->restores, rs0, sizeof rs0);
+            assert_int_equal(s->post_forks[0].to, 1); /* the arrays before are intact */
+            assert_int_equal(s->rows[1].label, 1);
+        }
+        /* No slack: the restores end the (last) declaration's arrays. */
+        const rsp_step *last = d->commit ? d->commit : &d->step;
+        assert_ptr_equal((const unsigned char *)(last->restores + 3), (unsigned char *)b + size);
+        free(b);
+        memcpy(ck, ck0, sizeof ck);
+        memcpy(rs, rs0, sizeof rs);
+    }
+
+    /* Only restores, only checkpoints: the other is NULL. */
+    rsp_msg m = {.kind = RSP_MSG_ADMIT, .step = decl};
+    m.step.num_checkpoints = 0;
+    void *b;
+    size_t size;
+    const rsp_msg *d = round_trip(&m, &b, &size);
+    assert_null(d->step.checkpoints);
+    assert_memory_equal(d->step.restores, rs0, sizeof rs0);
+    free(b);
+    m.step.num_checkpoints = 2;
+    m.step.num_restores = 0;
+    d = round_trip(&m, &b, &size);
+    assert_null(d->step.restores);
+    assert_memory_equal(d->step.checkpoints, ck0, sizeof ck0);
+    free(b);
+}
+
+/* The checkpoint and swap kinds carry no array: their fields travel inside
+ * the message, and a step the caller left in it is neither copied nor
+ * followed. */
+static void checkpoint_kinds_carry_their_fields_only(void **state)
+{
+    (void)state;
+    rsp_restore rs[1] = {{.rid = 1, .key = 2}};
+    rsp_checkpoint_decl ck[1] = {{.rid = 1, .key = 3}};
+    const rsp_msg_kind kinds[] = {RSP_MSG_CHECKPOINT,     RSP_MSG_CHECKPOINT_DROP,
+                                  RSP_MSG_CHECKPOINT_PIN, RSP_MSG_CHECKPOINT_QUERY,
+                                  RSP_MSG_SWAP_OUT,       RSP_MSG_SWAP_IN};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        rsp_msg m = {.kind = kinds[k],
+                     .rid = 42,
+                     .label = 3,
+                     .key = 0xfedcba9876543210ull,
+                     .tier = RSP_TIER_HOST,
+                     .after_step = 17,
+                     .pin = true,
+                     .step = {.step_id = 6,
+                              .restores = rs,
+                              .num_restores = 1,
+                              .checkpoints = ck,
+                              .num_checkpoints = 1}};
+        void *b;
+        size_t size;
+        const rsp_msg *d = round_trip(&m, &b, &size);
+        assert_int_equal(size, sizeof(rsp_msg));
+        assert_int_equal(d->kind, kinds[k]);
+        assert_int_equal(d->rid, 42);
+        assert_int_equal(d->label, 3);
+        assert_int_equal(d->key, 0xfedcba9876543210ull);
+        assert_int_equal(d->tier, RSP_TIER_HOST);
+        assert_int_equal(d->after_step, 17);
+        assert_true(d->pin);
+        assert_null(d->step.restores);
+        assert_null(d->step.checkpoints);
+        assert_int_equal(d->step.num_restores, 0);
+        assert_int_equal(d->step.num_checkpoints, 0);
+        free(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +393,8 @@ int main(void)
         cmocka_unit_test(other_kinds_carry_no_arrays),
         cmocka_unit_test(a_step_message_carries_both_declarations),
         cmocka_unit_test(rid_lists_are_copied),
+        cmocka_unit_test(step_checkpoints_and_restores_are_copied),
+        cmocka_unit_test(checkpoint_kinds_carry_their_fields_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,520 @@
+/*
+ * Checkpoints (ckpt.h): records, tiers, LRU, take / evict / demote, the
+ * step hooks, and the operations of core.h (checkpoint, drop, pin, query).
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "ckpt.h"
+
+#include <inttypes.h>
+
+#include "util/error.h"
+#include "util/mem.h"
+
+static const char *const tier_names[RSP_TIER_COUNT_] = {"device", "host"};
+
+/* --- records, LRU -------------------------------------------------------- */
+
+static uint32_t rec_slot(const rsp__core *c, uint32_t i)
+{
+    return c->layout.max_slots + i;
+}
+
+static void lru_unlink(rsp__core *c, uint32_t i)
+{
+    rsp__ckrec *k = &c->ck[i];
+    rsp__tier *t = &c->tiers[k->tier];
+    if (k->prev != RSP__NONE)
+        c->ck[k->prev].next = k->next;
+    else
+        t->head = k->next;
+    if (k->next != RSP__NONE)
+        c->ck[k->next].prev = k->prev;
+    else
+        t->tail = k->prev;
+}
+
+static void lru_push_head(rsp__core *c, uint32_t i)
+{
+    rsp__ckrec *k = &c->ck[i];
+    rsp__tier *t = &c->tiers[k->tier];
+    k->prev = RSP__NONE;
+    k->next = t->head;
+    if (t->head != RSP__NONE)
+        c->ck[t->head].prev = i;
+    else
+        t->tail = i;
+    t->head = i;
+}
+
+/* A use: the clock moves, the record goes to the head of its LRU list. */
+static void touch(rsp__core *c, uint32_t i)
+{
+    c->ck[i].last_use = ++c->ck_clock;
+    lru_unlink(c, i);
+    lru_push_head(c, i);
+}
+
+/* Store key in record i (its slot was popped), at the head of its tier. */
+static void rec_set(rsp__core *c, uint32_t i, uint64_t key, rsp_tier tier, uint64_t last_use)
+{
+    rsp__ckrec *k = &c->ck[i];
+    k->key = key;
+    k->tier = (uint8_t)tier;
+    k->used = true;
+    k->step_pins = 0;
+    k->user_pins = 0;
+    k->last_use = last_use;
+    lru_push_head(c, i);
+    rsp__map_put(&c->keys, key, i); /* sized for every record: never grows */
+    c->tiers[tier].count++;
+}
+
+/* Forget record i: key, LRU place, and its slot back to its tier. */
+static void rec_free(rsp__core *c, uint32_t i)
+{
+    rsp__ckrec *k = &c->ck[i];
+    RSP__ASSERT(k->used && !rsp__ck_pinned(k) && c->tiers[k->tier].count > 0);
+    rsp__map_del(&c->keys, k->key);
+    lru_unlink(c, i);
+    k->used = false;
+    c->tiers[k->tier].count--;
+    rsp__tier_push(c, (rsp_tier)k->tier, rec_slot(c, i));
+}
+
+/* The least recently used unpinned record of tier t, RSP__NONE. */
+static uint32_t lru_victim(const rsp__core *c, rsp_tier t)
+{
+    uint32_t i = c->tiers[t].tail;
+    while (i != RSP__NONE && rsp__ck_pinned(&c->ck[i]))
+        i = c->ck[i].prev;
+    return i;
+}
+
+/* --- the report ---------------------------------------------------------- */
+
+rsp_status rsp__ck_report_reserve(rsp__core *c, uint64_t changes, uint64_t evictions,
+                                  uint64_t skips)
+{
+    rsp__ckpt_report *r = &c->rep;
+    if (rsp__grow((void **)&c->rep_changes, &c->cap_rep_changes, r->num_changes + changes,
+                  sizeof *c->rep_changes) ||
+        rsp__grow((void **)&c->rep_evictions, &c->cap_rep_evictions, r->num_evictions + evictions,
+                  sizeof *c->rep_evictions) ||
+        rsp__grow((void **)&c->rep_skips, &c->cap_rep_skips, r->num_skips + skips,
+                  sizeof *c->rep_skips))
+        return RSP_ENOMEM;
+    /* The arrays may have moved. */
+    r->changes = c->rep_changes;
+    r->evictions = c->rep_evictions;
+    r->skips = c->rep_skips;
+    return RSP_OK;
+}
+
+static void rep_change(rsp__core *c, uint64_t key, bool present, rsp_tier tier, uint32_t slot)
+{
+    RSP__ASSERT(c->rep.num_changes < c->cap_rep_changes);
+    c->rep_changes[c->rep.num_changes++] = (rsp__ckpt_change){key, present, tier, slot};
+}
+
+static void rep_evict(rsp__core *c, uint64_t key, rsp_tier tier, bool demoted)
+{
+    RSP__ASSERT(c->rep.num_evictions < c->cap_rep_evictions);
+    c->rep_evictions[c->rep.num_evictions++] = (rsp_checkpoint_event){key, tier, demoted};
+}
+
+/* Evict record i for room, dropped: gone from the key set. */
+static void evict_drop(rsp__core *c, uint32_t i)
+{
+    uint64_t key = c->ck[i].key;
+    rsp_tier tier = (rsp_tier)c->ck[i].tier;
+    rec_free(c, i);
+    rep_change(c, key, false, tier, 0);
+    rep_evict(c, key, tier, false);
+}
+
+/* Demote device record i to the host tier (evicting host record hv
+ * first when not RSP__NONE): copied, same key, its last use kept, at the
+ * head of the host LRU list. */
+static void demote(rsp__core *c, uint32_t i, uint32_t hv, rsp__work *w)
+{
+    if (hv != RSP__NONE)
+        evict_drop(c, hv);
+    uint64_t key = c->ck[i].key, last = c->ck[i].last_use;
+    uint32_t hs = rsp__tier_pop(c, RSP_TIER_HOST);
+    (void)rsp__work_copy(w, rec_slot(c, i), hs); /* reserved, frozen */
+    rec_free(c, i);
+    rec_set(c, hs - c->layout.max_slots, key, RSP_TIER_HOST, last);
+    rep_change(c, key, true, RSP_TIER_HOST, hs);
+    rep_evict(c, key, RSP_TIER_DEVICE, true);
+}
+
+/* --- take ---------------------------------------------------------------- */
+
+rsp_status rsp__ck_take_check(const rsp__core *c, uint64_t key, rsp_tier tier, rsp__take *t,
+                              rsp_error *err)
+{
+    *t = (rsp__take){rsp__ck_find(c, key), RSP__NONE, false, RSP__NONE};
+    const rsp__ckrec *old = t->replace != RSP__NONE ? &c->ck[t->replace] : NULL;
+    if (old && rsp__ck_pinned(old))
+        return rsp__fail(err, RSP_EPINNED,
+                         "checkpoint key %" PRIu64 " exists and is pinned (%d steps restoring "
+                         "from it, %" PRIu32 " caller pins): it cannot be replaced",
+                         key, __builtin_popcountll(old->step_pins), old->user_pins);
+    /* The replaced checkpoint's slot is freed first: it makes room. */
+    if (c->tiers[tier].free_top + (old && old->tier == tier))
+        return RSP_OK;
+    t->victim = lru_victim(c, tier);
+    if (t->victim == RSP__NONE)
+        return rsp__fail(err, RSP_ECAPACITY,
+                         "checkpoint key %" PRIu64 ": the %s tier is full (%" PRIu32
+                         " checkpoints) and every one is pinned",
+                         key, tier_names[tier], c->tiers[tier].size);
+    if (tier != RSP_TIER_DEVICE || !c->ck_demote || !c->tiers[RSP_TIER_HOST].size)
+        return RSP_OK;
+    if (c->tiers[RSP_TIER_HOST].free_top + (old && old->tier == RSP_TIER_HOST)) {
+        t->demote = true;
+        return RSP_OK;
+    }
+    /* No host room and nothing to evict there: the victim is dropped. */
+    t->host_victim = lru_victim(c, RSP_TIER_HOST);
+    t->demote = t->host_victim != RSP__NONE;
+    return RSP_OK;
+}
+
+void rsp__ck_take_apply(rsp__core *c, uint64_t key, rsp_tier tier, const rsp__take *t, uint32_t src,
+                        bool zero, rsp__work *w)
+{
+    if (t->replace != RSP__NONE) {
+        rep_change(c, key, false, (rsp_tier)c->ck[t->replace].tier, 0);
+        rec_free(c, t->replace);
+        c->rep.dropped++;
+    }
+    if (t->victim != RSP__NONE && t->demote)
+        demote(c, t->victim, t->host_victim, w);
+    else if (t->victim != RSP__NONE)
+        evict_drop(c, t->victim);
+    uint32_t slot = rsp__tier_pop(c, tier);
+    /* Reserved, in a frozen list: neither append can fail. A source whose
+     * zero is pending reads zeros (its bytes are about to be wiped). */
+    if (zero)
+        (void)rsp__work_zero(w, slot);
+    else
+        (void)rsp__work_copy(w, src, slot);
+    uint32_t i = slot - c->layout.max_slots;
+    rec_set(c, i, key, tier, ++c->ck_clock);
+    rep_change(c, key, true, tier, slot);
+    c->rep.taken++;
+}
+
+uint32_t rsp__ck_room(const rsp__core *c, rsp_tier t)
+{
+    uint32_t n = c->tiers[t].free_top;
+    for (uint32_t i = c->tiers[t].tail; i != RSP__NONE; i = c->ck[i].prev)
+        n += !rsp__ck_pinned(&c->ck[i]);
+    return n;
+}
+
+uint32_t rsp__ck_slot_for(rsp__core *c, rsp_tier t)
+{
+    if (!c->tiers[t].free_top)
+        evict_drop(c, lru_victim(c, t));
+    return rsp__tier_pop(c, t);
+}
+
+/* --- steps --------------------------------------------------------------- */
+
+/* The holding of (rid, label), NULL when none. */
+static rsp__hold *hold_of(const rsp__core *c, rsp_rid rid, rsp_label_id label)
+{
+    rsp__req *r = rsp__req_find(c, rid);
+    return r ? rsp__hold_find(r, label) : NULL;
+}
+
+/* Step id of the lowest step record in mask (not 0). */
+static uint64_t first_step(const rsp__core *c, uint64_t mask)
+{
+    return c->steps[__builtin_ctzll(mask)].step_id;
+}
+
+rsp_status rsp__ck_check_restores(const rsp__core *c, const rsp_step *step, rsp_error *err)
+{
+    for (uint32_t i = 0; i < step->num_restores; i++)
+        if (rsp__ck_find(c, step->restores[i].key) == RSP__NONE)
+            return rsp__fail(err, RSP_ENOKEY,
+                             "step %" PRIu64 ": restores[%" PRIu32 "] (rid %" PRIu64
+                             "): no checkpoint is stored under key %" PRIu64,
+                             step->step_id, i, step->restores[i].rid, step->restores[i].key);
+    return RSP_OK;
+}
+
+rsp_status rsp__ck_reserve_pins(rsp__steprec *s, uint32_t n)
+{
+    return rsp__grow((void **)&s->ckrecs, &s->cap_ckrecs, (uint64_t)s->num_ckrecs + n,
+                     sizeof *s->ckrecs);
+}
+
+void rsp__ck_pin_restores(rsp__core *c, const rsp_step *step, uint32_t rec)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint64_t bit = 1ull << rec;
+    for (uint32_t i = 0; i < step->num_restores; i++) {
+        uint32_t k = rsp__ck_find(c, step->restores[i].key);
+        RSP__ASSERT(k != RSP__NONE);
+        if (c->ck[k].step_pins & bit)
+            continue;
+        c->ck[k].step_pins |= bit;
+        RSP__ASSERT(s->num_ckrecs < s->cap_ckrecs);
+        s->ckrecs[s->num_ckrecs++] = k;
+    }
+}
+
+void rsp__ck_unpin_step(rsp__core *c, uint32_t rec)
+{
+    rsp__steprec *s = &c->steps[rec];
+    for (uint32_t i = 0; i < s->num_ckrecs; i++)
+        c->ck[s->ckrecs[i]].step_pins &= ~(1ull << rec);
+    s->num_ckrecs = 0;
+}
+
+rsp_status rsp__ck_plan_check(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err)
+{
+    rsp_status st = rsp__ck_check_restores(c, step, err);
+    uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
+    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_restores; i++) {
+        const rsp_restore *r = &step->restores[i];
+        const rsp__hold *h = hold_of(c, r->rid, r->label);
+        if (h && (c->slots[h->slot].pins & others))
+            return rsp__fail(err, RSP_EORDER,
+                             "plan: step %" PRIu64 ": restores[%" PRIu32 "] (rid %" PRIu64
+                             ", \"%s\") writes slot %" PRIu32 ", which step %" PRIu64
+                             " (planned, not committed) may still write; commit step %" PRIu64
+                             " first",
+                             step->step_id, i, r->rid, c->label_names[r->label], h->slot,
+                             first_step(c, c->slots[h->slot].pins & others),
+                             first_step(c, c->slots[h->slot].pins & others));
+    }
+    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_checkpoints; i++) {
+        const rsp_checkpoint_decl *d = &step->checkpoints[i];
+        const rsp__hold *h = hold_of(c, d->rid, d->label);
+        if (h && (c->slots[h->slot].pins & others))
+            return rsp__fail(err, RSP_EORDER,
+                             "plan: step %" PRIu64 ": checkpoints[%" PRIu32 "] (rid %" PRIu64
+                             ", \"%s\") reads slot %" PRIu32 " at this step's commit, which step "
+                             "%" PRIu64 " (planned, not committed) may still write; commit "
+                             "step %" PRIu64 " first",
+                             step->step_id, i, d->rid, c->label_names[d->label], h->slot,
+                             first_step(c, c->slots[h->slot].pins & others),
+                             first_step(c, c->slots[h->slot].pins & others));
+    }
+    return st;
+}
+
+void rsp__ck_apply_restores(rsp__core *c, const rsp_step *step, uint32_t rec, rsp__work *w)
+{
+    rsp__ck_pin_restores(c, step, rec);
+    for (uint32_t i = 0; i < step->num_restores; i++) {
+        const rsp_restore *r = &step->restores[i];
+        rsp__hold *h = hold_of(c, r->rid, r->label);
+        uint32_t k = rsp__ck_find(c, r->key);
+        if (!h)
+            continue; /* a row its admit did not reserve: nothing to start */
+        (void)rsp__work_copy(w, rec_slot(c, k), h->slot); /* reserved, frozen */
+        h->has_state = true;
+        h->generation = rsp__next_generation(c);
+        touch(c, k);
+        c->rep.restored++;
+    }
+}
+
+void rsp__ck_mark_takes(rsp__core *c, const rsp_step *step, uint32_t rec)
+{
+    rsp__steprec *s = &c->steps[rec];
+    uint64_t bit = 1ull << rec;
+    for (uint32_t i = 0; i < step->num_checkpoints; i++) {
+        const rsp__hold *h = hold_of(c, step->checkpoints[i].rid, step->checkpoints[i].label);
+        if (!h || (c->slots[h->slot].fork_pins & bit))
+            continue;
+        RSP__ASSERT(s->num_fslots < s->cap_fslots);
+        c->slots[h->slot].fork_pins |= bit;
+        s->fslots[s->num_fslots++] = h->slot;
+    }
+}
+
+/* A declared take that was not done. */
+static void rep_skip(rsp__core *c, uint64_t key, uint64_t step_id, rsp_status st)
+{
+    RSP__ASSERT(c->rep.num_skips < c->cap_rep_skips);
+    c->rep_skips[c->rep.num_skips++] = (rsp__ckpt_skip){key, step_id, st};
+}
+
+void rsp__ck_commit_takes(rsp__core *c, const rsp_step *step, uint64_t others, rsp__work *w)
+{
+    for (uint32_t i = 0; i < step->num_checkpoints; i++) {
+        const rsp_checkpoint_decl *d = &step->checkpoints[i];
+        const rsp__hold *h = hold_of(c, d->rid, d->label);
+        rsp__take t;
+        rsp_status st = RSP_ENOREQ; /* removed or released during the step */
+        if (h && (c->slots[h->slot].pins & others))
+            st = RSP_EORDER; /* re-created after the plan, under another step's forward */
+        else if (h)
+            st = rsp__ck_take_check(c, d->key, d->tier, &t, NULL);
+        if (st == RSP_OK)
+            rsp__ck_take_apply(c, d->key, d->tier, &t, h->slot, c->slots[h->slot].zero_pending, w);
+        else
+            rep_skip(c, d->key, step->step_id, st);
+    }
+}
+
+/* --- the operations (core.h) --------------------------------------------- */
+
+/* The tier is one of rsp_tier and has slots (RSP_EINVAL). */
+static rsp_status check_tier(const rsp__core *c, rsp_tier tier, rsp_error *err)
+{
+    if ((unsigned)tier >= RSP_TIER_COUNT_)
+        return rsp__fail(err, RSP_EINVAL, "checkpoint tier %d: not a tier", (int)tier);
+    if (!c->tiers[tier].size)
+        return rsp__fail(err, RSP_EINVAL, "the %s tier has no slots (%s = 0)", tier_names[tier],
+                         tier == RSP_TIER_DEVICE ? "max_checkpoints" : "max_host_checkpoints");
+    return RSP_OK;
+}
+
+/* after_step names a committed step (0: now): the device queue already
+ * holds that step's WAIT on its forward, so a COPY queued now reads what
+ * the forward left (RSP_EORDER otherwise). */
+static rsp_status check_after(const rsp__core *c, uint64_t after_step, rsp_error *err)
+{
+    if (!after_step)
+        return RSP_OK;
+    for (uint32_t i = 0; i < c->max_inflight; i++)
+        if (c->steps[i].used && c->steps[i].step_id == after_step)
+            return rsp__fail(err, RSP_EORDER,
+                             "checkpoint after step %" PRIu64 ": the step is in flight; declare "
+                             "the checkpoint in step %" PRIu64 ", or post after its commit",
+                             after_step, after_step);
+    if (!c->any_committed || after_step > c->last_committed)
+        return rsp__fail(err, RSP_EORDER,
+                         "checkpoint after step %" PRIu64 ": the step is not committed yet",
+                         after_step);
+    return RSP_OK;
+}
+
+/* The source holding of a take message (*out), after the argument checks. */
+static rsp_status take_source(const rsp__core *c, rsp_rid rid, rsp_label_id label, rsp_tier tier,
+                              uint64_t after_step, rsp__hold **out, rsp_error *err)
+{
+    rsp_status st = check_tier(c, tier, err);
+    if (st == RSP_OK)
+        st = rsp__check_label(label, c->num_labels, err);
+    if (st != RSP_OK)
+        return st;
+    const rsp__req *r = rsp__req_find(c, rid);
+    *out = r ? rsp__hold_find((rsp__req *)r, label) : NULL;
+    if (!*out)
+        return rsp__fail(err, RSP_ENOREQ,
+                         "checkpoint: rid %" PRIu64 " holds no slot under \"%s\"%s", rid,
+                         c->label_names[label], r && r->swap ? " (it is swapped out)" : "");
+    st = check_after(c, after_step, err);
+    uint64_t busy = c->slots[(*out)->slot].pins & rsp__planned_mask(c);
+    if (st == RSP_OK && busy)
+        return rsp__fail(err, RSP_EORDER,
+                         "checkpoint: rid %" PRIu64 " \"%s\" (slot %" PRIu32 ") is addressed by "
+                         "step %" PRIu64 " (planned, not committed), whose forward may still "
+                         "write it; commit step %" PRIu64 " first, or declare the checkpoint in it",
+                         rid, c->label_names[label], (*out)->slot, first_step(c, busy),
+                         first_step(c, busy));
+    return st;
+}
+
+rsp_status rsp__core_checkpoint(rsp__core *c, uint64_t key, rsp_rid rid, rsp_label_id label,
+                                rsp_tier tier, uint64_t after_step, rsp__work *w, rsp_error *err)
+{
+    rsp__ckpt_report_begin(c);
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "checkpoint: work is NULL");
+    rsp__hold *h;
+    rsp__take t;
+    rsp_status st = take_source(c, rid, label, tier, after_step, &h, err);
+    if (st == RSP_OK)
+        st = rsp__ck_take_check(c, key, tier, &t, err);
+    if (st != RSP_OK)
+        return st;
+    if (rsp__work_reserve(w, 3, 1, 2) || rsp__work_reserve_marks(w, c->layout.num_ids) ||
+        rsp__ck_report_reserve(c, 4, 2, 0))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory taking checkpoint %" PRIu64, key);
+    st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 3, .slots = 1, .pairs = 2}, err);
+    if (st != RSP_OK)
+        return st;
+    rsp__work_freeze(w); /* nothing below fails */
+    rsp__ck_take_apply(c, key, tier, &t, h->slot, c->slots[h->slot].zero_pending, w);
+    rsp__work_thaw(w);
+    return RSP_OK;
+}
+
+/* The record of key (RSP_ENOKEY). */
+static rsp_status find_key(const rsp__core *c, uint64_t key, uint32_t *i, rsp_error *err)
+{
+    *i = rsp__ck_find(c, key);
+    if (*i == RSP__NONE)
+        return rsp__fail(err, RSP_ENOKEY, "no checkpoint is stored under key %" PRIu64, key);
+    return RSP_OK;
+}
+
+rsp_status rsp__core_checkpoint_drop(rsp__core *c, uint64_t key, rsp_error *err)
+{
+    rsp__ckpt_report_begin(c);
+    uint32_t i;
+    rsp_status st = find_key(c, key, &i, err);
+    if (st != RSP_OK)
+        return st;
+    if (rsp__ck_pinned(&c->ck[i]))
+        return rsp__fail(err, RSP_EPINNED,
+                         "checkpoint key %" PRIu64 " is pinned (%d steps restoring from it, "
+                         "%" PRIu32 " caller pins): it cannot be dropped",
+                         key, __builtin_popcountll(c->ck[i].step_pins), c->ck[i].user_pins);
+    if (rsp__ck_report_reserve(c, 1, 0, 0))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory dropping checkpoint %" PRIu64, key);
+    rep_change(c, key, false, (rsp_tier)c->ck[i].tier, 0);
+    rec_free(c, i);
+    c->rep.dropped++;
+    return RSP_OK;
+}
+
+rsp_status rsp__core_checkpoint_pin(rsp__core *c, uint64_t key, bool pin, rsp_error *err)
+{
+    rsp__ckpt_report_begin(c);
+    uint32_t i;
+    rsp_status st = find_key(c, key, &i, err);
+    if (st != RSP_OK)
+        return st;
+    rsp__ckrec *k = &c->ck[i];
+    if (!pin && !k->user_pins)
+        return rsp__fail(err, RSP_EINVAL,
+                         "checkpoint key %" PRIu64 " is not pinned by the caller: nothing to unpin",
+                         key);
+    if (pin && k->user_pins == UINT32_MAX)
+        return rsp__fail(err, RSP_EINVAL, "checkpoint key %" PRIu64 ": too many pins", key);
+    k->user_pins += pin ? 1u : (uint32_t)-1;
+    if (pin)
+        touch(c, i);
+    return RSP_OK;
+}
+
+rsp_status rsp__core_checkpoint_query(const rsp__core *c, uint64_t key, rsp_checkpoint_info *out,
+                                      rsp_error *err)
+{
+    uint32_t i;
+    rsp_status st = find_key(c, key, &i, err);
+    if (st != RSP_OK)
+        return st;
+    if (out) {
+        const rsp__ckrec *k = &c->ck[i];
+        out->key = key;
+        out->tier = (rsp_tier)k->tier;
+        out->slot = (int32_t)rec_slot(c, i);
+        out->bytes = c->layout.slot_bytes;
+        out->pins = (uint32_t)__builtin_popcountll(k->step_pins);
+        out->user_pins = k->user_pins;
+        out->last_use = k->last_use;
+    }
+    return RSP_OK;
+}
