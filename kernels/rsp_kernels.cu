@@ -17,7 +17,7 @@ namespace
  * width. x86 forgives them, a GPU faults, so the emulators count them. */
 thread_local uint64_t rsp__kmisaligned;
 
-/* Everything one launch needs, passed by value (about 1.3 KB of the 4 KB of
+/* Everything one launch needs, passed by value (about 2.3 KB of the 4 KB of
  * kernel parameters): the geometry plus, per block, the chunks of one region
  * and the first chunk id of the block, so a chunk id decodes without
  * searching memory. */
@@ -89,6 +89,18 @@ __host__ __device__ inline void rsp__kbytes(unsigned char *dst, const unsigned c
         dst[x] = ZERO ? (unsigned char)0 : src[x];
 }
 
+/* (layer, slot id) of block bl: the id resolved to its storage (a tier
+ * when at or past that tier's first id, else the request slots). */
+__host__ __device__ inline unsigned char *rsp__kslot(const rsp__kgeom &g, const rsp__kblock &bl,
+                                                     uint64_t layer, uint32_t id)
+{
+    for (int t = RSP__KTIERS - 1; t >= 0; t--)
+        if (g.tier_first[t] && id >= g.tier_first[t])
+            return bl.tier_base[t] + layer * bl.tier_layer_bytes[t] +
+                   (uint64_t)(id - g.tier_first[t]) * bl.slot_bytes;
+    return bl.base + layer * bl.layer_bytes + (uint64_t)id * bl.slot_bytes;
+}
+
 /* The work of one chunk, for thread `tid` of `nt`. */
 template <bool ZERO>
 __host__ __device__ inline void rsp__kchunk(const rsp__klaunch &L, const uint32_t *slots,
@@ -105,12 +117,10 @@ __host__ __device__ inline void rsp__kchunk(const rsp__klaunch &L, const uint32_
     const uint64_t item = region / L.geom.num_layers;
     const uint64_t layer = region - item * L.geom.num_layers;
 
-    unsigned char *layer_base = bl.base + layer * bl.layer_bytes;
-    const uint64_t dslot = ZERO ? slots[item] : pairs[item].dst;
-    unsigned char *dst = layer_base + dslot * bl.slot_bytes;
+    unsigned char *dst = rsp__kslot(L.geom, bl, layer, ZERO ? slots[item] : pairs[item].dst);
     const unsigned char *src = dst;
     if (!ZERO) {
-        src = layer_base + (uint64_t)pairs[item].src * bl.slot_bytes;
+        src = rsp__kslot(L.geom, bl, layer, pairs[item].src);
         if (src == dst)
             return; /* a copy onto itself leaves every byte as it is */
     }

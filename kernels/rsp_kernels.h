@@ -42,21 +42,39 @@ extern "C" {
 /* Threads per thread block of both kernels. */
 #define RSP__KTHREADS 256u
 
-/* One block of the pool as the kernels see it. */
+/* Checkpoint tiers the kernels address besides the request slots: the
+ * device tier and the host tier (rsp_tier order). */
+#define RSP__KTIERS 2
+
+/* One block of the pool as the kernels see it: the request slots, and the
+ * same block of each checkpoint tier (the same [num_layers, count, *shape]
+ * layout, its own count). */
 typedef struct rsp__kblock {
     unsigned char *base;  /* device pointer of (layer 0, slot 0); host for the emulators */
     uint64_t slot_bytes;  /* bytes of one slot of one layer; 0 = skip the block */
     uint64_t layer_bytes; /* distance between layers: slot_bytes * max_slots */
+    /* Tier t: (layer 0, slot index 0) and its distance between layers
+     * (slot_bytes * the tier's count). The host tier's base is the device
+     * pointer of mapped pinned host memory (cudaHostGetDevicePointer). */
+    unsigned char *tier_base[RSP__KTIERS];
+    uint64_t tier_layer_bytes[RSP__KTIERS];
 } rsp__kblock;
 
 /* The pool's geometry: built once, passed by value to every launch. */
 typedef struct rsp__kgeom {
     uint32_t num_blocks; /* <= RSP__KMAX_BLOCKS */
     uint32_t num_layers;
+    /* Slot ids from tier_first[t] on (up to the next tier) are tier t's
+     * slots, index id - tier_first[t]; 0: no such tier (request slots start
+     * at id 0, so no tier can). A geometry zeroed but for the request slots
+     * addresses request slots only. */
+    uint32_t tier_first[RSP__KTIERS];
     rsp__kblock blocks[RSP__KMAX_BLOCKS];
 } rsp__kgeom;
 
-/* One copy: slot src onto slot dst (same layout as rsp__copy in work.h). */
+/* One copy: slot id src onto slot id dst (same layout as rsp__copy in
+ * work.h); each id is resolved to its storage (tier_first), so a copy may
+ * go any way between request slots and the tiers. */
 typedef struct rsp__kpair {
     uint32_t src;
     uint32_t dst;
@@ -73,7 +91,8 @@ uint64_t rsp__kernels_chunks(const rsp__kgeom *geom, uint32_t count);
  * memory, uint32 slot numbers) in every layer of every block. max_grid caps
  * the grid (e.g. 8 x multiprocessors); 0 = no cap. count == 0 launches
  * nothing. Slot numbers are trusted: the caller checks them against
- * max_slots. Returns the launch error (cudaSuccess if none); never waits.
+ * the storages (request slots and tiers) the geometry has. Returns the
+ * launch error (cudaSuccess if none); never waits.
  */
 cudaError_t rsp__kernels_zero(const rsp__kgeom *geom, const uint32_t *slots, uint32_t count,
                               uint32_t max_grid, cudaStream_t stream);

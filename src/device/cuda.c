@@ -1,6 +1,11 @@
 /*
  * The CUDA device: pool storage in GPU memory, one pool stream, batched
  * kernels (kernels/), pinned staging for addressing uploads, an event ring.
+ * Checkpoint tiers: the device tier in GPU memory (cudaMalloc), the host
+ * tier in mapped pinned host memory (cudaHostAlloc(cudaHostAllocMapped)),
+ * which the copy kernel reads and writes through its device pointer: a COPY
+ * op between any two storages is still one batched launch on the pool
+ * stream, ordered FIFO with everything else.
  * SPDX-License-Identifier: Apache-2.0
  *
  * Built only with RSP_HAVE_CUDA. Uses the CUDA runtime's C API.
@@ -104,6 +109,11 @@ typedef struct rsp__cuda_device {
 
     size_t *op_offset; /* submit scratch: staging offset of each op */
     uint32_t cap_op_offset;
+
+    /* The host tier's blocks as cudaHostAlloc returned them (for
+     * cudaFreeHost); head.tier_base[RSP_TIER_HOST] holds their device
+     * pointers. Immutable after create. */
+    void *host_tier[RSP_MAX_BLOCKS];
 } rsp__cuda_device;
 
 static inline rsp__cuda_device *rsp__cuda_of(rsp__device *dev)
@@ -371,9 +381,14 @@ static void rsp__cuda_destroy(rsp__device *dev)
     for (uint32_t i = 0; i < RSP__CUDA_EVENTS; i++)
         if (cd->events[i])
             (void)cudaEventDestroy(cd->events[i]);
-    for (uint32_t b = 0; b < RSP_MAX_BLOCKS; b++)
+    for (uint32_t b = 0; b < RSP_MAX_BLOCKS; b++) {
         if (cd->head.block_base[b])
             (void)cudaFree(cd->head.block_base[b]);
+        if (cd->head.tier_base[RSP_TIER_DEVICE][b])
+            (void)cudaFree(cd->head.tier_base[RSP_TIER_DEVICE][b]);
+        if (cd->host_tier[b])
+            (void)cudaFreeHost(cd->host_tier[b]);
+    }
     if (cd->stream)
         (void)cudaStreamDestroy(cd->stream);
     (void)cudaGetLastError();
@@ -391,31 +406,21 @@ static void rsp__cuda_destroy(rsp__device *dev)
 static rsp_status rsp__cuda_plan_ops(rsp__cuda_device *cd, const rsp__work *w, size_t *args_bytes,
                                      size_t *total_bytes, rsp_error *err)
 {
-    const uint32_t max_slots = cd->head.layout->max_slots;
+    const rsp__layout *lay = cd->head.layout;
     size_t off = 0;
     for (uint32_t i = 0; i < w->num_ops; i++) {
         const rsp__op *op = &w->ops[i];
         cd->op_offset[i] = 0;
         if (op->kind == RSP__OP_ZERO) {
-            if ((uint64_t)op->first + op->count > w->num_slots)
-                return rsp__fail(err, RSP_EINVAL, "CUDA device: ZERO op %u past the slot list", i);
-            for (uint32_t j = 0; j < op->count; j++)
-                if (w->slots[op->first + j] >= max_slots)
-                    return rsp__fail(err, RSP_EINVAL,
-                                     "CUDA device: ZERO of slot %u >= max_slots %u",
-                                     w->slots[op->first + j], max_slots);
+            rsp_status st = rsp__device_check_zero(lay, w, i, err);
+            if (st != RSP_OK)
+                return st;
             cd->op_offset[i] = off;
             off = rsp__align_up(off + (size_t)op->count * sizeof(uint32_t), RSP__CUDA_ALIGN);
         } else if (op->kind == RSP__OP_COPY) {
-            if ((uint64_t)op->first + op->count > w->num_pairs)
-                return rsp__fail(err, RSP_EINVAL, "CUDA device: COPY op %u past the pair list", i);
-            for (uint32_t j = 0; j < op->count; j++) {
-                const rsp__copy *p = &w->pairs[op->first + j];
-                if (p->src >= max_slots || p->dst >= max_slots)
-                    return rsp__fail(err, RSP_EINVAL,
-                                     "CUDA device: COPY %u -> %u outside max_slots %u", p->src,
-                                     p->dst, max_slots);
-            }
+            rsp_status st = rsp__device_check_copy(lay, w, i, err);
+            if (st != RSP_OK)
+                return st;
             cd->op_offset[i] = off;
             off = rsp__align_up(off + (size_t)op->count * sizeof(rsp__kpair), RSP__CUDA_ALIGN);
         } else if (op->kind == RSP__OP_BUFFER) {
@@ -709,25 +714,23 @@ static rsp_status rsp__cuda_event_wait(const rsp__device *dev, const rsp_event *
     }
 }
 
-/* Any thread: a device-to-host copy enqueued on the pool stream, so it runs
+/* Any thread: a copy to host memory enqueued on the pool stream, so it runs
  * after everything submitted before, then waited for. */
 static rsp_status rsp__cuda_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                                  void *dst, rsp_error *err)
 {
     rsp__cuda_device *cd = rsp__cuda_of(dev);
     const rsp__layout *lay = cd->head.layout;
-    if (block >= lay->num_blocks || layer >= lay->num_layers || slot >= lay->max_slots || !dst)
-        return rsp__fail(err, RSP_EINVAL,
-                         "CUDA device read: block %u layer %u slot %u out of range (%u, %u, %u)",
-                         block, layer, slot, lay->num_blocks, lay->num_layers, lay->max_slots);
     int prev;
     rsp_status st = rsp__cuda_enter(cd, &prev, err);
     if (st != RSP_OK)
         return st;
-    const unsigned char *src = (const unsigned char *)cd->head.block_base[block] +
-                               rsp__layout_offset(lay, block, layer, slot);
-    cudaError_t e = cudaMemcpyAsync(dst, src, lay->blocks[block].slot_bytes, cudaMemcpyDeviceToHost,
-                                    cd->stream);
+    /* device.c checked the range: any slot id. The host tier's address is
+     * the device pointer of mapped pinned memory: cudaMemcpyDefault lets
+     * unified addressing tell where each side lives. */
+    const unsigned char *src = rsp__device_region(&cd->head, block, layer, slot);
+    cudaError_t e =
+        cudaMemcpyAsync(dst, src, lay->blocks[block].slot_bytes, cudaMemcpyDefault, cd->stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(cd->stream);
     if (e != cudaSuccess)
@@ -780,32 +783,78 @@ static rsp_status rsp__cuda_stream_create(rsp__cuda_device *cd, rsp_error *err)
     return RSP_OK;
 }
 
-/* Create step: every block of the layout in GPU memory, zeroed (waited
+static const char *const rsp__cuda_space_name[] = {"request slots", "device-tier checkpoints",
+                                                   "host-tier checkpoints"};
+
+/* Allocate block b of storage sp (n > 0 bytes): GPU memory for the request
+ * slots and the device tier, mapped pinned host memory for the host tier
+ * (the kernels reach it through its device pointer). Recorded at once (the
+ * unwind frees it), zeroed (the GPU's on the pool stream), its device
+ * pointer in *dptr. */
+static rsp_status rsp__cuda_space_alloc(rsp__cuda_device *cd, rsp__space sp, uint32_t b, uint64_t n,
+                                        void **dptr, rsp_error *err)
+{
+    void *mem = NULL;
+    cudaError_t e;
+    if (sp == RSP__SPACE_HOST) {
+        e = cudaHostAlloc(&mem, n, cudaHostAllocMapped);
+        if (e == cudaSuccess) {
+            cd->host_tier[b] = mem;
+            memset(mem, 0, n);
+            e = cudaHostGetDevicePointer(dptr, mem, 0);
+        }
+    } else {
+        e = cudaMalloc(&mem, n);
+        if (e == cudaSuccess) {
+            *(sp == RSP__SPACE_SLOTS ? &cd->head.block_base[b]
+                                     : &cd->head.tier_base[RSP_TIER_DEVICE][b]) = mem;
+            *dptr = mem;
+            e = cudaMemsetAsync(mem, 0, n, cd->stream);
+        }
+    }
+    if (e == cudaSuccess)
+        return RSP_OK;
+    rsp_status st = rsp__cuda_fail(err, e, "allocating pool storage");
+    return rsp__fail(err, st,
+                     "CUDA device %d: cannot allocate block '%s' of the %s (%llu bytes): %s",
+                     cd->ordinal, cd->head.layout->blocks[b].name, rsp__cuda_space_name[sp],
+                     (unsigned long long)n, cudaGetErrorString(e));
+}
+
+/* Create step: every block of the three storages (request slots, device
+ * tier, host tier; a tier of no slots allocates nothing), zeroed (waited
  * for, so the storage reads zero when create returns), and the kernels'
- * view of them. Each block is recorded as soon as it is allocated, so the
- * unwind frees it. The stream exists. */
+ * view of them (rsp__kgeom). The stream exists. */
 static rsp_status rsp__cuda_blocks_alloc(rsp__cuda_device *cd, rsp_error *err)
 {
     const rsp__layout *layout = cd->head.layout;
     cd->geom.num_blocks = layout->num_blocks;
     cd->geom.num_layers = layout->num_layers;
-    for (uint32_t b = 0; b < layout->num_blocks; b++) {
-        const rsp__block_layout *bl = &layout->blocks[b];
-        void *mem = NULL;
-        cudaError_t e = cudaMalloc(&mem, bl->bytes);
-        if (e != cudaSuccess) {
-            rsp_status st = rsp__cuda_fail(err, e, "cudaMalloc (pool storage)");
-            if (st == RSP_ENOMEM)
-                rsp__fail(
-                    err, RSP_ENOMEM, "CUDA device %d: cannot allocate block '%s' (%llu bytes): %s",
-                    cd->ordinal, bl->name, (unsigned long long)bl->bytes, cudaGetErrorString(e));
-            return st;
+    if (layout->max_checkpoints)
+        cd->geom.tier_first[RSP_TIER_DEVICE] = layout->max_slots;
+    if (layout->max_host_checkpoints)
+        cd->geom.tier_first[RSP_TIER_HOST] = layout->max_slots + layout->max_checkpoints;
+    for (rsp__space sp = RSP__SPACE_SLOTS; sp <= RSP__SPACE_HOST; sp++) {
+        if (rsp__space_count(layout, sp) == 0)
+            continue;
+        for (uint32_t b = 0; b < layout->num_blocks; b++) {
+            rsp__kblock *kb = &cd->geom.blocks[b];
+            const uint64_t n = rsp__space_block_bytes(layout, sp, b);
+            void *dptr = NULL;
+            rsp_status st = rsp__cuda_space_alloc(cd, sp, b, n, &dptr, err);
+            if (st != RSP_OK)
+                return st;
+            kb->slot_bytes = layout->blocks[b].slot_bytes;
+            if (sp == RSP__SPACE_SLOTS) {
+                kb->base = dptr;
+                kb->layer_bytes = layout->blocks[b].layer_bytes;
+            } else {
+                const uint32_t t = sp - RSP__SPACE_DEVICE;
+                cd->head.tier_base[t][b] = dptr;
+                kb->tier_base[t] = dptr;
+                kb->tier_layer_bytes[t] = kb->slot_bytes * rsp__space_count(layout, sp);
+            }
         }
-        cd->head.block_base[b] = mem;
-        cd->geom.blocks[b] = (rsp__kblock){
-            .base = mem, .slot_bytes = bl->slot_bytes, .layer_bytes = bl->layer_bytes};
-        RSP__CUDA_TRY(err, cudaMemsetAsync(mem, 0, bl->bytes, cd->stream),
-                      "cudaMemsetAsync (zeroing pool storage)");
     }
     RSP__CUDA_TRY(err, cudaStreamSynchronize(cd->stream),
                   "cudaStreamSynchronize (zeroing pool storage)");

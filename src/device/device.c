@@ -15,6 +15,15 @@ rsp_status rsp__device_create(rsp_device_kind kind, int cuda_ordinal, const rsp_
     if (layout->num_blocks == 0 || layout->num_blocks > RSP_MAX_BLOCKS)
         return rsp__fail(err, RSP_EINVAL, "device create: %u blocks (1..%d)", layout->num_blocks,
                          RSP_MAX_BLOCKS);
+    const uint64_t ids =
+        (uint64_t)layout->max_slots + layout->max_checkpoints + layout->max_host_checkpoints;
+    if (layout->max_slots == 0 || ids != layout->num_ids || ids > (uint64_t)INT32_MAX)
+        return rsp__fail(err, RSP_EINVAL,
+                         "device create: the layout's id space is inconsistent: num_ids %u, "
+                         "max_slots %u + max_checkpoints %u + max_host_checkpoints %u = %llu "
+                         "(must be equal, max_slots >= 1, at most INT32_MAX)",
+                         layout->num_ids, layout->max_slots, layout->max_checkpoints,
+                         layout->max_host_checkpoints, (unsigned long long)ids);
     switch (kind) {
     case RSP_DEVICE_HOST: (void)cuda_ordinal; return rsp__host_device_create(layout, out, err);
     case RSP_DEVICE_CUDA:
@@ -127,5 +136,48 @@ rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event
 rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                             void *dst, rsp_error *err)
 {
+    const rsp__layout *lay = dev->layout;
+    if (block >= lay->num_blocks || layer >= lay->num_layers || slot >= lay->num_ids || !dst)
+        return rsp__fail(err, RSP_EINVAL,
+                         "device read: block %u layer %u slot id %u outside %u blocks, %u layers, "
+                         "%u slot ids (or dst NULL)",
+                         block, layer, slot, lay->num_blocks, lay->num_layers, lay->num_ids);
     return dev->ops->read(dev, block, layer, slot, dst, err);
+}
+
+rsp_status rsp__device_check_zero(const rsp__layout *lay, const rsp__work *w, uint32_t i,
+                                  rsp_error *err)
+{
+    const rsp__op *op = &w->ops[i];
+    if ((uint64_t)op->first + op->count > w->num_slots)
+        return rsp__fail(err, RSP_EINVAL,
+                         "device submit: op %u ZERO slots [%u, %llu) past the list's %u", i,
+                         op->first, (unsigned long long)op->first + op->count, w->num_slots);
+    for (uint32_t k = 0; k < op->count; k++)
+        if (w->slots[op->first + k] >= lay->max_slots)
+            return rsp__fail(err, RSP_EINVAL,
+                             "device submit: op %u ZERO slot %u: ZERO names request slots only "
+                             "(< max_slots %u; checkpoint slots are always written whole)",
+                             i, w->slots[op->first + k], lay->max_slots);
+    return RSP_OK;
+}
+
+rsp_status rsp__device_check_copy(const rsp__layout *lay, const rsp__work *w, uint32_t i,
+                                  rsp_error *err)
+{
+    const rsp__op *op = &w->ops[i];
+    if ((uint64_t)op->first + op->count > w->num_pairs)
+        return rsp__fail(err, RSP_EINVAL,
+                         "device submit: op %u COPY pairs [%u, %llu) past the list's %u", i,
+                         op->first, (unsigned long long)op->first + op->count, w->num_pairs);
+    for (uint32_t k = 0; k < op->count; k++) {
+        const rsp__copy *c = &w->pairs[op->first + k];
+        if (c->src >= lay->num_ids || c->dst >= lay->num_ids)
+            return rsp__fail(err, RSP_EINVAL,
+                             "device submit: op %u COPY %u -> %u outside the %u slot ids "
+                             "(max_slots %u + max_checkpoints %u + max_host_checkpoints %u)",
+                             i, c->src, c->dst, lay->num_ids, lay->max_slots, lay->max_checkpoints,
+                             lay->max_host_checkpoints);
+    }
+    return RSP_OK;
 }

@@ -2,13 +2,17 @@
  * The device interface: slot storage, FIFO execution of work lists, events.
  * SPDX-License-Identifier: Apache-2.0
  *
- * A device owns the pool's storage (one block per declared block,
- * [num_layers, max_slots, *shape], zeroed at creation) and runs the work
- * lists the core emits (core/work.h: WAIT, ZERO, COPY, BUFFER, UPLOAD). It
- * knows nothing of requests or labels. Two implementations, chosen at
- * creation: host.c (heap memory, a device worker thread, host fences as
- * events) and cuda.c (cudaMalloc, one pool stream, kernels/). device.c
- * dispatches; device_impl.h says what an implementation provides.
+ * A device owns the pool's storage and runs the work lists the core emits
+ * (core/work.h: WAIT, ZERO, COPY, BUFFER, UPLOAD). It knows nothing of
+ * requests, labels or checkpoint keys. Storage: three storages of the same
+ * per-block layout [num_layers, count, *shape], zeroed at creation, one id
+ * space over them (core/layout.h, rsp__layout_space): request slots
+ * [0, max_slots), the device checkpoint tier (max_checkpoints ids next),
+ * the host checkpoint tier (max_host_checkpoints ids last). COPY pairs may
+ * name any id < num_ids, in any direction; ZERO names request slots only. Two implementations,
+ * chosen at creation: host.c (heap memory, a device worker thread, host fences as events) and
+ * cuda.c (cudaMalloc, one pool stream, kernels/). device.c dispatches; device_impl.h says what an
+ * implementation provides.
  *
  * Every implementation keeps one contract (docs/device.md):
  *   - FIFO: a list runs after everything submitted before it, its ops in
@@ -55,10 +59,14 @@
 
 typedef struct rsp__device rsp__device;
 
-/* Allocate every block ([num_layers, max_slots, *shape], zeroed; host: 64-byte
- * aligned) and start the device's worker/stream. RSP_EINVAL (a bad layout
- * or kind), RSP_ENODEV (CUDA not built, or no such GPU), RSP_ENOMEM,
- * RSP_EDEVICE; nothing is left allocated on failure. */
+/* Allocate every block of the three storages (request slots, device tier,
+ * host tier; a tier of no slots allocates nothing), zeroed (host device:
+ * lazily zeroed anonymous mappings, page aligned; CUDA: request slots and
+ * device tier by cudaMalloc, the host tier mapped pinned host memory) and
+ * start the device's worker/stream. RSP_EINVAL (a bad layout or kind, an
+ * id space whose num_ids is not the sum of the three counts), RSP_ENODEV
+ * (CUDA not built, or no such GPU), RSP_ENOMEM, RSP_EDEVICE; nothing is
+ * left allocated on failure. */
 rsp_status rsp__device_create(rsp_device_kind kind, int cuda_ordinal, const rsp__layout *layout,
                               rsp__device **out, rsp_error *err);
 /* Waits for all submitted work, then frees everything. NULL is a no-op.
@@ -67,8 +75,10 @@ void rsp__device_destroy(rsp__device *dev);
 
 rsp_device_kind rsp__device_kind(const rsp__device *dev);
 
-/* Base pointer of block b (host or device memory); NULL past RSP_MAX_BLOCKS.
- * Immutable after create: any thread. */
+/* Base pointer of block b of the request slots (host or device memory):
+ * [num_layers, max_slots, *shape]; NULL past RSP_MAX_BLOCKS. The tiers are
+ * reached through work lists and rsp__device_read only. Immutable after
+ * create: any thread. */
 void *rsp__device_block_base(const rsp__device *dev, uint32_t b);
 
 /*
@@ -87,8 +97,9 @@ rsp_status rsp__device_reserve(rsp__device *dev, const rsp__ext_need *need, rsp_
  * Queue a work list after everything submitted before. Copies what it needs
  * from *work (the core reuses it). BUFFER ops take effect now. If done is not
  * NULL it receives an event that completes once this work has run.
- * RSP_EINVAL: a malformed list (an op out of range, an UPLOAD past its
- * buffer, a WAIT this device cannot wait on), nothing changed. Host device:
+ * RSP_EINVAL: a malformed list (an op out of range: a COPY id >= num_ids,
+ * a ZERO id >= max_slots; an UPLOAD past its buffer, a WAIT this device
+ * cannot wait on), nothing of it queued or changed. Host device:
  * RSP_ENOMEM changes nothing, and after rsp__device_reserve for the list it
  * cannot happen (no allocation). CUDA device: RSP_ENOMEM or RSP_EDEVICE may
  * come after part of the list was enqueued. Owner. O(ops + entries copied);
@@ -133,9 +144,10 @@ rsp_status rsp__device_sync(rsp__device *dev, rsp_error *err);
 rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event,
                                   uint64_t timeout_ns, rsp_error *err);
 
-/* Copy one (block, layer, slot) region to host memory dst (slot_bytes of that
- * block), after everything submitted so far. For tests and benchmarks. Any
- * thread. */
+/* Copy one (block, layer, slot id) region to host memory dst (slot_bytes of
+ * that block), after everything submitted so far. Any slot id < num_ids:
+ * request slots and both checkpoint tiers. RSP_EINVAL out of range or dst
+ * NULL. For tests and benchmarks. Any thread. */
 rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                             void *dst, rsp_error *err);
 

@@ -8,9 +8,11 @@
  *   - a struct whose first member is struct rsp__device (the common head),
  *     so a pointer to either converts to the other;
  *   - a create function, declared below and called by rsp__device_create
- *     (which has checked the block count already): it allocates and zeroes
- *     every block, fills the head (ops, kind, layout, block_base), starts
- *     its worker or stream, and frees everything when it fails;
+ *     (which has checked the block count and the id space already): it
+ *     allocates and zeroes every block of the three storages (request
+ *     slots, device tier, host tier), fills the head (ops, kind, layout,
+ *     block_base, tier_base), starts its worker or stream, and frees
+ *     everything when it fails;
  *   - a static rsp__device_ops. Each entry keeps the contract and the thread
  *     rule of the device.h function of the same name. All are required but
  *     reserve and check_event. device.c applies the event kind check
@@ -47,8 +49,69 @@ struct rsp__device {
     const rsp__device_ops *ops;
     rsp_device_kind kind;
     const rsp__layout *layout; /* owned by the caller, outlives the device */
+    /* Request slots: block b is [num_layers, max_slots, *shape] at block_base[b]. */
     void *block_base[RSP_MAX_BLOCKS];
+    /* Checkpoint tiers (rsp_tier): block b of tier t is [num_layers, that
+     * tier's count, *shape] at tier_base[t][b], as the copy code addresses
+     * it (the CUDA host tier: the device pointer of its mapped pinned
+     * memory). NULL when the tier has no slots. Immutable after create. */
+    void *tier_base[RSP_TIER_COUNT_][RSP_MAX_BLOCKS];
 };
+
+/* Slots of storage sp (request slots, or a tier's checkpoint slots). O(1). */
+static inline uint32_t rsp__space_count(const rsp__layout *lay, rsp__space sp)
+{
+    switch (sp) {
+    case RSP__SPACE_SLOTS: return lay->max_slots;
+    case RSP__SPACE_DEVICE: return lay->max_checkpoints;
+    default: return lay->max_host_checkpoints;
+    }
+}
+
+/* Base of block b of storage sp, as dev's copy code addresses it. O(1). */
+static inline unsigned char *rsp__space_base(const rsp__device *dev, rsp__space sp, uint32_t b)
+{
+    return (unsigned char *)(sp == RSP__SPACE_SLOTS ? dev->block_base[b]
+                                                    : dev->tier_base[sp - RSP__SPACE_DEVICE][b]);
+}
+
+/*
+ * Address of (block b, layer l) of slot id `id` (< num_ids, checked by the
+ * caller) in the storage the id lives in (rsp__layout_space): request
+ * slots, device tier or host tier, each [num_layers, count, *shape] per
+ * block. Any thread (reads immutable fields). O(1).
+ */
+static inline unsigned char *rsp__device_region(const rsp__device *dev, uint32_t b, uint32_t l,
+                                                uint32_t id)
+{
+    const rsp__layout *lay = dev->layout;
+    uint32_t index;
+    const rsp__space sp = rsp__layout_space(lay, id, &index);
+    const uint64_t sb = lay->blocks[b].slot_bytes;
+    return rsp__space_base(dev, sp, b) + ((uint64_t)l * rsp__space_count(lay, sp) + index) * sb;
+}
+
+/* Bytes of block b of storage sp: the layout's `bytes` for the request
+ * slots, slot_bytes * count * num_layers for a tier (no overflow: at most
+ * the layout's checked tier_bytes). */
+static inline uint64_t rsp__space_block_bytes(const rsp__layout *lay, rsp__space sp, uint32_t b)
+{
+    if (sp == RSP__SPACE_SLOTS)
+        return lay->blocks[b].bytes;
+    return lay->blocks[b].slot_bytes * rsp__space_count(lay, sp) * lay->num_layers;
+}
+
+/*
+ * The range checks of a submit, shared by both devices (device.c). Op i of
+ * w is a ZERO (check_zero) or a COPY (check_copy): its entries lie inside
+ * the list, a ZERO names request slots only (< max_slots), a COPY pair any
+ * slot id (< num_ids: request slots and both checkpoint tiers). RSP_EINVAL
+ * naming the op and the id. Owner. O(entries).
+ */
+rsp_status rsp__device_check_zero(const rsp__layout *lay, const rsp__work *w, uint32_t i,
+                                  rsp_error *err);
+rsp_status rsp__device_check_copy(const rsp__layout *lay, const rsp__work *w, uint32_t i,
+                                  rsp_error *err);
 
 rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out, rsp_error *err);
 #ifdef RSP_HAVE_CUDA

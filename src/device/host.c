@@ -297,6 +297,8 @@ typedef struct host_buffer {
 typedef struct rsp__host_device {
     rsp__device base;                     /* first: rsp__device* and rsp__host_device* convert */
     uint64_t block_bytes[RSP_MAX_BLOCKS]; /* immutable: each block's mapping (storage_map) */
+    /* Immutable: each checkpoint tier's block mappings (base.tier_base). */
+    uint64_t tier_bytes[RSP_TIER_COUNT_][RSP_MAX_BLOCKS];
 
     /* Owner only. */
     host_buffer *buffers;
@@ -418,33 +420,36 @@ static host_job *worker_next(rsp__host_device *dev)
     }
 }
 
-static void run_zero(const rsp__layout *lay, void *const *base, const uint32_t *slots,
-                     uint32_t count)
+/* ZERO: request slots only (validated), every layer of every block. */
+static void run_zero(const rsp__device *dev, const uint32_t *slots, uint32_t count)
 {
+    const rsp__layout *lay = dev->layout;
     for (uint32_t i = 0; i < count; i++)
         for (uint32_t b = 0; b < lay->num_blocks; b++)
             for (uint32_t l = 0; l < lay->num_layers; l++)
-                memset((char *)base[b] + rsp__layout_offset(lay, b, l, slots[i]), 0,
+                memset(rsp__device_region(dev, b, l, slots[i]), 0,
                        (size_t)lay->blocks[b].slot_bytes);
 }
 
-static void run_copy(const rsp__layout *lay, void *const *base, const rsp__copy *pairs,
-                     uint32_t count)
+/* COPY: each id is resolved to its storage (request slots, device tier,
+ * host tier: rsp__device_region), so a pair may go any way between them;
+ * one memcpy per (block, layer). */
+static void run_copy(const rsp__device *dev, const rsp__copy *pairs, uint32_t count)
 {
+    const rsp__layout *lay = dev->layout;
     for (uint32_t i = 0; i < count; i++) {
         if (pairs[i].src == pairs[i].dst)
             continue;
         for (uint32_t b = 0; b < lay->num_blocks; b++)
             for (uint32_t l = 0; l < lay->num_layers; l++)
-                memcpy((char *)base[b] + rsp__layout_offset(lay, b, l, pairs[i].dst),
-                       (const char *)base[b] + rsp__layout_offset(lay, b, l, pairs[i].src),
+                memcpy(rsp__device_region(dev, b, l, pairs[i].dst),
+                       rsp__device_region(dev, b, l, pairs[i].src),
                        (size_t)lay->blocks[b].slot_bytes);
     }
 }
 
 static void run_job(rsp__host_device *dev, const host_job *job)
 {
-    const rsp__layout *lay = dev->base.layout;
     for (uint32_t i = 0; i < job->num_ops; i++) {
         const host_op *op = &job->ops[i];
         switch (op->kind) {
@@ -458,8 +463,8 @@ static void run_job(rsp__host_device *dev, const host_job *job)
                     rsp__fence_unref(op->u.event.handle); /* taken in hold_waited_fences */
             }
             break;
-        case HOP_ZERO: run_zero(lay, dev->base.block_base, op->u.slots, op->count); break;
-        case HOP_COPY: run_copy(lay, dev->base.block_base, op->u.pairs, op->count); break;
+        case HOP_ZERO: run_zero(&dev->base, op->u.slots, op->count); break;
+        case HOP_COPY: run_copy(&dev->base, op->u.pairs, op->count); break;
         case HOP_UPLOAD:
             memcpy(op->u.up.dst_idx, op->u.up.src_idx, (size_t)op->count * sizeof(int32_t));
             memcpy(op->u.up.dst_has, op->u.up.src_has, (size_t)op->count * sizeof(bool));
@@ -604,33 +609,6 @@ static rsp_status check_wait(const rsp__host_device *dev, const rsp__op *op, uin
     return RSP_OK;
 }
 
-static rsp_status check_zero(const rsp__layout *lay, const rsp__work *w, uint32_t i, rsp_error *err)
-{
-    const rsp__op *op = &w->ops[i];
-    if ((uint64_t)op->first + op->count > w->num_slots)
-        return rsp__fail(err, RSP_EINVAL, "device submit: op %u ZERO slots out of the list", i);
-    for (uint32_t k = 0; k < op->count; k++)
-        if (w->slots[op->first + k] >= lay->max_slots)
-            return rsp__fail(err, RSP_EINVAL, "device submit: op %u ZERO slot %u >= max_slots %u",
-                             i, w->slots[op->first + k], lay->max_slots);
-    return RSP_OK;
-}
-
-static rsp_status check_copy(const rsp__layout *lay, const rsp__work *w, uint32_t i, rsp_error *err)
-{
-    const rsp__op *op = &w->ops[i];
-    if ((uint64_t)op->first + op->count > w->num_pairs)
-        return rsp__fail(err, RSP_EINVAL, "device submit: op %u COPY pairs out of the list", i);
-    for (uint32_t k = 0; k < op->count; k++) {
-        const rsp__copy *c = &w->pairs[op->first + k];
-        if (c->src >= lay->max_slots || c->dst >= lay->max_slots)
-            return rsp__fail(err, RSP_EINVAL,
-                             "device submit: op %u COPY %u -> %u outside max_slots %u", i, c->src,
-                             c->dst, lay->max_slots);
-    }
-    return RSP_OK;
-}
-
 /* An UPLOAD must fit the buffer as the list leaves it at that op. */
 static rsp_status check_upload(const rsp__host_device *dev, const rsp__work *w, uint32_t i,
                                rsp_error *err)
@@ -657,8 +635,8 @@ static rsp_status check_op(const rsp__host_device *dev, const rsp__work *w, uint
     const rsp__op *op = &w->ops[i];
     switch (op->kind) {
     case RSP__OP_WAIT: return check_wait(dev, op, i, err);
-    case RSP__OP_ZERO: return check_zero(dev->base.layout, w, i, err);
-    case RSP__OP_COPY: return check_copy(dev->base.layout, w, i, err);
+    case RSP__OP_ZERO: return rsp__device_check_zero(dev->base.layout, w, i, err);
+    case RSP__OP_COPY: return rsp__device_check_copy(dev->base.layout, w, i, err);
     case RSP__OP_UPLOAD: return check_upload(dev, w, i, err);
     case RSP__OP_BUFFER:
         if (op->buffer >= HOST_MAX_BUFFERS)
@@ -1219,24 +1197,22 @@ static rsp_status host_read(rsp__device *base, uint32_t block, uint32_t layer, u
                             void *dst, rsp_error *err)
 {
     rsp__host_device *dev = (rsp__host_device *)base;
-    const rsp__layout *lay = base->layout;
-    if (block >= lay->num_blocks || layer >= lay->num_layers || slot >= lay->max_slots || !dst)
-        return rsp__fail(err, RSP_EINVAL,
-                         "device read: block %u layer %u slot %u outside %u blocks, %u layers, %u "
-                         "slots (or dst NULL)",
-                         block, layer, slot, lay->num_blocks, lay->num_layers, lay->max_slots);
+    (void)err; /* device.c checked the range: any slot id, request or checkpoint */
     /* Any thread: wait for what was submitted when we looked (HV2 orders the
      * worker's writes before our copy). */
     fence_wait(&dev->fence, rsp__load_relaxed_u64(&dev->submitted), RSP_WAIT_FOREVER);
-    memcpy(dst, (const char *)base->block_base[block] + rsp__layout_offset(lay, block, layer, slot),
-           (size_t)lay->blocks[block].slot_bytes);
+    memcpy(dst, rsp__device_region(base, block, layer, slot),
+           (size_t)base->layout->blocks[block].slot_bytes);
     return RSP_OK;
 }
 
 static void host_free(rsp__host_device *dev)
 {
-    for (uint32_t b = 0; b < RSP_MAX_BLOCKS; b++)
+    for (uint32_t b = 0; b < RSP_MAX_BLOCKS; b++) {
         storage_unmap(dev->base.block_base[b], dev->block_bytes[b]);
+        for (uint32_t t = 0; t < RSP_TIER_COUNT_; t++)
+            storage_unmap(dev->base.tier_base[t][b], dev->tier_bytes[t][b]);
+    }
     for (uint32_t i = 0; i < dev->num_buffers; i++) {
         free(dev->buffers[i].slot_indices);
         free(dev->buffers[i].has_state);
@@ -1277,19 +1253,34 @@ static const rsp__device_ops host_ops = {
     .check_event = host_check_event,
 };
 
-/* Create step: every block, mapped (storage_map: zero, page aligned, touched
- * lazily). Each is recorded in block_base (and its size in block_bytes) as
- * soon as it exists, so host_free unmaps it. */
+/* Create step: every block of the three storages (request slots, then the
+ * device and host checkpoint tiers, all host memory here), mapped
+ * (storage_map: zero, page aligned, touched lazily); a tier of no slots
+ * maps nothing (its base stays NULL: no id reaches it). Each mapping is
+ * recorded (base and size) as soon as it exists, so host_free unmaps it. */
 static rsp_status host_blocks_alloc(rsp__host_device *dev, rsp_error *err)
 {
+    static const char *const what[] = {"request slots", "device-tier checkpoints",
+                                       "host-tier checkpoints"};
     const rsp__layout *layout = dev->base.layout;
-    for (uint32_t b = 0; b < layout->num_blocks; b++) {
-        dev->base.block_base[b] = storage_map(layout->blocks[b].bytes);
-        dev->block_bytes[b] = layout->blocks[b].bytes;
-        if (!dev->base.block_base[b])
-            return rsp__fail(err, RSP_ENOMEM,
-                             "host device: cannot allocate block '%s' (%llu bytes): out of memory",
-                             layout->blocks[b].name, (unsigned long long)layout->blocks[b].bytes);
+    for (rsp__space sp = RSP__SPACE_SLOTS; sp <= RSP__SPACE_HOST; sp++) {
+        if (rsp__space_count(layout, sp) == 0)
+            continue;
+        for (uint32_t b = 0; b < layout->num_blocks; b++) {
+            const uint64_t n = rsp__space_block_bytes(layout, sp, b);
+            void **base = sp == RSP__SPACE_SLOTS ? &dev->base.block_base[b]
+                                                 : &dev->base.tier_base[sp - RSP__SPACE_DEVICE][b];
+            *base = storage_map(n);
+            if (sp == RSP__SPACE_SLOTS)
+                dev->block_bytes[b] = n;
+            else
+                dev->tier_bytes[sp - RSP__SPACE_DEVICE][b] = n;
+            if (!*base)
+                return rsp__fail(err, RSP_ENOMEM,
+                                 "host device: cannot map block '%s' of the %s (%llu bytes): out "
+                                 "of memory",
+                                 layout->blocks[b].name, what[sp], (unsigned long long)n);
+        }
     }
     return RSP_OK;
 }

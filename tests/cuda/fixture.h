@@ -49,6 +49,7 @@ static inline void make_layout(rsp__layout *lay, uint32_t layers, uint32_t slots
         lay->slot_bytes += bl->slot_bytes * layers;
     }
     lay->total_bytes = lay->slot_bytes * slots;
+    lay->num_ids = lay->max_slots; /* no checkpoint tiers */
 }
 
 typedef struct test_work {

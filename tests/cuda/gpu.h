@@ -49,6 +49,15 @@ static inline bool rsp_test_gpu(char *why, size_t n)
         }                                                                                          \
     } while (0)
 
+/* Register scenario fn twice, as "host: fn" and "cuda: fn", its state
+ * pointing at the suite's `kind_host` / `kind_cuda` (rsp_device_kind
+ * variables the suite defines); the CUDA half calls RSP_TEST_REQUIRE_GPU. */
+#define RSP_TEST_BOTH(fn)                                                                          \
+    {"host: " #fn, fn, NULL, NULL, &kind_host},                                                    \
+    {                                                                                              \
+        "cuda: " #fn, fn, NULL, NULL, &kind_cuda                                                   \
+    }
+
 /* Abort the test on a CUDA error, naming the call. */
 #ifdef RSP_HAVE_CUDA
 #define RSP_TEST_CUDA(call)                                                                        \

@@ -511,6 +511,43 @@ static void cuda_oom_at_creation_fails_cleanly(void **state)
     rsp__device_destroy(dev);
 }
 
+/* A checkpoint tier that does not fit (the device tier in GPU memory, the
+ * host tier in pinned host memory: 2^30 slots of 32 KiB) fails creation
+ * with RSP_ENOMEM naming the tier, after the request slots were allocated:
+ * they are freed again, and a device with small tiers works afterwards. */
+static void cuda_tier_oom_at_creation_fails_cleanly(void **state)
+{
+    (void)state;
+    RSP_TEST_REQUIRE_GPU();
+    static const char *const what[2] = {"device-tier checkpoints", "host-tier checkpoints"};
+    for (int t = 0; t < 2; t++) {
+        rsp__layout lay;
+        make_layout(&lay, 1, 2);
+        if (t == 0)
+            lay.max_checkpoints = 1u << 30;
+        else
+            lay.max_host_checkpoints = 1u << 30;
+        lay.num_ids = lay.max_slots + lay.max_checkpoints + lay.max_host_checkpoints;
+        size_t free0 = 0, free1 = 0, total = 0;
+        RSP_TEST_CUDA(cudaMemGetInfo(&free0, &total));
+        rsp__device *dev = (rsp__device *)&lay;
+        rsp_error err = {0};
+        assert_int_equal(rsp__device_create(RSP_DEVICE_CUDA, 0, &lay, &dev, &err), RSP_ENOMEM);
+        if (!strstr(err.message, what[t]))
+            fail_msg("message \"%s\" does not name the %s", err.message, what[t]);
+        assert_ptr_equal(dev, (rsp__device *)&lay);
+        RSP_TEST_CUDA(cudaMemGetInfo(&free1, &total));
+        assert_true(free1 + (size_t)(64u << 20) >= free0);
+    }
+    rsp__layout lay;
+    make_layout(&lay, 1, 2);
+    lay.max_checkpoints = 2;
+    lay.max_host_checkpoints = 3;
+    lay.num_ids = 7;
+    rsp__device *dev = dev_new(RSP_DEVICE_CUDA, &lay);
+    rsp__device_destroy(dev);
+}
+
 static void cuda_unchanged_upload_is_skipped(void **state)
 {
     (void)state;
@@ -580,26 +617,21 @@ static void cuda_event_wait_keeps_the_callers_current_device(void **state)
 }
 #endif
 
-#define BOTH(fn)                                                                                   \
-    {"host: " #fn, fn, NULL, NULL, &kind_host},                                                    \
-    {                                                                                              \
-        "cuda: " #fn, fn, NULL, NULL, &kind_cuda                                                   \
-    }
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        BOTH(storage_starts_zeroed),
-        BOTH(zero_and_copy_batches_touch_exact_bytes),
-        BOTH(copy_onto_itself_changes_nothing),
-        BOTH(submits_run_in_order_behind_a_wait),
-        BOTH(null_event_is_complete),
-        BOTH(buffers_upload_and_grow_keeping_entries),
-        BOTH(bad_work_is_refused_and_changes_nothing),
-        BOTH(many_submits_recycle_events_and_staging),
+        RSP_TEST_BOTH(storage_starts_zeroed),
+        RSP_TEST_BOTH(zero_and_copy_batches_touch_exact_bytes),
+        RSP_TEST_BOTH(copy_onto_itself_changes_nothing),
+        RSP_TEST_BOTH(submits_run_in_order_behind_a_wait),
+        RSP_TEST_BOTH(null_event_is_complete),
+        RSP_TEST_BOTH(buffers_upload_and_grow_keeping_entries),
+        RSP_TEST_BOTH(bad_work_is_refused_and_changes_nothing),
+        RSP_TEST_BOTH(many_submits_recycle_events_and_staging),
         cmocka_unit_test(cuda_create_without_device_or_bad_ordinal_is_enodev),
 #ifdef RSP_HAVE_CUDA
         cmocka_unit_test(cuda_oom_at_creation_fails_cleanly),
+        cmocka_unit_test(cuda_tier_oom_at_creation_fails_cleanly),
         cmocka_unit_test(cuda_unchanged_upload_is_skipped),
         cmocka_unit_test(cuda_event_wait_keeps_the_callers_current_device),
 #endif

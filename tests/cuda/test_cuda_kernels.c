@@ -336,6 +336,95 @@ static void launch_of_nothing_is_no_launch(void **state)
     assert_int_equal(rsp__kernels_zero(&g, NULL, 1, 0, 0), cudaErrorInvalidValue);
 }
 
+/*
+ * Slot ids past the request slots resolve to the checkpoint tiers
+ * (rsp__kgeom.tier_first): request slots 0..2, device tier 3..4, host
+ * tier 5..6, each storage its own allocation (bases misaligned
+ * differently, guards around). Copies in every direction, in one launch,
+ * then a zero of request slots, on the emulators: every byte of every
+ * storage, guards included, as the reference says, and no misaligned wide
+ * access.
+ */
+#define TK_LAYERS 2u
+static const uint32_t tk_count[3] = {3, 2, 2}; /* request slots, device tier, host tier */
+static const uint64_t tk_sb[2] = {6, 4100};    /* bf16[3], f32[1025] */
+static const uint32_t tk_off[3] = {0, 6, 1};
+
+static uint8_t *tk_at(uint8_t *mem[2][3], uint32_t b, uint32_t l, uint32_t id)
+{
+    uint32_t sp = 0;
+    while (sp < 2 && id >= tk_count[sp]) {
+        id -= tk_count[sp];
+        sp++;
+    }
+    return mem[b][sp] + GUARD + tk_off[sp] + ((uint64_t)l * tk_count[sp] + id) * tk_sb[b];
+}
+
+static void emulated_copy_resolves_tier_ids(void **state)
+{
+    (void)state;
+    uint8_t *img[2][3], *ref[2][3];
+    uint64_t size[2][3];
+    rsp__kgeom g;
+    memset(&g, 0, sizeof g);
+    g.num_blocks = 2;
+    g.num_layers = TK_LAYERS;
+    g.tier_first[0] = tk_count[0];
+    g.tier_first[1] = tk_count[0] + tk_count[1];
+    for (uint32_t b = 0; b < 2; b++) {
+        for (uint32_t sp = 0; sp < 3; sp++) {
+            size[b][sp] = 2 * GUARD + tk_off[sp] + tk_sb[b] * tk_count[sp] * TK_LAYERS;
+            img[b][sp] = malloc(size[b][sp]);
+            ref[b][sp] = malloc(size[b][sp]);
+            assert_non_null(img[b][sp]);
+            assert_non_null(ref[b][sp]);
+        }
+        g.blocks[b] = (rsp__kblock){.base = img[b][0] + GUARD + tk_off[0],
+                                    .slot_bytes = tk_sb[b],
+                                    .layer_bytes = tk_sb[b] * tk_count[0]};
+        for (uint32_t t = 0; t < 2; t++) {
+            g.blocks[b].tier_base[t] = img[b][t + 1] + GUARD + tk_off[t + 1];
+            g.blocks[b].tier_layer_bytes[t] = tk_sb[b] * tk_count[t + 1];
+        }
+    }
+    /* request -> device, request -> host, device -> host, host -> device,
+     * host -> request, device -> request: no id both read and written */
+    const rsp__kpair pairs[] = {{0, 3}, {1, 5}, {4, 6}};
+    const rsp__kpair back[] = {{5, 4}, {6, 0}, {3, 2}};
+    const uint32_t zero[] = {1};
+    static const unsigned threads[3] = {1, 3, 32};
+    for (int k = 0; k < 3; k++) {
+        for (uint32_t b = 0; b < 2; b++)
+            for (uint32_t sp = 0; sp < 3; sp++) {
+                for (uint64_t i = 0; i < size[b][sp]; i++)
+                    img[b][sp][i] = (uint8_t)(1 + (i * 2654435761u + b * 97u + sp * 31u) % 255u);
+                memcpy(ref[b][sp], img[b][sp], size[b][sp]);
+            }
+        assert_int_equal(rsp__kernels_copy_host(&g, pairs, 3, threads[k]), 0);
+        assert_int_equal(rsp__kernels_copy_host(&g, back, 3, threads[k]), 0);
+        assert_int_equal(rsp__kernels_zero_host(&g, zero, 1, threads[k]), 0);
+        for (uint32_t b = 0; b < 2; b++)
+            for (uint32_t l = 0; l < TK_LAYERS; l++) {
+                for (uint32_t i = 0; i < 3; i++)
+                    memcpy(tk_at(ref, b, l, pairs[i].dst), tk_at(ref, b, l, pairs[i].src),
+                           tk_sb[b]);
+                for (uint32_t i = 0; i < 3; i++)
+                    memcpy(tk_at(ref, b, l, back[i].dst), tk_at(ref, b, l, back[i].src), tk_sb[b]);
+                memset(tk_at(ref, b, l, zero[0]), 0, tk_sb[b]);
+            }
+        for (uint32_t b = 0; b < 2; b++)
+            for (uint32_t sp = 0; sp < 3; sp++)
+                if (memcmp(img[b][sp], ref[b][sp], size[b][sp]) != 0)
+                    fail_msg("threads %u: block %u storage %u differs from the reference",
+                             threads[k], b, sp);
+    }
+    for (uint32_t b = 0; b < 2; b++)
+        for (uint32_t sp = 0; sp < 3; sp++) {
+            free(img[b][sp]);
+            free(ref[b][sp]);
+        }
+}
+
 static void gpu_kernels_move_exact_bytes_aligned_bases(void **state)
 {
     (void)state;
@@ -385,6 +474,7 @@ int main(void)
         cmocka_unit_test(launch_of_nothing_is_no_launch),
         cmocka_unit_test(emulated_kernels_move_exact_bytes_aligned_bases),
         cmocka_unit_test(emulated_kernels_move_exact_bytes_misaligned_bases),
+        cmocka_unit_test(emulated_copy_resolves_tier_ids),
         cmocka_unit_test(gpu_kernels_move_exact_bytes_aligned_bases),
         cmocka_unit_test(gpu_kernels_move_exact_bytes_misaligned_bases),
 #ifdef RSP_HAVE_CUDA

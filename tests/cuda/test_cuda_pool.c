@@ -331,17 +331,11 @@ static void forward_then_post_forks_and_removals_keep_every_byte(void **state)
     rsp_pool_destroy(pool);
 }
 
-#define BOTH(fn)                                                                                   \
-    {"host: " #fn, fn, NULL, NULL, &kind_host},                                                    \
-    {                                                                                              \
-        "cuda: " #fn, fn, NULL, NULL, &kind_cuda                                                   \
-    }
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cuda_pool_without_a_device_fails_creation_with_enodev),
-        BOTH(forward_then_post_forks_and_removals_keep_every_byte),
+        RSP_TEST_BOTH(forward_then_post_forks_and_removals_keep_every_byte),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

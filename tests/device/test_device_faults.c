@@ -11,6 +11,7 @@
  * A submit after rsp__device_reserve for its work allocates nothing at all.
  * The pool-level sweeps (tests/fault) cannot see this: the owner always
  * reserves ahead, so the submit's own fallible path never runs there.
+ * Creation is swept too, with storage mappings (mmap) as fault points.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,6 +51,7 @@ static void make_layout(rsp__layout *lay)
     bl->bytes = bl->layer_bytes * lay->num_layers;
     lay->slot_bytes = (uint64_t)SLOT_BYTES * lay->num_layers;
     lay->total_bytes = lay->slot_bytes * SLOTS;
+    lay->num_ids = lay->max_slots; /* no checkpoint tiers */
 }
 
 /* A hand-built work list with fixed room. */
@@ -340,6 +342,69 @@ static void reserved_queued_submit_allocates_nothing(void **state)
     reserved_submit_allocates_nothing(true);
 }
 
+/*
+ * Creation under failure: every allocation, thread creation and storage
+ * mapping (mmap: fault_mmap) of rsp__device_create fails in turn. Each
+ * failure is RSP_ENOMEM, names what failed, leaves *out as it was and
+ * leaves nothing behind: every mapping is unmapped (the interposer's byte
+ * count comes back) and every allocation freed (LeakSanitizer). The
+ * mappings are the three storages' (request slots, device tier, host
+ * tier), one per block each, and a failure of each is seen.
+ */
+static void failed_create_leaves_nothing(void **state)
+{
+    (void)state;
+    static rsp_block_config blocks[2] = {
+        {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2, .shape = {4, 3}},
+        {.name = "ssm", .dtype = RSP_DTYPE_BF16, .ndim = 1, .shape = {17}},
+    };
+    rsp_pool_config cfg;
+    rsp_pool_config_init(&cfg);
+    cfg.blocks = blocks;
+    cfg.num_blocks = 2;
+    cfg.num_layers = 3;
+    cfg.max_slots = 4;
+    cfg.max_checkpoints = 3;
+    cfg.max_host_checkpoints = 2;
+    rsp__layout lay;
+    assert_int_equal(rsp__layout_build(&cfg, &lay, NULL), RSP_OK);
+    static const char *const storages[3] = {"request slots", "device-tier checkpoints",
+                                            "host-tier checkpoints"};
+    uint32_t map_failures = 0, storage_seen[3] = {0, 0, 0};
+    fault_mmap(true);
+    for (uint64_t n = 1;; n++) {
+        const int64_t mapped = fault_mapped_bytes();
+        rsp__device *dev = (rsp__device *)0x1;
+        rsp_error err = {0};
+        fault_arm(n);
+        rsp_status st = rsp__device_create(RSP_DEVICE_HOST, 0, &lay, &dev, &err);
+        uint64_t points = fault_disarm();
+        if (points < n) {
+            assert_int_equal(st, RSP_OK);
+            rsp__device_destroy(dev);
+            assert_int_equal(fault_mapped_bytes(), mapped);
+            printf("create: swept N=1..%llu; %u storage mappings failed in turn\n",
+                   (unsigned long long)n, map_failures);
+            break;
+        }
+        assert_int_equal(st, RSP_ENOMEM);
+        assert_int_equal(err.status, RSP_ENOMEM);
+        assert_ptr_equal(dev, (rsp__device *)0x1);
+        assert_int_equal(fault_mapped_bytes(), mapped);
+        if (strcmp(fault_last_hit()->what, "mmap") == 0) {
+            map_failures++;
+            for (int k = 0; k < 3; k++)
+                if (strstr(err.message, storages[k]))
+                    storage_seen[k]++;
+        }
+    }
+    fault_mmap(false);
+    /* One mapping per block of each storage, each failed once. */
+    assert_int_equal(map_failures, 3 * lay.num_blocks);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(storage_seen[k], lay.num_blocks);
+}
+
 int main(void)
 {
     if (!fault_interposer_active()) {
@@ -351,6 +416,7 @@ int main(void)
         cmocka_unit_test(failed_queued_submit_changes_nothing),
         cmocka_unit_test(reserved_inline_submit_allocates_nothing),
         cmocka_unit_test(reserved_queued_submit_allocates_nothing),
+        cmocka_unit_test(failed_create_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,6 +64,7 @@ static void make_layout(rsp__layout *lay, uint32_t layers, uint32_t slots, uint3
         lay->slot_bytes += slot_bytes[b] * layers;
     }
     lay->total_bytes = lay->slot_bytes * slots;
+    lay->num_ids = lay->max_slots; /* no checkpoint tiers */
 }
 
 /* A hand-built work list with fixed room. */

@@ -37,6 +37,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 typedef void *(*malloc_fn)(size_t);
@@ -49,6 +52,8 @@ typedef void *(*memalign_fn)(size_t, size_t);
 typedef void *(*valloc_fn)(size_t);
 typedef void *(*reallocarray_fn)(void *, size_t, size_t);
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+typedef int (*munmap_fn)(void *, size_t);
 
 static struct {
     malloc_fn malloc;
@@ -62,6 +67,8 @@ static struct {
     valloc_fn pvalloc;
     reallocarray_fn reallocarray;
     pthread_create_fn pthread_create;
+    mmap_fn mmap;
+    munmap_fn munmap;
 } real;
 
 /* Resolved once, before main (the constructor below, or the first
@@ -117,8 +124,11 @@ static void resolve(void)
     real.pvalloc = (valloc_fn)dlsym(RTLD_NEXT, "pvalloc");
     real.reallocarray = (reallocarray_fn)dlsym(RTLD_NEXT, "reallocarray");
     real.pthread_create = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    real.mmap = (mmap_fn)dlsym(RTLD_NEXT, "mmap");
+    real.munmap = (munmap_fn)dlsym(RTLD_NEXT, "munmap");
     resolving = 0;
-    if (!real.malloc || !real.calloc || !real.realloc || !real.free || !real.pthread_create) {
+    if (!real.malloc || !real.calloc || !real.realloc || !real.free || !real.pthread_create ||
+        !real.mmap || !real.munmap) {
         static const char msg[] = "inject.c: dlsym(RTLD_NEXT) found no allocator\n";
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
@@ -272,6 +282,21 @@ void fault_print_hit(int fd)
     fflush(NULL);
     (void)!system(cmd);
     (void)w;
+}
+
+/* fault_mmap: whether mmap is a fault point, and the bytes mapped and not
+ * unmapped since it was turned on. */
+static int mmap_points;
+static int64_t mapped_bytes;
+
+void fault_mmap(bool on)
+{
+    __atomic_store_n(&mmap_points, on ? 1 : 0, __ATOMIC_SEQ_CST);
+}
+
+int64_t fault_mapped_bytes(void)
+{
+    return __atomic_load_n(&mapped_bytes, __ATOMIC_SEQ_CST);
 }
 
 bool fault_interposer_active(void)
@@ -441,5 +466,39 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)
     int rc = real.pthread_create(thread, attr, trampoline_main, t);
     if (rc != 0)
         real.free(t);
+    return rc;
+}
+
+/* mmap is a fault point only while fault_mmap is on (see inject.h). Calls
+ * made while the real functions are being resolved go to the system call
+ * directly. */
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (!resolved) {
+        if (resolving)
+            return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+        resolve();
+    }
+    const bool counted = __atomic_load_n(&mmap_points, __ATOMIC_SEQ_CST) != 0;
+    if (counted && fault_point("mmap", len)) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    void *p = real.mmap(addr, len, prot, flags, fd, off);
+    if (counted && p != MAP_FAILED)
+        __atomic_add_fetch(&mapped_bytes, (int64_t)len, __ATOMIC_SEQ_CST);
+    return p;
+}
+
+int munmap(void *addr, size_t len)
+{
+    if (!resolved) {
+        if (resolving)
+            return (int)syscall(SYS_munmap, addr, len);
+        resolve();
+    }
+    int rc = real.munmap(addr, len);
+    if (rc == 0 && __atomic_load_n(&mmap_points, __ATOMIC_SEQ_CST))
+        __atomic_sub_fetch(&mapped_bytes, (int64_t)len, __ATOMIC_SEQ_CST);
     return rc;
 }

@@ -10,6 +10,12 @@
  * own. Each call is a "fault point". While armed, every fault point of every
  * thread is counted, and the n-th one fails (NULL with errno ENOMEM; EAGAIN
  * for pthread_create), once; the others succeed.
+ *
+ * mmap (and munmap, for the count of bytes still mapped) is interposed too,
+ * but is a fault point only after fault_mmap(true): the pool-wide sweeps
+ * leave it off (libraries such as liburcu's mmap allocator abort when a
+ * mapping fails), the device's create sweep turns it on so a failing
+ * storage mapping is covered.
  */
 #ifndef RSP_TESTS_FAULT_INJECT_H
 #define RSP_TESTS_FAULT_INJECT_H
@@ -47,5 +53,11 @@ void fault_announce(bool on);
 /* Sanity checks of the interposer itself: whether it is in the allocation
  * path at all (a malloc while armed with n = 1 fails). */
 bool fault_interposer_active(void);
+/* Make mmap a fault point (on) or not (off, the default); while on, count
+ * the bytes mapped and unmapped through mmap/munmap. */
+void fault_mmap(bool on);
+/* Bytes mapped (mmap) less bytes unmapped (munmap) while fault_mmap was on:
+ * equal before and after a call that leaves no mapping behind. */
+int64_t fault_mapped_bytes(void);
 
 #endif

@@ -11,7 +11,8 @@
 # A GPU machine with no network and none of those libraries builds against
 # build-gpu-deps/ (carry that folder with the working tree): the .debs are
 # unpacked into build-gpu-deps/root, never into /. Budget: under 6 minutes
-# on an H200 (build about 1-2, tests under 1, benchmark under 1).
+# on an H200 (build about 1-2, tests under 1, benchmark under 1, the
+# checkpoint-tier figures (rsp-gpu-tiers) a few seconds).
 # Environment: RSP_GPU_JOBS (build jobs, default nproc), RSP_GPU_OUT (a folder
 # that receives the logs; default $OUT if set). For checking this script on a
 # machine without a GPU: RSP_GPU_DRY=1 runs everything anyway (GPU tests then
@@ -94,6 +95,9 @@ if ! cmake -S "$ROOT" -B "$BUILD" -DRSP_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     exit 1
 fi
 CUDA_TARGETS=(test_cuda_kernels test_cuda_device test_cuda_ordering rsp-bench-gpu)
+# The checkpoint tiers (issue 12): their suite (label cuda) and the copy figures.
+grep -q 'test_device_tiers' "$ROOT/tests/device/CMakeLists.txt" && CUDA_TARGETS+=(test_device_tiers)
+grep -q 'rsp-gpu-tiers' "$ROOT/tests/cuda/CMakeLists.txt" && CUDA_TARGETS+=(rsp-gpu-tiers)
 grep -q 'test_cuda_pool' "$ROOT/tests/cuda/CMakeLists.txt" &&
     [ -e "$ROOT/src/api.c" ] && CUDA_TARGETS+=(test_cuda_pool)
 if ! cmake --build "$BUILD" -j "$JOBS" --target "${CUDA_TARGETS[@]}" >"$LOGS/build.log" 2>&1; then
@@ -126,6 +130,16 @@ BENCH_RC=0
 timeout 150 "$BUILD/bench/rsp-bench-gpu" >"$LOGS/bench.log" 2>&1 || BENCH_RC=$?
 cat "$LOGS/bench.log"
 
+# ---- checkpoint tiers ----------------------------------------------------------
+# Device-tier D2D, host-tier H2D and D2H copies of a 1 MiB slot through the
+# pool's work list, against cudaMemcpyAsync of the same bytes (figures only).
+TIERS_RC=0
+if [ -x "$BUILD/tests/cuda/rsp-gpu-tiers" ]; then
+    say "rsp-gpu-tiers"
+    timeout 60 "$BUILD/tests/cuda/rsp-gpu-tiers" >"$LOGS/tiers.log" 2>&1 || TIERS_RC=$?
+    cat "$LOGS/tiers.log"
+fi
+
 # ---- report --------------------------------------------------------------------
 echo
 echo "==== tests/gpu/run.sh report ($(($(date +%s) - START)) s) ===="
@@ -133,6 +147,10 @@ echo "GPU:        $GPU"
 echo "ctest -L cuda: $([ $CTEST_RC = 0 ] && echo PASSED || echo FAILED) ($(grep -E 'tests passed|tests failed' "$LOGS/ctest.log" | head -1))"
 echo "benchmark:  $([ $BENCH_RC = 0 ] && echo ran || echo "exit $BENCH_RC")"
 grep -E 'target' "$LOGS/bench.log" | sed 's/^/  /'
+if [ -e "$LOGS/tiers.log" ]; then
+    echo "tiers:      $([ $TIERS_RC = 0 ] && echo ran || echo "exit $TIERS_RC")"
+    grep -E '^tiers:' "$LOGS/tiers.log" | sed 's/^/  /'
+fi
 echo "logs:       $LOGS"
-[ $CTEST_RC = 0 ] && [ $BENCH_RC = 0 ] && exit 0
+[ $CTEST_RC = 0 ] && [ $BENCH_RC = 0 ] && [ $TIERS_RC = 0 ] && exit 0
 exit 1
