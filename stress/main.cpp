@@ -280,14 +280,14 @@ void summary(Context &cx, double elapsed)
                 cx.mixed_steps.load(), cx.opt.mixed_threads, cx.mixed_rejected.load(),
                 cx.mixed_released.load());
     std::printf("prefix     %" PRIu64 " steps (%u threads), %" PRIu64
-                " restores verified byte for byte, %" PRIu64 " takes, %" PRIu64
-                " evicted + %" PRIu64 " demoted, %" PRIu64
+                " restores verified byte for byte (%" PRIu64 " from the host tier), %" PRIu64
+                " takes, %" PRIu64 " evicted + %" PRIu64 " demoted, %" PRIu64
                 " restores of evicted keys refused, %" PRIu64 " takes skipped, %" PRIu64
                 " engine pins, %" PRIu64 " swaps, %" PRIu64 " rollbacks\n",
                 cx.prefix_steps.load(), cx.opt.prefix_threads, cx.prefix_restores.load(),
-                cx.prefix_takes.load(), cx.prefix_evicted.load(), cx.prefix_demoted.load(),
-                cx.prefix_enokey.load(), cx.prefix_skipped.load(), cx.prefix_pins.load(),
-                cx.prefix_swaps.load(), cx.prefix_rollbacks.load());
+                cx.prefix_host_restores.load(), cx.prefix_takes.load(), cx.prefix_evicted.load(),
+                cx.prefix_demoted.load(), cx.prefix_enokey.load(), cx.prefix_skipped.load(),
+                cx.prefix_pins.load(), cx.prefix_swaps.load(), cx.prefix_rollbacks.load());
     std::printf("checks     %-12s %12s %8s\n", "kind", "passed", "failed");
     for (int c = 0; c < CHECK_COUNT_; c++)
         std::printf("           %-12s %12" PRIu64 " %8" PRIu64 "%s\n", Checks::name((Check)c),
@@ -304,12 +304,12 @@ void summary(Context &cx, double elapsed)
                     ",\"pipeline_steps\":%" PRIu64 ",\"pipeline_behind\":%" PRIu64
                     ",\"mixed_steps\":%" PRIu64 ",\"mixed_rejected\":%" PRIu64
                     ",\"mixed_released\":%" PRIu64 ",\"prefix\":{\"steps\":%" PRIu64
-                    ",\"restores\":%" PRIu64 ",\"takes\":%" PRIu64 ",\"evicted\":%" PRIu64
-                    ",\"demoted\":%" PRIu64 ",\"enokey\":%" PRIu64 ",\"skipped\":%" PRIu64
-                    ",\"pins\":%" PRIu64 ",\"swaps\":%" PRIu64 ",\"rollbacks\":%" PRIu64
-                    "},\"pool\":{\"plans\":%" PRIu64 ",\"stages\":%" PRIu64
-                    ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64 ",\"forks\":%" PRIu64
-                    ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
+                    ",\"restores\":%" PRIu64 ",\"host_restores\":%" PRIu64 ",\"takes\":%" PRIu64
+                    ",\"evicted\":%" PRIu64 ",\"demoted\":%" PRIu64 ",\"enokey\":%" PRIu64
+                    ",\"skipped\":%" PRIu64 ",\"pins\":%" PRIu64 ",\"swaps\":%" PRIu64
+                    ",\"rollbacks\":%" PRIu64 "},\"pool\":{\"plans\":%" PRIu64
+                    ",\"stages\":%" PRIu64 ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64
+                    ",\"forks\":%" PRIu64 ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
                     elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
                     cx.opt.sink ? "true" : "false", cx.opt.seed, cx.steps.load(), cx.refused.load(),
                     cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(),
@@ -317,7 +317,8 @@ void summary(Context &cx, double elapsed)
                     cx.rows_checked.load(), cx.rows_removed.load(), cx.max_pending.load(),
                     cx.rank_steps.load(), cx.pipe_steps.load(), cx.pipe_behind.load(),
                     cx.mixed_steps.load(), cx.mixed_rejected.load(), cx.mixed_released.load(),
-                    cx.prefix_steps.load(), cx.prefix_restores.load(), cx.prefix_takes.load(),
+                    cx.prefix_steps.load(), cx.prefix_restores.load(),
+                    cx.prefix_host_restores.load(), cx.prefix_takes.load(),
                     cx.prefix_evicted.load(), cx.prefix_demoted.load(), cx.prefix_enokey.load(),
                     cx.prefix_skipped.load(), cx.prefix_pins.load(), cx.prefix_swaps.load(),
                     cx.prefix_rollbacks.load(), s.plans, s.stages, s.promotions, s.commits, s.forks,

@@ -464,6 +464,9 @@ bool Prefix::forward(const std::vector<PRow> &rows, bool write)
                       " into slot %d: %s",
                       rsp::raw(id), rsp::raw(q.rid), r.restore, slot, why.c_str());
             cx_.prefix_restores.fetch_add(1, std::memory_order_relaxed);
+            auto it = tree_.find(r.restore);
+            if (it != tree_.end() && it->second.tier == RSP_TIER_HOST)
+                cx_.prefix_host_restores.fetch_add(1, std::memory_order_relaxed);
         } else {
             ck.expect(CHECK_CONTENT, ok, "prefix step %" PRIu64 " rid %" PRIu64 " slot %d: %s",
                       rsp::raw(id), rsp::raw(q.rid), slot, why.c_str());

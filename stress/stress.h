@@ -313,13 +313,14 @@ struct Context {
     std::atomic<uint32_t> pipe_max_inflight{0};
     // Mixed-batch mode: steps committed, drafts rejected, draft labels released.
     std::atomic<uint64_t> mixed_steps{0}, mixed_rejected{0}, mixed_released{0};
-    // Prefix-reuse mode: steps committed or rolled back, restores verified byte
-    // for byte, takes (in steps and by message), evictions and demotions
-    // reported, restores of evicted keys refused RSP_ENOKEY, takes skipped for
-    // a tier full of pins, engine pins, swaps in, rollbacks of steps with restores.
+    // Prefix-reuse mode: steps committed or rolled back, restores verified
+    // byte for byte, takes (in steps and by message), evictions and demotions
+    // reported, restores of evicted keys refused RSP_ENOKEY, takes skipped
+    // for a tier full of pins, engine pins, swaps in, rollbacks of steps with
+    // restores, restores from the host tier.
     std::atomic<uint64_t> prefix_steps{0}, prefix_restores{0}, prefix_takes{0}, prefix_evicted{0},
         prefix_demoted{0}, prefix_enokey{0}, prefix_skipped{0}, prefix_pins{0}, prefix_swaps{0},
-        prefix_rollbacks{0};
+        prefix_rollbacks{0}, prefix_host_restores{0};
 };
 
 // Remember the largest pending_release seen (evidence that removal during a
