@@ -167,6 +167,7 @@ class Prefix
     void check_stats(const char *when);
     void probe_enokey();
     void probe_pinned();
+    void probe_full();
     void msg_take(const PReq &q, uint64_t key, uint64_t after);
     void maybe_swap();
     void maybe_drop();
@@ -571,6 +572,8 @@ bool Prefix::step()
         probe_enokey();
     if (rng_.chance(0.05))
         probe_pinned();
+    if (rng_.chance(0.02))
+        probe_full();
     if (!tree_.empty()) {
         auto it = tree_.begin();
         std::advance(it, rng_.below((uint32_t)tree_.size()));
@@ -754,6 +757,66 @@ void Prefix::probe_pinned()
     if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: unpin: %s", index_, e.message))
         it->second.pins--;
     check_query(key);
+}
+
+// A tier full of pinned checkpoints has no victim: a take into it is
+// RSP_ECAPACITY, and so is a swap out into a full host tier; nothing
+// changes (no eviction reported).
+void Prefix::probe_full()
+{
+    const PReq *held = nullptr;
+    for (const PReq &q : reqs_)
+        if (q.held && !q.swapped)
+            held = &q;
+    if (!held)
+        return;
+    uint32_t count[RSP_TIER_COUNT_] = {0, swapped_};
+    std::vector<uint64_t> pinned;
+    for (auto &kv : tree_) {
+        rsp_error e{};
+        rsp_status st = rsp_checkpoint_pin(pool_.get(), kv.first, &e);
+        if (!cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: pin: %s", index_, e.message))
+            continue;
+        kv.second.pins++;
+        pinned.push_back(kv.first);
+        count[kv.second.tier]++;
+    }
+    const uint32_t cap[RSP_TIER_COUNT_] = {kDevTier, kHostTier};
+    for (int t = 0; t < RSP_TIER_COUNT_; t++) {
+        if (count[t] != cap[t])
+            continue;
+        const uint64_t key = conv_key(held->rid) ^ 2;
+        rsp_error e{};
+        rsp_status st = rsp_checkpoint_take(pool_.get(), key, rsp::raw(held->rid), RSP_LABEL_MAIN,
+                                            (rsp_tier)t, 0, &e);
+        if (cx_.checks.expect(CHECK_CKPT, st == RSP_ECAPACITY,
+                              "prefix %u: take into a %s tier full of pins: %s, expected "
+                              "RSP_ECAPACITY",
+                              index_, tier_name((rsp_tier)t), rsp_strerror(st)))
+            cx_.prefix_full.fetch_add(1, std::memory_order_relaxed);
+        if (st == RSP_OK)
+            store(tree_, evicted_, key, held->v, (rsp_tier)t); // keep the model exact
+        if (t == RSP_TIER_HOST) {
+            st = rsp_swap_out(pool_.get(), rsp::raw(held->rid), &e);
+            if (cx_.checks.expect(CHECK_CKPT, st == RSP_ECAPACITY,
+                                  "prefix %u: swap out into a host tier full of pins: %s, "
+                                  "expected RSP_ECAPACITY",
+                                  index_, rsp_strerror(st)))
+                cx_.prefix_full.fetch_add(1, std::memory_order_relaxed);
+            if (st == RSP_OK) {
+                const_cast<PReq *>(held)->swapped = true;
+                swapped_++;
+            }
+        }
+        after_call("take into a full tier");
+        check_lookup(key);
+    }
+    for (uint64_t key : pinned) {
+        rsp_error e{};
+        rsp_status st = rsp_checkpoint_unpin(pool_.get(), key, &e);
+        if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: unpin: %s", index_, e.message))
+            tree_[key].pins--;
+    }
 }
 
 void Prefix::finish()
