@@ -149,6 +149,13 @@ class Prefix
         std::lock_guard<std::mutex> g(self->ev_mu_);
         self->events_.push_back(*ev);
     }
+    // on_error: the owner thread; a take a commit skipped is reported here.
+    static void on_error(void *ctx, const rsp_failure *f)
+    {
+        auto *self = static_cast<Prefix *>(ctx);
+        std::lock_guard<std::mutex> g(self->ev_mu_);
+        self->failures_.push_back({f->status, f->kind, f->step_id});
+    }
 
   private:
     rsp::rid fresh()
@@ -168,6 +175,7 @@ class Prefix
     void probe_enokey();
     void probe_pinned();
     void probe_full();
+    void skip_step(PReq &q, uint64_t key);
     void msg_take(const PReq &q, uint64_t key, uint64_t after);
     void maybe_swap();
     void maybe_drop();
@@ -188,6 +196,12 @@ class Prefix
     std::vector<uint64_t> engine_pins_; // keys pinned for the step being built
     std::mutex ev_mu_;
     std::vector<rsp_checkpoint_event> events_; // from on_evict, not yet applied
+    struct Failure {
+        rsp_status status;
+        rsp_msg_kind kind;
+        uint64_t step_id;
+    };
+    std::vector<Failure> failures_; // from on_error
     uint64_t next_rid_ = 1, next_id_ = 1;
     uint64_t last_commit_ = 0; // the last committed step (a take's after_step)
     unsigned swapped_ = 0;
@@ -796,6 +810,8 @@ void Prefix::probe_full()
             cx_.prefix_full.fetch_add(1, std::memory_order_relaxed);
         if (st == RSP_OK)
             store(tree_, evicted_, key, held->v, (rsp_tier)t); // keep the model exact
+        if (t == RSP_TIER_DEVICE)
+            skip_step(*const_cast<PReq *>(held), key ^ 4);
         if (t == RSP_TIER_HOST) {
             st = rsp_swap_out(pool_.get(), rsp::raw(held->rid), &e);
             if (cx_.checks.expect(CHECK_CKPT, st == RSP_ECAPACITY,
@@ -817,6 +833,60 @@ void Prefix::probe_full()
         if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: unpin: %s", index_, e.message))
             tree_[key].pins--;
     }
+}
+
+// A step declaring a take into the device tier full of pins: the commit is
+// never refused, the take is skipped, counted and reported to on_error.
+void Prefix::skip_step(PReq &q, uint64_t key)
+{
+    Checks &ck = cx_.checks;
+    const rsp::step_id id{next_id_};
+    PRow r{(unsigned)(&q - reqs_)};
+    r.expect_v = q.v;
+    r.write_v = next_state(q.rid, rsp::label::main, id, q.v);
+    r.at_after = q.at;
+    r.decode = true;
+    rsp::step s(id);
+    s.row(q.rid, rsp::label::main, 1);
+    std::vector<rsp_checkpoint_decl> takes{{rsp::raw(q.rid), RSP_LABEL_MAIN, RSP_TIER_DEVICE, key}};
+    std::vector<rsp_restore> none;
+    CkStep cs(s, takes, none);
+    rsp::result<rsp_admit_outcome> out = cs.admit(pool_);
+    if (!ck.expect(CHECK_CKPT, out.ok() && out.value().ok, "prefix %u: admit: %s", index_,
+                   out.ok() ? "refused" : out.error().message))
+        return;
+    rsp::result<void> planned = cs.plan(pool_);
+    if (!ck.expect(CHECK_CKPT, planned.ok(), "prefix %u: plan: %s", index_,
+                   planned.error().message) ||
+        !forward({r}, true))
+        return;
+    rsp::result<rsp_stats> before = pool_.try_stats();
+    rsp::result<void> c = cs.commit(pool_);
+    rsp::result<rsp_stats> after = pool_.try_stats();
+    if (!ck.expect(CHECK_CKPT, c.ok() && before.ok() && after.ok(), "prefix %u: commit: %s", index_,
+                   c.error().message))
+        return;
+    next_id_++;
+    last_commit_ = rsp::raw(id);
+    q.v = r.write_v;
+    q.decoded++;
+    std::vector<Failure> fs;
+    {
+        std::lock_guard<std::mutex> g(ev_mu_);
+        fs.swap(failures_);
+    }
+    bool told = false;
+    for (const Failure &f : fs)
+        told |= f.status == RSP_ECAPACITY && f.kind == RSP_MSG_COMMIT && f.step_id == rsp::raw(id);
+    ck.expect(CHECK_CKPT,
+              after.value().checkpoints_skipped == before.value().checkpoints_skipped + 1 && told,
+              "prefix %u: a take into a tier full of pins at step %" PRIu64
+              "'s commit: skipped %" PRIu64 " -> %" PRIu64 ", on_error %s",
+              index_, rsp::raw(id), before.value().checkpoints_skipped,
+              after.value().checkpoints_skipped, told ? "told" : "not told");
+    cx_.prefix_skipped.fetch_add(1, std::memory_order_relaxed);
+    after_call("skipped take");
+    check_lookup(key);
 }
 
 void Prefix::finish()
@@ -870,6 +940,13 @@ void prefix_main(Context &cx, unsigned index)
             Prefix::on_evict(p, ev);
     };
     raw.on_checkpoint_evict_ctx = &slot;
+    cfg.on_error(
+        [](void *ctx, const rsp_failure *f) {
+            Prefix *p = *static_cast<Prefix **>(ctx);
+            if (p)
+                Prefix::on_error(p, f);
+        },
+        &slot);
     rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
     if (!cx.checks.expect(CHECK_API, created.ok(), "prefix pool create: %s",
                           created.error().message))
