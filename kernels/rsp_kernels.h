@@ -88,7 +88,8 @@ uint64_t rsp__kernels_chunks(const rsp__kgeom *geom, uint32_t count);
 
 /*
  * Enqueue one kernel on `stream` that zeroes slots[0 .. count) (device
- * memory, uint32 slot numbers) in every layer of every block. max_grid caps
+ * memory, uint32 slot ids, each resolved to its storage like a copy's) in
+ * every layer of every block. max_grid caps
  * the grid (e.g. 8 x multiprocessors); 0 = no cap. count == 0 launches
  * nothing. Slot numbers are trusted: the caller checks them against
  * the storages (request slots and tiers) the geometry has. Returns the

@@ -245,6 +245,8 @@ static rsp_status check_step(const rsp_step *s, uint32_t num_labels, rsp_error *
         st = rsp__check_row_labels(s, num_labels, err);
     if (st == RSP_OK)
         st = rsp__check_forks(s, num_labels, err);
+    if (st == RSP_OK)
+        st = rsp__check_ckpt_decls(s, num_labels, err);
     return st;
 }
 

@@ -183,6 +183,9 @@ typedef struct rsp_pool_config {
      * pool (the owner handles nothing else while it runs; a call that waits
      * for the owner deadlocks); copy what it needs, the failure lives for
      * the call only. Each such failure is also counted (rsp_stats.posts_failed).
+     * Also called for each checkpoint take declared in a step that its
+     * commit had to skip (the commit stands; counted in
+     * rsp_stats.checkpoints_skipped instead).
      */
     void (*on_error)(void *ctx, const rsp_failure *failure);
     void *on_error_ctx;
@@ -687,8 +690,9 @@ typedef struct rsp_ticket rsp_ticket;
  * Ordered posting (rsp_pool_config.ordered). Every rank hands out the same
  * slot ids only when every rank's pool sees the slot-changing messages in
  * one order: use ordered mode, or post them from one thread. In an ordered
- * pool every message except RSP_MSG_STATS, RSP_MSG_HOLDING, RSP_MSG_BARRIER
- * and RSP_MSG_SHUTDOWN (the exempt kinds) carries msg->seq, numbered 1, 2,
+ * pool every message except RSP_MSG_STATS, RSP_MSG_HOLDING,
+ * RSP_MSG_CHECKPOINT_QUERY, RSP_MSG_BARRIER and RSP_MSG_SHUTDOWN (the
+ * exempt kinds) carries msg->seq, numbered 1, 2,
  * 3, ... per pool without gaps (e.g. from one counter shared by the
  * posting threads, the same sequence on every rank); one without (seq 0)
  * is RSP_EINVAL here, nothing queued, and so are the synchronous wrappers

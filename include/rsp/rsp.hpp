@@ -346,6 +346,27 @@ class pool_config
         cfg_.owner_cpu = cpu;
         return *this;
     }
+    /// Checkpoint slots (rsp.h, rsp_pool_config::max_checkpoints): `device`
+    /// on the device tier, `host` in host memory; `demote`: a device-tier
+    /// victim moves to the host tier instead of being dropped.
+    pool_config &checkpoints(std::uint32_t device, std::uint32_t host = 0,
+                             bool demote = false) noexcept
+    {
+        cfg_.max_checkpoints = device;
+        cfg_.max_host_checkpoints = host;
+        cfg_.checkpoint_demote = demote;
+        return *this;
+    }
+    /// rsp_pool_config::on_checkpoint_evict: called on the owner thread for
+    /// each checkpoint evicted for room. Must not block, call the pool or
+    /// throw.
+    pool_config &on_checkpoint_evict(void (*fn)(void *ctx, const rsp_checkpoint_event *event),
+                                     void *ctx) noexcept
+    {
+        cfg_.on_checkpoint_evict = fn;
+        cfg_.on_checkpoint_evict_ctx = ctx;
+        return *this;
+    }
     /// Ordered posting (rsp.h, at rsp_post): slot-changing messages carry a
     /// number (msg::seq) and are handled in its order; a gap open longer
     /// than reorder_timeout (zero: 1 s) breaks the pool.
@@ -442,6 +463,8 @@ class step
         rows_.clear();
         pre_.clear();
         post_.clear();
+        ckpts_.clear();
+        restores_.clear();
         s_ = rsp_step{};
         s_.step_id = raw(id);
         return *this;
@@ -491,6 +514,30 @@ class step
                 x.skip_post_forks = on;
         return *this;
     }
+    /// At commit, take a checkpoint of (r, l) under key in tier: the state
+    /// the forward left. (r, l) must be a row of the step with span > 0.
+    step &checkpoint(rid r, label l, std::uint64_t key, rsp_tier tier = RSP_TIER_DEVICE)
+    {
+        rsp_checkpoint_decl c{};
+        c.rid = raw(r);
+        c.label = raw(l);
+        c.key = key;
+        c.tier = tier;
+        ckpts_.push_back(c);
+        return *this;
+    }
+    /// Start (r, l) from the checkpoint under key (copied in before the
+    /// forward, has_state true); a missing key refuses the admit
+    /// (RSP_ENOKEY). (r, l) must be a row of the step with span > 0.
+    step &restore(rid r, label l, std::uint64_t key)
+    {
+        rsp_restore x{};
+        x.rid = raw(r);
+        x.label = raw(l);
+        x.key = key;
+        restores_.push_back(x);
+        return *this;
+    }
     step &capture(bool on = true) noexcept
     {
         s_.capture = on;
@@ -520,6 +567,14 @@ class step
     {
         return {post_.data(), post_.size()};
     }
+    span<const rsp_checkpoint_decl> checkpoints() const noexcept
+    {
+        return {ckpts_.data(), ckpts_.size()};
+    }
+    span<const rsp_restore> restores() const noexcept
+    {
+        return {restores_.data(), restores_.size()};
+    }
     /// The C declaration, pointing into this object: valid while it lives
     /// unchanged. Built on each call (a copy of a few words), so a const
     /// step can be passed on, and read by several threads at once.
@@ -532,6 +587,10 @@ class step
         s.num_pre_forks = static_cast<std::uint32_t>(pre_.size());
         s.post_forks = post_.data();
         s.num_post_forks = static_cast<std::uint32_t>(post_.size());
+        s.checkpoints = ckpts_.data();
+        s.num_checkpoints = static_cast<std::uint32_t>(ckpts_.size());
+        s.restores = restores_.data();
+        s.num_restores = static_cast<std::uint32_t>(restores_.size());
         return s;
     }
 
@@ -539,6 +598,8 @@ class step
     rsp_step s_{};
     std::vector<rsp_row> rows_;
     std::vector<rsp_fork> pre_, post_;
+    std::vector<rsp_checkpoint_decl> ckpts_;
+    std::vector<rsp_restore> restores_;
 };
 
 // ---------------------------------------------------------------------------
@@ -789,6 +850,53 @@ inline rsp_msg holding(rid r, label l = label::main) noexcept
 inline rsp_msg shutdown() noexcept
 {
     return of(RSP_MSG_SHUTDOWN);
+}
+/// RSP_MSG_CHECKPOINT (rsp_checkpoint_take): after_step 0 = as the device
+/// queue has the slot now.
+inline rsp_msg checkpoint(std::uint64_t key, rid r, label l = label::main,
+                          rsp_tier tier = RSP_TIER_DEVICE, step_id after_step = step_id{0}) noexcept
+{
+    rsp_msg m = of(RSP_MSG_CHECKPOINT);
+    m.key = key;
+    m.rid = raw(r);
+    m.label = raw(l);
+    m.tier = tier;
+    m.after_step = raw(after_step);
+    return m;
+}
+inline rsp_msg checkpoint_drop(std::uint64_t key) noexcept
+{
+    rsp_msg m = of(RSP_MSG_CHECKPOINT_DROP);
+    m.key = key;
+    return m;
+}
+/// pin = false unpins.
+inline rsp_msg checkpoint_pin(std::uint64_t key, bool pin = true) noexcept
+{
+    rsp_msg m = of(RSP_MSG_CHECKPOINT_PIN);
+    m.key = key;
+    m.pin = pin;
+    return m;
+}
+/// Reply: checkpoint.
+inline rsp_msg checkpoint_query(std::uint64_t key) noexcept
+{
+    rsp_msg m = of(RSP_MSG_CHECKPOINT_QUERY);
+    m.key = key;
+    return m;
+}
+inline rsp_msg swap_out(rid r) noexcept
+{
+    rsp_msg m = of(RSP_MSG_SWAP_OUT);
+    m.rid = raw(r);
+    return m;
+}
+/// Reply: admit (a full pool is reply.admit.ok == false, status RSP_OK).
+inline rsp_msg swap_in(rid r) noexcept
+{
+    rsp_msg m = of(RSP_MSG_SWAP_IN);
+    m.rid = raw(r);
+    return m;
 }
 /// m numbered n for an ordered pool (1, 2, 3, ... per pool; rsp.h, "Ordered
 /// posting"): e.g. post(msg::seq(msg::ingest(r), n)).
@@ -1193,6 +1301,81 @@ class pool
     {
         try_barrier().value();
     }
+    // Checkpoints and swaps (rsp.h: rsp_checkpoint_take, ...).
+    result<void> try_checkpoint(std::uint64_t key, rid r, label l = label::main,
+                                rsp_tier tier = RSP_TIER_DEVICE,
+                                step_id after_step = step_id{0}) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_checkpoint_take(p_, key, raw(r), raw(l), tier, raw(after_step), &e),
+                            e);
+    }
+    void checkpoint(std::uint64_t key, rid r, label l = label::main,
+                    rsp_tier tier = RSP_TIER_DEVICE, step_id after_step = step_id{0})
+    {
+        try_checkpoint(key, r, l, tier, after_step).value();
+    }
+    result<void> try_checkpoint_drop(std::uint64_t key) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_checkpoint_drop(p_, key, &e), e);
+    }
+    void checkpoint_drop(std::uint64_t key)
+    {
+        try_checkpoint_drop(key).value();
+    }
+    result<void> try_checkpoint_pin(std::uint64_t key) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_checkpoint_pin(p_, key, &e), e);
+    }
+    void checkpoint_pin(std::uint64_t key)
+    {
+        try_checkpoint_pin(key).value();
+    }
+    result<void> try_checkpoint_unpin(std::uint64_t key) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_checkpoint_unpin(p_, key, &e), e);
+    }
+    void checkpoint_unpin(std::uint64_t key)
+    {
+        try_checkpoint_unpin(key).value();
+    }
+    /// RSP_ENOKEY when nothing is stored under key.
+    result<rsp_checkpoint_info> try_checkpoint_query(std::uint64_t key) noexcept
+    {
+        rsp_checkpoint_info i{};
+        rsp_error e{};
+        rsp_status st = rsp_checkpoint_query(p_, key, &i, &e);
+        return detail::done(st, e, i);
+    }
+    rsp_checkpoint_info checkpoint_query(std::uint64_t key)
+    {
+        return try_checkpoint_query(key).value();
+    }
+    result<void> try_swap_out(rid r) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_swap_out(p_, raw(r), &e), e);
+    }
+    void swap_out(rid r)
+    {
+        try_swap_out(r).value();
+    }
+    /// A pool without room is not an error: the outcome's ok is false.
+    result<rsp_admit_outcome> try_swap_in(rid r) noexcept
+    {
+        rsp_admit_outcome o{};
+        rsp_error e{};
+        rsp_status st = rsp_swap_in(p_, raw(r), &o, &e);
+        return detail::done(st, e, o);
+    }
+    rsp_admit_outcome swap_in(rid r)
+    {
+        return try_swap_in(r).value();
+    }
+
     /// RSP_ENOREQ when r holds nothing under l.
     result<rsp_holding> try_holding(rid r, label l) noexcept
     {
@@ -1601,6 +1784,20 @@ class read_section
     plan_view staged(const pool &p) const noexcept
     {
         return plan_view(rsp_plan_staged(p.get()));
+    }
+    /// rsp_checkpoint_lookup: where key's checkpoint is (RSP_ENOKEY: none).
+    result<rsp_checkpoint_loc> try_checkpoint(const pool &p, std::uint64_t key) const noexcept
+    {
+        rsp_checkpoint_loc loc{};
+        rsp_error e{};
+        rsp_status st = rsp_checkpoint_lookup(p.get(), key, &loc, &e);
+        return detail::done(st, e, loc);
+    }
+    /// Whether a checkpoint is stored under key: the cheap probe (no message
+    /// is formatted for a miss).
+    bool has_checkpoint(const pool &p, std::uint64_t key) const noexcept
+    {
+        return rsp_checkpoint_lookup(p.get(), key, nullptr, nullptr) == RSP_OK;
     }
 
   private:

@@ -154,11 +154,12 @@ rsp_status rsp__device_check_zero(const rsp__layout *lay, const rsp__work *w, ui
                          "device submit: op %u ZERO slots [%u, %llu) past the list's %u", i,
                          op->first, (unsigned long long)op->first + op->count, w->num_slots);
     for (uint32_t k = 0; k < op->count; k++)
-        if (w->slots[op->first + k] >= lay->max_slots)
+        if (w->slots[op->first + k] >= lay->num_ids)
             return rsp__fail(err, RSP_EINVAL,
-                             "device submit: op %u ZERO slot %u: ZERO names request slots only "
-                             "(< max_slots %u; checkpoint slots are always written whole)",
-                             i, w->slots[op->first + k], lay->max_slots);
+                             "device submit: op %u ZERO slot %u outside the %u slot ids "
+                             "(max_slots %u + max_checkpoints %u + max_host_checkpoints %u)",
+                             i, w->slots[op->first + k], lay->num_ids, lay->max_slots,
+                             lay->max_checkpoints, lay->max_host_checkpoints);
     return RSP_OK;
 }
 

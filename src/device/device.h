@@ -8,8 +8,8 @@
  * per-block layout [num_layers, count, *shape], zeroed at creation, one id
  * space over them (core/layout.h, rsp__layout_space): request slots
  * [0, max_slots), the device checkpoint tier (max_checkpoints ids next),
- * the host checkpoint tier (max_host_checkpoints ids last). COPY pairs may
- * name any id < num_ids, in any direction; ZERO names request slots only. Two implementations,
+ * the host checkpoint tier (max_host_checkpoints ids last). ZERO slots and
+ * COPY pairs may name any id < num_ids; copies go in any direction. Two implementations,
  * chosen at creation: host.c (heap memory, a device worker thread, host fences as events) and
  * cuda.c (cudaMalloc, one pool stream, kernels/). device.c dispatches; device_impl.h says what an
  * implementation provides.
@@ -97,9 +97,9 @@ rsp_status rsp__device_reserve(rsp__device *dev, const rsp__ext_need *need, rsp_
  * Queue a work list after everything submitted before. Copies what it needs
  * from *work (the core reuses it). BUFFER ops take effect now. If done is not
  * NULL it receives an event that completes once this work has run.
- * RSP_EINVAL: a malformed list (an op out of range: a COPY id >= num_ids,
- * a ZERO id >= max_slots; an UPLOAD past its buffer, a WAIT this device
- * cannot wait on), nothing of it queued or changed. Host device:
+ * RSP_EINVAL: a malformed list (an op out of range: a ZERO or COPY id >=
+ * num_ids; an UPLOAD past its buffer, a WAIT this device cannot wait on),
+ * nothing of it queued or changed. Host device:
  * RSP_ENOMEM changes nothing, and after rsp__device_reserve for the list it
  * cannot happen (no allocation). CUDA device: RSP_ENOMEM or RSP_EDEVICE may
  * come after part of the list was enqueued. Owner. O(ops + entries copied);

@@ -104,9 +104,9 @@ static inline uint64_t rsp__space_block_bytes(const rsp__layout *lay, rsp__space
 /*
  * The range checks of a submit, shared by both devices (device.c). Op i of
  * w is a ZERO (check_zero) or a COPY (check_copy): its entries lie inside
- * the list, a ZERO names request slots only (< max_slots), a COPY pair any
- * slot id (< num_ids: request slots and both checkpoint tiers). RSP_EINVAL
- * naming the op and the id. Owner. O(entries).
+ * the list and name slot ids < num_ids (request slots and both checkpoint
+ * tiers: the core zeroes a checkpoint slot when a take's source is
+ * zero-pending). RSP_EINVAL naming the op and the id. Owner. O(entries).
  */
 rsp_status rsp__device_check_zero(const rsp__layout *lay, const rsp__work *w, uint32_t i,
                                   rsp_error *err);

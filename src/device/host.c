@@ -420,7 +420,7 @@ static host_job *worker_next(rsp__host_device *dev)
     }
 }
 
-/* ZERO: request slots only (validated), every layer of every block. */
+/* ZERO: every layer of every block of each slot id, in its storage. */
 static void run_zero(const rsp__device *dev, const uint32_t *slots, uint32_t count)
 {
     const rsp__layout *lay = dev->layout;

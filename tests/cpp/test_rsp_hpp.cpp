@@ -789,6 +789,80 @@ void one_trip_steps_and_vector_messages(void **)
     assert_int_equal(failures, 1);
 }
 
+// Checkpoints through the binding: a take declared in a step, a restore,
+// the wrappers and messages, a swap, the reader's lookup (issue 12).
+static int evicted = 0;
+static void count_evictions(void *, const rsp_checkpoint_event *)
+{
+    evicted++;
+}
+
+static void checkpoints_and_swaps(void **)
+{
+    rsp::pool_config cfg = small_config();
+    cfg.checkpoints(1, 2, true).on_checkpoint_evict(count_evictions, nullptr);
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::step s1(rsp::step_id{1});
+    s1.row(rsp::rid{1}).checkpoint(rsp::rid{1}, rsp::label::main, 40);
+    assert_int_equal(s1.get().num_checkpoints, 1);
+    pool.admit(s1);
+    pool.plan(s1);
+    pool.commit(s1, rsp::forward_complete());
+    rsp_checkpoint_info info = pool.checkpoint_query(40);
+    assert_int_equal(info.tier, RSP_TIER_DEVICE);
+    assert_int_equal(pool.stats().checkpoints_taken, 1);
+    {
+        rsp::reader me;
+        rsp::read_section rs;
+        assert_true(rs.has_checkpoint(pool, 40));
+        assert_false(rs.has_checkpoint(pool, 41));
+        assert_int_equal(rs.try_checkpoint(pool, 40).value().slot, info.slot);
+        assert_int_equal(rs.try_checkpoint(pool, 41).status(), RSP_ENOKEY);
+    }
+    // A second take demotes the first (checkpoint_demote).
+    pool.checkpoint(41, rsp::rid{1});
+    assert_int_equal(evicted, 1);
+    assert_int_equal(pool.checkpoint_query(40).tier, RSP_TIER_HOST);
+    pool.checkpoint_pin(41);
+    assert_int_equal(pool.try_checkpoint_drop(41).status(), RSP_EPINNED);
+    pool.checkpoint_unpin(41);
+    assert_int_equal(pool.try_checkpoint_unpin(41).status(), RSP_EINVAL);
+    try {
+        pool.checkpoint_query(99);
+        fail();
+    } catch (const rsp::error &e) {
+        assert_int_equal(e.status(), RSP_ENOKEY);
+    }
+    // A restore in the next step.
+    rsp::step s2(rsp::step_id{2});
+    s2.row(rsp::rid{2}).restore(rsp::rid{2}, rsp::label::main, 40);
+    assert_int_equal(s2.get().num_restores, 1);
+    pool.admit(s2);
+    pool.plan(s2);
+    assert_true(pool.holding(rsp::rid{2}).has_state);
+    assert_int_equal(pool.checkpoint_query(40).pins, 1);
+    pool.commit(s2, rsp::forward_complete());
+    assert_int_equal(pool.stats().checkpoints_restored, 1);
+    s2.reset(rsp::step_id{3});
+    assert_int_equal(s2.get().num_restores, 0);
+    // Messages, then a swap out and in.
+    pool.post(rsp::msg::checkpoint(42, rsp::rid{2})).wait();
+    rsp_reply r = pool.post(rsp::msg::checkpoint_query(42)).wait();
+    assert_int_equal(r.checkpoint.key, 42);
+    pool.post(rsp::msg::checkpoint_pin(42, true)).wait();
+    pool.post(rsp::msg::checkpoint_pin(42, false)).wait();
+    pool.post(rsp::msg::checkpoint_drop(42)).wait();
+    assert_int_equal(pool.try_checkpoint_query(42).status(), RSP_ENOKEY);
+    pool.swap_out(rsp::rid{1});
+    assert_int_equal(pool.try_holding(rsp::rid{1}, rsp::label::main).status(), RSP_ENOREQ);
+    r = pool.post(rsp::msg::swap_in(rsp::rid{1})).wait();
+    assert_true(r.admit.ok);
+    assert_true(pool.holding(rsp::rid{1}).has_state);
+    pool.post(rsp::msg::swap_out(rsp::rid{1})).wait();
+    assert_true(pool.swap_in(rsp::rid{1}).ok);
+    assert_int_equal(pool.stats().swaps_in, 2);
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
@@ -814,6 +888,7 @@ int main()
         cmocka_unit_test(ordered_posting_and_digests),
         cmocka_unit_test(per_step_plans_and_bounded_close),
         cmocka_unit_test(one_trip_steps_and_vector_messages),
+        cmocka_unit_test(checkpoints_and_swaps),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -341,7 +341,7 @@ static void launch_of_nothing_is_no_launch(void **state)
  * (rsp__kgeom.tier_first): request slots 0..2, device tier 3..4, host
  * tier 5..6, each storage its own allocation (bases misaligned
  * differently, guards around). Copies in every direction, in one launch,
- * then a zero of request slots, on the emulators: every byte of every
+ * then a zero of one slot of each storage, on the emulators: every byte of every
  * storage, guards included, as the reference says, and no misaligned wide
  * access.
  */
@@ -391,7 +391,7 @@ static void emulated_copy_resolves_tier_ids(void **state)
      * host -> request, device -> request: no id both read and written */
     const rsp__kpair pairs[] = {{0, 3}, {1, 5}, {4, 6}};
     const rsp__kpair back[] = {{5, 4}, {6, 0}, {3, 2}};
-    const uint32_t zero[] = {1};
+    const uint32_t zero[] = {1, 4, 5}; /* a request slot, a device-tier one, a host-tier one */
     static const unsigned threads[3] = {1, 3, 32};
     for (int k = 0; k < 3; k++) {
         for (uint32_t b = 0; b < 2; b++)
@@ -402,7 +402,7 @@ static void emulated_copy_resolves_tier_ids(void **state)
             }
         assert_int_equal(rsp__kernels_copy_host(&g, pairs, 3, threads[k]), 0);
         assert_int_equal(rsp__kernels_copy_host(&g, back, 3, threads[k]), 0);
-        assert_int_equal(rsp__kernels_zero_host(&g, zero, 1, threads[k]), 0);
+        assert_int_equal(rsp__kernels_zero_host(&g, zero, 3, threads[k]), 0);
         for (uint32_t b = 0; b < 2; b++)
             for (uint32_t l = 0; l < TK_LAYERS; l++) {
                 for (uint32_t i = 0; i < 3; i++)
@@ -410,7 +410,8 @@ static void emulated_copy_resolves_tier_ids(void **state)
                            tk_sb[b]);
                 for (uint32_t i = 0; i < 3; i++)
                     memcpy(tk_at(ref, b, l, back[i].dst), tk_at(ref, b, l, back[i].src), tk_sb[b]);
-                memset(tk_at(ref, b, l, zero[0]), 0, tk_sb[b]);
+                for (uint32_t i = 0; i < 3; i++)
+                    memset(tk_at(ref, b, l, zero[i]), 0, tk_sb[b]);
             }
         for (uint32_t b = 0; b < 2; b++)
             for (uint32_t sp = 0; sp < 3; sp++)

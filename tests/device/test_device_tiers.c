@@ -306,9 +306,9 @@ static void zero_size_tiers(void **state)
 }
 
 /* The range checks: a COPY naming an id >= num_ids (either side) or a ZERO
- * naming a checkpoint slot refuses the whole list (RSP_EINVAL, nothing of
- * it runs, even the valid ops before the bad one); reads of every id
- * < num_ids work, of num_ids and past do not. */
+ * naming one refuses the whole list (RSP_EINVAL, nothing of it runs, even
+ * the valid ops before the bad one); reads of every id < num_ids work, of
+ * num_ids and past do not. */
 static void malformed_lists_are_refused_whole(void **state)
 {
     fixture f;
@@ -324,13 +324,12 @@ static void malformed_lists_are_refused_whole(void **state)
     tw_copy(&t, (const rsp__copy[]){{R + 1, D + 0}}, 1);
     tw_copy(&t, (const rsp__copy[]){{UINT32_MAX, R + 2}}, 1);
     submit_refused(&f, &t, "outside the");
-    /* ZERO of request slots only: the first device-tier id and the last
-     * host-tier id are refused. */
+    /* ZERO of num_ids and of UINT32_MAX */
     for (int k = 0; k < 2; k++) {
         tw_init(&t);
         tw_copy(&t, (const rsp__copy[]){{R + 1, D + 0}}, 1);
-        tw_zero(&t, (const uint32_t[]){R + 2, k == 0 ? D : n - 1}, 2);
-        submit_refused(&f, &t, "request slots only");
+        tw_zero(&t, (const uint32_t[]){R + 2, k == 0 ? n : UINT32_MAX}, 2);
+        submit_refused(&f, &t, "outside the 11 slot ids");
     }
     /* A COPY op whose pairs lie past the list. */
     tw_init(&t);
@@ -346,6 +345,27 @@ static void malformed_lists_are_refused_whole(void **state)
     assert_int_equal(rsp__device_read(f.dev, 3, 0, 0, buf, &err), RSP_EINVAL);
     assert_int_equal(rsp__device_read(f.dev, 0, 3, 0, buf, &err), RSP_EINVAL);
     assert_int_equal(rsp__device_read(f.dev, 0, 0, 0, NULL, &err), RSP_EINVAL);
+    check_all(&f);
+    fixture_close(&f);
+}
+
+/* ZERO names any id: the core zeroes a checkpoint slot when a take's
+ * source is zero-pending. Zeroing a device-tier and a host-tier slot (and a
+ * request slot, in one op) clears exactly those, every other byte stays. */
+static void zero_reaches_every_storage(void **state)
+{
+    fixture f;
+    fixture_open(&f, kind_of(state), 5, 3, 3);
+    paint_requests(&f, 21);
+    test_work t;
+    tw_init(&t);
+    tw_copy(&t, (const rsp__copy[]){{R + 0, D + 0}, {R + 1, D + 1}, {R + 2, H + 0}, {R + 3, H + 2}},
+            4);
+    submit_ok(&f, &t);
+    check_all(&f);
+    tw_init(&t);
+    tw_zero(&t, (const uint32_t[]){D + 1, H + 2, R + 4}, 3);
+    submit_ok(&f, &t);
     check_all(&f);
     fixture_close(&f);
 }
@@ -371,6 +391,7 @@ int main(void)
         RSP_TEST_BOTH(swap_out_zero_swap_in_is_fifo),
         RSP_TEST_BOTH(zero_size_tiers),
         RSP_TEST_BOTH(malformed_lists_are_refused_whole),
+        RSP_TEST_BOTH(zero_reaches_every_storage),
         RSP_TEST_BOTH(inconsistent_id_space_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
