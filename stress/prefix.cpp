@@ -74,42 +74,23 @@ struct PReq {
     bool swapped = false;
 };
 
-// A step with checkpoints and restores: rsp::step's declaration with the
-// two lists added, through the C calls.
-class CkStep
+// The status of a pool call, its error (the message) into e.
+template <class T> rsp_status st_of(const rsp::result<T> &r, rsp_error &e)
 {
-  public:
-    CkStep(const rsp::step &s, const std::vector<rsp_checkpoint_decl> &takes,
-           const std::vector<rsp_restore> &restores)
-        : c_(s.get())
-    {
-        c_.checkpoints = takes.data();
-        c_.num_checkpoints = (uint32_t)takes.size();
-        c_.restores = restores.data();
-        c_.num_restores = (uint32_t)restores.size();
-    }
-    rsp::result<rsp_admit_outcome> admit(rsp::pool &p) const
-    {
-        rsp_admit_outcome out{};
-        rsp_error e{};
-        rsp_status st = rsp_step_admit(p.get(), &c_, &out, &e);
-        return rsp::detail::done(st, e, out);
-    }
-    rsp::result<void> plan(rsp::pool &p) const
-    {
-        rsp_error e{};
-        return rsp::detail::done(rsp_step_plan(p.get(), &c_, &e), e);
-    }
-    rsp::result<void> commit(rsp::pool &p) const
-    {
-        rsp_error e{};
-        const rsp_event done = rsp::forward_complete();
-        return rsp::detail::done(rsp_step_commit(p.get(), &c_, &done, &e), e);
-    }
+    e = r.error();
+    return r.status();
+}
 
-  private:
-    rsp_step c_;
-};
+// Declare the model's takes and restores in the step (rsp::step::checkpoint,
+// rsp::step::restore).
+void declare(rsp::step &s, const std::vector<rsp_checkpoint_decl> &takes,
+             const std::vector<rsp_restore> &restores)
+{
+    for (const rsp_checkpoint_decl &t : takes)
+        s.checkpoint(rsp::rid{t.rid}, rsp::label{t.label}, t.key, t.tier);
+    for (const rsp_restore &x : restores)
+        s.restore(rsp::rid{x.rid}, rsp::label{x.label}, x.key);
+}
 
 // One row of a step as the model plans it.
 struct PRow {
@@ -280,8 +261,7 @@ void Prefix::apply_takes(const std::vector<rsp_checkpoint_decl> &takes,
     uint64_t skipped = s ? s.value().checkpoints_skipped - skipped_before : 0;
     for (const rsp_checkpoint_decl &t : takes) {
         rsp::read_section section(std::nothrow);
-        rsp_status st = rsp_checkpoint_lookup(pool_.get(), t.key, nullptr, nullptr);
-        if (st == RSP_ENOKEY && skipped > 0) {
+        if (section && !section.has_checkpoint(pool_, t.key) && skipped > 0) {
             // A tier full of pinned checkpoints: the commit skipped the take
             // (counted, reported to on_error). The engine learns it here.
             skipped--;
@@ -299,9 +279,10 @@ void Prefix::check_lookup(uint64_t key)
     rsp::read_section section(std::nothrow);
     if (!section)
         return;
-    rsp_checkpoint_loc loc{};
-    rsp_error e{};
-    rsp_status st = rsp_checkpoint_lookup(pool_.get(), key, &loc, &e);
+    rsp::result<rsp_checkpoint_loc> found = section.try_checkpoint(pool_, key);
+    rsp_status st = found.status();
+    const rsp_error &e = found.error();
+    const rsp_checkpoint_loc loc = found.ok() ? found.value() : rsp_checkpoint_loc{};
     auto it = tree_.find(key);
     if (it == tree_.end())
         cx_.checks.expect(CHECK_CKPT, st == RSP_ENOKEY,
@@ -319,10 +300,9 @@ void Prefix::check_lookup(uint64_t key)
 
 rsp_checkpoint_info Prefix::query(uint64_t key, rsp_status *st)
 {
-    rsp_checkpoint_info info{};
-    rsp_error e{};
-    *st = rsp_checkpoint_query(pool_.get(), key, &info, &e);
-    return info;
+    rsp::result<rsp_checkpoint_info> r = pool_.try_checkpoint_query(key);
+    *st = r.status();
+    return r.ok() ? r.value() : rsp_checkpoint_info{};
 }
 
 // rsp_checkpoint_query agrees with the tree (no step in flight: no step pins).
@@ -409,7 +389,7 @@ bool Prefix::plan_rows(std::vector<PRow> &rows, std::vector<rsp_checkpoint_decl>
                 if (rng_.chance(0.3) && engine_pins_.size() < kMaxUserPins &&
                     pool_.get() != nullptr) {
                     rsp_error e{};
-                    rsp_status st = rsp_checkpoint_pin(pool_.get(), r.restore, &e);
+                    rsp_status st = st_of(pool_.try_checkpoint_pin(r.restore), e);
                     if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: pin: %s", index_,
                                           e.message)) {
                         tree_[r.restore].pins++;
@@ -513,13 +493,13 @@ bool Prefix::step()
         s.row(q.rid, rsp::label::main, r.decode ? 1 : (int32_t)(r.at_after - q.at) * kBlockTokens);
         fresh_only &= !q.held;
     }
-    CkStep cs(s, takes, restores);
-    rsp::result<rsp_admit_outcome> out = cs.admit(pool_);
+    declare(s, takes, restores);
+    rsp::result<rsp_admit_outcome> out = pool_.try_admit(s);
     if (!ck.expect(CHECK_CKPT, out.ok() && out.value().ok,
                    "prefix %u: admit of step %" PRIu64 ": %s", index_, rsp::raw(id),
                    out.ok() ? "refused" : out.error().message))
         return false;
-    rsp::result<void> r = cs.plan(pool_);
+    rsp::result<void> r = pool_.try_plan(s);
     if (!ck.expect(CHECK_CKPT, r.ok(), "prefix %u: plan: %s", index_, r.error().message))
         return false;
     // A step restoring a key pins it while in flight.
@@ -536,8 +516,9 @@ bool Prefix::step()
         rsp_error e{};
         const PReq &q = reqs_[rows[0].k];
         uint64_t key = conv_key(q.rid) ^ 1;
-        rsp_status st = rsp_checkpoint_take(pool_.get(), key, rsp::raw(q.rid), RSP_LABEL_MAIN,
-                                            RSP_TIER_DEVICE, rsp::raw(id), &e);
+        rsp_status st = st_of(pool_.try_checkpoint(key, q.rid, rsp::label::main, RSP_TIER_DEVICE,
+                                                   rsp::step_id{rsp::raw(id)}),
+                              e);
         ck.expect(CHECK_CKPT, st == RSP_EORDER,
                   "prefix %u: take after step %" PRIu64 " in flight: %s, expected RSP_EORDER",
                   index_, rsp::raw(id), rsp_strerror(st));
@@ -556,7 +537,7 @@ bool Prefix::step()
         cx_.prefix_rollbacks.fetch_add(1, std::memory_order_relaxed);
     } else {
         rsp::result<rsp_stats> before = pool_.try_counters();
-        r = cs.commit(pool_);
+        r = pool_.try_commit(s, rsp::forward_complete());
         if (!ck.expect(CHECK_CKPT, r.ok(), "prefix %u: commit: %s", index_, r.error().message))
             return false;
         last_commit_ = rsp::raw(id);
@@ -572,7 +553,7 @@ bool Prefix::step()
     }
     for (uint64_t key : engine_pins_) {
         rsp_error e{};
-        rsp_status st = rsp_checkpoint_unpin(pool_.get(), key, &e);
+        rsp_status st = st_of(pool_.try_checkpoint_unpin(key), e);
         if (ck.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: unpin: %s", index_, e.message))
             tree_[key].pins--;
     }
@@ -607,7 +588,7 @@ void Prefix::msg_take(const PReq &q, uint64_t key, uint64_t after)
     rsp_tier tier = rng_.chance(0.3) ? RSP_TIER_HOST : RSP_TIER_DEVICE;
     rsp_error e{};
     rsp_status st =
-        rsp_checkpoint_take(pool_.get(), key, rsp::raw(q.rid), RSP_LABEL_MAIN, tier, after, &e);
+        st_of(pool_.try_checkpoint(key, q.rid, rsp::label::main, tier, rsp::step_id{after}), e);
     auto it = tree_.find(key);
     bool pinned = it != tree_.end() && it->second.pins > 0;
     if (pinned) {
@@ -649,9 +630,10 @@ void Prefix::maybe_swap()
     Checks &ck = cx_.checks;
     for (PReq &q : reqs_) {
         if (q.swapped && rng_.chance(0.2)) {
-            rsp_admit_outcome out{};
-            rsp_error e{};
-            rsp_status st = rsp_swap_in(pool_.get(), rsp::raw(q.rid), &out, &e);
+            rsp::result<rsp_admit_outcome> in = pool_.try_swap_in(q.rid);
+            rsp_status st = in.status();
+            const rsp_error &e = in.error();
+            const rsp_admit_outcome out = in.ok() ? in.value() : rsp_admit_outcome{};
             if (ck.expect(CHECK_CKPT, st == RSP_OK && out.ok, "prefix %u: swap in: %s", index_,
                           st == RSP_OK ? "pool full" : e.message)) {
                 q.swapped = false;
@@ -667,7 +649,7 @@ void Prefix::maybe_swap()
     if (!q.held)
         return;
     rsp_error e{};
-    rsp_status st = rsp_swap_out(pool_.get(), rsp::raw(q.rid), &e);
+    rsp_status st = st_of(pool_.try_swap_out(q.rid), e);
     after_call("swap out");
     if (st == RSP_ECAPACITY)
         return; // the host tier is full of pinned checkpoints: counted as a refusal
@@ -694,7 +676,7 @@ void Prefix::maybe_drop()
     std::advance(it, rng_.below((uint32_t)tree_.size()));
     uint64_t key = it->first;
     rsp_error e{};
-    rsp_status st = rsp_checkpoint_drop(pool_.get(), key, &e);
+    rsp_status st = st_of(pool_.try_checkpoint_drop(key), e);
     if (it->second.pins) {
         cx_.checks.expect(CHECK_CKPT, st == RSP_EPINNED,
                           "prefix %u: drop of pinned key: %s, expected RSP_EPINNED", index_,
@@ -723,10 +705,8 @@ void Prefix::probe_enokey()
         return;
     rsp::step s(rsp::step_id{next_id_++});
     s.row(q->rid, rsp::label::main, kBlockTokens);
-    std::vector<rsp_checkpoint_decl> none;
-    std::vector<rsp_restore> rs{{rsp::raw(q->rid), RSP_LABEL_MAIN, key}};
-    CkStep cs(s, none, rs);
-    rsp::result<rsp_admit_outcome> out = cs.admit(pool_);
+    s.restore(q->rid, rsp::label::main, key);
+    rsp::result<rsp_admit_outcome> out = pool_.try_admit(s);
     if (cx_.checks.expect(CHECK_CKPT, out.status() == RSP_ENOKEY,
                           "prefix %u: restore of evicted key %016" PRIx64 ": %s, expected "
                           "RSP_ENOKEY",
@@ -749,16 +729,16 @@ void Prefix::probe_pinned()
     std::advance(it, rng_.below((uint32_t)tree_.size()));
     const uint64_t key = it->first;
     rsp_error e{};
-    rsp_status st = rsp_checkpoint_unpin(pool_.get(), key, &e);
+    rsp_status st = st_of(pool_.try_checkpoint_unpin(key), e);
     cx_.checks.expect(CHECK_CKPT, st == RSP_EINVAL,
                       "prefix %u: unpin of an unpinned key: %s, expected RSP_EINVAL", index_,
                       rsp_strerror(st));
-    st = rsp_checkpoint_pin(pool_.get(), key, &e);
+    st = st_of(pool_.try_checkpoint_pin(key), e);
     if (!cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: pin: %s", index_, e.message))
         return;
     it->second.pins++;
     check_query(key);
-    st = rsp_checkpoint_drop(pool_.get(), key, &e);
+    st = st_of(pool_.try_checkpoint_drop(key), e);
     cx_.checks.expect(CHECK_CKPT, st == RSP_EPINNED,
                       "prefix %u: drop of a pinned key: %s, expected RSP_EPINNED", index_,
                       rsp_strerror(st));
@@ -767,7 +747,7 @@ void Prefix::probe_pinned()
             msg_take(q, key, 0); // must be refused RSP_EPINNED
             break;
         }
-    st = rsp_checkpoint_unpin(pool_.get(), key, &e);
+    st = st_of(pool_.try_checkpoint_unpin(key), e);
     if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: unpin: %s", index_, e.message))
         it->second.pins--;
     check_query(key);
@@ -788,7 +768,7 @@ void Prefix::probe_full()
     std::vector<uint64_t> pinned;
     for (auto &kv : tree_) {
         rsp_error e{};
-        rsp_status st = rsp_checkpoint_pin(pool_.get(), kv.first, &e);
+        rsp_status st = st_of(pool_.try_checkpoint_pin(kv.first), e);
         if (!cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: pin: %s", index_, e.message))
             continue;
         kv.second.pins++;
@@ -801,8 +781,9 @@ void Prefix::probe_full()
             continue;
         const uint64_t key = conv_key(held->rid) ^ 2;
         rsp_error e{};
-        rsp_status st = rsp_checkpoint_take(pool_.get(), key, rsp::raw(held->rid), RSP_LABEL_MAIN,
-                                            (rsp_tier)t, 0, &e);
+        rsp_status st = st_of(
+            pool_.try_checkpoint(key, held->rid, rsp::label::main, (rsp_tier)t, rsp::step_id{0}),
+            e);
         if (cx_.checks.expect(CHECK_CKPT, st == RSP_ECAPACITY,
                               "prefix %u: take into a %s tier full of pins: %s, expected "
                               "RSP_ECAPACITY",
@@ -813,7 +794,7 @@ void Prefix::probe_full()
         if (t == RSP_TIER_DEVICE)
             skip_step(*const_cast<PReq *>(held), key ^ 4);
         if (t == RSP_TIER_HOST) {
-            st = rsp_swap_out(pool_.get(), rsp::raw(held->rid), &e);
+            st = st_of(pool_.try_swap_out(held->rid), e);
             if (cx_.checks.expect(CHECK_CKPT, st == RSP_ECAPACITY,
                                   "prefix %u: swap out into a host tier full of pins: %s, "
                                   "expected RSP_ECAPACITY",
@@ -829,7 +810,7 @@ void Prefix::probe_full()
     }
     for (uint64_t key : pinned) {
         rsp_error e{};
-        rsp_status st = rsp_checkpoint_unpin(pool_.get(), key, &e);
+        rsp_status st = st_of(pool_.try_checkpoint_unpin(key), e);
         if (cx_.checks.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: unpin: %s", index_, e.message))
             tree_[key].pins--;
     }
@@ -848,20 +829,18 @@ void Prefix::skip_step(PReq &q, uint64_t key)
     r.decode = true;
     rsp::step s(id);
     s.row(q.rid, rsp::label::main, 1);
-    std::vector<rsp_checkpoint_decl> takes{{rsp::raw(q.rid), RSP_LABEL_MAIN, RSP_TIER_DEVICE, key}};
-    std::vector<rsp_restore> none;
-    CkStep cs(s, takes, none);
-    rsp::result<rsp_admit_outcome> out = cs.admit(pool_);
+    s.checkpoint(q.rid, rsp::label::main, key, RSP_TIER_DEVICE);
+    rsp::result<rsp_admit_outcome> out = pool_.try_admit(s);
     if (!ck.expect(CHECK_CKPT, out.ok() && out.value().ok, "prefix %u: admit: %s", index_,
                    out.ok() ? "refused" : out.error().message))
         return;
-    rsp::result<void> planned = cs.plan(pool_);
+    rsp::result<void> planned = pool_.try_plan(s);
     if (!ck.expect(CHECK_CKPT, planned.ok(), "prefix %u: plan: %s", index_,
                    planned.error().message) ||
         !forward({r}, true))
         return;
     rsp::result<rsp_stats> before = pool_.try_stats();
-    rsp::result<void> c = cs.commit(pool_);
+    rsp::result<void> c = pool_.try_commit(s, rsp::forward_complete());
     rsp::result<rsp_stats> after = pool_.try_stats();
     if (!ck.expect(CHECK_CKPT, c.ok() && before.ok() && after.ok(), "prefix %u: commit: %s", index_,
                    c.error().message))
@@ -899,7 +878,7 @@ void Prefix::finish()
     swapped_ = 0;
     for (auto it = tree_.begin(); it != tree_.end();) {
         rsp_error e{};
-        rsp_status st = rsp_checkpoint_drop(pool_.get(), it->first, &e);
+        rsp_status st = st_of(pool_.try_checkpoint_drop(it->first), e);
         ck.expect(CHECK_CKPT, st == RSP_OK, "prefix %u: final drop: %s", index_, e.message);
         it = tree_.erase(it);
     }
@@ -926,20 +905,18 @@ void prefix_main(Context &cx, unsigned index)
     cfg.block("tag", RSP_DTYPE_I64, {3}); // Storage: block 0 holds the state value
     cfg.block("conv", RSP_DTYPE_U8, {5});
     cfg.block("ssm", RSP_DTYPE_F32, {2, 3});
-    rsp_pool_config &raw = cfg.raw();
-    raw.max_checkpoints = kDevTier;
-    raw.max_host_checkpoints = kHostTier;
-    raw.checkpoint_demote = index % 2 == 1;
+    cfg.checkpoints(kDevTier, kHostTier, index % 2 == 1);
     std::unique_ptr<Prefix> engine;
     // The callback needs the engine, the engine needs the pool: the context
     // pointer is set before the pool exists and read only during calls.
     Prefix *slot = nullptr;
-    raw.on_checkpoint_evict = [](void *ctx, const rsp_checkpoint_event *ev) {
-        Prefix *p = *static_cast<Prefix **>(ctx);
-        if (p)
-            Prefix::on_evict(p, ev);
-    };
-    raw.on_checkpoint_evict_ctx = &slot;
+    cfg.on_checkpoint_evict(
+        [](void *ctx, const rsp_checkpoint_event *ev) {
+            Prefix *p = *static_cast<Prefix **>(ctx);
+            if (p)
+                Prefix::on_evict(p, ev);
+        },
+        &slot);
     cfg.on_error(
         [](void *ctx, const rsp_failure *f) {
             Prefix *p = *static_cast<Prefix **>(ctx);
