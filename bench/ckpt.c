@@ -12,7 +12,11 @@
  *             restore + the round trip. Baseline: memcpy of the same slot
  *             bytes (the pool's own storage, rsp_pool_block) into a 1 MiB
  *             buffer and back. ratio = memcpy / rsp (issue target >= 0.9).
- *             Points: tier device, tier host.
+ *             Points: tier device and host; path "device": the two copies
+ *             through the device layer alone (submit, submit, sync: the
+ *             copy path without messages or a step); path "step" with 1
+ *             step a sample (each waited for) and with 8 steps posted back
+ *             to back (the CPU running ahead, one sample = 8 steps / 8).
  * ckpt_lookup R readers (1, 2, 4, 8) each looking up keys with
  *             rsp_checkpoint_lookup (a read section a lookup), 1,024
  *             stored keys out of 2,048 asked for, while a writer takes a
