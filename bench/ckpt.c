@@ -91,6 +91,22 @@ static void ck_wait_ready(rsp_pool *pool)
     BENCH_CHECK(rsp_event_wait(pool, &ready, RSP_WAIT_FOREVER, &err), &err);
 }
 
+/* Report one ckpt_copy point (path: its JSON params) and free the samples. */
+static void ck_copy_report(const bench_opts *o, rsp_tier tier, const char *path, bench_samples *rs,
+                           bench_samples *bs)
+{
+    bench_result res = {.bench = "ckpt_copy", .baseline = "memcpy"};
+    snprintf(res.params, sizeof res.params,
+             "\"tier\": \"%s\", \"slot_bytes\": %u, \"op\": \"take+restore\", %s",
+             tier == RSP_TIER_DEVICE ? "device" : "host", COPY_MIB, path);
+    bench_result_samples(&res, rs, bs);
+    snprintf(res.extra, sizeof res.extra, "\"gb_per_s\": %.2f, \"baseline_gb_per_s\": %.2f",
+             2.0 * COPY_MIB / res.median_ns, 2.0 * COPY_MIB / res.baseline_median_ns);
+    bench_report(o, &res);
+    bench_samples_fini(rs);
+    bench_samples_fini(bs);
+}
+
 /* The chain of steps: step sid restores (rid 1, main) from keys[(sid - 1) % 2]
  * (the key step sid - 1 took) and takes it under keys[sid % 2] at commit. */
 typedef struct ck_chain {
@@ -192,22 +208,9 @@ static void ck_copy_point(const bench_opts *o, rsp_tier tier, uint32_t k)
     if (s.checkpoints_taken < (uint64_t)reps * k || s.checkpoints_restored < (uint64_t)reps * k)
         bench_die("ckpt_copy", RSP_EINVAL, "fewer takes or restores than steps");
 
-    bench_result res = {.bench = "ckpt_copy", .baseline = "memcpy"};
-    snprintf(res.params, sizeof res.params,
-             "\"tier\": \"%s\", \"slot_bytes\": %u, \"op\": \"take+restore\", \"path\": \"step\", "
-             "\"steps_posted\": %u",
-             tier == RSP_TIER_DEVICE ? "device" : "host", COPY_MIB, k);
-    res.median_ns = bench_samples_quantile(&rs, 0.5);
-    res.p99_ns = bench_samples_quantile(&rs, 0.99);
-    res.ops_per_s = 1e9 / res.median_ns;
-    res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
-    res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
-    res.baseline_ops_per_s = 1e9 / res.baseline_median_ns;
-    snprintf(res.extra, sizeof res.extra, "\"gb_per_s\": %.2f, \"baseline_gb_per_s\": %.2f",
-             2.0 * COPY_MIB / res.median_ns, 2.0 * COPY_MIB / res.baseline_median_ns);
-    bench_report(o, &res);
-    bench_samples_fini(&rs);
-    bench_samples_fini(&bs);
+    char path[64];
+    snprintf(path, sizeof path, "\"path\": \"step\", \"steps_posted\": %u", k);
+    ck_copy_report(o, tier, path, &rs, &bs);
     free(buf);
     rsp_reader_unregister();
     rsp_pool_destroy(pool);
@@ -261,22 +264,7 @@ static void ck_copy_device(const bench_opts *o, rsp_tier tier)
         if (r >= 2)
             bench_samples_add(&bs, (double)ns);
     }
-    bench_result res = {.bench = "ckpt_copy", .baseline = "memcpy"};
-    snprintf(res.params, sizeof res.params,
-             "\"tier\": \"%s\", \"slot_bytes\": %u, \"op\": \"take+restore\", \"path\": "
-             "\"device\"",
-             tier == RSP_TIER_DEVICE ? "device" : "host", COPY_MIB);
-    res.median_ns = bench_samples_quantile(&rs, 0.5);
-    res.p99_ns = bench_samples_quantile(&rs, 0.99);
-    res.ops_per_s = 1e9 / res.median_ns;
-    res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
-    res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
-    res.baseline_ops_per_s = 1e9 / res.baseline_median_ns;
-    snprintf(res.extra, sizeof res.extra, "\"gb_per_s\": %.2f, \"baseline_gb_per_s\": %.2f",
-             2.0 * COPY_MIB / res.median_ns, 2.0 * COPY_MIB / res.baseline_median_ns);
-    bench_report(o, &res);
-    bench_samples_fini(&rs);
-    bench_samples_fini(&bs);
+    ck_copy_report(o, tier, "\"path\": \"device\"", &rs, &bs);
     free(buf);
     rsp__work_fini(&take);
     rsp__work_fini(&restore);
@@ -418,17 +406,7 @@ static void *lk_writer(void *p)
         }
         i++;
         sh->takes++;
-        next.tv_nsec += LK_PERIOD_NS;
-        if (next.tv_nsec >= 1000000000L) {
-            next.tv_nsec -= 1000000000L;
-            next.tv_sec++;
-        }
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec > next.tv_nsec))
-            next = now;
-        else
-            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        bench_pace(&next, LK_PERIOD_NS);
     }
     return NULL;
 }
@@ -554,11 +532,8 @@ void bench_ckpt_lookup(const bench_opts *o)
         snprintf(res.params, sizeof res.params,
                  "\"readers\": %u, \"stored\": %u, \"key_space\": %u, \"period_ns\": %u", R,
                  LK_STORED, LK_SPACE, LK_PERIOD_NS);
-        res.median_ns = bench_samples_quantile(&rr.samples, 0.5);
-        res.p99_ns = bench_samples_quantile(&rr.samples, 0.99);
+        bench_result_samples(&res, &rr.samples, &br.samples);
         res.ops_per_s = 1e9 * (double)rr.reads / (double)rr.wall_ns;
-        res.baseline_median_ns = bench_samples_quantile(&br.samples, 0.5);
-        res.baseline_p99_ns = bench_samples_quantile(&br.samples, 0.99);
         res.baseline_ops_per_s = 1e9 * (double)br.reads / (double)br.wall_ns;
         /* hit rates near 1/2 show both sides looked up the same key mix */
         snprintf(res.extra, sizeof res.extra,
@@ -702,12 +677,8 @@ static void ch_point(const bench_opts *o, bool demote)
     snprintf(res.params, sizeof res.params,
              "\"takes\": %u, \"tier_slots\": %u, \"demote\": %s, \"slot_bytes\": 64", CH_TAKES,
              CH_TIER, demote ? "true" : "false");
-    res.median_ns = bench_samples_quantile(&rs, 0.5);
-    res.p99_ns = bench_samples_quantile(&rs, 0.99);
+    bench_result_samples(&res, &rs, &bs);
     res.ops_per_s = 1e9 * CH_TAKES / (double)rsp_ns;
-    res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
-    res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
-    res.baseline_ops_per_s = 1e9 / res.baseline_median_ns;
     snprintf(res.extra, sizeof res.extra,
              "\"evicted\": %llu, \"demoted\": %llu, \"baseline_evicted\": %llu",
              (unsigned long long)s.checkpoints_evicted, (unsigned long long)s.checkpoints_demoted,

@@ -209,12 +209,7 @@ static void pr_point(const bench_opts *o, uint32_t prefix)
              "\"prefixes\": %u, \"prefix_tokens\": %u, \"rows\": %u, \"new_tokens\": %u, "
              "\"slot_bytes\": %llu",
              PR_P, prefix, PR_R, PR_NEW, (unsigned long long)info.slot_bytes);
-    res.median_ns = bench_samples_quantile(&rs, 0.5);
-    res.p99_ns = bench_samples_quantile(&rs, 0.99);
-    res.ops_per_s = 1e9 / res.median_ns;
-    res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
-    res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
-    res.baseline_ops_per_s = 1e9 / res.baseline_median_ns;
+    bench_result_samples(&res, &rs, &bs);
     /* Saved a step: the prefix tokens the forward skipped, and the state
      * bytes it would have read and written for them (the toy scan streams
      * the whole state once a token); paid: the restores' copies. */

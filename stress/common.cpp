@@ -413,6 +413,22 @@ void Storage::write(int32_t slot, uint64_t v) const
     }
 }
 
+void check_pool_empty(Context &cx, rsp::pool &pool, const char *mode, uint32_t max_slots)
+{
+    rsp::result<rsp_stats> got = pool.try_stats();
+    if (!cx.checks.expect(CHECK_API, got.ok(), "%s stats: %s", mode, got.error().message))
+        return;
+    const rsp_stats &s = got.value();
+    cx.checks.expect(CHECK_LEAK,
+                     s.free_slots == max_slots - 1 && s.held_slots == 0 && s.pending_release == 0 &&
+                         s.checkpoints_device == 0 && s.checkpoints_host == 0 &&
+                         s.swapped_slots == 0,
+                     "%s pool at the end: free %u of %u, held %u, pending %u, checkpoints %u + "
+                     "%u, swapped %u",
+                     mode, s.free_slots, max_slots - 1, s.held_slots, s.pending_release,
+                     s.checkpoints_device, s.checkpoints_host, s.swapped_slots);
+}
+
 // ---------------------------------------------------------------------------
 // RecordQueue
 

@@ -883,17 +883,15 @@ void Prefix::finish()
         it = tree_.erase(it);
     }
     after_call("final drops");
-    rsp::result<rsp_stats> s = pool_.try_stats();
-    if (ck.expect(CHECK_API, s.ok(), "stats: %s", s.error().message))
-        ck.expect(CHECK_LEAK,
-                  s.value().free_slots == kSlots - 1 && s.value().held_slots == 0 &&
-                      s.value().pending_release == 0 && s.value().checkpoints_device == 0 &&
-                      s.value().checkpoints_host == 0 && s.value().swapped_slots == 0,
-                  "prefix pool at the end: free %u of %u, held %u, pending %u, checkpoints %u + "
-                  "%u, swapped %u",
-                  s.value().free_slots, kSlots - 1, s.value().held_slots, s.value().pending_release,
-                  s.value().checkpoints_device, s.value().checkpoints_host,
-                  s.value().swapped_slots);
+    check_pool_empty(cx_, pool_, "prefix", kSlots);
+}
+
+// A pool callback (owner thread) handed on to the engine, once it exists:
+// ctx points at the engine pointer.
+template <class Event, void (*Fn)(void *, const Event *)> void to_engine(void *ctx, const Event *e)
+{
+    if (Prefix *p = *static_cast<Prefix **>(ctx))
+        Fn(p, e);
 }
 
 } // namespace
@@ -910,20 +908,8 @@ void prefix_main(Context &cx, unsigned index)
     // The callback needs the engine, the engine needs the pool: the context
     // pointer is set before the pool exists and read only during calls.
     Prefix *slot = nullptr;
-    cfg.on_checkpoint_evict(
-        [](void *ctx, const rsp_checkpoint_event *ev) {
-            Prefix *p = *static_cast<Prefix **>(ctx);
-            if (p)
-                Prefix::on_evict(p, ev);
-        },
-        &slot);
-    cfg.on_error(
-        [](void *ctx, const rsp_failure *f) {
-            Prefix *p = *static_cast<Prefix **>(ctx);
-            if (p)
-                Prefix::on_error(p, f);
-        },
-        &slot);
+    cfg.on_checkpoint_evict(to_engine<rsp_checkpoint_event, &Prefix::on_evict>, &slot);
+    cfg.on_error(to_engine<rsp_failure, &Prefix::on_error>, &slot);
     rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
     if (!cx.checks.expect(CHECK_API, created.ok(), "prefix pool create: %s",
                           created.error().message))

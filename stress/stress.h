@@ -334,6 +334,11 @@ inline void note_pending(Context &cx, uint32_t pending)
     }
 }
 
+// A pool of its own (sink included) at the end of a mode: every slot free,
+// nothing held or pending, no checkpoint stored, nothing swapped (check kinds
+// api, leak). The mode's thread.
+void check_pool_empty(Context &cx, rsp::pool &pool, const char *mode, uint32_t max_slots);
+
 void client_main(Context &cx, unsigned index);
 void step_main(Context &cx);
 void partition_main(Context &cx, unsigned index);
