@@ -27,12 +27,14 @@
 #include "util/hb.h"
 #include "util/sync.h"
 
+#define NODE_ALIGN 64
+
 typedef struct key_node {
     struct cds_lfht_node ht; /* the table's links (liburcu) */
     uint64_t key;            /* immutable while linked (K1) */
     uint64_t loc;            /* tier << 32 | slot: owner stores, readers load (K3) */
     rsp__deferred free;      /* the owner's free list link, then the retirement */
-} key_node;
+} __attribute__((aligned(NODE_ALIGN))) key_node;
 
 struct rsp__keys {
     struct cds_lfht *ht;
@@ -121,7 +123,8 @@ void rsp__keys_destroy(rsp__keys *k)
 rsp_status rsp__keys_reserve(rsp__keys *k, uint32_t n, rsp_error *err)
 {
     while (k->spare_len < n) {
-        key_node *node = malloc(sizeof *node);
+        /* One cache line a node: links, key and loc in one miss. */
+        key_node *node = aligned_alloc(NODE_ALIGN, sizeof *node);
         if (!node)
             return rsp__fail(err, RSP_ENOMEM, "out of memory for the checkpoint key index");
         cds_lfht_node_init(&node->ht);
