@@ -412,13 +412,13 @@ static rsp_status rsp__cuda_plan_ops(rsp__cuda_device *cd, const rsp__work *w, s
         const rsp__op *op = &w->ops[i];
         cd->op_offset[i] = 0;
         if (op->kind == RSP__OP_ZERO) {
-            rsp_status st = rsp__device_check_zero(lay, w, i, err);
+            rsp_status st = rsp__device_check_ids(lay, w, i, err);
             if (st != RSP_OK)
                 return st;
             cd->op_offset[i] = off;
             off = rsp__align_up(off + (size_t)op->count * sizeof(uint32_t), RSP__CUDA_ALIGN);
         } else if (op->kind == RSP__OP_COPY) {
-            rsp_status st = rsp__device_check_copy(lay, w, i, err);
+            rsp_status st = rsp__device_check_ids(lay, w, i, err);
             if (st != RSP_OK)
                 return st;
             cd->op_offset[i] = off;

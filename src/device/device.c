@@ -5,6 +5,8 @@
  */
 #include "device_impl.h"
 
+#include <stdio.h>
+
 #include "../util/error.h"
 
 rsp_status rsp__device_create(rsp_device_kind kind, int cuda_ordinal, const rsp__layout *layout,
@@ -145,40 +147,31 @@ rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, ui
     return dev->ops->read(dev, block, layer, slot, dst, err);
 }
 
-rsp_status rsp__device_check_zero(const rsp__layout *lay, const rsp__work *w, uint32_t i,
-                                  rsp_error *err)
+rsp_status rsp__device_check_ids(const rsp__layout *lay, const rsp__work *w, uint32_t i,
+                                 rsp_error *err)
 {
     const rsp__op *op = &w->ops[i];
-    if ((uint64_t)op->first + op->count > w->num_slots)
-        return rsp__fail(err, RSP_EINVAL,
-                         "device submit: op %u ZERO slots [%u, %llu) past the list's %u", i,
-                         op->first, (unsigned long long)op->first + op->count, w->num_slots);
-    for (uint32_t k = 0; k < op->count; k++)
-        if (w->slots[op->first + k] >= lay->num_ids)
-            return rsp__fail(err, RSP_EINVAL,
-                             "device submit: op %u ZERO slot %u outside the %u slot ids "
-                             "(max_slots %u + max_checkpoints %u + max_host_checkpoints %u)",
-                             i, w->slots[op->first + k], lay->num_ids, lay->max_slots,
-                             lay->max_checkpoints, lay->max_host_checkpoints);
-    return RSP_OK;
-}
-
-rsp_status rsp__device_check_copy(const rsp__layout *lay, const rsp__work *w, uint32_t i,
-                                  rsp_error *err)
-{
-    const rsp__op *op = &w->ops[i];
-    if ((uint64_t)op->first + op->count > w->num_pairs)
-        return rsp__fail(err, RSP_EINVAL,
-                         "device submit: op %u COPY pairs [%u, %llu) past the list's %u", i,
-                         op->first, (unsigned long long)op->first + op->count, w->num_pairs);
+    const bool zero = op->kind == RSP__OP_ZERO;
+    const char *what = zero ? "ZERO slots" : "COPY pairs";
+    const uint32_t listed = zero ? w->num_slots : w->num_pairs;
+    if ((uint64_t)op->first + op->count > listed)
+        return rsp__fail(err, RSP_EINVAL, "device submit: op %u %s [%u, %llu) past the list's %u",
+                         i, what, op->first, (unsigned long long)op->first + op->count, listed);
     for (uint32_t k = 0; k < op->count; k++) {
-        const rsp__copy *c = &w->pairs[op->first + k];
-        if (c->src >= lay->num_ids || c->dst >= lay->num_ids)
-            return rsp__fail(err, RSP_EINVAL,
-                             "device submit: op %u COPY %u -> %u outside the %u slot ids "
-                             "(max_slots %u + max_checkpoints %u + max_host_checkpoints %u)",
-                             i, c->src, c->dst, lay->num_ids, lay->max_slots, lay->max_checkpoints,
-                             lay->max_host_checkpoints);
+        const uint32_t a = zero ? w->slots[op->first + k] : w->pairs[op->first + k].src;
+        const uint32_t b = zero ? a : w->pairs[op->first + k].dst;
+        if (a < lay->num_ids && b < lay->num_ids)
+            continue;
+        char entry[32];
+        if (zero)
+            snprintf(entry, sizeof entry, "ZERO slot %u", a);
+        else
+            snprintf(entry, sizeof entry, "COPY %u -> %u", a, b);
+        return rsp__fail(err, RSP_EINVAL,
+                         "device submit: op %u %s outside the %u slot ids (max_slots %u + "
+                         "max_checkpoints %u + max_host_checkpoints %u)",
+                         i, entry, lay->num_ids, lay->max_slots, lay->max_checkpoints,
+                         lay->max_host_checkpoints);
     }
     return RSP_OK;
 }

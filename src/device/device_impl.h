@@ -102,16 +102,15 @@ static inline uint64_t rsp__space_block_bytes(const rsp__layout *lay, rsp__space
 }
 
 /*
- * The range checks of a submit, shared by both devices (device.c). Op i of
- * w is a ZERO (check_zero) or a COPY (check_copy): its entries lie inside
- * the list and name slot ids < num_ids (request slots and both checkpoint
- * tiers: the core zeroes a checkpoint slot when a take's source is
- * zero-pending). RSP_EINVAL naming the op and the id. Owner. O(entries).
+ * The range check of a submit, shared by both devices (device.c): op i of
+ * w, a ZERO or a COPY, has its entries inside the list, and every id they
+ * name (ZERO slots, both ends of COPY pairs) is < num_ids: request slots
+ * and both checkpoint tiers (the core zeroes a checkpoint slot when a
+ * take's source is zero-pending). RSP_EINVAL naming the op and the entry.
+ * Owner. O(entries).
  */
-rsp_status rsp__device_check_zero(const rsp__layout *lay, const rsp__work *w, uint32_t i,
-                                  rsp_error *err);
-rsp_status rsp__device_check_copy(const rsp__layout *lay, const rsp__work *w, uint32_t i,
-                                  rsp_error *err);
+rsp_status rsp__device_check_ids(const rsp__layout *lay, const rsp__work *w, uint32_t i,
+                                 rsp_error *err);
 
 rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out, rsp_error *err);
 #ifdef RSP_HAVE_CUDA

@@ -635,8 +635,8 @@ static rsp_status check_op(const rsp__host_device *dev, const rsp__work *w, uint
     const rsp__op *op = &w->ops[i];
     switch (op->kind) {
     case RSP__OP_WAIT: return check_wait(dev, op, i, err);
-    case RSP__OP_ZERO: return rsp__device_check_zero(dev->base.layout, w, i, err);
-    case RSP__OP_COPY: return rsp__device_check_copy(dev->base.layout, w, i, err);
+    case RSP__OP_ZERO: return rsp__device_check_ids(dev->base.layout, w, i, err);
+    case RSP__OP_COPY: return rsp__device_check_ids(dev->base.layout, w, i, err);
     case RSP__OP_UPLOAD: return check_upload(dev, w, i, err);
     case RSP__OP_BUFFER:
         if (op->buffer >= HOST_MAX_BUFFERS)
