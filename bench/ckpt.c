@@ -378,6 +378,7 @@ typedef struct lk_reader {
     bench_samples samples;
     uint64_t reads, hits;
     uint64_t t_start, t_end;
+    uint64_t cpu_ns; /* this reader's CPU time over the run */
 } lk_reader;
 
 /* The writer: one take (rsp) or insert + delete (baseline) every 50 us,
@@ -421,6 +422,7 @@ static void *lk_read(void *p)
     pthread_barrier_wait(&sh->gate);
     uint32_t x = r->seed | 1;
     uint64_t hits = 0;
+    uint64_t c0 = bench_thread_cpu_ns();
     r->t_start = bench_now_ns();
     while (!rsp__load_relaxed_u32(&sh->stop)) {
         uint64_t t0 = bench_now_ns();
@@ -445,6 +447,7 @@ static void *lk_read(void *p)
         r->reads += LK_BATCH;
     }
     r->t_end = bench_now_ns();
+    r->cpu_ns = bench_thread_cpu_ns() - c0;
     r->hits = hits;
     if (sh->pool)
         rsp_reader_unregister();
@@ -453,7 +456,7 @@ static void *lk_read(void *p)
 
 typedef struct lk_run {
     bench_samples samples;
-    uint64_t reads, hits, wall_ns, takes;
+    uint64_t reads, hits, wall_ns, takes, cpu_ns;
 } lk_run;
 
 static void lk_once(lk_shared *sh, uint32_t R, uint64_t dur_ns, lk_run *out)
@@ -484,6 +487,7 @@ static void lk_once(lk_shared *sh, uint32_t R, uint64_t dur_ns, lk_run *out)
         bench_samples_merge(&out->samples, &rd[i].samples);
         out->reads += rd[i].reads;
         out->hits += rd[i].hits;
+        out->cpu_ns += rd[i].cpu_ns;
         bench_samples_fini(&rd[i].samples);
     }
     out->wall_ns += last - first;
@@ -535,13 +539,17 @@ void bench_ckpt_lookup(const bench_opts *o)
         bench_result_samples(&res, &rr.samples, &br.samples);
         res.ops_per_s = 1e9 * (double)rr.reads / (double)rr.wall_ns;
         res.baseline_ops_per_s = 1e9 * (double)br.reads / (double)br.wall_ns;
-        /* hit rates near 1/2 show both sides looked up the same key mix */
+        /* hit rates near 1/2: both sides looked up the same key mix;
+         * readers_cpus_used: the readers' CPU time over wall time, how many
+         * cores they actually had (2 at most here) */
         snprintf(res.extra, sizeof res.extra,
                  "\"hit_rate\": %.3f, \"baseline_hit_rate\": %.3f, \"takes_per_s\": %.0f, "
-                 "\"baseline_takes_per_s\": %.0f",
+                 "\"baseline_takes_per_s\": %.0f, \"readers_cpus_used\": %.2f, "
+                 "\"baseline_readers_cpus_used\": %.2f",
                  (double)rr.hits / (double)rr.reads, (double)br.hits / (double)br.reads,
                  1e9 * (double)rr.takes / (double)rr.wall_ns,
-                 1e9 * (double)br.takes / (double)br.wall_ns);
+                 1e9 * (double)br.takes / (double)br.wall_ns,
+                 (double)rr.cpu_ns / (double)rr.wall_ns, (double)br.cpu_ns / (double)br.wall_ns);
         bench_report(o, &res);
         bench_samples_fini(&rr.samples);
         bench_samples_fini(&br.samples);
