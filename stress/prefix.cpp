@@ -105,9 +105,10 @@ struct PRow {
 class Prefix
 {
   public:
-    Prefix(Context &cx, rsp::pool &pool, Storage &st, unsigned index, uint64_t slot_bytes)
-        : cx_(cx), pool_(pool), st_(st), rng_(mix64(cx.opt.seed * 7727u + 17 + index)),
-          index_(index), slot_bytes_(slot_bytes)
+    Prefix(Context &cx, rsp::pool &pool, Storage &st, const rsp::host_fence &fence, unsigned index,
+           uint64_t slot_bytes)
+        : cx_(cx), pool_(pool), st_(st), fence_(fence),
+          rng_(mix64(cx.opt.seed * 7727u + 17 + index)), index_(index), slot_bytes_(slot_bytes)
     {
         for (unsigned p = 0; p < kPrompts; p++) {
             blocks_[p] = 2 + rng_.below(kMaxBlocks - 1);
@@ -147,6 +148,7 @@ class Prefix
     bool plan_rows(std::vector<PRow> &rows, std::vector<rsp_checkpoint_decl> &takes,
                    std::vector<rsp_restore> &restores);
     bool forward(const std::vector<PRow> &rows, bool write);
+    void write_rows(const std::vector<PRow> &rows);
     void after_call(const char *what);
     void apply_takes(const std::vector<rsp_checkpoint_decl> &takes,
                      const std::vector<uint64_t> &values, uint64_t skipped_before);
@@ -166,7 +168,9 @@ class Prefix
     Context &cx_;
     rsp::pool &pool_;
     Storage &st_;
+    const rsp::host_fence &fence_; // forward_done of steps committed before their writes
     Rng rng_;
+    std::vector<int32_t> slots_; // the rows' slots in the last forward (-1: unchecked)
     unsigned index_;
     uint64_t slot_bytes_;
     unsigned blocks_[kPrompts];
@@ -442,6 +446,7 @@ bool Prefix::forward(const std::vector<PRow> &rows, bool write)
         cx_.abort.store(true);
         return false;
     }
+    slots_.assign(rows.size(), -1);
     for (size_t i = 0; i < rows.size(); i++) {
         const PRow &r = rows[i];
         const PReq &q = reqs_[r.k];
@@ -466,10 +471,19 @@ bool Prefix::forward(const std::vector<PRow> &rows, bool write)
             ck.expect(CHECK_CONTENT, ok, "prefix step %" PRIu64 " rid %" PRIu64 " slot %d: %s",
                       rsp::raw(id), rsp::raw(q.rid), slot, why.c_str());
         }
+        slots_[i] = slot;
         if (write)
             st_.write(slot, r.write_v);
     }
     return true;
+}
+
+// The forward's writes, after its reads (forward(rows, false)).
+void Prefix::write_rows(const std::vector<PRow> &rows)
+{
+    for (size_t i = 0; i < rows.size() && i < slots_.size(); i++)
+        if (slots_[i] >= 0)
+            st_.write(slots_[i], rows[i].write_v);
 }
 
 bool Prefix::step()
@@ -526,7 +540,11 @@ bool Prefix::step()
         check_lookup(key);
     }
     bool rollback = fresh_only && rng_.chance(0.05);
-    if (!forward(rows, !rollback))
+    // Half the commits go out before the forward's writes, with a
+    // forward_done the fence signals after them: the takes must still copy
+    // what the forward wrote (they wait for forward_done on the device).
+    bool late = !rollback && rng_.chance(0.5);
+    if (!forward(rows, !rollback && !late))
         return false;
     if (rollback) {
         // The step never happened: its fresh slots go back, its pins go.
@@ -537,7 +555,11 @@ bool Prefix::step()
         cx_.prefix_rollbacks.fetch_add(1, std::memory_order_relaxed);
     } else {
         rsp::result<rsp_stats> before = pool_.try_counters();
-        r = pool_.try_commit(s, rsp::forward_complete());
+        r = pool_.try_commit(s, late ? fence_.at(rsp::raw(id)) : rsp::forward_complete());
+        if (late) {
+            write_rows(rows);
+            fence_.signal(rsp::raw(id));
+        }
         if (!ck.expect(CHECK_CKPT, r.ok(), "prefix %u: commit: %s", index_, r.error().message))
             return false;
         last_commit_ = rsp::raw(id);
@@ -904,6 +926,10 @@ void prefix_main(Context &cx, unsigned index)
     cfg.block("conv", RSP_DTYPE_U8, {5});
     cfg.block("ssm", RSP_DTYPE_F32, {2, 3});
     cfg.checkpoints(kDevTier, kHostTier, index % 2 == 1);
+    // The fence outlives the pool (its destroy waits for what it waits on).
+    rsp::result<rsp::host_fence> fence = rsp::host_fence::try_create();
+    if (!cx.checks.expect(CHECK_API, fence.ok(), "prefix fence: %s", fence.error().message))
+        return;
     std::unique_ptr<Prefix> engine;
     // The callback needs the engine, the engine needs the pool: the context
     // pointer is set before the pool exists and read only during calls.
@@ -924,7 +950,7 @@ void prefix_main(Context &cx, unsigned index)
     rsp::reader reg(std::nothrow);
     if (!cx.checks.expect(CHECK_API, reg.ok(), "prefix thread: %s", reg.error().message))
         return;
-    engine.reset(new Prefix(cx, pool, storage, index, info.value().slot_bytes));
+    engine.reset(new Prefix(cx, pool, storage, fence.value(), index, info.value().slot_bytes));
     slot = engine.get();
     while (!cx.stop.load(std::memory_order_relaxed) && !cx.abort.load())
         if (!engine->step())
