@@ -8,29 +8,32 @@
 
 #include "util/error.h"
 
+/* The message of an array that is NULL with a count. */
+static rsp_status null_array(const rsp_step *step, const char *what, uint32_t n, rsp_error *err)
+{
+    return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": %s is NULL with num_%s = %" PRIu32,
+                     step->step_id, what, what, n);
+}
+
 rsp_status rsp__check_arrays(const rsp_step *step, rsp_error *err)
 {
     if (!step)
         return rsp__fail(err, RSP_EINVAL, "step is NULL");
-    if (step->num_rows && !step->rows)
-        return rsp__fail(err, RSP_EINVAL, "step %" PRIu64 ": rows is NULL with num_rows = %" PRIu32,
-                         step->step_id, step->num_rows);
-    if (step->num_pre_forks && !step->pre_forks)
-        return rsp__fail(err, RSP_EINVAL,
-                         "step %" PRIu64 ": pre_forks is NULL with num_pre_forks = %" PRIu32,
-                         step->step_id, step->num_pre_forks);
-    if (step->num_post_forks && !step->post_forks)
-        return rsp__fail(err, RSP_EINVAL,
-                         "step %" PRIu64 ": post_forks is NULL with num_post_forks = %" PRIu32,
-                         step->step_id, step->num_post_forks);
-    if (step->num_checkpoints && !step->checkpoints)
-        return rsp__fail(err, RSP_EINVAL,
-                         "step %" PRIu64 ": checkpoints is NULL with num_checkpoints = %" PRIu32,
-                         step->step_id, step->num_checkpoints);
-    if (step->num_restores && !step->restores)
-        return rsp__fail(err, RSP_EINVAL,
-                         "step %" PRIu64 ": restores is NULL with num_restores = %" PRIu32,
-                         step->step_id, step->num_restores);
+    /* In declaration order; each message names the array and its count. */
+    const struct {
+        const char *what;
+        uint32_t n;
+        const void *p;
+    } arrays[] = {
+        {"rows", step->num_rows, step->rows},
+        {"pre_forks", step->num_pre_forks, step->pre_forks},
+        {"post_forks", step->num_post_forks, step->post_forks},
+        {"checkpoints", step->num_checkpoints, step->checkpoints},
+        {"restores", step->num_restores, step->restores},
+    };
+    for (uint32_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        if (arrays[i].n && !arrays[i].p)
+            return null_array(step, arrays[i].what, arrays[i].n, err);
     return RSP_OK;
 }
 

@@ -182,7 +182,7 @@ rsp_status rsp__ck_take_check(const rsp__core *c, uint64_t key, rsp_tier tier, r
 }
 
 void rsp__ck_take_apply(rsp__core *c, uint64_t key, rsp_tier tier, const rsp__take *t, uint32_t src,
-                        bool zero, rsp__work *w)
+                        rsp__work *w)
 {
     if (t->replace != RSP__NONE) {
         rep_change(c, key, false, (rsp_tier)c->ck[t->replace].tier, 0);
@@ -194,12 +194,12 @@ void rsp__ck_take_apply(rsp__core *c, uint64_t key, rsp_tier tier, const rsp__ta
     else if (t->victim != RSP__NONE)
         evict_drop(c, t->victim);
     uint32_t slot = rsp__tier_pop(c, tier);
-    /* Reserved, in a frozen list: neither append can fail. A source whose
-     * zero is pending reads zeros (its bytes are about to be wiped). */
-    if (zero)
-        (void)rsp__work_zero(w, slot);
-    else
-        (void)rsp__work_copy(w, src, slot);
+    /* A source whose zero is pending would read zeros; it cannot get here:
+     * only a planned step pinning the slot defers its zero, and both
+     * callers refuse (or skip) a take from a slot a planned step pins. So
+     * no ZERO ever names a checkpoint slot (work.h). */
+    RSP__ASSERT(!c->slots[src].zero_pending);
+    (void)rsp__work_copy(w, src, slot); /* reserved, in a frozen list */
     uint32_t i = slot - c->layout.max_slots;
     rec_set(c, i, key, tier, ++c->ck_clock);
     rep_change(c, key, true, tier, slot);
@@ -276,36 +276,38 @@ void rsp__ck_unpin_step(rsp__core *c, uint32_t rec)
     s->num_ckrecs = 0;
 }
 
+/* restores[i] (restore) or checkpoints[i] of step: RSP_EORDER when
+ * another planned step in `others` pins its slot (a restore writes it
+ * now, a take reads it at this step's commit, either under that step's
+ * forward). */
+static rsp_status check_busy(const rsp__core *c, const rsp_step *step, bool restore, uint32_t i,
+                             uint64_t others, rsp_error *err)
+{
+    rsp_rid rid = restore ? step->restores[i].rid : step->checkpoints[i].rid;
+    rsp_label_id label = restore ? step->restores[i].label : step->checkpoints[i].label;
+    const rsp__hold *h = hold_of(c, rid, label);
+    uint64_t busy = h ? c->slots[h->slot].pins & others : 0;
+    if (!busy)
+        return RSP_OK;
+    return rsp__fail(err, RSP_EORDER,
+                     "plan: step %" PRIu64 ": %s[%" PRIu32 "] (rid %" PRIu64 ", \"%s\") %s slot "
+                     "%" PRIu32 ", which step %" PRIu64 " (planned, not committed) may still "
+                     "write; commit step %" PRIu64 " first",
+                     step->step_id, restore ? "restores" : "checkpoints", i, rid,
+                     c->label_names[label], restore ? "writes" : "reads at this step's commit",
+                     h->slot, first_step(c, busy), first_step(c, busy));
+}
+
 rsp_status rsp__ck_plan_check(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err)
 {
+    if (!step->num_restores && !step->num_checkpoints)
+        return RSP_OK; /* the usual step: no look at the planned steps */
     rsp_status st = rsp__ck_check_restores(c, step, err);
     uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
-    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_restores; i++) {
-        const rsp_restore *r = &step->restores[i];
-        const rsp__hold *h = hold_of(c, r->rid, r->label);
-        if (h && (c->slots[h->slot].pins & others))
-            return rsp__fail(err, RSP_EORDER,
-                             "plan: step %" PRIu64 ": restores[%" PRIu32 "] (rid %" PRIu64
-                             ", \"%s\") writes slot %" PRIu32 ", which step %" PRIu64
-                             " (planned, not committed) may still write; commit step %" PRIu64
-                             " first",
-                             step->step_id, i, r->rid, c->label_names[r->label], h->slot,
-                             first_step(c, c->slots[h->slot].pins & others),
-                             first_step(c, c->slots[h->slot].pins & others));
-    }
-    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_checkpoints; i++) {
-        const rsp_checkpoint_decl *d = &step->checkpoints[i];
-        const rsp__hold *h = hold_of(c, d->rid, d->label);
-        if (h && (c->slots[h->slot].pins & others))
-            return rsp__fail(err, RSP_EORDER,
-                             "plan: step %" PRIu64 ": checkpoints[%" PRIu32 "] (rid %" PRIu64
-                             ", \"%s\") reads slot %" PRIu32 " at this step's commit, which step "
-                             "%" PRIu64 " (planned, not committed) may still write; commit "
-                             "step %" PRIu64 " first",
-                             step->step_id, i, d->rid, c->label_names[d->label], h->slot,
-                             first_step(c, c->slots[h->slot].pins & others),
-                             first_step(c, c->slots[h->slot].pins & others));
-    }
+    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_restores; i++)
+        st = check_busy(c, step, true, i, others, err);
+    for (uint32_t i = 0; st == RSP_OK && others && i < step->num_checkpoints; i++)
+        st = check_busy(c, step, false, i, others, err);
     return st;
 }
 
@@ -359,7 +361,7 @@ void rsp__ck_commit_takes(rsp__core *c, const rsp_step *step, uint64_t others, r
         else if (h)
             st = rsp__ck_take_check(c, d->key, d->tier, &t, NULL);
         if (st == RSP_OK)
-            rsp__ck_take_apply(c, d->key, d->tier, &t, h->slot, c->slots[h->slot].zero_pending, w);
+            rsp__ck_take_apply(c, d->key, d->tier, &t, h->slot, w);
         else
             rep_skip(c, d->key, step->step_id, st);
     }
@@ -438,14 +440,16 @@ rsp_status rsp__core_checkpoint(rsp__core *c, uint64_t key, rsp_rid rid, rsp_lab
         st = rsp__ck_take_check(c, key, tier, &t, err);
     if (st != RSP_OK)
         return st;
-    if (rsp__work_reserve(w, 3, 1, 2) || rsp__work_reserve_marks(w, c->layout.num_ids) ||
+    /* A demotion's COPY and the take's (two ops when the freed slot is
+     * written right after it is read), two pairs. */
+    if (rsp__work_reserve(w, 2, 0, 2) || rsp__work_reserve_marks(w, c->layout.num_ids) ||
         rsp__ck_report_reserve(c, 4, 2, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory taking checkpoint %" PRIu64, key);
-    st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 3, .slots = 1, .pairs = 2}, err);
+    st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 2, .pairs = 2}, err);
     if (st != RSP_OK)
         return st;
     rsp__work_freeze(w); /* nothing below fails */
-    rsp__ck_take_apply(c, key, tier, &t, h->slot, c->slots[h->slot].zero_pending, w);
+    rsp__ck_take_apply(c, key, tier, &t, h->slot, w);
     rsp__work_thaw(w);
     return RSP_OK;
 }

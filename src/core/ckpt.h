@@ -48,13 +48,13 @@ rsp_status rsp__ck_take_check(const rsp__core *c, uint64_t key, rsp_tier tier, r
 
 /* Do the take *t (rsp__ck_take_check said OK just before): free the
  * replaced record, evict (or demote) the victim, pop a slot of tier and
- * copy request slot src into it (zero: a ZERO instead, the source reads
- * zeros), record the key, fill the report. The caller reserved 3 ops, 2
- * pairs, 1 slot and the COPY marks of every id in a frozen list, and the
+ * copy request slot src into it (no planned step pins src, so its zero is
+ * not pending), record the key, fill the report. The caller reserved 2
+ * ops, 2 pairs and the COPY marks of every id in a frozen list, and the
  * report's room (rsp__ck_report_reserve: 4 changes, 2 evictions). Cannot
  * fail. O(1). */
 void rsp__ck_take_apply(rsp__core *c, uint64_t key, rsp_tier tier, const rsp__take *t, uint32_t src,
-                        bool zero, rsp__work *w);
+                        rsp__work *w);
 
 /* Slots tier t can give now: free ones plus unpinned checkpoints it may
  * evict. O(records of t). */

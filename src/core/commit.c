@@ -127,11 +127,11 @@ static rsp_status commit_reserve(rsp__core *c, const rsp_step *step, uint32_t re
     if (!capture)
         rsp__fork_pairs_prepare(c, step, rec);
     uint64_t pairs = capture ? 0 : (uint64_t)c->num_rids * step->num_post_forks;
-    /* Each declared take: up to 3 ops (a demotion's COPY, the take's COPY
-     * or ZERO), 2 pairs, a zeroed slot; 4 changes, 2 evictions, a skip. */
+    /* Each declared take: up to 2 ops and 2 pairs (a demotion's COPY, the
+     * take's); 4 changes, 2 evictions, a skip. */
     uint32_t takes = capture ? 0 : step->num_checkpoints;
-    uint32_t ops = 3 + 2 * (uint32_t)pairs + 3 * takes;
-    uint32_t slots = 2 * s->num_pinned + (uint32_t)pairs + takes;
+    uint32_t ops = 3 + 2 * (uint32_t)pairs + 2 * takes;
+    uint32_t slots = 2 * s->num_pinned + (uint32_t)pairs;
     uint32_t npairs = (uint32_t)pairs + 2 * takes;
     if (pairs > UINT32_MAX / 4 || rsp__work_reserve(w, ops, slots, npairs) ||
         (npairs && rsp__work_reserve_marks(w, takes ? c->layout.num_ids : c->layout.max_slots)) ||
@@ -209,7 +209,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
     if (forward_done)
         (void)rsp__work_wait(w, forward_done);
     /* A capture step (graph warm-up) wrote only the pad target: nothing to
-     * record, no forks. */
+     * record, no forks, no restores or takes (check.h). */
     if (!c->steps[rec].capture) {
         uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
         commit_writes(c, rec, others, w);
@@ -227,7 +227,6 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
          * draft) gets none: its rows' writes above still count. */
         rsp__apply_forks(c, step, true, others, skips, w);
     }
-    rsp__ck_unpin_step(c, rec); /* a capture step pinned none: nothing */
     rsp__step_unpin(c, rec, false, w);
     end_step(c, rec, stage);
     rsp__work_thaw(w);

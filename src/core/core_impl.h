@@ -7,14 +7,17 @@
  * below it, so none calls one above it (scripts/check_house.py):
  *
  *   check.h   the rules of a step declaration, pure (also used by api.c)
+ *   map.h     the u64 -> u32 hash map (rid table, checkpoint key table)
  *   core_impl.h, core.c   this state; creation, labels, requests and
  *             holdings, the free stack and slots, ingest / reset / remove,
  *             queries
+ *   ckpt.h    checkpoints: records, tiers, LRU, take / evict / demote,
+ *             restores and takes of a step, the checkpoint operations
  *   step.h    step records: find, reserve, pins, journal, validated rows
  *   fork.h    forking rids, applying forks, pipeline checks, post-fork marks
  *   addr.h    addressing (build), buffers and leases, the stage
- *   admit.c, plan.c, commit.c   the operations on top (core.h), each in
- *             phases: validate, count, reserve, apply
+ *   admit.c, plan.c, commit.c, swap.c   the operations on top (core.h),
+ *             each in phases: validate, count, reserve, apply
  *
  * Single-threaded like core.h: the owner thread (or a test) is the only
  * caller. Arrays grow by doubling (rsp__grow) and are kept, so steady state

@@ -57,7 +57,10 @@ static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *st
     return true;
 }
 
-/* Validate a declaration (check.h, then duplicate rows). same: its rows
+/* Validate a declaration (check.h, then duplicate rows, then the rows the
+ * checkpoint declarations name: each a row with span > 0, no (rid, label)
+ * restored twice, no key taken twice, no take into a tier without slots;
+ * O(rows) only for a step that declares any). same: its rows
  * are the ones last validated for its record (rsp__step_same_rows), so
  * the row checks are skipped (labels are never removed: rows valid once
  * stay valid) and only the O(forks) checks run again, in the same order,

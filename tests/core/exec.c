@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "core/map.h"
 #include "cuda/gpu.h"
 #include "device/device.h"
 
@@ -58,6 +59,9 @@ struct rsp_test_store {
     /* Emulated: the storage. Host: the device's blocks. CUDA: a host copy,
      * refreshed by settle(). */
     uint8_t *base[RSP_MAX_BLOCKS];
+    /* Emulated: checkpoint slots (ids >= max_slots), per tier and block,
+     * laid out like the request slots: [num_layers, tier size, slot]. */
+    uint8_t *tier_base[RSP_TIER_COUNT_][RSP_MAX_BLOCKS];
     test_buffer *buffers;
     uint32_t num_buffers;
     rsp_test_store_counts counts;
@@ -224,8 +228,13 @@ rsp_test_store *rsp_test_store_new(const rsp__layout *layout)
     s->layout = *layout;
     s->mode = m;
     if (m == MODE_EMULATED) {
-        for (uint32_t b = 0; b < layout->num_blocks; b++)
+        for (uint32_t b = 0; b < layout->num_blocks; b++) {
             s->base[b] = xcalloc(1, (size_t)layout->blocks[b].bytes);
+            uint64_t per = (uint64_t)layout->num_layers * layout->blocks[b].slot_bytes;
+            s->tier_base[RSP_TIER_DEVICE][b] = xcalloc(1, (size_t)(per * layout->max_checkpoints));
+            s->tier_base[RSP_TIER_HOST][b] =
+                xcalloc(1, (size_t)(per * layout->max_host_checkpoints));
+        }
         return s;
     }
     s->dv = xcalloc(1, sizeof *s->dv);
@@ -262,6 +271,10 @@ void rsp_test_store_free(rsp_test_store *s)
     if (s->mode != MODE_HOST)
         for (uint32_t b = 0; b < s->layout.num_blocks; b++)
             free(s->base[b]);
+    for (uint32_t b = 0; b < s->layout.num_blocks; b++) {
+        free(s->tier_base[RSP_TIER_DEVICE][b]);
+        free(s->tier_base[RSP_TIER_HOST][b]);
+    }
     for (uint32_t i = 0; i < s->num_buffers; i++) {
         free(s->buffers[i].slots);
         free(s->buffers[i].has_state);
@@ -285,28 +298,49 @@ const char *rsp_test_store_error(const rsp_test_store *s)
     return s->error;
 }
 
-static const uint8_t *cslot(const rsp_test_store *s, uint32_t b, uint32_t l, uint32_t slot)
+bool rsp_test_store_checkpoints(void)
 {
-    return s->base[b] + rsp__layout_offset(&s->layout, b, l, slot);
+    return mode_get() == MODE_EMULATED;
 }
 
+/* Slot ids this store holds: every id of the layout when emulated, the
+ * request slots on a device (see exec.h). */
+static uint32_t num_ids(const rsp_test_store *s)
+{
+    return s->mode == MODE_EMULATED ? s->layout.num_ids : s->layout.max_slots;
+}
+
+/* (block b, layer l) of slot id `slot`: request slots in base[], checkpoint
+ * slots in tier_base[] (emulated; apply() refused them elsewhere). */
 static uint8_t *mslot(const rsp_test_store *s, uint32_t b, uint32_t l, uint32_t slot)
 {
-    return s->base[b] + rsp__layout_offset(&s->layout, b, l, slot);
+    uint32_t idx;
+    rsp__space sp = rsp__layout_space(&s->layout, slot, &idx);
+    if (sp == RSP__SPACE_SLOTS)
+        return s->base[b] + rsp__layout_offset(&s->layout, b, l, slot);
+    if (slot >= num_ids(s))
+        fail_msg("exec: slot id %u: the %s store holds ids below %u", slot, rsp_test_store_mode(),
+                 num_ids(s));
+    uint64_t n =
+        sp == RSP__SPACE_DEVICE ? s->layout.max_checkpoints : s->layout.max_host_checkpoints;
+    uint64_t sb = s->layout.blocks[b].slot_bytes;
+    return s->tier_base[sp == RSP__SPACE_DEVICE ? RSP_TIER_DEVICE : RSP_TIER_HOST][b] +
+           (uint64_t)l * n * sb + (uint64_t)idx * sb;
+}
+
+static const uint8_t *cslot(const rsp_test_store *s, uint32_t b, uint32_t l, uint32_t slot)
+{
+    return mslot(s, b, l, slot);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Simulated forwards                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* The core's finaliser (core/map.h). */
 static uint64_t mix(uint64_t x)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
+    return rsp__mix64(x);
 }
 
 /* Write one forward into host-visible storage (emulated heap, the host
@@ -423,7 +457,7 @@ static bool check_op(rsp_test_store *s, const rsp__work *w, uint32_t i)
             return bad(s, "op %u: ZERO slots [%u, +%u) past %u", i, op->first, op->count,
                        w->num_slots);
         for (uint32_t a = 0; a < op->count; a++)
-            if (w->slots[op->first + a] >= s->layout.max_slots)
+            if (w->slots[op->first + a] >= num_ids(s))
                 return bad(s, "op %u: ZERO slot %u out of range", i, w->slots[op->first + a]);
         return true;
     case RSP__OP_COPY: {
@@ -432,7 +466,7 @@ static bool check_op(rsp_test_store *s, const rsp__work *w, uint32_t i)
                        w->num_pairs);
         const rsp__copy *p = w->pairs + op->first;
         for (uint32_t a = 0; a < op->count; a++) {
-            if (p[a].src >= s->layout.max_slots || p[a].dst >= s->layout.max_slots)
+            if (p[a].src >= num_ids(s) || p[a].dst >= num_ids(s))
                 return bad(s, "op %u: COPY pair %u (%u -> %u) out of range", i, a, p[a].src,
                            p[a].dst);
             if (p[a].src == p[a].dst)

@@ -18,7 +18,10 @@
  *
  * Storage follows rsp__layout exactly: block b is one region of
  * layout->blocks[b].bytes, and (block, layer, slot) lives at
- * rsp__layout_offset(layout, b, layer, slot). Zero-filled at creation, like
+ * rsp__layout_offset(layout, b, layer, slot). Checkpoint slot ids (past
+ * max_slots: layout.h rsp__layout_space) live in a region per tier and
+ * block, [num_layers, tier size, slot] (emulated only: see
+ * rsp_test_store_checkpoints). Zero-filled at creation, like
  * the real devices. On a device, reads (checksums, slot_ptr, buffers) first
  * wait for everything submitted (rsp__device_sync); on CUDA they read a host
  * copy downloaded then.
@@ -107,6 +110,14 @@ typedef struct rsp_test_store_counts {
     uint64_t pairs_copied;
 } rsp_test_store_counts;
 rsp_test_store_counts rsp_test_store_counts_get(const rsp_test_store *store);
+
+/* Whether this mode stores checkpoint slots (ids from max_slots to the
+ * layout's num_ids, issue 12) and runs work on them: the emulated store
+ * does (one more heap region per tier and block, laid out like the
+ * request slots); the device modes not yet (the devices' checkpoint
+ * storage is the device room's part of issue 12), and apply() refuses
+ * such ids there. Suites that use checkpoints ask this first. */
+bool rsp_test_store_checkpoints(void);
 
 /* The mode this process runs in: "emulated", "host" or "cuda" (from
  * RSP_TEST_DEVICE; fails the test on any other value). */

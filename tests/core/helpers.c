@@ -3,7 +3,8 @@
 
 #include <string.h>
 
-void fx_init(fx *f, uint32_t max_slots, bool sink)
+/* fx_init's config in f, not created yet. */
+static void fx_config(fx *f, uint32_t max_slots, bool sink)
 {
     memset(f, 0, sizeof *f);
     rsp_pool_config_init(&f->cfg);
@@ -16,6 +17,20 @@ void fx_init(fx *f, uint32_t max_slots, bool sink)
     f->cfg.num_layers = 2;
     f->cfg.max_slots = max_slots;
     f->cfg.sink = sink;
+}
+
+void fx_init(fx *f, uint32_t max_slots, bool sink)
+{
+    fx_config(f, max_slots, sink);
+    fx_init_cfg(f, &f->cfg);
+}
+
+void fx_init_ck(fx *f, uint32_t max_slots, uint32_t device, uint32_t host, bool demote)
+{
+    fx_config(f, max_slots, true);
+    f->cfg.max_checkpoints = device;
+    f->cfg.max_host_checkpoints = host;
+    f->cfg.checkpoint_demote = demote;
     fx_init_cfg(f, &f->cfg);
 }
 
@@ -49,9 +64,13 @@ rsp_label_id fx_label(fx *f, const char *name)
 static rsp_status after(fx *f, rsp_status st)
 {
     if (st != RSP_OK) {
+        const rsp__ckpt_report *r = rsp__core_ckpt_report(f->core);
         assert_int_equal(f->err.status, st);
         assert_true(f->err.message[0] != '\0');
         assert_true(rsp__work_empty(&f->work));
+        /* A failed call leaves an empty checkpoint report. */
+        assert_int_equal(r->num_changes + r->num_evictions + r->num_skips, 0);
+        assert_int_equal(r->taken + r->restored + r->dropped, 0);
         return st;
     }
     if (!rsp_test_store_apply(f->store, &f->work))
@@ -137,6 +156,61 @@ rsp_status fx_commit(fx *f, const rsp_step *s, const rsp_event *done)
     before(f);
     rsp_status core_st;
     return after(f, CORE(rsp__core_commit(f->core, s, done, &f->work, &f->stage, &f->err)));
+}
+
+rsp_status fx_checkpoint(fx *f, uint64_t key, rsp_rid rid, rsp_label_id label, rsp_tier tier,
+                         uint64_t after_step)
+{
+    before(f);
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_checkpoint(f->core, key, rid, label, tier, after_step, &f->work,
+                                              &f->err)));
+}
+
+rsp_status fx_ck_drop(fx *f, uint64_t key)
+{
+    before(f);
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_checkpoint_drop(f->core, key, &f->err)));
+}
+
+rsp_status fx_ck_pin(fx *f, uint64_t key, bool pin)
+{
+    before(f);
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_checkpoint_pin(f->core, key, pin, &f->err)));
+}
+
+rsp_status fx_swap_out(fx *f, rsp_rid rid)
+{
+    before(f);
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_swap_out(f->core, rid, &f->work, &f->err)));
+}
+
+rsp_status fx_swap_in(fx *f, rsp_rid rid, rsp_admit_outcome *out)
+{
+    before(f);
+    rsp_status core_st;
+    return after(f, CORE(rsp__core_swap_in(f->core, rid, out, &f->work, &f->err)));
+}
+
+rsp_checkpoint_info fx_ck(fx *f, uint64_t key)
+{
+    rsp_checkpoint_info info;
+    memset(&info, 0, sizeof info);
+    assert_int_equal(rsp__core_checkpoint_query(f->core, key, &info, NULL), RSP_OK);
+    return info;
+}
+
+bool fx_ck_has(fx *f, uint64_t key)
+{
+    return rsp__core_checkpoint_query(f->core, key, NULL, NULL) == RSP_OK;
+}
+
+const rsp__ckpt_report *fx_ck_report(fx *f)
+{
+    return rsp__core_ckpt_report(f->core);
 }
 
 void fx_run_step(fx *f, const rsp_step *s)
@@ -242,6 +316,20 @@ void sb_pad(stepb *b, rsp_rid rid, rsp_label_id label)
     b->rows[b->s.num_rows++] = (rsp_row){.rid = rid, .label = label, .span = 1, .padding = true};
 }
 
+void sb_restore(stepb *b, rsp_rid rid, rsp_label_id label, uint64_t key)
+{
+    assert_true(b->s.num_restores < FX_MAX_FORKS);
+    b->s.restores = b->restores;
+    b->restores[b->s.num_restores++] = (rsp_restore){rid, label, key};
+}
+
+void sb_take(stepb *b, rsp_rid rid, rsp_label_id label, uint64_t key, rsp_tier tier)
+{
+    assert_true(b->s.num_checkpoints < FX_MAX_FORKS);
+    b->s.checkpoints = b->takes;
+    b->takes[b->s.num_checkpoints++] = (rsp_checkpoint_decl){rid, label, tier, key};
+}
+
 void sb_pre(stepb *b, rsp_label_id from, rsp_label_id to)
 {
     b->pre[b->s.num_pre_forks++] = (rsp_fork){from, to, 0};
@@ -275,6 +363,12 @@ void snap_take(fx *f, snap *s)
         for (rsp_label_id l = 0; l < 4 && l < nl; l++)
             s->held[r][l] = rsp__core_holding(f->core, r, l, &s->hold[r][l], NULL) == RSP_OK;
     }
+    for (uint64_t k = 0; k < SNAP_MAX_KEYS; k++)
+        s->ck_has[k] = rsp__core_checkpoint_query(f->core, k, &s->ck[k], NULL) == RSP_OK;
+    for (uint32_t i = 0;
+         rsp_test_store_checkpoints() && i < SNAP_MAX_CK_SLOTS && lay->max_slots + i < lay->num_ids;
+         i++)
+        s->ck_sum[i] = rsp_test_store_checksum(f->store, lay->max_slots + i);
 }
 
 void snap_assert_equal(const snap *a, const snap *b)
@@ -285,6 +379,9 @@ void snap_assert_equal(const snap *a, const snap *b)
     assert_memory_equal(a->slot_state, b->slot_state, sizeof a->slot_state);
     assert_memory_equal(a->checksum, b->checksum, sizeof a->checksum);
     assert_memory_equal(a->has_req, b->has_req, sizeof a->has_req);
+    assert_memory_equal(a->ck_has, b->ck_has, sizeof a->ck_has);
+    assert_memory_equal(a->ck, b->ck, sizeof a->ck);
+    assert_memory_equal(a->ck_sum, b->ck_sum, sizeof a->ck_sum);
     for (int r = 0; r < SNAP_MAX_RIDS; r++)
         for (int l = 0; l < 4; l++) {
             assert_int_equal(a->held[r][l], b->held[r][l]);

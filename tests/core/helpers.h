@@ -32,6 +32,9 @@ typedef struct fx {
 
 void fx_init(fx *f, uint32_t max_slots, bool sink);
 void fx_init_cfg(fx *f, const rsp_pool_config *cfg);
+/* fx_init (sink on) with the checkpoint tiers (issue 12): `device` and
+ * `host` slots, demotion as given. */
+void fx_init_ck(fx *f, uint32_t max_slots, uint32_t device, uint32_t host, bool demote);
 void fx_fini(fx *f);
 rsp_label_id fx_label(fx *f, const char *name);
 
@@ -53,6 +56,19 @@ void fx_admit_ok(fx *f, const rsp_step *s);
 rsp_status fx_rollback(fx *f, uint64_t step_id, const rsp_event *done);
 rsp_status fx_plan(fx *f, const rsp_step *s);
 rsp_status fx_commit(fx *f, const rsp_step *s, const rsp_event *done);
+/* Checkpoints and swaps (issue 12), the same way. */
+rsp_status fx_checkpoint(fx *f, uint64_t key, rsp_rid rid, rsp_label_id label, rsp_tier tier,
+                         uint64_t after_step);
+rsp_status fx_ck_drop(fx *f, uint64_t key);
+rsp_status fx_ck_pin(fx *f, uint64_t key, bool pin);
+rsp_status fx_swap_out(fx *f, rsp_rid rid);
+rsp_status fx_swap_in(fx *f, rsp_rid rid, rsp_admit_outcome *out);
+/* The checkpoint under key (asserts it exists). */
+rsp_checkpoint_info fx_ck(fx *f, uint64_t key);
+bool fx_ck_has(fx *f, uint64_t key);
+/* The last call's checkpoint report. */
+const rsp__ckpt_report *fx_ck_report(fx *f);
+
 /* admit + plan + commit, all asserted OK. */
 void fx_run_step(fx *f, const rsp_step *s);
 
@@ -73,6 +89,8 @@ typedef struct stepb {
     rsp_row rows[FX_MAX_ROWS];
     rsp_fork pre[FX_MAX_FORKS];
     rsp_fork post[FX_MAX_FORKS];
+    rsp_restore restores[FX_MAX_FORKS];
+    rsp_checkpoint_decl takes[FX_MAX_FORKS];
 } stepb;
 
 void sb_init(stepb *b, uint64_t step_id);
@@ -85,10 +103,15 @@ void sb_group(stepb *b, uint16_t group);
 void sb_pre_group(stepb *b, uint32_t group);
 void sb_post_group(stepb *b, uint32_t group);
 void sb_lease(stepb *b, uint32_t bucket_bs, uint32_t bucket_id, uint32_t lease_slot);
+/* Start (rid, label) from key; take (rid, label) as key into tier at commit. */
+void sb_restore(stepb *b, rsp_rid rid, rsp_label_id label, uint64_t key);
+void sb_take(stepb *b, rsp_rid rid, rsp_label_id label, uint64_t key, rsp_tier tier);
 
 /* Everything observable about the pool, for "unchanged" checks. */
 #define SNAP_MAX_SLOTS 64
 #define SNAP_MAX_RIDS 16
+#define SNAP_MAX_KEYS 32
+#define SNAP_MAX_CK_SLOTS 32
 typedef struct snap {
     rsp_stats stats;
     uint32_t free_order[SNAP_MAX_SLOTS];
@@ -98,9 +121,15 @@ typedef struct snap {
     bool has_req[SNAP_MAX_RIDS];
     rsp_holding hold[SNAP_MAX_RIDS][4];
     bool held[SNAP_MAX_RIDS][4];
+    /* Checkpoints under keys 0..SNAP_MAX_KEYS-1, and the bytes of every
+     * checkpoint slot (stores that hold them: rsp_test_store_checkpoints). */
+    bool ck_has[SNAP_MAX_KEYS];
+    rsp_checkpoint_info ck[SNAP_MAX_KEYS];
+    uint64_t ck_sum[SNAP_MAX_CK_SLOTS];
 } snap;
 
-/* Snapshot rids 0..SNAP_MAX_RIDS-1 under labels 0..3 (those that exist). */
+/* Snapshot rids 0..SNAP_MAX_RIDS-1 under labels 0..3 (those that exist),
+ * and keys 0..SNAP_MAX_KEYS-1. */
 void snap_take(fx *f, snap *s);
 void snap_assert_equal(const snap *a, const snap *b);
 

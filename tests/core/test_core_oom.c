@@ -395,7 +395,146 @@ static void release_check(fx *f)
     assert_true(fx_slot(f, 2, L[0]) > 0);
 }
 
+/* --- checkpoints and swaps (issue 12) -------------------------------------- */
+
+/* steady_setup, the forwards' bytes, and keys 1, 2 (rids 1, 2) filling the
+ * device tier (2 slots). */
+static void ck_setup(fx *f)
+{
+    steady_setup(f);
+    for (rsp_rid r = 1; r <= 3; r++)
+        rsp_test_store_fill_pattern(f->store, (uint32_t)fx_slot(f, r, L[0]), r * 17);
+    assert_int_equal(fx_checkpoint(f, 1, 1, L[0], RSP_TIER_DEVICE, 1), RSP_OK);
+    assert_int_equal(fx_checkpoint(f, 2, 2, L[0], RSP_TIER_DEVICE, 1), RSP_OK);
+}
+
+static rsp_status take_op(fx *f)
+{
+    return fx_checkpoint(f, 3, 3, L[0], RSP_TIER_DEVICE, 1);
+}
+
+static void take_check(fx *f)
+{
+    assert_int_equal(fx_ck(f, 3).tier, RSP_TIER_DEVICE);
+    assert_int_equal(fx_ck(f, 1).tier, RSP_TIER_HOST); /* demoted for room */
+    assert_int_equal(rsp_test_store_checksum(f->store, (uint32_t)fx_ck(f, 3).slot),
+                     rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, 3, L[0])));
+}
+
+static rsp_status drop_op(fx *f)
+{
+    return fx_ck_drop(f, 2);
+}
+
+static void drop_check(fx *f)
+{
+    assert_false(fx_ck_has(f, 2));
+}
+
+/* Step 2: rid 4 starts from key 1; rid 1's state is taken as key 5. */
+static stepb ck_step;
+
+static void ck_step_init(void)
+{
+    sb_init(&ck_step, 2);
+    sb_row(&ck_step, 1, L[0], 1);
+    sb_row(&ck_step, 4, L[0], 4);
+    sb_restore(&ck_step, 4, L[0], 1);
+    sb_take(&ck_step, 1, L[0], 5, RSP_TIER_HOST);
+}
+
+static rsp_status ck_admit_op(fx *f)
+{
+    ck_step_init();
+    rsp_admit_outcome out;
+    rsp_status st = fx_admit(f, &ck_step.s, &out);
+    if (st == RSP_OK)
+        assert_true(out.ok);
+    return st;
+}
+
+static void ck_admit_check(fx *f)
+{
+    assert_int_equal(fx_ck(f, 1).pins, 1);
+    assert_true(fx_slot(f, 4, L[0]) > 0);
+}
+
+static void ck_admitted(fx *f)
+{
+    ck_setup(f);
+    assert_int_equal(ck_admit_op(f), RSP_OK);
+}
+
+static rsp_status ck_plan_op(fx *f)
+{
+    return fx_plan(f, &ck_step.s);
+}
+
+static void ck_plan_check(fx *f)
+{
+    assert_true(fx_has_state(f, 4, L[0]));
+    assert_int_equal(rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, 4, L[0])),
+                     rsp_test_store_checksum(f->store, (uint32_t)fx_ck(f, 1).slot));
+}
+
+static void ck_planned(fx *f)
+{
+    ck_admitted(f);
+    assert_int_equal(ck_plan_op(f), RSP_OK);
+}
+
+static rsp_status ck_commit_op(fx *f)
+{
+    return fx_commit(f, &ck_step.s, &done_ev);
+}
+
+static void ck_commit_check(fx *f)
+{
+    assert_int_equal(fx_ck(f, 5).tier, RSP_TIER_HOST);
+    assert_int_equal(fx_ck(f, 1).pins, 0);
+    assert_int_equal(fx_ck_report(f)->num_skips, 0);
+}
+
+static rsp_status swap_out_op(fx *f)
+{
+    return fx_swap_out(f, 2);
+}
+
+static void swap_out_check(fx *f)
+{
+    assert_int_equal(fx_stats(f).swapped_slots, 2);
+    assert_int_equal(fx_slot(f, 2, L[0]), -1);
+}
+
+static void swapped_setup(fx *f)
+{
+    steady_setup(f);
+    assert_int_equal(swap_out_op(f), RSP_OK);
+}
+
+static rsp_status swap_in_op(fx *f)
+{
+    rsp_admit_outcome out;
+    rsp_status st = fx_swap_in(f, 2, &out);
+    if (st == RSP_OK)
+        assert_true(out.ok);
+    return st;
+}
+
+static void swap_in_check(fx *f)
+{
+    assert_int_equal(fx_stats(f).swapped_slots, 0);
+    assert_true(fx_has_state(f, 2, L[0]) && fx_has_state(f, 2, L[1]));
+}
+
 static const scenario scenarios[] = {
+    {"checkpoint_take_demote", ck_setup, take_op, take_check},
+    {"checkpoint_drop", ck_setup, drop_op, drop_check},
+    {"admit_restore", ck_setup, ck_admit_op, ck_admit_check},
+    {"plan_restore", ck_admitted, ck_plan_op, ck_plan_check},
+    {"commit_takes", ck_planned, ck_commit_op, ck_commit_check},
+    {"swap_out", steady_setup, swap_out_op, swap_out_check},
+    {"swap_in", swapped_setup, swap_in_op, swap_in_check},
     {"admit_grouped", group_setup, group_admit_op, group_admit_check},
     {"plan_grouped", group_admitted, group_plan_op, group_plan_check},
     {"commit_grouped_skip", group_planned, group_commit_op, group_commit_check},
@@ -412,6 +551,13 @@ static const scenario scenarios[] = {
     {"remove", steady_setup, remove_op, remove_check},
 };
 
+/* fx_init's pool (48 slots, sink) with both checkpoint tiers (2 slots
+ * each, demotion on). */
+static void oom_init(fx *f)
+{
+    fx_init_ck(f, 48, 2, 2, true);
+}
+
 /* For N = 1, 2, ...: fresh core, set-up, fail the N-th allocation of the
  * operation, check the outcome; until the operation allocates fewer than N
  * times. */
@@ -420,7 +566,7 @@ static void sweep(const scenario *sc)
     fx_core_hook = core_hook;
     for (unsigned long n = 1;; n++) {
         fx f;
-        fx_init(&f, 48, true);
+        oom_init(&f);
         sc->setup(&f);
         snap before, after;
         snap_take(&f, &before);

@@ -466,6 +466,54 @@ static void steady_fork_steps_take_the_path(void **state)
     duo_fini(&d);
 }
 
+/* Steps that restore or take checkpoints (issue 12) take the general path
+ * at admit and plan; the steady steps around them, a swap out and in
+ * between, still agree with the general path everywhere. */
+static void checkpoint_steps_take_the_general_path(void **state)
+{
+    (void)state;
+    if (!rsp_test_store_checkpoints())
+        skip();
+    duo d;
+    for (int i = 0; i < 2; i++) {
+        fx_init_ck(&d.f[i], 16, 2, 4, false);
+        d.draft = fx_label(&d.f[i], "draft");
+    }
+    rsp__core_set_fast(d.f[1].core, false);
+    stepb b;
+    rows_of(&b, 4, RSP_LABEL_MAIN);
+    step(&d, &b.s, 1);
+    step(&d, &b.s, 2);
+    rsp__fast_counts before = counts(&d);
+    /* The same rows, plus a take: general admit and plan. */
+    stepb t = b;
+    t.s.rows = t.rows;
+    sb_take(&t, 1, RSP_LABEL_MAIN, 5, RSP_TIER_DEVICE);
+    step(&d, &t.s, 3);
+    assert_int_equal(counts(&d).admits, before.admits);
+    assert_int_equal(counts(&d).plans, before.plans);
+    /* The same rows, restoring rid 2 from it. */
+    stepb r = b;
+    r.s.rows = r.rows;
+    sb_restore(&r, 2, RSP_LABEL_MAIN, 5);
+    step(&d, &r.s, 4);
+    assert_int_equal(counts(&d).admits, before.admits);
+    assert_int_equal(counts(&d).plans, before.plans);
+    /* Steady again; then rid 3 swapped out and in (its holding moves). */
+    step(&d, &b.s, 5);
+    for (int i = 0; i < 2; i++) {
+        rsp_admit_outcome out;
+        assert_int_equal(fx_swap_out(&d.f[i], 3), RSP_OK);
+        assert_int_equal(fx_swap_in(&d.f[i], 3, &out), RSP_OK);
+        assert_true(out.ok);
+    }
+    same_pools(&d);
+    step(&d, &b.s, 6);
+    step(&d, &b.s, 7);
+    assert_true(counts(&d).admits > before.admits);
+    duo_fini(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +530,7 @@ int main(void)
         cmocka_unit_test(stages_and_capture_steps_between_steady_steps),
         cmocka_unit_test(rollback_and_pipelined_steady_steps),
         cmocka_unit_test(steady_fork_steps_take_the_path),
+        cmocka_unit_test(checkpoint_steps_take_the_general_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

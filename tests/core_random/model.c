@@ -113,6 +113,228 @@ static bool planned_pin(const rspm *m, const rspm_step *except, int32_t s)
     return false;
 }
 
+/* --- checkpoints --------------------------------------------------------- */
+
+void rspm_ck_init(rspm *m, uint32_t device, uint32_t host, bool demote)
+{
+    m->tier_size[0] = device;
+    m->tier_size[1] = host;
+    m->demote = demote;
+}
+
+static bool ck_pinned(const rspm_ck *k)
+{
+    return k->user_pins || k->step_pins;
+}
+
+static void lru_remove(rspm *m, uint64_t key)
+{
+    uint32_t t = m->ck[key].tier, i = 0;
+    while (m->lru[t][i] != key)
+        i++;
+    memmove(&m->lru[t][i], &m->lru[t][i + 1], (m->lru_n[t] - i - 1) * sizeof m->lru[t][0]);
+    m->lru_n[t]--;
+}
+
+/* A use: key becomes its tier's most recent. */
+static void ck_touch(rspm *m, uint64_t key)
+{
+    lru_remove(m, key);
+    m->lru[m->ck[key].tier][m->lru_n[m->ck[key].tier]++] = key;
+}
+
+static void ck_forget(rspm *m, uint64_t key)
+{
+    lru_remove(m, key);
+    m->tier_count[m->ck[key].tier]--;
+    m->ck[key].present = false;
+}
+
+static void ck_store(rspm *m, uint64_t key, uint32_t tier, uint64_t content)
+{
+    m->ck[key] = (rspm_ck){.present = true, .tier = tier, .content = content};
+    m->lru[tier][m->lru_n[tier]++] = key;
+    m->tier_count[tier]++;
+}
+
+/* The least recently used unpinned key of tier t, 0 when none. */
+static uint64_t lru_victim(const rspm *m, uint32_t t)
+{
+    for (uint32_t i = 0; i < m->lru_n[t]; i++)
+        if (!ck_pinned(&m->ck[m->lru[t][i]]))
+            return m->lru[t][i];
+    return 0;
+}
+
+/* Slots of tier t in use: its checkpoints, and on the host tier the
+ * swapped requests' slots. */
+static uint32_t tier_used(const rspm *m, uint32_t t)
+{
+    return m->tier_count[t] + (t == 1 ? m->swapped_slots : 0);
+}
+
+/* Take `content` under key into tier (the source checks were made). */
+static rsp_status take(rspm *m, uint64_t key, uint32_t tier, uint64_t content)
+{
+    rspm_ck *k = &m->ck[key];
+    if (k->present && ck_pinned(k))
+        return RSP_EPINNED;
+    uint64_t victim = 0, hv = 0;
+    bool demote = false;
+    if (tier_used(m, tier) - (k->present && k->tier == tier) >= m->tier_size[tier]) {
+        victim = lru_victim(m, tier);
+        if (!victim)
+            return RSP_ECAPACITY;
+        if (tier == 0 && m->demote && m->tier_size[1]) {
+            if (tier_used(m, 1) - (k->present && k->tier == 1) < m->tier_size[1])
+                demote = true;
+            else
+                demote = (hv = lru_victim(m, 1)) != 0;
+        }
+    }
+    if (k->present)
+        ck_forget(m, key);
+    if (victim) {
+        m->evictions++;
+        uint64_t vc = m->ck[victim].content;
+        ck_forget(m, victim);
+        if (hv) {
+            ck_forget(m, hv);
+            m->evictions++;
+        }
+        if (demote)
+            ck_store(m, victim, 1, vc);
+    }
+    ck_store(m, key, tier, content);
+    return RSP_OK;
+}
+
+rsp_status rspm_ck_take(rspm *m, uint64_t key, uint32_t ridx, uint32_t label, uint32_t tier)
+{
+    m->evictions = 0;
+    const rspm_holding *h = rspm_holding_get(m, ridx, label);
+    if (!h)
+        return RSP_ENOREQ;
+    if (planned_pin(m, NULL, h->slot))
+        return RSP_EORDER; /* a planned forward may be writing it */
+    return take(m, key, tier, m->slot[h->slot].content);
+}
+
+rsp_status rspm_ck_drop(rspm *m, uint64_t key)
+{
+    if (!m->ck[key].present)
+        return RSP_ENOKEY;
+    if (ck_pinned(&m->ck[key]))
+        return RSP_EPINNED;
+    ck_forget(m, key);
+    return RSP_OK;
+}
+
+rsp_status rspm_ck_pin(rspm *m, uint64_t key, bool pin)
+{
+    rspm_ck *k = &m->ck[key];
+    if (!k->present)
+        return RSP_ENOKEY;
+    if (!pin && !k->user_pins)
+        return RSP_EINVAL;
+    k->user_pins += pin ? 1u : (uint32_t)-1;
+    if (pin)
+        ck_touch(m, key);
+    return RSP_OK;
+}
+
+/* Is slot s pinned, or marked by post-forks or takes, by a step in flight? */
+static bool slot_busy(const rspm *m, int32_t s)
+{
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS; i++)
+        if (m->steps[i].used && (pinned_by(&m->steps[i], s) || m->steps[i].fslot[s]))
+            return true;
+    return false;
+}
+
+rsp_status rspm_swap_out(rspm *m, uint32_t ridx)
+{
+    rspm_request *r = &m->req[ridx];
+    m->evictions = 0;
+    if (!r->exists)
+        return RSP_ENOREQ;
+    if (r->swapped)
+        return RSP_EORDER;
+    for (uint32_t i = 0; i < r->num_holdings; i++)
+        if (slot_busy(m, r->h[i].slot))
+            return RSP_EORDER;
+    uint32_t room = m->tier_size[1] - tier_used(m, 1);
+    for (uint32_t i = 0; i < m->lru_n[1]; i++)
+        room += !ck_pinned(&m->ck[m->lru[1][i]]);
+    if (room < r->num_holdings)
+        return RSP_ECAPACITY;
+    for (uint32_t i = 0; i < r->num_holdings; i++) {
+        if (tier_used(m, 1) == m->tier_size[1]) {
+            ck_forget(m, lru_victim(m, 1));
+            m->evictions++;
+        }
+        m->swapped_slots++;
+        r->swap_label[i] = r->h[i].label;
+        r->swap_content[i] = m->slot[r->h[i].slot].content;
+        r->swap_has[i] = r->h[i].has_state;
+    }
+    r->swap_n = r->num_holdings;
+    rspm_reset(m, ridx, true); /* released as any release (not swapped yet) */
+    r->swapped = true;
+    return RSP_OK;
+}
+
+rsp_status rspm_swap_in(rspm *m, uint32_t ridx, rspm_admit *out)
+{
+    rspm_request *r = &m->req[ridx];
+    *out = (rspm_admit){.ok = true, .free = m->num_free};
+    if (!r->exists)
+        return RSP_ENOREQ;
+    if (!r->swapped)
+        return RSP_EORDER;
+    if (r->swap_n > m->num_free) {
+        *out = (rspm_admit){.ok = false,
+                            .ridx = ridx,
+                            .label = r->swap_label[m->num_free],
+                            .slots_short = r->swap_n - m->num_free,
+                            .free = m->num_free};
+        return RSP_OK;
+    }
+    for (uint32_t i = 0; i < r->swap_n; i++) {
+        rspm_holding *h = &r->h[r->num_holdings++];
+        *h = (rspm_holding){.label = r->swap_label[i],
+                            .slot = pop_slot(m),
+                            .has_state = r->swap_has[i],
+                            .gen_moved = true,
+                            .gen = ++m->gen};
+        m->slot[h->slot].content = r->swap_content[i];
+        m->slot[h->slot].written = r->swap_content[i] != 0;
+    }
+    m->swapped_slots -= r->swap_n;
+    r->swapped = false;
+    return RSP_OK;
+}
+
+bool rspm_swapped_row(const rspm *m, const rspm_decl *d)
+{
+    for (uint32_t i = 0; i < d->num_rows; i++)
+        if (!d->rows[i].padding && m->req[d->rows[i].ridx].exists &&
+            m->req[d->rows[i].ridx].swapped)
+            return true;
+    return false;
+}
+
+bool rspm_ck_restores_present(const rspm *m, const rspm_decl *d)
+{
+    for (uint32_t i = 0; i < d->num_restores; i++)
+        if (!m->ck[d->restores[i].key].present)
+            return false;
+    return true;
+}
+
+/* A live plan's restores, before its pre-forks: each (present, pinned by
+ * the step) key's state into its row's holding. */
+
 /* --- requests ------------------------------------------------------------ */
 
 void rspm_ingest(rspm *m, uint32_t ridx)
@@ -128,6 +350,10 @@ void rspm_reset(rspm *m, uint32_t ridx, bool free)
     rspm_request *r = &m->req[ridx];
     if (!r->exists)
         return;
+    if (r->swapped) { /* holds nothing: its host slots go back */
+        m->swapped_slots -= r->swap_n;
+        r->swapped = false;
+    }
     if (free) {
         for (uint32_t i = 0; i < r->num_holdings; i++)
             let_go(m, r->h[i].slot);
@@ -321,7 +547,19 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
         }
         pin(m, st, h->slot);
     }
+    for (uint32_t i = 0; i < d->num_restores; i++) {
+        assert(m->ck[d->restores[i].key].present);
+        m->ck[d->restores[i].key].step_pins |= 1u << (st - m->steps);
+    }
     return out;
+}
+
+/* Step st's restores pin no key any more. */
+static void unpin_keys(rspm *m, const rspm_step *st)
+{
+    uint32_t bit = 1u << (st - m->steps);
+    for (uint32_t k = 0; k < RSPM_MAX_KEYS; k++)
+        m->ck[k].step_pins &= ~bit;
 }
 
 /* The step is over: unpin its slots in pin order; a slot whose last pin
@@ -347,6 +585,7 @@ static void finish(rspm *m, rspm_step *st, bool rollback)
         else if (sl->zero_pending && sl->state == RSPM_HELD && !planned_pin(m, st, s))
             zero_content(m, s);
     }
+    unpin_keys(m, st);
     st->used = false;
 }
 
@@ -525,8 +764,35 @@ uint64_t rspm_plan_blocker(const rspm *m, const rspm_decl *d)
             if (h && u->fslot[h->slot])
                 return u->step_id;
         }
+        /* A restore writes, a take reads its slot: not under a forward. */
+        for (uint32_t k = 0; k < d->num_restores + d->num_takes; k++) {
+            const rspm_ckdecl *c =
+                k < d->num_restores ? &d->restores[k] : &d->takes[k - d->num_restores];
+            const rspm_holding *h = rspm_holding_get(m, c->ridx, c->label);
+            if (h && pinned_by(u, h->slot))
+                return u->step_id;
+        }
     }
     return 0;
+}
+
+static void restore(rspm *m, const rspm_decl *d)
+{
+    rspm_step *st = step_find(m, d->step_id);
+    for (uint32_t i = 0; i < d->num_restores; i++) {
+        const rspm_ckdecl *c = &d->restores[i];
+        assert(m->ck[c->key].present);
+        m->ck[c->key].step_pins |= 1u << (st - m->steps);
+        rspm_holding *h = find(m, c->ridx, c->label);
+        if (!h)
+            continue;
+        m->slot[h->slot].content = m->ck[c->key].content;
+        m->slot[h->slot].written = true;
+        h->has_state = true;
+        h->gen = ++m->gen;
+        h->gen_moved = true;
+        ck_touch(m, c->key);
+    }
 }
 
 void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
@@ -544,8 +810,10 @@ void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
         pin_addressed(m, d, out);
         return;
     }
-    if (!d->capture)
+    if (!d->capture) {
+        restore(m, d);
         apply_forks(m, d, d->pre, d->num_pre, NULL);
+    }
     for (uint32_t r = 0; r < m->num_rids; r++)
         for (uint32_t h = 0; h < m->req[r].num_holdings; h++)
             flags[r * RSPM_MAX_LABELS + h] = m->req[r].h[h].has_state;
@@ -578,6 +846,33 @@ void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
     uint32_t n = fork_slots(m, d, d->post, d->num_post, fs);
     for (uint32_t k = 0; k < n; k++)
         st->fslot[fs[k]] = true;
+    /* Its takes read their slots at its commit: a later plan addressing
+     * them waits for it, like its post-forks' slots. */
+    for (uint32_t i = 0; i < d->num_takes; i++) {
+        const rspm_holding *h = find(m, d->takes[i].ridx, d->takes[i].label);
+        if (h)
+            st->fslot[h->slot] = true;
+    }
+}
+
+/* A commit's takes, in order; those that fail are skipped (recorded). */
+static void commit_takes(rspm *m, const rspm_decl *d, const rspm_step *st)
+{
+    m->num_skips = 0;
+    m->evictions = 0;
+    for (uint32_t i = 0; i < d->num_takes; i++) {
+        const rspm_ckdecl *c = &d->takes[i];
+        const rspm_holding *h = find(m, c->ridx, c->label);
+        rsp_status r = RSP_ENOREQ;
+        if (h && planned_pin(m, st, h->slot))
+            r = RSP_EORDER;
+        else if (h)
+            r = take(m, c->key, c->tier, m->slot[h->slot].content);
+        if (r != RSP_OK) {
+            m->skip_key[m->num_skips] = c->key;
+            m->skip_st[m->num_skips++] = r;
+        }
+    }
 }
 
 void rspm_commit(rspm *m, const rspm_decl *d)
@@ -603,6 +898,8 @@ void rspm_commit(rspm *m, const rspm_decl *d)
                 !planned_pin(m, st, sl_))
                 zero_content(m, sl_);
         }
+        unpin_keys(m, st);
+        commit_takes(m, d, st);
         apply_forks(m, d, d->post, d->num_post, st);
     }
     finish(m, st, false);

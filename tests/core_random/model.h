@@ -59,6 +59,8 @@
 #define RSPM_MAX_STEPS 4
 #define RSPM_MAX_ROWS 16
 #define RSPM_MAX_FORKS 4
+#define RSPM_MAX_KEYS 6     /* checkpoint keys 1 .. RSPM_MAX_KEYS - 1 */
+#define RSPM_MAX_CK_DECLS 3 /* restores or takes per step */
 
 /* Content tag of a slot whose bytes the model does not know (a pending slot
  * a forward may still write, the sink). Never compared. */
@@ -78,6 +80,13 @@ typedef struct rspm_request {
     bool exists;
     uint32_t num_holdings;
     rspm_holding h[RSPM_MAX_LABELS]; /* insertion order */
+    /* Swapped out (issue 12): no holdings; per holding it had, its label,
+     * content tag and has_state, each in a host-tier slot. */
+    bool swapped;
+    uint32_t swap_n;
+    uint32_t swap_label[RSPM_MAX_LABELS];
+    uint64_t swap_content[RSPM_MAX_LABELS];
+    bool swap_has[RSPM_MAX_LABELS];
 } rspm_request;
 
 typedef struct rspm_slot {
@@ -98,8 +107,17 @@ typedef struct rspm_row {
     bool skip_post_forks; /* read at commit only */
 } rspm_row;
 
+/* A restore (tier unused) or a take declared in a step. */
+typedef struct rspm_ckdecl {
+    uint32_t ridx, label;
+    uint64_t key;
+    uint32_t tier;
+} rspm_ckdecl;
+
 typedef struct rspm_decl {
     uint64_t step_id;
+    uint32_t num_restores, num_takes;
+    rspm_ckdecl restores[RSPM_MAX_CK_DECLS], takes[RSPM_MAX_CK_DECLS];
     uint32_t num_rows;
     rspm_row rows[RSPM_MAX_ROWS];
     uint32_t num_pre, num_post;
@@ -164,7 +182,32 @@ typedef struct rspm_cov {
     uint64_t rollback_skips;  /* journal entries whose holding was gone */
 } rspm_cov;
 
+/* A checkpoint (issue 12): its tier, the content tag of the state it
+ * holds (like a slot's), the caller's pins and the steps restoring from it
+ * (bit i: m->steps[i]). */
+typedef struct rspm_ck {
+    bool present;
+    uint32_t tier;
+    uint64_t content;
+    uint32_t user_pins;
+    uint32_t step_pins;
+} rspm_ck;
+
 typedef struct rspm {
+    /* Checkpoints: tier sizes and counts, demotion, the keys, and per tier
+     * its keys in LRU order (least recently used first). Takes skipped by
+     * the last commit: their keys and statuses in order. Evictions (and
+     * demotions) of the last call. */
+    uint32_t tier_size[2], tier_count[2];
+    bool demote;
+    rspm_ck ck[RSPM_MAX_KEYS];
+    uint64_t lru[2][RSPM_MAX_KEYS];
+    uint32_t lru_n[2];
+    uint32_t num_skips;
+    uint64_t skip_key[RSPM_MAX_CK_DECLS];
+    rsp_status skip_st[RSPM_MAX_CK_DECLS];
+    uint32_t evictions;
+    uint32_t swapped_slots; /* host-tier slots of swapped requests */
     uint32_t max_slots;
     bool sink;
     int32_t pad;
@@ -204,6 +247,45 @@ void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out);
 void rspm_commit(rspm *m, const rspm_decl *d);
 /* The simulated forward wrote pattern `seed` into slot. */
 void rspm_forward_write(rspm *m, int32_t slot, uint64_t seed);
+
+/* Checkpoints (issue 12; docs/design.md "Checkpoints"):
+ *   - a take needs the holding (RSP_ENOREQ), a slot no planned step pins
+ *     (RSP_EORDER), an unpinned key (RSP_EPINNED), and room: a free slot of
+ *     the tier, counting the replaced key's, else its least recently used
+ *     unpinned key is evicted (RSP_ECAPACITY without one); with demotion a
+ *     device victim moves to the host tier (evicting there first, or
+ *     dropped when the host tier has nothing to give);
+ *   - a use (take, restore at a live plan, caller pin) makes a key the most
+ *     recent of its tier; a demoted key enters the host tier as its most
+ *     recent;
+ *   - restores pin their keys from admit to the step's end; a live plan
+ *     copies them in before its pre-forks (has_state true, new generation);
+ *     a commit unpins them, then does its takes (after its writes, before
+ *     its post-forks), skipping those that fail (the holding gone, its slot
+ *     pinned by another planned step, the key pinned, no room).
+ * rspm_ck_init once after rspm_init. */
+void rspm_ck_init(rspm *m, uint32_t device, uint32_t host, bool demote);
+/* A take message of (ridx, label) under key (after_step valid): the
+ * status the core must answer; applied when RSP_OK. */
+rsp_status rspm_ck_take(rspm *m, uint64_t key, uint32_t ridx, uint32_t label, uint32_t tier);
+rsp_status rspm_ck_drop(rspm *m, uint64_t key);
+rsp_status rspm_ck_pin(rspm *m, uint64_t key, bool pin);
+/* Swap (issue 12): swap_out needs the request (RSP_ENOREQ), not swapped
+ * out, no holding pinned or marked by a step in flight (RSP_EORDER), and
+ * a host slot per holding, counting unpinned host checkpoints to evict
+ * in LRU order (RSP_ECAPACITY); the slots are released in label order.
+ * swap_in needs a swapped request (RSP_EORDER); too few free slots is the
+ * admit outcome (*out, nothing changed); the holdings come back in label
+ * order (fresh slots, new generations, their has_state and contents).
+ * A swapped request's rows refuse an admit (RSP_EORDER); reset and remove
+ * give its host slots back. */
+rsp_status rspm_swap_out(rspm *m, uint32_t ridx);
+rsp_status rspm_swap_in(rspm *m, uint32_t ridx, rspm_admit *out);
+/* A non-padding row of d names a swapped-out request. */
+bool rspm_swapped_row(const rspm *m, const rspm_decl *d);
+
+/* Every restore of d names a present key (else the admit is RSP_ENOKEY). */
+bool rspm_ck_restores_present(const rspm *m, const rspm_decl *d);
 
 /* Queries. */
 const rspm_holding *rspm_holding_get(const rspm *m, uint32_t ridx, uint32_t label);

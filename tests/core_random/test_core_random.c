@@ -170,6 +170,12 @@ typedef struct T {
     uint64_t count_lease_refused, count_lease_taken, count_retry, count_readmit;
     uint64_t count_pipeline_refused;
     uint64_t last_committed_id; /* 0: none yet */
+    /* Checkpoints (issue 12): on when the store holds checkpoint slots
+     * (exec.h rsp_test_store_checkpoints), so the device runs keep their
+     * sequences. */
+    bool ck;
+    uint64_t count_ck_ops, count_ck_restores, count_ck_takes, count_ck_skips, count_ck_enokey;
+    uint64_t count_ck_demoted, count_swaps_out, count_swaps_in, count_swap_refused;
 } T;
 
 static uint32_t rid_of(uint32_t ridx)
@@ -324,7 +330,7 @@ static void check_work(T *t, const char *what, unsigned rules, const rspm *befor
 }
 
 static void to_step(const T *t, const dstep *s, bool preplan, rsp_row *rows, rsp_fork *pre,
-                    rsp_fork *post, rsp_step *out)
+                    rsp_fork *post, rsp_restore *res, rsp_checkpoint_decl *cks, rsp_step *out)
 {
     (void)t;
     memset(out, 0, sizeof *out);
@@ -348,13 +354,28 @@ static void to_step(const T *t, const dstep *s, bool preplan, rsp_row *rows, rsp
     out->preplan = preplan;
     out->has_lease = s->has_lease;
     out->lease = s->lease;
+    for (uint32_t i = 0; i < s->d.num_restores; i++)
+        res[i] = (rsp_restore){.rid = rid_of(s->d.restores[i].ridx),
+                               .label = s->d.restores[i].label,
+                               .key = s->d.restores[i].key};
+    for (uint32_t i = 0; i < s->d.num_takes; i++)
+        cks[i] = (rsp_checkpoint_decl){.rid = rid_of(s->d.takes[i].ridx),
+                                       .label = s->d.takes[i].label,
+                                       .tier = (rsp_tier)s->d.takes[i].tier,
+                                       .key = s->d.takes[i].key};
+    out->restores = s->d.num_restores ? res : NULL;
+    out->num_restores = s->d.num_restores;
+    out->checkpoints = s->d.num_takes ? cks : NULL;
+    out->num_checkpoints = s->d.num_takes;
 }
 
 #define STEP_VARS(t, s, preplan)                                                                   \
     rsp_row rows_[RSPM_MAX_ROWS];                                                                  \
     rsp_fork pre_[RSPM_MAX_FORKS], post_[RSPM_MAX_FORKS];                                          \
+    rsp_restore res_[RSPM_MAX_CK_DECLS];                                                           \
+    rsp_checkpoint_decl cks_[RSPM_MAX_CK_DECLS];                                                   \
     rsp_step st_;                                                                                  \
-    to_step((t), (s), (preplan), rows_, pre_, post_, &st_)
+    to_step((t), (s), (preplan), rows_, pre_, post_, res_, cks_, &st_)
 
 /* ------------------------------------------------------------------------ */
 /* The invariant check, after every operation                                */
@@ -415,6 +436,34 @@ static void twin_work(T *t, const char *what)
     }
 }
 
+/* The checkpoint reports of the two cores are equal (core.h). */
+static void twin_report(T *t, const char *what)
+{
+    const rsp__ckpt_report *a = rsp__core_ckpt_report(t->core);
+    const rsp__ckpt_report *b = rsp__core_ckpt_report(t->slow);
+    CHECK(t,
+          a->num_changes == b->num_changes && a->num_evictions == b->num_evictions &&
+              a->num_skips == b->num_skips && a->taken == b->taken && a->restored == b->restored &&
+              a->dropped == b->dropped,
+          "%s: twin checkpoint reports differ", what);
+    for (uint32_t i = 0; i < a->num_changes; i++)
+        CHECK(t,
+              a->changes[i].key == b->changes[i].key &&
+                  a->changes[i].present == b->changes[i].present &&
+                  (!a->changes[i].present || (a->changes[i].tier == b->changes[i].tier &&
+                                              a->changes[i].slot == b->changes[i].slot)),
+              "%s: twin checkpoint change %u differs", what, i);
+    for (uint32_t i = 0; i < a->num_evictions; i++)
+        CHECK(t,
+              a->evictions[i].key == b->evictions[i].key &&
+                  a->evictions[i].tier == b->evictions[i].tier &&
+                  a->evictions[i].demoted == b->evictions[i].demoted,
+              "%s: twin eviction %u differs", what, i);
+    for (uint32_t i = 0; i < a->num_skips; i++)
+        CHECK(t, a->skips[i].key == b->skips[i].key && a->skips[i].status == b->skips[i].status,
+              "%s: twin skip %u differs", what, i);
+}
+
 /* Statuses and messages equal, then the work. */
 static void twin_status(T *t, const char *what, rsp_status a, rsp_status b, const rsp_error *ea,
                         const rsp_error *eb, rsp_error *err)
@@ -423,6 +472,7 @@ static void twin_status(T *t, const char *what, rsp_status a, rsp_status b, cons
           "%s: status %d '%s', general path %d '%s'", what, (int)a, a ? ea->message : "", (int)b,
           b ? eb->message : "");
     twin_work(t, what);
+    twin_report(t, what);
     if (err)
         *err = *ea;
 }
@@ -569,6 +619,94 @@ static rsp_status tw_build_graph_buffers(T *t, uint32_t max_bs, uint32_t seq, rs
 
 /* The rest of the two cores' state: stats, free stack, slot states,
  * holdings. */
+static rsp_status tw_checkpoint(T *t, uint64_t key, rsp_rid rid, rsp_label_id label, rsp_tier tier,
+                                uint64_t after, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_checkpoint(t->core, key, rid, label, tier, after, &t->work, &ea);
+    rsp_status b = rsp__core_checkpoint(t->slow, key, rid, label, tier, after, &t->swork, &eb);
+    twin_status(t, "checkpoint", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_ck_drop(T *t, uint64_t key, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_checkpoint_drop(t->core, key, &ea);
+    rsp_status b = rsp__core_checkpoint_drop(t->slow, key, &eb);
+    twin_status(t, "checkpoint_drop", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_ck_pin(T *t, uint64_t key, bool pin, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_checkpoint_pin(t->core, key, pin, &ea);
+    rsp_status b = rsp__core_checkpoint_pin(t->slow, key, pin, &eb);
+    twin_status(t, "checkpoint_pin", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_swap_out(T *t, rsp_rid rid, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_swap_out(t->core, rid, &t->work, &ea);
+    rsp_status b = rsp__core_swap_out(t->slow, rid, &t->swork, &eb);
+    twin_status(t, "swap_out", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_swap_in(T *t, rsp_rid rid, rsp_admit_outcome *out, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_admit_outcome ob;
+    memset(&ob, 0, sizeof ob);
+    rsp_status a = rsp__core_swap_in(t->core, rid, out, &t->work, &ea);
+    rsp_status b = rsp__core_swap_in(t->slow, rid, &ob, &t->swork, &eb);
+    twin_status(t, "swap_in", a, b, &ea, &eb, err);
+    CHECK(t, a != RSP_OK || !memcmp(out, &ob, sizeof ob), "swap_in: twin outcome differs");
+    return a;
+}
+
+/* Every key as the model says, in both cores; its bytes as the state it
+ * saved (every checkpoint, after every operation). */
+static void check_checkpoints(T *t, const char *what)
+{
+    for (uint64_t k = 1; t->ck && k < RSPM_MAX_KEYS; k++) {
+        const rspm_ck *mk = &t->m.ck[k];
+        rsp_checkpoint_info a, b;
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        rsp_status x = rsp__core_checkpoint_query(t->core, k, &a, NULL);
+        rsp_status y = rsp__core_checkpoint_query(t->slow, k, &b, NULL);
+        CHECK(t, x == y && !memcmp(&a, &b, sizeof a), "%s: twin checkpoint %llu differs", what,
+              (unsigned long long)k);
+        CHECK(t, (x == RSP_OK) == mk->present, "%s: checkpoint %llu present=%d, model %d", what,
+              (unsigned long long)k, x == RSP_OK, mk->present);
+        if (!mk->present)
+            continue;
+        CHECK(t,
+              a.tier == (rsp_tier)mk->tier && a.user_pins == mk->user_pins &&
+                  a.pins == (uint32_t)__builtin_popcount(mk->step_pins),
+              "%s: checkpoint %llu tier %d pins %u user %u, model tier %u pins %d user %u", what,
+              (unsigned long long)k, (int)a.tier, a.pins, a.user_pins, mk->tier,
+              __builtin_popcount(mk->step_pins), mk->user_pins);
+        if (mk->content != RSPM_UNKNOWN)
+            CHECK(t,
+                  rsp_test_store_checksum(t->store, (uint32_t)a.slot) ==
+                      expected_checksum(t, mk->content),
+                  "%s: checkpoint %llu (slot %d) does not hold the state it saved (tag %llx)", what,
+                  (unsigned long long)k, a.slot, (unsigned long long)mk->content);
+    }
+    rsp_stats st;
+    memset(&st, 0, sizeof st);
+    rsp__core_stats(t->core, &st);
+    CHECK(t,
+          st.checkpoints_device == t->m.tier_count[0] && st.checkpoints_host == t->m.tier_count[1],
+          "%s: %u + %u checkpoints, model %u + %u", what, st.checkpoints_device,
+          st.checkpoints_host, t->m.tier_count[0], t->m.tier_count[1]);
+}
+
 static void twin_state(T *t, const char *what)
 {
     rsp_stats a, b;
@@ -602,6 +740,7 @@ static void twin_state(T *t, const char *what)
 static void check_all(T *t, const char *what)
 {
     twin_state(t, what);
+    check_checkpoints(t, what);
     const rspm *m = &t->m;
     uint32_t max = t->cfg.max_slots;
 
@@ -764,6 +903,40 @@ static bool gen_steady(T *t, dstep *s)
     return true;
 }
 
+/* A checkpoint key: mostly one that is stored (a restore of a missing
+ * key is RSP_ENOKEY), else any. */
+static uint64_t pick_key(T *t)
+{
+    uint64_t k = 1 + below(t, RSPM_MAX_KEYS - 1);
+    for (uint32_t i = 0; i < RSPM_MAX_KEYS && below(t, 100) < 85 && !t->m.ck[k].present; i++)
+        k = 1 + k % (RSPM_MAX_KEYS - 1);
+    return k;
+}
+
+/* Restores and takes on rows with span > 0 (one per row: such rows name
+ * distinct (rid, label)), takes under distinct keys. */
+static void gen_ck_decls(T *t, rspm_decl *d)
+{
+    for (uint32_t i = 0; i < d->num_rows; i++) {
+        const rspm_row *r = &d->rows[i];
+        uint32_t x = below(t, 100);
+        if (r->padding || r->span <= 0)
+            continue;
+        if (x < 30 && d->num_restores < RSPM_MAX_CK_DECLS) {
+            d->restores[d->num_restores++] =
+                (rspm_ckdecl){.ridx = r->ridx, .label = r->label, .key = pick_key(t)};
+        } else if (x < 55 && d->num_takes < RSPM_MAX_CK_DECLS) {
+            uint64_t k = 1 + below(t, RSPM_MAX_KEYS - 1);
+            bool dup = false;
+            for (uint32_t j = 0; j < d->num_takes; j++)
+                dup |= d->takes[j].key == k;
+            if (!dup)
+                d->takes[d->num_takes++] = (rspm_ckdecl){
+                    .ridx = r->ridx, .label = r->label, .key = k, .tier = below(t, 2)};
+        }
+    }
+}
+
 static void gen_decl(T *t, dstep *s)
 {
     if (gen_steady(t, s))
@@ -826,6 +999,8 @@ static void gen_decl(T *t, dstep *s)
         for (uint32_t i = 0; i < nrows; i++)
             d->rows[i].skip_post_forks = below(t, 100) < 15;
     }
+    if (t->ck && !d->capture && below(t, 100) < 30)
+        gen_ck_decls(t, d);
     s->phase = PH_NONE;
 }
 
@@ -1122,7 +1297,25 @@ static void op_admit(T *t)
     }
     rsp_admit_outcome out;
     memset(&out, 0, sizeof out);
+    bool keys = rspm_ck_restores_present(&t->m, &s->d);
+    bool swapped = rspm_swapped_row(&t->m, &s->d);
     rsp_status rc = tw_admit(t, &st_, &out, &t->work, NULL);
+    if (swapped) {
+        /* A row names a swapped-out rid: refused, nothing changed. */
+        expect_err(t, rc, RSP_EORDER, "admit naming a swapped rid");
+        t->count_swap_refused++;
+        s->phase = PH_NONE;
+        check_all(t, "admit (swapped rid)");
+        return;
+    }
+    if (!keys) {
+        /* A restore of a key not stored: refused, nothing changed. */
+        expect_err(t, rc, RSP_ENOKEY, "admit restoring a missing key");
+        t->count_ck_enokey++;
+        s->phase = PH_NONE;
+        check_all(t, "admit (missing key)");
+        return;
+    }
     CHECK(t, rc == RSP_OK, "admit step %llu: status %d", (unsigned long long)s->d.step_id, (int)rc);
     check_work(t, "admit", W_NO_ZERO | W_NO_COPY, &t->m);
     rspm_admit want = rspm_admit_step(&t->m, &s->d);
@@ -1198,7 +1391,8 @@ static void op_admit(T *t)
 static void op_plan(T *t, dstep *s, bool staged)
 {
     bool promoting = !staged && s->phase == PH_STAGED;
-    if (!staged && s->phase == PH_STAGED && s->d.num_rows > 1 && below(t, 12) == 0) {
+    if (!staged && s->phase == PH_STAGED && s->d.num_rows > 1 && !s->d.num_restores &&
+        !s->d.num_takes && below(t, 12) == 0) {
         s->stage_valid = false;
         /* The declaration changed since the stage: the stage must be
          * dropped and a live plan built (dropping a row keeps what admit
@@ -1280,6 +1474,7 @@ static void op_plan(T *t, dstep *s, bool staged)
     if (staged)
         t->count_stage++;
     check_plan(t, s, staged, &out, &want, staged ? "stage" : "plan");
+    t->count_ck_restores += rsp__core_ckpt_report(t->core)->restored;
     if (!staged && s != &t->q[0])
         t->count_two_live++;
     s->phase = staged ? PH_STAGED : PH_PLANNED;
@@ -1328,6 +1523,23 @@ static void op_commit(T *t, dstep *s)
     check_work(t, "commit", s->forward_ran ? W_WAIT_FIRST : 0u, &t->m);
     rspm_commit(&t->m, &s->d);
     t->last_committed_id = s->d.step_id;
+    const rsp__ckpt_report *r = rsp__core_ckpt_report(t->core);
+    if (s->d.num_takes) {
+        CHECK(t, r->num_skips == t->m.num_skips && r->num_evictions == t->m.evictions,
+              "commit step %llu: %u takes skipped, %u evictions; model %u, %u",
+              (unsigned long long)s->d.step_id, r->num_skips, r->num_evictions, t->m.num_skips,
+              t->m.evictions);
+        for (uint32_t i = 0; i < r->num_skips; i++)
+            CHECK(t, r->skips[i].key == t->m.skip_key[i] && r->skips[i].status == t->m.skip_st[i],
+                  "commit step %llu: skip %u is key %llu status %d, model key %llu status %d",
+                  (unsigned long long)s->d.step_id, i, (unsigned long long)r->skips[i].key,
+                  (int)r->skips[i].status, (unsigned long long)t->m.skip_key[i],
+                  (int)t->m.skip_st[i]);
+    }
+    t->count_ck_takes += r->taken;
+    for (uint32_t i = 0; i < r->num_evictions; i++)
+        t->count_ck_demoted += r->evictions[i].demoted;
+    t->count_ck_skips += r->num_skips;
     apply_work(t, "commit");
     step_done(t, s);
     check_all(t, "commit");
@@ -1512,7 +1724,14 @@ static void op_readmit(T *t, dstep *s)
     note(t, "admit step %llu again", (unsigned long long)s->d.step_id);
     rsp_admit_outcome out;
     memset(&out, 0, sizeof out);
+    bool swapped = rspm_swapped_row(&t->m, &s->d);
     rsp_status rc = tw_admit(t, &st_, &out, &t->work, NULL);
+    if (swapped) {
+        /* A rid of a span-0 row was swapped out since (nothing pinned it). */
+        expect_err(t, rc, RSP_EORDER, "re-admit naming a swapped rid");
+        check_all(t, "re-admit (swapped)");
+        return;
+    }
     CHECK(t, rc == RSP_OK, "re-admit step %llu: status %d", (unsigned long long)s->d.step_id,
           (int)rc);
     check_work(t, "re-admit", W_NO_ZERO | W_NO_COPY, &t->m);
@@ -1530,6 +1749,100 @@ static void op_readmit(T *t, dstep *s)
               want.label, want.slots_short, want.free);
     t->count_readmit++;
     check_all(t, "re-admit");
+}
+
+/* swap_out of a random rid, or swap_in of one (a swapped one, mostly),
+ * against the model. */
+static void op_swap(T *t, bool out)
+{
+    uint32_t ridx = below(t, NUM_RIDS);
+    if (!out && below(t, 10) < 9)
+        for (uint32_t k = 0; k < NUM_RIDS && !t->m.req[ridx].swapped; k++)
+            ridx = (ridx + 1) % NUM_RIDS;
+    note(t, "swap_%s rid %u", out ? "out" : "in", rid_of(ridx));
+    rsp_status rc, want;
+    rspm_admit mo;
+    rsp_admit_outcome o;
+    memset(&o, 0, sizeof o);
+    if (out) {
+        rc = tw_swap_out(t, rid_of(ridx), NULL);
+        want = rspm_swap_out(&t->m, ridx);
+        if (rc == RSP_OK)
+            CHECK(t, rsp__core_ckpt_report(t->core)->num_evictions == t->m.evictions,
+                  "swap_out: %u evictions, model %u", rsp__core_ckpt_report(t->core)->num_evictions,
+                  t->m.evictions);
+    } else {
+        rc = tw_swap_in(t, rid_of(ridx), &o, NULL);
+        want = rspm_swap_in(&t->m, ridx, &mo);
+        CHECK(t,
+              rc != RSP_OK ||
+                  (o.ok == mo.ok && (o.ok || (o.rid == rid_of(mo.ridx) && o.label == mo.label &&
+                                              o.slots_short == mo.slots_short))),
+              "swap_in: ok %d (rid %llu label %u short %u), model ok %d (rid %u label %u short %u)",
+              o.ok, (unsigned long long)o.rid, o.label, o.slots_short, mo.ok, rid_of(mo.ridx),
+              mo.label, mo.slots_short);
+    }
+    if (want != RSP_OK)
+        expect_err(t, rc, want, out ? "swap_out" : "swap_in");
+    else
+        CHECK(t, rc == RSP_OK, "swap: status %d (%s)", (int)rc, rsp_strerror(rc));
+    t->count_swaps_out += out && rc == RSP_OK;
+    t->count_swaps_in += !out && rc == RSP_OK && o.ok;
+    check_work(t, out ? "swap_out" : "swap_in", out ? W_UNPINNED_ZERO : W_NO_ZERO, &t->m);
+    apply_work(t, out ? "swap_out" : "swap_in");
+    check_all(t, out ? "swap_out" : "swap_in");
+}
+
+/* A checkpoint message: take (after now, the last committed step, or a
+ * step in flight: RSP_EORDER), drop, pin or unpin, against the model. */
+static void op_ckpt(T *t)
+{
+    uint64_t key = 1 + below(t, RSPM_MAX_KEYS - 1);
+    uint32_t x = below(t, 100);
+    rsp_status rc, want;
+    t->count_ck_ops++;
+    if (x < 60) {
+        uint32_t ridx = below(t, NUM_RIDS), label = pick_label(t), tier = below(t, 2);
+        uint32_t y = below(t, 10);
+        uint64_t after = y < 3 ? t->last_committed_id : 0;
+        bool in_flight = y == 3 && t->nq;
+        if (in_flight)
+            after = t->q[below(t, t->nq)].d.step_id;
+        note(t, "checkpoint %llu of (rid %u, label %u) into tier %u after %llu",
+             (unsigned long long)key, rid_of(ridx), label, tier, (unsigned long long)after);
+        rc = tw_checkpoint(t, key, rid_of(ridx), label, (rsp_tier)tier, after, NULL);
+        if (!rspm_holding_get(&t->m, ridx, label))
+            want = RSP_ENOREQ;
+        else if (in_flight)
+            want = RSP_EORDER;
+        else
+            want = rspm_ck_take(&t->m, key, ridx, label, tier);
+        if (rc == RSP_OK)
+            CHECK(t, rsp__core_ckpt_report(t->core)->num_evictions == t->m.evictions,
+                  "checkpoint: %u evictions, model %u",
+                  rsp__core_ckpt_report(t->core)->num_evictions, t->m.evictions);
+    } else if (x >= 84) {
+        op_swap(t, x < 89);
+        return;
+    } else if (x < 72) {
+        note(t, "checkpoint_drop %llu", (unsigned long long)key);
+        rc = tw_ck_drop(t, key, NULL);
+        want = rspm_ck_drop(&t->m, key);
+    } else {
+        bool pin = x < 77; /* fewer pins than unpins: pins do not pile up */
+        note(t, "checkpoint_%s %llu", pin ? "pin" : "unpin", (unsigned long long)key);
+        rc = tw_ck_pin(t, key, pin, NULL);
+        want = rspm_ck_pin(&t->m, key, pin);
+    }
+    for (uint32_t i = 0; rc == RSP_OK && i < rsp__core_ckpt_report(t->core)->num_evictions; i++)
+        t->count_ck_demoted += rsp__core_ckpt_report(t->core)->evictions[i].demoted;
+    if (want != RSP_OK)
+        expect_err(t, rc, want, "checkpoint op");
+    else
+        CHECK(t, rc == RSP_OK, "checkpoint op: status %d (%s)", (int)rc, rsp_strerror(rc));
+    check_work(t, "checkpoint op", W_NO_ZERO, &t->m);
+    apply_work(t, "checkpoint op");
+    check_all(t, "checkpoint op");
 }
 
 static uint32_t qmax(const T *t)
@@ -1628,6 +1941,12 @@ static void run(const run_cfg *cfg, uint64_t ops)
     pc.max_slots = cfg->max_slots;
     pc.sink = cfg->sink;
     pc.max_inflight_steps = cfg->max_inflight;
+    t->ck = rsp_test_store_checkpoints();
+    if (t->ck) {
+        pc.max_checkpoints = 2;
+        pc.max_host_checkpoints = 2;
+        pc.checkpoint_demote = cfg->seed & 1;
+    }
     rsp_error err;
     rsp_status rc = rsp__core_create(&pc, &t->core, &err);
     if (rc != RSP_OK)
@@ -1641,6 +1960,7 @@ static void run(const run_cfg *cfg, uint64_t ops)
     t->store = rsp_test_store_new(rsp__core_layout(t->core));
     t->ref = rsp_test_store_new(rsp__core_layout(t->core));
     rspm_init(&t->m, cfg->max_slots, cfg->sink, NUM_RIDS);
+    rspm_ck_init(&t->m, pc.max_checkpoints, pc.max_host_checkpoints, pc.checkpoint_demote);
     static const char *names[NUM_LABELS] = {"main", "draft", "beam1"};
     for (uint32_t i = 0; i < NUM_LABELS; i++) {
         rc = rsp__core_label(t->core, names[i], &t->labels[i], NULL);
@@ -1679,6 +1999,8 @@ static void run(const run_cfg *cfg, uint64_t ops)
             op_release(t);
         else if (x < 17)
             op_invalid(t);
+        else if (t->ck && x < 21)
+            op_ckpt(t);
         else
             op_step(t);
         t->count_pending += rspm_count(&t->m, RSPM_PENDING) > 0;
@@ -1722,6 +2044,19 @@ static void run(const run_cfg *cfg, uint64_t ops)
         (unsigned long long)cv->commit_stale, (unsigned long long)cv->fork_copies,
         (unsigned long long)cv->fork_from_reset, (unsigned long long)cv->rollback_frees,
         (unsigned long long)cv->rollback_skips);
+    print_message("  checkpoints: %llu messages, %llu taken in steps (%llu skipped), %llu "
+                  "restored, %llu admits refused for a missing key, %llu demoted; swaps %llu "
+                  "out, %llu in, %llu admits refused for a swapped rid\n",
+                  (unsigned long long)t->count_ck_ops, (unsigned long long)t->count_ck_takes,
+                  (unsigned long long)t->count_ck_skips, (unsigned long long)t->count_ck_restores,
+                  (unsigned long long)t->count_ck_enokey, (unsigned long long)t->count_ck_demoted,
+                  (unsigned long long)t->count_swaps_out, (unsigned long long)t->count_swaps_in,
+                  (unsigned long long)t->count_swap_refused);
+    CHECK(
+        t,
+        !t->ck || ops < 10000 ||
+            (t->count_ck_takes && t->count_ck_skips && t->count_ck_restores && t->count_ck_enokey),
+        "checkpoint paths too rare");
     /* "Pool full" must be common, or the test does not test much. */
     CHECK(t, ops < 10000 || t->count_admit_full * 20 > t->count_admit_ok,
           "pool full too rare: %llu of %llu", (unsigned long long)t->count_admit_full,
