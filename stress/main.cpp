@@ -284,12 +284,13 @@ void summary(Context &cx, double elapsed)
                 " takes, %" PRIu64 " evicted + %" PRIu64 " demoted, %" PRIu64
                 " restores of evicted keys refused, %" PRIu64 " takes skipped, %" PRIu64
                 " engine pins, %" PRIu64 " swaps, %" PRIu64 " rollbacks, %" PRIu64
-                " refused by a tier full of pins\n",
+                " refused by a tier full of pins; %" PRIu64
+                " lookups by concurrent readers (%" PRIu64 " found)\n",
                 cx.prefix_steps.load(), cx.opt.prefix_threads, cx.prefix_restores.load(),
                 cx.prefix_host_restores.load(), cx.prefix_takes.load(), cx.prefix_evicted.load(),
                 cx.prefix_demoted.load(), cx.prefix_enokey.load(), cx.prefix_skipped.load(),
                 cx.prefix_pins.load(), cx.prefix_swaps.load(), cx.prefix_rollbacks.load(),
-                cx.prefix_full.load());
+                cx.prefix_full.load(), cx.prefix_lookups.load(), cx.prefix_lookup_hits.load());
     std::printf("checks     %-12s %12s %8s\n", "kind", "passed", "failed");
     for (int c = 0; c < CHECK_COUNT_; c++)
         std::printf("           %-12s %12" PRIu64 " %8" PRIu64 "%s\n", Checks::name((Check)c),
@@ -309,7 +310,8 @@ void summary(Context &cx, double elapsed)
                     ",\"restores\":%" PRIu64 ",\"host_restores\":%" PRIu64 ",\"takes\":%" PRIu64
                     ",\"evicted\":%" PRIu64 ",\"demoted\":%" PRIu64 ",\"enokey\":%" PRIu64
                     ",\"skipped\":%" PRIu64 ",\"pins\":%" PRIu64 ",\"swaps\":%" PRIu64
-                    ",\"rollbacks\":%" PRIu64 ",\"full\":%" PRIu64 "},\"pool\":{\"plans\":%" PRIu64
+                    ",\"rollbacks\":%" PRIu64 ",\"full\":%" PRIu64 ",\"lookups\":%" PRIu64
+                    ",\"lookup_hits\":%" PRIu64 "},\"pool\":{\"plans\":%" PRIu64
                     ",\"stages\":%" PRIu64 ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64
                     ",\"forks\":%" PRIu64 ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
                     elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
@@ -323,8 +325,9 @@ void summary(Context &cx, double elapsed)
                     cx.prefix_host_restores.load(), cx.prefix_takes.load(),
                     cx.prefix_evicted.load(), cx.prefix_demoted.load(), cx.prefix_enokey.load(),
                     cx.prefix_skipped.load(), cx.prefix_pins.load(), cx.prefix_swaps.load(),
-                    cx.prefix_rollbacks.load(), cx.prefix_full.load(), s.plans, s.stages,
-                    s.promotions, s.commits, s.forks, s.rollbacks);
+                    cx.prefix_rollbacks.load(), cx.prefix_full.load(), cx.prefix_lookups.load(),
+                    cx.prefix_lookup_hits.load(), s.plans, s.stages, s.promotions, s.commits,
+                    s.forks, s.rollbacks);
         for (int c = 0; c < CHECK_COUNT_; c++)
             std::printf("%s\"%s\":{\"passed\":%" PRIu64 ",\"failed\":%" PRIu64 "}", c ? "," : "",
                         Checks::name((Check)c), cx.checks.passed((Check)c),

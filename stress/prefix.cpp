@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <map>
+#include <thread>
 
 namespace stress
 {
@@ -908,6 +909,56 @@ void Prefix::finish()
     check_pool_empty(cx_, pool_, "prefix", kSlots);
 }
 
+// A partition thread asking whether keys are stored, without a message,
+// while the engine takes, evicts, demotes and drops them: every answer is
+// RSP_OK with a sane place (the key asked, a slot of the tier it names) or
+// RSP_ENOKEY. Odd pools' readers are QSBR readers (quiescent every 16
+// lookups, then a pause). Its own thread, until stop.
+void lookup_reader(Context &cx, const rsp::pool &pool, unsigned index,
+                   const std::atomic<bool> &stop)
+{
+    const bool qsbr = index % 2 == 1;
+    std::unique_ptr<rsp::reader> reg(qsbr ? new rsp::reader(rsp::qsbr, std::nothrow)
+                                          : new rsp::reader(std::nothrow));
+    if (!cx.checks.expect(CHECK_API, reg->ok(), "prefix lookup reader: %s", reg->error().message))
+        return;
+    Rng rng(mix64(cx.opt.seed * 131u + index));
+    uint64_t n = 0, hits = 0;
+    while (!stop.load(std::memory_order_relaxed) && !cx.abort.load(std::memory_order_relaxed)) {
+        const uint64_t key = prefix_key(rng.below(kPrompts), 1 + rng.below(kMaxBlocks));
+        rsp_status st;
+        rsp_checkpoint_loc loc{};
+        {
+            rsp::read_section section(std::nothrow);
+            rsp::result<rsp_checkpoint_loc> got = section.try_checkpoint(pool, key);
+            st = got.status();
+            if (got.ok())
+                loc = got.value();
+        }
+        const int32_t lo =
+            loc.tier == RSP_TIER_DEVICE ? (int32_t)kSlots : (int32_t)(kSlots + kDevTier);
+        const int32_t hi = lo + (int32_t)(loc.tier == RSP_TIER_DEVICE ? kDevTier : kHostTier);
+        bool ok = st == RSP_ENOKEY || (st == RSP_OK && loc.key == key &&
+                                       (loc.tier == RSP_TIER_DEVICE || loc.tier == RSP_TIER_HOST) &&
+                                       loc.slot >= lo && loc.slot < hi);
+        if (!cx.checks.expect(CHECK_CKPT, ok,
+                              "prefix %u reader: lookup of %016" PRIx64 ": %s, key %016" PRIx64
+                              " tier %d slot %d",
+                              index, key, rsp_strerror(st), loc.key, (int)loc.tier, loc.slot))
+            break;
+        hits += st == RSP_OK;
+        if (++n % 16 == 0) {
+            // A partition asks a few keys a step, not in a tight loop: leave
+            // the 2 cores to the engine and the owner.
+            if (qsbr)
+                (void)reg->try_quiescent();
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+    cx.prefix_lookups.fetch_add(n, std::memory_order_relaxed);
+    cx.prefix_lookup_hits.fetch_add(hits, std::memory_order_relaxed);
+}
+
 // A pool callback (owner thread) handed on to the engine, once it exists:
 // ctx points at the engine pointer.
 template <class Event, void (*Fn)(void *, const Event *)> void to_engine(void *ctx, const Event *e)
@@ -952,10 +1003,15 @@ void prefix_main(Context &cx, unsigned index)
         return;
     engine.reset(new Prefix(cx, pool, storage, fence.value(), index, info.value().slot_bytes));
     slot = engine.get();
+    std::atomic<bool> stop{false};
+    std::thread reader(lookup_reader, std::ref(cx), std::cref(pool), index, std::cref(stop));
     while (!cx.stop.load(std::memory_order_relaxed) && !cx.abort.load())
         if (!engine->step())
-            return;
-    engine->finish();
+            break;
+    stop.store(true);
+    reader.join();
+    if (cx.stop.load() && !cx.abort.load())
+        engine->finish();
     (void)pool.try_close();
 }
 
