@@ -377,6 +377,13 @@ static void take_message_rules(void **state)
     assert_int_equal(st.checkpoints_dropped, 1);
     assert_int_equal(st.checkpoints_evicted, 0);
     assert_int_equal(st.checkpoints_device, 2);
+    /* The lock-free counters say the same (the owner mirrored them). */
+    rsp_stats c;
+    OK(rsp_pool_counters(pool, &c, E));
+    assert_int_equal(c.checkpoints_taken, 3);
+    assert_int_equal(c.checkpoints_dropped, 1);
+    assert_int_equal(c.checkpoints_device, 2);
+    assert_int_equal(c.checkpoints_host, 0);
     rsp_pool_destroy(pool);
 }
 

@@ -103,6 +103,12 @@ static const char *const g_label_names[NLAB] = {"main", "draft", "beam1", "beam2
 static const rsp_rid g_rids[NRIDS] = {1, 2, 3, 0, 1ull << 40, UINT64_MAX};
 
 static rsp_pool *g_pool;
+/* Checkpoints (issue 12): a small key universe, two tiers of a few slots. */
+#define CK_DEV 3
+#define CK_HOST 2
+#define NKEYS 4
+static const uint64_t g_keys[NKEYS] = {1, 2, 1ull << 40, UINT64_MAX};
+static uint32_t g_kpins[NKEYS]; /* the caller's pins, as the model counts them */
 static rsp_pool_info g_info;
 static rsp_host_fence *g_fence; /* the harness's forward timeline */
 static uint64_t g_fence_next;   /* last value handed out */
@@ -140,6 +146,9 @@ static void pool_create(void)
     cfg.sink = true;
     cfg.inbox_capacity = INBOX;
     cfg.max_inflight_steps = MAX_INFLIGHT;
+    cfg.max_checkpoints = CK_DEV;
+    cfg.max_host_checkpoints = CK_HOST;
+    cfg.checkpoint_demote = true;
     rsp_error err;
     if (rsp_pool_create(&cfg, &g_pool, &err) != RSP_OK)
         fail("rsp_pool_create: %s", err.message);
@@ -158,6 +167,7 @@ static void pool_create(void)
     g_live_id = 0;
     g_dev_fence = (rsp_event){0};
     g_inputs_on_pool = 0;
+    memset(g_kpins, 0, sizeof g_kpins);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1876,6 +1886,165 @@ static void model_clear(void)
     g_nbufs = 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Checkpoints                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* What the pool says about every key of the universe: the owner's answer
+ * (query) and the readers' index (lookup) must agree; slots are distinct
+ * and in their tier's range; a key the model pinned is there with its pins;
+ * the tier gauges count them. */
+typedef struct ckview {
+    rsp_status st[NKEYS];
+    rsp_checkpoint_info info[NKEYS];
+} ckview;
+
+static void ck_observe(ckview *v)
+{
+    rsp_error err;
+    uint32_t per_tier[2] = {0, 0};
+    bool used[CK_DEV + CK_HOST] = {0};
+    for (int k = 0; k < NKEYS; k++) {
+        v->st[k] = rsp_checkpoint_query(g_pool, g_keys[k], &v->info[k], &err);
+        CHECK(v->st[k] == RSP_OK || v->st[k] == RSP_ENOKEY, "query(key %d): %s", k,
+              rsp_strerror(v->st[k]));
+        CHECK(rsp_read_begin() == RSP_OK, "rsp_read_begin");
+        rsp_checkpoint_loc loc;
+        rsp_status ls = rsp_checkpoint_lookup(g_pool, g_keys[k], &loc, NULL);
+        rsp_read_end();
+        CHECK(ls == v->st[k], "key %d: lookup %s, query %s", k, rsp_strerror(ls),
+              rsp_strerror(v->st[k]));
+        if (v->st[k] != RSP_OK) {
+            CHECK(g_kpins[k] == 0, "key %d pinned %u times but gone", k, g_kpins[k]);
+            continue;
+        }
+        const rsp_checkpoint_info *i = &v->info[k];
+        CHECK(loc.tier == i->tier && loc.slot == i->slot, "key %d: lookup (%d, %d), query (%d, %d)",
+              k, loc.tier, loc.slot, i->tier, i->slot);
+        int32_t lo = MAX_SLOTS + (i->tier == RSP_TIER_HOST ? CK_DEV : 0);
+        int32_t hi = lo + (i->tier == RSP_TIER_HOST ? CK_HOST : CK_DEV);
+        CHECK(i->slot >= lo && i->slot < hi, "key %d: slot %d not in its tier", k, i->slot);
+        CHECK(!used[i->slot - MAX_SLOTS], "slot %d stores two keys", i->slot);
+        used[i->slot - MAX_SLOTS] = true;
+        CHECK(i->user_pins == g_kpins[k], "key %d: %u pins, model %u", k, i->user_pins, g_kpins[k]);
+        CHECK(i->pins == 0, "key %d: pinned by a step, but no step restores", k);
+        per_tier[i->tier]++;
+    }
+    rsp_stats st;
+    CHECK(rsp_stats_get(g_pool, &st, &err) == RSP_OK, "stats");
+    CHECK(st.checkpoints_device == per_tier[0] && st.checkpoints_host == per_tier[1],
+          "checkpoint gauges %u/%u, keys %u/%u", st.checkpoints_device, st.checkpoints_host,
+          per_tier[0], per_tier[1]);
+}
+
+static bool ck_same(const ckview *a, const ckview *b)
+{
+    for (int k = 0; k < NKEYS; k++)
+        if (a->st[k] != b->st[k] || (a->st[k] == RSP_OK && (a->info[k].slot != b->info[k].slot ||
+                                                            a->info[k].tier != b->info[k].tier)))
+            return false;
+    return true;
+}
+
+/* One checkpoint call on key k: take (from rid ri's holding of label li,
+ * into tier), drop, pin, unpin. Statuses the model can predict are
+ * checked; an error changes neither the keys nor the holdings. */
+static void op_ckpt(uint8_t a, uint8_t b)
+{
+    const int what = ((a % 8) - 3) * 2 + ((a >> 3) & 1); /* 0 .. 5 */
+    const int k = b & 3;
+    int ri = (b >> 2) % NRIDS;
+    uint32_t li = (uint32_t)(b >> 5) % (g_num_labels + 1); /* the last: not interned */
+    /* A good take, most of the time: the first holding the model knows of
+     * from (ri, li) on. */
+    for (int n = 0; what == 0 && (a >> 5) & 1 && n < NRIDS * NLAB; n++) {
+        int at = (ri * NLAB + (int)li % NLAB + n) % (NRIDS * NLAB);
+        if (H[at / NLAB][at % NLAB].held) {
+            ri = at / NLAB;
+            li = (uint32_t)(at % NLAB);
+            break;
+        }
+    }
+    const rsp_tier tier = (a >> 4) & 1 ? RSP_TIER_HOST : RSP_TIER_DEVICE;
+    ckview before, after;
+    ck_observe(&before);
+    rsp_error err;
+    rsp_status st;
+    const bool present = before.st[k] == RSP_OK;
+    switch (what) {
+    case 0:
+    case 1: {
+        g_op = "rsp_checkpoint_take";
+        st = rsp_checkpoint_take(g_pool, g_keys[k], g_rids[ri], li,
+                                 what ? (rsp_tier)(a >> 5) : tier, 0, &err);
+        if (what && (a >> 5) >= RSP_TIER_COUNT_) {
+            expect_status(st, RSP_EINVAL, &err);
+            break;
+        }
+        if (li >= g_num_labels) {
+            expect_status(st, RSP_ENOLABEL, &err);
+            break;
+        }
+        const bool held = li < NLAB && H[ri][li].held;
+        if (!held)
+            expect_status(st, RSP_ENOREQ, &err);
+        else if (present && g_kpins[k])
+            CHECK(st == RSP_EPINNED || (st == RSP_EORDER && steps_in_flight() > 0),
+                  "take of a pinned key: %s", rsp_strerror(st));
+        else
+            CHECK(st == RSP_OK ||
+                      (st == RSP_ECAPACITY &&
+                       (g_kpins[0] || g_kpins[1] || g_kpins[2] || g_kpins[3])) ||
+                      (st == RSP_EORDER && steps_in_flight() > 0),
+                  "take: %s (%s)", rsp_strerror(st), err.message);
+        if (st == RSP_OK) {
+            ck_observe(&after);
+            CHECK(after.st[k] == RSP_OK, "key %d not there after its take", k);
+        }
+        break;
+    }
+    case 2:
+        g_op = "rsp_checkpoint_drop";
+        st = rsp_checkpoint_drop(g_pool, g_keys[k], &err);
+        expect_status(st, !present ? RSP_ENOKEY : g_kpins[k] ? RSP_EPINNED : RSP_OK, &err);
+        break;
+    case 3:
+    case 5:
+        g_op = "rsp_checkpoint_pin";
+        st = rsp_checkpoint_pin(g_pool, g_keys[k], &err);
+        expect_status(st, present ? RSP_OK : RSP_ENOKEY, &err);
+        g_kpins[k] += st == RSP_OK;
+        break;
+    default:
+        g_op = "rsp_checkpoint_unpin";
+        st = rsp_checkpoint_unpin(g_pool, g_keys[k], &err);
+        expect_status(st, !present ? RSP_ENOKEY : g_kpins[k] ? RSP_OK : RSP_EINVAL, &err);
+        g_kpins[k] -= st == RSP_OK;
+        break;
+    }
+    ck_observe(&after);
+    if (st != RSP_OK)
+        CHECK(ck_same(&before, &after), "a failed %s changed the checkpoints", g_op);
+    if (what == 2 && st == RSP_OK)
+        CHECK(after.st[k] == RSP_ENOKEY, "key %d there after its drop", k);
+    check(st != RSP_OK);
+}
+
+/* Every key unpinned and dropped (cleanup: no step is in flight). */
+static void ck_clear(void)
+{
+    rsp_error err;
+    g_op = "checkpoint cleanup";
+    for (int k = 0; k < NKEYS; k++) {
+        for (; g_kpins[k]; g_kpins[k]--)
+            expect_status(rsp_checkpoint_unpin(g_pool, g_keys[k], &err), RSP_OK, &err);
+        rsp_status st = rsp_checkpoint_drop(g_pool, g_keys[k], &err);
+        CHECK(st == RSP_OK || st == RSP_ENOKEY, "drop at cleanup: %s", rsp_strerror(st));
+    }
+    ckview v;
+    ck_observe(&v);
+}
+
 /* Back to a clean pool: every step rolled back, no stage, no request; every
  * slot but the sink reads zero. */
 static void cleanup(void)
@@ -1900,6 +2069,7 @@ static void cleanup(void)
      * left every byte as the last check found it (zero). */
     for (int e = 0; e < MAX_STEPS; e++)
         S[e].used = false;
+    ck_clear();
     if (g_wrote)
         CHECK(flush(), "flush after cleanup");
     model_clear();
@@ -1989,6 +2159,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 op_release(b);
             else if (a % 8 == 2)
                 op_rid_list(&in, a, b);
+            else if (a % 8 <= 5)
+                op_ckpt(a, b);
             break;
         default: op_plan(&in, e, b | 8); break; /* plan and run its forward */
         }
@@ -1997,6 +2169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rsp_host_fence_signal(g_fence, g_fence_next);
         pool_destroy();
         model_clear();
+        memset(g_kpins, 0, sizeof g_kpins);
         return 0;
     }
     cleanup();
