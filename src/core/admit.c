@@ -81,7 +81,7 @@ static rsp_status admit_validate(rsp__core *c, const rsp_step *step, uint32_t *r
     st = *fresh ? check_new(c, step, *rec, err) : RSP_OK;
     if (st == RSP_OK)
         st = check_swapped(c, step, err);
-    return st == RSP_OK ? rsp__ck_check_restores(c, step, err) : st;
+    return st == RSP_OK && step->num_restores ? rsp__ck_check_restores(c, step, err) : st;
 }
 
 /* --- 2. count ------------------------------------------------------------ */
@@ -438,7 +438,8 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         open_record(c, step, rec);
     if (!step->capture)
         admit_apply(c, step, rec, n.new_rids != 0);
-    rsp__ck_pin_restores(c, step, rec); /* keys checked, pins reserved */
+    if (step->num_restores)
+        rsp__ck_pin_restores(c, step, rec); /* keys checked, pins reserved */
     admit_keep(c, step, s, fresh);
     out->ok = true;
     out->free = c->free_top;

@@ -65,8 +65,8 @@ static inline bool rsp__row_addresses(const rsp_row *row)
 rsp_status rsp__check_arrays(const rsp_step *step, rsp_error *err);
 
 /* Fork lists of at most RSP__MAX_FORKS entries; every fork's group at
- * most RSP__MAX_FORK_GROUP; at most max_rows checkpoints and restores
- * each; a lease's bucket_bs in 1 .. max_rows (RSP_EINVAL). O(forks). */
+ * most RSP__MAX_FORK_GROUP; a lease's bucket_bs in 1 .. max_rows
+ * (RSP_EINVAL). O(forks). */
 rsp_status rsp__check_limits(const rsp_step *step, uint32_t max_rows, rsp_error *err);
 
 /* label is one of the num_labels interned ones (RSP_ENOLABEL). O(1). */
@@ -95,7 +95,8 @@ rsp_status rsp__check_ckpt_decls(const rsp_step *step, uint32_t num_labels, rsp_
  * of the step with span > 0" and "no (rid, label) restored twice, no key
  * taken twice" (RSP_EINVAL): entry i of restores (restore) or
  * checkpoints; first: the earlier entry it repeats. Finding them needs
- * the core's hash set (step.c), like duplicate rows. O(1). */
+ * the core's hash set (step.c), like duplicate rows, which also bounds
+ * each list by the row bound. O(1). */
 rsp_status rsp__fail_ckpt_row(const rsp_step *step, bool restore, uint32_t i, rsp_error *err);
 rsp_status rsp__fail_ckpt_dup(const rsp_step *step, bool restore, uint32_t i, uint32_t first,
                               rsp_error *err);

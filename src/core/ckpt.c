@@ -96,6 +96,7 @@ rsp_status rsp__ck_report_reserve(rsp__core *c, uint64_t changes, uint64_t evict
                                   uint64_t skips)
 {
     rsp__ckpt_report *r = &c->rep;
+    c->rep_dirty = true; /* the call may write it from here on */
     if (rsp__grow((void **)&c->rep_changes, &c->cap_rep_changes, r->num_changes + changes,
                   sizeof *c->rep_changes) ||
         rsp__grow((void **)&c->rep_evictions, &c->cap_rep_evictions, r->num_evictions + evictions,
@@ -300,8 +301,6 @@ static rsp_status check_busy(const rsp__core *c, const rsp_step *step, bool rest
 
 rsp_status rsp__ck_plan_check(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err)
 {
-    if (!step->num_restores && !step->num_checkpoints)
-        return RSP_OK; /* the usual step: no look at the planned steps */
     rsp_status st = rsp__ck_check_restores(c, step, err);
     uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
     for (uint32_t i = 0; st == RSP_OK && others && i < step->num_restores; i++)
@@ -313,6 +312,7 @@ rsp_status rsp__ck_plan_check(rsp__core *c, const rsp_step *step, uint32_t rec, 
 
 void rsp__ck_apply_restores(rsp__core *c, const rsp_step *step, uint32_t rec, rsp__work *w)
 {
+    c->rep_dirty = true; /* restored counts */
     rsp__ck_pin_restores(c, step, rec);
     for (uint32_t i = 0; i < step->num_restores; i++) {
         const rsp_restore *r = &step->restores[i];

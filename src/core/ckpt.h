@@ -87,7 +87,8 @@ void rsp__ck_unpin_step(rsp__core *c, uint32_t rec);
 /* A live plan of record rec: refuse (RSP_EORDER, "commit step N first",
  * nothing changed) a restore into a slot, or a take from a slot, that
  * another planned, uncommitted step pins (its forward may be writing it).
- * Keys checked (RSP_ENOKEY). O(restores + checkpoints). */
+ * Keys checked (RSP_ENOKEY). Only for a step that declares restores or
+ * takes (the caller asks). O(restores + checkpoints + max_inflight). */
 rsp_status rsp__ck_plan_check(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_error *err);
 /* The live plan's restores, before its pre-forks: copy each checkpoint
  * into its row's slot (has_state true, a new generation), pinned for rec,

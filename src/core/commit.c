@@ -135,7 +135,7 @@ static rsp_status commit_reserve(rsp__core *c, const rsp_step *step, uint32_t re
     uint32_t npairs = (uint32_t)pairs + 2 * takes;
     if (pairs > UINT32_MAX / 4 || rsp__work_reserve(w, ops, slots, npairs) ||
         (npairs && rsp__work_reserve_marks(w, takes ? c->layout.num_ids : c->layout.max_slots)) ||
-        rsp__ck_report_reserve(c, 4ull * takes, 2ull * takes, takes))
+        (takes && rsp__ck_report_reserve(c, 4ull * takes, 2ull * takes, takes)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory committing step %" PRIu64, step->step_id);
     return rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = ops, .slots = slots, .pairs = npairs},
                                  err);
@@ -216,7 +216,8 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
         /* Its restores were queued at its plan: their pins go, so a take
          * below may replace a key this step restored from. Then its takes,
          * the state the forward left, before the post-forks. */
-        rsp__ck_unpin_step(c, rec);
+        if (c->steps[rec].num_ckrecs)
+            rsp__ck_unpin_step(c, rec);
         if (step->num_checkpoints)
             rsp__ck_commit_takes(c, step, others, w);
         /* Post-forks on the slots the plan recorded were checked against

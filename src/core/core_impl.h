@@ -377,8 +377,11 @@ struct rsp__core {
     uint32_t num_swap_recs, cap_swaps, free_swap;
     uint32_t num_swapped;   /* requests swapped out */
     uint32_t swapped_slots; /* host-tier slots they hold */
-    /* The last call's checkpoint report (core.h), and its arrays. */
+    /* The last call's checkpoint report (core.h), and its arrays;
+     * rep_dirty: something may have been written to it since it was
+     * last emptied. */
     rsp__ckpt_report rep;
+    bool rep_dirty;
     rsp__ckpt_change *rep_changes;
     rsp_checkpoint_event *rep_evictions;
     rsp__ckpt_skip *rep_skips;
@@ -386,9 +389,14 @@ struct rsp__core {
 };
 
 /* Every core call that changes state starts with an empty checkpoint
- * report (core.h rsp__core_ckpt_report); a failed call leaves it so. */
+ * report (core.h rsp__core_ckpt_report); a failed call leaves it so.
+ * Only a call that may write it marks it (rep_dirty: ckpt.c), so the
+ * usual call clears nothing. */
 static inline void rsp__ckpt_report_begin(rsp__core *c)
 {
+    if (!c->rep_dirty)
+        return;
+    c->rep_dirty = false;
     c->rep = (rsp__ckpt_report){
         .changes = c->rep_changes, .evictions = c->rep_evictions, .skips = c->rep_skips};
 }

@@ -42,7 +42,7 @@ void rsp__map_fini(rsp__map *m)
     m->size = m->count = 0;
 }
 
-rsp_status rsp__map_reserve(rsp__map *m, uint64_t more)
+rsp_status rsp__map_grow(rsp__map *m, uint64_t more)
 {
     uint64_t n = (uint64_t)m->count + more;
     if (n * 2 <= m->size)
@@ -60,14 +60,6 @@ rsp_status rsp__map_reserve(rsp__map *m, uint64_t more)
             m->t[rsp__map_probe(m, old[i].key)] = old[i];
     free(old);
     return RSP_OK;
-}
-
-void rsp__map_put(rsp__map *m, uint64_t key, uint32_t val)
-{
-    uint32_t i = rsp__map_probe(m, key);
-    m->count += m->t[i].val == RSP__MAP_EMPTY;
-    m->t[i].key = key;
-    m->t[i].val = val;
 }
 
 /* Backward-shift deletion keeps probe chains intact without tombstones. */

@@ -64,14 +64,27 @@ static inline uint32_t rsp__map_get(const rsp__map *m, uint64_t key)
     return m->t[rsp__map_probe(m, key)].val;
 }
 
-/* Room for `more` new keys (the table doubles until count + more fit at
- * load <= 1/2), so that many rsp__map_put of new keys cannot fail.
- * RSP_ENOMEM: nothing changed. O(1), O(size) when it grows. */
-rsp_status rsp__map_reserve(rsp__map *m, uint64_t more);
+/* Grow the table (doubling) until count + more fit at load <= 1/2.
+ * RSP_ENOMEM: nothing changed. O(size). Called by rsp__map_reserve. */
+rsp_status rsp__map_grow(rsp__map *m, uint64_t more);
+
+/* Room for `more` new keys, so that many rsp__map_put of new keys cannot
+ * fail. RSP_ENOMEM: nothing changed. Inline: every ingest and admit with
+ * a new rid asks. O(1), O(size) when it grows. */
+static inline rsp_status rsp__map_reserve(rsp__map *m, uint64_t more)
+{
+    return ((uint64_t)m->count + more) * 2 <= m->size ? RSP_OK : rsp__map_grow(m, more);
+}
 
 /* Set key -> val (val != RSP__MAP_EMPTY). A new key needs room
  * (rsp__map_reserve). O(1) expected. */
-void rsp__map_put(rsp__map *m, uint64_t key, uint32_t val);
+static inline void rsp__map_put(rsp__map *m, uint64_t key, uint32_t val)
+{
+    uint32_t i = rsp__map_probe(m, key);
+    m->count += m->t[i].val == RSP__MAP_EMPTY;
+    m->t[i].key = key;
+    m->t[i].val = val;
+}
 
 /* Remove key (absent: nothing happens). O(1) expected. */
 void rsp__map_del(rsp__map *m, uint64_t key);

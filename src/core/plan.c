@@ -183,7 +183,7 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
         rsp__fork_pairs_prepare(c, step, p->rec);
     if (!step->preplan) {
         rsp_status st = rsp__pipeline_check(c, step, p->rec, err);
-        if (st == RSP_OK)
+        if (st == RSP_OK && (step->num_restores || step->num_checkpoints))
             st = rsp__ck_plan_check(c, step, p->rec, err);
         if (st)
             return st;
@@ -210,7 +210,7 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
         rsp__step_reserve_plan(s, step->num_rows, (uint32_t)fslots) ||
         rsp__work_reserve(w, ops, (uint32_t)pairs, (uint32_t)pairs) ||
         (pairs && rsp__work_reserve_marks(w, restores ? c->layout.num_ids : c->layout.max_slots)) ||
-        rsp__ck_reserve_pins(s, restores))
+        (restores && rsp__ck_reserve_pins(s, restores)))
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
     /* Room for the plan cache of a plain live plan; without it the plan
      * simply keeps no cache (the next one takes the general path). */

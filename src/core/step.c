@@ -121,13 +121,17 @@ static uint32_t first_entry(const rsp_step *step, bool restore, uint32_t i)
 
 /* Each restore and each checkpoint names a row with span > 0, no (rid,
  * label) restored twice, no key taken twice (check.h's messages); a take
- * into a tier without slots is refused. Only a step that declares any
- * looks: O(rows + entries) then. */
+ * into a tier without slots is refused. For a step that declares any
+ * (the caller asks): O(rows + entries). */
 static rsp_status check_ckpt_rows(rsp__core *c, const rsp_step *step, rsp_error *err)
 {
     uint32_t nr = step->num_restores, nc = step->num_checkpoints;
-    if (!nr && !nc)
-        return RSP_OK;
+    uint32_t max_rows = rsp__core_max_rows(c);
+    if (nr > max_rows || nc > max_rows) /* each names a row: the set's size is bounded */
+        return rsp__fail(err, RSP_EINVAL,
+                         "step %" PRIu64 ": %" PRIu32 " checkpoints and %" PRIu32
+                         " restores: at most %" PRIu32 " each (each names a row of the step)",
+                         step->step_id, nc, nr, max_rows);
     if (rsp__set_reset(c, step->num_rows + nr + nc))
         return rsp__fail(err, RSP_ENOMEM, "out of memory checking step %" PRIu64, step->step_id);
     for (uint32_t i = 0; i < step->num_rows; i++)
@@ -167,13 +171,13 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp
         st = rsp__check_rows(step, c->num_labels, max_rows, c->label_names, err);
     if (st == RSP_OK)
         st = rsp__check_forks(step, c->num_labels, err);
-    if (st == RSP_OK)
+    if (st == RSP_OK && (step->num_checkpoints || step->num_restores))
         st = rsp__check_ckpt_decls(step, c->num_labels, err);
     if (st == RSP_OK && !same)
         st = check_duplicates(c, step, err);
     if (st == RSP_OK)
         st = check_groups(c, step, err);
-    if (st == RSP_OK)
+    if (st == RSP_OK && (step->num_checkpoints || step->num_restores))
         st = check_ckpt_rows(c, step, err);
     return st;
 }

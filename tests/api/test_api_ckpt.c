@@ -539,6 +539,7 @@ static void a_take_at_commit_without_room_is_skipped_and_reported(void **state)
     assert_non_null(strstr(s.fail_msg, "key 2"));
     rsp_stats st = stats(pool);
     assert_int_equal(st.checkpoints_skipped, 1);
+    assert_int_equal(st.posts_failed, 0); /* not a failed message */
     assert_int_equal(st.commits, 2);
     assert_int_equal(st.checkpoints_taken, 1);
     rsp_error err;
@@ -613,6 +614,39 @@ static void swap_out_and_in_keep_every_labels_bytes(void **state)
     st = stats(pool);
     assert_int_equal(st.swaps_in, 1);
     assert_int_equal(st.swapped_slots, 0);
+    rsp_pool_destroy(pool);
+}
+
+/* Ordered pools: the new kinds carry their number, but the query is
+ * exempt like HOLDING. */
+static void ordered_pools_number_checkpoint_messages_but_not_the_query(void **state)
+{
+    (void)state;
+    rsp_pool_config cfg;
+    rsp_pool_config_init(&cfg);
+    cfg.num_layers = LAYERS;
+    cfg.blocks = blocks;
+    cfg.num_blocks = BLOCKS;
+    cfg.max_slots = 8;
+    cfg.max_checkpoints = 2;
+    cfg.ordered = true;
+    rsp_pool *pool;
+    OK(rsp_pool_create(&cfg, &pool, E));
+    rsp_error err;
+    rsp_ticket *t;
+    rsp_reply r;
+    rsp_msg take = {.kind = RSP_MSG_CHECKPOINT, .key = 3, .rid = 1};
+    assert_int_equal(rsp_post(pool, &take, &t, RSP_WAIT_FOREVER, &err), RSP_EINVAL);
+    assert_non_null(strstr(err.message, "CHECKPOINT_QUERY"));
+    assert_int_equal(rsp_checkpoint_take(pool, 3, 1, 0, RSP_TIER_DEVICE, 0, &err), RSP_EINVAL);
+    rsp_msg q = {.kind = RSP_MSG_CHECKPOINT_QUERY, .key = 3};
+    OK(rsp_post(pool, &q, &t, RSP_WAIT_FOREVER, E));
+    assert_int_equal(rsp_wait(t, RSP_WAIT_FOREVER, &r), RSP_ENOKEY);
+    rsp_msg ingest = {.kind = RSP_MSG_INGEST, .rid = 1, .seq = 1};
+    OK(rsp_post(pool, &ingest, NULL, RSP_WAIT_FOREVER, E));
+    take.seq = 2; /* numbered: handled, in turn (rid 1 holds nothing) */
+    OK(rsp_post(pool, &take, &t, RSP_WAIT_FOREVER, E));
+    assert_int_equal(rsp_wait(t, RSP_WAIT_FOREVER, &r), RSP_ENOREQ);
     rsp_pool_destroy(pool);
 }
 
@@ -753,6 +787,7 @@ int main(void)
         cmocka_unit_test(demotion_moves_the_victim_to_the_host_tier_with_its_bytes),
         cmocka_unit_test(a_take_at_commit_without_room_is_skipped_and_reported),
         cmocka_unit_test(swap_out_and_in_keep_every_labels_bytes),
+        cmocka_unit_test(ordered_pools_number_checkpoint_messages_but_not_the_query),
         cmocka_unit_test(lookup_refusals),
         cmocka_unit_test(readers_of_both_flavours_look_up_under_churn),
     };
