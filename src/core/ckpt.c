@@ -168,8 +168,10 @@ rsp_status rsp__ck_take_check(const rsp__core *c, uint64_t key, rsp_tier tier, r
     if (t->victim == RSP__NONE)
         return rsp__fail(err, RSP_ECAPACITY,
                          "checkpoint key %" PRIu64 ": the %s tier is full (%" PRIu32
-                         " checkpoints) and every one is pinned",
-                         key, tier_names[tier], c->tiers[tier].size);
+                         " slots) and none can be evicted: %" PRIu32 " pinned checkpoints, %" PRIu32
+                         " slots of swapped-out requests",
+                         key, tier_names[tier], c->tiers[tier].size, c->tiers[tier].count,
+                         c->tiers[tier].size - c->tiers[tier].count);
     if (tier != RSP_TIER_DEVICE || !c->ck_demote || !c->tiers[RSP_TIER_HOST].size)
         return RSP_OK;
     if (c->tiers[RSP_TIER_HOST].free_top + (old && old->tier == RSP_TIER_HOST)) {
