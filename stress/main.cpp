@@ -285,49 +285,50 @@ void summary(Context &cx, double elapsed)
                 " restores of evicted keys refused, %" PRIu64 " takes skipped, %" PRIu64
                 " engine pins, %" PRIu64 " swaps, %" PRIu64 " rollbacks, %" PRIu64
                 " refused by a tier full of pins; %" PRIu64
-                " lookups by concurrent readers (%" PRIu64 " found)\n",
+                " lookups by concurrent readers (%" PRIu64 " found), %" PRIu64 " rewinds\n",
                 cx.prefix_steps.load(), cx.opt.prefix_threads, cx.prefix_restores.load(),
                 cx.prefix_host_restores.load(), cx.prefix_takes.load(), cx.prefix_evicted.load(),
                 cx.prefix_demoted.load(), cx.prefix_enokey.load(), cx.prefix_skipped.load(),
                 cx.prefix_pins.load(), cx.prefix_swaps.load(), cx.prefix_rollbacks.load(),
-                cx.prefix_full.load(), cx.prefix_lookups.load(), cx.prefix_lookup_hits.load());
+                cx.prefix_full.load(), cx.prefix_lookups.load(), cx.prefix_lookup_hits.load(),
+                cx.prefix_rewinds.load());
     std::printf("checks     %-12s %12s %8s\n", "kind", "passed", "failed");
     for (int c = 0; c < CHECK_COUNT_; c++)
         std::printf("           %-12s %12" PRIu64 " %8" PRIu64 "%s\n", Checks::name((Check)c),
                     cx.checks.passed((Check)c), cx.checks.failed((Check)c),
                     cx.checks.failed((Check)c) ? "  <-- FAILED" : "");
     if (cx.opt.json) {
-        std::printf("{\"seconds\":%.3f,\"clients\":%u,\"readers\":%u,\"slots\":%u,\"layers\":%u,"
-                    "\"sink\":%s,"
-                    "\"seed\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"refused\":%" PRIu64
-                    ",\"captures\":%" PRIu64 ",\"preplanned\":%" PRIu64 ",\"abandoned\":%" PRIu64
-                    ",\"deferred_commits\":%" PRIu64 ",\"requests_created\":%" PRIu64
-                    ",\"requests_removed\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"rows\":%" PRIu64
-                    ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"rank_steps\":%" PRIu64
-                    ",\"pipeline_steps\":%" PRIu64 ",\"pipeline_behind\":%" PRIu64
-                    ",\"mixed_steps\":%" PRIu64 ",\"mixed_rejected\":%" PRIu64
-                    ",\"mixed_released\":%" PRIu64 ",\"prefix\":{\"steps\":%" PRIu64
-                    ",\"restores\":%" PRIu64 ",\"host_restores\":%" PRIu64 ",\"takes\":%" PRIu64
-                    ",\"evicted\":%" PRIu64 ",\"demoted\":%" PRIu64 ",\"enokey\":%" PRIu64
-                    ",\"skipped\":%" PRIu64 ",\"pins\":%" PRIu64 ",\"swaps\":%" PRIu64
-                    ",\"rollbacks\":%" PRIu64 ",\"full\":%" PRIu64 ",\"lookups\":%" PRIu64
-                    ",\"lookup_hits\":%" PRIu64 "},\"pool\":{\"plans\":%" PRIu64
-                    ",\"stages\":%" PRIu64 ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64
-                    ",\"forks\":%" PRIu64 ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
-                    elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
-                    cx.opt.sink ? "true" : "false", cx.opt.seed, cx.steps.load(), cx.refused.load(),
-                    cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(),
-                    cx.overlapped.load(), cx.reg.created(), cx.reg.retired(), s.messages_handled,
-                    cx.rows_checked.load(), cx.rows_removed.load(), cx.max_pending.load(),
-                    cx.rank_steps.load(), cx.pipe_steps.load(), cx.pipe_behind.load(),
-                    cx.mixed_steps.load(), cx.mixed_rejected.load(), cx.mixed_released.load(),
-                    cx.prefix_steps.load(), cx.prefix_restores.load(),
-                    cx.prefix_host_restores.load(), cx.prefix_takes.load(),
-                    cx.prefix_evicted.load(), cx.prefix_demoted.load(), cx.prefix_enokey.load(),
-                    cx.prefix_skipped.load(), cx.prefix_pins.load(), cx.prefix_swaps.load(),
-                    cx.prefix_rollbacks.load(), cx.prefix_full.load(), cx.prefix_lookups.load(),
-                    cx.prefix_lookup_hits.load(), s.plans, s.stages, s.promotions, s.commits,
-                    s.forks, s.rollbacks);
+        std::printf(
+            "{\"seconds\":%.3f,\"clients\":%u,\"readers\":%u,\"slots\":%u,\"layers\":%u,"
+            "\"sink\":%s,"
+            "\"seed\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"refused\":%" PRIu64
+            ",\"captures\":%" PRIu64 ",\"preplanned\":%" PRIu64 ",\"abandoned\":%" PRIu64
+            ",\"deferred_commits\":%" PRIu64 ",\"requests_created\":%" PRIu64
+            ",\"requests_removed\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"rows\":%" PRIu64
+            ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"rank_steps\":%" PRIu64
+            ",\"pipeline_steps\":%" PRIu64 ",\"pipeline_behind\":%" PRIu64
+            ",\"mixed_steps\":%" PRIu64 ",\"mixed_rejected\":%" PRIu64
+            ",\"mixed_released\":%" PRIu64 ",\"prefix\":{\"steps\":%" PRIu64
+            ",\"restores\":%" PRIu64 ",\"host_restores\":%" PRIu64 ",\"takes\":%" PRIu64
+            ",\"evicted\":%" PRIu64 ",\"demoted\":%" PRIu64 ",\"enokey\":%" PRIu64
+            ",\"skipped\":%" PRIu64 ",\"pins\":%" PRIu64 ",\"swaps\":%" PRIu64
+            ",\"rollbacks\":%" PRIu64 ",\"full\":%" PRIu64 ",\"lookups\":%" PRIu64
+            ",\"lookup_hits\":%" PRIu64 ",\"rewinds\":%" PRIu64 "},\"pool\":{\"plans\":%" PRIu64
+            ",\"stages\":%" PRIu64 ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64
+            ",\"forks\":%" PRIu64 ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
+            elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
+            cx.opt.sink ? "true" : "false", cx.opt.seed, cx.steps.load(), cx.refused.load(),
+            cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(), cx.overlapped.load(),
+            cx.reg.created(), cx.reg.retired(), s.messages_handled, cx.rows_checked.load(),
+            cx.rows_removed.load(), cx.max_pending.load(), cx.rank_steps.load(),
+            cx.pipe_steps.load(), cx.pipe_behind.load(), cx.mixed_steps.load(),
+            cx.mixed_rejected.load(), cx.mixed_released.load(), cx.prefix_steps.load(),
+            cx.prefix_restores.load(), cx.prefix_host_restores.load(), cx.prefix_takes.load(),
+            cx.prefix_evicted.load(), cx.prefix_demoted.load(), cx.prefix_enokey.load(),
+            cx.prefix_skipped.load(), cx.prefix_pins.load(), cx.prefix_swaps.load(),
+            cx.prefix_rollbacks.load(), cx.prefix_full.load(), cx.prefix_lookups.load(),
+            cx.prefix_lookup_hits.load(), cx.prefix_rewinds.load(), s.plans, s.stages, s.promotions,
+            s.commits, s.forks, s.rollbacks);
         for (int c = 0; c < CHECK_COUNT_; c++)
             std::printf("%s\"%s\":{\"passed\":%" PRIu64 ",\"failed\":%" PRIu64 "}", c ? "," : "",
                         Checks::name((Check)c), cx.checks.passed((Check)c),

@@ -52,6 +52,10 @@ uint64_t conv_key(rsp::rid rid)
 {
     return (mix64(rsp::raw(rid) ^ 0xC0117ull) & ~(3ull << 61)) | kConvBit;
 }
+uint64_t rewind_key(rsp::rid rid)
+{
+    return (mix64(rsp::raw(rid) ^ 0x5EEDull) & ~(7ull << 60)) | (1ull << 60);
+}
 const char *tier_name(rsp_tier t)
 {
     return t == RSP_TIER_DEVICE ? "device" : "host";
@@ -62,6 +66,7 @@ struct Stored {
     uint64_t v;    // the state value the bytes must match
     rsp_tier tier; // where (moved by demotion events)
     unsigned pins; // the engine's own pins (rsp_checkpoint_pin)
+    unsigned at;   // rewind keys: the prompt blocks the state holds
 };
 
 struct PReq {
@@ -95,11 +100,12 @@ void declare(rsp::step &s, const std::vector<rsp_checkpoint_decl> &takes,
 
 // One row of a step as the model plans it.
 struct PRow {
-    unsigned k;            // index in reqs_
-    uint64_t restore = 0;  // key restored from (0: none)
-    uint64_t expect_v = 0; // the state the forward must read (0: zeros)
-    uint64_t write_v = 0;  // the state the forward writes
-    unsigned at_after = 0; // prompt blocks held after the step
+    unsigned k;             // index in reqs_
+    uint64_t restore = 0;   // key restored from (0: none)
+    uint64_t expect_v = 0;  // the state the forward must read (0: zeros)
+    uint64_t write_v = 0;   // the state the forward writes
+    unsigned at_before = 0; // prompt blocks the state holds when the row starts
+    unsigned at_after = 0;  // prompt blocks held after the step
     bool decode = false;
 };
 
@@ -162,6 +168,7 @@ class Prefix
     void skip_step(PReq &q, uint64_t key);
     void msg_take(const PReq &q, uint64_t key, uint64_t after);
     void maybe_swap();
+    void maybe_save();
     void maybe_drop();
     void end_requests();
     rsp_checkpoint_info query(uint64_t key, rsp_status *st);
@@ -250,7 +257,7 @@ static void store(std::map<uint64_t, Stored> &tree, std::vector<uint64_t> &evict
 {
     auto it = tree.find(key);
     unsigned pins = it == tree.end() ? 0 : it->second.pins;
-    tree[key] = Stored{v, tier, pins};
+    tree[key] = Stored{v, tier, pins, 0};
     evicted.erase(std::remove(evicted.begin(), evicted.end(), key), evicted.end());
 }
 
@@ -373,7 +380,16 @@ bool Prefix::plan_rows(std::vector<PRow> &rows, std::vector<rsp_checkpoint_decl>
         PRow r{idx[i]};
         unsigned at = q.at;
         uint64_t v = q.v;
-        if (!q.held) {
+        auto rewind = q.held && rng_.chance(0.1) ? tree_.find(rewind_key(q.rid)) : tree_.end();
+        if (rewind != tree_.end()) {
+            // Back to a state the request saved (a retry): a restore into
+            // a slot it already holds.
+            r.restore = rewind->first;
+            v = rewind->second.v;
+            at = rewind->second.at;
+            restores.push_back({rsp::raw(q.rid), RSP_LABEL_MAIN, r.restore});
+            cx_.prefix_rewinds.fetch_add(1, std::memory_order_relaxed);
+        } else if (!q.held) {
             // New: start from the conversation, else the longest stored prefix.
             auto conv = q.start_key ? tree_.find(q.start_key) : tree_.end();
             if (conv != tree_.end()) {
@@ -405,6 +421,7 @@ bool Prefix::plan_rows(std::vector<PRow> &rows, std::vector<rsp_checkpoint_decl>
             }
         }
         r.expect_v = v;
+        r.at_before = at;
         if (at < q.blocks) {
             // Prefill up to 2 blocks, ending at a block boundary.
             unsigned to = std::min(q.blocks, at + 1 + rng_.below(2));
@@ -505,7 +522,8 @@ bool Prefix::step()
     bool fresh_only = true;
     for (const PRow &r : rows) {
         const PReq &q = reqs_[r.k];
-        s.row(q.rid, rsp::label::main, r.decode ? 1 : (int32_t)(r.at_after - q.at) * kBlockTokens);
+        s.row(q.rid, rsp::label::main,
+              r.decode ? 1 : (int32_t)(r.at_after - r.at_before) * kBlockTokens);
         fresh_only &= !q.held;
     }
     declare(s, takes, restores);
@@ -584,6 +602,7 @@ bool Prefix::step()
     next_id_++;
     cx_.prefix_steps.fetch_add(1, std::memory_order_relaxed);
     end_requests();
+    maybe_save();
     maybe_swap();
     maybe_drop();
     if (rng_.chance(0.1))
@@ -646,6 +665,19 @@ void Prefix::end_requests()
         cx_.checks.expect(CHECK_API, r.ok(), "prefix remove: %s", r.error().message);
         renew(q, next_start);
     }
+}
+
+// Now and then a request saves its state by message, to come back to it.
+void Prefix::maybe_save()
+{
+    PReq &q = reqs_[rng_.below(kReqs)];
+    if (!q.held || q.swapped || !rng_.chance(0.05))
+        return;
+    const uint64_t key = rewind_key(q.rid);
+    msg_take(q, key, rng_.chance(0.5) ? last_commit_ : 0);
+    auto it = tree_.find(key);
+    if (it != tree_.end() && it->second.v == q.v)
+        it->second.at = q.at;
 }
 
 void Prefix::maybe_swap()

@@ -319,11 +319,11 @@ struct Context {
     // for a tier full of pins, engine pins, swaps in, rollbacks of steps with
     // restores, restores from the host tier, takes and swaps refused
     // RSP_ECAPACITY by a tier full of pins, lookups of the concurrent readers
-    // (and their hits).
+    // (and their hits), restores of a request's own saved state into its slot.
     std::atomic<uint64_t> prefix_steps{0}, prefix_restores{0}, prefix_takes{0}, prefix_evicted{0},
         prefix_demoted{0}, prefix_enokey{0}, prefix_skipped{0}, prefix_pins{0}, prefix_swaps{0},
         prefix_rollbacks{0}, prefix_host_restores{0}, prefix_full{0}, prefix_lookups{0},
-        prefix_lookup_hits{0};
+        prefix_lookup_hits{0}, prefix_rewinds{0};
 };
 
 // Remember the largest pending_release seen (evidence that removal during a
