@@ -108,6 +108,31 @@ double bench_samples_quantile(const bench_samples *s, double q)
     return v;
 }
 
+void bench_result_samples(bench_result *r, const bench_samples *rsp, const bench_samples *base)
+{
+    r->median_ns = bench_samples_quantile(rsp, 0.5);
+    r->p99_ns = bench_samples_quantile(rsp, 0.99);
+    r->ops_per_s = r->median_ns > 0 ? 1e9 / r->median_ns : 0;
+    r->baseline_median_ns = bench_samples_quantile(base, 0.5);
+    r->baseline_p99_ns = bench_samples_quantile(base, 0.99);
+    r->baseline_ops_per_s = r->baseline_median_ns > 0 ? 1e9 / r->baseline_median_ns : 0;
+}
+
+void bench_pace(struct timespec *next, uint64_t period_ns)
+{
+    next->tv_nsec += (long)period_ns;
+    while (next->tv_nsec >= 1000000000L) {
+        next->tv_nsec -= 1000000000L;
+        next->tv_sec++;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec > next->tv_sec || (now.tv_sec == next->tv_sec && now.tv_nsec > next->tv_nsec))
+        *next = now;
+    else
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, next, NULL);
+}
+
 void bench_die(const char *what, rsp_status st, const char *msg)
 {
     fprintf(stderr, "rsp-bench: %s failed: %s%s%s\n", what, rsp_strerror(st),

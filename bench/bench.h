@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <rsp/rsp.h>
 
@@ -58,6 +59,16 @@ typedef struct bench_result {
     double baseline_median_ns, baseline_p99_ns, baseline_ops_per_s;
     char extra[256]; /* extra top-level JSON members ("" or "\"k\": v, ...") */
 } bench_result;
+
+/* Fill r's medians and p99s from the samples of rsp and of the baseline,
+ * and each side's ops_per_s as 1e9 / its median (0 when no samples); a
+ * scenario that counts its rate otherwise sets ops_per_s after. */
+void bench_result_samples(bench_result *r, const bench_samples *rsp, const bench_samples *base);
+/* Sleep until *next + period_ns (absolute, CLOCK_MONOTONIC) and make that
+ * the new *next; when already late (an oversubscribed machine), restart
+ * the schedule from now instead of catching up in a burst. Paces a
+ * publisher or writer thread. */
+void bench_pace(struct timespec *next, uint64_t period_ns);
 
 /* Print r as a JSON line or a table row (a header before the first row).
  * ratio = baseline_median_ns / median_ns (above 1: rsp is faster). */
@@ -109,5 +120,10 @@ void bench_step(const bench_opts *o);
 void bench_read(const bench_opts *o);
 void bench_zero_fork(const bench_opts *o);
 void bench_create(const bench_opts *o);
+/* Checkpoints (issue 12): ckpt.c, prefix.c. */
+void bench_ckpt_copy(const bench_opts *o);
+void bench_ckpt_lookup(const bench_opts *o);
+void bench_ckpt_churn(const bench_opts *o);
+void bench_prefix_reuse(const bench_opts *o);
 
 #endif

@@ -73,12 +73,7 @@ void bench_create(const bench_opts *o)
                      "\"max_slots\": %u",
                      sizes[k].name, (unsigned long long)sizes[k].bytes,
                      bench_shape_name(shapes[h].shape), slots);
-            res.median_ns = bench_samples_quantile(&rs, 0.5);
-            res.p99_ns = bench_samples_quantile(&rs, 0.99);
-            res.ops_per_s = res.median_ns > 0 ? 1e9 / res.median_ns : 0;
-            res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
-            res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
-            res.baseline_ops_per_s = res.baseline_median_ns > 0 ? 1e9 / res.baseline_median_ns : 0;
+            bench_result_samples(&res, &rs, &bs);
             bench_report(o, &res);
             bench_samples_fini(&rs);
             bench_samples_fini(&bs);

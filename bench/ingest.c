@@ -171,12 +171,7 @@ static void ir_point(const bench_opts *o, uint32_t T, uint32_t batch)
     snprintf(res.params, sizeof res.params,
              "\"threads\": %u, \"messages\": %.0f, \"rids_per_msg\": %u, \"rid_ops\": %.0f", T,
              msgs, batch, ops);
-    res.median_ns = bench_samples_quantile(&rs, 0.5);
-    res.p99_ns = bench_samples_quantile(&rs, 0.99);
-    res.ops_per_s = 1e9 / res.median_ns;
-    res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
-    res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
-    res.baseline_ops_per_s = 1e9 / res.baseline_median_ns;
+    bench_result_samples(&res, &rs, &bs);
     bench_report(o, &res);
     bench_samples_fini(&rs);
     bench_samples_fini(&bs);

@@ -40,7 +40,8 @@ static void print_machine(const char *when)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rsp-bench [--quick] [--json] [--only SCENARIO] [--pin MODE]\n"
-               "  scenarios: rtt ingest_remove step read zero_fork create (default: all)\n"
+               "  scenarios: rtt ingest_remove step read zero_fork create ckpt_copy ckpt_lookup\n"
+               "             ckpt_churn prefix_reuse (default: all)\n"
                "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
                "  --json   one JSON object per line instead of a table\n"
                "  --pin    none (default), split (client and owner each on a CPU of\n"
@@ -73,8 +74,16 @@ int main(int argc, char **argv)
         const char *name;
         void (*run)(const bench_opts *);
     } scenarios[] = {
-        {"rtt", bench_rtt},   {"ingest_remove", bench_ingest_remove}, {"step", bench_step},
-        {"read", bench_read}, {"zero_fork", bench_zero_fork},         {"create", bench_create},
+        {"rtt", bench_rtt},
+        {"ingest_remove", bench_ingest_remove},
+        {"step", bench_step},
+        {"read", bench_read},
+        {"zero_fork", bench_zero_fork},
+        {"create", bench_create},
+        {"ckpt_copy", bench_ckpt_copy},
+        {"ckpt_lookup", bench_ckpt_lookup},
+        {"ckpt_churn", bench_ckpt_churn},
+        {"prefix_reuse", bench_prefix_reuse},
     };
     print_machine("start");
     bool ran = false;

@@ -419,6 +419,17 @@ def markdown(rows):
                 r["baseline_median_ns"], r["baseline_p99_ns"], _rate(r["baseline_ops_per_s"]),
                 r["ratio"], r.get("plans_per_s", 0), r.get("baseline_plans_per_s", 0)))
         out.append("")
+    if "prefix_reuse" in by:
+        out += ["### prefix_reuse (8 rows a step, 32 new tokens a row)", "",
+                "| prefix tokens | rsp step (restores) | recompute step | speed-up | step time "
+                "saved | tokens saved | state bytes saved | bytes restored |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in by["prefix_reuse"]:
+            out.append("| %d | %s | %s | %.1fx | %s | %d | %d | %d |" % (
+                r["params"]["prefix_tokens"], _us(r["median_ns"]), _us(r["baseline_median_ns"]),
+                r["ratio"], _us(r.get("step_ns_saved", 0)), r.get("tokens_saved_per_step", 0),
+                r.get("state_bytes_saved_per_step", 0), r.get("bytes_restored_per_step", 0)))
+        out.append("")
     if "zero_fork" in by:
         out += ["### zero_fork (1 MiB slots)", "",
                 "| op | slots | rsp median | rsp GB/s | plain median | plain GB/s | plain / rsp |",
@@ -485,6 +496,24 @@ def targets(rows):
     for r in find("zero_fork"):
         res.append(("zero_fork, %s %d slots: ratio >= 0.9" % (r["params"]["op"], r["params"]["slots"]),
                     "%.2f" % r["ratio"], r["ratio"] >= 0.9))
+    # Issue 12: checkpoints (docs/checkpoints.md).
+    for r in find("ckpt_copy"):
+        p = r["params"]
+        how = ("device layer only" if p.get("path") == "device" else
+               "%d step(s) posted" % p.get("steps_posted", 1))
+        res.append(("ckpt_copy, 1 MiB take + restore, %s tier, %s: >= 0.9x memcpy"
+                     % (p["tier"], how), "%.2fx" % r["ratio"], r["ratio"] >= 0.9))
+    lookups = sorted(find("ckpt_lookup"), key=lambda r: r["params"]["readers"])
+    for r in lookups:
+        res.append(("ckpt_lookup, %d readers: <= 100 ns" % r["params"]["readers"],
+                    "%.1f ns" % r["median_ns"], r["median_ns"] <= 100))
+    if len(lookups) > 1:
+        f = max(r["median_ns"] for r in lookups) / min(r["median_ns"] for r in lookups)
+        res.append(("ckpt_lookup, 1-8 readers: flat (max/min <= 1.5)", "%.2f" % f, f <= 1.5))
+    for r in find("ckpt_churn"):
+        res.append(("ckpt_churn, 100,000 evicting takes%s: <= 2 us a take" % (
+            ", demotion" if r["params"]["demote"] else ""), _us(r["median_ns"]),
+            r["median_ns"] <= 2000))
     return res
 
 

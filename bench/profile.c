@@ -19,6 +19,12 @@
  *     step-mutex-general | fork-mutex-general
  *                                step-mutex / fork-mutex with the core's
  *                                same-declaration path off (the general path)
+ *     ckpt-churn                 N takes of distinct keys into a full device
+ *                                tier of 1,024 tiny checkpoints (each evicts
+ *                                the least recently used), fire-and-forget,
+ *                                then a barrier (issue 12: owner time a take)
+ *     ckpt-lookup                N rsp_checkpoint_lookup of stored and missing
+ *                                keys (one reader, a read section each)
  *
  * Each mode does its set-up, then the N operations, then tears down; the
  * profile script subtracts a run with N = 0 (set-up and tear-down only).
@@ -339,6 +345,73 @@ static void fork_mutex(uint32_t n)
     steps_mutex(n, true, true);
 }
 
+/* Issue 12: a tier of CKPT_TIER checkpoints filled in the set-up (so the
+ * N measured takes all evict), rid 1 holding the 64 B slot they copy. */
+#define CKPT_TIER 1024u
+
+static uint64_t ckpt_key(uint64_t i)
+{
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull;
+    return x ^ (x >> 31);
+}
+
+static rsp_pool *ckpt_pool(void)
+{
+    rsp_pool_config cfg;
+    bench_config(&cfg, BENCH_TINY, 8);
+    cfg.max_checkpoints = CKPT_TIER;
+    rsp_error err = {0};
+    rsp_pool *pool;
+    BENCH_CHECK(rsp_pool_create(&cfg, &pool, &err), &err);
+    rsp_row row = {.rid = 1, .span = 1};
+    rsp_step st = {.step_id = 1, .rows = &row, .num_rows = 1};
+    rsp_admit_outcome out;
+    const rsp_event done = rsp_event_complete();
+    BENCH_CHECK(rsp_step_admit(pool, &st, &out, &err), &err);
+    BENCH_CHECK(rsp_step_plan(pool, &st, &err), &err);
+    BENCH_CHECK(rsp_step_commit(pool, &st, &done, &err), &err);
+    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT, .rid = 1, .tier = RSP_TIER_DEVICE};
+    for (uint32_t i = 0; i < CKPT_TIER; i++) {
+        m.key = ckpt_key(i);
+        BENCH_CHECK(rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+    }
+    BENCH_CHECK(rsp_barrier(pool, &err), &err);
+    return pool;
+}
+
+static void ckpt_churn(uint32_t n)
+{
+    rsp_pool *pool = ckpt_pool();
+    rsp_error err = {0};
+    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT, .rid = 1, .tier = RSP_TIER_DEVICE};
+    for (uint32_t i = 0; i < n; i++) {
+        m.key = ckpt_key(CKPT_TIER + i);
+        BENCH_CHECK(rsp_post(pool, &m, NULL, RSP_WAIT_FOREVER, &err), &err);
+    }
+    BENCH_CHECK(rsp_barrier(pool, &err), &err);
+    rsp_stats s;
+    BENCH_CHECK(rsp_stats_get(pool, &s, &err), &err);
+    rsp_pool_destroy(pool);
+    printf("ckpt-churn: %u takes, %llu evictions\n", n, (unsigned long long)s.checkpoints_evicted);
+}
+
+static void ckpt_lookup(uint32_t n)
+{
+    rsp_pool *pool = ckpt_pool();
+    rsp_error err = {0};
+    BENCH_CHECK(rsp_reader_register(&err), &err);
+    uint64_t hits = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        rsp_checkpoint_loc loc;
+        rsp_read_begin();
+        hits += rsp_checkpoint_lookup(pool, ckpt_key(i % (2 * CKPT_TIER)), &loc, NULL) == RSP_OK;
+        rsp_read_end();
+    }
+    rsp_reader_unregister();
+    rsp_pool_destroy(pool);
+    printf("ckpt-lookup: %u lookups, %llu hits\n", n, (unsigned long long)hits);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -360,6 +433,9 @@ int main(int argc, char **argv)
         /* issue 11 */
         {"step-onetrip", onetrip_rsp},
         {"ingest-vector", ingest_vector},
+        /* issue 12 */
+        {"ckpt-churn", ckpt_churn},
+        {"ckpt-lookup", ckpt_lookup},
     };
     if (argc < 2) {
         fprintf(stderr, "usage: rsp-bench-profile MODE [N]; modes:");

@@ -58,3 +58,5 @@ per_op fork-rsp "256-row fork step" $RSP_CLIENT $RSP_OWNER
 per_op fork-mutex "256-row fork step" bl_admit bl_plan bl_commit bl_read_begin bl_plan_addressing bl_read_end
 per_op step-mutex-general "256-row step" bl_admit bl_plan bl_commit bl_read_begin bl_plan_addressing bl_read_end
 per_op fork-mutex-general "256-row fork step" bl_admit bl_plan bl_commit bl_read_begin bl_plan_addressing bl_read_end
+per_op ckpt-churn "take (evicting), owner only" $RSP_OWNER
+per_op ckpt-lookup lookup rsp_read_begin rsp_read_end rsp_checkpoint_lookup

@@ -82,19 +82,7 @@ static void *rd_publisher(void *p)
             BENCH_CHECK(bl_commit(sh->bl, &step, NULL, &err), &err);
         }
         sh->plans++;
-        /* Next period; when late (an oversubscribed machine), restart the
-         * schedule from now instead of publishing in a burst. */
-        next.tv_nsec += PERIOD_NS;
-        if (next.tv_nsec >= 1000000000L) {
-            next.tv_nsec -= 1000000000L;
-            next.tv_sec++;
-        }
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec > next.tv_nsec))
-            next = now;
-        else
-            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        bench_pace(&next, PERIOD_NS);
     }
     return NULL;
 }
@@ -223,11 +211,8 @@ static void rd_report(const bench_opts *o, const char *bench, const char *flavou
     snprintf(res.params, sizeof res.params,
              "\"readers\": %u, \"period_ns\": %u, \"rows\": %u, \"flavour\": \"%s\"", R, PERIOD_NS,
              ROWS, flavour);
-    res.median_ns = bench_samples_quantile(&rr->samples, 0.5);
-    res.p99_ns = bench_samples_quantile(&rr->samples, 0.99);
+    bench_result_samples(&res, &rr->samples, &br->samples);
     res.ops_per_s = 1e9 * (double)rr->reads / (double)rr->wall_ns;
-    res.baseline_median_ns = bench_samples_quantile(&br->samples, 0.5);
-    res.baseline_p99_ns = bench_samples_quantile(&br->samples, 0.99);
     res.baseline_ops_per_s = 1e9 * (double)br->reads / (double)br->wall_ns;
     /* cpus_used: the readers' CPU time over wall time, i.e. how many
      * cores the readers actually had (2 at most here): on a busy

@@ -102,12 +102,7 @@ static void report(const bench_opts *o, const char *owner, const char *floor_nam
     bench_result res = {.bench = "rtt", .baseline = floor_name};
     snprintf(res.params, sizeof res.params, "\"owner\": \"%s\", \"gap_ns\": %llu", owner,
              (unsigned long long)gap);
-    res.median_ns = bench_samples_quantile(rs, 0.5);
-    res.p99_ns = bench_samples_quantile(rs, 0.99);
-    res.ops_per_s = res.median_ns > 0 ? 1e9 / res.median_ns : 0;
-    res.baseline_median_ns = bench_samples_quantile(fs, 0.5);
-    res.baseline_p99_ns = bench_samples_quantile(fs, 0.99);
-    res.baseline_ops_per_s = res.baseline_median_ns > 0 ? 1e9 / res.baseline_median_ns : 0;
+    bench_result_samples(&res, rs, fs);
     snprintf(res.extra, sizeof res.extra, "\"owner_sleeps_per_op\": %.2f", sleeps_per_op);
     bench_report(o, &res);
 }

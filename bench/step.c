@@ -284,11 +284,8 @@ static void run_point(const bench_opts *o, step_variant v, step_api api, uint32_
              "\"slot_bytes\": %llu",
              variant_name(v), api_name(api), n, v == V_FORK ? 2u : 1u,
              (unsigned long long)(shape == BENCH_KIB ? 1024 : 64));
-    res.median_ns = bench_samples_quantile(&rs, 0.5);
-    res.p99_ns = bench_samples_quantile(&rs, 0.99);
+    bench_result_samples(&res, &rs, &bs);
     res.ops_per_s = 1e9 * (double)rs.n / (double)rwall;
-    res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
-    res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
     res.baseline_ops_per_s = 1e9 * (double)bs.n / (double)bwall;
     bench_report(o, &res);
 

@@ -108,12 +108,7 @@ void bench_zero_fork(const bench_opts *o)
             snprintf(res.params, sizeof res.params,
                      "\"op\": \"%s\", \"slots\": %u, \"slot_bytes\": %llu",
                      op == 0 ? "zero" : "fork", n, (unsigned long long)lay.slot_bytes);
-            res.median_ns = bench_samples_quantile(&rs, 0.5);
-            res.p99_ns = bench_samples_quantile(&rs, 0.99);
-            res.ops_per_s = 1e9 / res.median_ns;
-            res.baseline_median_ns = bench_samples_quantile(&bs, 0.5);
-            res.baseline_p99_ns = bench_samples_quantile(&bs, 0.99);
-            res.baseline_ops_per_s = 1e9 / res.baseline_median_ns;
+            bench_result_samples(&res, &rs, &bs);
             snprintf(res.extra, sizeof res.extra, "\"gb_per_s\": %.2f, \"baseline_gb_per_s\": %.2f",
                      bytes / res.median_ns, bytes / res.baseline_median_ns);
             bench_report(o, &res);

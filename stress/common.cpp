@@ -36,9 +36,9 @@ uint64_t next_state(rsp::rid rid, rsp::label label, rsp::step_id step, uint64_t 
 const char *Checks::name(Check c)
 {
     static const char *const names[CHECK_COUNT_] = {
-        "api",     "invalid", "layout", "addressing", "unique",   "generation",
-        "stage",   "vectors", "zeros",  "content",    "stats",    "refusal",
-        "holding", "leak",    "hang",   "ranks",      "pipeline", "mixed",
+        "api",     "invalid", "layout",   "addressing", "unique",  "generation", "stage",
+        "vectors", "zeros",   "content",  "stats",      "refusal", "holding",    "leak",
+        "hang",    "ranks",   "pipeline", "mixed",      "ckpt",
     };
     return (c >= 0 && c < CHECK_COUNT_) ? names[c] : "?";
 }
@@ -411,6 +411,22 @@ void Storage::write(int32_t slot, uint64_t v) const
             std::memcpy(base + (size_t)s.offsets[e] * s.esize, want, s.esize);
         }
     }
+}
+
+void check_pool_empty(Context &cx, rsp::pool &pool, const char *mode, uint32_t max_slots)
+{
+    rsp::result<rsp_stats> got = pool.try_stats();
+    if (!cx.checks.expect(CHECK_API, got.ok(), "%s stats: %s", mode, got.error().message))
+        return;
+    const rsp_stats &s = got.value();
+    cx.checks.expect(CHECK_LEAK,
+                     s.free_slots == max_slots - 1 && s.held_slots == 0 && s.pending_release == 0 &&
+                         s.checkpoints_device == 0 && s.checkpoints_host == 0 &&
+                         s.swapped_slots == 0,
+                     "%s pool at the end: free %u of %u, held %u, pending %u, checkpoints %u + "
+                     "%u, swapped %u",
+                     mode, s.free_slots, max_slots - 1, s.held_slots, s.pending_release,
+                     s.checkpoints_device, s.checkpoints_host, s.swapped_slots);
 }
 
 // ---------------------------------------------------------------------------

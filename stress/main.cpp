@@ -3,7 +3,7 @@
 //
 // Usage: rsp-stress [--seconds S] [--clients N] [--readers N] [--slots N]
 //                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--rank-threads N]
-//                   [--pipeline-readers N] [--mixed-threads N] [--json]
+//                   [--pipeline-readers N] [--mixed-threads N] [--prefix-threads N] [--json]
 // Exit status 0 only when no check failed. The last line of the output is
 // always "N passed, M failed".
 #include "stress.h"
@@ -42,6 +42,10 @@ void usage(FILE *f)
         "                 steps in flight, each reading its own step's plan (default 2; 0 = off)\n"
         "  --mixed-threads N  mixed-batch mode: threads, each on its own pool, mixing\n"
         "                 prefill, decode and drafting rows with fork groups (default 1; 0 = off)\n"
+        "  --prefix-threads N  prefix-reuse mode: threads, each on its own pool with small\n"
+        "                 checkpoint tiers (odd ones demote), requests sharing prompts restore\n"
+        "                 from checkpoints, every restore verified byte for byte (default 2; 0 = "
+        "off)\n"
         "  --json         also print the summary as one JSON object\n");
 }
 
@@ -88,12 +92,13 @@ int parse(int argc, char **argv, Options &o)
             }
         } else if (a == "--clients" || a == "--readers" || a == "--slots" || a == "--layers" ||
                    a == "--seed" || a == "--max-rows" || a == "--rank-threads" ||
-                   a == "--pipeline-readers" || a == "--mixed-threads") {
+                   a == "--pipeline-readers" || a == "--mixed-threads" || a == "--prefix-threads") {
             if (!(s = value(a.c_str())))
                 return 1;
             uint64_t lo = a == "--slots" ? 4
                           : a == "--seed" || a == "--clients" || a == "--rank-threads" ||
-                                  a == "--pipeline-readers" || a == "--mixed-threads"
+                                  a == "--pipeline-readers" || a == "--mixed-threads" ||
+                                  a == "--prefix-threads"
                               ? 0
                               : 1;
             uint64_t hi = a == "--seed"      ? UINT64_MAX
@@ -102,7 +107,8 @@ int parse(int argc, char **argv, Options &o)
                                              : 4096;
             if (a == "--readers")
                 hi = 256;
-            if (a == "--rank-threads" || a == "--pipeline-readers" || a == "--mixed-threads")
+            if (a == "--rank-threads" || a == "--pipeline-readers" || a == "--mixed-threads" ||
+                a == "--prefix-threads")
                 hi = 16;
             if (!parse_u64(s, lo, hi, &v)) {
                 std::fprintf(stderr, "rsp-stress: bad %s '%s' (allowed %llu..%llu)\n", a.c_str(), s,
@@ -125,6 +131,8 @@ int parse(int argc, char **argv, Options &o)
                 o.pipeline_readers = (unsigned)v;
             else if (a == "--mixed-threads")
                 o.mixed_threads = (unsigned)v;
+            else if (a == "--prefix-threads")
+                o.prefix_threads = (unsigned)v;
             else
                 o.max_rows = (unsigned)v;
         } else {
@@ -271,32 +279,56 @@ void summary(Context &cx, double elapsed)
                 " drafts rejected (skip_post_forks), %" PRIu64 " draft labels released\n",
                 cx.mixed_steps.load(), cx.opt.mixed_threads, cx.mixed_rejected.load(),
                 cx.mixed_released.load());
+    std::printf("prefix     %" PRIu64 " steps (%u threads), %" PRIu64
+                " restores verified byte for byte (%" PRIu64 " from the host tier), %" PRIu64
+                " takes, %" PRIu64 " evicted + %" PRIu64 " demoted, %" PRIu64
+                " restores of evicted keys refused, %" PRIu64 " takes skipped, %" PRIu64
+                " engine pins, %" PRIu64 " swaps, %" PRIu64 " rollbacks, %" PRIu64
+                " refused by a tier full of pins; %" PRIu64
+                " lookups by concurrent readers (%" PRIu64 " found), %" PRIu64 " rewinds\n",
+                cx.prefix_steps.load(), cx.opt.prefix_threads, cx.prefix_restores.load(),
+                cx.prefix_host_restores.load(), cx.prefix_takes.load(), cx.prefix_evicted.load(),
+                cx.prefix_demoted.load(), cx.prefix_enokey.load(), cx.prefix_skipped.load(),
+                cx.prefix_pins.load(), cx.prefix_swaps.load(), cx.prefix_rollbacks.load(),
+                cx.prefix_full.load(), cx.prefix_lookups.load(), cx.prefix_lookup_hits.load(),
+                cx.prefix_rewinds.load());
     std::printf("checks     %-12s %12s %8s\n", "kind", "passed", "failed");
     for (int c = 0; c < CHECK_COUNT_; c++)
         std::printf("           %-12s %12" PRIu64 " %8" PRIu64 "%s\n", Checks::name((Check)c),
                     cx.checks.passed((Check)c), cx.checks.failed((Check)c),
                     cx.checks.failed((Check)c) ? "  <-- FAILED" : "");
     if (cx.opt.json) {
-        std::printf("{\"seconds\":%.3f,\"clients\":%u,\"readers\":%u,\"slots\":%u,\"layers\":%u,"
-                    "\"sink\":%s,"
-                    "\"seed\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"refused\":%" PRIu64
-                    ",\"captures\":%" PRIu64 ",\"preplanned\":%" PRIu64 ",\"abandoned\":%" PRIu64
-                    ",\"deferred_commits\":%" PRIu64 ",\"requests_created\":%" PRIu64
-                    ",\"requests_removed\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"rows\":%" PRIu64
-                    ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"rank_steps\":%" PRIu64
-                    ",\"pipeline_steps\":%" PRIu64 ",\"pipeline_behind\":%" PRIu64
-                    ",\"mixed_steps\":%" PRIu64 ",\"mixed_rejected\":%" PRIu64
-                    ",\"mixed_released\":%" PRIu64 ",\"pool\":{\"plans\":%" PRIu64
-                    ",\"stages\":%" PRIu64 ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64
-                    ",\"forks\":%" PRIu64 ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
-                    elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
-                    cx.opt.sink ? "true" : "false", cx.opt.seed, cx.steps.load(), cx.refused.load(),
-                    cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(),
-                    cx.overlapped.load(), cx.reg.created(), cx.reg.retired(), s.messages_handled,
-                    cx.rows_checked.load(), cx.rows_removed.load(), cx.max_pending.load(),
-                    cx.rank_steps.load(), cx.pipe_steps.load(), cx.pipe_behind.load(),
-                    cx.mixed_steps.load(), cx.mixed_rejected.load(), cx.mixed_released.load(),
-                    s.plans, s.stages, s.promotions, s.commits, s.forks, s.rollbacks);
+        std::printf(
+            "{\"seconds\":%.3f,\"clients\":%u,\"readers\":%u,\"slots\":%u,\"layers\":%u,"
+            "\"sink\":%s,"
+            "\"seed\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"refused\":%" PRIu64
+            ",\"captures\":%" PRIu64 ",\"preplanned\":%" PRIu64 ",\"abandoned\":%" PRIu64
+            ",\"deferred_commits\":%" PRIu64 ",\"requests_created\":%" PRIu64
+            ",\"requests_removed\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"rows\":%" PRIu64
+            ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"rank_steps\":%" PRIu64
+            ",\"pipeline_steps\":%" PRIu64 ",\"pipeline_behind\":%" PRIu64
+            ",\"mixed_steps\":%" PRIu64 ",\"mixed_rejected\":%" PRIu64
+            ",\"mixed_released\":%" PRIu64 ",\"prefix\":{\"steps\":%" PRIu64
+            ",\"restores\":%" PRIu64 ",\"host_restores\":%" PRIu64 ",\"takes\":%" PRIu64
+            ",\"evicted\":%" PRIu64 ",\"demoted\":%" PRIu64 ",\"enokey\":%" PRIu64
+            ",\"skipped\":%" PRIu64 ",\"pins\":%" PRIu64 ",\"swaps\":%" PRIu64
+            ",\"rollbacks\":%" PRIu64 ",\"full\":%" PRIu64 ",\"lookups\":%" PRIu64
+            ",\"lookup_hits\":%" PRIu64 ",\"rewinds\":%" PRIu64 "},\"pool\":{\"plans\":%" PRIu64
+            ",\"stages\":%" PRIu64 ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64
+            ",\"forks\":%" PRIu64 ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
+            elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
+            cx.opt.sink ? "true" : "false", cx.opt.seed, cx.steps.load(), cx.refused.load(),
+            cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(), cx.overlapped.load(),
+            cx.reg.created(), cx.reg.retired(), s.messages_handled, cx.rows_checked.load(),
+            cx.rows_removed.load(), cx.max_pending.load(), cx.rank_steps.load(),
+            cx.pipe_steps.load(), cx.pipe_behind.load(), cx.mixed_steps.load(),
+            cx.mixed_rejected.load(), cx.mixed_released.load(), cx.prefix_steps.load(),
+            cx.prefix_restores.load(), cx.prefix_host_restores.load(), cx.prefix_takes.load(),
+            cx.prefix_evicted.load(), cx.prefix_demoted.load(), cx.prefix_enokey.load(),
+            cx.prefix_skipped.load(), cx.prefix_pins.load(), cx.prefix_swaps.load(),
+            cx.prefix_rollbacks.load(), cx.prefix_full.load(), cx.prefix_lookups.load(),
+            cx.prefix_lookup_hits.load(), cx.prefix_rewinds.load(), s.plans, s.stages, s.promotions,
+            s.commits, s.forks, s.rollbacks);
         for (int c = 0; c < CHECK_COUNT_; c++)
             std::printf("%s\"%s\":{\"passed\":%" PRIu64 ",\"failed\":%" PRIu64 "}", c ? "," : "",
                         Checks::name((Check)c), cx.checks.passed((Check)c),
@@ -328,6 +360,8 @@ double run_threads(Context &cx)
     std::vector<std::thread> mixers; // the mixed-batch mode
     for (unsigned i = 0; i < opt.mixed_threads; i++)
         mixers.emplace_back(mixed_main, std::ref(cx), i);
+    for (unsigned i = 0; i < opt.prefix_threads; i++) // the prefix-reuse mode
+        mixers.emplace_back(prefix_main, std::ref(cx), i);
     for (unsigned c = 0; c < opt.clients; c++)
         clients.emplace_back(client_main, std::ref(cx), c);
 

@@ -277,14 +277,7 @@ void Mixed::finish()
         rsp::result<void> r = pool_.try_remove(q.rid);
         cx_.checks.expect(CHECK_API, r.ok(), "mixed: remove: %s", r.error().message);
     }
-    rsp::result<rsp_stats> s = pool_.try_stats();
-    if (cx_.checks.expect(CHECK_API, s.ok(), "stats: %s", s.error().message))
-        cx_.checks.expect(CHECK_LEAK,
-                          s.value().free_slots == kSlots - 1 && s.value().held_slots == 0 &&
-                              s.value().pending_release == 0,
-                          "mixed pool at the end: free %u of %u, held %u, pending %u",
-                          s.value().free_slots, kSlots - 1, s.value().held_slots,
-                          s.value().pending_release);
+    check_pool_empty(cx_, pool_, "mixed", kSlots);
 }
 
 } // namespace

@@ -60,6 +60,7 @@ struct Options {
     unsigned rank_threads = 3;     // two-rank mode: threads posting to two ordered pools; 0 = off
     unsigned pipeline_readers = 2; // pipelined mode: reader threads of its own pool; 0 = off
     unsigned mixed_threads = 1;    // mixed-batch mode: threads, each with its own pool; 0 = off
+    unsigned prefix_threads = 2;   // prefix-reuse mode: threads, each with its own pool; 0 = off
 };
 
 // Small deterministic generator (splitmix64); one per thread.
@@ -113,6 +114,7 @@ enum Check : int {
     CHECK_RANKS,      // two ordered pools fed the same numbered messages agree every step
     CHECK_PIPELINE,   // 3 steps in flight: each reader gets its own step's plan, commits in order
     CHECK_MIXED,      // prefill + decode + drafting rows with per-rid fork groups, skips, releases
+    CHECK_CKPT, // checkpoints: restored bytes, key set, pins, evictions, swaps, typed failures
     CHECK_COUNT_
 };
 
@@ -311,6 +313,17 @@ struct Context {
     std::atomic<uint32_t> pipe_max_inflight{0};
     // Mixed-batch mode: steps committed, drafts rejected, draft labels released.
     std::atomic<uint64_t> mixed_steps{0}, mixed_rejected{0}, mixed_released{0};
+    // Prefix-reuse mode: steps committed or rolled back, restores verified
+    // byte for byte, takes (in steps and by message), evictions and demotions
+    // reported, restores of evicted keys refused RSP_ENOKEY, takes skipped
+    // for a tier full of pins, engine pins, swaps in, rollbacks of steps with
+    // restores, restores from the host tier, takes and swaps refused
+    // RSP_ECAPACITY by a tier full of pins, lookups of the concurrent readers
+    // (and their hits), restores of a request's own saved state into its slot.
+    std::atomic<uint64_t> prefix_steps{0}, prefix_restores{0}, prefix_takes{0}, prefix_evicted{0},
+        prefix_demoted{0}, prefix_enokey{0}, prefix_skipped{0}, prefix_pins{0}, prefix_swaps{0},
+        prefix_rollbacks{0}, prefix_host_restores{0}, prefix_full{0}, prefix_lookups{0},
+        prefix_lookup_hits{0}, prefix_rewinds{0};
 };
 
 // Remember the largest pending_release seen (evidence that removal during a
@@ -323,12 +336,18 @@ inline void note_pending(Context &cx, uint32_t pending)
     }
 }
 
+// A pool of its own (sink included) at the end of a mode: every slot free,
+// nothing held or pending, no checkpoint stored, nothing swapped (check kinds
+// api, leak). The mode's thread.
+void check_pool_empty(Context &cx, rsp::pool &pool, const char *mode, uint32_t max_slots);
+
 void client_main(Context &cx, unsigned index);
 void step_main(Context &cx);
 void partition_main(Context &cx, unsigned index);
-void ranks_main(Context &cx);                 // the two-rank mode (ranks.cpp)
-void pipeline_main(Context &cx);              // the pipelined mode (pipeline.cpp)
-void mixed_main(Context &cx, unsigned index); // the mixed-batch mode (mixed.cpp)
+void ranks_main(Context &cx);                  // the two-rank mode (ranks.cpp)
+void pipeline_main(Context &cx);               // the pipelined mode (pipeline.cpp)
+void mixed_main(Context &cx, unsigned index);  // the mixed-batch mode (mixed.cpp)
+void prefix_main(Context &cx, unsigned index); // the prefix-reuse mode (prefix.cpp)
 
 } // namespace stress
 
