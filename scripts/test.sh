@@ -15,7 +15,7 @@
 #   debug    build-debug/    Debug (-O0), RSP_CUDA=OFF          -L core
 #   clang    build-clang/    clang/clang++, RSP_CUDA=OFF        all
 #   aarch64  build-aarch64/  aarch64 cross gcc, RSP_CUDA=OFF    all but install_consumer and
-#                                                               bench_quick, under qemu-user;
+#                                                               bench_quick(_pin), under qemu-user;
 #                                                               none without qemu-aarch64
 #
 # Environment:
@@ -154,14 +154,15 @@ for v in $variants; do
     aarch64)
         # Compiles the atomics for a weakly ordered CPU; the tests run under
         # qemu-user (on this x86 host it runs them correctly but cannot show
-        # reorderings). install_consumer and bench_quick start target
-        # programs without the emulator.
+        # reorderings). install_consumer and the benchmark checks
+        # (bench_quick, bench_pin_quick) start target programs without the
+        # emulator.
         if ! rsp_ensure_aarch64_deps "$RSP_ROOT/build-aarch64-deps"; then
             summary+=("$(printf '%-8s %-14s missing cross packages (see above)' aarch64 build-aarch64)")
             failed=1
             continue
         fi
-        a64_ctest="-E ^(install_consumer|bench_quick)$"
+        a64_ctest="-E ^(install_consumer|bench_quick|bench_pin_quick)$"
         command -v qemu-aarch64 >/dev/null 2>&1 || a64_ctest=none
         run_variant aarch64 build-aarch64 "" "$a64_ctest" \
             -DCMAKE_TOOLCHAIN_FILE="$RSP_ROOT/cmake/toolchain-aarch64.cmake" \
