@@ -15,7 +15,7 @@
 #   debug    build-debug/    Debug (-O0), RSP_CUDA=OFF          -L core
 #   clang    build-clang/    clang/clang++, RSP_CUDA=OFF        all
 #   aarch64  build-aarch64/  aarch64 cross gcc, RSP_CUDA=OFF    all but install_consumer and
-#                                                               bench_quick(_pin), under qemu-user;
+#                                                               the bench_*quick checks, under qemu;
 #                                                               none without qemu-aarch64
 #
 # Environment:
