@@ -439,7 +439,8 @@ static uint32_t plan_mismatches(const rsp_plan *plan)
 typedef struct plan_reader_arg {
     rsp__publisher *p;
     uint32_t *stop;
-    uint32_t refs_taken, mismatches; /* this reader's; read after join */
+    uint32_t refs_taken; /* relaxed atomic: the owner watches it */
+    uint32_t mismatches; /* this reader's; read after join */
 } plan_reader_arg;
 
 static void *plan_reader(void *arg)
@@ -458,7 +459,7 @@ static void *plan_reader(void *arg)
         /* Outside the section: only our reference keeps the plan (X1). */
         sched_yield();
         c->mismatches += plan_mismatches(held);
-        c->refs_taken++;
+        (void)rsp__fetch_add_relaxed_u32(&c->refs_taken, 1);
         rsp__plan_unref(held);
     }
     rsp__reader_unregister();
@@ -495,6 +496,23 @@ static void plan_refs_from_many_readers_free_each_plan_once(void **state)
         rsp__publish_live(p, plan);
         if (s % 16 == 0)
             sched_yield(); /* let the readers take references to this one */
+    }
+    /* On a loaded machine the readers may not have run yet: go on
+     * publishing (yielding) until one of them took a reference, so the
+     * test checks what it is about; bounded, refs > 0 fails below. */
+    for (uint64_t s = SCALED(PLANS) + 1, n = 0; n < 200000; s++, n++) {
+        uint32_t seen = 0;
+        for (int i = 0; i < READERS; i++)
+            seen += rsp__load_relaxed_u32(&args[i].refs_taken);
+        if (seen >= READERS)
+            break;
+        rsp_plan *plan = make_plan(p, s);
+        if (!plan) {
+            failed++;
+            break;
+        }
+        rsp__publish_live(p, plan);
+        sched_yield();
     }
     rsp__store_release_u32(&stop, 1);
     uint32_t refs = 0;
