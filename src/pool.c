@@ -982,11 +982,12 @@ void rsp__pool_destroy(rsp_pool *p)
      * references; joins the reclaimer. */
     rsp__publisher_destroy(p->pub);
     rsp__keys_destroy(p->keys);
-    /* Waits for all submitted device work; the storage itself goes with
-     * the last export of it (export.c), or now. */
+    /* Close waits for all submitted device work, whether the storage goes
+     * now or with the last DLPack export of it (export.c). Teardown has
+     * nothing to undo: a device that fails the wait (a CUDA error) is
+     * freed like one that passes, as rsp__device_destroy does. */
     if (p->storage) {
-        if (rsp__load_acquire_u32(&p->storage->refs) > 1)
-            (void)rsp__device_sync(p->dev, NULL); /* close still waits for the device */
+        (void)rsp__device_sync(p->dev, NULL);
         rsp__storage_release(p->storage);
     } else {
         rsp__device_destroy(p->dev); /* a create that failed before the keeper */

@@ -255,7 +255,9 @@ RSP_API rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, r
  * blocked in rsp_plan_wait (they return RSP_ESHUTDOWN) and wait until they
  * have left, wait for reader references and the device, free everything,
  * join the pool's threads. Call once, from one thread, after every other
- * thread stopped posting. NULL is a no-op (RSP_OK).
+ * thread stopped posting. NULL is a no-op (RSP_OK). The storage of a pool
+ * with live DLPack exports (rsp_pool_block_dlpack, device addressing
+ * vectors) stays until the last export's deleter frees it.
  *
  * Waiting for the device includes every forward_done event given to the
  * pool (commit, rollback): the device runs nothing after such a WAIT until
