@@ -624,13 +624,24 @@ static rsp_status undo_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
                      then);
 }
 
+/* " (the commit of step N stands)" when the message committed one, else
+ * "": the tail of a later phase's failure message. Built only on failure. */
+static void commit_stands(const rsp_msg *m, const rsp_reply *r, char *then, size_t size)
+{
+    then[0] = '\0';
+    if (r->committed)
+        snprintf(then, size, " (the commit of step %llu stands)",
+                 (unsigned long long)m->commit->step_id);
+}
+
 /* One phase's failure: a change it made before failing breaks the pool
  * (*changed); one that changed nothing leaves the phases before it as
- * they are. */
+ * they are. Messages are formatted on the failure paths only: a step's
+ * success costs no formatting. */
 static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     r->committed = r->planned = false; /* a recycled ticket's reply is not cleared */
-    char what[96], then[64] = "";
+    char what[96], then[64];
     if (m->commit) {
         rsp_status st = commit_step(p, m->commit, event_of(m), r, changed);
         if (st != RSP_OK) {
@@ -641,19 +652,21 @@ static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *cha
         r->committed = true;
         *changed = false; /* the commit is done: what follows stands alone */
         rsp__work_clear(&p->work);
-        snprintf(then, sizeof then, " (the commit of step %llu stands)",
-                 (unsigned long long)m->commit->step_id);
     }
-    snprintf(what, sizeof what, "RSP_MSG_STEP: the admit of step %llu",
-             (unsigned long long)m->step.step_id);
-    if (rsp__core_step_in_flight(p->core, m->step.step_id))
+    if (rsp__core_step_in_flight(p->core, m->step.step_id)) {
+        commit_stands(m, r, then, sizeof then);
         return rsp__fail(&r->error, RSP_EORDER,
-                         "%s: it is already in flight: the message admits a new step (plan an "
-                         "admitted one with RSP_MSG_PLAN)%s",
-                         what, then);
+                         "RSP_MSG_STEP: the admit of step %llu: it is already in flight: the "
+                         "message admits a new step (plan an admitted one with RSP_MSG_PLAN)%s",
+                         (unsigned long long)m->step.step_id, then);
+    }
     rsp_status st = admit_step(p, &m->step, r, changed);
-    if (st != RSP_OK)
+    if (st != RSP_OK) {
+        snprintf(what, sizeof what, "RSP_MSG_STEP: the admit of step %llu",
+                 (unsigned long long)m->step.step_id);
+        commit_stands(m, r, then, sizeof then);
         return reword(&r->error, st, what, then);
+    }
     if (!r->admit.ok)
         return RSP_OK; /* the pool is full: nothing planned, the commit stands */
     *changed = false;
@@ -665,6 +678,7 @@ static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *cha
     }
     if (*changed)
         return st; /* its device work or plan failed after it changed: broken */
+    commit_stands(m, r, then, sizeof then);
     return undo_admit(p, m, r, changed, st, then);
 }
 

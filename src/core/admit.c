@@ -380,11 +380,18 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
     open_record(c, step, rec);
     rsp__steprec *s = &c->steps[rec];
     RSP__ASSERT(s->admit_pins <= s->cap_pinned);
-    uint64_t bit = 1ull << rec;
-    rsp__slot *slots = c->slots;
-    const uint32_t *pinned = s->pinned;
-    for (uint32_t i = 0; i < s->admit_pins; i++)
-        slots[pinned[i]].pins |= bit; /* distinct slots, none pinned by rec yet */
+    if (c->ghost == rec && c->ghost_pins == s->admit_pins) {
+        c->ghost = RSP__NONE; /* its commit left exactly these pins set */
+        c->fast.adopted++;
+    } else {
+        if (c->ghost != RSP__NONE)
+            rsp__ghost_clear(c);
+        uint64_t bit = 1ull << rec;
+        rsp__slot *slots = c->slots;
+        const uint32_t *pinned = s->pinned;
+        for (uint32_t i = 0; i < s->admit_pins; i++)
+            slots[pinned[i]].pins |= bit; /* distinct slots, none pinned by rec yet */
+    }
     s->num_pinned = s->admit_pins;
     s->admit_epoch = c->epoch;
     c->num_rids = 0;
@@ -398,7 +405,7 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
 rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
                            rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__ckpt_report_begin(c); /* the ghost: below */
     if (!out || !w)
         return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
     uint32_t rec;
@@ -411,6 +418,8 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         admit_same(c, step, rec, out);
         return RSP_OK;
     }
+    if (c->ghost != RSP__NONE)
+        rsp__ghost_clear(c); /* nothing adopts it: it goes as at any other call */
     if (rsp__step_keep_rows(s, step, same))
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
 

@@ -83,7 +83,7 @@ static rsp_status reset_many(rsp__core *c, bool remove, const rsp_rid *rids, uin
 rsp_status rsp__core_lifecycle_many(rsp__core *c, rsp__lifecycle_op op, const rsp_rid *rids,
                                     uint32_t n, bool free, rsp__work *w, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (n > 0 && !rids)
         return rsp__fail(err, RSP_EINVAL, "rids is NULL");
     if (op != RSP__LC_INGEST && !w)

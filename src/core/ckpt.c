@@ -432,7 +432,7 @@ static rsp_status take_source(const rsp__core *c, rsp_rid rid, rsp_label_id labe
 rsp_status rsp__core_checkpoint(rsp__core *c, uint64_t key, rsp_rid rid, rsp_label_id label,
                                 rsp_tier tier, uint64_t after_step, rsp__work *w, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "checkpoint: work is NULL");
     rsp__hold *h;
@@ -467,7 +467,7 @@ static rsp_status find_key(const rsp__core *c, uint64_t key, uint32_t *i, rsp_er
 
 rsp_status rsp__core_checkpoint_drop(rsp__core *c, uint64_t key, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     uint32_t i;
     rsp_status st = find_key(c, key, &i, err);
     if (st != RSP_OK)
@@ -487,7 +487,7 @@ rsp_status rsp__core_checkpoint_drop(rsp__core *c, uint64_t key, rsp_error *err)
 
 rsp_status rsp__core_checkpoint_pin(rsp__core *c, uint64_t key, bool pin, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     uint32_t i;
     rsp_status st = find_key(c, key, &i, err);
     if (st != RSP_OK)

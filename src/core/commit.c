@@ -57,7 +57,7 @@ static void undo_journal(rsp__core *c, uint32_t rec, rsp__work *w)
 rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *forward_done,
                               rsp__work *w, rsp__stage_change *stage, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (stage)
         *stage = (rsp__stage_change){RSP__STAGE_KEPT, 0};
     if (!w)
@@ -187,7 +187,7 @@ static void commit_writes(rsp__core *c, uint32_t rec, uint64_t others, rsp__work
 rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event *forward_done,
                             rsp__work *w, rsp__stage_change *stage, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (stage)
         *stage = (rsp__stage_change){RSP__STAGE_KEPT, 0};
     if (!w)

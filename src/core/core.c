@@ -77,6 +77,7 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the core");
     c->layout = lay;
     c->max_inflight = inflight;
+    c->ghost = RSP__NONE;
     c->slots = calloc(lay.max_slots, sizeof *c->slots);
     c->free_stack = calloc(lay.max_slots, sizeof *c->free_stack);
     c->free_pow = calloc(lay.max_slots, sizeof *c->free_pow);
@@ -92,7 +93,7 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
                          "out of memory for %" PRIu32 " + %" PRIu32 " checkpoint records",
                          lay.max_checkpoints, lay.max_host_checkpoints);
     }
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     c->ck_demote = cfg->checkpoint_demote;
     c->free_swap = RSP__NONE;
     c->free_rec = RSP__NONE;
@@ -440,7 +441,7 @@ bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label)
 
 rsp_status rsp__core_ingest(rsp__core *c, rsp_rid rid, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (!rsp__req_get(c, rid))
         return rsp__fail(err, RSP_ENOMEM, "out of memory ingesting rid %" PRIu64, rid);
     return RSP_OK;
@@ -461,7 +462,7 @@ void rsp__swap_forget(rsp__core *c, rsp__req *r)
 
 rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "work is NULL");
     rsp__req *r = rsp__req_find(c, rid);
@@ -515,7 +516,7 @@ rsp_status rsp__core_remove(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error *
 rsp_status rsp__core_release(rsp__core *c, rsp_rid rid, rsp_label_id label, rsp__work *w,
                              rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "work is NULL");
     rsp_status st = rsp__check_label(label, c->num_labels, err);

@@ -235,6 +235,8 @@ void rsp__core_set_fast(rsp__core *core, bool on);
 typedef struct rsp__fast_counts {
     uint64_t admits, plans, commits;
     uint64_t fork_pairs; /* plans and commits that found their forks resolved */
+    uint64_t ghosts;     /* commits that left their pins set (lazy unpin) */
+    uint64_t adopted;    /* admits that took such pins over instead of setting them */
 } rsp__fast_counts;
 rsp__fast_counts rsp__core_fast_counts(const rsp__core *core);
 

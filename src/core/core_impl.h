@@ -361,6 +361,14 @@ struct rsp__core {
     uint64_t hepoch;
     bool fast_off; /* rsp__core_set_fast(false): general path only */
     rsp__fast_counts fast;
+    /* Lazy unpin (design.md "Same declaration"): a committed record whose
+     * pins a same-declaration admit of it would set again keeps them set
+     * (its `pinned` list, ghost_pins entries, stays as it was) until the
+     * next core call. That admit adopts them; every other call clears them
+     * first (rsp__op_begin), so no other code ever sees one. RSP__NONE:
+     * none. */
+    uint32_t ghost;
+    uint32_t ghost_pins;
 
     rsp__reserve_hook reserve_hook; /* see core.h; NULL: none */
     void *reserve_ctx;
@@ -399,6 +407,20 @@ static inline void rsp__ckpt_report_begin(rsp__core *c)
     c->rep_dirty = false;
     c->rep = (rsp__ckpt_report){
         .changes = c->rep_changes, .evictions = c->rep_evictions, .skips = c->rep_skips};
+}
+
+/* Clear the lingering pins of c->ghost (step.c). O(its pins). */
+void rsp__ghost_clear(rsp__core *c);
+
+/* What every core call that reads or changes state does first: the
+ * checkpoint report emptied, and a committed record's lingering pins
+ * cleared (only admit may adopt them: it calls rsp__ckpt_report_begin and
+ * decides itself). O(1) without a ghost. */
+static inline void rsp__op_begin(rsp__core *c)
+{
+    rsp__ckpt_report_begin(c);
+    if (c->ghost != RSP__NONE)
+        rsp__ghost_clear(c);
 }
 
 /* Push / pop a checkpoint slot id of tier t (the caller checked there is

@@ -443,7 +443,7 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
 rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out, rsp__work *w,
                           rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (!out || !w)
         return rsp__fail(err, RSP_EINVAL, "plan: out or work is NULL");
     plan_ctx p;
@@ -473,7 +473,7 @@ bool rsp__core_stage(const rsp__core *c, uint64_t *step_id)
 
 rsp_status rsp__core_clear_preplan(rsp__core *c, rsp__stage_change *stage, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     (void)err;
     if (stage)
         *stage = (rsp__stage_change){RSP__STAGE_KEPT, 0};
@@ -485,7 +485,7 @@ rsp_status rsp__core_clear_preplan(rsp__core *c, rsp__stage_change *stage, rsp_e
 rsp_status rsp__core_build_graph_buffers(rsp__core *c, uint32_t max_bs, uint32_t max_seq_len,
                                          rsp__work *w, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     (void)max_seq_len; /* recurrent state does not grow with the sequence */
     (void)w;
     if (max_bs == 0 || max_bs > rsp__core_max_rows(c))

@@ -277,6 +277,16 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
         const uint32_t *pinned = s->pinned;
         for (uint32_t i = 0; i < s->num_fslots; i++)
             slots[s->fslots[i]].fork_pins &= ~bit;
+        if (!rollback && !c->fast_off && s->admit_ok && s->num_pinned == s->admit_pins) {
+            /* The pins a same-declaration admit of rec would set again:
+             * they linger (c->ghost) until the next core call, which
+             * adopts or clears them. */
+            RSP__ASSERT(c->ghost == RSP__NONE); /* cleared at this call's start */
+            c->ghost = rec;
+            c->ghost_pins = s->num_pinned;
+            c->fast.ghosts++;
+            return;
+        }
         for (uint32_t i = 0; i < s->num_pinned; i++)
             slots[pinned[i]].pins &= ~bit;
         return;
@@ -305,6 +315,18 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
             RSP__MUST_OK(rsp__work_zero(w, s->pinned[i]));
         }
     }
+}
+
+void rsp__ghost_clear(rsp__core *c)
+{
+    uint32_t rec = c->ghost;
+    uint64_t bit = 1ull << rec;
+    rsp__slot *slots = c->slots;
+    const uint32_t *pinned = c->steps[rec].pinned;
+    RSP__ASSERT(!c->steps[rec].used);
+    for (uint32_t i = 0; i < c->ghost_pins; i++)
+        slots[pinned[i]].pins &= ~bit;
+    c->ghost = RSP__NONE;
 }
 
 void rsp__step_free(rsp__core *c, uint32_t rec)

@@ -80,7 +80,7 @@ static rsp_status out_reserve(rsp__core *c, rsp__req *r, rsp__work *w, rsp_error
 
 rsp_status rsp__core_swap_out(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "swap out: work is NULL");
     rsp__req *r;
@@ -116,7 +116,7 @@ rsp_status rsp__core_swap_out(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error
 rsp_status rsp__core_swap_in(rsp__core *c, rsp_rid rid, rsp_admit_outcome *out, rsp__work *w,
                              rsp_error *err)
 {
-    rsp__ckpt_report_begin(c);
+    rsp__op_begin(c);
     if (!w || !out)
         return rsp__fail(err, RSP_EINVAL, "swap in: out or work is NULL");
     rsp__req *r;

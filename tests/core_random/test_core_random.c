@@ -2065,12 +2065,18 @@ static void run(const run_cfg *cfg, uint64_t ops)
      * the general path with itself. */
     rsp__fast_counts fc = rsp__core_fast_counts(t->core), fs = rsp__core_fast_counts(t->slow);
     print_message("  same-declaration path: %llu admits, %llu plans, %llu commits, %llu with "
-                  "resolved forks (%llu steady declarations)\n",
+                  "resolved forks (%llu steady declarations); %llu lazy unpins, %llu adopted\n",
                   (unsigned long long)fc.admits, (unsigned long long)fc.plans,
                   (unsigned long long)fc.commits, (unsigned long long)fc.fork_pairs,
-                  (unsigned long long)t->count_steady);
-    CHECK(t, fs.admits + fs.plans + fs.commits + fs.fork_pairs == 0,
+                  (unsigned long long)t->count_steady, (unsigned long long)fc.ghosts,
+                  (unsigned long long)fc.adopted);
+    CHECK(t, fs.admits + fs.plans + fs.commits + fs.fork_pairs + fs.ghosts + fs.adopted == 0,
           "the twin took the same-declaration path");
+    /* Lazy unpins must both be adopted and be cleared by other calls. */
+    CHECK(t, ops < 10000 || (fc.adopted * 100 > t->count_admit_ok && fc.ghosts > fc.adopted * 2),
+          "lazy unpin too rare: %llu lazy unpins, %llu adopted of %llu admits",
+          (unsigned long long)fc.ghosts, (unsigned long long)fc.adopted,
+          (unsigned long long)t->count_admit_ok);
     CHECK(t,
           ops < 10000 ||
               (fc.admits * 20 > t->count_admit_ok && fc.plans * 50 > t->count_admit_ok &&
