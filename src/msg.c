@@ -59,13 +59,15 @@ typedef struct wire_offsets {
     size_t end;
 } wire_offsets;
 
-/* s's arrays laid out from offset at. */
+/* s's arrays laid out from offset at; rows: whether its rows are copied
+ * (a commit's rows that are the step's are not: commit_shares_rows). */
 __attribute__((always_inline)) static inline step_offsets step_offsets_of(const rsp_step *s,
-                                                                          size_t at)
+                                                                          size_t at, bool rows)
 {
     step_offsets o;
     o.rows = rsp__align_up(at, alignof(rsp_row));
-    o.pre = rsp__align_up(o.rows + (size_t)s->num_rows * sizeof(rsp_row), alignof(rsp_fork));
+    o.pre = rsp__align_up(o.rows + (rows ? (size_t)s->num_rows * sizeof(rsp_row) : 0),
+                          alignof(rsp_fork));
     o.post = o.pre + (size_t)s->num_pre_forks * sizeof(rsp_fork);
     o.ckpt = rsp__align_up(o.post + (size_t)s->num_post_forks * sizeof(rsp_fork),
                            alignof(rsp_checkpoint_decl));
@@ -75,21 +77,43 @@ __attribute__((always_inline)) static inline step_offsets step_offsets_of(const 
     return o;
 }
 
+/* The commit declaration of m (a STEP with a commit): the caller's when
+ * encoding (wire NULL), its copy when decoding. */
+__attribute__((always_inline)) static inline const rsp_step *
+commit_decl_of(const rsp_msg *m, const unsigned char *wire, size_t at)
+{
+    return wire ? (const rsp_step *)(wire + at) : m->commit;
+}
+
+/* A STEP whose commit names the very rows of its step (the same array
+ * and count: an engine passing one declaration's rows to both) carries
+ * them once; the decoded commit points at the step's copy, so the owner's
+ * core compares them once too. Read from the caller's pointers, which the
+ * wire form holds verbatim until decode replaces them: both sides agree. */
+__attribute__((always_inline)) static inline bool commit_shares_rows(const rsp_msg *m,
+                                                                    const rsp_step *c)
+{
+    return c->num_rows && c->rows == m->step.rows && c->num_rows == m->step.num_rows;
+}
+
 /* wire: NULL when encoding (the commit's counts are read from the caller's
- * declaration), the wire form when decoding (from its copy there). */
+ * declaration), the wire form when decoding (from its copy there, whose
+ * rows pointer is still the caller's). *shared: commit_shares_rows. */
 __attribute__((always_inline)) static inline wire_offsets
-wire_offsets_of(const rsp_msg *m, unsigned arrays, const unsigned char *wire)
+wire_offsets_of(const rsp_msg *m, unsigned arrays, const unsigned char *wire, bool *shared)
 {
     wire_offsets o; /* only the fields of the arrays present are set, and read */
     o.end = sizeof(rsp_msg);
+    *shared = false;
     if (arrays & STEP_ARRAYS) {
-        o.step = step_offsets_of(&m->step, o.end);
+        o.step = step_offsets_of(&m->step, o.end, true);
         o.end = o.step.end;
     }
     if (arrays & COMMIT) {
         o.commit_decl = rsp__align_up(o.end, alignof(rsp_step));
-        const rsp_step *c = wire ? (const rsp_step *)(wire + o.commit_decl) : m->commit;
-        o.commit = step_offsets_of(c, o.commit_decl + sizeof(rsp_step));
+        const rsp_step *c = commit_decl_of(m, wire, o.commit_decl);
+        *shared = (arrays & STEP_ARRAYS) && commit_shares_rows(m, c);
+        o.commit = step_offsets_of(c, o.commit_decl + sizeof(rsp_step), !*shared);
         o.end = o.commit.end;
     }
     if (arrays & RIDS) {
@@ -109,7 +133,8 @@ size_t rsp__msg_wire_size(const rsp_msg *m)
         return sizeof(rsp_msg);
     if (a & NAME)
         return NAME_AT + strlen(m->label_name) + 1;
-    return wire_offsets_of(m, a, NULL).end;
+    bool shared;
+    return wire_offsets_of(m, a, NULL, &shared).end;
 }
 
 /* memcpy's arguments must be valid pointers even for 0 bytes: an empty
@@ -120,9 +145,10 @@ static void copy(unsigned char *dst, const void *src, size_t n)
         memcpy(dst, src, n);
 }
 
-static void copy_step(unsigned char *w, const step_offsets *o, const rsp_step *s)
+/* rows: whether s's rows are copied (step_offsets_of). */
+static void copy_step(unsigned char *w, const step_offsets *o, const rsp_step *s, bool rows)
 {
-    copy(w + o->rows, s->rows, o->pre - o->rows);
+    copy(w + o->rows, s->rows, rows ? (size_t)s->num_rows * sizeof(rsp_row) : 0);
     copy(w + o->pre, s->pre_forks, o->post - o->pre);
     copy(w + o->post, s->post_forks, (size_t)s->num_post_forks * sizeof(rsp_fork));
     copy(w + o->ckpt, s->checkpoints, (size_t)s->num_checkpoints * sizeof(rsp_checkpoint_decl));
@@ -159,12 +185,13 @@ __attribute__((noinline)) static void encode_arrays(const rsp_msg *m, unsigned a
         memcpy(w + NAME_AT, m->label_name, strlen(m->label_name) + 1);
         return;
     }
-    const wire_offsets o = wire_offsets_of(m, a, NULL);
+    bool shared;
+    const wire_offsets o = wire_offsets_of(m, a, NULL, &shared);
     if (a & STEP_ARRAYS)
-        copy_step(w, &o.step, &m->step);
+        copy_step(w, &o.step, &m->step, true);
     if (a & COMMIT) {
         memcpy(w + o.commit_decl, m->commit, sizeof(rsp_step));
-        copy_step(w, &o.commit, m->commit);
+        copy_step(w, &o.commit, m->commit, !shared);
     }
     if (a & RIDS)
         memcpy(w + o.rids, m->rids, o.end - o.rids);
@@ -188,15 +215,18 @@ __attribute__((noinline)) static void decode_arrays(rsp_msg *m, unsigned a, size
         RSP__ASSERT(memchr(m->label_name, '\0', size - NAME_AT));
         return;
     }
-    const wire_offsets o = wire_offsets_of(m, a, w);
+    bool shared;
+    const wire_offsets o = wire_offsets_of(m, a, w, &shared);
     RSP__ASSERT(size == o.end);
-    if (a & STEP_ARRAYS)
-        point_step(w, &o.step, &m->step);
-    if (a & COMMIT) {
+    if (a & COMMIT) { /* first: the caller's pointers decide `shared` above */
         rsp_step *c = (rsp_step *)(w + o.commit_decl);
         point_step(w, &o.commit, c);
+        if (shared)
+            c->rows = (const rsp_row *)(w + o.step.rows);
         m->commit = c;
     }
+    if (a & STEP_ARRAYS)
+        point_step(w, &o.step, &m->step);
     if (a & RIDS)
         m->rids = (const rsp_rid *)(w + o.rids);
 }

@@ -638,9 +638,8 @@ static void commit_stands(const rsp_msg *m, const rsp_reply *r, char *then, size
  * (*changed); one that changed nothing leaves the phases before it as
  * they are. Messages are formatted on the failure paths only: a step's
  * success costs no formatting. */
-static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+static rsp_status step_phases(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
-    r->committed = r->planned = false; /* a recycled ticket's reply is not cleared */
     char what[96], then[64];
     if (m->commit) {
         rsp_status st = commit_step(p, m->commit, event_of(m), r, changed);
@@ -680,6 +679,18 @@ static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *cha
         return st; /* its device work or plan failed after it changed: broken */
     commit_stands(m, r, then, sizeof then);
     return undo_admit(p, m, r, changed, st, then);
+}
+
+/* The message's arrays are its own (rsp_post copies them) and stay as
+ * they are while it is handled: the core compares the rows its commit,
+ * admit and plan share once (rsp__core_rows_fixed). */
+static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    r->committed = r->planned = false; /* a recycled ticket's reply is not cleared */
+    rsp__core_rows_fixed(p->core, true);
+    rsp_status st = step_phases(p, m, r, changed);
+    rsp__core_rows_fixed(p->core, false);
+    return st;
 }
 
 static rsp_status on_build_graph_buffers(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)

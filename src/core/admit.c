@@ -72,7 +72,7 @@ static rsp_status admit_validate(rsp__core *c, const rsp_step *step, uint32_t *r
     *same = false;
     if (step && (!step->num_rows || step->rows)) { /* else validation says why */
         *rec = admit_record(c, step->step_id);
-        *same = *rec != RSP__NONE && rsp__step_same_rows(&c->steps[*rec], step);
+        *same = *rec != RSP__NONE && rsp__step_rows_same(c, *rec, step);
     }
     rsp_status st = rsp__step_validate(c, step, *same, err);
     if (st != RSP_OK)
@@ -420,7 +420,7 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
     }
     if (c->ghost != RSP__NONE)
         rsp__ghost_clear(c); /* nothing adopts it: it goes as at any other call */
-    if (rsp__step_keep_rows(s, step, same))
+    if (rsp__step_keep_rows(c, rec, step, same))
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
 
     /* A full pool changes nothing at all. Capture rows are dummies: they

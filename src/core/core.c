@@ -319,6 +319,12 @@ void rsp__core_set_fast(rsp__core *c, bool on)
     c->fast_off = !on;
 }
 
+void rsp__core_rows_fixed(rsp__core *c, bool on)
+{
+    c->rows_fixed = on;
+    c->memo_rows = NULL;
+}
+
 rsp__fast_counts rsp__core_fast_counts(const rsp__core *c)
 {
     return c->fast;

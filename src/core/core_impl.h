@@ -369,6 +369,12 @@ struct rsp__core {
      * none. */
     uint32_t ghost;
     uint32_t ghost_pins;
+    /* rsp__core_rows_fixed: while on, the last rows found the same as a
+     * record's (memo_rows, memo_n, memo_rec) are the same again at that
+     * address without comparing; memo_rows NULL: none. */
+    bool rows_fixed;
+    const rsp_row *memo_rows;
+    uint32_t memo_n, memo_rec;
 
     rsp__reserve_hook reserve_hook; /* see core.h; NULL: none */
     void *reserve_ctx;

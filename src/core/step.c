@@ -189,18 +189,20 @@ rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, uint32_t *re
     *same = false;
     if (step && (!step->num_rows || step->rows)) { /* else validation says why */
         *rec = rsp__step_find(c, step->step_id);
-        *same = *rec != RSP__NONE && rsp__step_same_rows(&c->steps[*rec], step);
+        *same = *rec != RSP__NONE && rsp__step_rows_same(c, *rec, step);
     }
     return rsp__step_validate(c, step, *same, err);
 }
 
-rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
+rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step, bool same)
 {
     if (same)
         return RSP_OK;
+    rsp__steprec *s = &c->steps[rec];
     if (rsp__grow((void **)&s->arows, &s->cap_arows, step->num_rows, sizeof *s->arows) ||
         rsp__grow((void **)&s->raw, &s->cap_raw, step->num_rows, sizeof *s->raw))
         return RSP_ENOMEM;
+    c->memo_rows = NULL; /* it may have been this record's */
     s->raw_ok = true;
     s->pc_ok = false;    /* its plan was of other rows */
     s->admit_ok = false; /* so were its pins */
@@ -221,6 +223,11 @@ rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same)
     }
     if (step->num_rows)
         memcpy(s->raw, step->rows, (size_t)step->num_rows * sizeof *s->raw);
+    if (c->rows_fixed && s->raw_ok) { /* these rows are the record's now */
+        c->memo_rows = step->rows;
+        c->memo_n = step->num_rows;
+        c->memo_rec = rec;
+    }
     return RSP_OK;
 }
 

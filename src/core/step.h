@@ -57,6 +57,25 @@ static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *st
     return true;
 }
 
+/* rsp__step_same_rows of record rec, remembered for the address of the
+ * rows while the caller keeps them fixed (rsp__core_rows_fixed): the
+ * commit, admit and plan of one RSP_MSG_STEP compare them once. O(rows),
+ * O(1) remembered. */
+static inline bool rsp__step_rows_same(rsp__core *c, uint32_t rec, const rsp_step *step)
+{
+    if (c->memo_rows && step->rows == c->memo_rows && step->num_rows == c->memo_n &&
+        rec == c->memo_rec)
+        return true;
+    if (!rsp__step_same_rows(&c->steps[rec], step))
+        return false;
+    if (c->rows_fixed) {
+        c->memo_rows = step->rows;
+        c->memo_n = step->num_rows;
+        c->memo_rec = rec;
+    }
+    return true;
+}
+
 /* Validate a declaration (check.h, then duplicate rows, then the rows the
  * checkpoint declarations name: each a row with span > 0, no (rid, label)
  * restored twice, no key taken twice, no take into a tier without slots;
@@ -78,7 +97,7 @@ rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, uint32_t *re
  * get the same rows again and skip the checks); the previous rows' hints
  * stay where the rows are unchanged (checked on use), and the kept forking
  * rids go unless same. RSP_ENOMEM: nothing changed. */
-rsp_status rsp__step_keep_rows(rsp__steprec *s, const rsp_step *step, bool same);
+rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step, bool same);
 
 /* Room for `journal` more fresh holdings and `pins` more pins in s. */
 rsp_status rsp__step_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins);

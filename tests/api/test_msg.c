@@ -245,6 +245,54 @@ static void a_step_message_carries_both_declarations(void **state)
     free(b);
 }
 
+/* A STEP whose commit names the step's own rows (same array, same count)
+ * carries them once: smaller, both decode to the same copy, and the
+ * commit's other arrays are still its own. Anything less (the same array
+ * with another count, or equal rows in another array) is copied twice. */
+static void a_step_message_shares_the_rows_both_declarations_name(void **state)
+{
+    (void)state;
+    rsp_row rows[3] = {{.rid = 1, .span = 1}, {.rid = 2, .span = 2}, {.rid = 3, .span = 3}};
+    rsp_row again[3];
+    memcpy(again, rows, sizeof rows);
+    rsp_fork post[1] = {{1, 0, 0}};
+    rsp_step prev_decl = {
+        .step_id = 3, .rows = rows, .num_rows = 3, .post_forks = post, .num_post_forks = 1};
+    rsp_msg m = {.kind = RSP_MSG_STEP,
+                 .step = {.step_id = 4, .rows = rows, .num_rows = 3},
+                 .commit = &prev_decl};
+    void *b, *b2;
+    size_t size, size2;
+    const rsp_msg *d = round_trip(&m, &b, &size);
+    rows[0].rid = 55; /* the caller's array is not followed after the post */
+    assert_ptr_equal(d->commit->rows, d->step.rows);
+    assert_true(inside(d->step.rows, b, size));
+    assert_int_equal(d->commit->rows[0].rid, 1);
+    assert_int_equal(d->commit->rows[2].span, 3);
+    assert_int_equal(d->commit->num_post_forks, 1);
+    assert_true(inside(d->commit->post_forks, b, size));
+    assert_int_equal(d->commit->post_forks[0].from, 1);
+    rows[0].rid = 1;
+
+    prev_decl.rows = again; /* equal rows, another array: two copies */
+    const rsp_msg *d2 = round_trip(&m, &b2, &size2);
+    assert_int_equal(size2, size + sizeof rows);
+    assert_ptr_not_equal(d2->commit->rows, d2->step.rows);
+    assert_int_equal(d2->commit->rows[1].rid, 2);
+    free(b2);
+
+    prev_decl.rows = rows; /* the same array, fewer rows: two copies */
+    prev_decl.num_rows = 2;
+    d2 = round_trip(&m, &b2, &size2);
+    assert_int_equal(size2, size + 2 * sizeof *rows);
+    assert_ptr_not_equal(d2->commit->rows, d2->step.rows);
+    assert_int_equal(d2->commit->num_rows, 2);
+    assert_int_equal(d2->commit->rows[1].rid, 2);
+    assert_int_equal(d2->step.num_rows, 3);
+    free(b2);
+    free(b);
+}
+
 /* INGEST, REMOVE, RESET with a list: the rids are copied. */
 static void rid_lists_are_copied(void **state)
 {
@@ -390,6 +438,7 @@ int main(void)
         cmocka_unit_test(step_arrays_are_copied_and_the_callers_may_change),
         cmocka_unit_test(empty_arrays_decode_as_null),
         cmocka_unit_test(label_name_is_copied),
+        cmocka_unit_test(a_step_message_shares_the_rows_both_declarations_name),
         cmocka_unit_test(other_kinds_carry_no_arrays),
         cmocka_unit_test(a_step_message_carries_both_declarations),
         cmocka_unit_test(rid_lists_are_copied),
