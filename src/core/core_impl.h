@@ -231,6 +231,10 @@ typedef struct rsp__steprec {
     uint64_t plan_epoch;
     bool plan_all_true, plan_took;
     bool pc_ok, pc_all_true;
+    /* pc_vhash: the digest's hash of the cached vectors (plan.c
+     * vectors_hash), when pc_vhash_ok. */
+    bool pc_vhash_ok;
+    uint64_t pc_vhash;
     uint64_t pc_epoch, pc_hepoch;
     uint32_t pc_num_labels, pc_num_prows;
     uint32_t pc_total, pc_rows;

@@ -271,17 +271,20 @@ static inline void copy_bytes(void *dst, const void *src, size_t n)
  * their exact hints (SAME_DERIVE), into a and the cache. */
 static void plan_derive(rsp__core *c, rsp__addr *a, rsp__steprec *s)
 {
-    bool all = true;
+    bool all = true, moved = false;
     bool *has = a->has_state;
     uint64_t *gens = a->gens;
     rsp__req *reqs = c->reqs;
     for (uint32_t j = 0; j < s->pc_num_prows; j++) {
         rsp__prow *pr = &s->prows[j];
         const rsp__hold *h = &rsp__req_holds(&reqs[pr->rec])[pr->hold];
+        moved |= has[pr->at] != h->has_state;
         has[pr->at] = h->has_state;
         gens[pr->gat] = pr->generation = h->generation;
         all &= h->has_state;
     }
+    if (moved)
+        s->pc_vhash_ok = false; /* the digest hashes has_state, not generations */
     copy_bytes(s->pc_has, has, (size_t)s->pc_total * sizeof *has);
     copy_bytes(s->pc_gens, gens, (size_t)s->pc_rows * sizeof *gens);
     s->pc_epoch = c->epoch;
@@ -328,6 +331,7 @@ static void plan_keep(rsp__core *c, const rsp__addr *a, const rsp_step *step, co
         set += a->has_state[i];
     s->plan_all_true = set == s->num_prows;
     s->pc_ok = p->cache;
+    s->pc_vhash_ok = false;
     if (!p->cache)
         return;
     s->pc_epoch = c->epoch;
@@ -401,17 +405,37 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-/* The plan's digest (rsp__plan_out.digest): O(rows), a multiply per two
+/* The digest's part that hashes the vectors: O(rows), a multiply per two
  * rows' slot ids and per eight rows' has_state. */
-static uint64_t plan_digest(const rsp__core *c, const rsp__plan_out *out)
+static uint64_t vectors_hash(const rsp__plan_out *out)
 {
-    uint64_t h = rsp__mix64(out->step_id * 2u + (out->staged ? 1u : 0u));
+    uint64_t h = 0;
     for (uint32_t li = 0; li < out->num_labels; li++) {
         const rsp__label_plan *lp = &out->labels[li];
         h = rsp__mix64(h ^ ((uint64_t)lp->label << 32 | lp->num_rows));
         h = hash_bytes(h, lp->slot_indices, (size_t)lp->num_rows * sizeof(int32_t));
         h = hash_bytes(h, lp->has_state, (size_t)lp->num_rows * sizeof(bool));
     }
+    return h;
+}
+
+/* The plan's digest (rsp__plan_out.digest): the step, the vectors, the
+ * free stack and the generation. A live plan whose vectors are its
+ * record's plan cache (cached) hashes them once for as long as they stay
+ * (pc_vhash): a steady step's digest is O(1). */
+static uint64_t plan_digest(rsp__core *c, const rsp__plan_out *out, rsp__steprec *s, bool cached)
+{
+    uint64_t vh;
+    if (cached && s->pc_vhash_ok) {
+        vh = s->pc_vhash;
+    } else {
+        vh = vectors_hash(out);
+        if (cached) {
+            s->pc_vhash = vh;
+            s->pc_vhash_ok = true;
+        }
+    }
+    uint64_t h = rsp__mix64(rsp__mix64(out->step_id * 2u + (out->staged ? 1u : 0u)) ^ vh);
     h = rsp__mix64(h ^ rsp__core_free_hash(c));
     return rsp__mix64(h ^ c->generation);
 }
@@ -437,7 +461,10 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     }
     out->num_labels = target->num_labels;
     out->labels = target->labels;
-    out->digest = plan_digest(c, out);
+    /* A live plan's vectors are its record's cache when it keeps one (it
+     * kept them, or it is the cache's copy). */
+    rsp__steprec *s = &c->steps[p->rec];
+    out->digest = plan_digest(c, out, s, !step->preplan && s->pc_ok);
 }
 
 rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out, rsp__work *w,
