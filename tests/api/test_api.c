@@ -277,6 +277,28 @@ static void invalid_messages_are_refused_before_the_owner(void **state)
     expect_refused(pool, &m, RSP_EINVAL, "rows is NULL");
     m = (rsp_msg){.kind = RSP_MSG_PLAN, .step = {.step_id = 1, .rows = rows, .num_rows = 2}};
     expect_refused(pool, &m, RSP_ENOLABEL, "rows[1].label = 5");
+    /* The row check looks at many rows at once: the first bad row is named
+     * wherever it is (in the unrolled part, in the tail, with a worse one
+     * after it), and one in a commit's own rows too. */
+    rsp_row many[11];
+    for (uint32_t i = 0; i < 11; i++)
+        many[i] = (rsp_row){.rid = i + 1, .span = 1};
+    m = (rsp_msg){.kind = RSP_MSG_ADMIT, .step = {.step_id = 1, .rows = many, .num_rows = 11}};
+    many[6].label = 3;
+    many[9].label = 40;
+    expect_refused(pool, &m, RSP_ENOLABEL, "rows[6].label = 3");
+    many[6].label = many[9].label = 0;
+    many[10].label = 1;
+    expect_refused(pool, &m, RSP_ENOLABEL, "rows[10].label = 1");
+    many[10].label = 0;
+    rsp_step prev = {.step_id = 1, .rows = many, .num_rows = 11};
+    m = (rsp_msg){.kind = RSP_MSG_STEP,
+                  .step = {.step_id = 2, .rows = many, .num_rows = 10},
+                  .commit = &prev,
+                  .event = rsp_event_complete()};
+    many[10].label = 2; /* only the commit names it */
+    expect_refused(pool, &m, RSP_ENOLABEL, "rows[10].label = 2");
+    many[10].label = 0;
     m = (rsp_msg){.kind = RSP_MSG_COMMIT,
                   .step = {.step_id = 1, .rows = rows, .num_rows = 1, .num_pre_forks = 1}};
     expect_refused(pool, &m, RSP_EINVAL, "pre_forks is NULL");
