@@ -36,7 +36,9 @@
 #include "baseline.h"
 #include "bench.h"
 
-#define STEP_ROWS 256u
+/* Rows of the step workloads: 256, or RSP_PROFILE_ROWS from the
+ * environment (e.g. 1: what a 1-row decode step costs). */
+static uint32_t STEP_ROWS = 256u;
 
 /* How read_rsp reads: the four calls, the one-call accessor as a default
  * (memb) reader, or the one-call accessor as a QSBR reader announcing a
@@ -445,6 +447,14 @@ int main(int argc, char **argv)
         return 2;
     }
     uint32_t n = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 1000;
+    const char *rows = getenv("RSP_PROFILE_ROWS");
+    if (rows && *rows) {
+        STEP_ROWS = (uint32_t)strtoul(rows, NULL, 10);
+        if (STEP_ROWS == 0 || STEP_ROWS > 4096) {
+            fprintf(stderr, "rsp-bench-profile: RSP_PROFILE_ROWS must be 1 .. 4096\n");
+            return 2;
+        }
+    }
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (strcmp(argv[1], modes[i].name) == 0) {
             modes[i].run(n);

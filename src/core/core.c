@@ -323,6 +323,7 @@ void rsp__core_rows_fixed(rsp__core *c, bool on)
 {
     c->rows_fixed = on;
     c->memo_rows = NULL;
+    c->memo_step = NULL;
 }
 
 rsp__fast_counts rsp__core_fast_counts(const rsp__core *c)

@@ -379,6 +379,10 @@ struct rsp__core {
     bool rows_fixed;
     const rsp_row *memo_rows;
     uint32_t memo_n, memo_rec;
+    /* While rows_fixed: the declaration last validated in full, at this
+     * address (validating it again gives the same answer: labels only
+     * come, limits and tiers are fixed). NULL: none. */
+    const rsp_step *memo_step;
 
     rsp__reserve_hook reserve_hook; /* see core.h; NULL: none */
     void *reserve_ctx;

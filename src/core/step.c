@@ -161,7 +161,8 @@ static rsp_status check_ckpt_rows(rsp__core *c, const rsp_step *step, rsp_error 
     return RSP_OK;
 }
 
-rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err)
+/* The checks of rsp__step_validate, in their order. */
+static rsp_status validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err)
 {
     uint32_t max_rows = rsp__core_max_rows(c);
     rsp_status st = rsp__check_arrays(step, err);
@@ -179,6 +180,16 @@ rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp
         st = check_groups(c, step, err);
     if (st == RSP_OK && (step->num_checkpoints || step->num_restores))
         st = check_ckpt_rows(c, step, err);
+    return st;
+}
+
+rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err)
+{
+    if (step && step == c->memo_step)
+        return RSP_OK; /* validated, and unchanged since (rsp__core_rows_fixed) */
+    rsp_status st = validate(c, step, same, err);
+    if (st == RSP_OK && c->rows_fixed)
+        c->memo_step = step;
     return st;
 }
 

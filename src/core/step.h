@@ -84,7 +84,9 @@ static inline bool rsp__step_rows_same(rsp__core *c, uint32_t rec, const rsp_ste
  * the row checks are skipped (labels are never removed: rows valid once
  * stay valid) and only the O(forks) checks run again, in the same order,
  * so every error is the one a full validation gives. O(rows + forks),
- * O(forks) when same. */
+ * O(forks) when same; O(1) for the declaration at the address validated
+ * last while the caller keeps its arrays fixed (rsp__core_rows_fixed: the
+ * plan of one RSP_MSG_STEP validates what its admit did). */
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err);
 
 /* Validate a step that may be in flight (plan, commit): *rec gets its

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-rsp_status rsp__grow(void **arr, uint32_t *cap, uint64_t need, size_t size)
+rsp_status rsp__grow_slow(void **arr, uint32_t *cap, uint64_t need, size_t size)
 {
     if (need <= *cap)
         return RSP_OK;

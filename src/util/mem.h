@@ -26,6 +26,11 @@ static inline size_t rsp__align_up(size_t n, size_t a)
  * UINT32_MAX / 2 elements; RSP_OK with nothing done when it already fits.
  * Whatever thread owns the array; O(need) on growth, O(1) otherwise.
  */
-rsp_status rsp__grow(void **arr, uint32_t *cap, uint64_t need, size_t size);
+rsp_status rsp__grow_slow(void **arr, uint32_t *cap, uint64_t need, size_t size);
+static inline rsp_status rsp__grow(void **arr, uint32_t *cap, uint64_t need, size_t size)
+{
+    /* Inline: a step reserves ~20 arrays that all fit already. */
+    return need <= *cap ? RSP_OK : rsp__grow_slow(arr, cap, need, size);
+}
 
 #endif
