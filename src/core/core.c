@@ -108,8 +108,10 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the core");
     c->layout = lay;
     c->max_inflight = inflight;
-    c->slots = calloc(lay.max_slots, sizeof *c->slots);
-    c->free_stack = calloc(lay.max_slots, sizeof *c->free_stack);
+    /* Zero pages touched as slots are used (util/mem.h): creation and
+     * destruction cost the same for any max_slots. */
+    c->slots = rsp__lazy_calloc(lay.max_slots, sizeof *c->slots);
+    c->free_stack = rsp__lazy_calloc(lay.max_slots, sizeof *c->free_stack);
     c->steps = calloc(inflight, sizeof *c->steps);
     rsp_status mst = rsp__map_init(&c->table, 32);
     if (!c->slots || !c->free_stack || !c->steps || mst) {
@@ -175,8 +177,8 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].pc_gens);
         }
     free(c->steps);
-    free(c->slots);
-    free(c->free_stack);
+    rsp__lazy_free(c->slots, c->layout.max_slots, sizeof *c->slots);
+    rsp__lazy_free(c->free_stack, c->layout.max_slots, sizeof *c->free_stack);
     addr_free(&c->stage);
     addr_free(&c->live);
     for (uint32_t i = 0; i < c->num_spare_heaps; i++)
