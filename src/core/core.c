@@ -13,7 +13,7 @@
 #include "util/error.h"
 #include "util/mem.h"
 
-_Static_assert(RSP__FREE_HASH_P *RSP__FREE_HASH_PINV == 1, "PINV is P's inverse mod 2^64");
+_Static_assert(1 == RSP__FREE_HASH_P * RSP__FREE_HASH_PINV, "PINV is P's inverse mod 2^64");
 
 /* The free stack's only push and pop (core_impl.h: released slots above
  * the fresh ones): they keep free_hash (the slot's weight is P^depth, its
