@@ -13,19 +13,52 @@
 #include "util/error.h"
 #include "util/mem.h"
 
-/* The free stack's only push and pop: they keep free_hash (the slot's
- * weight is P^depth, its depth the index it takes in the stack). */
+_Static_assert(1 == RSP__FREE_HASH_P * RSP__FREE_HASH_PINV, "PINV is P's inverse mod 2^64");
+
+/* The free stack's only push and pop (core_impl.h: released slots above
+ * the fresh ones): they keep free_hash (the slot's weight is P^depth, its
+ * depth the index it takes in the stack) and free_pow = P^free_top. */
 static void free_push(rsp__core *c, uint32_t slot)
 {
-    c->free_hash += (uint64_t)(slot + 1) * c->free_pow[c->free_top];
-    c->free_stack[c->free_top++] = slot;
+    c->free_hash += (uint64_t)(slot + 1) * c->free_pow;
+    c->free_pow *= RSP__FREE_HASH_P;
+    c->free_stack[c->num_pushed++] = slot;
+    c->free_top++;
 }
 
 static uint32_t free_pop(rsp__core *c)
 {
-    uint32_t slot = c->free_stack[--c->free_top];
-    c->free_hash -= (uint64_t)(slot + 1) * c->free_pow[c->free_top];
+    /* Below the pushed slots lie the fresh ones, lowest on top. */
+    uint32_t slot = c->num_pushed ? c->free_stack[--c->num_pushed] : c->fresh++;
+    c->free_top--;
+    c->free_pow *= RSP__FREE_HASH_PINV;
+    c->free_hash -= (uint64_t)(slot + 1) * c->free_pow;
     return slot;
+}
+
+/* free_hash and free_pow of a stack holding the slots top, ..., n - 1, the
+ * highest at the bottom: depth d < m = n - top holds slot n - 1 - d, of
+ * weight n - d, so the hash is n g(m) - e(m) with g(m) = sum P^d and
+ * e(m) = sum d P^d over d < m (mod 2^64). O(log m): the sums double. */
+static void free_hash_fresh(rsp__core *c, uint32_t n, uint32_t top)
+{
+    uint32_t m = n - top;
+    uint64_t g = 0, e = 0, pm = 1; /* g(k), e(k), P^k for k = the bits of m seen */
+    uint64_t k = 0;
+    for (int b = 31; b >= 0; b--) {
+        e += pm * (e + k * g); /* k -> 2k */
+        g += pm * g;
+        pm *= pm;
+        k *= 2;
+        if (m >> b & 1) { /* k -> k + 1 */
+            g += pm;
+            e += k * pm;
+            pm *= RSP__FREE_HASH_P;
+            k++;
+        }
+    }
+    c->free_hash = (uint64_t)n * g - e;
+    c->free_pow = pm;
 }
 
 /* The checkpoint tiers, their records and the key table (ckpt.h): sized
@@ -78,12 +111,13 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
     c->layout = lay;
     c->max_inflight = inflight;
     c->ghost = RSP__NONE;
-    c->slots = calloc(lay.max_slots, sizeof *c->slots);
-    c->free_stack = calloc(lay.max_slots, sizeof *c->free_stack);
-    c->free_pow = calloc(lay.max_slots, sizeof *c->free_pow);
+    /* Zero pages touched as slots are used (util/mem.h): creation and
+     * destruction cost the same for any max_slots. */
+    c->slots = rsp__lazy_calloc(lay.max_slots, sizeof *c->slots);
+    c->free_stack = rsp__lazy_calloc(lay.max_slots, sizeof *c->free_stack);
     c->steps = calloc(inflight, sizeof *c->steps);
     rsp_status mst = rsp__map_init(&c->table, 32);
-    if (!c->slots || !c->free_stack || !c->free_pow || !c->steps || mst) {
+    if (!c->slots || !c->free_stack || !c->steps || mst) {
         rsp__core_destroy(c);
         return rsp__fail(err, RSP_ENOMEM, "out of memory for %" PRIu32 " slots", lay.max_slots);
     }
@@ -97,17 +131,13 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
     c->ck_demote = cfg->checkpoint_demote;
     c->free_swap = RSP__NONE;
     c->free_rec = RSP__NONE;
-    /* Odd, so every power is odd and no depth's weight is zero mod 2^64. */
-    uint64_t pw = 1;
-    for (uint32_t d = 0; d < lay.max_slots; d++, pw *= RSP__FREE_HASH_P)
-        c->free_pow[d] = pw;
-    /* Push in descending order so a fresh pool pops 1, 2, 3... (0, 1, 2...
-     * without the sink). */
-    uint32_t first = lay.sink ? 1u : 0u;
-    for (uint32_t s = lay.max_slots; s-- > first;) {
-        c->slots[s].state = RSP__SLOT_FREE;
-        free_push(c, s);
-    }
+    /* Every slot but the sink is fresh: the stack an explicit push of
+     * max_slots - 1, ..., 1 (0 without the sink) would give, so a fresh
+     * pool pops 1, 2, 3... (0, 1, 2... without the sink). The slot array
+     * is zeroed (RSP__SLOT_FREE), so nothing here is O(max_slots). */
+    c->fresh = lay.sink ? 1u : 0u;
+    c->free_top = lay.max_slots - c->fresh;
+    free_hash_fresh(c, lay.max_slots, c->fresh);
     if (lay.sink)
         c->slots[RSP_SINK_SLOT].state = RSP__SLOT_SINK;
     memcpy(c->label_names[RSP_LABEL_MAIN], "main", 5);
@@ -150,9 +180,8 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].pc_gens);
         }
     free(c->steps);
-    free(c->slots);
-    free(c->free_stack);
-    free(c->free_pow);
+    rsp__lazy_free(c->slots, c->layout.max_slots, sizeof *c->slots);
+    rsp__lazy_free(c->free_stack, c->layout.max_slots, sizeof *c->free_stack);
     addr_free(&c->stage);
     addr_free(&c->live);
     for (uint32_t i = 0; i < c->num_spare_heaps; i++)
@@ -610,6 +639,7 @@ uint64_t rsp__core_free_hash(const rsp__core *c)
 uint32_t rsp__core_free_order(const rsp__core *c, uint32_t *out, uint32_t cap)
 {
     for (uint32_t i = 0; i < c->free_top && i < cap; i++)
-        out[i] = c->free_stack[c->free_top - 1 - i];
+        out[i] = i < c->num_pushed ? c->free_stack[c->num_pushed - 1 - i]
+                                   : c->fresh + (i - c->num_pushed);
     return c->free_top;
 }

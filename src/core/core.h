@@ -198,10 +198,11 @@ rsp_status rsp__core_holding(const rsp__core *core, rsp_rid rid, rsp_label_id la
 bool rsp__core_has_request(const rsp__core *core, rsp_rid rid);
 
 /* Slot accounting for invariant checks: every slot is exactly one of sink,
- * free, held, pending release. */
+ * free, held, pending release. Free is 0, so the zeroed slot array a
+ * creation allocates needs no pass over it. */
 typedef enum rsp__slot_state {
-    RSP__SLOT_SINK = 0,
-    RSP__SLOT_FREE,
+    RSP__SLOT_FREE = 0,
+    RSP__SLOT_SINK,
     RSP__SLOT_HELD,
     RSP__SLOT_PENDING,
 } rsp__slot_state;
@@ -211,8 +212,10 @@ rsp__slot_state rsp__core_slot_state(const rsp__core *core, uint32_t slot);
  * (slot + 1) * P^depth mod 2^64 (depth 0 at the bottom), kept in O(1) per
  * push and pop. Equal on two cores whose free stacks are equal. O(1). */
 uint64_t rsp__core_free_hash(const rsp__core *core);
-/* Its P (odd, so no depth's weight is zero mod 2^64). */
+/* Its P (odd, so no depth's weight is zero mod 2^64) and P's inverse
+ * mod 2^64 (a pop steps the top's weight down by it). */
 #define RSP__FREE_HASH_P 0x100000001b3ull
+#define RSP__FREE_HASH_PINV 0xce965057aff6957bull
 
 /* Copy the free stack into out[0 .. cap), the slot the next allocation takes
  * first; returns the number of free slots (may exceed cap). Tests and

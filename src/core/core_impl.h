@@ -287,14 +287,23 @@ struct rsp__core {
     char label_names[RSP_MAX_LABELS][RSP_NAME_MAX];
     uint32_t num_labels;
 
-    rsp__slot *slots;     /* [max_slots] */
-    uint32_t *free_stack; /* [max_slots]; pops from the top */
-    uint32_t free_top;
+    rsp__slot *slots; /* [max_slots]; zeroed: a fresh slot reads FREE */
+    /* The free stack (pops from the top), free_top entries: at the bottom
+     * the slots never handed out, [fresh, max_slots) in descending order
+     * (fresh on top of them), implicit; above them free_stack[0 ..
+     * num_pushed), the released slots, in push order. Creation writes
+     * neither part, so it costs the same for any max_slots; the order of
+     * the stack is the one an explicit push of every slot in descending
+     * order would give. */
+    uint32_t *free_stack; /* [max_slots]; touched as far as slots are released */
+    uint32_t free_top;    /* (max_slots - fresh) + num_pushed */
+    uint32_t num_pushed;
+    uint32_t fresh;
     /* The free stack's running hash (plan digests): the sum over the stack
-     * of (slot + 1) * free_pow[depth] mod 2^64, kept in O(1) per push and
-     * pop; free_pow[d] = P^d, computed at create. */
+     * of (slot + 1) * P^depth mod 2^64, kept in O(1) per push and pop;
+     * free_pow = P^free_top, the weight of the next push. */
     uint64_t free_hash;
-    uint64_t *free_pow; /* [max_slots] */
+    uint64_t free_pow;
     uint32_t held, pending;
     uint32_t zero_pendings; /* slots with zero_pending set (rsp__zero_pending) */
     uint64_t generation;

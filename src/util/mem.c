@@ -2,6 +2,7 @@
 #include "util/mem.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 
 rsp_status rsp__grow_slow(void **arr, uint32_t *cap, uint64_t need, size_t size)
 {
@@ -20,4 +21,25 @@ rsp_status rsp__grow_slow(void **arr, uint32_t *cap, uint64_t need, size_t size)
     *arr = p;
     *cap = (uint32_t)n;
     return RSP_OK;
+}
+
+void *rsp__lazy_calloc(uint64_t n, size_t size)
+{
+    if (size && n > (uint64_t)(SIZE_MAX / 2) / size)
+        return NULL;
+    uint64_t bytes = n * size;
+    if (bytes < RSP__LAZY_MIN)
+        return calloc(n ? (size_t)n : 1, size ? size : 1);
+    void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void rsp__lazy_free(void *p, uint64_t n, size_t size)
+{
+    if (!p)
+        return;
+    if (n * size < RSP__LAZY_MIN) /* as it was allocated: it did not overflow */
+        free(p);
+    else
+        munmap(p, (size_t)(n * size));
 }

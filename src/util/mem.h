@@ -33,4 +33,19 @@ static inline rsp_status rsp__grow(void **arr, uint32_t *cap, uint64_t need, siz
     return need <= *cap ? RSP_OK : rsp__grow_slow(arr, cap, need, size);
 }
 
+/**
+ * A zero-filled array of n elements of `size` bytes that costs the same to
+ * allocate and free for any n: from RSP__LAZY_MIN bytes up an anonymous
+ * mapping (the kernel hands out zero pages on first touch; calloc would
+ * too the first time, but glibc raises its mapping threshold up to 32 MiB
+ * after freeing one such block, and from then on serves and memsets arrays
+ * below it from the heap, which a pool created after another's destroy
+ * paid in full), below it calloc. NULL when out of memory or n * size is
+ * absurd. Free with rsp__lazy_free(p, n, size), same n and size. Any
+ * thread; O(1) plus the pages later touched.
+ */
+void *rsp__lazy_calloc(uint64_t n, size_t size);
+void rsp__lazy_free(void *p, uint64_t n, size_t size);
+#define RSP__LAZY_MIN ((uint64_t)256 << 10)
+
 #endif

@@ -71,6 +71,115 @@ static void most_recently_released_slot_is_reused_first(void **state)
     fx_fini(&f);
 }
 
+/* Creation writes no per-slot state: the free stack's slots never handed
+ * out are implicit (core_impl.h), its hash computed in closed form. Both
+ * read as the stack of every slot pushed in descending order, at sizes
+ * around powers of two and large (from 65537 slots the slot array and the
+ * stack are mappings, util/mem.h); two slots taken and given back lie on
+ * top in release order. */
+static void fresh_pool_stack_and_hash_match_a_full_push_at_any_size(void **state)
+{
+    (void)state;
+    static const uint32_t sizes[] = {1, 2, 3, 4, 5, 255, 256, 257, 4096, 65537, 100003};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int sink = 0; sink < 2; sink++) {
+            if (sink && sizes[i] < 2)
+                continue;
+            fx f;
+            fx_init(&f, sizes[i], sink);
+            uint32_t first = sink ? 1u : 0u;
+            assert_int_equal(fx_stats(&f).free_slots, sizes[i] - first);
+            uint32_t order[300];
+            uint32_t n = rsp__core_free_order(f.core, order, 300);
+            assert_int_equal(n, sizes[i] - first);
+            for (uint32_t k = 0; k < n && k < 300; k++)
+                assert_int_equal(order[k], first + k);
+            fx_check_invariants(&f); /* the hash, by its definition */
+            if (n >= 2) {
+                touch(&f, 1, 1, RSP_LABEL_MAIN);
+                touch(&f, 2, 2, RSP_LABEL_MAIN);
+                assert_int_equal(fx_stats(&f).free_slots, n - 2);
+                assert_int_equal(fx_remove(&f, 1), RSP_OK);
+                assert_int_equal(fx_remove(&f, 2), RSP_OK);
+                assert_int_equal(rsp__core_free_order(f.core, order, 300), n);
+                assert_int_equal(order[0], first + 1);
+                assert_int_equal(order[1], first);
+                fx_check_invariants(&f);
+            }
+            fx_fini(&f);
+        }
+}
+
+/* Filled to its last slot, then released in some order and filled again:
+ * the released slots come back last released first, whether they were
+ * fresh or came back before; the free count follows. */
+static void pool_filled_to_the_last_slot_reuses_in_release_order(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 6, true);
+    for (rsp_rid r = 1; r <= 5; r++)
+        touch(&f, r, r, RSP_LABEL_MAIN); /* slots 1..5: every slot */
+    assert_int_equal(fx_stats(&f).free_slots, 0);
+    uint32_t order[8];
+    assert_int_equal(rsp__core_free_order(f.core, order, 8), 0);
+    assert_true(rsp__core_free_hash(f.core) == 0);
+    fx_check_invariants(&f);
+    assert_int_equal(fx_remove(&f, 3), RSP_OK);
+    assert_int_equal(fx_remove(&f, 5), RSP_OK);
+    assert_int_equal(fx_remove(&f, 1), RSP_OK);
+    assert_int_equal(fx_stats(&f).free_slots, 3);
+    assert_int_equal(rsp__core_free_order(f.core, order, 8), 3);
+    assert_int_equal(order[0], 1);
+    assert_int_equal(order[1], 5);
+    assert_int_equal(order[2], 3);
+    fx_check_invariants(&f);
+    touch(&f, 10, 10, RSP_LABEL_MAIN);
+    touch(&f, 11, 11, RSP_LABEL_MAIN);
+    assert_int_equal(fx_slot(&f, 10, 0), 1);
+    assert_int_equal(fx_slot(&f, 11, 0), 5);
+    assert_int_equal(fx_remove(&f, 2), RSP_OK);
+    touch(&f, 12, 12, RSP_LABEL_MAIN);
+    touch(&f, 13, 13, RSP_LABEL_MAIN);
+    assert_int_equal(fx_slot(&f, 12, 0), 2);
+    assert_int_equal(fx_slot(&f, 13, 0), 3);
+    assert_int_equal(fx_stats(&f).free_slots, 0);
+    fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
+/* A slot taken fresh and released again lies where it lay before it was
+ * taken: the stack, the next slots handed out and the hash (which plan
+ * digests carry, compared across ranks) equal a pool's that never took it,
+ * though one holds it pushed and the other fresh. */
+static void slot_released_onto_fresh_slots_equals_never_taken(void **state)
+{
+    (void)state;
+    fx a, b;
+    fx_init(&a, 7, true);
+    fx_init(&b, 7, true);
+    touch(&b, 1, 1, RSP_LABEL_MAIN); /* slot 1 */
+    touch(&b, 2, 2, RSP_LABEL_MAIN); /* slot 2 */
+    assert_int_equal(fx_reset(&b, 2, true), RSP_OK);
+    assert_int_equal(fx_remove(&b, 1), RSP_OK);
+    uint32_t oa[8], ob[8];
+    assert_int_equal(rsp__core_free_order(a.core, oa, 8), 6);
+    assert_int_equal(rsp__core_free_order(b.core, ob, 8), 6);
+    assert_memory_equal(oa, ob, sizeof oa[0] * 6);
+    assert_true(rsp__core_free_hash(a.core) == rsp__core_free_hash(b.core));
+    fx_check_invariants(&a);
+    fx_check_invariants(&b);
+    for (rsp_rid r = 1; r <= 6; r++) {
+        touch(&a, 10 + r, 20 + r, RSP_LABEL_MAIN);
+        touch(&b, 10 + r, 20 + r, RSP_LABEL_MAIN);
+        assert_int_equal(fx_slot(&a, 20 + r, 0), (int32_t)r);
+        assert_int_equal(fx_slot(&b, 20 + r, 0), (int32_t)r);
+        assert_true(rsp__core_free_hash(a.core) == rsp__core_free_hash(b.core));
+    }
+    fx_fini(&a);
+    fx_fini(&b);
+}
+
 static void sink_is_never_handed_out(void **state)
 {
     (void)state;
@@ -354,6 +463,9 @@ int main(void)
         cmocka_unit_test(fresh_pool_pops_ascending_from_one_with_sink),
         cmocka_unit_test(fresh_pool_pops_ascending_from_zero_without_sink),
         cmocka_unit_test(most_recently_released_slot_is_reused_first),
+        cmocka_unit_test(fresh_pool_stack_and_hash_match_a_full_push_at_any_size),
+        cmocka_unit_test(pool_filled_to_the_last_slot_reuses_in_release_order),
+        cmocka_unit_test(slot_released_onto_fresh_slots_equals_never_taken),
         cmocka_unit_test(sink_is_never_handed_out),
         cmocka_unit_test(new_holding_has_no_state_and_reads_zeros),
         cmocka_unit_test(ingest_is_idempotent_and_keeps_holdings),

@@ -401,7 +401,7 @@ static rsp__slot_state model_state(rspm_slot_state s)
 
 static const char *state_name(rsp__slot_state s)
 {
-    static const char *n[] = {"sink", "free", "held", "pending"};
+    static const char *n[] = {"free", "sink", "held", "pending"};
     return (unsigned)s < 4 ? n[s] : "?";
 }
 
