@@ -113,13 +113,6 @@ typedef struct rsp_test_store_counts {
 } rsp_test_store_counts;
 rsp_test_store_counts rsp_test_store_counts_get(const rsp_test_store *store);
 
-/* Whether this mode stores checkpoint slots (ids from max_slots to the
- * layout's num_ids, issue 12) and runs work on them: true in every mode
- * (emulated: one more heap region per tier and block; host and CUDA: the
- * device's tiers). Suites that use checkpoints ask it before they
- * configure any; apply() refuses ids a store does not hold. Fails the test
- * on a bad RSP_TEST_DEVICE, like rsp_test_store_mode. */
-bool rsp_test_store_checkpoints(void);
 
 /* The mode this process runs in: "emulated", "host" or "cuda" (from
  * RSP_TEST_DEVICE; fails the test on any other value). */

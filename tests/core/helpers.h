@@ -122,7 +122,7 @@ typedef struct snap {
     rsp_holding hold[SNAP_MAX_RIDS][4];
     bool held[SNAP_MAX_RIDS][4];
     /* Checkpoints under keys 0..SNAP_MAX_KEYS-1, and the bytes of every
-     * checkpoint slot (stores that hold them: rsp_test_store_checkpoints). */
+     * checkpoint slot (every store holds them). */
     bool ck_has[SNAP_MAX_KEYS];
     rsp_checkpoint_info ck[SNAP_MAX_KEYS];
     uint64_t ck_sum[SNAP_MAX_CK_SLOTS];

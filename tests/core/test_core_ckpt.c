@@ -3,7 +3,7 @@
  * evict, demote, drop, query, swap, the step declarations and their
  * validation, and the report of every call. Runs on every store (emulated,
  * and as test_core_ckpt_host / _cuda on the devices' checkpoint tiers:
- * exec.h rsp_test_store_checkpoints). SPDX-License-Identifier: Apache-2.0 */
+ * every store holds checkpoint slots). SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <string.h>
 
@@ -57,19 +57,12 @@ static uint32_t op_index(fx *f, rsp__op_kind kind)
     return i;
 }
 
-static void check_store(void **state)
-{
-    (void)state;
-    if (!rsp_test_store_checkpoints())
-        fail_msg("test_core_ckpt needs a store that holds checkpoint slots (%s does not)",
-                 rsp_test_store_mode());
-}
 
 /* --- take ---------------------------------------------------------------- */
 
 static void take_copies_the_slot_and_reports_it(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 2, false);
     written(&f, 1, 1, 0, 11);
@@ -105,7 +98,7 @@ static void take_copies_the_slot_and_reports_it(void **state)
 
 static void take_message_refusals_change_nothing(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 0, false);
     written(&f, 1, 1, 0, 11);
@@ -138,7 +131,7 @@ static void take_message_refusals_change_nothing(void **state)
 
 static void take_replaces_an_unpinned_key_freeing_its_slot_first(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 1, 0, false);
     written(&f, 1, 1, 0, 11);
@@ -166,7 +159,7 @@ static void take_replaces_an_unpinned_key_freeing_its_slot_first(void **state)
 
 static void full_tier_evicts_its_least_recently_used_unpinned(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 3, 0, false);
     written(&f, 1, 1, 0, 11);
@@ -201,7 +194,7 @@ static void full_tier_evicts_its_least_recently_used_unpinned(void **state)
 
 static void device_victims_are_demoted_to_the_host_tier(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 1, 1, true);
     written(&f, 1, 1, 0, 11);
@@ -253,7 +246,7 @@ static void device_victims_are_demoted_to_the_host_tier(void **state)
 
 static void step_take_runs_after_forward_done_before_post_forks(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 0, false);
     rsp_label_id d = fx_label(&f, "draft");
@@ -286,7 +279,7 @@ static void step_take_runs_after_forward_done_before_post_forks(void **state)
 
 static void step_take_without_room_is_skipped_and_reported(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 1, 0, false);
     written(&f, 1, 1, 0, 11);
@@ -314,7 +307,7 @@ static void step_take_without_room_is_skipped_and_reported(void **state)
 
 static void later_plan_addressing_a_take_source_is_order_error(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 0, false);
     stepb a, b;
@@ -356,7 +349,7 @@ static void later_plan_addressing_a_take_source_is_order_error(void **state)
 
 static void restore_copies_before_the_plans_upload(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 2, false);
     written(&f, 1, 1, 0, 11);
@@ -396,7 +389,7 @@ static void restore_copies_before_the_plans_upload(void **state)
 
 static void restore_runs_before_the_pre_forks(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 0, false);
     rsp_label_id d = fx_label(&f, "draft");
@@ -419,7 +412,7 @@ static void restore_runs_before_the_pre_forks(void **state)
 
 static void missing_restore_key_is_enokey_with_nothing_changed(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 0, false);
     stepb b;
@@ -440,7 +433,7 @@ static void missing_restore_key_is_enokey_with_nothing_changed(void **state)
 
 static void rollback_of_a_step_with_restores_leaves_pin_counts_as_before(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 0, false);
     written(&f, 1, 1, 0, 11);
@@ -477,7 +470,7 @@ static void rollback_of_a_step_with_restores_leaves_pin_counts_as_before(void **
 
 static void restore_into_a_planned_steps_slot_is_order_error(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 0, false);
     written(&f, 1, 1, 0, 11);
@@ -503,7 +496,7 @@ static void restore_into_a_planned_steps_slot_is_order_error(void **state)
 
 static void declarations_are_validated_with_nothing_changed(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 0, false);
     written(&f, 1, 1, 0, 11);
@@ -560,7 +553,7 @@ static void declarations_are_validated_with_nothing_changed(void **state)
 
 static void pin_drop_query_rules(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 2, 0, false);
     written(&f, 1, 1, 0, 11);
@@ -595,7 +588,7 @@ static void pin_drop_query_rules(void **state)
 
 static void swap_out_and_in_keeps_every_label_byte_for_byte(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 0, 4, false);
     rsp_label_id d = fx_label(&f, "draft");
@@ -636,7 +629,7 @@ static void swap_out_and_in_keeps_every_label_byte_for_byte(void **state)
 
 static void swap_refusals_change_nothing(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 4, 1, 1, false); /* 3 usable request slots */
     written(&f, 1, 1, 0, 11);
@@ -691,7 +684,7 @@ static void swap_refusals_change_nothing(void **state)
 
 static void reset_of_a_swapped_request_drops_its_host_slots(void **state)
 {
-    check_store(state);
+    (void)state;
     fx f;
     ck_init(&f, 8, 0, 2, false);
     written(&f, 1, 1, 0, 11);

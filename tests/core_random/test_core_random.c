@@ -170,10 +170,8 @@ typedef struct T {
     uint64_t count_lease_refused, count_lease_taken, count_retry, count_readmit;
     uint64_t count_pipeline_refused;
     uint64_t last_committed_id; /* 0: none yet */
-    /* Checkpoints (issue 12): on when the store holds checkpoint slots
-     * (exec.h rsp_test_store_checkpoints): in every mode, the device runs
-     * included. */
-    bool ck;
+    /* Checkpoints (issue 12): in every mode (every store holds checkpoint
+     * slots), the device runs included. */
     uint64_t count_ck_ops, count_ck_restores, count_ck_takes, count_ck_skips, count_ck_enokey;
     uint64_t count_ck_demoted, count_swaps_out, count_swaps_in, count_swap_refused;
 } T;
@@ -672,7 +670,7 @@ static rsp_status tw_swap_in(T *t, rsp_rid rid, rsp_admit_outcome *out, rsp_erro
  * saved (every checkpoint, after every operation). */
 static void check_checkpoints(T *t, const char *what)
 {
-    for (uint64_t k = 1; t->ck && k < RSPM_MAX_KEYS; k++) {
+    for (uint64_t k = 1; k < RSPM_MAX_KEYS; k++) {
         const rspm_ck *mk = &t->m.ck[k];
         rsp_checkpoint_info a, b;
         memset(&a, 0, sizeof a);
@@ -999,7 +997,7 @@ static void gen_decl(T *t, dstep *s)
         for (uint32_t i = 0; i < nrows; i++)
             d->rows[i].skip_post_forks = below(t, 100) < 15;
     }
-    if (t->ck && !d->capture && below(t, 100) < 30)
+    if (!d->capture && below(t, 100) < 30)
         gen_ck_decls(t, d);
     s->phase = PH_NONE;
 }
@@ -1941,12 +1939,9 @@ static void run(const run_cfg *cfg, uint64_t ops)
     pc.max_slots = cfg->max_slots;
     pc.sink = cfg->sink;
     pc.max_inflight_steps = cfg->max_inflight;
-    t->ck = rsp_test_store_checkpoints();
-    if (t->ck) {
-        pc.max_checkpoints = 2;
-        pc.max_host_checkpoints = 2;
-        pc.checkpoint_demote = cfg->seed & 1;
-    }
+    pc.max_checkpoints = 2;
+    pc.max_host_checkpoints = 2;
+    pc.checkpoint_demote = cfg->seed & 1;
     rsp_error err;
     rsp_status rc = rsp__core_create(&pc, &t->core, &err);
     if (rc != RSP_OK)
@@ -1999,7 +1994,7 @@ static void run(const run_cfg *cfg, uint64_t ops)
             op_release(t);
         else if (x < 17)
             op_invalid(t);
-        else if (t->ck && x < 21)
+        else if (x < 21)
             op_ckpt(t);
         else
             op_step(t);
@@ -2054,7 +2049,7 @@ static void run(const run_cfg *cfg, uint64_t ops)
                   (unsigned long long)t->count_swap_refused);
     CHECK(
         t,
-        !t->ck || ops < 10000 ||
+        ops < 10000 ||
             (t->count_ck_takes && t->count_ck_skips && t->count_ck_restores && t->count_ck_enokey),
         "checkpoint paths too rare");
     /* "Pool full" must be common, or the test does not test much. */
