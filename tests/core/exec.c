@@ -342,7 +342,6 @@ const char *rsp_test_store_error(const rsp_test_store *s)
     return s->error;
 }
 
-
 /* Slot ids this store holds: every id of the layout, in every mode. */
 static uint32_t num_ids(const rsp_test_store *s)
 {

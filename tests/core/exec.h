@@ -113,7 +113,6 @@ typedef struct rsp_test_store_counts {
 } rsp_test_store_counts;
 rsp_test_store_counts rsp_test_store_counts_get(const rsp_test_store *store);
 
-
 /* The mode this process runs in: "emulated", "host" or "cuda" (from
  * RSP_TEST_DEVICE; fails the test on any other value). */
 const char *rsp_test_store_mode(void);

@@ -57,7 +57,6 @@ static uint32_t op_index(fx *f, rsp__op_kind kind)
     return i;
 }
 
-
 /* --- take ---------------------------------------------------------------- */
 
 static void take_copies_the_slot_and_reports_it(void **state)

@@ -2047,11 +2047,10 @@ static void run(const run_cfg *cfg, uint64_t ops)
                   (unsigned long long)t->count_ck_enokey, (unsigned long long)t->count_ck_demoted,
                   (unsigned long long)t->count_swaps_out, (unsigned long long)t->count_swaps_in,
                   (unsigned long long)t->count_swap_refused);
-    CHECK(
-        t,
-        ops < 10000 ||
-            (t->count_ck_takes && t->count_ck_skips && t->count_ck_restores && t->count_ck_enokey),
-        "checkpoint paths too rare");
+    CHECK(t,
+          ops < 10000 || (t->count_ck_takes && t->count_ck_skips && t->count_ck_restores &&
+                          t->count_ck_enokey),
+          "checkpoint paths too rare");
     /* "Pool full" must be common, or the test does not test much. */
     CHECK(t, ops < 10000 || t->count_admit_full * 20 > t->count_admit_ok,
           "pool full too rare: %llu of %llu", (unsigned long long)t->count_admit_full,
