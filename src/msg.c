@@ -91,7 +91,7 @@ commit_decl_of(const rsp_msg *m, const unsigned char *wire, size_t at)
  * core compares them once too. Read from the caller's pointers, which the
  * wire form holds verbatim until decode replaces them: both sides agree. */
 __attribute__((always_inline)) static inline bool commit_shares_rows(const rsp_msg *m,
-                                                                    const rsp_step *c)
+                                                                     const rsp_step *c)
 {
     return c->num_rows && c->rows == m->step.rows && c->num_rows == m->step.num_rows;
 }
