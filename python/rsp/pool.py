@@ -261,12 +261,16 @@ class _Marshal:
         n = len(rows)
         last = pool._last_rows
         if n and last is not None and last[0] == rows:
-            buf = bytearray(last[1])  # the previous step's rows again (steady decode)
+            # The previous step's rows again (steady decode): the same
+            # buffer, never written after it was filled, so a step_next
+            # committing that step names the very rows of the new one and
+            # the message carries (and the owner compares) them once.
+            buf = last[1]
         else:
             buf = bytearray(_ROW.size * n)
             if n:
                 _fill_rows(pool, rows, buf)
-                pool._last_rows = (list(rows), bytes(buf))
+                pool._last_rows = (list(rows), buf)
         self.rows = (ffi.Row * n).from_buffer(buf) if n else None
         self.pre = self._forks(pool, step.pre_forks)
         self.post = self._forks(pool, step.post_forks)
