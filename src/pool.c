@@ -30,18 +30,18 @@ static void bump(uint64_t *c, uint64_t d)
 
 void rsp__pool_mirror_gauges(rsp_pool *p)
 {
-    rsp_stats s = {0};
-    rsp__core_stats(p->core, &s);
+    rsp__core_gauges g;
+    rsp__core_gauges_get(p->core, &g);
     rsp__pool_counters *c = &p->ctr;
-    rsp__store_relaxed_u32(&c->free_slots, s.free_slots);
-    rsp__store_relaxed_u32(&c->held_slots, s.held_slots);
-    rsp__store_relaxed_u32(&c->pending_release, s.pending_release);
-    rsp__store_relaxed_u32(&c->num_requests, s.num_requests);
-    rsp__store_relaxed_u32(&c->num_holdings, s.num_holdings);
-    rsp__store_relaxed_u64(&c->generation, s.generation);
-    rsp__store_relaxed_u32(&c->checkpoints_device, s.checkpoints_device);
-    rsp__store_relaxed_u32(&c->checkpoints_host, s.checkpoints_host);
-    rsp__store_relaxed_u32(&c->swapped_slots, s.swapped_slots);
+    rsp__store_relaxed_u32(&c->free_slots, g.free_slots);
+    rsp__store_relaxed_u32(&c->held_slots, g.held_slots);
+    rsp__store_relaxed_u32(&c->pending_release, g.pending_release);
+    rsp__store_relaxed_u32(&c->num_requests, g.num_requests);
+    rsp__store_relaxed_u32(&c->num_holdings, g.num_holdings);
+    rsp__store_relaxed_u64(&c->generation, g.generation);
+    rsp__store_relaxed_u32(&c->checkpoints_device, g.checkpoints_device);
+    rsp__store_relaxed_u32(&c->checkpoints_host, g.checkpoints_host);
+    rsp__store_relaxed_u32(&c->swapped_slots, g.swapped_slots);
 }
 
 void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
@@ -144,6 +144,8 @@ static void ckpt_report_skip(rsp_pool *p, const rsp__ckpt_skip *k)
  * callback, skipped takes. O(report). */
 static void ckpt_account(rsp_pool *p)
 {
+    if (rsp__core_ckpt_report_clean(p->core))
+        return; /* the call never reached the checkpoint code: nothing to account */
     const rsp__ckpt_report *rep = rsp__core_ckpt_report(p->core);
     rsp__pool_counters *c = &p->ctr;
     bump(&c->checkpoints_taken, rep->taken);
