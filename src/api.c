@@ -39,6 +39,7 @@ static pthread_once_t rsp__atfork_once = PTHREAD_ONCE_INIT;
 static void on_fork_child(void)
 {
     rsp__store_relaxed_u32(&rsp__forked_child, 1);
+    rsp__reader_fork_child(); /* the read side's fast paths check no flag */
 }
 
 static void register_atfork(void)
@@ -55,6 +56,16 @@ static rsp_status fail_forked(rsp_error *err)
 {
     return rsp__fail(err, RSP_EFORKED,
                      "called in a child after fork() without exec(): rsp does not survive fork");
+}
+
+bool rsp__forked(void)
+{
+    return forked();
+}
+
+rsp_status rsp__fail_forked(rsp_error *err)
+{
+    return fail_forked(err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -845,10 +856,11 @@ void rsp_reader_unregister(void)
     rsp__reader_unregister();
 }
 
+/* rsp_read_begin, rsp_read_end, rsp_live_addressing: no forked() check
+ * here: a forked child's threads are never on the read side's fast paths
+ * (rsp__reader_fork_child), whose slow paths say RSP_EFORKED. */
 rsp_status rsp_read_begin(void)
 {
-    if (forked())
-        return RSP_EFORKED;
     return rsp__read_begin();
 }
 
@@ -870,21 +882,19 @@ rsp_status rsp_read_begin_err(rsp_error *err)
 
 rsp_status rsp_read_end(void)
 {
-    if (forked())
-        return RSP_EFORKED;
     return rsp__read_end();
 }
 
 const rsp_plan *rsp_plan_live(const rsp_pool *pool)
 {
-    if (!pool || forked())
+    if (!pool) /* a forked child reads nothing: its threads are outside any section */
         return NULL;
     return rsp__publisher_live(pool->pub);
 }
 
 const rsp_plan *rsp_plan_staged(const rsp_pool *pool)
 {
-    if (!pool || forked())
+    if (!pool) /* a forked child reads nothing: its threads are outside any section */
         return NULL;
     return rsp__publisher_staged(pool->pub);
 }
@@ -919,8 +929,6 @@ rsp_status rsp_live_addressing(const rsp_pool *pool, rsp_label_id label, rsp_add
 {
     if (!pool || !out)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
-    if (forked())
-        return fail_forked(err);
     return rsp__live_addressing(pool->pub, label, out, err);
 }
 
