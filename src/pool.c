@@ -855,8 +855,17 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
         st = break_pool(p, m, r);
     if (st == RSP_OK)
         e->status = RSP_OK;
-    rsp__pool_mirror_gauges(p);
+    /* The gauges are mirrored by settle_gauges: before the answer of a
+     * waited message and once a batch, not after every message. */
     fwd_prune(p);
+}
+
+/* The actor's settle: the lock-free readers' gauges (rsp_pool_counters)
+ * follow the core before any waiter sees an answer, and at each batch end
+ * (a stream of fire-and-forget messages mirrors once a batch). Owner. */
+static void settle_gauges(void *ctx)
+{
+    rsp__pool_mirror_gauges(ctx);
 }
 
 /* The actor's on_gap (ordered pools): message `missing` never arrived, so
@@ -937,6 +946,7 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         .handle = rsp__pool_handle,
         .ctx = p,
         .on_idle = rsp__pool_owner_idle,
+        .settle = settle_gauges,
         .pin = cfg->owner_cpu != -1,
         .cpu = cfg->owner_cpu,
         .ordered = cfg->ordered,

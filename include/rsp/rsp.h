@@ -565,7 +565,12 @@ typedef struct rsp_stats {
     uint64_t swaps_out, swaps_in;
 } rsp_stats;
 
-/** Read the counters without a message. Any thread, O(1), lock-free. */
+/** Read the counters without a message. Any thread, O(1), lock-free. The
+ * gauges (free_slots ... generation, checkpoints_*, swapped_slots) are
+ * refreshed by the owner before it answers any message that has a waiter
+ * and at the end of each batch it drains: after an answer they include
+ * every message handled before it; fire-and-forget messages show there
+ * once the owner's batch ends (messages_handled may run a batch ahead). */
 RSP_API rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *err);
 
 /* ------------------------------------------------------------------------ */

@@ -202,6 +202,7 @@ struct rsp__actor {
     alignas(RSP__CACHELINE) struct __cds_wfcq_head head; /* dequeue side: owner only */
     uint32_t sleeping;          /* futex word: 1 = owner announced sleep (F1/F2) */
     uint64_t handled;           /* owner writes, any thread reads (relaxed) */
+    bool unsettled;             /* owner: handled a message since cfg.settle */
     uint64_t unwaited_failures; /* owner writes, any thread reads (relaxed) */
     uint64_t sleeps;            /* owner writes, any thread reads (relaxed) */
     bool woke_waiter;           /* owner only: an answer since the last idle woke a waiter */
@@ -918,16 +919,30 @@ RSP__HOT void handle_one(rsp__actor *a, rsp_ticket *t)
     if (t->stop_only)
         return; /* the actor's own stop marker: nothing to hand over */
     a->cfg.handle(a->cfg.ctx, (unsigned char *)t + RSP__PAYLOAD_OFFSET, t->size, &t->reply);
+    a->unsettled = true;
     /* Single writer (the owner): a relaxed read-modify-write is exact. */
     rsp__store_relaxed_u64(&a->handled, rsp__load_relaxed_u64(&a->handled) + 1);
+}
+
+/* Owner: cfg.settle, once per run of handled messages (before a kept
+ * answer, at a batch end). */
+static void settle(rsp__actor *a)
+{
+    if (a->unsettled) {
+        a->unsettled = false;
+        if (a->cfg.settle)
+            a->cfg.settle(a->cfg.ctx);
+    }
 }
 
 /* Owner: what ends a message's life: the held reference goes before the
  * answer (H1), so a caller that saw the answer sees it gone. */
 RSP__HOT void finish(rsp__actor *a, rsp_ticket *t)
 {
-    if (t->kept)
+    if (t->kept) {
         a->partner_cpu = t->cpu;
+        settle(a); /* its waiter sees everything handled before its answer */
+    }
     ticket_drop_hold(t);
     if (ticket_answer(a, t))
         a->woke_waiter = true;
@@ -1114,6 +1129,7 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
         if (stopped && a->num_held)
             refuse_held(a, &owed, RSP_ESHUTDOWN);
     }
+    settle(a);
     /* O1: after the seq_cst RMW of next_seq, a seq_cst load: a poster that
      * waits for credit may hold the number the owner now waits for. */
     if (owed || (a->advanced && rsp__load_seq_cst_u32(&a->credit_waiters) != 0))
