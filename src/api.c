@@ -422,9 +422,6 @@ static rsp_host_fence *message_fence(const rsp_msg *m)
     return m->event.handle;
 }
 
-_Static_assert(RSP_MSG_INGEST == 0 && RSP_MSG_REMOVE == 1 && RSP_MSG_RESET == 2,
-               "rsp_post's fast path takes kinds 0-2 to be the lifecycle kinds");
-
 rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uint64_t timeout_ns,
                     rsp_error *err)
 {
@@ -434,11 +431,11 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "msg");
     if (forked())
         return fail_forked(err);
-    /* A single-rid INGEST, REMOVE or RESET (kinds 0-2) has nothing for
-     * validate to look at: the frequent small messages skip its call. */
-    rsp_status st = (unsigned)msg->kind <= (unsigned)RSP_MSG_RESET && msg->num_rids == 0
-                        ? RSP_OK
-                        : validate(pool, msg, err);
+    /* A single-rid INGEST, REMOVE or RESET has nothing for validate to
+     * look at, no fence, and a fixed wire size (msg.h): the frequent small
+     * messages skip those steps. */
+    const bool single = rsp__msg_is_single_lifecycle(msg);
+    rsp_status st = single ? RSP_OK : validate(pool, msg, err);
     if (st == RSP_OK)
         st = check_seq(pool, msg, err);
     if (st != RSP_OK)
@@ -454,11 +451,14 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
      * cross-thread malloc/free per message); kept ones are freed by their
      * waiter, on its own thread, and may outlive the pool. */
     void *wire;
-    rsp_ticket *t =
-        rsp__actor_ticket_new(ticket ? NULL : pool->actor, rsp__msg_wire_size(msg), &wire);
+    rsp_ticket *t = rsp__actor_ticket_new(ticket ? NULL : pool->actor,
+                                          single ? sizeof *msg : rsp__msg_wire_size(msg), &wire);
     if (!t)
         return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
-    rsp__msg_encode(msg, wire);
+    if (single)
+        rsp__msg_encode_head(msg, wire);
+    else
+        rsp__msg_encode(msg, wire);
     /* Ordered pools: the transport delivers in this number's order (a
      * shutdown is the inbox's last message and never waits). */
     if (pool->ordered && msg->kind != RSP_MSG_SHUTDOWN)
@@ -468,14 +468,14 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
      * handle the message much later (docs/ordering.md, "fence references").
      * The ticket drops it once the message is handled, or when the post is
      * refused; the device takes its own for the WAIT it queues. */
-    rsp_host_fence *fence = message_fence(msg);
+    rsp_host_fence *fence = single ? NULL : message_fence(msg);
     if (fence) {
         rsp__fence_ref(fence);
         rsp__ticket_hold(t, drop_fence, fence);
     }
     /* A shutdown is the inbox's last message: it closes the inbox behind
      * it (and takes no credit). */
-    if (msg->kind == RSP_MSG_SHUTDOWN)
+    if (!single && msg->kind == RSP_MSG_SHUTDOWN)
         st = rsp__actor_close(pool->actor, t, ticket != NULL, err);
     else
         st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);

@@ -1300,7 +1300,8 @@ bool rsp__in_read_section(void)
 {
     /* An online QSBR reader holds what it read until it is quiescent: a
      * grace period waits for it as for a section. */
-    return tls_depth() != 0 || tls_mode() == MODE_QSBR_ONLINE;
+    const uint32_t s = rsp__tls_reader;
+    return (s & DEPTH_MASK) != 0 || s == MODE_WORD(MODE_QSBR_ONLINE);
 }
 
 /* The cases of quiescent / offline / online that do nothing or refuse. */
