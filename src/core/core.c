@@ -6,6 +6,7 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -248,11 +249,14 @@ rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid)
     uint32_t at = rsp__map_probe(&c->table, rid);
     if (c->table.t[at].val != RSP__MAP_EMPTY)
         return &c->reqs[c->table.t[at].val];
-    const uint32_t size = c->table.size;
-    if (rsp__req_reserve(c, 1))
-        return NULL;
-    if (c->table.size != size) /* grown: every entry moved */
-        at = rsp__map_probe(&c->table, rid);
+    /* Room for one more (rsp__req_reserve(c, 1)), its usual case inline. */
+    if (((uint64_t)c->table.count + 1) * 2 > c->table.size || !c->num_free_recs) {
+        const uint32_t size = c->table.size;
+        if (rsp__req_reserve(c, 1))
+            return NULL;
+        if (c->table.size != size) /* grown: every entry moved */
+            at = rsp__map_probe(&c->table, rid);
+    }
     uint32_t rec;
     if (c->free_rec != RSP__NONE) {
         rec = c->free_rec;
@@ -266,7 +270,11 @@ rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid)
     rsp__req *r = &c->reqs[rec];
     rsp__hold *keep_heap = r->heap; /* a recycled record keeps its spill array */
     uint32_t keep_cap = keep_heap ? r->cap_holds : RSP__INLINE_HOLDINGS;
-    memset(r, 0, sizeof *r);
+    /* Everything but the inline holdings, which nothing reads past
+     * num_holds (a recycled record's heap keeps stale ones too). */
+    const size_t tail = offsetof(rsp__req, inl) + sizeof r->inl;
+    memset(r, 0, offsetof(rsp__req, inl));
+    memset((unsigned char *)r + tail, 0, sizeof *r - tail);
     r->heap = keep_heap;
     r->cap_holds = keep_cap;
     r->rid = rid;
