@@ -334,7 +334,7 @@ static void ticket_release(rsp_ticket *t);
 
 /* Make a chunk of pooled tickets: return the first, push the others onto
  * the free stack. NULL when out of memory. Any thread. */
-static rsp_ticket *chunk_new(rsp__actor *a)
+__attribute__((noinline)) static rsp_ticket *chunk_new(rsp__actor *a)
 {
     ticket_chunk *c =
         aligned_alloc(RSP__CACHELINE, RSP__CHUNK_HEADER + RSP__TICKET_CHUNK * RSP__POOLED_STRIDE);
@@ -576,8 +576,9 @@ static bool owner_waits_for(rsp__actor *a, uint64_t seq)
 
 /* Take one credit, waiting up to timeout_ns; *credited says whether one
  * was taken (false: O2's pass, or a failure). */
-static rsp_status take_credit(rsp__actor *a, uint64_t seq, uint64_t timeout_ns, bool *credited,
-                              rsp_error *err)
+__attribute__((noinline)) static rsp_status take_credit_slow(rsp__actor *a, uint64_t seq,
+                                                              uint64_t timeout_ns, bool *credited,
+                                                              rsp_error *err)
 {
     *credited = false;
     bool waiting = false;
@@ -630,6 +631,20 @@ out:
     if (waiting) /* relaxed: a stale count only costs the owner a spare wake */
         rsp__fetch_add_relaxed_u32(&a->credit_waiters, UINT32_MAX);
     return st;
+}
+
+/* Take one credit (above), its usual case inline: a credit is free now.
+ * The same C1 loads as the slow path's first round; the slow path starts
+ * over (its epoch snapshot first) when none is. */
+static inline rsp_status take_credit(rsp__actor *a, uint64_t seq, uint64_t timeout_ns,
+                                     bool *credited, rsp_error *err)
+{
+    uint32_t c = rsp__load_seq_cst_u32(&a->credits); /* C1 (see take_credit_slow) */
+    if (c > 0 && rsp__cas_relaxed_u32(&a->credits, c, c - 1)) {
+        *credited = true;
+        return RSP_OK;
+    }
+    return take_credit_slow(a, seq, timeout_ns, credited, err);
 }
 
 /* Owner: return the credit of one dequeued message. Returns whether a
