@@ -178,20 +178,14 @@ void rsp__msg_encode(const rsp_msg *m, void *dst)
         encode_arrays(m, a, dst);
 }
 
-/* The head of a single-rid lifecycle message: what its handler reads
- * (kind, rid, free; label rides along). */
+/* The head of a single-rid lifecycle message (rsp__msg_encode_head, msg.h):
+ * what its handler reads (kind, rid, free; label rides along). */
 #define HEAD_BYTES offsetof(rsp_msg, label_name)
 _Static_assert(RSP_MSG_INGEST == 0 && RSP_MSG_REMOVE == 1 && RSP_MSG_RESET == 2,
                "rsp__msg_is_single_lifecycle takes kinds 0-2 to be the lifecycle kinds");
 _Static_assert(offsetof(rsp_msg, kind) < HEAD_BYTES && offsetof(rsp_msg, rid) < HEAD_BYTES &&
                    offsetof(rsp_msg, label) < HEAD_BYTES && offsetof(rsp_msg, free) < HEAD_BYTES,
                "the head holds kind, rid, label and free");
-
-void rsp__msg_encode_head(const rsp_msg *m, void *dst)
-{
-    RSP__ASSERT(rsp__msg_is_single_lifecycle(m));
-    memcpy(dst, m, HEAD_BYTES);
-}
 
 /* Decode's half for a message with arrays: point m at their copies. */
 __attribute__((noinline)) static void decode_arrays(rsp_msg *m, unsigned a, size_t size)

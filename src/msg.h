@@ -41,6 +41,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include <rsp/rsp.h>
 
@@ -62,8 +63,13 @@ static inline bool rsp__msg_is_single_lifecycle(const rsp_msg *m)
 }
 
 /* rsp__msg_encode for a message of rsp__msg_is_single_lifecycle: m's head
- * only (a 24-byte copy instead of the whole message's). Any thread; O(1). */
-void rsp__msg_encode_head(const rsp_msg *m, void *dst);
+ * only (kind, rid, label, free: a 24-byte copy instead of the whole
+ * message's; msg.c checks the layout). Inline: every such post. Any
+ * thread; O(1). */
+static inline void rsp__msg_encode_head(const rsp_msg *m, void *dst)
+{
+    memcpy(dst, m, offsetof(rsp_msg, label_name));
+}
 
 /* The message a wire form holds, decoded in place: the result lives in
  * wire, its pointers point at the arrays inside wire (NULL for an empty or

@@ -669,7 +669,7 @@ static void wake_credit_waiters(rsp__actor *a)
 }
 
 /* Returns whether the owner had announced sleep (and was woken). */
-static bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
+RSP__HOT bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
 {
     rsp__hb_release(t); /* I1 (TSan mirror: liburcu is not instrumented) */
     /* I1: cds_wfcq_enqueue issues a full barrier before linking the node,
