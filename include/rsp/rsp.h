@@ -1046,7 +1046,8 @@ RSP_API rsp_status rsp_reader_online(void);
 /**
  * An RCU read-side section. Plans obtained inside it stay valid until the
  * matching rsp_read_end (a QSBR reader's: until its next quiescent state,
- * see rsp_reader_register_qsbr). Nestable. Registered threads only
+ * see rsp_reader_register_qsbr). Nestable (up to 2^24 - 1 deep, then
+ * RSP_EINVAL). Registered threads only
  * (otherwise RSP_ENOTREG; an offline QSBR reader: RSP_EINVAL). Cost: a few
  * ns (liburcu-memb's read lock for the outermost section of a default
  * reader; a thread-local increment for a QSBR reader).
