@@ -576,9 +576,8 @@ static bool owner_waits_for(rsp__actor *a, uint64_t seq)
 
 /* Take one credit, waiting up to timeout_ns; *credited says whether one
  * was taken (false: O2's pass, or a failure). */
-__attribute__((noinline)) static rsp_status take_credit_slow(rsp__actor *a, uint64_t seq,
-                                                              uint64_t timeout_ns, bool *credited,
-                                                              rsp_error *err)
+__attribute__((noinline)) static rsp_status
+take_credit_slow(rsp__actor *a, uint64_t seq, uint64_t timeout_ns, bool *credited, rsp_error *err)
 {
     *credited = false;
     bool waiting = false;

@@ -1316,7 +1316,8 @@ __attribute__((cold)) static rsp_status qsbr_call_other(void)
 
 rsp_status rsp__reader_quiescent(void)
 {
-    if (__builtin_expect(rsp__tls_reader != MODE_WORD(MODE_QSBR_ONLINE), 0)) /* online, no section */
+    /* The one case that announces: an online QSBR reader outside a section. */
+    if (__builtin_expect(rsp__tls_reader != MODE_WORD(MODE_QSBR_ONLINE), 0))
         return qsbr_call_other();
     rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
     urcu_qsbr_quiescent_state();        /* G1 */
