@@ -142,17 +142,22 @@ static _Thread_local __attribute__((tls_model("initial-exec"))) uint64_t rsp__tl
 /* Pooled tickets an actor creates at most, beyond its capacity (in flight
  * at once: queued, being handled, or between pop and post). */
 #define RSP__POOL_SLACK 256u
-/* Pooled tickets are made RSP__TICKET_CHUNK at a time, in one block: a burst
- * of posts that outruns the owner (the first 4096 messages of a pool, or
- * any backlog) otherwise paid a malloc each, ~170 instructions a message
- * (callgrind, bench/profile.sh ingest-rsp). Each ticket of a chunk starts
- * on its own cache line (RSP__POOLED_STRIDE): posters and the owner write
- * neighbouring tickets at the same time. */
+/* Pooled tickets are made a chunk at a time, in one block: a burst of posts
+ * that outruns the owner (the first 4096 messages of a pool, or any
+ * backlog) otherwise paid a malloc each, ~170 instructions a message
+ * (callgrind, bench/profile.sh ingest-rsp). The first chunk holds
+ * RSP__TICKET_CHUNK tickets, each later one twice the last, up to
+ * RSP__TICKET_CHUNK_MAX (a long burst pays one malloc per 256 tickets;
+ * a pool that never bursts keeps 32), and none past the pool's bound.
+ * Each ticket of a chunk starts on its own cache line
+ * (RSP__POOLED_STRIDE): posters and the owner write neighbouring tickets
+ * at the same time. */
 #define RSP__TICKET_CHUNK 32u
+#define RSP__TICKET_CHUNK_MAX 256u
 #define RSP__POOLED_STRIDE rsp__align_up(RSP__POOLED_TICKET_BYTES, RSP__CACHELINE)
 
-/* A block of pooled tickets: this header, then RSP__TICKET_CHUNK tickets.
- * Freed by destroy only. */
+/* A block of pooled tickets: this header, then its tickets. Freed by
+ * destroy only. */
 typedef struct ticket_chunk {
     alignas(RSP__CACHELINE) struct ticket_chunk *next;
 } ticket_chunk;
@@ -227,8 +232,9 @@ struct rsp__actor {
      * pushes. Tickets on it are freed only by destroy. */
     alignas(RSP__CACHELINE) ck_stack_t free_tickets;
     uint32_t pooled;            /* any thread, atomic: pooled tickets created so far */
-    pthread_mutex_t chunk_lock; /* guards chunks (taken to make a chunk only) */
+    pthread_mutex_t chunk_lock; /* guards chunks, chunk_next (taken to make a chunk only) */
     ticket_chunk *chunks;       /* every chunk made, for destroy */
+    uint32_t chunk_next;        /* tickets of the next chunk (RSP__TICKET_CHUNK, doubling) */
 
     /* Immutable after create. */
     alignas(RSP__CACHELINE) uint32_t capacity;
@@ -332,25 +338,59 @@ static void learn_wait(uint64_t *word, uint64_t budget_ns, bool seen, uint64_t w
 
 static void ticket_release(rsp_ticket *t);
 
+/* Push the chain first..last (linked by their next) onto the free stack at
+ * once: ck_stack_push_upmc (= _mpmc) with a chain for its one entry. */
+static void push_chain(ck_stack_t *st, ck_stack_entry_t *first, ck_stack_entry_t *last)
+{
+    ck_stack_entry_t *head = ck_pr_load_ptr(&st->head);
+    last->next = head;
+    ck_pr_fence_store();
+    while (!ck_pr_cas_ptr_value(&st->head, head, first, &head)) {
+        last->next = head;
+        ck_pr_fence_store();
+    }
+}
+
 /* Make a chunk of pooled tickets: return the first, push the others onto
- * the free stack. NULL when out of memory. Any thread. */
+ * the free stack (one CAS for all). NULL when out of memory. Any thread;
+ * posters that make chunks at once take turns (a burst's start only). */
 __attribute__((noinline)) static rsp_ticket *chunk_new(rsp__actor *a)
 {
-    ticket_chunk *c =
-        aligned_alloc(RSP__CACHELINE, RSP__CHUNK_HEADER + RSP__TICKET_CHUNK * RSP__POOLED_STRIDE);
+    pthread_mutex_lock(&a->chunk_lock);
+    const uint32_t bound = a->capacity + RSP__POOL_SLACK;
+    const uint32_t made = rsp__load_relaxed_u32(&a->pooled);
+    if (made >= bound) { /* another poster made the last chunk meanwhile */
+        pthread_mutex_unlock(&a->chunk_lock);
+        return NULL;
+    }
+    const uint32_t n = a->chunk_next < bound - made ? a->chunk_next : bound - made;
+    ticket_chunk *c = aligned_alloc(RSP__CACHELINE, RSP__CHUNK_HEADER + n * RSP__POOLED_STRIDE);
+    if (c) {
+        c->next = a->chunks;
+        a->chunks = c;
+        a->chunk_next = 2 * n > RSP__TICKET_CHUNK_MAX ? RSP__TICKET_CHUNK_MAX : 2 * n;
+        rsp__fetch_add_relaxed_u32(&a->pooled, n); /* a bound, orders nothing */
+    }
+    pthread_mutex_unlock(&a->chunk_lock);
     if (!c)
         return NULL;
-    pthread_mutex_lock(&a->chunk_lock);
-    c->next = a->chunks;
-    a->chunks = c;
-    pthread_mutex_unlock(&a->chunk_lock);
-    rsp__fetch_add_relaxed_u32(&a->pooled, RSP__TICKET_CHUNK); /* a bound, orders nothing */
     unsigned char *base = (unsigned char *)c + RSP__CHUNK_HEADER;
-    for (uint32_t i = 0; i < RSP__TICKET_CHUNK; i++)
-        ((rsp_ticket *)(base + i * RSP__POOLED_STRIDE))->pool = a;
-    for (uint32_t i = 1; i < RSP__TICKET_CHUNK; i++)
-        ticket_release((rsp_ticket *)(base + i * RSP__POOLED_STRIDE));
-    return (rsp_ticket *)base;
+    rsp_ticket *first = (rsp_ticket *)base;
+    first->pool = a;
+    if (n == 1)
+        return first;
+    for (uint32_t i = 1; i < n; i++) {
+        rsp_ticket *t = (rsp_ticket *)(base + i * RSP__POOLED_STRIDE);
+        t->pool = a;
+        t->free_link.next =
+            i + 1 < n ? &((rsp_ticket *)(base + (i + 1) * RSP__POOLED_STRIDE))->free_link : NULL;
+        rsp__hb_release(t); /* to the next pooled_get, as ticket_release */
+    }
+    rsp__hb_ignore_begin();
+    push_chain(&a->free_tickets, &((rsp_ticket *)(base + RSP__POOLED_STRIDE))->free_link,
+               &((rsp_ticket *)(base + (n - 1) * RSP__POOLED_STRIDE))->free_link);
+    rsp__hb_ignore_end();
+    return first;
 }
 
 /* A pooled ticket from a's free stack, or a new one while a has created
@@ -1248,6 +1288,7 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the inbox");
     memset(a, 0, size);
     pthread_mutex_init(&a->chunk_lock, NULL); /* cannot fail: default attributes */
+    a->chunk_next = RSP__TICKET_CHUNK;
     a->cfg = *cfg;
     a->capacity = cfg->capacity ? cfg->capacity : RSP__ACTOR_DEFAULT_CAPACITY;
     a->credits = a->capacity;
