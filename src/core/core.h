@@ -223,7 +223,7 @@ uint32_t rsp__core_free_order(const rsp__core *core, uint32_t *out, uint32_t cap
  * layer are left alone). O(1). */
 void rsp__core_stats(const rsp__core *core, rsp_stats *out);
 
-/* The gauges the pool mirrors after every message (rsp_stats' fields of
+/* The gauges the pool mirrors when its owner settles (rsp_stats' fields of
  * the same names): what rsp__core_stats fills, without the constants and
  * without a whole rsp_stats to clear. O(1). */
 typedef struct rsp__core_gauges {
