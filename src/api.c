@@ -39,6 +39,7 @@ static pthread_once_t rsp__atfork_once = PTHREAD_ONCE_INIT;
 static void on_fork_child(void)
 {
     rsp__store_relaxed_u32(&rsp__forked_child, 1);
+    rsp__reader_fork_child(); /* the read side's fast paths check no flag */
 }
 
 static void register_atfork(void)
@@ -55,6 +56,16 @@ static rsp_status fail_forked(rsp_error *err)
 {
     return rsp__fail(err, RSP_EFORKED,
                      "called in a child after fork() without exec(): rsp does not survive fork");
+}
+
+bool rsp__forked(void)
+{
+    return forked();
+}
+
+rsp_status rsp__fail_forked(rsp_error *err)
+{
+    return fail_forked(err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -424,7 +435,11 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "msg");
     if (forked())
         return fail_forked(err);
-    rsp_status st = validate(pool, msg, err);
+    /* A single-rid INGEST, REMOVE or RESET has nothing for validate to
+     * look at, no fence, and a fixed wire size (msg.h): the frequent small
+     * messages skip those steps. */
+    const bool single = rsp__msg_is_single_lifecycle(msg);
+    rsp_status st = single ? RSP_OK : validate(pool, msg, err);
     if (st == RSP_OK)
         st = check_seq(pool, msg, err);
     if (st != RSP_OK)
@@ -440,11 +455,14 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
      * cross-thread malloc/free per message); kept ones are freed by their
      * waiter, on its own thread, and may outlive the pool. */
     void *wire;
-    rsp_ticket *t =
-        rsp__actor_ticket_new(ticket ? NULL : pool->actor, rsp__msg_wire_size(msg), &wire);
+    rsp_ticket *t = rsp__actor_ticket_new(ticket ? NULL : pool->actor,
+                                          single ? sizeof *msg : rsp__msg_wire_size(msg), &wire);
     if (!t)
         return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
-    rsp__msg_encode(msg, wire);
+    if (single)
+        rsp__msg_encode_head(msg, wire);
+    else
+        rsp__msg_encode(msg, wire);
     /* Ordered pools: the transport delivers in this number's order (a
      * shutdown is the inbox's last message and never waits). */
     if (pool->ordered && msg->kind != RSP_MSG_SHUTDOWN)
@@ -454,14 +472,14 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
      * handle the message much later (docs/ordering.md, "fence references").
      * The ticket drops it once the message is handled, or when the post is
      * refused; the device takes its own for the WAIT it queues. */
-    rsp_host_fence *fence = message_fence(msg);
+    rsp_host_fence *fence = single ? NULL : message_fence(msg);
     if (fence) {
         rsp__fence_ref(fence);
         rsp__ticket_hold(t, drop_fence, fence);
     }
     /* A shutdown is the inbox's last message: it closes the inbox behind
      * it (and takes no credit). */
-    if (msg->kind == RSP_MSG_SHUTDOWN)
+    if (!single && msg->kind == RSP_MSG_SHUTDOWN)
         st = rsp__actor_close(pool->actor, t, ticket != NULL, err);
     else
         st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);
@@ -849,10 +867,11 @@ void rsp_reader_unregister(void)
     rsp__reader_unregister();
 }
 
+/* rsp_read_begin, rsp_read_end, rsp_live_addressing: no forked() check
+ * here: a forked child's threads are never on the read side's fast paths
+ * (rsp__reader_fork_child), whose slow paths say RSP_EFORKED. */
 rsp_status rsp_read_begin(void)
 {
-    if (forked())
-        return RSP_EFORKED;
     return rsp__read_begin();
 }
 
@@ -874,21 +893,19 @@ rsp_status rsp_read_begin_err(rsp_error *err)
 
 rsp_status rsp_read_end(void)
 {
-    if (forked())
-        return RSP_EFORKED;
     return rsp__read_end();
 }
 
 const rsp_plan *rsp_plan_live(const rsp_pool *pool)
 {
-    if (!pool || forked())
+    if (!pool) /* a forked child reads nothing: its threads are outside any section */
         return NULL;
     return rsp__publisher_live(pool->pub);
 }
 
 const rsp_plan *rsp_plan_staged(const rsp_pool *pool)
 {
-    if (!pool || forked())
+    if (!pool) /* a forked child reads nothing: its threads are outside any section */
         return NULL;
     return rsp__publisher_staged(pool->pub);
 }
@@ -923,8 +940,6 @@ rsp_status rsp_live_addressing(const rsp_pool *pool, rsp_label_id label, rsp_add
 {
     if (!pool || !out)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
-    if (forked())
-        return fail_forked(err);
     return rsp__live_addressing(pool->pub, label, out, err);
 }
 

@@ -205,6 +205,15 @@ void rsp__msg_encode(const rsp_msg *m, void *dst)
         encode_arrays(m, a, dst);
 }
 
+/* The head of a single-rid lifecycle message (rsp__msg_encode_head, msg.h):
+ * what its handler reads (kind, rid, free; label rides along). */
+#define HEAD_BYTES offsetof(rsp_msg, label_name)
+_Static_assert(RSP_MSG_INGEST == 0 && RSP_MSG_REMOVE == 1 && RSP_MSG_RESET == 2,
+               "rsp__msg_is_single_lifecycle takes kinds 0-2 to be the lifecycle kinds");
+_Static_assert(offsetof(rsp_msg, kind) < HEAD_BYTES && offsetof(rsp_msg, rid) < HEAD_BYTES &&
+                   offsetof(rsp_msg, label) < HEAD_BYTES && offsetof(rsp_msg, free) < HEAD_BYTES,
+               "the head holds kind, rid, label and free");
+
 /* Decode's half for a message with arrays: point m at their copies. */
 __attribute__((noinline)) static void decode_arrays(rsp_msg *m, unsigned a, size_t size)
 {
@@ -239,6 +248,13 @@ const rsp_msg *rsp__msg_decode(void *wire, size_t size)
      * (the flags read m's commit pointer and counts, not what they point
      * at). What the message does not carry is cleared. */
     if (size == sizeof *m) { /* nothing but m: no array, name, commit or list */
+        if ((unsigned)m->kind <= (unsigned)RSP_MSG_RESET) {
+            /* Written by rsp__msg_encode_head (or in full): past the head
+             * the bytes may be an earlier message's. What a handler or a
+             * failure report could read is set here. */
+            m->event = (rsp_event){0};
+            m->seq = 0;
+        }
         clear_step(&m->step);
         m->label_name = NULL;
         m->commit = NULL;

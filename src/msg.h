@@ -25,6 +25,11 @@
  *   LABEL:
  *   right after it        m.label_name and its NUL
  *
+ *   INGEST, REMOVE, RESET without a list (the frequent small messages):
+ *   sizeof(rsp_msg) bytes, of which only m's head (kind, rid, label,
+ *   free: the fields before label_name) is written (rsp__msg_encode_head);
+ *   decode clears the rest that any handler reads.
+ *
  * A kind not listed carries no array: its wire form is m alone. Decoding
  * clears what the kind does not carry (a step's counts, commit, the rid
  * list, the name), so the owner never follows a caller's pointer. A new
@@ -34,7 +39,9 @@
 #ifndef RSP_MSG_H
 #define RSP_MSG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include <rsp/rsp.h>
 
@@ -46,6 +53,23 @@ size_t rsp__msg_wire_size(const rsp_msg *m);
  * rsp_msg): a copy of m, then a copy of each array its kind carries. After
  * this the caller's arrays may change. Any thread; O(size), no allocation. */
 void rsp__msg_encode(const rsp_msg *m, void *dst);
+
+/* Whether m is an INGEST, REMOVE or RESET of one rid (no list): it needs
+ * no validation past rsp_post's NULL checks, and its wire form is
+ * sizeof(rsp_msg) bytes written by rsp__msg_encode_head. Any thread; O(1). */
+static inline bool rsp__msg_is_single_lifecycle(const rsp_msg *m)
+{
+    return (unsigned)m->kind <= (unsigned)RSP_MSG_RESET && m->num_rids == 0;
+}
+
+/* rsp__msg_encode for a message of rsp__msg_is_single_lifecycle: m's head
+ * only (kind, rid, label, free: a 24-byte copy instead of the whole
+ * message's; msg.c checks the layout). Inline: every such post. Any
+ * thread; O(1). */
+static inline void rsp__msg_encode_head(const rsp_msg *m, void *dst)
+{
+    memcpy(dst, m, offsetof(rsp_msg, label_name));
+}
 
 /* The message a wire form holds, decoded in place: the result lives in
  * wire, its pointers point at the arrays inside wire (NULL for an empty or

@@ -30,18 +30,18 @@ static void bump(uint64_t *c, uint64_t d)
 
 void rsp__pool_mirror_gauges(rsp_pool *p)
 {
-    rsp_stats s = {0};
-    rsp__core_stats(p->core, &s);
+    rsp__core_gauges g;
+    rsp__core_gauges_get(p->core, &g);
     rsp__pool_counters *c = &p->ctr;
-    rsp__store_relaxed_u32(&c->free_slots, s.free_slots);
-    rsp__store_relaxed_u32(&c->held_slots, s.held_slots);
-    rsp__store_relaxed_u32(&c->pending_release, s.pending_release);
-    rsp__store_relaxed_u32(&c->num_requests, s.num_requests);
-    rsp__store_relaxed_u32(&c->num_holdings, s.num_holdings);
-    rsp__store_relaxed_u64(&c->generation, s.generation);
-    rsp__store_relaxed_u32(&c->checkpoints_device, s.checkpoints_device);
-    rsp__store_relaxed_u32(&c->checkpoints_host, s.checkpoints_host);
-    rsp__store_relaxed_u32(&c->swapped_slots, s.swapped_slots);
+    rsp__store_relaxed_u32(&c->free_slots, g.free_slots);
+    rsp__store_relaxed_u32(&c->held_slots, g.held_slots);
+    rsp__store_relaxed_u32(&c->pending_release, g.pending_release);
+    rsp__store_relaxed_u32(&c->num_requests, g.num_requests);
+    rsp__store_relaxed_u32(&c->num_holdings, g.num_holdings);
+    rsp__store_relaxed_u64(&c->generation, g.generation);
+    rsp__store_relaxed_u32(&c->checkpoints_device, g.checkpoints_device);
+    rsp__store_relaxed_u32(&c->checkpoints_host, g.checkpoints_host);
+    rsp__store_relaxed_u32(&c->swapped_slots, g.swapped_slots);
 }
 
 void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
@@ -144,6 +144,8 @@ static void ckpt_report_skip(rsp_pool *p, const rsp__ckpt_skip *k)
  * callback, skipped takes. O(report). */
 static void ckpt_account(rsp_pool *p)
 {
+    if (rsp__core_ckpt_report_clean(p->core))
+        return; /* the call never reached the checkpoint code: nothing to account */
     const rsp__ckpt_report *rep = rsp__core_ckpt_report(p->core);
     if (!(rep->num_changes | rep->num_evictions | rep->num_skips | rep->taken | rep->restored |
           rep->dropped))
@@ -881,8 +883,17 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
         st = break_pool(p, m, r);
     if (st == RSP_OK)
         e->status = RSP_OK;
-    rsp__pool_mirror_gauges(p);
+    /* The gauges are mirrored by settle_gauges: before the answer of a
+     * waited message and once a batch, not after every message. */
     fwd_prune(p);
+}
+
+/* The actor's settle: the lock-free readers' gauges (rsp_pool_counters)
+ * follow the core before any waiter sees an answer, and at each batch end
+ * (a stream of fire-and-forget messages mirrors once a batch). Owner. */
+static void settle_gauges(void *ctx)
+{
+    rsp__pool_mirror_gauges(ctx);
 }
 
 /* The actor's on_gap (ordered pools): message `missing` never arrived, so
@@ -963,6 +974,7 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         .handle = rsp__pool_handle,
         .ctx = p,
         .on_idle = rsp__pool_owner_idle,
+        .settle = settle_gauges,
         .pin = cfg->owner_cpu != -1,
         .cpu = cfg->owner_cpu,
         .ordered = cfg->ordered,

@@ -565,7 +565,12 @@ typedef struct rsp_stats {
     uint64_t swaps_out, swaps_in;
 } rsp_stats;
 
-/** Read the counters without a message. Any thread, O(1), lock-free. */
+/** Read the counters without a message. Any thread, O(1), lock-free. The
+ * gauges (free_slots ... generation, checkpoints_*, swapped_slots) are
+ * refreshed by the owner before it answers any message that has a waiter
+ * and at the end of each batch it drains: after an answer they include
+ * every message handled before it; fire-and-forget messages show there
+ * once the owner's batch ends (messages_handled may run a batch ahead). */
 RSP_API rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
@@ -1041,7 +1046,8 @@ RSP_API rsp_status rsp_reader_online(void);
 /**
  * An RCU read-side section. Plans obtained inside it stay valid until the
  * matching rsp_read_end (a QSBR reader's: until its next quiescent state,
- * see rsp_reader_register_qsbr). Nestable. Registered threads only
+ * see rsp_reader_register_qsbr). Nestable (up to 2^24 - 1 deep, then
+ * RSP_EINVAL). Registered threads only
  * (otherwise RSP_ENOTREG; an offline QSBR reader: RSP_EINVAL). Cost: a few
  * ns (liburcu-memb's read lock for the outermost section of a default
  * reader; a thread-local increment for a QSBR reader).

@@ -142,17 +142,22 @@ static _Thread_local __attribute__((tls_model("initial-exec"))) uint64_t rsp__tl
 /* Pooled tickets an actor creates at most, beyond its capacity (in flight
  * at once: queued, being handled, or between pop and post). */
 #define RSP__POOL_SLACK 256u
-/* Pooled tickets are made RSP__TICKET_CHUNK at a time, in one block: a burst
- * of posts that outruns the owner (the first 4096 messages of a pool, or
- * any backlog) otherwise paid a malloc each, ~170 instructions a message
- * (callgrind, bench/profile.sh ingest-rsp). Each ticket of a chunk starts
- * on its own cache line (RSP__POOLED_STRIDE): posters and the owner write
- * neighbouring tickets at the same time. */
+/* Pooled tickets are made a chunk at a time, in one block: a burst of posts
+ * that outruns the owner (the first 4096 messages of a pool, or any
+ * backlog) otherwise paid a malloc each, ~170 instructions a message
+ * (callgrind, bench/profile.sh ingest-rsp). The first chunk holds
+ * RSP__TICKET_CHUNK tickets, each later one twice the last, up to
+ * RSP__TICKET_CHUNK_MAX (a long burst pays one malloc per 256 tickets;
+ * a pool that never bursts keeps 32), and none past the pool's bound.
+ * Each ticket of a chunk starts on its own cache line
+ * (RSP__POOLED_STRIDE): posters and the owner write neighbouring tickets
+ * at the same time. */
 #define RSP__TICKET_CHUNK 32u
+#define RSP__TICKET_CHUNK_MAX 256u
 #define RSP__POOLED_STRIDE rsp__align_up(RSP__POOLED_TICKET_BYTES, RSP__CACHELINE)
 
-/* A block of pooled tickets: this header, then RSP__TICKET_CHUNK tickets.
- * Freed by destroy only. */
+/* A block of pooled tickets: this header, then its tickets. Freed by
+ * destroy only. */
 typedef struct ticket_chunk {
     alignas(RSP__CACHELINE) struct ticket_chunk *next;
 } ticket_chunk;
@@ -202,6 +207,7 @@ struct rsp__actor {
     alignas(RSP__CACHELINE) struct __cds_wfcq_head head; /* dequeue side: owner only */
     uint32_t sleeping;          /* futex word: 1 = owner announced sleep (F1/F2) */
     uint64_t handled;           /* owner writes, any thread reads (relaxed) */
+    bool unsettled;             /* owner: handled a message since cfg.settle */
     uint64_t unwaited_failures; /* owner writes, any thread reads (relaxed) */
     uint64_t sleeps;            /* owner writes, any thread reads (relaxed) */
     bool woke_waiter;           /* owner only: an answer since the last idle woke a waiter */
@@ -226,8 +232,9 @@ struct rsp__actor {
      * pushes. Tickets on it are freed only by destroy. */
     alignas(RSP__CACHELINE) ck_stack_t free_tickets;
     uint32_t pooled;            /* any thread, atomic: pooled tickets created so far */
-    pthread_mutex_t chunk_lock; /* guards chunks (taken to make a chunk only) */
+    pthread_mutex_t chunk_lock; /* guards chunks, chunk_next (taken to make a chunk only) */
     ticket_chunk *chunks;       /* every chunk made, for destroy */
+    uint32_t chunk_next;        /* tickets of the next chunk (RSP__TICKET_CHUNK, doubling) */
 
     /* Immutable after create. */
     alignas(RSP__CACHELINE) uint32_t capacity;
@@ -331,25 +338,59 @@ static void learn_wait(uint64_t *word, uint64_t budget_ns, bool seen, uint64_t w
 
 static void ticket_release(rsp_ticket *t);
 
-/* Make a chunk of pooled tickets: return the first, push the others onto
- * the free stack. NULL when out of memory. Any thread. */
-static rsp_ticket *chunk_new(rsp__actor *a)
+/* Push the chain first..last (linked by their next) onto the free stack at
+ * once: ck_stack_push_upmc (= _mpmc) with a chain for its one entry. */
+static void push_chain(ck_stack_t *st, ck_stack_entry_t *first, ck_stack_entry_t *last)
 {
-    ticket_chunk *c =
-        aligned_alloc(RSP__CACHELINE, RSP__CHUNK_HEADER + RSP__TICKET_CHUNK * RSP__POOLED_STRIDE);
+    ck_stack_entry_t *head = ck_pr_load_ptr(&st->head);
+    last->next = head;
+    ck_pr_fence_store();
+    while (!ck_pr_cas_ptr_value(&st->head, head, first, &head)) {
+        last->next = head;
+        ck_pr_fence_store();
+    }
+}
+
+/* Make a chunk of pooled tickets: return the first, push the others onto
+ * the free stack (one CAS for all). NULL when out of memory. Any thread;
+ * posters that make chunks at once take turns (a burst's start only). */
+__attribute__((noinline)) static rsp_ticket *chunk_new(rsp__actor *a)
+{
+    pthread_mutex_lock(&a->chunk_lock);
+    const uint32_t bound = a->capacity + RSP__POOL_SLACK;
+    const uint32_t made = rsp__load_relaxed_u32(&a->pooled);
+    if (made >= bound) { /* another poster made the last chunk meanwhile */
+        pthread_mutex_unlock(&a->chunk_lock);
+        return NULL;
+    }
+    const uint32_t n = a->chunk_next < bound - made ? a->chunk_next : bound - made;
+    ticket_chunk *c = aligned_alloc(RSP__CACHELINE, RSP__CHUNK_HEADER + n * RSP__POOLED_STRIDE);
+    if (c) {
+        c->next = a->chunks;
+        a->chunks = c;
+        a->chunk_next = 2 * n > RSP__TICKET_CHUNK_MAX ? RSP__TICKET_CHUNK_MAX : 2 * n;
+        rsp__fetch_add_relaxed_u32(&a->pooled, n); /* a bound, orders nothing */
+    }
+    pthread_mutex_unlock(&a->chunk_lock);
     if (!c)
         return NULL;
-    pthread_mutex_lock(&a->chunk_lock);
-    c->next = a->chunks;
-    a->chunks = c;
-    pthread_mutex_unlock(&a->chunk_lock);
-    rsp__fetch_add_relaxed_u32(&a->pooled, RSP__TICKET_CHUNK); /* a bound, orders nothing */
     unsigned char *base = (unsigned char *)c + RSP__CHUNK_HEADER;
-    for (uint32_t i = 0; i < RSP__TICKET_CHUNK; i++)
-        ((rsp_ticket *)(base + i * RSP__POOLED_STRIDE))->pool = a;
-    for (uint32_t i = 1; i < RSP__TICKET_CHUNK; i++)
-        ticket_release((rsp_ticket *)(base + i * RSP__POOLED_STRIDE));
-    return (rsp_ticket *)base;
+    rsp_ticket *first = (rsp_ticket *)base;
+    first->pool = a;
+    if (n == 1)
+        return first;
+    for (uint32_t i = 1; i < n; i++) {
+        rsp_ticket *t = (rsp_ticket *)(base + i * RSP__POOLED_STRIDE);
+        t->pool = a;
+        t->free_link.next =
+            i + 1 < n ? &((rsp_ticket *)(base + (i + 1) * RSP__POOLED_STRIDE))->free_link : NULL;
+        rsp__hb_release(t); /* to the next pooled_get, as ticket_release */
+    }
+    rsp__hb_ignore_begin();
+    push_chain(&a->free_tickets, &((rsp_ticket *)(base + RSP__POOLED_STRIDE))->free_link,
+               &((rsp_ticket *)(base + (n - 1) * RSP__POOLED_STRIDE))->free_link);
+    rsp__hb_ignore_end();
+    return first;
 }
 
 /* A pooled ticket from a's free stack, or a new one while a has created
@@ -575,8 +616,8 @@ static bool owner_waits_for(rsp__actor *a, uint64_t seq)
 
 /* Take one credit, waiting up to timeout_ns; *credited says whether one
  * was taken (false: O2's pass, or a failure). */
-static rsp_status take_credit(rsp__actor *a, uint64_t seq, uint64_t timeout_ns, bool *credited,
-                              rsp_error *err)
+__attribute__((noinline)) static rsp_status
+take_credit_slow(rsp__actor *a, uint64_t seq, uint64_t timeout_ns, bool *credited, rsp_error *err)
 {
     *credited = false;
     bool waiting = false;
@@ -631,6 +672,20 @@ out:
     return st;
 }
 
+/* Take one credit (above), its usual case inline: a credit is free now.
+ * The same C1 loads as the slow path's first round; the slow path starts
+ * over (its epoch snapshot first) when none is. */
+static inline rsp_status take_credit(rsp__actor *a, uint64_t seq, uint64_t timeout_ns,
+                                     bool *credited, rsp_error *err)
+{
+    uint32_t c = rsp__load_seq_cst_u32(&a->credits); /* C1 (see take_credit_slow) */
+    if (c > 0 && rsp__cas_relaxed_u32(&a->credits, c, c - 1)) {
+        *credited = true;
+        return RSP_OK;
+    }
+    return take_credit_slow(a, seq, timeout_ns, credited, err);
+}
+
 /* Owner: return the credit of one dequeued message. Returns whether a
  * producer waits for credit (the caller owes it a wake-up: wake_credit_waiters,
  * deferred by at most wake_threshold messages or the batch end, which
@@ -653,7 +708,7 @@ static void wake_credit_waiters(rsp__actor *a)
 }
 
 /* Returns whether the owner had announced sleep (and was woken). */
-static bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
+RSP__HOT bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
 {
     rsp__hb_release(t); /* I1 (TSan mirror: liburcu is not instrumented) */
     /* I1: cds_wfcq_enqueue issues a full barrier before linking the node,
@@ -918,16 +973,30 @@ RSP__HOT void handle_one(rsp__actor *a, rsp_ticket *t)
     if (t->stop_only)
         return; /* the actor's own stop marker: nothing to hand over */
     a->cfg.handle(a->cfg.ctx, (unsigned char *)t + RSP__PAYLOAD_OFFSET, t->size, &t->reply);
+    a->unsettled = true;
     /* Single writer (the owner): a relaxed read-modify-write is exact. */
     rsp__store_relaxed_u64(&a->handled, rsp__load_relaxed_u64(&a->handled) + 1);
+}
+
+/* Owner: cfg.settle, once per run of handled messages (before a kept
+ * answer, at a batch end). */
+static void settle(rsp__actor *a)
+{
+    if (a->unsettled) {
+        a->unsettled = false;
+        if (a->cfg.settle)
+            a->cfg.settle(a->cfg.ctx);
+    }
 }
 
 /* Owner: what ends a message's life: the held reference goes before the
  * answer (H1), so a caller that saw the answer sees it gone. */
 RSP__HOT void finish(rsp__actor *a, rsp_ticket *t)
 {
-    if (t->kept)
+    if (t->kept) {
         a->partner_cpu = t->cpu;
+        settle(a); /* its waiter sees everything handled before its answer */
+    }
     ticket_drop_hold(t);
     if (ticket_answer(a, t))
         a->woke_waiter = true;
@@ -1114,6 +1183,7 @@ static bool handle_batch(rsp__actor *a, struct __cds_wfcq_head *lh, struct cds_w
         if (stopped && a->num_held)
             refuse_held(a, &owed, RSP_ESHUTDOWN);
     }
+    settle(a);
     /* O1: after the seq_cst RMW of next_seq, a seq_cst load: a poster that
      * waits for credit may hold the number the owner now waits for. */
     if (owed || (a->advanced && rsp__load_seq_cst_u32(&a->credit_waiters) != 0))
@@ -1218,6 +1288,7 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the inbox");
     memset(a, 0, size);
     pthread_mutex_init(&a->chunk_lock, NULL); /* cannot fail: default attributes */
+    a->chunk_next = RSP__TICKET_CHUNK;
     a->cfg = *cfg;
     a->capacity = cfg->capacity ? cfg->capacity : RSP__ACTOR_DEFAULT_CAPACITY;
     a->credits = a->capacity;

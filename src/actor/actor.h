@@ -89,6 +89,13 @@ typedef struct rsp__actor_config {
      * thread with its payload and reply, after the handler, before the
      * ticket is released. Counted in rsp__actor_unwaited_failures. */
     void (*on_failure)(void *ctx, const void *payload, size_t size, const rsp_reply *reply);
+    /* optional: publish what the handler defers per message (the pool: the
+     * gauges it mirrors for lock-free readers). Called on the owner thread
+     * once some message was handled since the last call: before the answer
+     * of a kept ticket (so its waiter sees the effects of everything handled
+     * before it) and at the end of each batch (so a stream of
+     * fire-and-forget messages pays it once a batch, not once a message). */
+    void (*settle)(void *ctx);
 } rsp__actor_config;
 
 /*

@@ -41,6 +41,7 @@ static void undo_journal(rsp__core *c, uint32_t rec, rsp__work *w)
              * If this step is its last pin, release it here, at its journal
              * position, so the free stack still ends as before the admit. */
             rsp__slot *sl = &c->slots[e->slot];
+            RSP__ASSERT(c->ghost == RSP__NONE);
             if (sl->state == RSP__SLOT_PENDING && sl->pins == bit) {
                 sl->pins = 0;
                 RSP__ASSERT(c->pending > 0);

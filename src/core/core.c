@@ -6,6 +6,7 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,11 +274,19 @@ rsp_status rsp__req_reserve(rsp__core *c, uint32_t n)
 
 rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid)
 {
-    rsp__req *r = rsp__req_find(c, rid);
-    if (r)
-        return r;
-    if (rsp__req_reserve(c, 1))
-        return NULL;
+    /* One probe when nothing grows: the entry found, or the empty one
+     * where the rid goes. */
+    uint32_t at = rsp__map_probe(&c->table, rid);
+    if (c->table.t[at].val != RSP__MAP_EMPTY)
+        return &c->reqs[c->table.t[at].val];
+    /* Room for one more (rsp__req_reserve(c, 1)), its usual case inline. */
+    if (((uint64_t)c->table.count + 1) * 2 > c->table.size || !c->num_free_recs) {
+        const uint32_t size = c->table.size;
+        if (rsp__req_reserve(c, 1))
+            return NULL;
+        if (c->table.size != size) /* grown: every entry moved */
+            at = rsp__map_probe(&c->table, rid);
+    }
     uint32_t rec;
     if (c->free_rec != RSP__NONE) {
         rec = c->free_rec;
@@ -288,24 +297,31 @@ rsp__req *rsp__req_get(rsp__core *c, rsp_rid rid)
         rec = c->num_recs++;
         c->reqs[rec].heap = NULL;
     }
-    r = &c->reqs[rec];
+    rsp__req *r = &c->reqs[rec];
     rsp__hold *keep_heap = r->heap; /* a recycled record keeps its spill array */
     uint32_t keep_cap = keep_heap ? r->cap_holds : RSP__INLINE_HOLDINGS;
-    memset(r, 0, sizeof *r);
+    /* Everything but the inline holdings, which nothing reads past
+     * num_holds (a recycled record's heap keeps stale ones too). */
+    const size_t tail = offsetof(rsp__req, inl) + sizeof r->inl;
+    memset(r, 0, offsetof(rsp__req, inl));
+    memset((unsigned char *)r + tail, 0, sizeof *r - tail);
     r->heap = keep_heap;
     r->cap_holds = keep_cap;
     r->rid = rid;
     r->live = true;
     r->next_free = RSP__NONE;
-    rsp__map_put(&c->table, rid, rec);
+    rsp__map_put_at(&c->table, at, rid, rec);
     c->num_requests++;
     return r;
 }
 
-static void req_forget(rsp__core *c, rsp__req *r)
+/* Forget r, whose table entry is at (rsp__map_probe of its rid, the map
+ * unchanged since). */
+static void req_forget_at(rsp__core *c, rsp__req *r, uint32_t at)
 {
     uint32_t rec = (uint32_t)(r - c->reqs);
-    rsp__map_del(&c->table, r->rid);
+    RSP__ASSERT(c->table.t[at].val == rec && c->table.t[at].key == r->rid);
+    rsp__map_del_at(&c->table, at);
     rsp__hepoch_bump(c); /* a later admit of its rid ingests again */
     r->live = false;
     r->next_free = c->free_rec;
@@ -422,6 +438,7 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     r->num_holds--;
     c->num_holdings--;
     c->held--;
+    RSP__ASSERT(c->ghost == RSP__NONE); /* a lingering pin would read as a step's */
     if (c->slots[slot].pins) {
         /* A forward in flight may still write it: zero and free it when the
          * last step addressing it ends (commit or rollback, after its WAIT). */
@@ -496,16 +513,16 @@ void rsp__swap_forget(rsp__core *c, rsp__req *r)
     r->swap = 0;
 }
 
-rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, rsp_error *err)
+/* Reset (or, free, empty) r's holdings. A request that holds nothing and
+ * has nothing swapped out has nothing to zero or free: it reserves
+ * nothing either (a remove right after an ingest, the common case of a
+ * request that never ran, pays only its lookup). */
+static rsp_status reset_req(rsp__core *c, rsp__req *r, bool free, rsp__work *w, rsp_error *err)
 {
-    rsp__op_begin(c);
-    if (!w)
-        return rsp__fail(err, RSP_EINVAL, "work is NULL");
-    rsp__req *r = rsp__req_find(c, rid);
-    if (!r)
-        return RSP_OK; /* sent once per partition: unknown rid is a no-op */
+    if (!r->num_holds && !r->swap)
+        return RSP_OK;
     if (rsp__work_reserve(w, 1, r->num_holds, 0))
-        return rsp__fail(err, RSP_ENOMEM, "out of memory resetting rid %" PRIu64, rid);
+        return rsp__fail(err, RSP_ENOMEM, "out of memory resetting rid %" PRIu64, r->rid);
     rsp_status st =
         rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = r->num_holds}, err);
     if (st)
@@ -538,14 +555,31 @@ rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, r
     return RSP_OK;
 }
 
+rsp_status rsp__core_reset(rsp__core *c, rsp_rid rid, bool free, rsp__work *w, rsp_error *err)
+{
+    rsp__op_begin(c);
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "work is NULL");
+    rsp__req *r = rsp__req_find(c, rid);
+    if (!r)
+        return RSP_OK; /* sent once per partition: unknown rid is a no-op */
+    return reset_req(c, r, free, w, err);
+}
+
 rsp_status rsp__core_remove(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error *err)
 {
-    rsp_status st = rsp__core_reset(c, rid, true, w, err);
+    rsp__op_begin(c);
+    if (!w)
+        return rsp__fail(err, RSP_EINVAL, "work is NULL");
+    const uint32_t at = rsp__map_probe(&c->table, rid);
+    const uint32_t rec = c->table.t[at].val;
+    if (rec == RSP__MAP_EMPTY)
+        return RSP_OK; /* like reset: an unknown rid is a no-op */
+    rsp__req *r = &c->reqs[rec];
+    rsp_status st = reset_req(c, r, true, w, err);
     if (st)
         return st;
-    rsp__req *r = rsp__req_find(c, rid);
-    if (r)
-        req_forget(c, r);
+    req_forget_at(c, r, at); /* reset_req leaves the rid table alone */
     return RSP_OK;
 }
 
@@ -624,6 +658,24 @@ void rsp__core_stats(const rsp__core *c, rsp_stats *out)
     out->checkpoints_device = c->tiers[RSP_TIER_DEVICE].count;
     out->checkpoints_host = c->tiers[RSP_TIER_HOST].count;
     out->swapped_slots = c->swapped_slots;
+}
+
+void rsp__core_gauges_get(const rsp__core *c, rsp__core_gauges *out)
+{
+    out->free_slots = c->free_top;
+    out->held_slots = c->held;
+    out->pending_release = c->pending;
+    out->num_requests = c->num_requests;
+    out->num_holdings = c->num_holdings;
+    out->checkpoints_device = c->tiers[RSP_TIER_DEVICE].count;
+    out->checkpoints_host = c->tiers[RSP_TIER_HOST].count;
+    out->swapped_slots = c->swapped_slots;
+    out->generation = c->generation;
+}
+
+bool rsp__core_ckpt_report_clean(const rsp__core *c)
+{
+    return !c->rep_dirty;
 }
 
 const rsp__ckpt_report *rsp__core_ckpt_report(const rsp__core *c)

@@ -226,6 +226,22 @@ uint32_t rsp__core_free_order(const rsp__core *core, uint32_t *out, uint32_t cap
  * layer are left alone). O(1). */
 void rsp__core_stats(const rsp__core *core, rsp_stats *out);
 
+/* The gauges the pool mirrors when its owner settles (rsp_stats' fields of
+ * the same names): what rsp__core_stats fills, without the constants and
+ * without a whole rsp_stats to clear. O(1). */
+typedef struct rsp__core_gauges {
+    uint32_t free_slots, held_slots, pending_release, num_requests, num_holdings;
+    uint32_t checkpoints_device, checkpoints_host, swapped_slots;
+    uint64_t generation;
+} rsp__core_gauges;
+void rsp__core_gauges_get(const rsp__core *core, rsp__core_gauges *out);
+
+/* Whether the last core call's checkpoint report (rsp__core_ckpt_report)
+ * is empty for certain: no call since its start could have written it.
+ * Lets the pool skip accounting on the many calls that never touch a
+ * checkpoint. O(1). */
+bool rsp__core_ckpt_report_clean(const rsp__core *core);
+
 /* The same-declaration path (docs/design.md "The core"): a step whose rows
  * equal its record's last ones while no holding changed skips resolution
  * at admit, copies its plan's vectors from the record's last plan, and

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "util/assert.h"
+
 /* A table of n entries (a power of two), all empty; NULL on ENOMEM. */
 static rsp__map_entry *table_new(uint64_t n)
 {
@@ -65,10 +67,15 @@ rsp_status rsp__map_grow(rsp__map *m, uint64_t more)
 /* Backward-shift deletion keeps probe chains intact without tombstones. */
 void rsp__map_del(rsp__map *m, uint64_t key)
 {
-    uint32_t mask = m->size - 1;
     uint32_t i = rsp__map_probe(m, key);
-    if (m->t[i].val == RSP__MAP_EMPTY)
-        return;
+    if (m->t[i].val != RSP__MAP_EMPTY)
+        rsp__map_del_at(m, i);
+}
+
+void rsp__map_del_at(rsp__map *m, uint32_t i)
+{
+    RSP__ASSERT(i < m->size && m->t[i].val != RSP__MAP_EMPTY);
+    uint32_t mask = m->size - 1;
     m->t[i].val = RSP__MAP_EMPTY;
     m->count--;
     uint32_t j = i;

@@ -86,7 +86,23 @@ static inline void rsp__map_put(rsp__map *m, uint64_t key, uint32_t val)
     m->t[i].val = val;
 }
 
+/* Set the empty entry i (from rsp__map_probe of key, with no change to
+ * the map since) to key -> val: rsp__map_put without a second probe. A
+ * new key needs room (rsp__map_reserve, before the probe: a growth moves
+ * every entry). O(1). */
+static inline void rsp__map_put_at(rsp__map *m, uint32_t i, uint64_t key, uint32_t val)
+{
+    m->count += m->t[i].val == RSP__MAP_EMPTY;
+    m->t[i].key = key;
+    m->t[i].val = val;
+}
+
 /* Remove key (absent: nothing happens). O(1) expected. */
 void rsp__map_del(rsp__map *m, uint64_t key);
+
+/* Remove the entry at i, which holds a key (i from rsp__map_probe, with no
+ * change to the map since): rsp__map_del without a second probe. O(1)
+ * expected. */
+void rsp__map_del_at(rsp__map *m, uint32_t i);
 
 #endif

@@ -310,6 +310,7 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
         return;
     }
     uint64_t others = rsp__planned_mask(c) & ~bit;
+    RSP__ASSERT(c->ghost == RSP__NONE); /* `!sl->pins` below reads every record's */
     for (uint32_t i = 0; i < s->num_fslots; i++)
         c->slots[s->fslots[i]].fork_pins &= ~bit;
     for (uint32_t i = 0; i < s->num_pinned; i++) {

@@ -208,16 +208,40 @@ static char rsp__grace_token;
  * are a few bytes: a dlopen'ed librsp still fits in glibc's static TLS
  * surplus. */
 #define RSP__TLS _Thread_local __attribute__((tls_model("initial-exec")))
-/* What the calling thread is as a reader (rsp__tls_mode). */
+/* What the calling thread is as a reader (tls_mode(), below). */
 enum {
     MODE_NONE = 0,     /* not registered */
     MODE_MEMB,         /* a default reader (urcu-memb): sections lock and unlock */
     MODE_QSBR_ONLINE,  /* a QSBR reader, online: holds plans until it is quiescent */
     MODE_QSBR_OFFLINE, /* a QSBR reader, offline: may not read */
 };
-static RSP__TLS uint8_t rsp__tls_mode;      /* MODE_* */
+/* The mode (MODE_*) and the read-section nesting in one word, mode above
+ * DEPTH_BITS: one thread-local load tells a fast path everything (a
+ * default reader outside any section is exactly MEMB_IDLE, inside its
+ * outermost one MEMB_IDLE + 1). Nesting deeper than DEPTH_MASK is refused
+ * (RSP_EINVAL) rather than carried into the mode. A forked child's thread
+ * starts over at 0 (rsp__reader_fork_child), so no fast path runs there. */
+#define DEPTH_BITS 24
+#define DEPTH_MASK ((1u << DEPTH_BITS) - 1)
+#define MODE_WORD(m) ((uint32_t)(m) << DEPTH_BITS)
+#define MEMB_IDLE MODE_WORD(MODE_MEMB)
+static RSP__TLS uint32_t rsp__tls_reader;   /* MODE_WORD(mode) | depth */
 static RSP__TLS uint32_t rsp__tls_rcu_regs; /* liburcu-memb registrations held */
-static RSP__TLS uint32_t rsp__tls_depth;    /* read-section nesting */
+
+static inline uint32_t tls_mode(void)
+{
+    return rsp__tls_reader >> DEPTH_BITS;
+}
+
+static inline uint32_t tls_depth(void)
+{
+    return rsp__tls_reader & DEPTH_MASK;
+}
+
+static inline void tls_set_mode(uint32_t mode)
+{
+    rsp__tls_reader = MODE_WORD(mode) | tls_depth();
+}
 
 static void rcu_register_ref(void)
 {
@@ -886,7 +910,7 @@ void rsp__publisher_set_labels(rsp__publisher *p, uint32_t num_labels)
 
 const rsp_plan *rsp__publisher_step_plan(const rsp__publisher *p, uint64_t step_id)
 {
-    if (rsp__tls_depth == 0)
+    if (tls_depth() == 0)
         return NULL;
     /* Q2: acquire, pairs with the release of step_hw in step_admitted; an
      * entry past it is NULL. Then P2 per entry. */
@@ -965,7 +989,7 @@ void rsp__publisher_close(rsp__publisher *p)
 
 static const rsp_plan *read_pointer(rsp_plan *const *slot)
 {
-    if (rsp__tls_depth == 0)
+    if (tls_depth() == 0)
         return NULL; /* outside a read section the pointer could be freed */
     /* P2: dependency-ordered load; pairs with rcu_assign_pointer (P1). */
     rsp_plan *plan = rcu_dereference(*(rsp_plan **)slot);
@@ -986,9 +1010,9 @@ const rsp_plan *rsp__publisher_staged(const rsp__publisher *p)
 
 rsp_status rsp__read_section_check(const char *what, rsp_error *err)
 {
-    if (__builtin_expect(rsp__tls_depth != 0, 1))
+    if (__builtin_expect(tls_depth() != 0, 1))
         return RSP_OK;
-    if (rsp__tls_mode == MODE_NONE)
+    if (tls_mode() == MODE_NONE)
         return rsp__fail(err, RSP_ENOTREG,
                          "%s: the calling thread is not registered: call rsp_reader_register first",
                          what);
@@ -998,11 +1022,13 @@ rsp_status rsp__read_section_check(const char *what, rsp_error *err)
 /* The refusals of rsp__live_addressing, out of its fast path. */
 __attribute__((noinline, cold)) static rsp_status live_refused(rsp_error *err)
 {
-    if (rsp__tls_mode == MODE_NONE)
+    if (rsp__forked()) /* a forked child's threads start outside any section */
+        return rsp__fail_forked(err);
+    if (tls_mode() == MODE_NONE)
         return rsp__fail(err, RSP_ENOTREG,
                          "rsp_live_addressing: the calling thread is not registered: call "
                          "rsp_reader_register first");
-    if (rsp__tls_depth == 0)
+    if (tls_depth() == 0)
         return rsp__fail(err, RSP_EINVAL,
                          "rsp_live_addressing called outside a read section (rsp_read_begin)");
     return rsp__fail(err, RSP_ENOPLAN, "no live plan yet (no step was planned)");
@@ -1207,9 +1233,9 @@ static rsp_status reader_key_set(rsp_error *err)
 
 rsp_status rsp__reader_register(rsp_error *err)
 {
-    if (rsp__tls_mode == MODE_MEMB)
+    if (tls_mode() == MODE_MEMB)
         return RSP_OK;
-    if (rsp__tls_mode != MODE_NONE)
+    if (tls_mode() != MODE_NONE)
         return rsp__fail(err, RSP_EINVAL,
                          "the calling thread is registered as a QSBR reader: "
                          "rsp_reader_unregister first");
@@ -1217,15 +1243,15 @@ rsp_status rsp__reader_register(rsp_error *err)
     if (st != RSP_OK)
         return st;
     rcu_register_ref();
-    rsp__tls_mode = MODE_MEMB;
+    tls_set_mode(MODE_MEMB);
     return RSP_OK;
 }
 
 rsp_status rsp__reader_register_qsbr(rsp_error *err)
 {
-    if (rsp__tls_mode == MODE_QSBR_ONLINE || rsp__tls_mode == MODE_QSBR_OFFLINE)
+    if (tls_mode() == MODE_QSBR_ONLINE || tls_mode() == MODE_QSBR_OFFLINE)
         return RSP_OK;
-    if (rsp__tls_mode != MODE_NONE)
+    if (tls_mode() != MODE_NONE)
         return rsp__fail(err, RSP_EINVAL,
                          "the calling thread is registered as a default reader: "
                          "rsp_reader_unregister first");
@@ -1233,58 +1259,65 @@ rsp_status rsp__reader_register_qsbr(rsp_error *err)
     if (st != RSP_OK)
         return st;
     urcu_qsbr_register_thread(); /* online */
-    rsp__tls_mode = MODE_QSBR_ONLINE;
+    tls_set_mode(MODE_QSBR_ONLINE);
     return RSP_OK;
 }
 
 void rsp__reader_unregister(void)
 {
-    if (rsp__tls_mode == MODE_NONE)
+    if (tls_mode() == MODE_NONE)
         return;
     /* Unregistering inside a section would let a grace period end under
      * the reader's feet: close the sections first. */
-    while (rsp__tls_depth > 0)
+    while (tls_depth() > 0)
         rsp__read_end();
-    if (rsp__tls_mode == MODE_MEMB) {
+    if (tls_mode() == MODE_MEMB) {
         rcu_unregister_ref();
     } else {
         rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
         urcu_qsbr_unregister_thread();      /* G1: offline first, if online */
     }
-    rsp__tls_mode = MODE_NONE;
+    tls_set_mode(MODE_NONE);
     pthread_setspecific(rsp__reader_key, NULL);
+}
+
+void rsp__reader_fork_child(void)
+{
+    rsp__tls_reader = 0;
 }
 
 bool rsp__reader_registered(void)
 {
-    return rsp__tls_mode != MODE_NONE;
+    return tls_mode() != MODE_NONE;
 }
 
 bool rsp__reader_is_qsbr(void)
 {
-    return rsp__tls_mode == MODE_QSBR_ONLINE || rsp__tls_mode == MODE_QSBR_OFFLINE;
+    return tls_mode() == MODE_QSBR_ONLINE || tls_mode() == MODE_QSBR_OFFLINE;
 }
 
 bool rsp__in_read_section(void)
 {
     /* An online QSBR reader holds what it read until it is quiescent: a
      * grace period waits for it as for a section. */
-    return rsp__tls_depth != 0 || rsp__tls_mode == MODE_QSBR_ONLINE;
+    const uint32_t s = rsp__tls_reader;
+    return (s & DEPTH_MASK) != 0 || s == MODE_WORD(MODE_QSBR_ONLINE);
 }
 
 /* The cases of quiescent / offline / online that do nothing or refuse. */
 __attribute__((cold)) static rsp_status qsbr_call_other(void)
 {
-    if (rsp__tls_mode == MODE_NONE)
+    if (tls_mode() == MODE_NONE)
         return RSP_ENOTREG;
-    if (rsp__tls_depth != 0)
+    if (tls_depth() != 0)
         return RSP_EINVAL; /* it would end the section's protection */
     return RSP_OK;         /* a default reader, or already offline: nothing to announce */
 }
 
 rsp_status rsp__reader_quiescent(void)
 {
-    if (__builtin_expect(rsp__tls_mode != MODE_QSBR_ONLINE || rsp__tls_depth != 0, 0))
+    /* The one case that announces: an online QSBR reader outside a section. */
+    if (__builtin_expect(rsp__tls_reader != MODE_WORD(MODE_QSBR_ONLINE), 0))
         return qsbr_call_other();
     rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
     urcu_qsbr_quiescent_state();        /* G1 */
@@ -1293,40 +1326,52 @@ rsp_status rsp__reader_quiescent(void)
 
 rsp_status rsp__reader_offline(void)
 {
-    if (rsp__tls_mode != MODE_QSBR_ONLINE || rsp__tls_depth != 0)
+    if (tls_mode() != MODE_QSBR_ONLINE || tls_depth() != 0)
         return qsbr_call_other();
     rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
     urcu_qsbr_thread_offline();         /* G1 */
-    rsp__tls_mode = MODE_QSBR_OFFLINE;
+    tls_set_mode(MODE_QSBR_OFFLINE);
     return RSP_OK;
 }
 
 rsp_status rsp__reader_online(void)
 {
-    if (rsp__tls_mode == MODE_NONE)
+    if (tls_mode() == MODE_NONE)
         return RSP_ENOTREG;
-    if (rsp__tls_mode == MODE_QSBR_OFFLINE) {
+    if (tls_mode() == MODE_QSBR_OFFLINE) {
         urcu_qsbr_thread_online();
-        rsp__tls_mode = MODE_QSBR_ONLINE;
+        tls_set_mode(MODE_QSBR_ONLINE);
     }
     return RSP_OK;
 }
 
+/* rsp__read_begin's cases past its fast path: a nested section, a QSBR
+ * reader, and the refusals. */
+__attribute__((noinline)) static rsp_status read_begin_other(uint32_t s)
+{
+    const uint32_t mode = s >> DEPTH_BITS;
+    if (mode == MODE_MEMB || mode == MODE_QSBR_ONLINE) {
+        /* Nested (liburcu sees the outermost section only), or a QSBR
+         * reader (nothing to announce: quiescence ends protection). */
+        if ((s & DEPTH_MASK) == DEPTH_MASK)
+            return RSP_EINVAL;
+        rsp__tls_reader = s + 1;
+        return RSP_OK;
+    }
+    if (rsp__forked())
+        return RSP_EFORKED;
+    return mode == MODE_NONE ? RSP_ENOTREG : RSP_EINVAL; /* offline QSBR reader */
+}
+
 rsp_status rsp__read_begin(void)
 {
-    const uint8_t mode = rsp__tls_mode;
-    if (__builtin_expect(mode == MODE_MEMB, 1)) {
-        /* liburcu's own nesting count is ours: it sees the outermost
-         * section only. */
-        if (rsp__tls_depth++ == 0)
-            urcu_memb_read_lock();
+    const uint32_t s = rsp__tls_reader;
+    if (__builtin_expect(s == MEMB_IDLE, 1)) { /* the outermost section of a default reader */
+        rsp__tls_reader = s + 1;
+        urcu_memb_read_lock();
         return RSP_OK;
     }
-    if (mode == MODE_QSBR_ONLINE) {
-        rsp__tls_depth++; /* nothing to announce: quiescence ends protection */
-        return RSP_OK;
-    }
-    return mode == MODE_NONE ? RSP_ENOTREG : RSP_EINVAL; /* offline QSBR reader */
+    return read_begin_other(s);
 }
 
 /* An unbalanced rsp__read_end: ignored rather than corrupting the nesting
@@ -1340,13 +1385,25 @@ __attribute__((noinline, cold)) static rsp_status read_end_unbalanced(void)
     return RSP_EINVAL;
 }
 
+/* rsp__read_end's cases past its fast path. */
+__attribute__((noinline)) static rsp_status read_end_other(uint32_t s)
+{
+    if (__builtin_expect((s & DEPTH_MASK) == 0, 0))
+        return rsp__forked() ? RSP_EFORKED : read_end_unbalanced();
+    /* A nested section of a default reader, or a QSBR reader's: nothing
+     * to tell liburcu. */
+    rsp__tls_reader = s - 1;
+    return RSP_OK;
+}
+
 rsp_status rsp__read_end(void)
 {
-    if (__builtin_expect(rsp__tls_depth == 0, 0))
-        return read_end_unbalanced();
-    if (--rsp__tls_depth == 0 && rsp__tls_mode == MODE_MEMB) {
+    const uint32_t s = rsp__tls_reader;
+    if (__builtin_expect(s == MEMB_IDLE + 1, 1)) { /* a default reader's outermost section */
+        rsp__tls_reader = MEMB_IDLE;
         rsp__hb_release(&rsp__grace_token); /* G1 (TSan mirror) */
         urcu_memb_read_unlock();            /* G1 */
+        return RSP_OK;
     }
-    return RSP_OK;
+    return read_end_other(s);
 }

@@ -250,6 +250,17 @@ rsp_status rsp__reader_online(void);
  * every wait on the owner there: an owner at the retired cap waits for that
  * very section to end. Calling thread, O(1) (thread-local loads). */
 bool rsp__in_read_section(void);
+
+/* The forking thread of a child forked after rsp was used (api.c's atfork
+ * handler): its reader state starts over (not registered, no section), so
+ * no fast path of the read side runs in the child and each refusal says
+ * RSP_EFORKED (rsp__forked, checked on the slow paths only). */
+void rsp__reader_fork_child(void);
+
+/* api.c: whether this process is such a child, and its refusal (any
+ * thread; a relaxed load). */
+bool rsp__forked(void);
+rsp_status rsp__fail_forked(rsp_error *err);
 /* RSP_ENOTREG when the thread is not registered, RSP_EINVAL when it is an
  * offline QSBR reader. Nestable. A default reader's outermost section is
  * liburcu-memb's read lock; a QSBR reader's costs a thread-local increment. */

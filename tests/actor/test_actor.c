@@ -54,6 +54,9 @@ typedef struct fake {
     uint64_t handled;                 /* owner only; read after join */
     uint64_t lasts;                   /* owner only: FAKE_LAST messages seen */
     uint64_t bad_payloads;            /* owner only: wrong size, alignment or bytes */
+    uint32_t settles;                 /* cfg.settle calls (atomic) */
+    uint64_t first_settled;           /* handled at the first settle (atomic) */
+    uint64_t last_settled;            /* handled at the latest settle (atomic) */
 } fake;
 
 /* A FAKE_BYTES payload of size bytes: a fake_msg when it fits, then the
@@ -380,6 +383,45 @@ static void failing_message_reports_status_and_fire_and_forget_counts(void **sta
     rsp__actor_destroy(a);
 }
 
+/* cfg.settle: runs on the owner, after the handler calls it counts. */
+static void fake_settle(void *ctx)
+{
+    fake *f = ctx;
+    if (rsp__load_relaxed_u32(&f->settles) == 0)
+        rsp__store_relaxed_u64(&f->first_settled, f->handled);
+    rsp__store_relaxed_u64(&f->last_settled, f->handled);
+    rsp__store_release_u32(&f->settles, rsp__load_relaxed_u32(&f->settles) + 1);
+}
+
+static void settle_runs_before_a_waited_answer_and_once_a_batch(void **state)
+{
+    (void)state;
+    fake f;
+    memset(&f, 0, sizeof f);
+    rsp__actor_config cfg = {.handle = fake_handle, .settle = fake_settle, .ctx = &f};
+    rsp__actor *a = NULL;
+    assert_int_equal(rsp__actor_create(&cfg, &a, NULL), RSP_OK);
+    /* Batch 1: one fire-and-forget message, held in the handler while ten
+     * more queue behind it (nine fire-and-forget, then a waited one). */
+    assert_int_equal(post(a, FAKE_ORDERED, 0, NULL, 0), RSP_OK);
+    await_entered(&f, 1);
+    for (uint64_t i = 1; i < 10; i++)
+        assert_int_equal(post(a, FAKE_ORDERED, i, NULL, 0), RSP_OK);
+    rsp_ticket *t = NULL;
+    assert_int_equal(post(a, FAKE_ECHO, 1, &t, 0), RSP_OK);
+    gate_open(&f);
+    assert_int_equal(rsp__ticket_wait(t, RSP_WAIT_FOREVER, NULL), RSP_OK);
+    /* The waiter's answer came after a settle that saw all eleven. */
+    assert_int_equal(rsp__load_acquire_u32(&f.settles), 2);
+    assert_int_equal(rsp__load_relaxed_u64(&f.last_settled), 11);
+    rsp__actor_destroy(a);
+    /* Batch 1 ended with a settle of its one message; batch 2 settled once,
+     * before the answer (its end had nothing new); the stop marker none. */
+    assert_int_equal(f.settles, 2);
+    assert_int_equal(f.first_settled, 1);
+    assert_int_equal(f.handled, 11);
+}
+
 /* ------------------------------------------------------------------------ */
 
 typedef struct closer_arg {
@@ -587,6 +629,7 @@ int main(void)
         cmocka_unit_test(post_and_sleep_alternation_never_loses_a_wakeup),
         cmocka_unit_test(ticket_poll_and_timed_wait_leave_it_valid),
         cmocka_unit_test(failing_message_reports_status_and_fire_and_forget_counts),
+        cmocka_unit_test(settle_runs_before_a_waited_answer_and_once_a_batch),
         cmocka_unit_test(shutdown_answers_every_message_in_flight),
         cmocka_unit_test(last_message_with_ticket_is_answered_last),
         cmocka_unit_test(payload_arrives_as_written),

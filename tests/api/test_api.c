@@ -796,6 +796,47 @@ static void forked_child_gets_eforked_instead_of_hanging(void **state)
     rsp_pool_destroy(pool);
 }
 
+/* The read side's fast paths check no fork flag: a child forked inside a
+ * default reader's read section, with a live plan, must still get
+ * RSP_EFORKED (or nothing) from every read call, not the plan. */
+static void forked_child_inside_a_read_section_gets_eforked(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 0);
+    rsp_row rows[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_step step = {.step_id = 1, .rows = rows, .num_rows = 1};
+    assert_int_equal(rsp_step_admit(pool, &step, NULL, NULL), RSP_OK);
+    assert_int_equal(rsp_step_plan(pool, &step, NULL), RSP_OK);
+    assert_int_equal(rsp_reader_register(NULL), RSP_OK);
+    assert_int_equal(rsp_read_begin(), RSP_OK);
+    rsp_addressing a;
+    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL), RSP_OK);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int bad = 0;
+        rsp_error err;
+        bad |= (rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, &err) != RSP_EFORKED) << 0;
+        bad |= (err.status != RSP_EFORKED) << 1;
+        bad |= (rsp_plan_live(pool) != NULL) << 2;
+        bad |= (rsp_read_end() != RSP_EFORKED) << 3;
+        bad |= (rsp_read_begin() != RSP_EFORKED) << 4;
+        bad |= (rsp_read_begin_err(&err) != RSP_EFORKED) << 5;
+        bad |= (rsp_live_addressing(NULL, RSP_LABEL_MAIN, &a, &err) != RSP_EINVAL) << 6;
+        _exit(bad);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    /* The parent's section is untouched. */
+    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL), RSP_OK);
+    assert_int_equal(rsp_read_end(), RSP_OK);
+    rsp_reader_unregister();
+    rsp_pool_destroy(pool);
+}
+
 typedef struct holder {
     rsp_pool *pool;
     uint32_t have_ref, release; /* flags between the threads */
@@ -927,6 +968,7 @@ int main(void)
         cmocka_unit_test(destroy_handles_queued_fire_and_forget_messages),
         cmocka_unit_test(counters_are_readable_from_any_thread_while_messages_flow),
         cmocka_unit_test(forked_child_gets_eforked_instead_of_hanging),
+        cmocka_unit_test(forked_child_inside_a_read_section_gets_eforked),
         cmocka_unit_test(destroy_waits_for_readers_references),
         cmocka_unit_test(wait_poll_then_answer),
     };

@@ -86,6 +86,31 @@ static void same_addressing(const rsp_addressing *a, const rsp_addressing *b)
 /* rsp_live_addressing                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* The reader word keeps the nesting in 24 bits: the next begin past the
+ * bound is refused and changes nothing; the sections unwind as usual, for
+ * both flavours. */
+static void read_sections_nest_to_their_bound(void **state)
+{
+    (void)state;
+    const uint32_t bound = (1u << 24) - 1;
+    for (int qsbr = 0; qsbr < 2; qsbr++) {
+        assert_int_equal(qsbr ? rsp_reader_register_qsbr(NULL) : rsp_reader_register(NULL), RSP_OK);
+        uint32_t bad = 0;
+        for (uint32_t i = 0; i < bound; i++)
+            bad += rsp_read_begin() != RSP_OK;
+        assert_int_equal(bad, 0);
+        assert_int_equal(rsp_read_begin(), RSP_EINVAL);
+        for (uint32_t i = 0; i < bound; i++)
+            bad += rsp_read_end() != RSP_OK;
+        assert_int_equal(bad, 0);
+        assert_int_equal(rsp_read_end(), RSP_EINVAL); /* unbalanced, ignored */
+        assert_int_equal(rsp_read_begin(), RSP_OK);   /* the mode is intact */
+        assert_int_equal(rsp_read_end(), RSP_OK);
+        rsp_reader_unregister();
+        assert_int_equal(rsp_read_begin(), RSP_ENOTREG);
+    }
+}
+
 static void live_addressing_refusals_change_nothing(void **state)
 {
     (void)state;
@@ -586,6 +611,7 @@ static void new_pool_slots_read_as_zero(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(read_sections_nest_to_their_bound),
         cmocka_unit_test(live_addressing_refusals_change_nothing),
         cmocka_unit_test(live_addressing_is_plan_addressing_of_the_live_plan),
         cmocka_unit_test(qsbr_registration_and_calls),
