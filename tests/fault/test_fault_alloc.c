@@ -1043,6 +1043,27 @@ static rsp_status op_label(ctx *c, rsp_error *e)
     return rsp_label(c->pool, "d7", &id, e);
 }
 
+/* A call while a ticket of this thread is still out (a pipelined engine's
+ * second post): the thread's spare ticket went to the first, so the
+ * second's ticket is allocated, a fault point (RSP_ENOMEM, nothing
+ * posted); the first is collected either way. */
+static rsp_status op_label_behind_a_post(ctx *c, rsp_error *e)
+{
+    rsp_msg m = {.kind = RSP_MSG_BARRIER};
+    rsp_ticket *t = NULL;
+    rsp_status st = rsp_post(c->pool, &m, &t, RSP_WAIT_FOREVER, e);
+    if (st != RSP_OK)
+        return st;
+    st = op_label(c, e);
+    static rsp_reply r; /* large; not an allocation of the armed window */
+    rsp_status w = rsp_wait(t, RSP_WAIT_FOREVER, &r);
+    if (st == RSP_OK && w != RSP_OK) {
+        *e = r.error;
+        st = w;
+    }
+    return st;
+}
+
 /* --- destroy: a pool with everything in it -------------------------------------- */
 
 static void setup_destroy(ctx *c)
@@ -1073,13 +1094,21 @@ static void setup_destroy(ctx *c)
 
 /* --- the harness's self-test ------------------------------------------------- */
 
-/* Three fault points (three tickets) and no state change. */
+/* Three fault points (three blocks of its own: a synchronous call's
+ * ticket is the thread's spare after the set-up's calls, no allocation)
+ * and a barrier, no state change. */
 static rsp_status op_selftest(ctx *c, rsp_error *e)
 {
-    rsp_status st = RSP_OK;
-    for (int i = 0; i < 3 && st == RSP_OK; i++)
-        st = rsp_barrier(c->pool, e);
-    return st;
+    for (int i = 0; i < 3; i++) {
+        void *volatile b = malloc(64);
+        if (!b) {
+            e->status = RSP_ENOMEM;
+            snprintf(e->message, sizeof e->message, "selftest: block %d", i);
+            return RSP_ENOMEM;
+        }
+        free(b);
+    }
+    return rsp_barrier(c->pool, e);
 }
 
 /* After the call: N = 2 leaks a block, N = 3 aborts. */
@@ -1104,6 +1133,7 @@ static const scenario scenarios[] = {
     {"create", CREATE, false, 0, NULL, NULL},
     {"ingest", POOL_OP, true, 0, setup_ingest, op_ingest},
     {"label", POOL_OP, false, 0, setup_label, op_label},
+    {"label_behind_a_post", POOL_OP, false, 0, setup_label, op_label_behind_a_post},
     {"admit_ingest_many", POOL_OP, true, 0, setup_admit_ingest, op_admit0},
     {"admit_spill", POOL_OP, false, 0, setup_admit_spill, op_admit1},
     {"plan_live", POOL_OP, true, 0, setup_plan_live, op_plan1},
