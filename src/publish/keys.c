@@ -37,6 +37,7 @@
 
 #include "util/assert.h"
 #include "util/error.h"
+#include "util/mem.h"
 #include "util/sync.h"
 
 #define NODE_ALIGN 64
@@ -99,10 +100,11 @@ rsp_status rsp__keys_create(rsp__publisher *pub, uint32_t capacity, rsp__keys **
     while (buckets < capacity && buckets < RSP__KEYS_MAX_BUCKETS)
         buckets <<= 1;
     rsp__keys *k = calloc(1, sizeof *k);
-    key_node **bucket = calloc(buckets, sizeof *bucket); /* zero pages: cheap even at 2^20 */
+    /* Zero pages, touched lazily: the same cost at 16 buckets and 2^20. */
+    key_node **bucket = rsp__lazy_calloc(buckets, sizeof *bucket);
     if (!k || !bucket) {
         free(k);
-        free(bucket);
+        rsp__lazy_free(bucket, buckets, sizeof *bucket);
         return rsp__fail(err, RSP_ENOMEM,
                          "out of memory for the checkpoint key index (%llu buckets)",
                          (unsigned long long)buckets);
@@ -143,7 +145,7 @@ void rsp__keys_destroy(rsp__keys *k)
         k->spare = d->next;
         node_free(d);
     }
-    free(k->bucket);
+    rsp__lazy_free(k->bucket, k->mask + 1, sizeof *k->bucket);
     free(k);
 }
 

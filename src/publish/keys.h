@@ -59,9 +59,9 @@ typedef struct rsp__keys rsp__keys;
 #define RSP__KEYS_MAX_BUCKETS (1u << 20)
 
 /* An index for up to `capacity` keys (> 0) whose removed nodes pub frees
- * after a grace period. RSP_ENOMEM, nothing left allocated (two callocs:
- * the index and its bucket array). Any thread. Cost: the bucket array
- * (8 bytes a bucket, zero pages from calloc). */
+ * after a grace period. RSP_ENOMEM, nothing left allocated (two
+ * allocations: the index, and its bucket array by rsp__lazy_calloc). Any
+ * thread. Cost: O(1) (8 bytes a bucket of zero pages, touched lazily). */
 rsp_status rsp__keys_create(rsp__publisher *pub, uint32_t capacity, rsp__keys **out,
                             rsp_error *err);
 

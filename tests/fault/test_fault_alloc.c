@@ -1355,10 +1355,11 @@ static void child_pool_op(const scenario *sc, uint64_t n, step_result *res, refe
 }
 
 /* create_ckpt's pool: checkpoint slots on both tiers, so the readers' key
- * index is made too. After a create: an absent key's lookup answers
- * RSP_ENOKEY (the index is there and empty). */
-#define CKPT_DEVICE 6u
-#define CKPT_HOST 3u
+ * index is made too, enough of them that its bucket array is a mapping
+ * (rsp__lazy_calloc: 65,536 buckets, 512 KiB). After a create: an absent
+ * key's lookup answers RSP_ENOKEY (the index is there and empty). */
+#define CKPT_DEVICE 32768u
+#define CKPT_HOST 8u
 
 static void ckpt_lookup_check(rsp_pool *pool)
 {
