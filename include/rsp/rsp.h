@@ -1161,7 +1161,7 @@ typedef struct rsp_checkpoint_loc {
 
 /**
  * Whether a checkpoint is stored under key, without a message: the key
- * index the owner publishes (a lock-free hash table, liburcu rculfhash).
+ * index the owner publishes (a lock-free hash table for readers, rsp's own).
  * RSP_OK and *out (out may be NULL: presence only); RSP_ENOKEY: not
  * stored (or not yet: a take is in the index from when the owner queued
  * its copy, before its answer); RSP_EINVAL (pool NULL, or called outside

@@ -1,7 +1,7 @@
 /*
- * The readers' checkpoint key index: key -> (tier, slot) in a liburcu
- * lock-free hash table (rculfhash, liburcu-cds), written by the owner only,
- * read without a lock by registered readers of either flavour
+ * The readers' checkpoint key index: key -> (tier, slot) in a fixed-capacity
+ * chained hash table of rsp's own (keys.c), written by the owner only, read
+ * without a lock by registered readers of either flavour
  * (rsp_checkpoint_lookup). SPDX-License-Identifier: Apache-2.0
  *
  * Knows nothing of checkpoints beyond the pair it stores: the owner (pool.c)
@@ -20,26 +20,31 @@
  *   rsp__keys_lookup                 | registered reader, inside a section
  *
  * Pairs (docs/ordering.md):
- *   K1/K2  a new key. Owner K1: fills the node (key, loc), then cds_lfht_add
- *          (a full barrier before the node is linked). Reader K2:
- *          cds_lfht_lookup (rcu_dereference of each link) in a section,
- *          then reads key and loc. A reader finds the node whole or not at
- *          all.
+ *   K1/K2  a new key. Owner K1: fills the node (next, key, loc), then
+ *          links it at its chain's head with a release store. Reader K2:
+ *          in a section, acquire loads of the head and of each next it
+ *          follows, then reads key and loc. Every link store is the
+ *          owner's and a release, so a reader that reaches a node by any
+ *          link finds it whole; it finds it or not at all.
  *   K3     a key that moved (replaced, demoted): the owner stores loc
  *          (one relaxed 64-bit store of tier and slot together), readers
  *          load it relaxed: each sees the old or the new pair, never half of
  *          each. Relaxed is enough: loc names a slot, the bytes behind it
  *          are ordered by the pool's device stream, not by memory.
- *   G1/G2  a removed key's node: cds_lfht_del unlinks it, the publisher
- *          frees it after a grace period of both flavours
- *          (rsp__publisher_defer), so no section that could have found it
- *          is still open.
+ *   G1/G2  a removed key's node: the owner unlinks it (a release store of
+ *          its predecessor's link: the node's own next stays, so a reader
+ *          on it walks on into the live chain), the publisher frees it
+ *          after a grace period of both flavours (rsp__publisher_defer),
+ *          so no section that could have found it is still open.
  *
  * Buckets are sized once, at creation, for the pool's checkpoint capacity
  * (a power of two >= max_checkpoints + max_host_checkpoints, at most
- * RSP__KEYS_MAX_BUCKETS): no automatic resize, so the table never waits
- * for one flavour's grace period of its own, and liburcu starts no resize
- * worker for it.
+ * RSP__KEYS_MAX_BUCKETS; past it chains grow): never resized, so no grace
+ * period of the table's own. Every allocation is rsp's and fails cleanly
+ * (RSP_ENOMEM): the bucket array at create, one node a new key at reserve.
+ * (Until issue 11's follow-up this was liburcu's rculfhash, whose creation
+ * assert()s its callocs: a failure aborted the process. keys.c says why
+ * its memory-management plugin could not help.)
  */
 #ifndef RSP_PUBLISH_KEYS_H
 #define RSP_PUBLISH_KEYS_H
@@ -50,24 +55,24 @@
 
 typedef struct rsp__keys rsp__keys;
 
-/* Buckets at most (16 MiB of bucket nodes); past it chains grow. */
+/* Buckets at most (8 MiB of chain heads); past it chains grow. */
 #define RSP__KEYS_MAX_BUCKETS (1u << 20)
 
 /* An index for up to `capacity` keys (> 0) whose removed nodes pub frees
- * after a grace period. RSP_ENOMEM, nothing left allocated. Note: liburcu
- * allocates the bucket array itself and aborts the process if that
- * allocation fails (as its call_rcu set-up does); the index asks for it
- * once, at pool creation. Any thread. Cost: the bucket array. */
+ * after a grace period. RSP_ENOMEM, nothing left allocated (two
+ * allocations: the index, and its bucket array by rsp__lazy_calloc). Any
+ * thread. Cost: O(1) (8 bytes a bucket of zero pages, touched lazily). */
 rsp_status rsp__keys_create(rsp__publisher *pub, uint32_t capacity, rsp__keys **out,
                             rsp_error *err);
 
 /* Unlink every key and hand its node to the publisher (freed by the grace
  * period of rsp__publisher_destroy). After the owner stopped. NULL: no-op.
- * O(keys). */
+ * O(buckets) (up to the last non-empty one) + O(keys). */
 void rsp__keys_clear(rsp__keys *k);
 
-/* Free the table (empty: rsp__keys_clear ran, and the publisher's destroy
- * freed the nodes after its grace period). NULL: no-op. */
+/* Free the table and the spare nodes (empty: rsp__keys_clear ran, and the
+ * publisher's destroy freed the linked nodes after its grace period).
+ * NULL: no-op. */
 void rsp__keys_destroy(rsp__keys *k);
 
 /* Owner: have nodes for n new keys ready, so that the rsp__keys_set calls
@@ -77,10 +82,11 @@ rsp_status rsp__keys_reserve(rsp__keys *k, uint32_t n, rsp_error *err);
 
 /* Owner: key is stored at (tier, slot): a known key moves in place (K3), a
  * new one takes a reserved node (K1; the caller reserved one per new key).
- * O(1) expected: one lookup, one link. */
+ * O(1) expected: one walk of the key's chain, one link. */
 void rsp__keys_set(rsp__keys *k, uint64_t key, rsp_tier tier, uint32_t slot);
 
-/* Owner: key is gone (G1/G2). A key not in the index: nothing. O(1). */
+/* Owner: key is gone (G1/G2). A key not in the index: nothing. O(1)
+ * expected: one walk of the key's chain. */
 void rsp__keys_remove(rsp__keys *k, uint64_t key);
 
 /* Owner: keys in the index. O(1). */
@@ -89,8 +95,10 @@ uint32_t rsp__keys_count(const rsp__keys *k);
 /* Reader: RSP_OK and *out (out may be NULL); RSP_ENOKEY (k NULL: a pool
  * without checkpoints; or not in the index); RSP_ENOTREG / RSP_EINVAL
  * outside a read section. Registered reader of either flavour. Cost: a hash,
- * one out-of-line cds_lfht_lookup (the bucket's chain), a relaxed load; a
- * message only on failure with err set (pass NULL to probe cheaply). */
+ * inline acquire loads along the key's chain (at most 1 + load factor
+ * <= 1 nodes expected: the head's cache line and one a node), a relaxed
+ * load; a message only on failure with err set (pass NULL to probe
+ * cheaply). */
 rsp_status rsp__keys_lookup(const rsp__keys *k, uint64_t key, rsp_checkpoint_loc *out,
                             rsp_error *err);
 

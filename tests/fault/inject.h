@@ -12,10 +12,9 @@
  * for pthread_create), once; the others succeed.
  *
  * mmap (and munmap, for the count of bytes still mapped) is interposed too,
- * but is a fault point only after fault_mmap(true): the pool-wide sweeps
- * leave it off (libraries such as liburcu's mmap allocator abort when a
- * mapping fails), the device's create sweep turns it on so a failing
- * storage mapping is covered.
+ * but is a fault point only after fault_mmap(true): the device's create
+ * sweep and test_fault_alloc's create_ckpt turn it on, so failing storage
+ * and index mappings are covered; the other sweeps leave it off.
  */
 #ifndef RSP_TESTS_FAULT_INJECT_H
 #define RSP_TESTS_FAULT_INJECT_H

@@ -44,7 +44,10 @@
  *
  * Pool creation and destruction are swept too: a failed create answers
  * RSP_ENOMEM with *out NULL and leaves no thread and (LSan) no memory
- * behind, and a create right after works.
+ * behind, and a create right after works. create_ckpt creates a pool with
+ * checkpoint slots of both tiers (the readers' key index too) with mmap a
+ * fault point as well (fault_mmap): every allocation and every mapping of
+ * the call fails in turn, and a failure leaves no mapping behind either.
  *
  * Environment: RSP_FAULT_OPS=a,b (only these sweeps), RSP_FAULT_N=n (only
  * that N), RSP_FAULT_VERBOSE=1 (every child's output), RSP_FAULT_STRICT=0
@@ -1131,6 +1134,7 @@ static const scenario selftest = {"selftest", POOL_OP, false, 0, setup_label, op
 static const scenario scenarios[] = {
     {"create_first", CREATE, false, 0, NULL, NULL},
     {"create", CREATE, false, 0, NULL, NULL},
+    {"create_ckpt", CREATE, false, 0, NULL, NULL},
     {"ingest", POOL_OP, true, 0, setup_ingest, op_ingest},
     {"label", POOL_OP, false, 0, setup_label, op_label},
     {"label_behind_a_post", POOL_OP, false, 0, setup_label, op_label_behind_a_post},
@@ -1380,11 +1384,36 @@ static void child_pool_op(const scenario *sc, uint64_t n, step_result *res, refe
     }
 }
 
+/* create_ckpt's pool: checkpoint slots on both tiers, so the readers' key
+ * index is made too, enough of them that its bucket array is a mapping
+ * (rsp__lazy_calloc: 65,536 buckets, 512 KiB). After a create: an absent
+ * key's lookup answers RSP_ENOKEY (the index is there and empty). */
+#define CKPT_DEVICE 32768u
+#define CKPT_HOST 8u
+
+static void ckpt_lookup_check(rsp_pool *pool)
+{
+    SETUP(rsp_reader_register(NULL));
+    rsp_read_begin();
+    rsp_checkpoint_loc loc;
+    rsp_status st = rsp_checkpoint_lookup(pool, 12345, &loc, NULL);
+    rsp_read_end();
+    rsp_reader_unregister();
+    if (st != RSP_ENOKEY)
+        finding("rsp_checkpoint_lookup of an absent key on a new pool answered %s",
+                rsp_strerror(st));
+}
+
 static void child_create(const scenario *sc, uint64_t n, step_result *res)
 {
+    const bool ckpt = strcmp(sc->name, "create_ckpt") == 0;
     rsp_pool_config cfg;
     pool_config(&cfg);
-    if (strcmp(sc->name, "create") == 0) {
+    if (ckpt) {
+        cfg.max_checkpoints = CKPT_DEVICE;
+        cfg.max_host_checkpoints = CKPT_HOST;
+    }
+    if (strcmp(sc->name, "create") == 0 || ckpt) {
         /* A process that has had a pool before (liburcu initialised). */
         rsp_pool *warm = NULL;
         SETUP(rsp_pool_create(&cfg, &warm, NULL));
@@ -1394,18 +1423,26 @@ static void child_create(const scenario *sc, uint64_t n, step_result *res)
     rsp_pool *pool = (rsp_pool *)&cfg; /* must be overwritten */
     rsp_error err;
     memset(&err, 0, sizeof err);
+    if (ckpt)
+        fault_mmap(true); /* mmap a fault point; its bytes counted */
+    const int64_t mapped = fault_mapped_bytes();
     fault_arm(n);
     rsp_status st = rsp_pool_create(&cfg, &pool, &err);
     record_hit(res, fault_disarm());
+    const int64_t left_mapped = fault_mapped_bytes() - mapped;
     res->status = (int32_t)st;
     if (st == RSP_OK) {
+        fault_mmap(false);
         if (!pool) {
             finding("rsp_pool_create answered RSP_OK with *out NULL");
         } else {
             quick_check(pool);
+            if (ckpt)
+                ckpt_lookup_check(pool);
             rsp_pool_destroy(pool);
         }
     } else {
+        fault_mmap(false);
         if (st != RSP_ENOMEM)
             finding("rsp_pool_create answered %s (%s): out of memory must be RSP_ENOMEM",
                     rsp_strerror(st), err.message);
@@ -1413,6 +1450,8 @@ static void child_create(const scenario *sc, uint64_t n, step_result *res)
             finding("rsp_pool_create failed without its message");
         if (pool)
             finding("a failed rsp_pool_create left *out = %p", (void *)pool);
+        if (left_mapped != 0)
+            finding("a failed rsp_pool_create left %lld bytes mapped", (long long)left_mapped);
         if (!threads_back_to(base))
             finding("a failed rsp_pool_create left %d threads running (%d before): %s",
                     thread_count(), base, thread_names());
@@ -1424,6 +1463,8 @@ static void child_create(const scenario *sc, uint64_t n, step_result *res)
         finding("the next rsp_pool_create answered %s (%s)", rsp_strerror(st), err.message);
     } else {
         quick_check(pool);
+        if (ckpt)
+            ckpt_lookup_check(pool);
         rsp_pool_destroy(pool);
     }
     if (!threads_back_to(base))
