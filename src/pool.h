@@ -13,6 +13,7 @@
 #define RSP_POOL_H
 
 #include <pthread.h>
+#include <stdalign.h>
 
 #include <rsp/rsp.h>
 
@@ -123,9 +124,17 @@ struct rsp_pool {
     rsp__fwd_wait *fwd;
     uint32_t fwd_head, fwd_len, fwd_cap;
 
-    /* Any thread, atomic. */
-    uint32_t num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
-    rsp__pool_counters ctr;
+    /* Owner only: the gauges as last mirrored into ctr (mirror_gauges
+     * stores only when they moved: readers of ctr keep their lines). */
+    rsp__core_gauges mirrored;
+    bool mirrored_ok;
+
+    /* Any thread, atomic. num_labels is read by every post and written
+     * once per new label; the counters are written by the owner at every
+     * message: a line each (64 bytes), so the owner's stores do not take
+     * the posters' line away. */
+    alignas(64) uint32_t num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
+    alignas(64) rsp__pool_counters ctr;
     /* Tests: fail this many of the next device submits as out of memory
      * (the only failure left after the core changed). Relaxed atomic. */
     uint32_t inject_submit_failures;
