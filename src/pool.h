@@ -133,7 +133,8 @@ struct rsp_pool {
      * once per new label; the counters are written by the owner at every
      * message: a line each (64 bytes), so the owner's stores do not take
      * the posters' line away. */
-    alignas(64) uint32_t num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
+    alignas(64) uint32_t
+        num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
     alignas(64) rsp__pool_counters ctr;
     /* Tests: fail this many of the next device submits as out of memory
      * (the only failure left after the core changed). Relaxed atomic. */
