@@ -95,8 +95,9 @@ struct rsp_pool {
     bool ordered;          /* rsp_pool_config.ordered: rsp_post checks and numbers messages */
 
     /* Owner thread only (after create hands them over through
-     * pthread_create in rsp__actor_create). */
-    rsp__core *core;
+     * pthread_create in rsp__actor_create); from a line of their own: the
+     * owner writes `work` at every message, posters read the fields above. */
+    alignas(64) rsp__core *core;
     rsp__work work;
     /* The published staged plan is the core's stage: the handler publishes
      * it when a plan reports staged, and unpublishes it when a call reports
