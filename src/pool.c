@@ -33,9 +33,9 @@ void rsp__pool_mirror_gauges(rsp_pool *p)
     rsp__core_gauges g;
     rsp__core_gauges_get(p->core, &g);
     /* Nothing moved (a barrier, a read-only query, most of a steady step's
-     * messages): no store, so the lines readers of the gauges hold stay
-     * theirs (a store would take them away: ~0.3 us on a round trip
-     * measured, rtt "owner busy"). */
+     * messages): no store, so the pool's lines that posters read
+     * (num_labels shares one with the gauges) stay theirs: ~0.3 us on a
+     * round trip measured (rtt "owner busy", split). */
     if (p->mirrored_ok && memcmp(&g, &p->mirrored, sizeof g) == 0)
         return;
     p->mirrored = g;
@@ -930,11 +930,9 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
     /* Before anything is made (the storage may be large). */
     if (cfg->owner_cpu != -1 && rsp__actor_check_cpu(cfg->owner_cpu, err) != RSP_OK)
         return RSP_EINVAL;
-    /* Aligned as its cache-line members ask (calloc gives 16 bytes). */
-    rsp_pool *p = aligned_alloc(alignof(rsp_pool), rsp__align_up(sizeof *p, alignof(rsp_pool)));
+    rsp_pool *p = calloc(1, sizeof *p);
     if (!p)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the pool");
-    memset(p, 0, sizeof *p);
     rsp__work_init(&p->work);
     if (pthread_mutex_init(&p->fwd_lock, NULL) != 0) {
         free(p);

@@ -13,7 +13,6 @@
 #define RSP_POOL_H
 
 #include <pthread.h>
-#include <stdalign.h>
 
 #include <rsp/rsp.h>
 
@@ -95,9 +94,8 @@ struct rsp_pool {
     bool ordered;          /* rsp_pool_config.ordered: rsp_post checks and numbers messages */
 
     /* Owner thread only (after create hands them over through
-     * pthread_create in rsp__actor_create); from a line of their own: the
-     * owner writes `work` at every message, posters read the fields above. */
-    alignas(64) rsp__core *core;
+     * pthread_create in rsp__actor_create). */
+    rsp__core *core;
     rsp__work work;
     /* The published staged plan is the core's stage: the handler publishes
      * it when a plan reports staged, and unpublishes it when a call reports
@@ -130,13 +128,9 @@ struct rsp_pool {
     rsp__core_gauges mirrored;
     bool mirrored_ok;
 
-    /* Any thread, atomic. num_labels is read by every post and written
-     * once per new label; the counters are written by the owner at every
-     * message: a line each (64 bytes), so the owner's stores do not take
-     * the posters' line away. */
-    alignas(64) uint32_t
-        num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
-    alignas(64) rsp__pool_counters ctr;
+    /* Any thread, atomic. */
+    uint32_t num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
+    rsp__pool_counters ctr;
     /* Tests: fail this many of the next device submits as out of memory
      * (the only failure left after the core changed). Relaxed atomic. */
     uint32_t inject_submit_failures;

@@ -187,7 +187,7 @@ struct rsp_ticket {
     void (*hold_drop)(void *);
     void *hold;
     rsp__actor *pool;           /* immutable: the actor whose free stack owns it, or NULL */
-    bool spare_sized;           /* immutable: malloc'd with a pooled payload (spare_take) */
+    size_t cap;                 /* malloc'd ones: the payload bytes the block holds */
     ck_stack_entry_t free_link; /* free stack link, while on it */
     size_t size;                /* immutable after post: payload bytes */
     rsp_reply reply;            /* owner writes before T1; waiter reads after T2 */
@@ -413,13 +413,14 @@ static rsp_ticket *pooled_get(rsp__actor *a)
     return chunk_new(a);
 }
 
-/* A thread's spare ticket: the last malloc'd ticket of the pooled size it
- * gave back, kept for its next one. A synchronous call's ticket (kept: its
- * waiter frees it, and it may outlive the pool, so it is not pooled) is
- * then reused by the same thread's next call instead of a malloc and a
- * free (glibc serves a block this size from its bins, not its per-thread
- * cache: ~350 instructions a call measured). Freed at thread exit (a
- * pthread key's destructor); initial-exec as rsp__tls_wait_spin. */
+/* A thread's spare ticket: the last malloc'd ticket it gave back, kept for
+ * its next one that fits. A synchronous call's ticket (kept: its waiter
+ * frees it, and it may outlive the pool, so it is not pooled) is then
+ * reused by the same thread's next call instead of a malloc and a free (a
+ * ticket with a step's declarations is past glibc's per-thread cache:
+ * ~350 instructions a call measured). A second ticket while the spare is
+ * out is malloc'd at its size as before. Freed at thread exit (a pthread
+ * key's destructor); initial-exec as rsp__tls_wait_spin. */
 static _Thread_local __attribute__((tls_model("initial-exec"))) rsp_ticket *rsp__tls_spare;
 static pthread_key_t rsp__spare_key;
 static pthread_once_t rsp__spare_once = PTHREAD_ONCE_INIT;
@@ -455,10 +456,12 @@ static bool spare_keep(rsp_ticket *t)
     return true;
 }
 
-/* This thread's spare, or NULL. */
-static rsp_ticket *spare_take(void)
+/* This thread's spare if its payload holds size bytes, or NULL. */
+static rsp_ticket *spare_take(size_t size)
 {
     rsp_ticket *t = rsp__tls_spare;
+    if (!t || t->cap < size)
+        return NULL;
     rsp__tls_spare = NULL;
     return t;
 }
@@ -469,7 +472,7 @@ static void ticket_release(rsp_ticket *t)
 {
     rsp__actor *a = t->pool;
     if (!a) {
-        if (!t->spare_sized || !spare_keep(t))
+        if (!spare_keep(t))
             free(t);
         return;
     }
@@ -486,23 +489,15 @@ rsp_ticket *rsp__ticket_new(size_t size, void **payload)
 
 rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, size_t size, void **payload)
 {
-    rsp_ticket *t = NULL;
-    if (size <= RSP__POOLED_PAYLOAD_BYTES) {
-        t = a ? pooled_get(a) : spare_take();
-        if (!t && !a) { /* made the spare's size, so a thread can keep it */
-            t = malloc(RSP__PAYLOAD_OFFSET + RSP__POOLED_PAYLOAD_BYTES);
-            if (!t)
-                return NULL;
-            t->pool = NULL;
-            t->spare_sized = true;
-        }
-    }
+    rsp_ticket *t = !a                                  ? spare_take(size)
+                    : size <= RSP__POOLED_PAYLOAD_BYTES ? pooled_get(a)
+                                                        : NULL;
     if (!t) {
         t = malloc(RSP__PAYLOAD_OFFSET + size);
         if (!t)
             return NULL;
         t->pool = NULL;
-        t->spare_sized = false;
+        t->cap = size;
     }
     /* The header, field by field (not a memset up to some field, which
      * would silently depend on the field order): the reply is zeroed by the
