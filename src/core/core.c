@@ -645,21 +645,6 @@ rsp__slot_state rsp__core_slot_state(const rsp__core *c, uint32_t slot)
     return (rsp__slot_state)c->slots[slot].state;
 }
 
-void rsp__core_stats(const rsp__core *c, rsp_stats *out)
-{
-    out->max_slots = c->layout.max_slots;
-    out->usable_slots = c->layout.usable_slots;
-    out->free_slots = c->free_top;
-    out->held_slots = c->held;
-    out->pending_release = c->pending;
-    out->num_requests = c->num_requests;
-    out->num_holdings = c->num_holdings;
-    out->generation = c->generation;
-    out->checkpoints_device = c->tiers[RSP_TIER_DEVICE].count;
-    out->checkpoints_host = c->tiers[RSP_TIER_HOST].count;
-    out->swapped_slots = c->swapped_slots;
-}
-
 void rsp__core_gauges_get(const rsp__core *c, rsp__core_gauges *out)
 {
     out->free_slots = c->free_top;
@@ -671,6 +656,23 @@ void rsp__core_gauges_get(const rsp__core *c, rsp__core_gauges *out)
     out->checkpoints_host = c->tiers[RSP_TIER_HOST].count;
     out->swapped_slots = c->swapped_slots;
     out->generation = c->generation;
+}
+
+void rsp__core_stats(const rsp__core *c, rsp_stats *out)
+{
+    rsp__core_gauges g; /* where each gauge comes from: one place */
+    rsp__core_gauges_get(c, &g);
+    out->max_slots = c->layout.max_slots;
+    out->usable_slots = c->layout.usable_slots;
+    out->free_slots = g.free_slots;
+    out->held_slots = g.held_slots;
+    out->pending_release = g.pending_release;
+    out->num_requests = g.num_requests;
+    out->num_holdings = g.num_holdings;
+    out->generation = g.generation;
+    out->checkpoints_device = g.checkpoints_device;
+    out->checkpoints_host = g.checkpoints_host;
+    out->swapped_slots = g.swapped_slots;
 }
 
 bool rsp__core_ckpt_report_clean(const rsp__core *c)
