@@ -42,14 +42,15 @@ const rsp__layout *rsp__core_layout(const rsp__core *core);
 typedef struct rsp__ext_need {
     uint32_t ops, slots, pairs; /* work list entries this call appends, at most */
     uint64_t upload_entries;    /* sum of its UPLOAD counts, at most */
-    uint32_t num_buffers;       /* BUFFER ops: buffer_id[i] gets buffer_cap[i] */
-    uint32_t buffer_id[RSP_MAX_LABELS];
-    uint32_t buffer_cap[RSP_MAX_LABELS];
+    uint32_t num_buffers;       /* BUFFER ops: buffer_id[i] gets buffer_cap[i], */
+    const uint32_t *buffer_id;  /*   i < num_buffers (NULL when none): arrays, */
+    const uint32_t *buffer_cap; /*   not inline, so a need is cheap to clear */
     bool plan;             /* a plan is built: */
     uint32_t plan_labels;  /*   its labels, */
     uint64_t plan_rows;    /*   rows (generations) and */
     uint64_t plan_entries; /*   vector entries (sum of lengths) */
 } rsp__ext_need;
+/* The hook reads need (and its arrays) during the call only. */
 typedef rsp_status (*rsp__reserve_hook)(void *ctx, const rsp__ext_need *need, rsp_error *err);
 /* Set (or clear, with NULL) the reserve hook. It runs on the core's caller,
  * inside reset, remove, rollback, commit and plan, and must not call the

@@ -153,18 +153,21 @@ static rsp_status plan_count(rsp__core *c, const rsp_step *step, plan_ctx *p, rs
 static rsp_status reserve_ext(rsp__core *c, const rsp_step *step, const plan_ctx *p, uint32_t ops,
                               uint32_t pairs, rsp_error *err)
 {
+    uint32_t ids[RSP_MAX_LABELS], caps[RSP_MAX_LABELS]; /* [0, num_buffers) set */
     rsp__ext_need need = {.ops = ops,
                           .slots = pairs,
                           .pairs = pairs,
                           .upload_entries = p->total,
+                          .buffer_id = ids,
+                          .buffer_cap = caps,
                           .plan = true,
                           .plan_labels = c->num_plan_labels,
                           .plan_rows = step->num_rows,
                           .plan_entries = p->total};
     for (uint32_t li = 0; li < c->num_plan_labels; li++)
         if (c->picks[li].capacity) {
-            need.buffer_id[need.num_buffers] = c->picks[li].id;
-            need.buffer_cap[need.num_buffers++] = c->picks[li].capacity;
+            ids[need.num_buffers] = c->picks[li].id;
+            caps[need.num_buffers++] = c->picks[li].capacity;
         }
     return rsp__core_reserve_ext(c, &need, err);
 }

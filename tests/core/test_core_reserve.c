@@ -12,7 +12,8 @@ static const rsp_event done_ev = {.handle = (void *)&fence_dummy, .value = 3};
 
 typedef struct hook_state {
     int calls;
-    rsp__ext_need last;
+    rsp__ext_need last; /* its buffer arrays point at ids and caps */
+    uint32_t ids[RSP_MAX_LABELS], caps[RSP_MAX_LABELS];
     rsp_status fail_with; /* RSP_OK: succeed */
 } hook_state;
 
@@ -21,6 +22,13 @@ static rsp_status record_hook(void *ctx, const rsp__ext_need *need, rsp_error *e
     hook_state *h = ctx;
     h->calls++;
     h->last = *need;
+    /* The need's arrays are the caller's, valid during the call only. */
+    for (uint32_t k = 0; k < need->num_buffers; k++) {
+        h->ids[k] = need->buffer_id[k];
+        h->caps[k] = need->buffer_cap[k];
+    }
+    h->last.buffer_id = h->ids;
+    h->last.buffer_cap = h->caps;
     if (h->fail_with)
         return rsp__fail(err, h->fail_with, "reserve hook: refused (test)");
     return RSP_OK;

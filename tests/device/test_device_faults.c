@@ -179,9 +179,9 @@ static void list_need(rsp__ext_need *need, bool queued)
     need->pairs = 1;
     need->upload_entries = 40 + 16;
     need->num_buffers = 3;
-    const uint32_t ids[3] = {0, 2, 1}, caps[3] = {40, 16, 1};
-    memcpy(need->buffer_id, ids, sizeof ids);
-    memcpy(need->buffer_cap, caps, sizeof caps);
+    static const uint32_t ids[3] = {0, 2, 1}, caps[3] = {40, 16, 1};
+    need->buffer_id = ids;
+    need->buffer_cap = caps;
 }
 
 typedef struct buf_view {
