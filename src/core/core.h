@@ -45,10 +45,10 @@ typedef struct rsp__ext_need {
     uint32_t num_buffers;       /* BUFFER ops: buffer_id[i] gets buffer_cap[i], */
     const uint32_t *buffer_id;  /*   i < num_buffers (NULL when none): arrays, */
     const uint32_t *buffer_cap; /*   not inline, so a need is cheap to clear */
-    bool plan;             /* a plan is built: */
-    uint32_t plan_labels;  /*   its labels, */
-    uint64_t plan_rows;    /*   rows (generations) and */
-    uint64_t plan_entries; /*   vector entries (sum of lengths) */
+    bool plan;                  /* a plan is built: */
+    uint32_t plan_labels;       /*   its labels, */
+    uint64_t plan_rows;         /*   rows (generations) and */
+    uint64_t plan_entries;      /*   vector entries (sum of lengths) */
 } rsp__ext_need;
 /* The hook reads need (and its arrays) during the call only. */
 typedef rsp_status (*rsp__reserve_hook)(void *ctx, const rsp__ext_need *need, rsp_error *err);
