@@ -431,6 +431,7 @@ static uint64_t plan_digest(rsp__core *c, const rsp__plan_out *out, rsp__steprec
     uint64_t vh;
     if (cached && s->pc_vhash_ok) {
         vh = s->pc_vhash;
+        RSP__ASSERT(vh == vectors_hash(out)); /* checked builds: the cache is the vectors */
     } else {
         vh = vectors_hash(out);
         if (cached) {
