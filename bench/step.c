@@ -41,6 +41,8 @@
 
 #include "baseline.h"
 #include "bench.h"
+#include "actor/actor.h" /* rsp__actor_sleeps: how often the owner slept (as bench/rtt.c) */
+#include "pool.h"
 
 typedef enum step_variant { V_ONE_LABEL = 0, V_FORK, V_PREPLAN } step_variant;
 typedef enum step_api { API_PIPELINED = 0, API_SYNC, API_ONETRIP } step_api;
@@ -252,18 +254,19 @@ static void run_point(const bench_opts *o, step_variant v, step_api api, uint32_
     bench_samples rs, bs;
     bench_samples_init(&rs, (size_t)iters * rounds);
     bench_samples_init(&bs, (size_t)iters * rounds);
-    uint64_t rsid = 0, bsid = 0, rwall = 0, bwall = 0;
+    uint64_t rsid = 0, bsid = 0, rwall = 0, bwall = 0, sleeps = 0;
     for (uint32_t r = 0; r < rounds; r++) {
         for (uint32_t i = 0; i < warm; i++)
             if (rsp_one_step(pool, &rd, v, api, ++rsid, rfence) != n)
                 bench_die("rsp plan", RSP_EINVAL, "wrong row count");
-        uint64_t w0 = bench_now_ns();
+        uint64_t w0 = bench_now_ns(), s0 = rsp__actor_sleeps(pool->actor);
         for (uint32_t i = 0; i < iters; i++) {
             uint64_t t0 = bench_now_ns();
             rsp_one_step(pool, &rd, v, api, ++rsid, rfence);
             bench_samples_add(&rs, (double)(bench_now_ns() - t0));
         }
         rwall += bench_now_ns() - w0;
+        sleeps += rsp__actor_sleeps(pool->actor) - s0;
         rsp_flush(pool, &rd);
 
         for (uint32_t i = 0; i < warm; i++)
@@ -287,6 +290,10 @@ static void run_point(const bench_opts *o, step_variant v, step_api api, uint32_
     bench_result_samples(&res, &rs, &bs);
     res.ops_per_s = 1e9 * (double)rs.n / (double)rwall;
     res.baseline_ops_per_s = 1e9 * (double)bs.n / (double)bwall;
+    /* How often the owner went to sleep (each a futex wake for the next
+     * post): ~0 when the learned spins bridge the gaps of a step. */
+    snprintf(res.extra, sizeof res.extra, "\"owner_sleeps_per_op\": %.3f",
+             (double)sleeps / (double)rs.n);
     bench_report(o, &res);
 
     bench_samples_fini(&rs);

@@ -1008,7 +1008,7 @@ RSP_API void rsp_reader_unregister(void);
  * - Call rsp_reader_quiescent once per loop, outside any read section. A
  *   QSBR reader that never announces quiescence (and is not offline) holds
  *   back every grace period: the owner's retired plans pile up to the
- *   retired cap (64 a pool), then the owner itself waits for that thread's
+ *   retired cap (256 a pool), then the owner itself waits for that thread's
  *   quiescent state and handles no message until it comes.
  * - Around anything that blocks (a wait, a sleep, I/O), go offline
  *   (rsp_reader_offline) and online again after (rsp_reader_online). An

@@ -36,8 +36,13 @@ typedef struct rsp__publisher rsp__publisher;
  * included), before the owner waits for a grace period itself
  * (synchronize_rcu): the reclaimer lags a grace period behind, longer while
  * a reader stays in a section. Retired plans go to the reclaimer in batches
- * of a quarter of the cap. */
-#define RSP__RETIRED_CAP_DEFAULT 64u
+ * of a quarter of the cap: one grace period (a membarrier that stops every
+ * thread of the process) per 64 steps. It was 64 (a batch of 16): one step
+ * in sixteen then saw the owner sleep and pay a wake-up, which halved a
+ * step loop's throughput (docs/performance.md, "The steady step, second
+ * round"). The cost: up to 256 plans' vectors held until their grace
+ * period (a 256-row one-label plan is ~4 KiB). */
+#define RSP__RETIRED_CAP_DEFAULT 256u
 
 /* Create the publisher and start its reclaimer thread (a checked
  * pthread_create: on failure RSP_ENOMEM / RSP_EINVAL with nothing left

@@ -309,7 +309,10 @@ static void online_qsbr_reader_may_not_wait_for_the_owner(void **state)
 /* QSBR readers: a plan stays valid until the reader is quiescent            */
 /* ------------------------------------------------------------------------ */
 
-#define RETIRE_STEPS 20u
+/* The publisher's cap on retired plans and its batch (publish.h). */
+#define CAP RSP__RETIRED_CAP_DEFAULT
+#define BATCH (CAP / 4)
+#define RETIRE_STEPS (BATCH + 4u)
 
 enum { Q_START, Q_READ, Q_CHECK, Q_CHECKED, Q_QUIESCE, Q_DONE };
 
@@ -380,11 +383,11 @@ static void qsbr_plan_stays_until_quiescent(void **state)
     assert_int_equal(h.step_id, 1);
 
     /* Step 1 ends and later steps' plans replace it: step 1's plan is
-     * retired, and more than a batch of plans after it (RSP__RETIRED_CAP_
-     * DEFAULT / 4 = 16), so the batch holding it has been handed to the
-     * reclaimer (the owner hands a full batch over as it retires). Its
-     * grace period cannot end while the reader is online and not quiescent.
-     * The owner is below its cap (64): it waits for nothing. */
+     * retired, and more than a batch of plans after it (BATCH), so the
+     * batch holding it has been handed to the reclaimer (the owner hands a
+     * full batch over as it retires). Its grace period cannot end while
+     * the reader is online and not quiescent. The owner is below its cap
+     * (CAP): it waits for nothing. */
     rsp_error err;
     assert_int_equal(rsp_step_commit(pool, &s, &forward_complete, &err), RSP_OK);
     for (uint64_t k = 2; k <= 2 + RETIRE_STEPS; k++) {
@@ -405,7 +408,7 @@ static void qsbr_plan_stays_until_quiescent(void **state)
     __atomic_store_n(&h.phase, Q_QUIESCE, __ATOMIC_RELEASE);
     wait_phase(&h.phase, Q_DONE);
     assert_int_equal(pthread_join(t, NULL), 0);
-    assert_true(retired >= 16); /* the batch holding step 1's plan at least */
+    assert_true(retired >= BATCH); /* the batch holding step 1's plan at least */
     assert_true(h.still_equal);
     /* Quiescent (then offline): every retired plan is reclaimed, once the
      * owner's batch has gone to the reclaimer (it goes when the owner is
@@ -416,11 +419,11 @@ static void qsbr_plan_stays_until_quiescent(void **state)
 }
 
 /* A QSBR reader that is never quiescent holds every retired plan: the
- * owner's retired plans pile up under the cap (RSP__RETIRED_CAP_DEFAULT,
- * 64) until the owner waits for the reader; once the reader is quiescent,
+ * owner's retired plans pile up under the cap (CAP) until the owner waits
+ * for the reader; once the reader is quiescent,
  * the owner goes on. The main thread is the reader; a helper
  * runs the steps. */
-#define CAP_STEPS 120u
+#define CAP_STEPS (CAP + 64u)
 
 typedef struct cap_driver {
     rsp_pool *pool;
@@ -455,19 +458,19 @@ static void qsbr_reader_never_quiescent_holds_the_owner_at_the_cap(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, cap_steps, &d), 0);
     /* Nothing can be reclaimed: the retired plans pile up to where the
-     * owner must wait itself (its batch of 16 full and no room left under
-     * the cap: more than 48 retired, at most 64). */
+     * owner must wait itself (its batch full and no room left under the
+     * cap: more than CAP - BATCH retired, at most CAP). */
     uint32_t last = 0, dropped = 0;
-    while (rsp__publisher_retired_max(pool->pub) <= 48) {
+    while (rsp__publisher_retired_max(pool->pub) <= CAP - BATCH) {
         uint32_t now = rsp__publisher_retired(pool->pub);
         dropped += now < last; /* a plan was reclaimed: a grace period ended */
         last = now;
         sched_yield();
     }
     assert_int_equal(dropped, 0);
-    /* The helper cannot finish while we have not been quiescent (120 steps
+    /* The helper cannot finish while we have not been quiescent (CAP_STEPS
      * retire more plans than the cap): checked without a clock. */
-    assert_true(rsp__publisher_retired_max(pool->pub) <= 64);
+    assert_true(rsp__publisher_retired_max(pool->pub) <= CAP);
     assert_true(__atomic_load_n(&d.steps_done, __ATOMIC_ACQUIRE) < CAP_STEPS);
     assert_int_equal(rsp_reader_quiescent(), RSP_OK);
     /* Still online: the next grace periods wait for the next announcement.
@@ -478,7 +481,7 @@ static void qsbr_reader_never_quiescent_holds_the_owner_at_the_cap(void **state)
     }
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(d.failed, 0);
-    assert_true(rsp__publisher_retired_max(pool->pub) <= 64); /* never past the cap */
+    assert_true(rsp__publisher_retired_max(pool->pub) <= CAP); /* never past the cap */
     rsp_reader_unregister();
     rsp_pool_destroy(pool);
 }
