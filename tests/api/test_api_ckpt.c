@@ -10,6 +10,7 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -693,6 +694,9 @@ typedef struct lookup_reader {
     rsp_pool *pool;
     bool qsbr;
     uint32_t *stop; /* main stores 1 (atomic) */
+    /* Atomic, thread -> main: 1 once registered (or refused: reg says),
+     * then the passes over the keys made so far. */
+    uint32_t started, passes;
     /* Recorded by the thread, asserted by main. */
     rsp_status reg;
     uint64_t lookups, found, bad; /* bad: a found key whose answer is not a checkpoint slot */
@@ -704,6 +708,7 @@ static void *lookup_main(void *arg)
 {
     lookup_reader *r = arg;
     r->reg = r->qsbr ? rsp_reader_register_qsbr(NULL) : rsp_reader_register(NULL);
+    __atomic_store_n(&r->started, 1, __ATOMIC_RELEASE); /* reg is written */
     if (r->reg != RSP_OK)
         return NULL;
     while (!__atomic_load_n(r->stop, __ATOMIC_ACQUIRE)) {
@@ -723,6 +728,7 @@ static void *lookup_main(void *arg)
         }
         rsp_read_end();
         rsp_reader_quiescent(); /* QSBR: nodes read before may go */
+        __atomic_fetch_add(&r->passes, 1, __ATOMIC_RELEASE);
     }
     rsp_read_begin();
     for (uint64_t k = 1; k <= KEYS; k++)
@@ -746,6 +752,14 @@ static void readers_of_both_flavours_look_up_under_churn(void **state)
     for (int i = 0; i < READERS; i++) {
         rd[i] = (lookup_reader){.pool = pool, .qsbr = i % 2 == 1, .stop = &stop};
         assert_int_equal(pthread_create(&th[i], NULL, lookup_main, &rd[i]), 0);
+    }
+    /* Every reader is looking keys up before the churn starts (on a loaded
+     * machine a thread may otherwise not run before the churn is over). */
+    for (int i = 0; i < READERS; i++) {
+        while (!__atomic_load_n(&rd[i].started, __ATOMIC_ACQUIRE))
+            sched_yield();
+        while (rd[i].reg == RSP_OK && __atomic_load_n(&rd[i].passes, __ATOMIC_ACQUIRE) == 0)
+            sched_yield();
     }
     /* Churn: KEYS keys through a tier of KEYS / 2 (evictions), drops. */
     for (int round = 0; round < 20; round++) {
