@@ -155,9 +155,6 @@ static void ckpt_account(rsp_pool *p)
     if (rsp__core_ckpt_report_clean(p->core))
         return; /* the call never reached the checkpoint code: nothing to account */
     const rsp__ckpt_report *rep = rsp__core_ckpt_report(p->core);
-    if (!(rep->num_changes | rep->num_evictions | rep->num_skips | rep->taken | rep->restored |
-          rep->dropped))
-        return; /* the usual call: no checkpoint moved */
     rsp__pool_counters *c = &p->ctr;
     bump(&c->checkpoints_taken, rep->taken);
     bump(&c->checkpoints_restored, rep->restored);

@@ -175,8 +175,9 @@ void rsp__pool_owner_idle(void *ctx);
 rsp_status rsp__pool_reserve(void *ctx, const rsp__ext_need *need, rsp_error *err);
 
 /* Refresh the gauges mirrored from the core (the actor's settle: before
- * each answer a waiter reads and at each batch end, not per message).
- * Owner thread (or the creating thread before the owner starts). O(1). */
+ * each answer a waiter reads and at each batch end, not per message);
+ * stores nothing when none moved since the last refresh. Owner thread (or
+ * the creating thread before the owner starts). O(1). */
 void rsp__pool_mirror_gauges(rsp_pool *pool);
 
 /* Tests only: make the next n device submits of the owner fail with
