@@ -802,15 +802,21 @@ RSP_API rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free, rsp_error *
  * out->ok false (nothing changed; out says who found no slot and how many
  * are short). Errors: RSP_EDUPROW, RSP_EINVAL (e.g. one rid's rows in two
  * fork groups), RSP_EORDER (id went back, or is the id of
- * a committed step; a rolled-back id may be retried), RSP_ECAPACITY (too many
- * steps in flight). Owner: O(rows + rids * forks). */
+ * a committed step; a rolled-back id may be retried; or a row names a
+ * holding whose bytes an in-flight step's post-forks replace at its
+ * commit: commit that step first, SEMANTICS 9.1), RSP_ECAPACITY (too many
+ * steps in flight). A request may be in several in-flight steps: a plan's
+ * has_state counts the writes of steps admitted before it and still in
+ * flight (docs/semantics-extensions.md). Owner: O(rows + rids * forks). */
 RSP_API rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,
                                   rsp_error *err);
 /** Undo an admitted step (slots it reserved are freed and zeroed once
  * forward_done completes; its stage is dropped). Unknown or finished step:
  * RSP_OK, nothing happens. forward_done may be NULL when no forward ran;
  * one the device could never wait for is RSP_EINVAL, nothing changed.
- * Owner: O(rows + pinned slots). */
+ * Newest first: while a step admitted later and still in flight names a
+ * slot this step writes or allocates, RSP_EORDER naming that step, nothing
+ * changed. Owner: O(rows + pinned slots). */
 RSP_API rsp_status rsp_step_rollback(rsp_pool *pool, uint64_t step_id,
                                      const rsp_event *forward_done, rsp_error *err);
 /** Plan an admitted step: publish its live plan (pre-forks queued first), or
@@ -830,7 +836,10 @@ RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
  * an empty event there is RSP_EINVAL (nothing queued); rsp_event_complete()
  * says the forward has already finished. NULL is accepted when no row
  * wrote. RSP_EORDER: not in flight or not planned; a forward_done the
- * device could never wait for: RSP_EINVAL, nothing changed. The step's plan
+ * device could never wait for: RSP_EINVAL, nothing changed. The
+ * declaration must be the admitted one (rows, spans, forks, checkpoint
+ * takes, restores; skip_post_forks is the commit's choice): otherwise
+ * RSP_EINVAL naming the first difference, nothing changed. The step's plan
  * leaves rsp_plan_get with the commit. The pool's device waits for forward_done
  * (so does rsp_pool_destroy): it must be signalled eventually.
  * Owner: O(rows + pinned slots + rids * forks). */

@@ -176,6 +176,11 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
     uint64_t *a_gens = a->gens;
     uint64_t bit = 1ull << rec;
     bool inherit = staged && step->num_pre_forks;
+    /* An earlier in-flight step that writes a row's slot: the row reads
+     * that write (SEMANTICS 9.1), so it has state whatever the holding's
+     * committed flag says. */
+    uint64_t earlier = rsp__earlier_mask(c, rec);
+    bool all_has = true; /* every addressed holding's own flag (plan_all_true) */
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         uint32_t li = index_of[row->label];
@@ -194,9 +199,10 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
             continue;
         uint32_t slot = h->slot;
         a_slots[at] = (int32_t)slot;
-        a_has[at] = inherit ? staged_flag(r, step, row) : h->has_state;
-        a_gens[gat] = h->generation;
         rsp__slot *sl = &slots[slot];
+        a_has[at] = (inherit ? staged_flag(r, step, row) : h->has_state) || (sl->writes & earlier);
+        all_has &= h->has_state;
+        a_gens[gat] = h->generation;
         if (!(sl->pins & bit)) { /* rsp__pin, on the locals */
             RSP__ASSERT(num_pinned < s->cap_pinned);
             sl->pins |= bit;
@@ -224,6 +230,8 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
     }
     s->num_prows = num_prows;
     s->num_pinned = num_pinned;
+    if (!staged)
+        s->plan_all_true = all_has;
     return took;
 }
 

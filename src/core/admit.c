@@ -4,6 +4,7 @@
  * state, and it cannot fail. SPDX-License-Identifier: Apache-2.0
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckpt.h"
@@ -61,6 +62,33 @@ static rsp_status check_swapped(const rsp__core *c, const rsp_step *step, rsp_er
     return RSP_OK;
 }
 
+/* No row names a holding whose bytes an in-flight step's post-forks
+ * replace at its commit (SEMANTICS 9.1): what this step's forward would
+ * read or write there is not the state the request will have. RSP_EORDER
+ * naming the (rid, label) and the step, nothing changed. Looked for only
+ * while a step with post-forks is in flight; O(rows) then. */
+static rsp_status check_post_targets(const rsp__core *c, const rsp_step *step, uint32_t rec,
+                                     rsp_error *err)
+{
+    uint64_t others = c->post_mask & (rec == RSP__NONE ? ~0ull : ~(1ull << rec));
+    for (uint32_t i = 0; others && !step->capture && i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (!rsp__row_addresses(row))
+            continue;
+        const rsp__req *r = rsp__req_find(c, row->rid);
+        const rsp__hold *h = r ? rsp__hold_find_const(r, row->label) : NULL;
+        uint64_t m = h ? c->slots[h->slot].post_to & others : 0;
+        uint64_t by = m ? c->steps[__builtin_ctzll(m)].step_id : 0;
+        if (m)
+            return rsp__fail(err, RSP_EORDER,
+                             "admit: step %" PRIu64 ": rows[%" PRIu32 "]: (rid %" PRIu64
+                             ", label %s) is a post-fork target of step %" PRIu64
+                             " in flight; commit step %" PRIu64 " first",
+                             step->step_id, i, row->rid, c->label_names[row->label], by, by);
+    }
+    return RSP_OK;
+}
+
 /* The declaration, then the order of a new step. *rec: the record it uses;
  * *fresh: a record not in flight yet; *same: the rows are the record's
  * validated ones (a steady decode loop), so only the O(forks) checks run
@@ -81,6 +109,8 @@ static rsp_status admit_validate(rsp__core *c, const rsp_step *step, uint32_t *r
     st = *fresh ? check_new(c, step, *rec, err) : RSP_OK;
     if (st == RSP_OK)
         st = check_swapped(c, step, err);
+    if (st == RSP_OK && c->post_mask)
+        st = check_post_targets(c, step, *rec, err);
     return st == RSP_OK && step->num_restores ? rsp__ck_check_restores(c, step, err) : st;
 }
 
@@ -229,8 +259,14 @@ static rsp_status admit_reserve(rsp__core *c, const rsp_step *step, rsp__steprec
     uint64_t pins = (uint64_t)step->num_rows + (uint64_t)c->num_rids * nforks;
     if (pins > c->layout.max_slots)
         pins = c->layout.max_slots;
+    uint64_t posts = (uint64_t)s->num_post_slots + (uint64_t)c->num_rids * step->num_post_forks;
+    if (posts > c->layout.max_slots)
+        posts = c->layout.max_slots;
     if (rsp__step_reserve(s, n->slots, (uint32_t)pins) || rsp__req_reserve(c, n->new_rids) ||
-        rsp__hold_reserve_spills(c, n->spills) || rsp__ck_reserve_pins(s, step->num_restores))
+        (step->num_post_forks &&
+         rsp__grow((void **)&s->post_slots, &s->cap_post_slots, posts, sizeof *s->post_slots)) ||
+        rsp__hold_reserve_spills(c, n->spills) || rsp__ck_reserve_pins(s, step->num_restores) ||
+        rsp__step_reserve_decl(s, step))
         return RSP_ENOMEM;
     return RSP_OK;
 }
@@ -250,10 +286,26 @@ static inline void take_hinted(rsp__core *c, uint32_t rec, rsp_rid rid, rsp_labe
         *hold_hint = r->num_holds - 1;
     }
     rsp__pin(c, rec, h->slot);
+    c->slots[h->slot].writes |= 1ull << rec; /* a row with span > 0 */
+}
+
+/* Mark a post-fork's target slot for record rec: its bytes change at this
+ * step's commit, so no later step may name it before then
+ * (check_post_targets). Room in post_slots was reserved. */
+static void mark_post(rsp__core *c, uint32_t rec, uint32_t slot)
+{
+    uint64_t bit = 1ull << rec;
+    rsp__steprec *s = &c->steps[rec];
+    c->post_mask |= bit;
+    if (c->slots[slot].post_to & bit)
+        return;
+    c->slots[slot].post_to |= bit;
+    RSP__ASSERT(s->num_post_slots < s->cap_post_slots);
+    s->post_slots[s->num_post_slots++] = slot;
 }
 
 /* take_hinted for a forking rid c->rids[k]; its record exists (ingest). */
-static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label)
+static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label, bool post)
 {
     rsp__req *r = rsp__rid_req(c, k);
     RSP__ASSERT(r != NULL);
@@ -261,6 +313,8 @@ static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label)
     if (!h)
         h = rsp__step_take_fresh(c, rec, r, label);
     rsp__pin(c, rec, h->slot);
+    if (post)
+        mark_post(c, rec, h->slot);
 }
 
 /* take_rid for the forks of each rid's group (per-rid forks), in the
@@ -281,6 +335,8 @@ RSP__GROUPED static void take_forks_grouped(rsp__core *c, const rsp_step *step, 
             if (!h)
                 h = rsp__step_take_fresh(c, rec, r, f->to);
             rsp__pin(c, rec, h->slot);
+            if (!pre)
+                mark_post(c, rec, h->slot);
         }
 }
 
@@ -296,6 +352,7 @@ static void open_record(rsp__core *c, const rsp_step *step, uint32_t rec)
     s->num_pinned = 0;
     s->num_ckrecs = 0;
     s->plan_took = false;
+    s->admit_seq = ++c->admit_clock;
     if (!c->any_admitted || step->step_id > c->last_admitted)
         c->last_admitted = step->step_id;
     c->any_admitted = true;
@@ -321,14 +378,15 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
         if (rsp__row_addresses(&step->rows[i]))
             take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->arows[i].rec,
                         &s->arows[i].hold);
+    s->row_pins = s->num_pinned; /* the rows' pins come first (admit_same) */
     if (nforks && rsp__step_forks_grouped(step))
         take_forks_grouped(c, step, rec);
     else
         for (uint32_t k = 0; k < c->num_rids; k++) {
             for (uint32_t i = 0; i < step->num_pre_forks; i++)
-                take_rid(c, rec, k, step->pre_forks[i].to);
+                take_rid(c, rec, k, step->pre_forks[i].to, false);
             for (uint32_t i = 0; i < step->num_post_forks; i++)
-                take_rid(c, rec, k, step->post_forks[i].to);
+                take_rid(c, rec, k, step->post_forks[i].to, true);
         }
     if (nforks)
         rsp__keep_rids(c, s); /* with the records the takes found; never fails */
@@ -391,9 +449,19 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
         const uint32_t *pinned = s->pinned;
         for (uint32_t i = 0; i < s->admit_pins; i++)
             slots[pinned[i]].pins |= bit; /* distinct slots, none pinned by rec yet */
+        for (uint32_t i = 0; i < s->row_pins; i++)
+            slots[pinned[i]].writes |= bit; /* the rows' slots (admit_apply) */
     }
+    /* The post-fork targets, marked again (their commit cleared them). */
+    for (uint32_t i = 0; i < s->num_post_slots; i++)
+        c->slots[s->post_slots[i]].post_to |= 1ull << rec;
+    if (s->num_post_slots)
+        c->post_mask |= 1ull << rec;
     s->num_pinned = s->admit_pins;
     s->admit_epoch = c->epoch;
+    /* The declaration kept by the last admit (its forks: the same),
+     * without the takes and restores this path never has. */
+    s->num_dtakes = s->num_drest = 0;
     c->num_rids = 0;
     c->fast.admits++;
     memset(out, 0, sizeof *out);
@@ -402,27 +470,43 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
     out->free = c->free_top;
 }
 
-rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
-                           rsp_error *err)
-{
-    rsp__ckpt_report_begin(c); /* the ghost: below */
-    if (!out || !w)
-        return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
-    uint32_t rec;
-    bool fresh, same;
-    rsp_status st = admit_validate(c, step, &rec, &fresh, &same, err);
-    if (st != RSP_OK)
-        return st;
-    rsp__steprec *s = &c->steps[rec];
-    if (admit_is_same(c, step, s, fresh, same)) {
-        admit_same(c, step, rec, out);
-        return RSP_OK;
-    }
-    if (c->ghost != RSP__NONE)
-        rsp__ghost_clear(c); /* nothing adopts it: it goes as at any other call */
-    if (rsp__step_keep_rows(c, rec, step, same))
-        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+/* The admitted rows of a record that a re-admit of other rows replaces
+ * (rsp__step_keep_rows) before it knows whether it fits: a refused admit
+ * changes nothing, and the commit names the rows admitted (SEMANTICS 9.2).
+ * Only a re-admit with other rows saves them. */
+typedef struct saved_rows {
+    rsp_row *rows;
+    uint32_t n;
+} saved_rows;
 
+static rsp_status rows_save(const rsp__steprec *s, bool fresh, bool same, saved_rows *k)
+{
+    *k = (saved_rows){NULL, 0};
+    if (fresh || same || !s->num_arows)
+        return RSP_OK;
+    k->rows = malloc((size_t)s->num_arows * sizeof *k->rows);
+    if (!k->rows)
+        return RSP_ENOMEM;
+    k->n = s->num_arows;
+    memcpy(k->rows, s->raw, (size_t)k->n * sizeof *k->rows);
+    return RSP_OK;
+}
+
+/* Put them back (the arrays have room for them: they held them). */
+static void rows_restore(rsp__core *c, uint32_t rec, const saved_rows *k)
+{
+    rsp_step back = {.rows = k->rows, .num_rows = k->n};
+    RSP__MUST_OK(rsp__step_keep_rows(c, rec, &back, false));
+    c->steps[rec].frids_ok = false;
+}
+
+/* Count, reserve, apply: the general path of an admit whose record holds
+ * its rows (rsp__step_keep_rows). A full pool: out->ok false, nothing
+ * changed. */
+static rsp_status admit_general(rsp__core *c, const rsp_step *step, uint32_t rec, bool fresh,
+                                bool same, rsp_admit_outcome *out, rsp_error *err)
+{
+    rsp__steprec *s = &c->steps[rec];
     /* A full pool changes nothing at all. Capture rows are dummies: they
      * hold, ingest and fork nothing. */
     admit_need n = {.free = c->free_top};
@@ -444,14 +528,47 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
 
     /* Nothing below fails. */
-    if (fresh)
+    if (fresh) {
         open_record(c, step, rec);
+        s->num_post_slots = 0; /* admit_same keeps the list: not in open_record */
+    }
     if (!step->capture)
         admit_apply(c, step, rec, n.new_rids != 0);
     if (step->num_restores)
         rsp__ck_pin_restores(c, step, rec); /* keys checked, pins reserved */
     admit_keep(c, step, s, fresh);
+    rsp__step_keep_decl(s, step);
     out->ok = true;
     out->free = c->free_top;
     return RSP_OK;
+}
+
+rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome *out, rsp__work *w,
+                           rsp_error *err)
+{
+    rsp__ckpt_report_begin(c); /* the ghost: below */
+    if (!out || !w)
+        return rsp__fail(err, RSP_EINVAL, "admit: out or work is NULL");
+    uint32_t rec;
+    bool fresh, same;
+    rsp_status st = admit_validate(c, step, &rec, &fresh, &same, err);
+    if (st != RSP_OK)
+        return st;
+    rsp__steprec *s = &c->steps[rec];
+    if (admit_is_same(c, step, s, fresh, same)) {
+        admit_same(c, step, rec, out);
+        return RSP_OK;
+    }
+    if (c->ghost != RSP__NONE)
+        rsp__ghost_clear(c); /* nothing adopts it: it goes as at any other call */
+    saved_rows k;
+    if (rows_save(s, fresh, same, &k) || rsp__step_keep_rows(c, rec, step, same)) {
+        free(k.rows);
+        return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
+    }
+    st = admit_general(c, step, rec, fresh, same, out, err);
+    if (k.rows && (st != RSP_OK || !out->ok))
+        rows_restore(c, rec, &k);
+    free(k.rows);
+    return st;
 }

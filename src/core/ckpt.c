@@ -325,6 +325,7 @@ void rsp__ck_apply_restores(rsp__core *c, const rsp_step *step, uint32_t rec, rs
         RSP__MUST_OK(rsp__work_copy(w, rec_slot(c, k), h->slot)); /* reserved, frozen */
         h->has_state = true;
         h->generation = rsp__next_generation(c);
+        rsp__writes_forget(c, &c->slots[h->slot]);
         touch(c, k);
         c->rep.restored++;
     }

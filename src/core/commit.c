@@ -44,6 +44,7 @@ static void undo_journal(rsp__core *c, uint32_t rec, rsp__work *w)
             RSP__ASSERT(c->ghost == RSP__NONE);
             if (sl->state == RSP__SLOT_PENDING && sl->pins == bit) {
                 sl->pins = 0;
+                sl->writes = sl->post_to = 0;
                 RSP__ASSERT(c->pending > 0);
                 c->pending--;
                 rsp__slot_release(c, e->slot, w);
@@ -51,8 +52,34 @@ static void undo_journal(rsp__core *c, uint32_t rec, rsp__work *w)
             continue;
         }
         c->slots[e->slot].pins &= ~bit;
+        c->slots[e->slot].writes &= ~bit;
+        c->slots[e->slot].post_to &= ~bit;
         rsp__hold_drop(c, r, i, w);
     }
+}
+
+/* Newest first (SEMANTICS 9.1): every slot record rec pins is one it
+ * writes or allocates (its rows, its fork targets), so a later in-flight
+ * step that pins one of them read or will read what rec's forward wrote,
+ * or holds a slot rec's journal would give back. RSP_EORDER naming that
+ * step, nothing changed. O(pinned) while a later step is in flight. */
+static rsp_status rollback_order(const rsp__core *c, uint32_t rec, rsp_error *err)
+{
+    const rsp__steprec *s = &c->steps[rec];
+    uint64_t later = rsp__later_mask(c, rec);
+    for (uint32_t i = 0; later && i < s->num_pinned; i++) {
+        const rsp__slot *sl = &c->slots[s->pinned[i]];
+        uint64_t m = sl->state == RSP__SLOT_HELD ? sl->pins & later : 0; /* pending: no state */
+        if (m)
+            return rsp__fail(err, RSP_EORDER,
+                             "rollback: step %" PRIu64 ": step %" PRIu64
+                             " (admitted later, in flight) names slot %" PRIu32
+                             " that this step writes or allocates; roll back step %" PRIu64
+                             " first (newest first)",
+                             s->step_id, c->steps[__builtin_ctzll(m)].step_id, s->pinned[i],
+                             c->steps[__builtin_ctzll(m)].step_id);
+    }
+    return RSP_OK;
 }
 
 rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *forward_done,
@@ -67,11 +94,14 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
     if (rec == RSP__NONE)
         return RSP_OK; /* unknown or finished: nothing to undo */
     rsp__steprec *s = &c->steps[rec];
+    rsp_status st = rollback_order(c, rec, err);
+    if (st)
+        return st;
     /* Three ops (the WAIT, the journal's ZERO, the unpinning's ZERO:
      * consecutive zeros merge) and a slot per journaled or pinned slot. */
     if (rsp__work_reserve(w, 3, s->num_journal + s->num_pinned, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory rolling back step %" PRIu64, step_id);
-    rsp_status st = rsp__core_reserve_ext(
+    st = rsp__core_reserve_ext(
         c, &(rsp__ext_need){.ops = 3, .slots = s->num_journal + s->num_pinned}, err);
     if (st)
         return st;
@@ -109,7 +139,7 @@ static rsp_status commit_validate(rsp__core *c, const rsp_step *step, uint32_t *
     if (!s->capture && s->phase != RSP__PHASE_PLANNED)
         return rsp__fail(err, RSP_EORDER, "commit: step %" PRIu64 " was admitted but not planned",
                          step->step_id);
-    return RSP_OK;
+    return rsp__step_check_commit(c, *rec, step, *same, err);
 }
 
 /* Count the work (a WAIT; up to two ZEROs per pinned slot; a COPY or ZERO
@@ -221,6 +251,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
             rsp__ck_unpin_step(c, rec);
         if (step->num_checkpoints)
             rsp__ck_commit_takes(c, step, others, w);
+        c->steps[rec].phase = RSP__PHASE_ENDING;
         /* Post-forks on the slots the plan recorded were checked against
          * every other planned step (rsp__pipeline_check, both orders). A
          * holding that appeared or was re-created after the plan may sit

@@ -166,10 +166,14 @@ void rsp__core_destroy(rsp__core *c)
         for (uint32_t i = 0; i < c->max_inflight; i++) {
             free(c->steps[i].journal);
             free(c->steps[i].pinned);
+            free(c->steps[i].post_slots);
             free(c->steps[i].ckrecs);
             free(c->steps[i].prows);
             free(c->steps[i].fslots);
             free(c->steps[i].arows);
+            free(c->steps[i].dforks);
+            free(c->steps[i].dtakes);
+            free(c->steps[i].drest);
             free(c->steps[i].frids);
             free(c->steps[i].frecs);
             free(c->steps[i].raw);
@@ -543,6 +547,7 @@ static rsp_status reset_req(rsp__core *c, rsp__req *r, bool free, rsp__work *w, 
         h[i].has_state = false;
         h[i].generation = rsp__next_generation(c);
         rsp__slot *s = &c->slots[h[i].slot];
+        rsp__writes_forget(c, s);
         /* Only a planned step's forward may be writing the slot: then the
          * zero waits for it (see commit). Admitted or staged steps run no
          * forward, so the zero goes out now and their plan sees zeros. */

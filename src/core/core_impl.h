@@ -123,6 +123,16 @@ typedef struct rsp__slot {
                          * a rollback of r puts it back */
     uint64_t fork_pins; /* bit r: planned step r's post-forks read or write
                          * this slot at its commit */
+    /* bit r: step record r's rows write this slot (a row with span > 0),
+     * set at its admit with its pin. A later step's plan reads it for
+     * has_state (an earlier in-flight step will write the slot); a
+     * generation move clears the bits of planned steps, whose commits no
+     * longer count their writes (rsp__writes_forget). Cleared with the
+     * pin. */
+    uint64_t writes;
+    /* bit r: step record r's post-forks write this slot at its commit
+     * (set at its admit): a later admit naming it is refused until then. */
+    uint64_t post_to;
 } rsp__slot;
 
 typedef struct rsp__jent {
@@ -167,6 +177,8 @@ typedef struct rsp__fpair {
 typedef enum rsp__phase {
     RSP__PHASE_ADMITTED = 0,
     RSP__PHASE_PLANNED, /* a live plan was built (or promoted) */
+    RSP__PHASE_ENDING,  /* its commit recorded the writes: its post-forks run; a
+                         * generation they move is not one its own commit reads */
 } rsp__phase;
 
 typedef struct rsp__steprec {
@@ -174,6 +186,9 @@ typedef struct rsp__steprec {
     bool capture;
     uint8_t phase;
     uint64_t step_id;
+    /* c->admit_clock when the step was first admitted: steps are ordered
+     * by admit (earlier in-flight steps: smaller admit_seq). */
+    uint64_t admit_seq;
     rsp__jent *journal; /* fresh allocations, in allocation order */
     uint32_t num_journal, cap_journal;
     uint32_t *pinned; /* slots this step addresses, in pin order */
@@ -186,6 +201,15 @@ typedef struct rsp__steprec {
     uint32_t *ckrecs; /* checkpoint records it pinned (restores), pin order */
     uint32_t num_ckrecs, cap_ckrecs;
     rsp__arow *arows; /* the rows last validated for this record */
+    /* The rest of the last admit's declaration (its rows are raw), which
+     * the commit must name again (SEMANTICS 9.2): its forks (pre, then
+     * post), checkpoint takes and restores. */
+    rsp_fork *dforks;
+    uint32_t num_dpre, num_dpost, cap_dforks;
+    rsp_checkpoint_decl *dtakes;
+    uint32_t num_dtakes, cap_dtakes;
+    rsp_restore *drest;
+    uint32_t num_drest, cap_drest;
     uint32_t num_arows, cap_arows;
     /* The forking rids of arows (first appearance) with record hints, kept
      * by an admit with forks; frids_ok is cleared when arows change. */
@@ -210,6 +234,11 @@ typedef struct rsp__steprec {
      * prows[0 .. pc_num_prows). */
     bool admit_ok;
     uint32_t admit_pins;
+    uint32_t row_pins; /* pinned[0 .. row_pins): the rows' slots (writes bits) */
+    /* The slots whose post_to bit this record set (its post-fork targets);
+     * kept past the step like pinned, for admit_same to mark again. */
+    uint32_t *post_slots;
+    uint32_t num_post_slots, cap_post_slots;
     uint64_t admit_epoch, admit_hepoch;
     /* That admit's forks (step-wide ones only: admit_ok needs no group),
      * pre-forks first. */
@@ -322,6 +351,8 @@ struct rsp__core {
     rsp__steprec *steps; /* [max_inflight] */
     uint64_t last_admitted;
     bool any_admitted;
+    uint64_t admit_clock;    /* moves at every fresh admit (rsp__steprec.admit_seq) */
+    uint64_t post_mask;      /* bit r: step record r set post_to marks */
     uint64_t last_committed; /* highest committed id: never admitted again */
     bool any_committed;
 
@@ -484,6 +515,40 @@ static inline uint64_t rsp__planned_mask(const rsp__core *c)
         if (c->steps[i].used && !c->steps[i].capture && c->steps[i].phase == RSP__PHASE_PLANNED)
             m |= 1ull << i;
     return m;
+}
+
+/* The in-flight, non-capture step records admitted before (earlier) or
+ * after (later) record rec. O(max_inflight). */
+static inline uint64_t rsp__earlier_mask(const rsp__core *c, uint32_t rec)
+{
+    uint64_t m = 0, seq = c->steps[rec].admit_seq;
+    for (uint32_t i = 0; i < c->max_inflight; i++)
+        if (c->steps[i].used && !c->steps[i].capture && c->steps[i].admit_seq < seq)
+            m |= 1ull << i;
+    return m;
+}
+static inline uint64_t rsp__later_mask(const rsp__core *c, uint32_t rec)
+{
+    uint64_t m = 0, seq = c->steps[rec].admit_seq;
+    for (uint32_t i = 0; i < c->max_inflight; i++)
+        if (c->steps[i].used && !c->steps[i].capture && c->steps[i].admit_seq > seq)
+            m |= 1ull << i;
+    return m;
+}
+
+/* The holding on sl moved its generation (reset, fork into it, restore):
+ * a planned step's commit will not count its write any more (its plan saw
+ * the old generation), so its writes bit goes; an admitted step's plan
+ * will see the new generation, and its bit stays. A record that lost a
+ * bit no longer has the marks a same-declaration admit would repeat (its
+ * lingering pins would be adopted without it): its next admit takes the
+ * general path. */
+static inline void rsp__writes_forget(rsp__core *c, rsp__slot *sl)
+{
+    uint64_t m = sl->writes ? sl->writes & rsp__planned_mask(c) : 0;
+    sl->writes &= ~m;
+    for (; m; m &= m - 1)
+        c->steps[__builtin_ctzll(m)].admit_ok = false;
 }
 
 /* --- core.c: requests, holdings, slots ----------------------------------- */

@@ -204,6 +204,7 @@ __attribute__((always_inline)) static inline void fork_one(rsp__core *c, const r
         to->has_state = from->has_state;
     }
     to->generation = ++*gen;
+    rsp__writes_forget(c, &c->slots[to->slot]);
 }
 
 /* Store back a generation counted locally (fork_one): each fork moved

@@ -278,11 +278,14 @@ static void plan_derive(rsp__core *c, rsp__addr *a, rsp__steprec *s)
     bool *has = a->has_state;
     uint64_t *gens = a->gens;
     rsp__req *reqs = c->reqs;
+    const rsp__slot *slots = c->slots;
+    uint64_t earlier = rsp__earlier_mask(c, (uint32_t)(s - c->steps)); /* as in rsp__build */
     for (uint32_t j = 0; j < s->pc_num_prows; j++) {
         rsp__prow *pr = &s->prows[j];
         const rsp__hold *h = &rsp__req_holds(&reqs[pr->rec])[pr->hold];
-        moved |= has[pr->at] != h->has_state;
-        has[pr->at] = h->has_state;
+        bool f = h->has_state || (slots[h->slot].writes & earlier);
+        moved |= has[pr->at] != f;
+        has[pr->at] = f;
         gens[pr->gat] = pr->generation = h->generation;
         all &= h->has_state;
     }
@@ -327,12 +330,9 @@ static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p, int how)
 static void plan_keep(rsp__core *c, const rsp__addr *a, const rsp_step *step, const plan_ctx *p)
 {
     rsp__steprec *s = &c->steps[p->rec];
-    /* Each addressed row has one entry (its holding's has_state); every
-     * other entry is false. */
-    uint32_t set = 0;
-    for (uint64_t i = 0; i < p->total; i++)
-        set += a->has_state[i];
-    s->plan_all_true = set == s->num_prows;
+    /* plan_all_true: set by rsp__build from the holdings' own flags (an
+     * entry may be true through an earlier in-flight step's write, which
+     * this step's commit must still record). */
     s->pc_ok = p->cache;
     s->pc_vhash_ok = false;
     if (!p->cache)

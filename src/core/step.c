@@ -242,6 +242,154 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
     return RSP_OK;
 }
 
+/* --- the admitted declaration -------------------------------------------- */
+
+rsp_status rsp__step_reserve_decl(rsp__steprec *s, const rsp_step *step)
+{
+    uint64_t forks = (uint64_t)step->num_pre_forks + step->num_post_forks;
+    if ((forks && rsp__grow((void **)&s->dforks, &s->cap_dforks, forks, sizeof *s->dforks)) ||
+        (step->num_checkpoints && rsp__grow((void **)&s->dtakes, &s->cap_dtakes,
+                                            step->num_checkpoints, sizeof *s->dtakes)) ||
+        (step->num_restores &&
+         rsp__grow((void **)&s->drest, &s->cap_drest, step->num_restores, sizeof *s->drest)))
+        return RSP_ENOMEM;
+    return RSP_OK;
+}
+
+static bool any_group(const rsp_step *step);
+
+void rsp__step_keep_decl(rsp__steprec *s, const rsp_step *step)
+{
+    s->num_dpre = step->num_pre_forks;
+    s->num_dpost = step->num_post_forks;
+    s->num_dtakes = step->num_checkpoints;
+    s->num_drest = step->num_restores;
+    if (s->num_dpre)
+        memcpy(s->dforks, step->pre_forks, s->num_dpre * sizeof *s->dforks);
+    if (s->num_dpost)
+        memcpy(s->dforks + s->num_dpre, step->post_forks, s->num_dpost * sizeof *s->dforks);
+    if (s->num_dtakes)
+        memcpy(s->dtakes, step->checkpoints, s->num_dtakes * sizeof *s->dtakes);
+    if (s->num_drest)
+        memcpy(s->drest, step->restores, s->num_drest * sizeof *s->drest);
+    /* Rows the same as the record's were not copied (fork_group is not
+     * part of "the same"): a grouped step's groups are. */
+    if (any_group(step))
+        for (uint32_t i = 0; i < step->num_rows && i < s->num_arows; i++)
+            s->raw[i].fork_group = step->rows[i].fork_group;
+}
+
+/* The first field in which row a differs from the admitted row b, NULL if
+ * none. */
+static const char *row_differs(const rsp_row *a, const rsp_row *b, bool groups)
+{
+    if (a->rid != b->rid)
+        return "rid";
+    if (a->label != b->label)
+        return "label";
+    if (a->span != b->span)
+        return "span";
+    if (a->padding != b->padding)
+        return "padding";
+    return groups && a->fork_group != b->fork_group ? "fork_group" : NULL;
+}
+
+/* Does a fork of step have a group (the rows' fork_group then matter)? */
+static bool any_group(const rsp_step *step)
+{
+    bool groups = false;
+    for (uint32_t i = 0; i < step->num_pre_forks; i++)
+        groups |= step->pre_forks[i].group != 0;
+    for (uint32_t i = 0; i < step->num_post_forks; i++)
+        groups |= step->post_forks[i].group != 0;
+    return groups;
+}
+
+static const char *fork_differs(const rsp_fork *a, const rsp_fork *b)
+{
+    if (a->from != b->from)
+        return "from";
+    if (a->to != b->to)
+        return "to";
+    return a->group != b->group ? "group" : NULL;
+}
+
+#define COMMIT_DIFF(...) rsp__fail(err, RSP_EINVAL, __VA_ARGS__)
+
+/* The forks of one list against the admitted ones. */
+static rsp_status forks_match(const rsp_step *step, const rsp_fork *got, uint32_t n,
+                              const rsp_fork *want, uint32_t nwant, const char *list,
+                              rsp_error *err)
+{
+    if (n != nwant)
+        return COMMIT_DIFF("commit: step %" PRIu64 ": %" PRIu32 " %s, its admit had %" PRIu32
+                           "; a commit names what was admitted",
+                           step->step_id, n, list, nwant);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *f = fork_differs(&got[i], &want[i]);
+        if (f)
+            return COMMIT_DIFF("commit: step %" PRIu64 ": %s[%" PRIu32
+                               "].%s differs from its admit; a commit names what was admitted",
+                               step->step_id, list, i, f);
+    }
+    return RSP_OK;
+}
+
+/* The takes and restores against the admitted ones. */
+static rsp_status decls_match(const rsp__steprec *s, const rsp_step *step, rsp_error *err)
+{
+    if (step->num_checkpoints != s->num_dtakes || step->num_restores != s->num_drest)
+        return COMMIT_DIFF("commit: step %" PRIu64 ": %" PRIu32 " checkpoints and %" PRIu32
+                           " restores, its admit had %" PRIu32 " and %" PRIu32
+                           "; a commit names what was admitted",
+                           step->step_id, step->num_checkpoints, step->num_restores, s->num_dtakes,
+                           s->num_drest);
+    for (uint32_t i = 0; i < s->num_dtakes; i++) {
+        const rsp_checkpoint_decl *a = &step->checkpoints[i], *b = &s->dtakes[i];
+        if (a->rid != b->rid || a->label != b->label || a->tier != b->tier || a->key != b->key)
+            return COMMIT_DIFF("commit: step %" PRIu64 ": checkpoints[%" PRIu32
+                               "] differs from its admit; a commit names what was admitted",
+                               step->step_id, i);
+    }
+    for (uint32_t i = 0; i < s->num_drest; i++) {
+        const rsp_restore *a = &step->restores[i], *b = &s->drest[i];
+        if (a->rid != b->rid || a->label != b->label || a->key != b->key)
+            return COMMIT_DIFF("commit: step %" PRIu64 ": restores[%" PRIu32
+                               "] differs from its admit; a commit names what was admitted",
+                               step->step_id, i);
+    }
+    return RSP_OK;
+}
+
+rsp_status rsp__step_check_commit(const rsp__core *c, uint32_t rec, const rsp_step *step, bool same,
+                                  rsp_error *err)
+{
+    const rsp__steprec *s = &c->steps[rec];
+    bool groups = any_group(step); /* only grouped forks read the rows' fork_group */
+    if (!same && step->num_rows != s->num_arows)
+        return COMMIT_DIFF("commit: step %" PRIu64 ": %" PRIu32 " rows, its admit had %" PRIu32
+                           "; a commit names what was admitted",
+                           step->step_id, step->num_rows, s->num_arows);
+    /* same: rid, label, span and padding are equal (the fork group only
+     * matters to grouped forks). */
+    for (uint32_t i = 0; (!same || groups) && i < step->num_rows; i++) {
+        const char *f = row_differs(&step->rows[i], &s->raw[i], groups);
+        if (f)
+            return COMMIT_DIFF("commit: step %" PRIu64 ": rows[%" PRIu32
+                               "].%s differs from its admit (rid %" PRIu64
+                               "); a commit names what was admitted",
+                               step->step_id, i, f, s->raw[i].rid);
+    }
+    rsp_status st = forks_match(step, step->pre_forks, step->num_pre_forks, s->dforks, s->num_dpre,
+                                "pre_forks", err);
+    if (st == RSP_OK)
+        st = forks_match(step, step->post_forks, step->num_post_forks, s->dforks + s->num_dpre,
+                         s->num_dpost, "post_forks", err);
+    if (st == RSP_OK && (step->num_checkpoints | step->num_restores | s->num_dtakes | s->num_drest))
+        st = decls_match(s, step, err);
+    return st;
+}
+
 /* --- reserve, take, pin -------------------------------------------------- */
 
 rsp_status rsp__step_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins)
@@ -295,24 +443,30 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
         const uint32_t *pinned = s->pinned;
         for (uint32_t i = 0; i < s->num_fslots; i++)
             slots[s->fslots[i]].fork_pins &= ~bit;
+        for (uint32_t i = 0; i < s->num_post_slots; i++)
+            slots[s->post_slots[i]].post_to &= ~bit;
         if (!rollback && !c->fast_off && s->admit_ok && s->num_pinned == s->admit_pins) {
-            /* The pins a same-declaration admit of rec would set again:
-             * they linger (c->ghost) until the next core call, which
-             * adopts or clears them. */
+            /* The pins (and the rows' writes bits) a same-declaration
+             * admit of rec would set again: they linger (c->ghost) until
+             * the next core call, which adopts or clears them. */
             RSP__ASSERT(c->ghost == RSP__NONE); /* cleared at this call's start */
             c->ghost = rec;
             c->ghost_pins = s->num_pinned;
             c->fast.ghosts++;
             return;
         }
-        for (uint32_t i = 0; i < s->num_pinned; i++)
+        for (uint32_t i = 0; i < s->num_pinned; i++) {
             slots[pinned[i]].pins &= ~bit;
+            slots[pinned[i]].writes &= ~bit;
+        }
         return;
     }
     uint64_t others = rsp__planned_mask(c) & ~bit;
     RSP__ASSERT(c->ghost == RSP__NONE); /* `!sl->pins` below reads every record's */
     for (uint32_t i = 0; i < s->num_fslots; i++)
         c->slots[s->fslots[i]].fork_pins &= ~bit;
+    for (uint32_t i = 0; i < s->num_post_slots; i++)
+        c->slots[s->post_slots[i]].post_to &= ~bit;
     for (uint32_t i = 0; i < s->num_pinned; i++) {
         rsp__slot *sl = &c->slots[s->pinned[i]];
         if (sl->took_zero & bit) {
@@ -322,6 +476,7 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
                 rsp__epoch_bump(c);             /* a later plan takes the zero over */
             }
         }
+        sl->writes &= ~bit;
         if (!(sl->pins & bit))
             continue;
         sl->pins &= ~bit;
@@ -343,8 +498,10 @@ void rsp__ghost_clear(rsp__core *c)
     rsp__slot *slots = c->slots;
     const uint32_t *pinned = c->steps[rec].pinned;
     RSP__ASSERT(!c->steps[rec].used);
-    for (uint32_t i = 0; i < c->ghost_pins; i++)
+    for (uint32_t i = 0; i < c->ghost_pins; i++) {
         slots[pinned[i]].pins &= ~bit;
+        slots[pinned[i]].writes &= ~bit;
+    }
     c->ghost = RSP__NONE;
 }
 
@@ -352,6 +509,7 @@ void rsp__step_free(rsp__core *c, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
     s->used = false;
+    c->post_mask &= ~(1ull << rec);
     s->num_journal = 0;
     s->num_pinned = 0;
     s->num_prows = 0;

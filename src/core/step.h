@@ -101,6 +101,20 @@ rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, uint32_t *re
  * rids go unless same. RSP_ENOMEM: nothing changed. */
 rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step, bool same);
 
+/* Room in s for the forks, takes and restores of step's declaration
+ * (rsp__step_keep_decl). RSP_ENOMEM: nothing changed. O(1). */
+rsp_status rsp__step_reserve_decl(rsp__steprec *s, const rsp_step *step);
+/* Keep them, as the admitted declaration a commit is checked against (its
+ * rows are the record's raw rows). Room was reserved. O(forks + decls). */
+void rsp__step_keep_decl(rsp__steprec *s, const rsp_step *step);
+/* A commit names what its step admitted (SEMANTICS 9.2): the same rows
+ * (rid, label, span, padding, fork group; skip_post_forks is the commit's
+ * own choice), forks, checkpoint takes and restores. RSP_EINVAL naming
+ * the first difference. same: the rows are the record's
+ * (rsp__step_rows_same). O(forks + decls), O(rows) unless same. */
+rsp_status rsp__step_check_commit(const rsp__core *c, uint32_t rec, const rsp_step *step, bool same,
+                                  rsp_error *err);
+
 /* Room for `journal` more fresh holdings and `pins` more pins in s. */
 rsp_status rsp__step_reserve(rsp__steprec *s, uint32_t journal, uint32_t pins);
 /* Room for a live plan's rows and post-fork slots (replaces, not appends). */

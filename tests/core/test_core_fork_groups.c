@@ -301,11 +301,10 @@ static void skip_post_forks_step_wide_and_padding(void **state)
     fx_fini(&f);
 }
 
-/* A commit follows the groups of its own declaration (as every field of
- * it): a rid moved to group 0 gets no group-1 post-fork; a rid moved into
- * group 1 whose admit reserved no target gets nothing (forks never
- * allocate after admit: no holding, nothing happens). */
-static void commit_follows_its_own_groups(void **state)
+/* A commit names the groups its admit declared (SEMANTICS 9.2): a rid
+ * moved into or out of a group is RSP_EINVAL naming the row, nothing
+ * changed; the admitted groups commit as declared. */
+static void commit_with_other_groups_is_refused(void **state)
 {
     (void)state;
     fx f;
@@ -321,13 +320,24 @@ static void commit_follows_its_own_groups(void **state)
     uint64_t drafter = sum_of(&f, DRAFTER, RSP_LABEL_MAIN);
     uint64_t plain = sum_of(&f, PLAIN, RSP_LABEL_MAIN);
     uint32_t held = fx_stats(&f).held_slots;
+    uint16_t g1 = b.rows[1].fork_group, g2 = b.rows[2].fork_group, g3 = b.rows[3].fork_group;
     b.rows[1].fork_group = DRAFT_GROUP;              /* PLAIN joins group 1 */
     b.rows[2].fork_group = b.rows[3].fork_group = 0; /* DRAFTER leaves it */
-    assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK);
+    snap a, z;
+    snap_take(&f, &a);
+    assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_EINVAL);
+    assert_non_null(strstr(f.err.message, "rows[1].fork_group differs from its admit"));
+    snap_take(&f, &z);
+    snap_assert_equal(&a, &z);
     assert_int_equal(sum_of(&f, DRAFTER, RSP_LABEL_MAIN), drafter);
     assert_int_equal(sum_of(&f, PLAIN, RSP_LABEL_MAIN), plain);
     assert_int_equal(fx_slot(&f, PLAIN, draft), -1);
     assert_int_equal(fx_stats(&f).held_slots, held);
+    b.rows[1].fork_group = g1;
+    b.rows[2].fork_group = g2;
+    b.rows[3].fork_group = g3;
+    assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK);
+    assert_int_equal(fx_slot(&f, PLAIN, draft), -1);
     fx_check_invariants(&f);
     fx_fini(&f);
 }
@@ -393,6 +403,7 @@ static void pipeline_check_only_for_the_groups_rids(void **state)
     assert_int_equal(fx_plan(&f, &m.s), RSP_EORDER);
     assert_non_null(strstr(f.err.message, "commit step 3 first"));
     m.pre[0].group = DRAFT_GROUP;
+    fx_admit_ok(&f, &m.s); /* admitted again: the commit names this declaration */
     assert_int_equal(fx_plan(&f, &m.s), RSP_OK);
     assert_int_equal(fx_commit(&f, &n.s, NULL), RSP_OK);
     assert_int_equal(fx_commit(&f, &m.s, NULL), RSP_OK);
@@ -457,7 +468,10 @@ static void inconsistent_groups_and_bad_fork_group_are_refused(void **state)
     b.post[b.s.num_post_forks++] = (rsp_fork){draft, RSP_LABEL_MAIN, 65536};
     assert_int_equal(fx_commit(&f, &b.s, NULL), RSP_EINVAL);
     assert_non_null(strstr(f.err.message, "post_forks[0].group = 65536"));
-    b.post[0].group = 65535; /* the largest group: fine (no rid has it) */
+    b.post[0].group = 65535; /* the largest group: valid, but not admitted */
+    assert_int_equal(fx_commit(&f, &b.s, NULL), RSP_EINVAL);
+    assert_non_null(strstr(f.err.message, "1 post_forks, its admit had 0"));
+    b.s.num_post_forks = 0;
     assert_int_equal(fx_commit(&f, &b.s, NULL), RSP_OK);
     fx_check_invariants(&f);
     fx_fini(&f);
@@ -626,7 +640,7 @@ int main(void)
         cmocka_unit_test(rollback_of_a_grouped_step_restores_the_free_stack),
         cmocka_unit_test(skip_post_forks_at_commit),
         cmocka_unit_test(skip_post_forks_step_wide_and_padding),
-        cmocka_unit_test(commit_follows_its_own_groups),
+        cmocka_unit_test(commit_with_other_groups_is_refused),
         cmocka_unit_test(stage_inherits_only_its_groups_forks),
         cmocka_unit_test(pipeline_check_only_for_the_groups_rids),
         cmocka_unit_test(inconsistent_groups_and_bad_fork_group_are_refused),

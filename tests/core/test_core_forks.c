@@ -380,13 +380,15 @@ static void fork_from_slot_reset_during_step_copies_zeros(void **state)
     sb_init(&s, 3);
     sb_row(&s, 1, d, 1);
     sb_pre(&s, 0, d);
-    fx_admit_ok(&f, &s.s);
-    /* Step 2's forward may still write main and draft: a pre-fork between
-     * them is refused until step 2 commits (docs/design.md, pipelining). */
-    assert_int_equal(fx_plan(&f, &s.s), RSP_EORDER);
-    assert_non_null(strstr(f.err.message, "commit step 2 first"));
+    /* Step 2's post-fork replaces draft at its commit: a step naming draft
+     * is refused until then (SEMANTICS 9.1), nothing changed. */
+    rsp_admit_outcome out;
+    assert_int_equal(fx_admit(&f, &s.s, &out), RSP_EORDER);
+    assert_non_null(strstr(f.err.message, "post-fork target of step 2"));
+    assert_non_null(strstr(f.err.message, "label draft"));
     /* Step 2's post-fork copies zeros (its source was reset). */
     assert_int_equal(fx_commit(&f, &n.s, &done_ev), RSP_OK);
+    fx_admit_ok(&f, &s.s);
     assert_true(rsp_test_store_slot_is_zero(f.store, m));
     assert_true(rsp_test_store_slot_is_zero(f.store, dr));
     assert_false(fx_has_state(&f, 1, 0));
@@ -499,11 +501,12 @@ static void row_on_a_planned_steps_post_fork_slot_is_order_error(void **state)
     assert_int_equal(fx_plan(&f, &s1.s), RSP_OK);
     sb_init(&s2, 3);
     sb_row(&s2, 1, d, 1);
-    fx_admit_ok(&f, &s2.s);
+    /* The post-fork's target: refused at admit (SEMANTICS 9.1). */
     snap a, z;
     snap_take(&f, &a);
-    assert_int_equal(fx_plan(&f, &s2.s), RSP_EORDER);
-    assert_non_null(strstr(f.err.message, "post-forks of step 2"));
+    rsp_admit_outcome out;
+    assert_int_equal(fx_admit(&f, &s2.s, &out), RSP_EORDER);
+    assert_non_null(strstr(f.err.message, "post-fork target of step 2"));
     snap_take(&f, &z);
     snap_assert_equal(&a, &z);
     /* Rows on main too: step 2's post-fork reads main after step 2's
@@ -520,6 +523,8 @@ static void row_on_a_planned_steps_post_fork_slot_is_order_error(void **state)
     fx_admit_ok(&f, &q.s);
     assert_int_equal(fx_plan(&f, &q.s), RSP_OK);
     assert_int_equal(fx_commit(&f, &s1.s, &done_ev), RSP_OK);
+    s2.s.step_id = 6; /* step ids increase: 3 was refused */
+    fx_admit_ok(&f, &s2.s);
     assert_int_equal(fx_plan(&f, &s2.s), RSP_OK);
     fx_fini(&f);
 }

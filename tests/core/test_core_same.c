@@ -91,8 +91,12 @@ static void plan(duo *d, const rsp_step *s)
 static void commit(duo *d, const rsp_step *s)
 {
     rsp_event done = rsp_event_complete();
-    for (int i = 0; i < 2; i++)
-        assert_int_equal(fx_commit(&d->f[i], s, &done), RSP_OK);
+    for (int i = 0; i < 2; i++) {
+        rsp_status st_ = fx_commit(&d->f[i], s, &done);
+        if (st_)
+            print_error("%s\n", d->f[i].err.message);
+        assert_int_equal(st_, RSP_OK);
+    }
     same_pools(d);
 }
 

@@ -62,6 +62,8 @@ static void let_go(rspm *m, int32_t s)
     }
 }
 
+static void forget_writes(rspm *m, int32_t s);
+
 static void zero_content(rspm *m, int32_t s)
 {
     m->slot[s].content = 0;
@@ -365,6 +367,7 @@ void rspm_reset(rspm *m, uint32_t ridx, bool free)
         h->has_state = false;
         h->gen_moved = true;
         h->gen = ++m->gen;
+        forget_writes(m, h->slot);
         if (planned_pin(m, NULL, h->slot))
             m->slot[h->slot].zero_pending = true,
             m->cov.zero_deferred++; /* zeroed after the forward */
@@ -524,6 +527,7 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
         memset(st, 0, sizeof *st);
         st->used = true;
         st->step_id = d->step_id;
+        st->seq = ++m->clock;
     }
     /* A capture step reserves nothing, not even a request: its rows are
      * the runner's dummies (docs/core.md). */
@@ -547,6 +551,21 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
         }
         pin(m, st, h->slot);
     }
+    for (uint32_t i = 0; i < d->num_rows; i++) {
+        const rspm_row *r = &d->rows[i];
+        const rspm_holding *h = r->padding || r->span <= 0 ? NULL : find(m, r->ridx, r->label);
+        if (h)
+            st->writes[h->slot] = true;
+    }
+    uint32_t fr[RSPM_MAX_ROWS];
+    uint32_t nfr = d->num_post ? forking_rids(d, fr) : 0;
+    for (uint32_t i = 0; i < nfr; i++)
+        for (uint32_t k = 0; k < d->num_post; k++) {
+            const rspm_holding *h =
+                fork_applies(d, &d->post[k], fr[i]) ? find(m, fr[i], d->post[k].to) : NULL;
+            if (h)
+                st->post_to[h->slot] = true;
+        }
     for (uint32_t i = 0; i < d->num_restores; i++) {
         assert(m->ck[d->restores[i].key].present);
         m->ck[d->restores[i].key].step_pins |= 1u << (st - m->steps);
@@ -560,6 +579,29 @@ static void unpin_keys(rspm *m, const rspm_step *st)
     uint32_t bit = 1u << (st - m->steps);
     for (uint32_t k = 0; k < RSPM_MAX_KEYS; k++)
         m->ck[k].step_pins &= ~bit;
+}
+
+/* The holding on slot s moved its generation: a planned step's write of
+ * it no longer counts (its commit compares generations). */
+static void forget_writes(rspm *m, int32_t s)
+{
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS; i++)
+        if (m->steps[i].used && m->steps[i].planned)
+            m->steps[i].writes[s] = false;
+}
+
+/* A plan row's flag: has_state, or some in-flight step admitted before
+ * `self` writes slot s (SEMANTICS 9.1). */
+static bool earlier_writes(rspm *m, const rspm_step *self, int32_t s, bool has_state)
+{
+    for (uint32_t i = 0; i < RSPM_MAX_STEPS && !has_state; i++) {
+        const rspm_step *u = &m->steps[i];
+        if (u->used && u != self && (!self || u->seq < self->seq) && u->writes[s]) {
+            m->cov.overlap_flags++;
+            return true;
+        }
+    }
+    return has_state;
 }
 
 /* The step is over: unpin its slots in pin order; a slot whose last pin
@@ -604,6 +646,36 @@ static void unpin_one(rspm *m, rspm_step *st, int32_t s)
             st->unpinned[i] = true;
             m->slot[s].pins--;
         }
+}
+
+uint64_t rspm_admit_blocker(const rspm *m, const rspm_decl *d)
+{
+    const rspm_step *self = step_find((rspm *)m, d->step_id);
+    for (uint32_t i = 0; i < d->num_rows && !d->capture; i++) {
+        const rspm_row *r = &d->rows[i];
+        const rspm_holding *h =
+            r->padding || r->span <= 0 ? NULL : rspm_holding_get(m, r->ridx, r->label);
+        for (uint32_t k = 0; h && k < RSPM_MAX_STEPS; k++)
+            if (m->steps[k].used && &m->steps[k] != self && m->steps[k].post_to[h->slot])
+                return m->steps[k].step_id;
+    }
+    return 0;
+}
+
+uint64_t rspm_rollback_blocker(const rspm *m, uint64_t step_id)
+{
+    const rspm_step *st = step_find((rspm *)m, step_id);
+    for (uint32_t i = 0; st && i < st->num_pins; i++) {
+        int32_t s = st->pins[i];
+        if (st->unpinned[i] || m->slot[s].state != RSPM_HELD)
+            continue;
+        for (uint32_t k = 0; k < RSPM_MAX_STEPS; k++) {
+            const rspm_step *u = &m->steps[k];
+            if (u->used && u->seq > st->seq && pinned_by(u, s))
+                return u->step_id;
+        }
+    }
+    return 0;
 }
 
 void rspm_rollback(rspm *m, uint64_t step_id)
@@ -656,6 +728,7 @@ static void apply_forks(rspm *m, const rspm_decl *d, const rsp_fork *f, uint32_t
                 continue;
             to->gen_moved = true;
             to->gen = ++m->gen;
+            forget_writes(m, to->slot);
             if (from == to)
                 continue;
             m->cov.fork_copies++;
@@ -791,6 +864,7 @@ static void restore(rspm *m, const rspm_decl *d)
         h->has_state = true;
         h->gen = ++m->gen;
         h->gen_moved = true;
+        forget_writes(m, h->slot);
         ck_touch(m, c->key);
     }
 }
@@ -803,9 +877,11 @@ void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
         rspm copy = *m;
         if (!d->capture)
             apply_forks(&copy, d, d->pre, d->num_pre, NULL);
+        const rspm_step *self = step_find(m, d->step_id);
         for (uint32_t r = 0; r < m->num_rids; r++)
             for (uint32_t h = 0; h < m->req[r].num_holdings; h++)
-                flags[r * RSPM_MAX_LABELS + h] = copy.req[r].h[h].has_state;
+                flags[r * RSPM_MAX_LABELS + h] =
+                    earlier_writes(m, self, m->req[r].h[h].slot, copy.req[r].h[h].has_state);
         build(m, d, flags, out);
         pin_addressed(m, d, out);
         return;
@@ -814,9 +890,11 @@ void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out)
         restore(m, d);
         apply_forks(m, d, d->pre, d->num_pre, NULL);
     }
+    const rspm_step *self = step_find(m, d->step_id);
     for (uint32_t r = 0; r < m->num_rids; r++)
         for (uint32_t h = 0; h < m->req[r].num_holdings; h++)
-            flags[r * RSPM_MAX_LABELS + h] = m->req[r].h[h].has_state;
+            flags[r * RSPM_MAX_LABELS + h] =
+                earlier_writes(m, self, m->req[r].h[h].slot, m->req[r].h[h].has_state);
     build(m, d, flags, out);
     pin_addressed(m, d, out);
     rspm_step *st = step_find(m, d->step_id);

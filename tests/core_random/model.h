@@ -146,6 +146,13 @@ typedef struct rspm_step {
     } prows[RSPM_MAX_ROWS];
     bool took[RSPM_MAX_SLOTS];  /* its plan took over the slot's pending zero */
     bool fslot[RSPM_MAX_SLOTS]; /* its post-forks read/write the slot at commit */
+    /* SEMANTICS 9.1. seq: admit order. writes: its rows (span > 0) write
+     * the slot; a planned step loses it when the holding's generation moves
+     * (its commit no longer counts the write). post_to: its post-forks
+     * replace the slot's bytes at its commit. */
+    uint64_t seq;
+    bool writes[RSPM_MAX_SLOTS];
+    bool post_to[RSPM_MAX_SLOTS];
 } rspm_step;
 
 /* Expected addressing of one label. */
@@ -180,6 +187,7 @@ typedef struct rspm_cov {
     uint64_t fork_from_reset; /* ... from a slot whose reset zero is deferred */
     uint64_t rollback_frees;  /* journal entries released by rollback */
     uint64_t rollback_skips;  /* journal entries whose holding was gone */
+    uint64_t overlap_flags;   /* plan rows with state only through an earlier step in flight */
 } rspm_cov;
 
 /* A checkpoint (issue 12): its tier, the content tag of the state it
@@ -217,6 +225,7 @@ typedef struct rspm {
     uint32_t num_free;
     int32_t free_stack[RSPM_MAX_SLOTS]; /* top = free_stack[num_free - 1] */
     rspm_step steps[RSPM_MAX_STEPS];
+    uint64_t clock; /* admit order (rspm_step.seq) */
     uint64_t gen;
     rspm_cov cov;
 } rspm;
@@ -227,6 +236,16 @@ void rspm_init(rspm *m, uint32_t max_slots, bool sink, uint32_t num_rids);
  * planned, uncommitted step whose slots its forks would touch, or whose
  * post-fork slots its rows address; 0 when none (step ids start at 1). */
 uint64_t rspm_plan_blocker(const rspm *m, const rspm_decl *d);
+
+/* An admit of d that must be refused (RSP_EORDER, SEMANTICS 9.1): the step
+ * id of another in-flight step whose post-forks replace a holding a row of
+ * d names; 0 when none. */
+uint64_t rspm_admit_blocker(const rspm *m, const rspm_decl *d);
+
+/* A rollback of step_id that must be refused (RSP_EORDER, newest first): the
+ * step id of a later-admitted step in flight that pins a held slot this
+ * step pins; 0 when none (or the step is not in flight). */
+uint64_t rspm_rollback_blocker(const rspm *m, uint64_t step_id);
 
 /* SEMANTICS 3. */
 void rspm_ingest(rspm *m, uint32_t ridx);

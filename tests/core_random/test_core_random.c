@@ -99,6 +99,9 @@ typedef struct dstep {
     enum phase phase;
     bool forward_ran;
     rspm_decl d;
+    /* d.num_rows at its admit: a plan may drop rows (op_plan), its commit
+     * names what was admitted (SEMANTICS 9.2). */
+    uint32_t admitted_rows;
     bool has_lease;
     rsp_lease lease;
     /* The stage as the model built it, to predict whether promotion keeps it
@@ -174,6 +177,7 @@ typedef struct T {
      * slots), the device runs included. */
     uint64_t count_ck_ops, count_ck_restores, count_ck_takes, count_ck_skips, count_ck_enokey;
     uint64_t count_ck_demoted, count_swaps_out, count_swaps_in, count_swap_refused;
+    uint64_t count_post_refused, count_rollback_refused, count_commit_mismatch;
 } T;
 
 static uint32_t rid_of(uint32_t ridx)
@@ -1306,6 +1310,15 @@ static void op_admit(T *t)
         check_all(t, "admit (swapped rid)");
         return;
     }
+    if (rspm_admit_blocker(&t->m, &s->d)) {
+        /* A row names another in-flight step's post-fork target: refused
+         * until that step's commit, nothing changed. */
+        expect_err(t, rc, RSP_EORDER, "admit naming a post-fork target in flight");
+        t->count_post_refused++;
+        s->phase = PH_NONE;
+        check_all(t, "admit (post-fork target)");
+        return;
+    }
     if (!keys) {
         /* A restore of a key not stored: refused, nothing changed. */
         expect_err(t, rc, RSP_ENOKEY, "admit restoring a missing key");
@@ -1374,6 +1387,7 @@ static void op_admit(T *t)
     t->nq++;
     t->last_admitted_id = s->d.step_id;
     s->phase = PH_ADMITTED;
+    s->admitted_rows = s->d.num_rows;
     check_all(t, "admit");
     if (below(t, 20) == 0) {
         /* Admitting the same step again allocates nothing new. */
@@ -1509,15 +1523,53 @@ static void step_done(T *t, dstep *s)
     t->q[t->nq].phase = PH_NONE;
 }
 
+/* A commit that names other rows or forks than its admit: RSP_EINVAL
+ * naming the difference, nothing changed (SEMANTICS 9.2). */
+static void commit_mismatch(T *t, dstep *s)
+{
+    dstep bad = *s;
+    uint32_t how = below(t, 4);
+    if (how == 0 && bad.d.num_rows > 1) {
+        bad.d.num_rows--;
+    } else if (how == 1 && bad.d.num_rows) {
+        bad.d.rows[below(t, bad.d.num_rows)].span += 1;
+    } else if (how == 2 && bad.d.num_rows) {
+        rspm_row *r = &bad.d.rows[below(t, bad.d.num_rows)];
+        r->ridx = (r->ridx + 1) % NUM_RIDS;
+    } else if (bad.d.num_post < RSPM_MAX_FORKS) {
+        bad.d.post[bad.d.num_post++] = (rsp_fork){.from = 0, .to = 1};
+    } else {
+        return;
+    }
+    STEP_VARS(t, &bad, false);
+    note(t, "commit step %llu with another declaration (%u)", (unsigned long long)s->d.step_id,
+         how);
+    rsp_error err = {0};
+    rsp_status rc = tw_commit(t, &st_, NULL, &t->work, NULL, &err);
+    /* The changed declaration may be invalid in itself (a duplicate row,
+     * a fork of an unknown label): validation answers first. */
+    CHECK(t, rc == RSP_EINVAL || rc == RSP_EDUPROW || rc == RSP_ENOLABEL,
+          "commit of another declaration: status %d (%s)", (int)rc, err.message);
+    CHECK(t, rsp__work_empty(&t->work), "commit of another declaration left work behind");
+    /* Counted when the check of the admitted declaration answered (not
+     * the validation of the changed one). */
+    t->count_commit_mismatch += rc == RSP_EINVAL && strstr(err.message, "its admit") != NULL;
+    check_all(t, "commit (mismatch)");
+}
+
 static void op_commit(T *t, dstep *s)
 {
+    s->d.num_rows = s->admitted_rows;
+    if (below(t, 16) == 0)
+        commit_mismatch(t, s);
     STEP_VARS(t, s, false);
     rsp_event ev = {.handle = NULL, .value = s->d.step_id};
     note(t, "commit step %llu (forward %s)", (unsigned long long)s->d.step_id,
          s->forward_ran ? "ran" : "did not run");
-    rsp_status rc = tw_commit(t, &st_, s->forward_ran ? &ev : NULL, &t->work, NULL, NULL);
-    CHECK(t, rc == RSP_OK, "commit step %llu: status %d (%s)", (unsigned long long)s->d.step_id,
-          (int)rc, rsp_strerror(rc));
+    rsp_error err = {0};
+    rsp_status rc = tw_commit(t, &st_, s->forward_ran ? &ev : NULL, &t->work, NULL, &err);
+    CHECK(t, rc == RSP_OK, "commit step %llu: status %d (%s): %s", (unsigned long long)s->d.step_id,
+          (int)rc, rsp_strerror(rc), err.message);
     check_work(t, "commit", s->forward_ran ? W_WAIT_FIRST : 0u, &t->m);
     rspm_commit(&t->m, &s->d);
     t->last_committed_id = s->d.step_id;
@@ -1550,6 +1602,15 @@ static void op_rollback(T *t, dstep *s)
          s->forward_ran && s->phase == PH_PLANNED ? "ran" : "did not run");
     bool ran = s->phase == PH_PLANNED && s->forward_ran;
     rsp_status rc = tw_rollback(t, s->d.step_id, ran ? &ev : NULL, &t->work, NULL, NULL);
+    uint64_t later = rspm_rollback_blocker(&t->m, s->d.step_id);
+    if (later) {
+        /* Newest first: a later step in flight names a slot this one
+         * writes or allocates. Refused, nothing changed, still in flight. */
+        expect_err(t, rc, RSP_EORDER, "rollback behind a later step");
+        t->count_rollback_refused++;
+        check_all(t, "rollback (refused)");
+        return;
+    }
     CHECK(t, rc == RSP_OK, "rollback step %llu: status %d", (unsigned long long)s->d.step_id,
           (int)rc);
     check_work(t, "rollback", W_NO_COPY | (ran ? W_WAIT_FIRST : 0u), &t->m);
@@ -1730,6 +1791,12 @@ static void op_readmit(T *t, dstep *s)
         check_all(t, "re-admit (swapped)");
         return;
     }
+    if (rspm_admit_blocker(&t->m, &s->d)) {
+        expect_err(t, rc, RSP_EORDER, "re-admit naming a post-fork target in flight");
+        t->count_post_refused++;
+        check_all(t, "re-admit (post-fork target)");
+        return;
+    }
     CHECK(t, rc == RSP_OK, "re-admit step %llu: status %d", (unsigned long long)s->d.step_id,
           (int)rc);
     check_work(t, "re-admit", W_NO_ZERO | W_NO_COPY, &t->m);
@@ -1746,6 +1813,7 @@ static void op_readmit(T *t, dstep *s)
               (unsigned long long)out.rid, out.label, out.slots_short, out.free, rid_of(want.ridx),
               want.label, want.slots_short, want.free);
     t->count_readmit++;
+    s->admitted_rows = s->d.num_rows; /* the declaration its commit must name */
     check_all(t, "re-admit");
 }
 
@@ -2047,6 +2115,17 @@ static void run(const run_cfg *cfg, uint64_t ops)
                   (unsigned long long)t->count_ck_enokey, (unsigned long long)t->count_ck_demoted,
                   (unsigned long long)t->count_swaps_out, (unsigned long long)t->count_swaps_in,
                   (unsigned long long)t->count_swap_refused);
+    print_message("  overlap: %llu plan rows with state through an earlier step in flight, "
+                  "%llu admits refused on a post-fork target, %llu rollbacks refused behind a "
+                  "later step; %llu commits of another declaration refused\n",
+                  (unsigned long long)t->m.cov.overlap_flags,
+                  (unsigned long long)t->count_post_refused,
+                  (unsigned long long)t->count_rollback_refused,
+                  (unsigned long long)t->count_commit_mismatch);
+    CHECK(t,
+          ops < 10000 || (t->m.cov.overlap_flags && t->count_post_refused &&
+                          t->count_rollback_refused && t->count_commit_mismatch),
+          "overlap paths too rare");
     CHECK(t,
           ops < 10000 || (t->count_ck_takes && t->count_ck_skips && t->count_ck_restores &&
                           t->count_ck_enokey),
