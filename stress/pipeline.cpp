@@ -1,12 +1,17 @@
-// rsp-stress: the pipelined mode. A pool of its own with max_inflight_steps
-// 4; a step thread keeps 3 steps in flight (it admits and plans steps N+1,
-// N+2 while N's forward runs) and commits them in order, each with its
-// forward_done (a host fence). --pipeline-readers partition threads run
-// every step's forward on their share of its rows, reading that step's own
-// plan (pool.plan_wait_step, read_section::plan(pool, id)), not the newest
-// live one, and check its addressing, device vectors and slot contents
-// against the step thread's model (check kind "pipeline", and "addressing",
-// "vectors", "zeros", "content" per step).
+// rsp-stress: the pipelined mode, an overlap scheduler (SEMANTICS 9.1). A
+// pool of its own; a step thread keeps 2..4 steps in flight (the depth
+// changes every kDepthPeriod steps) and puts the same decoding requests in
+// consecutive ones, as SGLang's overlap mode and vLLM's async scheduling
+// plan step N+1 while N's forward runs. It commits in order, each step with
+// its forward_done (a host fence). --pipeline-readers threads run every
+// step's forward on their share of its rows, in step order (the forward of
+// step M starts only once M-1's forward is done, as on one device stream),
+// reading that step's own plan (pool.plan_wait_step, read_section::plan(pool,
+// id)), not the newest live one. They check each row's addressing, device
+// vectors and slot contents against the step thread's model, which knows the
+// state after every step that writes a request, committed or still in
+// flight (check kinds "pipeline", "overlap", "addressing", "vectors",
+// "zeros", "content").
 // SPDX-License-Identifier: Apache-2.0
 #include "stress.h"
 
@@ -19,15 +24,18 @@ namespace stress
 namespace
 {
 
-constexpr unsigned kDepth = 3;  // steps in flight at once
-constexpr unsigned kRids = 12;  // requests the mode cycles through
+constexpr unsigned kMinDepth = 2, kMaxDepth = 4; // steps in flight at once
+constexpr unsigned kDepthPeriod = 64;            // steps between changes of the depth
+constexpr unsigned kRids = 12;                   // requests alive at once
 constexpr uint32_t kSlots = 48; // the pool's max_slots (more than kRids: never refused)
+constexpr double kInStep = 0.8; // chance that a live request is in the next step
 
 struct PRow {
     rsp::rid rid;
     int32_t slot;
-    bool has_state;
-    uint64_t v; // the state the row reads (0 when has_state is false)
+    bool has_state; // what the plan must say: an earlier step (committed or in flight) wrote rid
+    uint64_t v;     // the state the forward reads (0 when has_state is false)
+    bool overlap;   // the latest of those writes is a step still in flight at this plan
 };
 
 struct PStep {
@@ -37,6 +45,7 @@ struct PStep {
     rsp::step_id id;
     rsp::step decl;
     bool end = false;
+    uint64_t seq = 0;       // position in forward order (0, 1, 2, ...)
     std::vector<PRow> rows; // declaration order: row j is at position j of main's vectors
     std::atomic<unsigned> done{0};
     std::mutex mu;
@@ -73,6 +82,11 @@ struct Pipe {
     rsp::pool pool;
     Storage storage;
     std::vector<std::unique_ptr<PQueue>> queues; // one per reader
+    // Forwards run in step order, as on one device stream: forwards_done is
+    // the number of steps (in seq order) whose forward every reader finished.
+    std::mutex fwd_mu;
+    std::condition_variable fwd_cv;
+    uint64_t forwards_done = 0; // under fwd_mu
 };
 
 // Wait for step id's own plan in 100 ms slices (so an abort elsewhere ends
@@ -96,12 +110,58 @@ bool wait_own_plan(Context &cx, Pipe &pp, rsp::step_id id, unsigned index)
     return false;
 }
 
-// One reader's forward of one step: its own plan, then its rows (row j
-// belongs to reader j mod readers): check, read, write the next state.
+// Wait until the forward of every step before st is done (100 ms slices).
+bool wait_turn(Context &cx, Pipe &pp, const PStep &st, unsigned index)
+{
+    std::unique_lock<std::mutex> g(pp.fwd_mu);
+    for (std::chrono::milliseconds waited{0}; waited < kHang; waited += 100ms) {
+        if (pp.fwd_cv.wait_for(g, 100ms, [&] { return pp.forwards_done == st.seq; }))
+            return true;
+        if (cx.abort.load())
+            return false;
+    }
+    cx.checks.fail(CHECK_HANG,
+                   "pipeline reader %u: the forward before step %" PRIu64 " never ended", index,
+                   rsp::raw(st.id));
+    cx.abort.store(true);
+    return false;
+}
+
+// Check one row's addressing and content, then write the next state. A row
+// whose request an earlier in-flight step writes counts its has_state and
+// content in "overlap" (SEMANTICS 9.1), every other row in "addressing" and
+// "content" / "zeros".
+void forward_row(Context &cx, Pipe &pp, const PStep &st, size_t j, int32_t slot, bool has)
+{
+    Checks &ck = cx.checks;
+    const PRow &r = st.rows[j];
+    ck.expect(CHECK_ADDRESSING, slot == r.slot,
+              "step %" PRIu64 " row %zu (rid %" PRIu64 "): slot %d, expected %d", rsp::raw(st.id),
+              j, rsp::raw(r.rid), slot, r.slot);
+    ck.expect(r.overlap ? CHECK_OVERLAP : CHECK_ADDRESSING, has == r.has_state,
+              "step %" PRIu64 " row %zu (rid %" PRIu64 ", slot %d): has_state %d, expected %d%s",
+              rsp::raw(st.id), j, rsp::raw(r.rid), r.slot, (int)has, (int)r.has_state,
+              r.overlap ? " (an earlier step in flight writes it)" : "");
+    std::string why;
+    if (r.has_state)
+        ck.expect(r.overlap ? CHECK_OVERLAP : CHECK_CONTENT, pp.storage.matches(r.slot, r.v, &why),
+                  "step %" PRIu64 " rid %" PRIu64 " slot %d: %s", rsp::raw(st.id), rsp::raw(r.rid),
+                  r.slot, why.c_str());
+    else
+        ck.expect(CHECK_ZEROS, pp.storage.is_zero(r.slot, &why),
+                  "step %" PRIu64 " rid %" PRIu64 " slot %d: %s", rsp::raw(st.id), rsp::raw(r.rid),
+                  r.slot, why.c_str());
+    // The model's state, whatever the plan said: the next rows stay checkable.
+    pp.storage.write(r.slot, next_state(r.rid, rsp::label::main, st.id, r.v));
+}
+
+// One reader's forward of one step: its own plan, its turn after the
+// forward of the step before, the ready event, then its rows (row j belongs
+// to reader j mod readers).
 void forward(Context &cx, Pipe &pp, PStep &st, unsigned index, unsigned readers)
 {
     Checks &ck = cx.checks;
-    if (!wait_own_plan(cx, pp, st.id, index))
+    if (!wait_own_plan(cx, pp, st.id, index) || !wait_turn(cx, pp, st, index))
         return;
     rsp::read_section section(std::nothrow);
     if (!ck.expect(CHECK_API, section.ok(), "pipeline reader %u: %s", index,
@@ -136,24 +196,10 @@ void forward(Context &cx, Pipe &pp, PStep &st, unsigned index, unsigned readers)
     auto dslots = ad.device_slots();
     auto dhas = ad.device_has_state();
     for (size_t j = index; j < st.rows.size(); j += readers) {
-        const PRow &r = st.rows[j];
-        ck.expect(
-            CHECK_ADDRESSING, slots[j] == r.slot && has[j] == r.has_state,
-            "step %" PRIu64 " row %zu (rid %" PRIu64 "): slot %d has_state %d, expected %d %d",
-            rsp::raw(st.id), j, rsp::raw(r.rid), slots[j], (int)has[j], r.slot, (int)r.has_state);
         ck.expect(CHECK_VECTORS, dslots[j] == slots[j] && dhas[j] == has[j],
                   "step %" PRIu64 " row %zu: device vectors %d/%d, host %d/%d", rsp::raw(st.id), j,
                   dslots[j], (int)dhas[j], slots[j], (int)has[j]);
-        std::string why;
-        if (r.has_state)
-            ck.expect(CHECK_CONTENT, pp.storage.matches(r.slot, r.v, &why),
-                      "step %" PRIu64 " rid %" PRIu64 " slot %d: %s", rsp::raw(st.id),
-                      rsp::raw(r.rid), r.slot, why.c_str());
-        else
-            ck.expect(CHECK_ZEROS, pp.storage.is_zero(r.slot, &why),
-                      "step %" PRIu64 " rid %" PRIu64 " slot %d: %s", rsp::raw(st.id),
-                      rsp::raw(r.rid), r.slot, why.c_str());
-        pp.storage.write(r.slot, next_state(r.rid, rsp::label::main, st.id, r.v));
+        forward_row(cx, pp, st, j, slots[j], has[j]);
     }
 }
 
@@ -176,18 +222,28 @@ void reader_main(Context &cx, Pipe &pp, unsigned index, unsigned readers)
             return;
         if (reg.ok() && !cx.abort.load())
             forward(cx, pp, *st, index, readers);
-        std::lock_guard<std::mutex> g(st->mu);
-        st->done.fetch_add(1);
-        st->cv.notify_all();
+        bool last = false;
+        {
+            std::lock_guard<std::mutex> g(st->mu);
+            last = st->done.fetch_add(1) + 1 == readers;
+            st->cv.notify_all();
+        }
+        if (last) { // the next step's forward may start
+            std::lock_guard<std::mutex> g(pp.fwd_mu);
+            pp.forwards_done = st->seq + 1;
+            pp.fwd_cv.notify_all();
+        }
     }
 }
 
+// The step thread's model of one request.
 struct Req {
     rsp::rid rid{0};
-    int32_t slot = -1; // RSP_NO_SLOT until its first admit
-    bool has_state = false;
-    uint64_t v = 0;
-    bool busy = false; // in a step in flight
+    int32_t slot = -1;      // RSP_NO_SLOT until its first admit
+    bool written = false;   // a step admitted so far (committed or in flight) writes it
+    uint64_t v = 0;         // the state after the latest of those writes
+    rsp::step_id writer{0}; // that step
+    unsigned inflight = 0;  // steps in flight naming it
 };
 
 class Stepper
@@ -198,6 +254,7 @@ class Stepper
     {
         for (unsigned k = 0; k < kRids; k++)
             reqs_[k].rid = fresh();
+        depth_ = kMinDepth + rng_.below(kMaxDepth - kMinDepth + 1);
     }
     void run();
     void finish();
@@ -207,60 +264,118 @@ class Stepper
     {
         return rsp::rid{(uint64_t{1} << 50) + next_rid_++};
     }
+    Req *find(rsp::rid rid)
+    {
+        for (Req &q : reqs_)
+            if (q.rid == rid)
+                return &q;
+        return nullptr;
+    }
+    // The step that wrote q last is still in flight (steps retire in id order).
+    bool writer_in_flight(const Req &q) const
+    {
+        return q.written && !inflight_.empty() && q.writer >= inflight_.front()->id;
+    }
     bool launch();
+    bool check_slot(const PStep &st, rsp::rid rid, int32_t slot);
     bool retire_oldest();
+    void wait_ready(rsp::step_id id);
+    void drain_device();
     Context &cx_;
     Pipe &pp_;
     unsigned readers_;
     Rng rng_;
     Req reqs_[kRids];
-    uint64_t next_rid_ = 1, next_id_ = 1;
+    uint64_t next_rid_ = 1, next_id_ = 1, next_seq_ = 0, launched_ = 0;
+    unsigned depth_;
     std::deque<std::shared_ptr<PStep>> inflight_;
 };
 
-// Admit and plan one more step on 1..4 requests not in flight, hand it to
-// the readers. False when it could not (counted).
+// rid's holding at slot: no other request's holding named by a step in
+// flight has that slot, nor does another row of this step (the slot of a
+// request removed while in flight is not handed out before its last step
+// ends).
+bool Stepper::check_slot(const PStep &st, rsp::rid rid, int32_t slot)
+{
+    for (const auto &s : inflight_)
+        for (const PRow &r : s->rows)
+            if (r.slot == slot && r.rid != rid)
+                return cx_.checks.expect(CHECK_UNIQUE, false,
+                                         "step %" PRIu64 " gives rid %" PRIu64
+                                         " slot %d, which rid %" PRIu64 " holds in step %" PRIu64,
+                                         rsp::raw(st.id), rsp::raw(rid), slot, rsp::raw(r.rid),
+                                         rsp::raw(s->id));
+    for (const PRow &r : st.rows)
+        if (r.slot == slot)
+            return cx_.checks.expect(CHECK_UNIQUE, false,
+                                     "step %" PRIu64 " gives rids %" PRIu64 " and %" PRIu64
+                                     " slot %d",
+                                     rsp::raw(st.id), rsp::raw(r.rid), rsp::raw(rid), slot);
+    cx_.checks.pass(CHECK_UNIQUE);
+    return true;
+}
+
+// Admit and plan one more step: each live request with chance kInStep (at
+// least one), whether or not earlier steps in flight name it; a request
+// without a slot prefills (span 2..8), the others decode. The model
+// predicts each row's has_state and read, then the step's write. Hand it
+// to the readers. False when it could not (counted).
 bool Stepper::launch()
 {
     Checks &ck = cx_.checks;
-    std::vector<unsigned> idle;
-    for (unsigned k = 0; k < kRids; k++)
-        if (!reqs_[k].busy)
-            idle.push_back(k);
+    if (launched_++ % kDepthPeriod == 0)
+        depth_ = kMinDepth + rng_.below(kMaxDepth - kMinDepth + 1);
     auto st = std::make_shared<PStep>(rsp::step_id{next_id_++});
-    const unsigned n = 1 + rng_.below(std::min<uint32_t>(4, (uint32_t)idle.size()));
-    std::vector<unsigned> pick;
-    for (unsigned i = 0; i < n; i++) {
-        const unsigned at = i + rng_.below((uint32_t)idle.size() - i);
-        std::swap(idle[i], idle[at]);
-        pick.push_back(idle[i]);
-        st->decl.row(reqs_[idle[i]].rid, rsp::label::main, 1 + (int32_t)rng_.below(3));
-    }
+    std::vector<Req *> pick;
+    for (Req &q : reqs_)
+        if (rng_.chance(kInStep))
+            pick.push_back(&q);
+    if (pick.empty())
+        pick.push_back(&reqs_[rng_.below(kRids)]);
+    for (Req *q : pick)
+        st->decl.row(q->rid, rsp::label::main, q->slot < 0 ? 2 + (int32_t)rng_.below(7) : 1);
     rsp::result<rsp_admit_outcome> out = pp_.pool.try_admit(st->decl);
     if (!ck.expect(CHECK_PIPELINE, out.ok() && out.value().ok,
                    "admit of step %" PRIu64 " with %zu in flight: %s", rsp::raw(st->id),
-                   inflight_.size(), out.ok() ? "refused" : out.error().message))
+                   inflight_.size(), out.ok() ? "refused" : out.error().message)) {
+        (void)pp_.pool.try_rollback(st->id);
         return false;
-    for (unsigned k : pick) {
-        Req &q = reqs_[k];
-        rsp::result<rsp_holding> h = pp_.pool.try_holding(q.rid, rsp::label::main);
-        if (!ck.expect(CHECK_API, h.ok(), "holding: %s", h.error().message))
+    }
+    for (Req *q : pick) {
+        rsp::result<rsp_holding> h = pp_.pool.try_holding(q->rid, rsp::label::main);
+        if (!ck.expect(CHECK_API, h.ok(), "holding: %s", h.error().message)) {
+            (void)pp_.pool.try_rollback(st->id);
             return false;
-        ck.expect(CHECK_UNIQUE, q.slot < 0 || q.slot == h.value().index,
-                  "rid %" PRIu64 " moved from slot %d to %d", rsp::raw(q.rid), q.slot,
-                  h.value().index);
-        q.slot = h.value().index;
-        q.busy = true;
-        st->rows.push_back(PRow{q.rid, q.slot, q.has_state, q.has_state ? q.v : 0});
+        }
+        const int32_t slot = h.value().index;
+        ck.expect(CHECK_UNIQUE, q->slot < 0 || q->slot == slot,
+                  "rid %" PRIu64 " moved from slot %d to %d", rsp::raw(q->rid), q->slot, slot);
+        check_slot(*st, q->rid, slot);
+        st->rows.push_back(
+            PRow{q->rid, slot, q->written, q->written ? q->v : 0, writer_in_flight(*q)});
     }
     rsp::result<void> planned = pp_.pool.try_plan(st->decl);
     if (!ck.expect(CHECK_PIPELINE, planned.ok(), "plan of step %" PRIu64 ": %s", rsp::raw(st->id),
-                   planned.error().message))
+                   planned.error().message)) {
+        (void)pp_.pool.try_rollback(st->id);
         return false;
+    }
+    for (size_t i = 0; i < pick.size(); i++) {
+        Req &q = *pick[i];
+        const PRow &r = st->rows[i];
+        cx_.pipe_overlap.fetch_add(r.overlap, std::memory_order_relaxed);
+        cx_.pipe_prefills.fetch_add(q.slot < 0, std::memory_order_relaxed);
+        q.slot = r.slot;
+        q.v = next_state(q.rid, rsp::label::main, st->id, r.v);
+        q.written = true;
+        q.writer = st->id;
+        q.inflight++;
+    }
+    cx_.pipe_depth[inflight_.size() + 1].fetch_add(1, std::memory_order_relaxed); // <= kMaxDepth
+    st->seq = next_seq_++;
     inflight_.push_back(st);
     for (auto &q : pp_.queues)
         q->push(st);
-    cx_.pipe_steps.fetch_add(1, std::memory_order_relaxed);
     uint32_t cur = cx_.pipe_max_inflight.load(std::memory_order_relaxed);
     if (inflight_.size() > cur)
         cx_.pipe_max_inflight.store((uint32_t)inflight_.size(), std::memory_order_relaxed);
@@ -268,7 +383,7 @@ bool Stepper::launch()
 }
 
 // Wait for the oldest step's forward, signal its forward_done, commit it;
-// its plan must be gone, the next step's still readable.
+// its plan must be gone, the later steps' still readable.
 bool Stepper::retire_oldest()
 {
     Checks &ck = cx_.checks;
@@ -283,18 +398,15 @@ bool Stepper::retire_oldest()
         }
     }
     inflight_.pop_front();
+    for (const PRow &r : st->rows)
+        if (Req *q = find(r.rid))
+            q->inflight--;
     pp_.fence.signal(rsp::raw(st->id)); // commits in order: the fence only moves forward
     rsp::result<void> c = pp_.pool.try_commit(st->decl, pp_.fence.at(rsp::raw(st->id)));
     if (!ck.expect(CHECK_PIPELINE, c.ok(), "commit of step %" PRIu64 ": %s", rsp::raw(st->id),
                    c.error().message))
         return false;
-    for (const PRow &r : st->rows)
-        for (Req &q : reqs_)
-            if (q.rid == r.rid) {
-                q.v = next_state(r.rid, rsp::label::main, st->id, r.v);
-                q.has_state = true;
-                q.busy = false;
-            }
+    cx_.pipe_steps.fetch_add(1, std::memory_order_relaxed);
     rsp::result<void> gone = pp_.pool.try_plan_wait_step(st->id, 0ns);
     ck.expect(CHECK_PIPELINE, gone.status() == RSP_ENOPLAN,
               "plan_wait_step of committed step %" PRIu64 ": %s", rsp::raw(st->id),
@@ -319,15 +431,15 @@ void Stepper::run()
     if (!cx_.checks.expect(CHECK_API, reg.ok(), "pipeline step thread: %s", reg.error().message))
         return;
     while (!cx_.stop.load(std::memory_order_relaxed) && !cx_.abort.load()) {
-        while (inflight_.size() < kDepth)
+        while (inflight_.size() < depth_)
             if (!launch())
                 break;
         if (inflight_.empty() || !retire_oldest())
             break;
-        // Now and then a request not in flight finishes: removed, replaced.
+        // Now and then a request in no step in flight finishes: removed, replaced.
         if (rng_.chance(0.05)) {
             Req &q = reqs_[rng_.below(kRids)];
-            if (!q.busy) {
+            if (q.inflight == 0) {
                 rsp::result<void> r = pp_.pool.try_remove(q.rid);
                 cx_.checks.expect(CHECK_API, r.ok(), "remove: %s", r.error().message);
                 q = Req{};
@@ -340,21 +452,61 @@ void Stepper::run()
             break;
 }
 
-// Every request removed: nothing held, every slot back.
+// Wait for step id's ready event (its plan read in a read section).
+void Stepper::wait_ready(rsp::step_id id)
+{
+    Checks &ck = cx_.checks;
+    rsp::read_section section(std::nothrow);
+    if (!ck.expect(CHECK_API, section.ok(), "pipeline step thread: %s",
+                   rsp::read_section::why(section.status())))
+        return;
+    rsp::plan_view p = section.plan(pp_.pool, id);
+    if (!ck.expect(CHECK_API, (bool)p, "pipeline: no plan of step %" PRIu64, rsp::raw(id)))
+        return;
+    rsp::result<rsp::addressing> ad = p.try_addressing(rsp::label::main);
+    if (!ck.expect(CHECK_API, ad.ok(), "pipeline: addressing: %s", ad.error().message))
+        return;
+    rsp::result<void> w = pp_.pool.try_event_wait(ad.value().ready(), kHang);
+    ck.expect(CHECK_HANG, w.ok(), "pipeline: ready of step %" PRIu64 ": %s", rsp::raw(id),
+              rsp_strerror(w.status()));
+}
+
+// Wait until every device operation posted so far has run: a capture step
+// (it reserves, copies and commits nothing) and its ready event.
+void Stepper::drain_device()
+{
+    Checks &ck = cx_.checks;
+    rsp::step s(rsp::step_id{next_id_++});
+    s.pad().capture();
+    rsp::result<rsp_admit_outcome> out = pp_.pool.try_admit(s);
+    if (!ck.expect(CHECK_API, out.ok() && out.value().ok, "pipeline drain admit: %s",
+                   out.ok() ? "refused" : out.error().message))
+        return;
+    rsp::result<void> r = pp_.pool.try_plan(s);
+    if (ck.expect(CHECK_API, r.ok(), "pipeline drain plan: %s", r.error().message))
+        wait_ready(s.id());
+    r = pp_.pool.try_commit(s);
+    ck.expect(CHECK_API, r.ok(), "pipeline drain commit: %s", r.error().message);
+}
+
+// Every request removed: nothing held, every slot back and zero.
 void Stepper::finish()
 {
+    rsp::reader reg(std::nothrow);
     for (Req &q : reqs_) {
         rsp::result<void> r = pp_.pool.try_remove(q.rid);
         cx_.checks.expect(CHECK_API, r.ok(), "remove: %s", r.error().message);
     }
-    rsp::result<rsp_stats> s = pp_.pool.try_stats();
-    if (cx_.checks.expect(CHECK_API, s.ok(), "stats: %s", s.error().message))
-        cx_.checks.expect(CHECK_LEAK,
-                          s.value().free_slots == kSlots - 1 && s.value().held_slots == 0 &&
-                              s.value().pending_release == 0,
-                          "pipeline pool at the end: free %u of %u, held %u, pending %u",
-                          s.value().free_slots, kSlots - 1, s.value().held_slots,
-                          s.value().pending_release);
+    check_pool_empty(cx_, pp_.pool, "pipeline", kSlots);
+    if (!reg.ok())
+        return;
+    drain_device();
+    uint32_t dirty = 0, first = 0;
+    for (uint32_t slot = 1; slot < kSlots; slot++)
+        if (!pp_.storage.is_zero((int32_t)slot, nullptr) && dirty++ == 0)
+            first = slot;
+    cx_.checks.expect(CHECK_LEAK, dirty == 0,
+                      "pipeline pool: %u free slots are not zero (first: %u)", dirty, first);
 }
 
 } // namespace
@@ -367,7 +519,7 @@ void pipeline_main(Context &cx)
         return;
     pp.fence = std::move(fence).value();
     rsp::pool_config cfg;
-    cfg.layers(2).slots(kSlots).inflight_steps(kDepth + 1);
+    cfg.layers(2).slots(kSlots).inflight_steps(kMaxDepth + 1);
     cfg.block("tag", RSP_DTYPE_I64, {3}); // Storage: block 0 holds the state value
     cfg.block("conv", RSP_DTYPE_U8, {3, 5});
     rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
