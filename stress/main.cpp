@@ -274,11 +274,14 @@ void summary(Context &cx, double elapsed)
     std::printf("pipeline   %" PRIu64 " steps committed with up to %u in flight (%u readers; "
                 "steps planned with 1/2/3/4 in flight: %" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64
                 "), %" PRIu64 " rows read a state an earlier step in flight writes, %" PRIu64
-                " prefills, %" PRIu64 " forwards read their own plan while a newer one was live\n",
+                " prefills, %" PRIu64 " forwards read their own plan while a newer one was live; "
+                "%" PRIu64 " requests removed in flight, %" PRIu64 " resets, %" PRIu64
+                " newest steps rolled back, %" PRIu64 " older rollbacks tried\n",
                 cx.pipe_steps.load(), cx.pipe_max_inflight.load(), cx.opt.pipeline_readers,
                 cx.pipe_depth[1].load(), cx.pipe_depth[2].load(), cx.pipe_depth[3].load(),
                 cx.pipe_depth[4].load(), cx.pipe_overlap.load(), cx.pipe_prefills.load(),
-                cx.pipe_behind.load());
+                cx.pipe_behind.load(), cx.pipe_removed_inflight.load(), cx.pipe_resets.load(),
+                cx.pipe_rollbacks.load(), cx.pipe_older_probes.load());
     std::printf("mixed      %" PRIu64 " steps committed (%u threads), %" PRIu64
                 " drafts rejected (skip_post_forks), %" PRIu64 " draft labels released\n",
                 cx.mixed_steps.load(), cx.opt.mixed_threads, cx.mixed_rejected.load(),
@@ -313,6 +316,8 @@ void summary(Context &cx, double elapsed)
             ",\"pipeline_steps\":%" PRIu64 ",\"pipeline_behind\":%" PRIu64
             ",\"pipeline_overlap_rows\":%" PRIu64 ",\"pipeline_prefills\":%" PRIu64
             ",\"pipeline_depth\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]"
+            ",\"pipeline_removed_inflight\":%" PRIu64 ",\"pipeline_resets\":%" PRIu64
+            ",\"pipeline_rollbacks\":%" PRIu64 ",\"pipeline_older_rollbacks\":%" PRIu64
             ",\"mixed_steps\":%" PRIu64 ",\"mixed_rejected\":%" PRIu64
             ",\"mixed_released\":%" PRIu64 ",\"prefix\":{\"steps\":%" PRIu64
             ",\"restores\":%" PRIu64 ",\"host_restores\":%" PRIu64 ",\"takes\":%" PRIu64
@@ -329,14 +334,15 @@ void summary(Context &cx, double elapsed)
             cx.rows_removed.load(), cx.max_pending.load(), cx.rank_steps.load(),
             cx.pipe_steps.load(), cx.pipe_behind.load(), cx.pipe_overlap.load(),
             cx.pipe_prefills.load(), cx.pipe_depth[1].load(), cx.pipe_depth[2].load(),
-            cx.pipe_depth[3].load(), cx.pipe_depth[4].load(), cx.mixed_steps.load(),
-            cx.mixed_rejected.load(), cx.mixed_released.load(), cx.prefix_steps.load(),
-            cx.prefix_restores.load(), cx.prefix_host_restores.load(), cx.prefix_takes.load(),
-            cx.prefix_evicted.load(), cx.prefix_demoted.load(), cx.prefix_enokey.load(),
-            cx.prefix_skipped.load(), cx.prefix_pins.load(), cx.prefix_swaps.load(),
-            cx.prefix_rollbacks.load(), cx.prefix_full.load(), cx.prefix_lookups.load(),
-            cx.prefix_lookup_hits.load(), cx.prefix_rewinds.load(), s.plans, s.stages, s.promotions,
-            s.commits, s.forks, s.rollbacks);
+            cx.pipe_depth[3].load(), cx.pipe_depth[4].load(), cx.pipe_removed_inflight.load(),
+            cx.pipe_resets.load(), cx.pipe_rollbacks.load(), cx.pipe_older_probes.load(),
+            cx.mixed_steps.load(), cx.mixed_rejected.load(), cx.mixed_released.load(),
+            cx.prefix_steps.load(), cx.prefix_restores.load(), cx.prefix_host_restores.load(),
+            cx.prefix_takes.load(), cx.prefix_evicted.load(), cx.prefix_demoted.load(),
+            cx.prefix_enokey.load(), cx.prefix_skipped.load(), cx.prefix_pins.load(),
+            cx.prefix_swaps.load(), cx.prefix_rollbacks.load(), cx.prefix_full.load(),
+            cx.prefix_lookups.load(), cx.prefix_lookup_hits.load(), cx.prefix_rewinds.load(),
+            s.plans, s.stages, s.promotions, s.commits, s.forks, s.rollbacks);
         for (int c = 0; c < CHECK_COUNT_; c++)
             std::printf("%s\"%s\":{\"passed\":%" PRIu64 ",\"failed\":%" PRIu64 "}", c ? "," : "",
                         Checks::name((Check)c), cx.checks.passed((Check)c),
