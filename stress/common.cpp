@@ -38,7 +38,7 @@ const char *Checks::name(Check c)
     static const char *const names[CHECK_COUNT_] = {
         "api",     "invalid", "layout",   "addressing", "unique",  "generation", "stage",
         "vectors", "zeros",   "content",  "stats",      "refusal", "holding",    "leak",
-        "hang",    "ranks",   "pipeline", "mixed",      "ckpt",
+        "hang",    "ranks",   "pipeline", "mixed",      "ckpt",    "overlap",    "newest_first",
     };
     return (c >= 0 && c < CHECK_COUNT_) ? names[c] : "?";
 }

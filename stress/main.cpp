@@ -38,8 +38,9 @@ void usage(FILE *f)
         "  --no-sink      pool without the sink slot (pad_index = -1)\n"
         "  --rank-threads N  two-rank mode: threads posting to two ordered pools,\n"
         "                 digests compared every step (default 3; 0 = off)\n"
-        "  --pipeline-readers N  pipelined mode: reader threads of a pool with 3\n"
-        "                 steps in flight, each reading its own step's plan (default 2; 0 = off)\n"
+        "  --pipeline-readers N  pipelined mode: reader threads of a pool with 2..4 steps\n"
+        "                 in flight naming the same requests, each forward reading its own\n"
+        "                 step's plan, in step order (default 2; 0 = off)\n"
         "  --mixed-threads N  mixed-batch mode: threads, each on its own pool, mixing\n"
         "                 prefill, decode and drafting rows with fork groups (default 1; 0 = off)\n"
         "  --prefix-threads N  prefix-reuse mode: threads, each on its own pool with small\n"
@@ -270,11 +271,17 @@ void summary(Context &cx, double elapsed)
                 s.promotions, s.commits, s.forks, s.bytes_zeroed, s.bytes_copied);
     std::printf("ranks      %" PRIu64 " steps compared across 2 ordered pools (%u threads)\n",
                 cx.rank_steps.load(), cx.opt.rank_threads);
-    std::printf("pipeline   %" PRIu64
-                " steps committed with up to %u in flight (%u readers), %" PRIu64
-                " forwards read their own plan while a newer one was live\n",
+    std::printf("pipeline   %" PRIu64 " steps committed with up to %u in flight (%u readers; "
+                "steps planned with 1/2/3/4 in flight: %" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64
+                "), %" PRIu64 " rows read a state an earlier step in flight writes, %" PRIu64
+                " prefills, %" PRIu64 " forwards read their own plan while a newer one was live; "
+                "%" PRIu64 " requests removed in flight, %" PRIu64 " resets, %" PRIu64
+                " newest steps rolled back, %" PRIu64 " older rollbacks tried\n",
                 cx.pipe_steps.load(), cx.pipe_max_inflight.load(), cx.opt.pipeline_readers,
-                cx.pipe_behind.load());
+                cx.pipe_depth[1].load(), cx.pipe_depth[2].load(), cx.pipe_depth[3].load(),
+                cx.pipe_depth[4].load(), cx.pipe_overlap.load(), cx.pipe_prefills.load(),
+                cx.pipe_behind.load(), cx.pipe_removed_inflight.load(), cx.pipe_resets.load(),
+                cx.pipe_rollbacks.load(), cx.pipe_older_probes.load());
     std::printf("mixed      %" PRIu64 " steps committed (%u threads), %" PRIu64
                 " drafts rejected (skip_post_forks), %" PRIu64 " draft labels released\n",
                 cx.mixed_steps.load(), cx.opt.mixed_threads, cx.mixed_rejected.load(),
@@ -307,6 +314,10 @@ void summary(Context &cx, double elapsed)
             ",\"requests_removed\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"rows\":%" PRIu64
             ",\"rows_removed\":%" PRIu64 ",\"max_pending\":%u,\"rank_steps\":%" PRIu64
             ",\"pipeline_steps\":%" PRIu64 ",\"pipeline_behind\":%" PRIu64
+            ",\"pipeline_overlap_rows\":%" PRIu64 ",\"pipeline_prefills\":%" PRIu64
+            ",\"pipeline_depth\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]"
+            ",\"pipeline_removed_inflight\":%" PRIu64 ",\"pipeline_resets\":%" PRIu64
+            ",\"pipeline_rollbacks\":%" PRIu64 ",\"pipeline_older_rollbacks\":%" PRIu64
             ",\"mixed_steps\":%" PRIu64 ",\"mixed_rejected\":%" PRIu64
             ",\"mixed_released\":%" PRIu64 ",\"prefix\":{\"steps\":%" PRIu64
             ",\"restores\":%" PRIu64 ",\"host_restores\":%" PRIu64 ",\"takes\":%" PRIu64
@@ -321,14 +332,17 @@ void summary(Context &cx, double elapsed)
             cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(), cx.overlapped.load(),
             cx.reg.created(), cx.reg.retired(), s.messages_handled, cx.rows_checked.load(),
             cx.rows_removed.load(), cx.max_pending.load(), cx.rank_steps.load(),
-            cx.pipe_steps.load(), cx.pipe_behind.load(), cx.mixed_steps.load(),
-            cx.mixed_rejected.load(), cx.mixed_released.load(), cx.prefix_steps.load(),
-            cx.prefix_restores.load(), cx.prefix_host_restores.load(), cx.prefix_takes.load(),
-            cx.prefix_evicted.load(), cx.prefix_demoted.load(), cx.prefix_enokey.load(),
-            cx.prefix_skipped.load(), cx.prefix_pins.load(), cx.prefix_swaps.load(),
-            cx.prefix_rollbacks.load(), cx.prefix_full.load(), cx.prefix_lookups.load(),
-            cx.prefix_lookup_hits.load(), cx.prefix_rewinds.load(), s.plans, s.stages, s.promotions,
-            s.commits, s.forks, s.rollbacks);
+            cx.pipe_steps.load(), cx.pipe_behind.load(), cx.pipe_overlap.load(),
+            cx.pipe_prefills.load(), cx.pipe_depth[1].load(), cx.pipe_depth[2].load(),
+            cx.pipe_depth[3].load(), cx.pipe_depth[4].load(), cx.pipe_removed_inflight.load(),
+            cx.pipe_resets.load(), cx.pipe_rollbacks.load(), cx.pipe_older_probes.load(),
+            cx.mixed_steps.load(), cx.mixed_rejected.load(), cx.mixed_released.load(),
+            cx.prefix_steps.load(), cx.prefix_restores.load(), cx.prefix_host_restores.load(),
+            cx.prefix_takes.load(), cx.prefix_evicted.load(), cx.prefix_demoted.load(),
+            cx.prefix_enokey.load(), cx.prefix_skipped.load(), cx.prefix_pins.load(),
+            cx.prefix_swaps.load(), cx.prefix_rollbacks.load(), cx.prefix_full.load(),
+            cx.prefix_lookups.load(), cx.prefix_lookup_hits.load(), cx.prefix_rewinds.load(),
+            s.plans, s.stages, s.promotions, s.commits, s.forks, s.rollbacks);
         for (int c = 0; c < CHECK_COUNT_; c++)
             std::printf("%s\"%s\":{\"passed\":%" PRIu64 ",\"failed\":%" PRIu64 "}", c ? "," : "",
                         Checks::name((Check)c), cx.checks.passed((Check)c),

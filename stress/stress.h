@@ -112,9 +112,11 @@ enum Check : int {
     CHECK_LEAK,       // at exit nothing is held and every slot reads zeros
     CHECK_HANG,       // no wait ran past kHang
     CHECK_RANKS,      // two ordered pools fed the same numbered messages agree every step
-    CHECK_PIPELINE,   // 3 steps in flight: each reader gets its own step's plan, commits in order
-    CHECK_MIXED,      // prefill + decode + drafting rows with per-rid fork groups, skips, releases
-    CHECK_CKPT, // checkpoints: restored bytes, key set, pins, evictions, swaps, typed failures
+    CHECK_PIPELINE, // 2..4 steps in flight: each reader gets its own step's plan, commits in order
+    CHECK_MIXED,    // prefill + decode + drafting rows with per-rid fork groups, skips, releases
+    CHECK_CKPT,     // checkpoints: restored bytes, key set, pins, evictions, swaps, typed failures
+    CHECK_OVERLAP,  // a row whose request an earlier in-flight step writes: has_state and content
+    CHECK_NEWEST_FIRST, // a rollback of a step a later in-flight step depends on is refused
     CHECK_COUNT_
 };
 
@@ -308,8 +310,16 @@ struct Context {
     std::atomic<rsp::step_id> last_step_id{rsp::step_id{0}};
     std::atomic<uint64_t> rank_steps{0}; // two-rank mode: steps whose digests were compared
     // Pipelined mode: steps committed, forwards that ran while a newer step
-    // was planned, the most steps in flight at once.
-    std::atomic<uint64_t> pipe_steps{0}, pipe_behind{0};
+    // was planned, the most steps in flight at once, rows whose request an
+    // earlier step still in flight writes, prefill rows (a request's first
+    // write), steps by the number in flight once they were planned (1..4).
+    // Then requests removed while steps in flight named them, resets
+    // (free = false), newest steps rolled back, rollbacks of the oldest step
+    // tried while a later one named its requests.
+    std::atomic<uint64_t> pipe_steps{0}, pipe_behind{0}, pipe_overlap{0}, pipe_prefills{0};
+    std::atomic<uint64_t> pipe_removed_inflight{0}, pipe_resets{0}, pipe_rollbacks{0},
+        pipe_older_probes{0};
+    std::atomic<uint64_t> pipe_depth[5]{};
     std::atomic<uint32_t> pipe_max_inflight{0};
     // Mixed-batch mode: steps committed, drafts rejected, draft labels released.
     std::atomic<uint64_t> mixed_steps{0}, mixed_rejected{0}, mixed_released{0};
