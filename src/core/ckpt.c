@@ -352,13 +352,30 @@ static void rep_skip(rsp__core *c, uint64_t key, uint64_t step_id, rsp_status st
     c->rep_skips[c->rep.num_skips++] = (rsp__ckpt_skip){key, step_id, st};
 }
 
-void rsp__ck_commit_takes(rsp__core *c, const rsp_step *step, uint64_t others, rsp__work *w)
+/* Is h still the holding record rec's live plan addressed as (rid, label)
+ * (same generation): the state its forward wrote? A reset (free = false)
+ * during the step keeps the slot but moves the generation, and its zero
+ * runs before the takes. */
+static bool planned_holding(const rsp__core *c, uint32_t rec, rsp_rid rid, rsp_label_id label,
+                            const rsp__hold *h)
+{
+    const rsp__steprec *s = &c->steps[rec];
+    for (uint32_t i = 0; i < s->num_prows; i++)
+        if (s->prows[i].rid == rid && s->prows[i].label == label)
+            return s->prows[i].generation == h->generation;
+    return false;
+}
+
+void rsp__ck_commit_takes(rsp__core *c, const rsp_step *step, uint32_t rec, uint64_t others,
+                          rsp__work *w)
 {
     for (uint32_t i = 0; i < step->num_checkpoints; i++) {
         const rsp_checkpoint_decl *d = &step->checkpoints[i];
         const rsp__hold *h = hold_of(c, d->rid, d->label);
         rsp__take t;
-        rsp_status st = RSP_ENOREQ; /* removed or released during the step */
+        rsp_status st = RSP_ENOREQ; /* removed, released or reset during the step */
+        if (h && !planned_holding(c, rec, d->rid, d->label, h))
+            h = NULL;
         if (h && (c->slots[h->slot].pins & others))
             st = RSP_EORDER; /* re-created after the plan, under another step's forward */
         else if (h)

@@ -100,11 +100,14 @@ void rsp__ck_apply_restores(rsp__core *c, const rsp_step *step, uint32_t rec, rs
  * addressing them is refused until rec commits. O(checkpoints). */
 void rsp__ck_mark_takes(rsp__core *c, const rsp_step *step, uint32_t rec);
 /* At rec's commit, after the WAIT and its writes, before its post-forks:
- * each declared take, or a skip in the report (its holding gone:
+ * each declared take, or a skip in the report (its holding gone, or not
+ * the one rec's plan addressed any more, i.e. reset, forked into or
+ * re-created during the step, so the forward's state is not there:
  * RSP_ENOREQ; its slot pinned by another planned step in `others`:
  * RSP_EORDER; the key pinned: RSP_EPINNED; no room: RSP_ECAPACITY). The
  * caller reserved per take what rsp__ck_take_apply needs and a skip.
- * Cannot fail. O(checkpoints). */
-void rsp__ck_commit_takes(rsp__core *c, const rsp_step *step, uint64_t others, rsp__work *w);
+ * Cannot fail. O(checkpoints x rows). */
+void rsp__ck_commit_takes(rsp__core *c, const rsp_step *step, uint32_t rec, uint64_t others,
+                          rsp__work *w);
 
 #endif

@@ -250,7 +250,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
         if (c->steps[rec].num_ckrecs)
             rsp__ck_unpin_step(c, rec);
         if (step->num_checkpoints)
-            rsp__ck_commit_takes(c, step, others, w);
+            rsp__ck_commit_takes(c, step, rec, others, w);
         c->steps[rec].phase = RSP__PHASE_ENDING;
         /* Post-forks on the slots the plan recorded were checked against
          * every other planned step (rsp__pipeline_check, both orders). A

@@ -276,6 +276,50 @@ static void step_take_runs_after_forward_done_before_post_forks(void **state)
     fx_fini(&f);
 }
 
+/* The request is reset (free = false) while the step that declares a take
+ * of it is in flight: the reset's zero runs after the forward, before the
+ * take, so the take would store zeros that a restore then serves with
+ * has_state true. It is skipped and reported instead (RSP_ENOREQ: the
+ * state the forward wrote is gone), and no key is stored. A later plan's
+ * take (the row then starts from zeros and the forward writes) counts. */
+static void step_take_of_a_request_reset_during_the_step_is_skipped(void **state)
+{
+    (void)state;
+    fx f;
+    ck_init(&f, 8, 2, 0, false);
+    written(&f, 1, 1, 0, 11);
+    stepb b;
+    sb_init(&b, 2);
+    sb_row(&b, 1, 0, 1);
+    sb_take(&b, 1, 0, 7, RSP_TIER_DEVICE);
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    rsp_test_store_fill_pattern(f.store, (uint32_t)fx_slot(&f, 1, 0), 33); /* the forward */
+    assert_int_equal(fx_reset(&f, 1, false), RSP_OK);
+    assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK); /* never refused */
+    const rsp__ckpt_report *r = fx_ck_report(&f);
+    assert_int_equal(r->taken, 0);
+    assert_int_equal(r->num_skips, 1);
+    assert_true(r->skips[0].key == 7 && r->skips[0].step_id == 2);
+    assert_int_equal(r->skips[0].status, RSP_ENOREQ);
+    assert_false(fx_ck_has(&f, 7));
+    assert_false(fx_has_state(&f, 1, 0));
+    /* Reset before the plan: the forward rewrites from zeros, its take
+     * stands. */
+    stepb c;
+    sb_init(&c, 3);
+    sb_row(&c, 1, 0, 1);
+    sb_take(&c, 1, 0, 8, RSP_TIER_DEVICE);
+    fx_admit_ok(&f, &c.s);
+    assert_int_equal(fx_reset(&f, 1, false), RSP_OK);
+    assert_int_equal(fx_plan(&f, &c.s), RSP_OK);
+    assert_int_equal(fx_commit(&f, &c.s, &done_ev), RSP_OK);
+    assert_int_equal(fx_ck_report(&f)->taken, 1);
+    assert_true(fx_ck_has(&f, 8));
+    fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
 static void step_take_without_room_is_skipped_and_reported(void **state)
 {
     (void)state;
@@ -710,6 +754,7 @@ int main(void)
         cmocka_unit_test(device_victims_are_demoted_to_the_host_tier),
         cmocka_unit_test(step_take_runs_after_forward_done_before_post_forks),
         cmocka_unit_test(step_take_without_room_is_skipped_and_reported),
+        cmocka_unit_test(step_take_of_a_request_reset_during_the_step_is_skipped),
         cmocka_unit_test(later_plan_addressing_a_take_source_is_order_error),
         cmocka_unit_test(restore_copies_before_the_plans_upload),
         cmocka_unit_test(restore_runs_before_the_pre_forks),

@@ -942,6 +942,14 @@ static void commit_takes(rspm *m, const rspm_decl *d, const rspm_step *st)
         const rspm_ckdecl *c = &d->takes[i];
         const rspm_holding *h = find(m, c->ridx, c->label);
         rsp_status r = RSP_ENOREQ;
+        /* Reset (or forked into, re-created) since the plan: the state the
+         * forward wrote is not there; the take is skipped (RSP_ENOREQ). */
+        bool planned = false;
+        for (uint32_t k = 0; h && k < st->num_prows; k++)
+            if (st->prows[k].ridx == c->ridx && st->prows[k].label == c->label)
+                planned = st->prows[k].gen == h->gen;
+        if (!planned)
+            h = NULL;
         if (h && planned_pin(m, st, h->slot))
             r = RSP_EORDER;
         else if (h)

@@ -38,7 +38,14 @@
  *     its last pin (the free stack ends as before the admit);
  *   - rollback of a fresh allocation that another in-flight step also pins
  *     leaves the slot pending instead of pushing it;
- *   - a capture step ingests nothing; a refused admit ingests nothing.
+ *   - a capture step ingests nothing; a refused admit ingests nothing;
+ *   - a take declared in a step is skipped (RSP_ENOREQ) when its holding
+ *     is gone or its generation moved since the step's plan (a reset
+ *     during the step: the forward's state is not there any more);
+ *   - a plan's has_state counts the writes of in-flight steps admitted
+ *     earlier; a later admit naming an in-flight post-fork target, and a
+ *     rollback while a later step pins a held slot of the step, are
+ *     refused (RSP_EORDER); a commit names its admitted declaration.
  *
  * Requests are small indices (0 .. num_rids-1); the test maps them to rids.
  * Labels are the core's label ids (< RSPM_MAX_LABELS).
