@@ -475,19 +475,23 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
  * changes nothing, and the commit names the rows admitted (SEMANTICS 9.2).
  * Only a re-admit with other rows saves them. */
 typedef struct saved_rows {
+    bool on;
     rsp_row *rows;
     uint32_t n;
 } saved_rows;
 
 static rsp_status rows_save(const rsp__steprec *s, bool fresh, bool same, saved_rows *k)
 {
-    *k = (saved_rows){NULL, 0};
-    if (fresh || same || !s->num_arows)
+    *k = (saved_rows){false, NULL, 0};
+    if (fresh || same)
         return RSP_OK;
-    k->rows = malloc((size_t)s->num_arows * sizeof *k->rows);
+    k->on = true;
+    k->n = s->num_arows;
+    if (!k->n)
+        return RSP_OK; /* no rows to keep: put back as none */
+    k->rows = malloc((size_t)k->n * sizeof *k->rows);
     if (!k->rows)
         return RSP_ENOMEM;
-    k->n = s->num_arows;
     memcpy(k->rows, s->raw, (size_t)k->n * sizeof *k->rows);
     return RSP_OK;
 }
@@ -567,7 +571,7 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
     }
     st = admit_general(c, step, rec, fresh, same, out, err);
-    if (k.rows && (st != RSP_OK || !out->ok))
+    if (k.on && (st != RSP_OK || !out->ok))
         rows_restore(c, rec, &k);
     free(k.rows);
     return st;

@@ -383,8 +383,9 @@ rsp_status rsp__step_check_commit(const rsp__core *c, uint32_t rec, const rsp_st
     rsp_status st = forks_match(step, step->pre_forks, step->num_pre_forks, s->dforks, s->num_dpre,
                                 "pre_forks", err);
     if (st == RSP_OK)
-        st = forks_match(step, step->post_forks, step->num_post_forks, s->dforks + s->num_dpre,
-                         s->num_dpost, "post_forks", err);
+        st = forks_match(step, step->post_forks, step->num_post_forks,
+                         s->num_dpost ? s->dforks + s->num_dpre : NULL, s->num_dpost, "post_forks",
+                         err);
     if (st == RSP_OK && (step->num_checkpoints | step->num_restores | s->num_dtakes | s->num_drest))
         st = decls_match(s, step, err);
     return st;

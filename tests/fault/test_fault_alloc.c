@@ -925,6 +925,53 @@ static void setup_commit_capture(ctx *c)
     paint(c);
 }
 
+/* Overlap: step 1 (A and B, a post-fork into label 1 of both) planned;
+ * step 2 admitted again with other rows (A and B, then 40 new rids): the
+ * re-admit keeps its admitted rows aside until it knows it fits, and its
+ * fresh holdings join. */
+static void setup_readmit(ctx *c)
+{
+    tracked *t = decl(c, 0, 1);
+    row(t, A, 0);
+    row(t, B, 0);
+    post(t, 0, 1);
+    admit_ok(c, t);
+    plan_ok(c, t, false);
+    t = decl(c, 1, 2);
+    row(t, A, 0);
+    admit_ok(c, t);
+    row(t, B, 0);
+    for (uint32_t i = 0; i < 40; i++)
+        row(t, MANY_FIRST + i, 0);
+    paint(c);
+}
+
+/* Overlap: steps 1 and 2 planned on the same rows (step 2's plan counts
+ * step 1's writes); the commit of step 1, with step 2 in flight. */
+static void setup_commit_overlap(ctx *c)
+{
+    hold_labels(c, 0, 1, A, 2);
+    tracked *t = decl(c, 0, 2);
+    row(t, A, 0);
+    row(t, B, 0);
+    row(t, C, 0);
+    post(t, 1, 2);
+    admit_ok(c, t);
+    plan_ok(c, t, false);
+    t = decl(c, 1, 3);
+    row(t, A, 0);
+    row(t, B, 0);
+    row(t, C, 0);
+    admit_ok(c, t);
+    plan_ok(c, t, false);
+    paint(c);
+}
+
+static rsp_status op_commit0(ctx *c, rsp_error *e)
+{
+    return op_commit_k(c, 0, &forward_complete, e);
+}
+
 /* --- rollback ---------------------------------------------------------------- */
 
 static rsp_status op_rollback1(ctx *c, rsp_error *e)
@@ -1153,6 +1200,8 @@ static const scenario scenarios[] = {
     {"commit_fence", POOL_OP, false, 0, setup_commit_fence, op_commit1_fence},
     {"commit_busy", POOL_OP, false, 0, setup_commit_busy, op_commit1},
     {"commit_capture", POOL_OP, false, 0, setup_commit_capture, op_commit1},
+    {"readmit", POOL_OP, false, 0, setup_readmit, op_admit1},
+    {"commit_overlap", POOL_OP, false, 0, setup_commit_overlap, op_commit0},
     {"rollback", POOL_OP, false, 0, setup_rollback, op_rollback1},
     {"rollback_fence", POOL_OP, false, 0, setup_rollback_fence, op_rollback1_fence},
     {"rollback_busy", POOL_OP, false, WIDE_LABELS, setup_rollback_wide, op_rollback1},

@@ -227,9 +227,20 @@ typedef struct mstep {
         uint64_t inst;
         uint32_t epoch;
     } prows[MAX_ROWS];
+    /* SEMANTICS 9.1/9.2: admit order; the holdings its admits pinned (rows
+     * with span > 0, fork targets) and those its post-forks replace at its
+     * commit; the declaration of its last successful admit. */
+    uint64_t seq;
+    uint32_t npins, nposts;
+    struct {
+        uint8_t ri, li;
+        uint64_t inst;
+    } pins[MAX_ROWS * (1 + 2 * MAX_FORKS)], posts[MAX_ROWS * MAX_FORKS];
+    decl ad;
 } mstep;
 
 static mstep S[MAX_STEPS];
+static uint64_t g_admit_clock;
 static int g_stage = -1; /* entry whose stage is published */
 
 /* Leased buffers of this input (bucket ids are fresh per input). */
@@ -942,6 +953,110 @@ static uint32_t admit_needs(const decl *d)
     return n;
 }
 
+/* Add (ri, li)'s current holding to a pin or post list (once). */
+#define LIST_ADD(list, n, r, l)                                                                    \
+    do {                                                                                           \
+        bool dup_ = false;                                                                         \
+        for (uint32_t q_ = 0; q_ < (n); q_++)                                                      \
+            dup_ |=                                                                                \
+                (list)[q_].ri == (r) && (list)[q_].li == (l) && (list)[q_].inst == H[r][l].inst;   \
+        if (!dup_ && (n) < sizeof(list) / sizeof((list)[0])) {                                     \
+            (list)[n].ri = (uint8_t)(r);                                                           \
+            (list)[n].li = (uint8_t)(l);                                                           \
+            (list)[(n)++].inst = H[r][l].inst;                                                     \
+        }                                                                                          \
+    } while (0)
+
+/* What an admit of d (allocations done) pins for step s, and the
+ * post-forks' targets it marks. */
+static void model_pins(mstep *s, const decl *d)
+{
+    for (uint32_t i = 0; i < d->nrows; i++) {
+        int ri = d->rid_ix[i];
+        uint32_t li = d->rows[i].label;
+        if (addresses(&d->rows[i]) && H[ri][li].held)
+            LIST_ADD(s->pins, s->npins, ri, li);
+    }
+    int rids[MAX_ROWS];
+    uint32_t nr = forking_rids(d, rids);
+    for (uint32_t k = 0; k < nr; k++)
+        for (uint32_t i = 0; i < d->npre + d->npost; i++) {
+            const rsp_fork *f = i < d->npre ? &d->pre[i] : &d->post[i - d->npre];
+            int ri = rids[k];
+            if (f->to >= NLAB || !fork_applies(d, f, ri) || !H[ri][f->to].held)
+                continue;
+            LIST_ADD(s->pins, s->npins, ri, f->to);
+            if (i >= d->npre)
+                LIST_ADD(s->posts, s->nposts, ri, f->to);
+        }
+}
+
+/* The step whose post-forks replace a holding a row of d names (the admit
+ * is refused RSP_EORDER until its commit), -1 if none. self: the entry of
+ * d's step when it is in flight. */
+static int post_blocker(const decl *d, int self)
+{
+    for (uint32_t i = 0; i < d->nrows && !d->capture; i++) {
+        int ri = d->rid_ix[i];
+        uint32_t li = d->rows[i].label;
+        if (!addresses(&d->rows[i]) || li >= NLAB || !H[ri][li].held)
+            continue;
+        for (int e = 0; e < MAX_STEPS; e++)
+            for (uint32_t k = 0; e != self && S[e].used && k < S[e].nposts; k++)
+                if (S[e].posts[k].ri == ri && S[e].posts[k].li == li &&
+                    S[e].posts[k].inst == H[ri][li].inst)
+                    return e;
+    }
+    return -1;
+}
+
+/* A rollback of entry e is refused (newest first) while a step admitted
+ * later and in flight pins a holding, still held, that e pins. */
+static bool rollback_blocked(int e)
+{
+    const mstep *x = &S[e];
+    for (uint32_t k = 0; k < x->npins; k++) {
+        const mhold *h = &H[x->pins[k].ri][x->pins[k].li];
+        if (!h->held || h->inst != x->pins[k].inst)
+            continue;
+        for (int y = 0; y < MAX_STEPS; y++) {
+            if (y == e || !S[y].used || S[y].capture || S[y].seq < x->seq)
+                continue;
+            for (uint32_t j = 0; j < S[y].npins; j++)
+                if (S[y].pins[j].ri == x->pins[k].ri && S[y].pins[j].li == x->pins[k].li &&
+                    S[y].pins[j].inst == x->pins[k].inst)
+                    return true;
+        }
+    }
+    return false;
+}
+
+/* Does a commit's declaration differ from the admitted one (SEMANTICS
+ * 9.2)? skip_post_forks is the commit's own. */
+static bool decl_differs(const decl *a, const decl *b)
+{
+    bool groups = false;
+    for (uint32_t i = 0; i < a->npre; i++)
+        groups |= a->pre[i].group != 0;
+    for (uint32_t i = 0; i < a->npost; i++)
+        groups |= a->post[i].group != 0;
+    if (a->nrows != b->nrows || a->npre != b->npre || a->npost != b->npost)
+        return true;
+    for (uint32_t i = 0; i < a->nrows; i++) {
+        const rsp_row *x = &a->rows[i], *y = &b->rows[i];
+        if (x->rid != y->rid || x->label != y->label || x->span != y->span ||
+            x->padding != y->padding || (groups && x->fork_group != y->fork_group))
+            return true;
+    }
+    for (uint32_t i = 0; i < a->npre + a->npost; i++) {
+        const rsp_fork *x = i < a->npre ? &a->pre[i] : &a->post[i - a->npre];
+        const rsp_fork *y = i < a->npre ? &b->pre[i] : &b->post[i - a->npre];
+        if (x->from != y->from || x->to != y->to || x->group != y->group)
+            return true;
+    }
+    return false;
+}
+
 static void model_admit(int e, const decl *d)
 {
     mstep *s = &S[e];
@@ -976,6 +1091,7 @@ static void model_admit(int e, const decl *d)
             s->journal[s->njournal].li = (uint8_t)li;
             s->journal[s->njournal++].inst = H[ri][li].inst;
         }
+    model_pins(s, d);
 }
 
 static int entry_of(uint64_t id)
@@ -1021,6 +1137,8 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
         else if (steps_in_flight() >= MAX_INFLIGHT)
             want = RSP_ECAPACITY;
     }
+    if (want == RSP_OK && post_blocker(&d, ee) >= 0)
+        want = RSP_EORDER; /* a row names an in-flight post-fork target */
     uint32_t needs = want == RSP_OK ? admit_needs(&d) : 0;
     if (S[in_flight ? ee : e].njournal + needs > MAX_JOURNAL)
         return; /* the model's journal is full */
@@ -1045,11 +1163,13 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
                 s->used = s->ever = true;
                 s->id = id;
                 s->capture = d.capture;
+                s->seq = ++g_admit_clock;
                 if (id > g_last_admitted || !g_any_admitted)
                     g_last_admitted = id;
                 g_any_admitted = true;
             }
             model_admit(in_flight ? ee : e, &d);
+            S[in_flight ? ee : e].ad = d;
         }
     }
     if (!s->ever) {
@@ -1157,6 +1277,13 @@ static void op_plan(input *in, int e, uint8_t how)
     if (st == RSP_OK) {
         if (take_stage)
             stage_drop();
+        /* A plan (staged or live) pins every slot it addresses. */
+        for (uint32_t i = 0; i < d.nrows && !d.capture; i++) {
+            int ri = d.rid_ix[i];
+            uint32_t li = d.rows[i].label;
+            if (addresses(&d.rows[i]) && H[ri][li].held)
+                LIST_ADD(s->pins, s->npins, ri, li);
+        }
         if (d.preplan) {
             g_stage = e;
         } else {
@@ -1273,6 +1400,12 @@ static void op_commit(input *in, int e, uint8_t how)
         want = decl_invalid_core(&d);
     if (want == RSP_OK && (ee < 0 || (!S[ee].capture && !S[ee].planned)))
         want = RSP_EORDER;
+    if (want == RSP_OK && decl_differs(&d, &S[ee].ad))
+        want = RSP_EINVAL; /* a commit names what was admitted */
+    if (g_verbose)
+        fprintf(stderr, "  commit: %u rows (admitted %u), %u/%u forks (admitted %u/%u)\n", d.nrows,
+                S[ee < 0 ? e : ee].ad.nrows, d.npre, d.npost, S[ee < 0 ? e : ee].ad.npre,
+                S[ee < 0 ? e : ee].ad.npost);
     rsp_error err;
     g_op = "commit";
     g_force_query = true; /* has_state moves without a counter */
@@ -1307,6 +1440,8 @@ static void op_rollback(int e, uint8_t how)
     bool use;
     rsp_status want = pick_event(how >> 3, &ev, &use);
     int ee = entry_of(id);
+    if (want == RSP_OK && ee >= 0 && rollback_blocked(ee))
+        want = RSP_EORDER; /* newest first */
     rsp_error err;
     g_op = "rollback";
     rsp_status st = do_rollback(id, use ? &ev : NULL, &err);
@@ -1844,7 +1979,12 @@ static void op_fence_drop(int e)
     expect_status(rsp_post(g_pool, &m, &t, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
     rsp_host_fence_destroy(f);
     rsp_reply r;
-    expect_status(rsp_wait(t, RSP_WAIT_FOREVER, &r), RSP_OK, &r.error);
+    bool blocked = rollback_blocked(e);
+    expect_status(rsp_wait(t, RSP_WAIT_FOREVER, &r), blocked ? RSP_EORDER : RSP_OK, &r.error);
+    if (blocked) { /* newest first: refused, nothing changed */
+        check(true);
+        return;
+    }
     for (uint32_t j = s->njournal; j-- > 0;) {
         mhold *h = &H[s->journal[j].ri][s->journal[j].li];
         if (h->held && h->inst == s->journal[j].inst)
@@ -2053,11 +2193,19 @@ static void cleanup(void)
     rsp_host_fence_signal(g_fence, g_fence_next);
     /* Fire-and-forget, then one barrier: a failure shows in the stats below. */
     g_op = "cleanup";
-    for (int e = 0; e < MAX_STEPS; e++)
-        if (S[e].used) {
-            rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step.step_id = S[e].id};
-            expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
-        }
+    /* Newest first: a rollback behind a later step in flight is refused. */
+    bool done[MAX_STEPS] = {false};
+    for (;;) {
+        int last = -1;
+        for (int e = 0; e < MAX_STEPS; e++)
+            if (S[e].used && !done[e] && (last < 0 || S[e].seq > S[last].seq))
+                last = e;
+        if (last < 0)
+            break;
+        done[last] = true;
+        rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step.step_id = S[last].id};
+        expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
+    }
     rsp_msg clear = {.kind = RSP_MSG_CLEAR_PREPLAN};
     expect_status(rsp_post(g_pool, &clear, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
     for (int ri = 0; ri < NRIDS; ri++)
