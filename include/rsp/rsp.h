@@ -958,10 +958,17 @@ RSP_API rsp_status rsp_checkpoint_query(rsp_pool *pool, uint64_t key, rsp_checkp
  * and its request slots are released (zeroed and freed as any release). It
  * stays a request: rsp_swap_in brings it back; rsp_remove or
  * rsp_reset(free = true / false) drops the saved state; a step row naming
- * it is RSP_EORDER until then. Errors: RSP_ENOREQ (unknown rid); RSP_EORDER
- * (already swapped out, or a slot pinned by a step in flight: the message
- * names it); RSP_ECAPACITY (the host tier, max_host_checkpoints, cannot
- * hold its labels even after evicting every unpinned checkpoint; nothing
+ * it is RSP_EORDER until then. A request that holds no slot (ingested, not
+ * yet admitted, or every label released) is swapped out too: it takes no
+ * host slot and no copy, its step rows are RSP_EORDER until rsp_swap_in,
+ * which gives it back nothing (out->ok true), so that an engine's swap out
+ * and swap in of a preempted request are the same two calls whatever it
+ * holds. Errors, each with nothing changed: RSP_ECAPACITY on a pool
+ * without a host tier (max_host_checkpoints 0), for every rid, a request
+ * without holdings included (the message says so); RSP_ENOREQ (unknown
+ * rid); RSP_EORDER (already swapped out, or a slot pinned by a step in
+ * flight: the message names it); RSP_ECAPACITY (the host tier cannot hold
+ * its labels even after evicting every unpinned checkpoint; nothing
  * evicted). Owner: O(holdings) + evictions; device: a copy a label.
  */
 RSP_API rsp_status rsp_swap_out(rsp_pool *pool, rsp_rid rid, rsp_error *err);
