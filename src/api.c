@@ -880,15 +880,7 @@ rsp_status rsp_read_begin_err(rsp_error *err)
     if (forked())
         return fail_forked(err);
     rsp_status st = rsp__read_begin();
-    if (st == RSP_ENOTREG)
-        return rsp__fail(err, st,
-                         "rsp_read_begin: the calling thread is not registered: call "
-                         "rsp_reader_register first");
-    if (st == RSP_EINVAL)
-        return rsp__fail(err, st,
-                         "rsp_read_begin: the calling thread is an offline QSBR reader: call "
-                         "rsp_reader_online first");
-    return st;
+    return st == RSP_OK ? st : rsp__read_begin_explain(st, err);
 }
 
 rsp_status rsp_read_end(void)

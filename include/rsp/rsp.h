@@ -1074,7 +1074,9 @@ RSP_API rsp_status rsp_reader_online(void);
 RSP_API rsp_status rsp_read_begin(void);
 /** rsp_read_begin with a message in err when it fails (RSP_ENOTREG: "the
  * calling thread is not registered: call rsp_reader_register first";
- * RSP_EFORKED). Same cost. */
+ * RSP_EINVAL: the thread is an offline QSBR reader, or its sections are
+ * nested 2^24 - 1 deep, the message saying which; RSP_EFORKED). Same cost
+ * on success; a refusal formats the message. */
 RSP_API rsp_status rsp_read_begin_err(rsp_error *err);
 /**
  * End the innermost read section of the calling thread: RSP_OK. Without an

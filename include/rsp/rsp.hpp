@@ -1709,8 +1709,9 @@ class plan_ref
 class read_section
 {
   public:
-    /// Throws rsp::error (RSP_ENOTREG, rsp_read_begin_err's message) on an
-    /// unregistered thread.
+    /// Throws rsp::error with rsp_read_begin_err's status and message
+    /// (RSP_ENOTREG on an unregistered thread; RSP_EINVAL for an offline
+    /// QSBR reader or past the nesting limit).
     read_section() : st_(begin(e_))
     {
         if (st_ != RSP_OK)

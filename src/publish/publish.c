@@ -1363,6 +1363,25 @@ __attribute__((noinline)) static rsp_status read_begin_other(uint32_t s)
     return mode == MODE_NONE ? RSP_ENOTREG : RSP_EINVAL; /* offline QSBR reader */
 }
 
+rsp_status rsp__read_begin_explain(rsp_status st, rsp_error *err)
+{
+    if (st == RSP_ENOTREG)
+        return rsp__fail(err, st,
+                         "rsp_read_begin: the calling thread is not registered: call "
+                         "rsp_reader_register first");
+    if (st != RSP_EINVAL)
+        return st;
+    /* The two refusals that share RSP_EINVAL: read_begin_other's. */
+    if (tls_mode() == MODE_QSBR_OFFLINE)
+        return rsp__fail(err, st,
+                         "rsp_read_begin: the calling thread is an offline QSBR reader: call "
+                         "rsp_reader_online first");
+    return rsp__fail(err, st,
+                     "rsp_read_begin: read sections nested %u deep on this thread, the most "
+                     "there may be: end one first (an rsp_read_begin without its rsp_read_end?)",
+                     (unsigned)DEPTH_MASK);
+}
+
 rsp_status rsp__read_begin(void)
 {
     const uint32_t s = rsp__tls_reader;

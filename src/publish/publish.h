@@ -270,6 +270,11 @@ rsp_status rsp__fail_forked(rsp_error *err);
  * offline QSBR reader. Nestable. A default reader's outermost section is
  * liburcu-memb's read lock; a QSBR reader's costs a thread-local increment. */
 rsp_status rsp__read_begin(void);
+/* rsp__read_begin's refusal st, with the message of its cause in err (not
+ * registered, an offline QSBR reader, or the nesting limit: read from the
+ * thread's state, unchanged since the refusal); st is returned as given.
+ * Calling thread, right after the refusal; O(1) plus the message. */
+rsp_status rsp__read_begin_explain(rsp_status st, rsp_error *err);
 /* RSP_EINVAL (nothing changed; printed in debug and sanitizer builds) when
  * the thread has no open section. */
 rsp_status rsp__read_end(void);
