@@ -294,21 +294,28 @@ typedef struct rsp_close_report {
 } rsp_close_report;
 
 /**
- * rsp_pool_close, bounded: first (before any teardown) a barrier, so every
- * message posted before the call is handled, then a wait of up to
- * timeout_ns (in all) for the device to run every forward_done wait given
- * to it. When they have all run it destroys the pool as rsp_pool_close
- * (which then has only finite device work to wait for) and returns RSP_OK
- * with out->closed true. Otherwise it returns RSP_ETIMEDOUT, destroys
- * nothing (the pool stays usable: signal the events and call again, or
- * keep using it), and out names the steps whose forward_done the device
- * still waits for (commit or rollback order), err says how many. A barrier
- * not answered in time is RSP_ETIMEDOUT too (out lists what the owner had
- * recorded). After RSP_MSG_SHUTDOWN the barrier is refused, and messages
- * still queued then are not covered. Refusals as rsp_pool_close (RSP_EINVAL
- * inside a read section, RSP_EFORKED). NULL pool: RSP_OK, nothing done.
- * Same caller rule as rsp_pool_close. out may be NULL. Cost: a barrier,
- * one device event wait, then rsp_pool_close.
+ * rsp_pool_close, bounded: before any teardown it waits, up to timeout_ns
+ * in all, for everything rsp_pool_close would wait for, in this order: a
+ * barrier (every message posted before the call handled), the device's
+ * run of every forward_done wait given to it, the plan references taken
+ * with rsp_plan_ref (the calling thread's own included), and a grace
+ * period (another thread's read section, or an online QSBR reader that is
+ * not quiescent). When all of them are through it destroys the pool as
+ * rsp_pool_close (which then has only finite work to wait for, given the
+ * caller rule below) and returns RSP_OK with out->closed true. Otherwise
+ * it returns RSP_ETIMEDOUT and destroys nothing (the pool stays usable:
+ * release what is held and call again, or keep using it); err names what
+ * was still held at the timeout ("1 plan reference held", the forward_done
+ * waits and the oldest step, a late owner, an open read section: once one
+ * wait is late the later ones are only looked at, not waited for), and out
+ * names the steps whose forward_done the device still waits for (commit or
+ * rollback order). After RSP_MSG_SHUTDOWN the barrier is refused, and
+ * messages still queued then are not covered. Refusals as rsp_pool_close
+ * (RSP_EINVAL inside a read section, RSP_EFORKED). NULL pool: RSP_OK,
+ * nothing done. Same caller rule as rsp_pool_close. out may be NULL. Cost:
+ * a barrier, one device event wait, a poll (every 1 ms) of the reference
+ * count while one is held, a grace period run by the pool's reclaimer
+ * thread, then rsp_pool_close.
  */
 RSP_API rsp_status rsp_pool_close_timed(rsp_pool *pool, uint64_t timeout_ns, rsp_close_report *out,
                                         rsp_error *err);
@@ -1185,8 +1192,11 @@ typedef struct rsp_checkpoint_loc {
 RSP_API rsp_status rsp_checkpoint_lookup(const rsp_pool *pool, uint64_t key,
                                          rsp_checkpoint_loc *out, rsp_error *err);
 
-/** Keep a plan alive past the read section (take inside it). Any thread, O(1).
- * In a forked child: ref returns NULL, unref does nothing. */
+/** Keep a plan alive past the read section (take inside it). Any thread, O(1):
+ * two atomic increments (unref: decrements), the plan's count and the
+ * pool's count of references held (striped per thread; what
+ * rsp_pool_close_timed waits for and names). In a forked child: ref
+ * returns NULL, unref does nothing. */
 RSP_API const rsp_plan *rsp_plan_ref(const rsp_plan *plan);
 RSP_API void rsp_plan_unref(const rsp_plan *plan);
 

@@ -995,7 +995,8 @@ class ticket
 /// One pool. Move-only; the destructor closes it (rsp_pool_destroy: see
 /// rsp.h for what it waits for). Closing waits for every plan reference:
 /// let each rsp::plan_ref go first (a thread that closes while it holds one
-/// waits for itself). Every method may be called from any thread
+/// waits for itself; close_timed gives up at its timeout, naming them).
+/// Every method may be called from any thread
 /// concurrently except create, close and destruction (one thread, after the
 /// others stopped) and those rsp.h restricts.
 class pool
@@ -1047,9 +1048,12 @@ class pool
     {
         try_close().value();
     }
-    /// rsp_pool_close_timed: close once every forward_done wait has run,
-    /// within timeout; else RSP_ETIMEDOUT, the pool still usable, and *out
-    /// (if given) names the steps whose forward_done the device waits for.
+    /// rsp_pool_close_timed: close once everything close waits for is
+    /// through within timeout (earlier messages, forward_done waits, plan
+    /// references, other threads' read sections); else RSP_ETIMEDOUT, the
+    /// pool still usable, the message naming what is held ("1 plan
+    /// reference held"), and *out (if given) the steps whose forward_done
+    /// the device waits for.
     template <class D = nanoseconds>
     result<void> try_close_timed(D timeout, rsp_close_report *out = nullptr) noexcept
     {

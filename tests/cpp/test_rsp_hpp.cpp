@@ -863,6 +863,65 @@ static void checkpoints_and_swaps(void **)
     assert_int_equal(pool.stats().swaps_in, 2);
 }
 
+// Whether `flag` became true within `limit` (polled every millisecond):
+// a test of a call that once hung waits for it this long, then fails
+// instead of hanging with it.
+static bool became_true(const std::atomic<bool> &flag, std::chrono::milliseconds limit)
+{
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!flag.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() >= until)
+            return false;
+        std::this_thread::sleep_for(1ms);
+    }
+    return true;
+}
+
+// A thread that holds its own plan_ref and closes with a timeout gets the
+// timeout, with the reference named, and the pool stays usable; once the
+// reference goes the close goes through.
+static void close_timed_is_bounded_by_own_plan_ref(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::step s1(rsp::step_id{1});
+    s1.row(rsp::rid{1});
+    pool.admit(s1);
+    pool.plan(s1);
+    pool.commit(s1, rsp::forward_complete());
+    std::atomic<bool> done{false};
+    rsp_status st = RSP_OK;
+    std::string what;
+    rsp_close_report rep{};
+    bool still_open = false;
+    std::thread closer([&] {
+        rsp::reader me;
+        rsp::plan_ref ref;
+        {
+            rsp::read_section rs;
+            ref = rsp::plan_ref(rs.live(pool));
+        }
+        auto r = pool.try_close_timed(500ms, &rep);
+        st = r.status();
+        what = r.error().message;
+        still_open = pool.get() != nullptr;
+        done.store(true, std::memory_order_release);
+    });
+    if (!became_true(done, 30s)) {
+        closer.detach(); // hung in the close: leave it, fail
+        fail_msg("try_close_timed(500ms) did not return within 30 s");
+    }
+    closer.join();
+    assert_int_equal(st, RSP_ETIMEDOUT);
+    assert_false(rep.closed);
+    assert_true(still_open);
+    assert_non_null(std::strstr(what.c_str(), "1 plan reference held"));
+    pool.barrier(); // usable
+    pool.close_timed(30s, &rep);
+    assert_true(rep.closed);
+    assert_true(pool.get() == nullptr);
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
@@ -889,6 +948,7 @@ int main()
         cmocka_unit_test(per_step_plans_and_bounded_close),
         cmocka_unit_test(one_trip_steps_and_vector_messages),
         cmocka_unit_test(checkpoints_and_swaps),
+        cmocka_unit_test(close_timed_is_bounded_by_own_plan_ref),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
