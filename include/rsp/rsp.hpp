@@ -22,7 +22,8 @@
 // Threads, blocking and costs are those of the C function each method
 // calls (named in its comment); see rsp.h and docs/ordering.md. Nothing here
 // locks or allocates except rsp::step's vectors, rsp::pool_config's (and the
-// shapes its shard_shapes returns), and the std::string of an rsp::error.
+// shapes its shard_shapes returns), the std::string of an rsp::error, and
+// one small object per rsp::pool (made at create).
 #ifndef RSP_RSP_HPP
 #define RSP_RSP_HPP
 
@@ -32,6 +33,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
 #include <memory>
@@ -989,11 +991,114 @@ class ticket
 };
 
 // ---------------------------------------------------------------------------
+// Closes deferred past a read section
+// ---------------------------------------------------------------------------
+
+#if defined(__GNUC__)
+// A fixed offset from the thread pointer (as librsp's own read-side
+// state), not a __tls_get_addr call, in a -fPIC consumer too:
+// read_section::end() reads one of these on every section.
+#define RSP_HPP_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define RSP_HPP_TLS
+#endif
+
+namespace detail
+{
+/// What an rsp::pool keeps beside its C pool, at an address that does not
+/// move with the pool object: the link of a close deferred past the
+/// thread's read section.
+struct pool_extra {
+    rsp_pool *deferred = nullptr; ///< the C pool whose close waits
+    pool_extra *next = nullptr;   ///< the thread's list of them
+};
+
+/// The calling thread's pools destroyed inside a read section, oldest
+/// first, and how many. Trivially destructible, so they stay readable
+/// while any other thread_local object of the thread (an rsp::reader) is
+/// destroyed.
+inline thread_local RSP_HPP_TLS pool_extra *deferred_head = nullptr;
+inline thread_local RSP_HPP_TLS std::size_t deferred_count = 0;
+
+/// rsp::close_deferred's work: rsp_pool_close each deferred pool, oldest
+/// first, until one is refused (still in a section: so is every other).
+inline std::size_t close_deferred_now() noexcept
+{
+    while (deferred_head) {
+        pool_extra *x = deferred_head;
+        rsp_status st = rsp_pool_close(x->deferred, nullptr);
+        if (st == RSP_EINVAL)
+            break; // inside a section (or an online QSBR reader) still
+        deferred_head = x->next;
+        deferred_count--;
+        if (st == RSP_OK)
+            delete x;
+        // RSP_EFORKED: left with its pool (rsp.h), as a direct close would.
+    }
+    return deferred_count;
+}
+
+/// Closes at thread exit what the thread's sections kept; says on stderr
+/// what even that could not close (the thread exits inside a section: an
+/// rsp::reader destroyed later still closes them, else they are leaked).
+struct deferred_flusher {
+    ~deferred_flusher()
+    {
+        if (close_deferred_now() != 0)
+            std::fprintf(stderr,
+                         "rsp: a thread exits inside a read section with %zu rsp::pool(s) "
+                         "destroyed in it and not yet closed: they close when it is left (an "
+                         "rsp::reader destroyed later), else they are leaked\n",
+                         deferred_count);
+    }
+};
+inline thread_local deferred_flusher flusher;
+
+/// ~pool inside a read section: the close waits for the thread to leave
+/// its sections. No allocation (x was made with the pool).
+inline void defer_close(rsp_pool *p, std::unique_ptr<pool_extra> x) noexcept
+{
+    (void)&flusher; // its destructor runs at thread exit from now on
+    x->deferred = p;
+    x->next = nullptr;
+    pool_extra **at = &deferred_head;
+    while (*at)
+        at = &(*at)->next;
+    *at = x.release();
+    deferred_count++;
+}
+} // namespace detail
+
+/// Pools the calling thread destroyed (rsp::pool's destructor or move
+/// assignment) inside a read section, or while an online QSBR reader,
+/// whose close waits for it to leave: rsp_pool_close refuses there
+/// (destroying waits for a grace period, i.e. for that very section), so
+/// the binding keeps the pool running and closes it when the thread's
+/// outermost rsp::read_section ends, its rsp::reader goes offline or is
+/// destroyed, on close_deferred(), or at thread exit. Calling thread, O(1).
+inline std::size_t deferred_closes() noexcept
+{
+    return detail::deferred_count;
+}
+
+/// Close the calling thread's deferred pools now if it is outside every
+/// read section (for a section ended with the C rsp_read_end); returns how
+/// many are left (0 once all are closed). Calling thread; each close costs
+/// an rsp_pool_close, a refused one nothing.
+inline std::size_t close_deferred() noexcept
+{
+    return detail::deferred_count ? detail::close_deferred_now() : 0;
+}
+
+// ---------------------------------------------------------------------------
 // The pool
 // ---------------------------------------------------------------------------
 
-/// One pool. Move-only; the destructor closes it (rsp_pool_destroy: see
-/// rsp.h for what it waits for). Closing waits for every plan reference:
+/// One pool. Move-only; the destructor closes it (rsp_pool_close: see
+/// rsp.h for what it waits for). Destroyed inside a read section (where
+/// rsp_pool_close refuses), it is closed when the thread leaves the
+/// section instead (rsp::deferred_closes); until then it runs, so what its
+/// callbacks' contexts point at must live that long. Closing waits for every plan reference:
 /// let each rsp::plan_ref go first (a thread that closes while it holds one
 /// waits for itself; close_timed gives up at its timeout, naming them).
 /// Every method may be called from any thread
@@ -1005,34 +1110,41 @@ class pool
     /// rsp_pool_create.
     static result<pool> try_create(pool_config &cfg) noexcept
     {
+        std::unique_ptr<detail::pool_extra> x(new (std::nothrow) detail::pool_extra);
+        if (!x)
+            return detail::failure(RSP_ENOMEM, "rsp::pool: out of memory");
         rsp_error e{};
         rsp_pool *p = nullptr;
         rsp_status st = rsp_pool_create(&cfg.get(), &p, &e);
         if (st != RSP_OK)
             return detail::done(st, e).error();
-        return pool(p);
+        return pool(p, std::move(x));
     }
     static pool create(pool_config &cfg)
     {
         return try_create(cfg).value();
     }
     pool() noexcept = default;
-    pool(pool &&o) noexcept : p_(std::exchange(o.p_, nullptr))
+    pool(pool &&o) noexcept : p_(std::exchange(o.p_, nullptr)), x_(std::move(o.x_))
     {
     }
+    /// Closes the pool this one held first, as the destructor does.
     pool &operator=(pool &&o) noexcept
     {
         if (this != &o) {
-            rsp_pool_destroy(p_);
+            drop();
             p_ = std::exchange(o.p_, nullptr);
+            x_ = std::move(o.x_);
         }
         return *this;
     }
     pool(const pool &) = delete;
     pool &operator=(const pool &) = delete;
+    /// rsp_pool_close; inside a read section the close is deferred until
+    /// the thread leaves it (rsp::deferred_closes), never dropped.
     ~pool()
     {
-        rsp_pool_destroy(p_);
+        drop();
     }
     /// rsp_pool_close: the pool is gone when it returns ok; a refusal
     /// (inside a read section, in a forked child) leaves it usable.
@@ -1041,7 +1153,7 @@ class pool
         rsp_error e{};
         rsp_status st = rsp_pool_close(p_, &e);
         if (st == RSP_OK)
-            p_ = nullptr;
+            gone();
         return detail::done(st, e);
     }
     void close()
@@ -1060,7 +1172,7 @@ class pool
         rsp_error e{};
         rsp_status st = rsp_pool_close_timed(p_, timeout_ns(timeout), out, &e);
         if (st == RSP_OK)
-            p_ = nullptr;
+            gone();
         return detail::done(st, e);
     }
     template <class D = nanoseconds> void close_timed(D timeout, rsp_close_report *out = nullptr)
@@ -1459,10 +1571,35 @@ class pool
     }
 
   private:
-    explicit pool(rsp_pool *p) noexcept : p_(p)
+    pool(rsp_pool *p, std::unique_ptr<detail::pool_extra> x) noexcept : p_(p), x_(std::move(x))
     {
     }
+    /// The C pool was closed.
+    void gone() noexcept
+    {
+        p_ = nullptr;
+        x_.reset();
+    }
+    /// The destructor's close: refused inside a read section (destroying
+    /// waits for a grace period, i.e. for that section), where it is handed
+    /// to the thread's deferred closes instead of being dropped with the
+    /// status.
+    void drop() noexcept
+    {
+        if (!p_)
+            return;
+        rsp_status st = rsp_pool_close(p_, nullptr);
+        if (st == RSP_OK) {
+            gone();
+        } else if (st == RSP_EINVAL) {
+            detail::defer_close(std::exchange(p_, nullptr), std::move(x_));
+        } else { // RSP_EFORKED: the pool stays, as rsp.h says; so does x_
+            p_ = nullptr;
+            (void)x_.release();
+        }
+    }
     rsp_pool *p_ = nullptr;
+    std::unique_ptr<detail::pool_extra> x_;
 };
 
 // ---------------------------------------------------------------------------
@@ -1522,10 +1659,14 @@ class reader
         try_quiescent().value();
     }
     /// rsp_reader_offline: before blocking (a QSBR reader may not read
-    /// while offline).
+    /// while offline). Offline, the thread closes the pools it destroyed
+    /// while online (rsp::deferred_closes).
     result<void> try_offline() noexcept
     {
-        return detail::done(rsp_reader_offline(), rsp_error{});
+        rsp_status st = rsp_reader_offline();
+        if (st == RSP_OK)
+            close_deferred();
+        return detail::done(st, rsp_error{});
     }
     void offline()
     {
@@ -1542,10 +1683,14 @@ class reader
     }
     reader(const reader &) = delete;
     reader &operator=(const reader &) = delete;
+    /// Unregisters (ending any section left open: rsp_reader_unregister),
+    /// then closes the pools destroyed inside one (rsp::deferred_closes).
     ~reader()
     {
-        if (st_ == RSP_OK)
+        if (st_ == RSP_OK) {
             rsp_reader_unregister();
+            close_deferred();
+        }
     }
     /// RSP_OK when the thread is registered.
     rsp_status status() const noexcept
@@ -1735,10 +1880,14 @@ class read_section
     /// rsp_read_end now, if the section is open; the destructor then does
     /// nothing. Views taken inside it are invalid afterwards, and so are
     /// live() and staged().
+    /// Leaving the thread's outermost section closes the pools destroyed
+    /// inside it (rsp::deferred_closes).
     void end() noexcept
     {
-        if (std::exchange(open_, false))
+        if (std::exchange(open_, false)) {
             (void)rsp_read_end();
+            close_deferred();
+        }
     }
     /// How the section began: RSP_OK, or RSP_ENOTREG on a thread without an
     /// rsp::reader. Unchanged by end().

@@ -7,6 +7,7 @@
 #include <cstdarg>
 #include <cstddef>
 #include <csetjmp>
+#include <cstdio>
 #include <cstring>
 #include <sched.h>
 #include <string>
@@ -922,6 +923,96 @@ static void close_timed_is_bounded_by_own_plan_ref(void **)
     assert_true(pool.get() == nullptr);
 }
 
+// Threads of this process (/proc/self/status): a pool runs three (owner,
+// device worker, reclaimer), and its close joins them.
+static int threads_now()
+{
+    std::FILE *f = std::fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    int n = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    std::fclose(f);
+    return n;
+}
+
+// ~pool inside a read section: the C close refuses there (it would wait
+// for that very section), so the binding closes the pool when the thread
+// leaves its outermost section, instead of leaking it with its threads.
+static void pool_destroyed_in_a_section_closes_when_it_ends(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::reader me;
+    const int before = threads_now();
+    assert_true(before > 0);
+    rsp_pool *raw = nullptr;
+    {
+        rsp::read_section rs;
+        {
+            rsp::pool pool = rsp::pool::create(cfg);
+            raw = pool.get();
+            assert_true(threads_now() > before);
+        }
+        assert_int_equal(rsp::deferred_closes(), 1);
+        rsp_stats st{}; // still running: its counters answer
+        assert_int_equal(rsp_pool_counters(raw, &st, nullptr), RSP_OK);
+        assert_true(threads_now() > before);
+        {
+            rsp::read_section inner; // a nested section's end closes nothing
+        }
+        assert_int_equal(rsp::deferred_closes(), 1);
+        assert_int_equal(rsp::close_deferred(), 1); // refused: still inside
+        // Move assignment closes the pool it replaces the same way.
+        rsp::pool a = rsp::pool::create(cfg);
+        a = rsp::pool::create(cfg);
+        assert_int_equal(rsp::deferred_closes(), 2);
+        a = rsp::pool();
+        assert_int_equal(rsp::deferred_closes(), 3);
+    } // the outermost section ends
+    assert_int_equal(rsp::deferred_closes(), 0);
+    assert_int_equal(threads_now(), before);
+
+    // An online QSBR reader counts as inside a section: closed once offline.
+    std::atomic<int> left{-1}, at_offline{-1}, after{-1};
+    std::thread([&] {
+        rsp::reader q(rsp::qsbr);
+        {
+            rsp::pool pool = rsp::pool::create(cfg);
+        }
+        left = static_cast<int>(rsp::deferred_closes());
+        q.offline();
+        at_offline = static_cast<int>(rsp::deferred_closes());
+        q.online();
+        {
+            rsp::pool pool = rsp::pool::create(cfg);
+        }
+        after = static_cast<int>(rsp::deferred_closes()); // closed by ~reader
+    }).join();
+    assert_int_equal(left, 1);
+    assert_int_equal(at_offline, 0);
+    assert_int_equal(after, 1);
+    assert_int_equal(threads_now(), before);
+
+    // A section ended with the C call: closed at thread exit at the latest.
+    std::atomic<int> pending{-1};
+    std::thread([&] {
+        if (rsp_reader_register(nullptr) != RSP_OK || rsp_read_begin() != RSP_OK)
+            return;
+        {
+            rsp::pool pool = rsp::pool::create(cfg);
+        }
+        (void)rsp_read_end();
+        pending = static_cast<int>(rsp::deferred_closes());
+        // No rsp::reader: the thread's exit closes the pool, then
+        // unregisters it (rsp.h: a key destructor).
+    }).join();
+    assert_int_equal(pending, 1);
+    assert_int_equal(threads_now(), before);
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
@@ -949,6 +1040,7 @@ int main()
         cmocka_unit_test(one_trip_steps_and_vector_messages),
         cmocka_unit_test(checkpoints_and_swaps),
         cmocka_unit_test(close_timed_is_bounded_by_own_plan_ref),
+        cmocka_unit_test(pool_destroyed_in_a_section_closes_when_it_ends),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
