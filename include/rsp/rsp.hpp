@@ -2,6 +2,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // What it adds to the C API, nothing else:
+//   - Callbacks that may throw: the pool's on_error / on_checkpoint_evict
+//     go through trampolines that catch at the C boundary and keep what
+//     was thrown (pool::callback_exceptions, pool::callback_exception).
 //   - RAII: rsp::pool (close on destruction), rsp::host_fence,
 //     rsp::plan_ref, rsp::reader (thread registration; rsp::qsbr for a QSBR
 //     reader), rsp::read_section,
@@ -30,11 +33,13 @@
 #include <rsp/rsp.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <initializer_list>
 #include <memory>
 #include <new>
@@ -324,7 +329,12 @@ class pool_config
     }
     /// rsp_pool_config::on_error: called on the owner thread for each failed
     /// message nobody reads the answer of (fire-and-forget, a forgotten
-    /// ticket). It must not block or call the pool, and must not throw.
+    /// ticket). It must not block or call the pool. An exception it throws
+    /// is caught before it reaches the C library (where it would call
+    /// std::terminate): counted and kept on the rsp::pool
+    /// (callback_exceptions(), callback_exception()), the first said on
+    /// stderr; the pool goes on. That wrapping is rsp::pool::create's: a C
+    /// pool made from get() calls fn as it is.
     pool_config &on_error(void (*fn)(void *ctx, const rsp_failure *failure), void *ctx) noexcept
     {
         cfg_.on_error = fn;
@@ -360,8 +370,8 @@ class pool_config
         return *this;
     }
     /// rsp_pool_config::on_checkpoint_evict: called on the owner thread for
-    /// each checkpoint evicted for room. Must not block, call the pool or
-    /// throw.
+    /// each checkpoint evicted for room. Must not block or call the pool;
+    /// an exception is caught and kept as on_error's (the eviction stands).
     pool_config &on_checkpoint_evict(void (*fn)(void *ctx, const rsp_checkpoint_event *event),
                                      void *ctx) noexcept
     {
@@ -1006,12 +1016,65 @@ class ticket
 namespace detail
 {
 /// What an rsp::pool keeps beside its C pool, at an address that does not
-/// move with the pool object: the link of a close deferred past the
-/// thread's read section.
+/// move with the pool object: the engine's callbacks, which the C pool
+/// calls through the trampolines below with this as their context, what
+/// they threw, and the link of a close deferred past the thread's read
+/// section.
 struct pool_extra {
-    rsp_pool *deferred = nullptr; ///< the C pool whose close waits
-    pool_extra *next = nullptr;   ///< the thread's list of them
+    void (*on_error)(void *, const rsp_failure *) = nullptr;
+    void *on_error_ctx = nullptr;
+    void (*on_evict)(void *, const rsp_checkpoint_event *) = nullptr;
+    void *on_evict_ctx = nullptr;
+    std::atomic<std::uint64_t> thrown{0}; ///< exceptions caught (owner writes)
+    std::atomic<bool> first_taken{false}; ///< the owner claimed `first`
+    std::atomic<bool> first_ready{false}; ///< `first` is written (release)
+    std::exception_ptr first;             ///< the first exception caught
+    rsp_pool *deferred = nullptr;         ///< the C pool whose close waits
+    pool_extra *next = nullptr;           ///< the thread's list of them
+
+    /// An exception escaped a callback (inside its catch): counted; the
+    /// first is kept and said on stderr, the later ones only counted (a
+    /// callback that throws on every failure would flood it). Owner thread.
+    void caught(const char *which, const char *what) noexcept
+    {
+        thrown.fetch_add(1, std::memory_order_relaxed);
+        if (first_taken.exchange(true, std::memory_order_relaxed))
+            return;
+        first = std::current_exception();
+        first_ready.store(true, std::memory_order_release);
+        std::fprintf(stderr,
+                     "rsp: an exception escaped the %s callback on the pool's owner thread "
+                     "(%s): caught, counted (rsp::pool::callback_exceptions) and kept "
+                     "(rsp::pool::callback_exception); later ones are only counted\n",
+                     which, what ? what : "not a std::exception");
+    }
 };
+
+/// The C pool's callbacks: the engine's, with every exception caught here,
+/// at the C boundary (one unwinding into the owner's C frames would call
+/// std::terminate), and noted on the pool (pool_extra::caught).
+inline void on_error_trampoline(void *ctx, const rsp_failure *failure) noexcept
+{
+    auto *x = static_cast<pool_extra *>(ctx);
+    try {
+        x->on_error(x->on_error_ctx, failure);
+    } catch (const std::exception &e) {
+        x->caught("on_error", e.what());
+    } catch (...) {
+        x->caught("on_error", nullptr);
+    }
+}
+inline void on_evict_trampoline(void *ctx, const rsp_checkpoint_event *event) noexcept
+{
+    auto *x = static_cast<pool_extra *>(ctx);
+    try {
+        x->on_evict(x->on_evict_ctx, event);
+    } catch (const std::exception &e) {
+        x->caught("on_checkpoint_evict", e.what());
+    } catch (...) {
+        x->caught("on_checkpoint_evict", nullptr);
+    }
+}
 
 /// The calling thread's pools destroyed inside a read section, oldest
 /// first, and how many. Trivially destructible, so they stay readable
@@ -1113,9 +1176,24 @@ class pool
         std::unique_ptr<detail::pool_extra> x(new (std::nothrow) detail::pool_extra);
         if (!x)
             return detail::failure(RSP_ENOMEM, "rsp::pool: out of memory");
+        // The callbacks go through the trampolines (exceptions caught at
+        // the C boundary), with x as their context.
+        rsp_pool_config c = cfg.get();
+        if (c.on_error) {
+            x->on_error = c.on_error;
+            x->on_error_ctx = c.on_error_ctx;
+            c.on_error = detail::on_error_trampoline;
+            c.on_error_ctx = x.get();
+        }
+        if (c.on_checkpoint_evict) {
+            x->on_evict = c.on_checkpoint_evict;
+            x->on_evict_ctx = c.on_checkpoint_evict_ctx;
+            c.on_checkpoint_evict = detail::on_evict_trampoline;
+            c.on_checkpoint_evict_ctx = x.get();
+        }
         rsp_error e{};
         rsp_pool *p = nullptr;
-        rsp_status st = rsp_pool_create(&cfg.get(), &p, &e);
+        rsp_status st = rsp_pool_create(&c, &p, &e);
         if (st != RSP_OK)
             return detail::done(st, e).error();
         return pool(p, std::move(x));
@@ -1182,6 +1260,27 @@ class pool
     rsp_pool *get() const noexcept
     {
         return p_;
+    }
+    /// Exceptions thrown by this pool's on_error and on_checkpoint_evict
+    /// callbacks since its creation. Each was caught at the C boundary, on
+    /// the owner thread, right after the callback threw (the pool goes on:
+    /// the failure or eviction it was told of stands, counted in rsp_stats
+    /// as ever); the first was also said on stderr. 0 for an empty pool.
+    /// Any thread, an atomic load: after a call whose answer came after the
+    /// callback (a barrier), it counts that callback's exception.
+    std::uint64_t callback_exceptions() const noexcept
+    {
+        return x_ ? x_->thrown.load(std::memory_order_acquire) : 0;
+    }
+    /// The first of those exceptions, to rethrow (std::rethrow_exception)
+    /// or inspect on the caller's thread; null when none was thrown (or it
+    /// is being stored right now: callback_exceptions() already counts it).
+    /// Any thread; copies an std::exception_ptr.
+    std::exception_ptr callback_exception() const noexcept
+    {
+        if (!x_ || !x_->first_ready.load(std::memory_order_acquire))
+            return nullptr;
+        return x_->first;
     }
 
     // Facts and memory (any thread, no message).

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sched.h>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -1013,6 +1014,68 @@ static void pool_destroyed_in_a_section_closes_when_it_ends(void **)
     assert_int_equal(threads_now(), before);
 }
 
+// Callbacks that throw, as an engine's may: the binding catches the
+// exception at the C boundary (it would otherwise unwind into the owner's C
+// frames and call std::terminate), counts it, keeps the first, and the pool
+// goes on.
+static int throwing_calls = 0;
+static void throw_on_error(void *, const rsp_failure *)
+{
+    throwing_calls++;
+    throw std::runtime_error("on_error: the engine's bookkeeping failed");
+}
+static void throw_on_evict(void *, const rsp_checkpoint_event *)
+{
+    throwing_calls++;
+    throw 42; // not a std::exception
+}
+
+static void callback_exceptions_are_caught_and_kept(void **)
+{
+    throwing_calls = 0;
+    rsp::pool_config cfg = small_config();
+    cfg.on_error(throw_on_error, nullptr)
+        .checkpoints(1)
+        .on_checkpoint_evict(throw_on_evict, nullptr);
+    rsp::pool pool = rsp::pool::create(cfg);
+    assert_int_equal(pool.callback_exceptions(), 0);
+    assert_true(pool.callback_exception() == nullptr);
+    rsp::step never(rsp::step_id{9});
+    never.row(rsp::rid{9});
+    pool.post_forget(rsp::msg::commit(never, rsp::forward_complete())); // RSP_EORDER
+    pool.post_forget(rsp::msg::commit(never, rsp::forward_complete()));
+    pool.barrier();
+    assert_int_equal(throwing_calls, 2);
+    assert_int_equal(pool.callback_exceptions(), 2);
+    assert_int_equal(pool.stats().posts_failed, 2); // the failures stand
+    std::exception_ptr first = pool.callback_exception();
+    assert_true(first != nullptr);
+    try {
+        std::rethrow_exception(first);
+    } catch (const std::runtime_error &e) {
+        assert_non_null(std::strstr(e.what(), "bookkeeping failed"));
+    }
+    // The pool goes on: a step, and an eviction whose callback throws a
+    // non-std exception (counted, the first one kept).
+    rsp::step s1(rsp::step_id{1});
+    s1.row(rsp::rid{1});
+    assert_true(pool.admit(s1).ok);
+    pool.plan(s1);
+    pool.commit(s1, rsp::forward_complete());
+    pool.checkpoint(1, rsp::rid{1});
+    pool.checkpoint(2, rsp::rid{1}); // the tier holds one: evicts key 1
+    assert_int_equal(throwing_calls, 3);
+    assert_int_equal(pool.callback_exceptions(), 3);
+    assert_int_equal(pool.stats().checkpoints_evicted, 1);
+    assert_true(pool.callback_exception() == first);
+    assert_int_equal(pool.checkpoint_query(2).key, 2);
+    // Moved, the pool keeps its callbacks and their count.
+    rsp::pool moved = std::move(pool);
+    assert_int_equal(moved.callback_exceptions(), 3);
+    assert_int_equal(pool.callback_exceptions(), 0);
+    moved.close();
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
@@ -1041,6 +1104,7 @@ int main()
         cmocka_unit_test(checkpoints_and_swaps),
         cmocka_unit_test(close_timed_is_bounded_by_own_plan_ref),
         cmocka_unit_test(pool_destroyed_in_a_section_closes_when_it_ends),
+        cmocka_unit_test(callback_exceptions_are_caught_and_kept),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
