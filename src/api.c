@@ -125,6 +125,83 @@ rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err)
     return RSP_OK;
 }
 
+/* What is left of a wait until deadline, as a timeout (forever stays
+ * forever). */
+static uint64_t time_left_ns(uint64_t deadline)
+{
+    if (deadline == RSP__NO_DEADLINE)
+        return RSP_WAIT_FOREVER;
+    uint64_t now = rsp__now_ns();
+    return deadline > now ? deadline - now : 0;
+}
+
+/* The messages posted before the close handled, within the deadline:
+ * false when the owner was late (or the inbox full). */
+static bool close_barrier(rsp_pool *pool, uint64_t timeout_ns, uint64_t deadline)
+{
+    rsp_msg barrier = {.kind = RSP_MSG_BARRIER};
+    rsp_ticket *t = NULL;
+    rsp_status st = rsp_post(pool, &barrier, &t, timeout_ns, NULL);
+    if (st == RSP_OK) {
+        st = rsp_wait(t, time_left_ns(deadline), NULL);
+        if (st == RSP_ETIMEDOUT || st == RSP_EAGAIN)
+            rsp_ticket_forget(t);
+    }
+    return !(st == RSP_ETIMEDOUT || st == RSP_EAGAIN || st == RSP_EFULL);
+}
+
+/* rsp_pool_close_timed's refusal, naming everything still held: each part
+ * is short so that all of them fit in one message. */
+static rsp_status close_held(rsp_error *err, bool owner_late, const rsp_close_report *rep,
+                             uint32_t refs, bool grace_late)
+{
+    char held[RSP_ERROR_MAX] = "";
+    size_t n = 0;
+#define HELD(...)                                                                                  \
+    (n += (size_t)snprintf(held + n, n < sizeof held ? sizeof held - n : 0, __VA_ARGS__))
+    if (owner_late)
+        HELD("the owner had not handled the messages posted before it; ");
+    if (rep->forward_waits)
+        HELD("%u forward_done wait(s) not run (oldest: step %llu): signal their events; ",
+             rep->forward_waits, (unsigned long long)rep->step_ids[0]);
+    if (refs)
+        HELD("%u plan reference%s held (rsp_plan_unref); ", refs, refs == 1 ? "" : "s");
+    if (grace_late)
+        HELD("no grace period (a read section open on another thread?); ");
+#undef HELD
+    n = strlen(held);
+    if (n >= 2)
+        held[n - 2] = '\0'; /* the last "; " */
+    return rsp__fail(err, RSP_ETIMEDOUT,
+                     "rsp_pool_close_timed: nothing destroyed; at the timeout: %s", held);
+}
+
+/* Everything rsp_pool_close waits for, bounded by one deadline and before
+ * anything is torn down: the messages posted before the call (a barrier),
+ * the device's forward_done waits, the callers' plan references, and a
+ * grace period (another thread's read section). Once one is late the rest
+ * are only looked at (the close fails anyway), and a grace period only
+ * when nothing else is held. RSP_OK, or RSP_ETIMEDOUT naming what is held,
+ * the pool as it was. */
+static rsp_status close_wait(rsp_pool *pool, uint64_t timeout_ns, rsp_close_report *out,
+                             rsp_error *err)
+{
+    rsp_close_report local;
+    rsp_close_report *rep = out ? out : &local;
+    memset(rep, 0, sizeof *rep);
+    const uint64_t deadline = rsp__deadline(timeout_ns);
+    const bool owner_late = !close_barrier(pool, timeout_ns, deadline);
+    rsp_status fw =
+        rsp__pool_forward_waits(pool, owner_late ? 0 : time_left_ns(deadline), rep, NULL);
+    const bool late = owner_late || fw != RSP_OK;
+    uint32_t refs = rsp__publisher_refs_wait(pool->pub, late ? 0 : deadline);
+    bool grace_late =
+        !late && refs == 0 && rsp__publisher_grace_timed(pool->pub, deadline) != RSP_OK;
+    if (!late && refs == 0 && !grace_late)
+        return RSP_OK;
+    return close_held(err, owner_late, rep, refs, grace_late);
+}
+
 rsp_status rsp_pool_close_timed(rsp_pool *pool, uint64_t timeout_ns, rsp_close_report *out,
                                 rsp_error *err)
 {
@@ -140,30 +217,9 @@ rsp_status rsp_pool_close_timed(rsp_pool *pool, uint64_t timeout_ns, rsp_close_r
         return rsp__fail(err, RSP_EINVAL,
                          "rsp_pool_close_timed: called inside a read section: end it, then call "
                          "again (nothing was destroyed)");
-    const uint64_t deadline = rsp__deadline(timeout_ns);
-    /* Before any teardown: every message posted before this call handled
-     * (its forward_done recorded), then the device's waits. */
-    rsp_msg barrier = {.kind = RSP_MSG_BARRIER};
-    rsp_ticket *t = NULL;
-    rsp_status st = rsp_post(pool, &barrier, &t, timeout_ns, NULL);
-    if (st == RSP_OK) {
-        uint64_t now = rsp__now_ns();
-        st = rsp_wait(t, deadline > now ? deadline - now : 0, NULL);
-        if (st == RSP_ETIMEDOUT || st == RSP_EAGAIN)
-            rsp_ticket_forget(t);
-    }
-    const bool owner_late = st == RSP_ETIMEDOUT || st == RSP_EAGAIN || st == RSP_EFULL;
-    uint64_t now = rsp__now_ns();
-    rsp_status fw =
-        rsp__pool_forward_waits(pool, owner_late || now >= deadline ? 0 : deadline - now, out, err);
-    if (owner_late)
-        return rsp__fail(err, RSP_ETIMEDOUT,
-                         "rsp_pool_close_timed: the owner had not handled the messages posted "
-                         "before the close within the timeout (%u forward_done wait(s) not run "
-                         "so far; nothing was destroyed)",
-                         out ? out->forward_waits : 0u);
-    if (fw != RSP_OK)
-        return fw;
+    rsp_status st = close_wait(pool, timeout_ns, out, err);
+    if (st != RSP_OK)
+        return st;
     rsp__pool_destroy(pool);
     if (out)
         out->closed = true;
@@ -880,15 +936,7 @@ rsp_status rsp_read_begin_err(rsp_error *err)
     if (forked())
         return fail_forked(err);
     rsp_status st = rsp__read_begin();
-    if (st == RSP_ENOTREG)
-        return rsp__fail(err, st,
-                         "rsp_read_begin: the calling thread is not registered: call "
-                         "rsp_reader_register first");
-    if (st == RSP_EINVAL)
-        return rsp__fail(err, st,
-                         "rsp_read_begin: the calling thread is an offline QSBR reader: call "
-                         "rsp_reader_online first");
-    return st;
+    return st == RSP_OK ? st : rsp__read_begin_explain(st, err);
 }
 
 rsp_status rsp_read_end(void)

@@ -294,21 +294,28 @@ typedef struct rsp_close_report {
 } rsp_close_report;
 
 /**
- * rsp_pool_close, bounded: first (before any teardown) a barrier, so every
- * message posted before the call is handled, then a wait of up to
- * timeout_ns (in all) for the device to run every forward_done wait given
- * to it. When they have all run it destroys the pool as rsp_pool_close
- * (which then has only finite device work to wait for) and returns RSP_OK
- * with out->closed true. Otherwise it returns RSP_ETIMEDOUT, destroys
- * nothing (the pool stays usable: signal the events and call again, or
- * keep using it), and out names the steps whose forward_done the device
- * still waits for (commit or rollback order), err says how many. A barrier
- * not answered in time is RSP_ETIMEDOUT too (out lists what the owner had
- * recorded). After RSP_MSG_SHUTDOWN the barrier is refused, and messages
- * still queued then are not covered. Refusals as rsp_pool_close (RSP_EINVAL
- * inside a read section, RSP_EFORKED). NULL pool: RSP_OK, nothing done.
- * Same caller rule as rsp_pool_close. out may be NULL. Cost: a barrier,
- * one device event wait, then rsp_pool_close.
+ * rsp_pool_close, bounded: before any teardown it waits, up to timeout_ns
+ * in all, for everything rsp_pool_close would wait for, in this order: a
+ * barrier (every message posted before the call handled), the device's
+ * run of every forward_done wait given to it, the plan references taken
+ * with rsp_plan_ref (the calling thread's own included), and a grace
+ * period (another thread's read section, or an online QSBR reader that is
+ * not quiescent). When all of them are through it destroys the pool as
+ * rsp_pool_close (which then has only finite work to wait for, given the
+ * caller rule below) and returns RSP_OK with out->closed true. Otherwise
+ * it returns RSP_ETIMEDOUT and destroys nothing (the pool stays usable:
+ * release what is held and call again, or keep using it); err names what
+ * was still held at the timeout ("1 plan reference held", the forward_done
+ * waits and the oldest step, a late owner, an open read section: once one
+ * wait is late the later ones are only looked at, not waited for), and out
+ * names the steps whose forward_done the device still waits for (commit or
+ * rollback order). After RSP_MSG_SHUTDOWN the barrier is refused, and
+ * messages still queued then are not covered. Refusals as rsp_pool_close
+ * (RSP_EINVAL inside a read section, RSP_EFORKED). NULL pool: RSP_OK,
+ * nothing done. Same caller rule as rsp_pool_close. out may be NULL. Cost:
+ * a barrier, one device event wait, a poll (every 1 ms) of the reference
+ * count while one is held, a grace period run by the pool's reclaimer
+ * thread, then rsp_pool_close.
  */
 RSP_API rsp_status rsp_pool_close_timed(rsp_pool *pool, uint64_t timeout_ns, rsp_close_report *out,
                                         rsp_error *err);
@@ -967,10 +974,17 @@ RSP_API rsp_status rsp_checkpoint_query(rsp_pool *pool, uint64_t key, rsp_checkp
  * and its request slots are released (zeroed and freed as any release). It
  * stays a request: rsp_swap_in brings it back; rsp_remove or
  * rsp_reset(free = true / false) drops the saved state; a step row naming
- * it is RSP_EORDER until then. Errors: RSP_ENOREQ (unknown rid); RSP_EORDER
- * (already swapped out, or a slot pinned by a step in flight: the message
- * names it); RSP_ECAPACITY (the host tier, max_host_checkpoints, cannot
- * hold its labels even after evicting every unpinned checkpoint; nothing
+ * it is RSP_EORDER until then. A request that holds no slot (ingested, not
+ * yet admitted, or every label released) is swapped out too: it takes no
+ * host slot and no copy, its step rows are RSP_EORDER until rsp_swap_in,
+ * which gives it back nothing (out->ok true), so that an engine's swap out
+ * and swap in of a preempted request are the same two calls whatever it
+ * holds. Errors, each with nothing changed: RSP_ECAPACITY on a pool
+ * without a host tier (max_host_checkpoints 0), for every rid, a request
+ * without holdings included (the message says so); RSP_ENOREQ (unknown
+ * rid); RSP_EORDER (already swapped out, or a slot pinned by a step in
+ * flight: the message names it); RSP_ECAPACITY (the host tier cannot hold
+ * its labels even after evicting every unpinned checkpoint; nothing
  * evicted). Owner: O(holdings) + evictions; device: a copy a label.
  */
 RSP_API rsp_status rsp_swap_out(rsp_pool *pool, rsp_rid rid, rsp_error *err);
@@ -1076,7 +1090,9 @@ RSP_API rsp_status rsp_reader_online(void);
 RSP_API rsp_status rsp_read_begin(void);
 /** rsp_read_begin with a message in err when it fails (RSP_ENOTREG: "the
  * calling thread is not registered: call rsp_reader_register first";
- * RSP_EFORKED). Same cost. */
+ * RSP_EINVAL: the thread is an offline QSBR reader, or its sections are
+ * nested 2^24 - 1 deep, the message saying which; RSP_EFORKED). Same cost
+ * on success; a refusal formats the message. */
 RSP_API rsp_status rsp_read_begin_err(rsp_error *err);
 /**
  * End the innermost read section of the calling thread: RSP_OK. Without an
@@ -1185,8 +1201,11 @@ typedef struct rsp_checkpoint_loc {
 RSP_API rsp_status rsp_checkpoint_lookup(const rsp_pool *pool, uint64_t key,
                                          rsp_checkpoint_loc *out, rsp_error *err);
 
-/** Keep a plan alive past the read section (take inside it). Any thread, O(1).
- * In a forked child: ref returns NULL, unref does nothing. */
+/** Keep a plan alive past the read section (take inside it). Any thread, O(1):
+ * two atomic increments (unref: decrements), the plan's count and the
+ * pool's count of references held (striped per thread; what
+ * rsp_pool_close_timed waits for and names). In a forked child: ref
+ * returns NULL, unref does nothing. */
 RSP_API const rsp_plan *rsp_plan_ref(const rsp_plan *plan);
 RSP_API void rsp_plan_unref(const rsp_plan *plan);
 

@@ -2,6 +2,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // What it adds to the C API, nothing else:
+//   - Callbacks that may throw: the pool's on_error / on_checkpoint_evict
+//     go through trampolines that catch at the C boundary and keep what
+//     was thrown (pool::callback_exceptions, pool::callback_exception).
 //   - RAII: rsp::pool (close on destruction), rsp::host_fence,
 //     rsp::plan_ref, rsp::reader (thread registration; rsp::qsbr for a QSBR
 //     reader), rsp::read_section,
@@ -22,17 +25,21 @@
 // Threads, blocking and costs are those of the C function each method
 // calls (named in its comment); see rsp.h and docs/ordering.md. Nothing here
 // locks or allocates except rsp::step's vectors, rsp::pool_config's (and the
-// shapes its shard_shapes returns), and the std::string of an rsp::error.
+// shapes its shard_shapes returns), the std::string of an rsp::error, and
+// one small object per rsp::pool (made at create).
 #ifndef RSP_RSP_HPP
 #define RSP_RSP_HPP
 
 #include <rsp/rsp.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <initializer_list>
 #include <memory>
 #include <new>
@@ -322,7 +329,12 @@ class pool_config
     }
     /// rsp_pool_config::on_error: called on the owner thread for each failed
     /// message nobody reads the answer of (fire-and-forget, a forgotten
-    /// ticket). It must not block or call the pool, and must not throw.
+    /// ticket). It must not block or call the pool. An exception it throws
+    /// is caught before it reaches the C library (where it would call
+    /// std::terminate): counted and kept on the rsp::pool
+    /// (callback_exceptions(), callback_exception()), the first said on
+    /// stderr; the pool goes on. That wrapping is rsp::pool::create's: a C
+    /// pool made from get() calls fn as it is.
     pool_config &on_error(void (*fn)(void *ctx, const rsp_failure *failure), void *ctx) noexcept
     {
         cfg_.on_error = fn;
@@ -358,8 +370,8 @@ class pool_config
         return *this;
     }
     /// rsp_pool_config::on_checkpoint_evict: called on the owner thread for
-    /// each checkpoint evicted for room. Must not block, call the pool or
-    /// throw.
+    /// each checkpoint evicted for room. Must not block or call the pool;
+    /// an exception is caught and kept as on_error's (the eviction stands).
     pool_config &on_checkpoint_evict(void (*fn)(void *ctx, const rsp_checkpoint_event *event),
                                      void *ctx) noexcept
     {
@@ -989,13 +1001,170 @@ class ticket
 };
 
 // ---------------------------------------------------------------------------
+// Closes deferred past a read section
+// ---------------------------------------------------------------------------
+
+#if defined(__GNUC__)
+// A fixed offset from the thread pointer (as librsp's own read-side
+// state), not a __tls_get_addr call, in a -fPIC consumer too:
+// read_section::end() reads one of these on every section.
+#define RSP_HPP_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define RSP_HPP_TLS
+#endif
+
+namespace detail
+{
+/// What an rsp::pool keeps beside its C pool, at an address that does not
+/// move with the pool object: the engine's callbacks, which the C pool
+/// calls through the trampolines below with this as their context, what
+/// they threw, and the link of a close deferred past the thread's read
+/// section.
+struct pool_extra {
+    void (*on_error)(void *, const rsp_failure *) = nullptr;
+    void *on_error_ctx = nullptr;
+    void (*on_evict)(void *, const rsp_checkpoint_event *) = nullptr;
+    void *on_evict_ctx = nullptr;
+    std::atomic<std::uint64_t> thrown{0}; ///< exceptions caught (owner writes)
+    std::atomic<bool> first_taken{false}; ///< the owner claimed `first`
+    std::atomic<bool> first_ready{false}; ///< `first` is written (release)
+    std::exception_ptr first;             ///< the first exception caught
+    rsp_pool *deferred = nullptr;         ///< the C pool whose close waits
+    pool_extra *next = nullptr;           ///< the thread's list of them
+
+    /// An exception escaped a callback (inside its catch): counted; the
+    /// first is kept and said on stderr, the later ones only counted (a
+    /// callback that throws on every failure would flood it). Owner thread.
+    void caught(const char *which, const char *what) noexcept
+    {
+        thrown.fetch_add(1, std::memory_order_relaxed);
+        if (first_taken.exchange(true, std::memory_order_relaxed))
+            return;
+        first = std::current_exception();
+        first_ready.store(true, std::memory_order_release);
+        std::fprintf(stderr,
+                     "rsp: an exception escaped the %s callback on the pool's owner thread "
+                     "(%s): caught, counted (rsp::pool::callback_exceptions) and kept "
+                     "(rsp::pool::callback_exception); later ones are only counted\n",
+                     which, what ? what : "not a std::exception");
+    }
+};
+
+/// The C pool's callbacks: the engine's, with every exception caught here,
+/// at the C boundary (one unwinding into the owner's C frames would call
+/// std::terminate), and noted on the pool (pool_extra::caught).
+inline void on_error_trampoline(void *ctx, const rsp_failure *failure) noexcept
+{
+    auto *x = static_cast<pool_extra *>(ctx);
+    try {
+        x->on_error(x->on_error_ctx, failure);
+    } catch (const std::exception &e) {
+        x->caught("on_error", e.what());
+    } catch (...) {
+        x->caught("on_error", nullptr);
+    }
+}
+inline void on_evict_trampoline(void *ctx, const rsp_checkpoint_event *event) noexcept
+{
+    auto *x = static_cast<pool_extra *>(ctx);
+    try {
+        x->on_evict(x->on_evict_ctx, event);
+    } catch (const std::exception &e) {
+        x->caught("on_checkpoint_evict", e.what());
+    } catch (...) {
+        x->caught("on_checkpoint_evict", nullptr);
+    }
+}
+
+/// The calling thread's pools destroyed inside a read section, oldest
+/// first, and how many. Trivially destructible, so they stay readable
+/// while any other thread_local object of the thread (an rsp::reader) is
+/// destroyed.
+inline thread_local RSP_HPP_TLS pool_extra *deferred_head = nullptr;
+inline thread_local RSP_HPP_TLS std::size_t deferred_count = 0;
+
+/// rsp::close_deferred's work: rsp_pool_close each deferred pool, oldest
+/// first, until one is refused (still in a section: so is every other).
+inline std::size_t close_deferred_now() noexcept
+{
+    while (deferred_head) {
+        pool_extra *x = deferred_head;
+        rsp_status st = rsp_pool_close(x->deferred, nullptr);
+        if (st == RSP_EINVAL)
+            break; // inside a section (or an online QSBR reader) still
+        deferred_head = x->next;
+        deferred_count--;
+        if (st == RSP_OK)
+            delete x;
+        // RSP_EFORKED: left with its pool (rsp.h), as a direct close would.
+    }
+    return deferred_count;
+}
+
+/// Closes at thread exit what the thread's sections kept; says on stderr
+/// what even that could not close (the thread exits inside a section: an
+/// rsp::reader destroyed later still closes them, else they are leaked).
+struct deferred_flusher {
+    ~deferred_flusher()
+    {
+        if (close_deferred_now() != 0)
+            std::fprintf(stderr,
+                         "rsp: a thread exits inside a read section with %zu rsp::pool(s) "
+                         "destroyed in it and not yet closed: they close when it is left (an "
+                         "rsp::reader destroyed later), else they are leaked\n",
+                         deferred_count);
+    }
+};
+inline thread_local deferred_flusher flusher;
+
+/// ~pool inside a read section: the close waits for the thread to leave
+/// its sections. No allocation (x was made with the pool).
+inline void defer_close(rsp_pool *p, std::unique_ptr<pool_extra> x) noexcept
+{
+    (void)&flusher; // its destructor runs at thread exit from now on
+    x->deferred = p;
+    x->next = nullptr;
+    pool_extra **at = &deferred_head;
+    while (*at)
+        at = &(*at)->next;
+    *at = x.release();
+    deferred_count++;
+}
+} // namespace detail
+
+/// Pools the calling thread destroyed (rsp::pool's destructor or move
+/// assignment) inside a read section, or while an online QSBR reader,
+/// whose close waits for it to leave: rsp_pool_close refuses there
+/// (destroying waits for a grace period, i.e. for that very section), so
+/// the binding keeps the pool running and closes it when the thread's
+/// outermost rsp::read_section ends, its rsp::reader goes offline or is
+/// destroyed, on close_deferred(), or at thread exit. Calling thread, O(1).
+inline std::size_t deferred_closes() noexcept
+{
+    return detail::deferred_count;
+}
+
+/// Close the calling thread's deferred pools now if it is outside every
+/// read section (for a section ended with the C rsp_read_end); returns how
+/// many are left (0 once all are closed). Calling thread; each close costs
+/// an rsp_pool_close, a refused one nothing.
+inline std::size_t close_deferred() noexcept
+{
+    return detail::deferred_count ? detail::close_deferred_now() : 0;
+}
+
+// ---------------------------------------------------------------------------
 // The pool
 // ---------------------------------------------------------------------------
 
-/// One pool. Move-only; the destructor closes it (rsp_pool_destroy: see
-/// rsp.h for what it waits for). Closing waits for every plan reference:
+/// One pool. Move-only; the destructor closes it (rsp_pool_close: see
+/// rsp.h for what it waits for). Destroyed inside a read section (where
+/// rsp_pool_close refuses), it is closed when the thread leaves the
+/// section instead (rsp::deferred_closes); until then it runs, so what its
+/// callbacks' contexts point at must live that long. Closing waits for every plan reference:
 /// let each rsp::plan_ref go first (a thread that closes while it holds one
-/// waits for itself). Every method may be called from any thread
+/// waits for itself; close_timed gives up at its timeout, naming them).
+/// Every method may be called from any thread
 /// concurrently except create, close and destruction (one thread, after the
 /// others stopped) and those rsp.h restricts.
 class pool
@@ -1004,34 +1173,56 @@ class pool
     /// rsp_pool_create.
     static result<pool> try_create(pool_config &cfg) noexcept
     {
+        std::unique_ptr<detail::pool_extra> x(new (std::nothrow) detail::pool_extra);
+        if (!x)
+            return detail::failure(RSP_ENOMEM, "rsp::pool: out of memory");
+        // The callbacks go through the trampolines (exceptions caught at
+        // the C boundary), with x as their context.
+        rsp_pool_config c = cfg.get();
+        if (c.on_error) {
+            x->on_error = c.on_error;
+            x->on_error_ctx = c.on_error_ctx;
+            c.on_error = detail::on_error_trampoline;
+            c.on_error_ctx = x.get();
+        }
+        if (c.on_checkpoint_evict) {
+            x->on_evict = c.on_checkpoint_evict;
+            x->on_evict_ctx = c.on_checkpoint_evict_ctx;
+            c.on_checkpoint_evict = detail::on_evict_trampoline;
+            c.on_checkpoint_evict_ctx = x.get();
+        }
         rsp_error e{};
         rsp_pool *p = nullptr;
-        rsp_status st = rsp_pool_create(&cfg.get(), &p, &e);
+        rsp_status st = rsp_pool_create(&c, &p, &e);
         if (st != RSP_OK)
             return detail::done(st, e).error();
-        return pool(p);
+        return pool(p, std::move(x));
     }
     static pool create(pool_config &cfg)
     {
         return try_create(cfg).value();
     }
     pool() noexcept = default;
-    pool(pool &&o) noexcept : p_(std::exchange(o.p_, nullptr))
+    pool(pool &&o) noexcept : p_(std::exchange(o.p_, nullptr)), x_(std::move(o.x_))
     {
     }
+    /// Closes the pool this one held first, as the destructor does.
     pool &operator=(pool &&o) noexcept
     {
         if (this != &o) {
-            rsp_pool_destroy(p_);
+            drop();
             p_ = std::exchange(o.p_, nullptr);
+            x_ = std::move(o.x_);
         }
         return *this;
     }
     pool(const pool &) = delete;
     pool &operator=(const pool &) = delete;
+    /// rsp_pool_close; inside a read section the close is deferred until
+    /// the thread leaves it (rsp::deferred_closes), never dropped.
     ~pool()
     {
-        rsp_pool_destroy(p_);
+        drop();
     }
     /// rsp_pool_close: the pool is gone when it returns ok; a refusal
     /// (inside a read section, in a forked child) leaves it usable.
@@ -1040,23 +1231,26 @@ class pool
         rsp_error e{};
         rsp_status st = rsp_pool_close(p_, &e);
         if (st == RSP_OK)
-            p_ = nullptr;
+            gone();
         return detail::done(st, e);
     }
     void close()
     {
         try_close().value();
     }
-    /// rsp_pool_close_timed: close once every forward_done wait has run,
-    /// within timeout; else RSP_ETIMEDOUT, the pool still usable, and *out
-    /// (if given) names the steps whose forward_done the device waits for.
+    /// rsp_pool_close_timed: close once everything close waits for is
+    /// through within timeout (earlier messages, forward_done waits, plan
+    /// references, other threads' read sections); else RSP_ETIMEDOUT, the
+    /// pool still usable, the message naming what is held ("1 plan
+    /// reference held"), and *out (if given) the steps whose forward_done
+    /// the device waits for.
     template <class D = nanoseconds>
     result<void> try_close_timed(D timeout, rsp_close_report *out = nullptr) noexcept
     {
         rsp_error e{};
         rsp_status st = rsp_pool_close_timed(p_, timeout_ns(timeout), out, &e);
         if (st == RSP_OK)
-            p_ = nullptr;
+            gone();
         return detail::done(st, e);
     }
     template <class D = nanoseconds> void close_timed(D timeout, rsp_close_report *out = nullptr)
@@ -1066,6 +1260,27 @@ class pool
     rsp_pool *get() const noexcept
     {
         return p_;
+    }
+    /// Exceptions thrown by this pool's on_error and on_checkpoint_evict
+    /// callbacks since its creation. Each was caught at the C boundary, on
+    /// the owner thread, right after the callback threw (the pool goes on:
+    /// the failure or eviction it was told of stands, counted in rsp_stats
+    /// as ever); the first was also said on stderr. 0 for an empty pool.
+    /// Any thread, an atomic load: after a call whose answer came after the
+    /// callback (a barrier), it counts that callback's exception.
+    std::uint64_t callback_exceptions() const noexcept
+    {
+        return x_ ? x_->thrown.load(std::memory_order_acquire) : 0;
+    }
+    /// The first of those exceptions, to rethrow (std::rethrow_exception)
+    /// or inspect on the caller's thread; null when none was thrown (or it
+    /// is being stored right now: callback_exceptions() already counts it).
+    /// Any thread; copies an std::exception_ptr.
+    std::exception_ptr callback_exception() const noexcept
+    {
+        if (!x_ || !x_->first_ready.load(std::memory_order_acquire))
+            return nullptr;
+        return x_->first;
     }
 
     // Facts and memory (any thread, no message).
@@ -1455,10 +1670,35 @@ class pool
     }
 
   private:
-    explicit pool(rsp_pool *p) noexcept : p_(p)
+    pool(rsp_pool *p, std::unique_ptr<detail::pool_extra> x) noexcept : p_(p), x_(std::move(x))
     {
     }
+    /// The C pool was closed.
+    void gone() noexcept
+    {
+        p_ = nullptr;
+        x_.reset();
+    }
+    /// The destructor's close: refused inside a read section (destroying
+    /// waits for a grace period, i.e. for that section), where it is handed
+    /// to the thread's deferred closes instead of being dropped with the
+    /// status.
+    void drop() noexcept
+    {
+        if (!p_)
+            return;
+        rsp_status st = rsp_pool_close(p_, nullptr);
+        if (st == RSP_OK) {
+            gone();
+        } else if (st == RSP_EINVAL) {
+            detail::defer_close(std::exchange(p_, nullptr), std::move(x_));
+        } else { // RSP_EFORKED: the pool stays, as rsp.h says; so does x_
+            p_ = nullptr;
+            (void)x_.release();
+        }
+    }
     rsp_pool *p_ = nullptr;
+    std::unique_ptr<detail::pool_extra> x_;
 };
 
 // ---------------------------------------------------------------------------
@@ -1518,10 +1758,14 @@ class reader
         try_quiescent().value();
     }
     /// rsp_reader_offline: before blocking (a QSBR reader may not read
-    /// while offline).
+    /// while offline). Offline, the thread closes the pools it destroyed
+    /// while online (rsp::deferred_closes).
     result<void> try_offline() noexcept
     {
-        return detail::done(rsp_reader_offline(), rsp_error{});
+        rsp_status st = rsp_reader_offline();
+        if (st == RSP_OK)
+            close_deferred();
+        return detail::done(st, rsp_error{});
     }
     void offline()
     {
@@ -1538,10 +1782,14 @@ class reader
     }
     reader(const reader &) = delete;
     reader &operator=(const reader &) = delete;
+    /// Unregisters (ending any section left open: rsp_reader_unregister),
+    /// then closes the pools destroyed inside one (rsp::deferred_closes).
     ~reader()
     {
-        if (st_ == RSP_OK)
+        if (st_ == RSP_OK) {
             rsp_reader_unregister();
+            close_deferred();
+        }
     }
     /// RSP_OK when the thread is registered.
     rsp_status status() const noexcept
@@ -1709,8 +1957,9 @@ class plan_ref
 class read_section
 {
   public:
-    /// Throws rsp::error (RSP_ENOTREG, rsp_read_begin_err's message) on an
-    /// unregistered thread.
+    /// Throws rsp::error with rsp_read_begin_err's status and message
+    /// (RSP_ENOTREG on an unregistered thread; RSP_EINVAL for an offline
+    /// QSBR reader or past the nesting limit).
     read_section() : st_(begin(e_))
     {
         if (st_ != RSP_OK)
@@ -1730,10 +1979,14 @@ class read_section
     /// rsp_read_end now, if the section is open; the destructor then does
     /// nothing. Views taken inside it are invalid afterwards, and so are
     /// live() and staged().
+    /// Leaving the thread's outermost section closes the pools destroyed
+    /// inside it (rsp::deferred_closes).
     void end() noexcept
     {
-        if (std::exchange(open_, false))
+        if (std::exchange(open_, false)) {
             (void)rsp_read_end();
+            close_deferred();
+        }
     }
     /// How the section began: RSP_OK, or RSP_ENOTREG on a thread without an
     /// rsp::reader. Unchanged by end().

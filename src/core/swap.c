@@ -84,6 +84,14 @@ rsp_status rsp__core_swap_out(rsp__core *c, rsp_rid rid, rsp__work *w, rsp_error
     rsp__op_begin(c);
     if (!w)
         return rsp__fail(err, RSP_EINVAL, "swap out: work is NULL");
+    /* Checked before the rid: a request with no holdings needs no host
+     * slot, and would otherwise be marked swapped out (its steps refused)
+     * on a pool that can never swap anything. */
+    if (!c->tiers[RSP_TIER_HOST].size)
+        return rsp__fail(err, RSP_ECAPACITY,
+                         "swap out: rid %" PRIu64 ": the pool has no host tier "
+                         "(max_host_checkpoints = 0), so nothing can be swapped out",
+                         rid);
     rsp__req *r;
     rsp_status st = swap_req(c, rid, false, &r, err);
     if (st == RSP_OK)

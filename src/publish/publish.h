@@ -217,6 +217,24 @@ uint32_t rsp__publisher_retired_max(const rsp__publisher *p);
 /* Plan objects alive (published, retired, or referenced). Any thread. */
 uint32_t rsp__publisher_objects(const rsp__publisher *p);
 
+/* rsp__plan_ref references of this publisher's plans not yet dropped with
+ * rsp__plan_unref (what destroy waits for besides the publisher's own).
+ * Any thread; an acquire load (X2). */
+uint32_t rsp__publisher_refs(const rsp__publisher *p);
+/* Wait until that count is zero or the absolute deadline (util/time.h)
+ * passes, polling every millisecond; returns the count (0: none held).
+ * Any thread. */
+uint32_t rsp__publisher_refs_wait(const rsp__publisher *p, uint64_t deadline);
+/* Wait, until the absolute deadline at most, for a grace period of both
+ * reader flavours that starts after the call (the reclaimer runs it):
+ * RSP_OK, or RSP_ETIMEDOUT while a read section (or an online QSBR reader
+ * that is not quiescent) holds it back; the reclaimer's grace period then
+ * goes on and ends when the section does, and the publisher is unchanged.
+ * For a bounded close, which must not block in destroy's grace period.
+ * Any thread outside a read section, not after destroy began. Cost: a
+ * mutex, a futex wait, the reclaimer's grace period (a membarrier). */
+rsp_status rsp__publisher_grace_timed(rsp__publisher *p, uint64_t deadline);
+
 /* Plan accessors. Any thread holding the plan (read section or ref). */
 uint64_t rsp__plan_step_id(const rsp_plan *plan);
 bool rsp__plan_is_staged(const rsp_plan *plan);
@@ -270,6 +288,11 @@ rsp_status rsp__fail_forked(rsp_error *err);
  * offline QSBR reader. Nestable. A default reader's outermost section is
  * liburcu-memb's read lock; a QSBR reader's costs a thread-local increment. */
 rsp_status rsp__read_begin(void);
+/* rsp__read_begin's refusal st, with the message of its cause in err (not
+ * registered, an offline QSBR reader, or the nesting limit: read from the
+ * thread's state, unchanged since the refusal); st is returned as given.
+ * Calling thread, right after the refusal; O(1) plus the message. */
+rsp_status rsp__read_begin_explain(rsp_status st, rsp_error *err);
 /* RSP_EINVAL (nothing changed; printed in debug and sanitizer builds) when
  * the thread has no open section. */
 rsp_status rsp__read_end(void);

@@ -618,6 +618,65 @@ static void swap_out_and_in_keep_every_labels_bytes(void **state)
     rsp_pool_destroy(pool);
 }
 
+/* A pool without a host tier refuses every swap out with RSP_ECAPACITY,
+ * a request without holdings included (it needs no host slot, and was once
+ * marked swapped out there, every later step naming it refused), and
+ * changes nothing. With a host tier such a request is swapped out like any
+ * other: no host slot, its steps refused until swap_in, which gives it
+ * back nothing (rsp.h, rsp_swap_out). */
+static void swap_out_needs_a_host_tier_and_takes_an_empty_request(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(4, 2, 0, false, NULL); /* device tier only */
+    OK(rsp_ingest(pool, 1, E));                       /* holds nothing */
+    int32_t slot2 = make_holding(pool, 1, 2, 5);
+    rsp_error err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(rsp_swap_out(pool, 1, &err), RSP_ECAPACITY);
+    assert_int_equal(err.status, RSP_ECAPACITY);
+    assert_non_null(strstr(err.message, "no host tier"));
+    assert_non_null(strstr(err.message, "max_host_checkpoints"));
+    memset(&err, 0, sizeof err);
+    assert_int_equal(rsp_swap_out(pool, 2, &err), RSP_ECAPACITY);
+    assert_non_null(strstr(err.message, "no host tier"));
+    assert_int_equal(rsp_swap_out(pool, 9, &err), RSP_ECAPACITY); /* whatever the rid */
+    rsp_stats st = stats(pool);
+    assert_int_equal(st.swaps_out, 0);
+    assert_int_equal(st.swapped_slots, 0);
+    /* Nothing changed: rid 2 keeps its slot and bytes, rid 1 is not
+     * swapped out (swap_in says so) and its steps admit. */
+    assert_int_equal(slot_of(pool, 2, RSP_LABEL_MAIN), slot2);
+    assert_true(holds(pool, (uint32_t)slot2, 5));
+    rsp_admit_outcome a;
+    assert_int_equal(rsp_swap_in(pool, 1, &a, &err), RSP_EORDER);
+    make_holding(pool, 2, 1, 6);
+    rsp_pool_destroy(pool);
+
+    pool = make_pool(4, 0, 2, false, NULL); /* a host tier */
+    OK(rsp_ingest(pool, 5, E));
+    OK(rsp_swap_out(pool, 5, E));
+    st = stats(pool);
+    assert_int_equal(st.swaps_out, 1);
+    assert_int_equal(st.swapped_slots, 0);
+    assert_int_equal(st.free_slots, 3);
+    assert_int_equal(rsp_swap_out(pool, 5, &err), RSP_EORDER); /* already */
+    rsp_row row = {.rid = 5, .label = RSP_LABEL_MAIN, .span = 1};
+    rsp_step s1 = {.step_id = 1, .rows = &row, .num_rows = 1};
+    memset(&err, 0, sizeof err);
+    assert_int_equal(rsp_step_admit(pool, &s1, &a, &err), RSP_EORDER);
+    assert_non_null(strstr(err.message, "swapped out"));
+    OK(rsp_swap_in(pool, 5, &a, E));
+    assert_true(a.ok);
+    st = stats(pool);
+    assert_int_equal(st.swaps_in, 1);
+    assert_int_equal(st.swapped_slots, 0);
+    assert_int_equal(st.free_slots, 3);
+    assert_int_equal(rsp_holding_get(pool, 5, RSP_LABEL_MAIN, &(rsp_holding){0}, &err),
+                     RSP_ENOREQ); /* nothing given back */
+    make_holding(pool, 2, 5, 7);  /* its steps admit again */
+    rsp_pool_destroy(pool);
+}
+
 /* Ordered pools: the new kinds carry their number, but the query is
  * exempt like HOLDING. */
 static void ordered_pools_number_checkpoint_messages_but_not_the_query(void **state)
@@ -801,6 +860,7 @@ int main(void)
         cmocka_unit_test(demotion_moves_the_victim_to_the_host_tier_with_its_bytes),
         cmocka_unit_test(a_take_at_commit_without_room_is_skipped_and_reported),
         cmocka_unit_test(swap_out_and_in_keep_every_labels_bytes),
+        cmocka_unit_test(swap_out_needs_a_host_tier_and_takes_an_empty_request),
         cmocka_unit_test(ordered_pools_number_checkpoint_messages_but_not_the_query),
         cmocka_unit_test(lookup_refusals),
         cmocka_unit_test(readers_of_both_flavours_look_up_under_churn),

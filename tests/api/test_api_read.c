@@ -87,8 +87,9 @@ static void same_addressing(const rsp_addressing *a, const rsp_addressing *b)
 /* ------------------------------------------------------------------------ */
 
 /* The reader word keeps the nesting in 24 bits: the next begin past the
- * bound is refused and changes nothing; the sections unwind as usual, for
- * both flavours. */
+ * bound is refused and changes nothing, rsp_read_begin_err's message names
+ * the nesting (not an offline QSBR reader, the other RSP_EINVAL); the
+ * sections unwind as usual, for both flavours. */
 static void read_sections_nest_to_their_bound(void **state)
 {
     (void)state;
@@ -100,6 +101,12 @@ static void read_sections_nest_to_their_bound(void **state)
             bad += rsp_read_begin() != RSP_OK;
         assert_int_equal(bad, 0);
         assert_int_equal(rsp_read_begin(), RSP_EINVAL);
+        rsp_error err;
+        memset(&err, 0, sizeof err);
+        assert_int_equal(rsp_read_begin_err(&err), RSP_EINVAL);
+        assert_int_equal(err.status, RSP_EINVAL);
+        assert_non_null(strstr(err.message, "nested 16777215 deep"));
+        assert_null(strstr(err.message, "offline"));
         for (uint32_t i = 0; i < bound; i++)
             bad += rsp_read_end() != RSP_OK;
         assert_int_equal(bad, 0);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -466,6 +467,151 @@ static void close_timed_names_the_steps_it_still_waits_for(void **state)
     assert_false(rep.closed);
 }
 
+/* A thread that takes plan references, then closes the pool with a
+ * timeout: the close must come back by itself. Recorded for main. */
+typedef struct closer {
+    rsp_pool *pool;
+    uint64_t timeout_ns;
+    uint32_t refs; /* references taken before the close, <= 2 */
+    rsp_status st;
+    rsp_close_report rep;
+    char msg[RSP_ERROR_MAX];
+    uint32_t done; /* atomic: 1 once the close returned */
+} closer;
+
+static void *close_holding_refs(void *arg)
+{
+    closer *c = arg;
+    const rsp_plan *held[2] = {NULL, NULL};
+    if (rsp_reader_register(NULL) == RSP_OK) {
+        rsp_read_begin();
+        for (uint32_t i = 0; i < c->refs && i < 2; i++)
+            held[i] = rsp_plan_ref(rsp_plan_live(c->pool));
+        rsp_read_end();
+    }
+    rsp_error err;
+    memset(&err, 0, sizeof err);
+    c->st = rsp_pool_close_timed(c->pool, c->timeout_ns, &c->rep, &err);
+    snprintf(c->msg, sizeof c->msg, "%s", err.message);
+    for (uint32_t i = 0; i < 2; i++)
+        if (held[i])
+            rsp_plan_unref(held[i]);
+    rsp_reader_unregister();
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Whether *flag became 1 within `seconds` (polled every millisecond). */
+static bool became_set(const uint32_t *flag, uint32_t seconds)
+{
+    for (uint32_t ms = 0; ms < seconds * 1000u; ms++) {
+        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE))
+            return true;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The close runs on its own thread; main gives it a generous 30 s (the
+ * closes here wait 500 ms at most before they give up) and fails instead
+ * of hanging with it. */
+static closer run_closer(rsp_pool *pool, uint64_t timeout_ns, uint32_t refs)
+{
+    closer c = {.pool = pool, .timeout_ns = timeout_ns, .refs = refs};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, close_holding_refs, &c), 0);
+    if (!became_set(&c.done, 30))
+        fail_msg("rsp_pool_close_timed did not return within 30 s (%u plan reference(s) held "
+                 "by its own thread)",
+                 refs);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    return c;
+}
+
+/* The calling thread's own plan references bound the close like the
+ * device's waits: the timeout expires, the refusal names them, nothing is
+ * destroyed; dropped, the close goes through. */
+static void close_timed_is_bounded_by_plan_references(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 4);
+    rsp_error err;
+    rsp_row one[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
+    rsp_step s1 = {.step_id = 1, .rows = one, .num_rows = 1};
+    admit_and_plan(pool, &s1);
+    commit_done(pool, &s1);
+
+    closer c = run_closer(pool, 500000000u, 1);
+    assert_int_equal(c.st, RSP_ETIMEDOUT);
+    assert_false(c.rep.closed);
+    assert_int_equal(c.rep.forward_waits, 0);
+    assert_non_null(strstr(c.msg, "1 plan reference held"));
+    assert_non_null(strstr(c.msg, "nothing destroyed"));
+    assert_null(strstr(c.msg, "forward_done"));
+    /* Still usable. */
+    assert_int_equal(rsp_ingest(pool, 42, &err), RSP_OK);
+    assert_int_equal(rsp_barrier(pool, &err), RSP_OK);
+
+    /* Two, and a timeout of 0: counted, not waited for. */
+    c = run_closer(pool, 0, 2);
+    assert_int_equal(c.st, RSP_ETIMEDOUT);
+    assert_non_null(strstr(c.msg, "2 plan references held"));
+
+    /* None held: the same close goes through. */
+    c = run_closer(pool, 30000000000u, 0);
+    assert_int_equal(c.st, RSP_OK);
+    assert_true(c.rep.closed);
+}
+
+/* A thread that stays in a read section until main lets it go. */
+typedef struct sitter {
+    uint32_t inside, leave; /* atomic */
+    rsp_status st;
+} sitter;
+
+static void *sit_in_section(void *arg)
+{
+    sitter *s = arg;
+    s->st = rsp_reader_register(NULL);
+    if (s->st == RSP_OK)
+        s->st = rsp_read_begin();
+    __atomic_store_n(&s->inside, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&s->leave, __ATOMIC_ACQUIRE)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (s->st == RSP_OK)
+        rsp_read_end();
+    rsp_reader_unregister();
+    return NULL;
+}
+
+/* Destroy waits for a grace period: another thread's open section bounds
+ * the close too, named, with nothing destroyed. */
+static void close_timed_is_bounded_by_another_threads_section(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool(8, 4);
+    sitter s = {0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, sit_in_section, &s), 0);
+    assert_true(became_set(&s.inside, 30));
+    assert_int_equal(s.st, RSP_OK);
+    closer c = run_closer(pool, 50000000u, 0);
+    assert_int_equal(c.st, RSP_ETIMEDOUT);
+    assert_false(c.rep.closed);
+    assert_non_null(strstr(c.msg, "no grace period (a read section open on another thread?)"));
+    assert_null(strstr(c.msg, "plan reference"));
+    rsp_error err;
+    assert_int_equal(rsp_barrier(pool, &err), RSP_OK); /* still usable */
+    __atomic_store_n(&s.leave, 1, __ATOMIC_RELEASE);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    c = run_closer(pool, 30000000000u, 0);
+    assert_int_equal(c.st, RSP_OK);
+    assert_true(c.rep.closed);
+}
+
 static void commit_that_wrote_needs_a_forward_done(void **state)
 {
     (void)state;
@@ -578,6 +724,8 @@ int main(void)
         cmocka_unit_test(waiter_blocked_before_the_rollback_gets_the_answer),
         cmocka_unit_test(unread_failures_are_counted_and_reported),
         cmocka_unit_test(close_timed_names_the_steps_it_still_waits_for),
+        cmocka_unit_test(close_timed_is_bounded_by_plan_references),
+        cmocka_unit_test(close_timed_is_bounded_by_another_threads_section),
         cmocka_unit_test(commit_that_wrote_needs_a_forward_done),
         cmocka_unit_test(addressing_of_an_uninterned_label_is_enolabel),
         cmocka_unit_test(messages_name_the_callers_argument),

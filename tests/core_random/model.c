@@ -258,6 +258,8 @@ rsp_status rspm_swap_out(rspm *m, uint32_t ridx)
 {
     rspm_request *r = &m->req[ridx];
     m->evictions = 0;
+    if (!m->tier_size[1])
+        return RSP_ECAPACITY; /* no host tier: refused for every rid */
     if (!r->exists)
         return RSP_ENOREQ;
     if (r->swapped)

@@ -296,7 +296,8 @@ void rspm_ck_init(rspm *m, uint32_t device, uint32_t host, bool demote);
 rsp_status rspm_ck_take(rspm *m, uint64_t key, uint32_t ridx, uint32_t label, uint32_t tier);
 rsp_status rspm_ck_drop(rspm *m, uint64_t key);
 rsp_status rspm_ck_pin(rspm *m, uint64_t key, bool pin);
-/* Swap (issue 12): swap_out needs the request (RSP_ENOREQ), not swapped
+/* Swap (issue 12): swap_out needs a host tier (RSP_ECAPACITY, checked
+ * first), the request (RSP_ENOREQ), not swapped
  * out, no holding pinned or marked by a step in flight (RSP_EORDER), and
  * a host slot per holding, counting unpinned host checkpoints to evict
  * in LRU order (RSP_ECAPACITY); the slots are released in label order.

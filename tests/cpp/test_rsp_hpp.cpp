@@ -7,8 +7,10 @@
 #include <cstdarg>
 #include <cstddef>
 #include <csetjmp>
+#include <cstdio>
 #include <cstring>
 #include <sched.h>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -863,6 +865,217 @@ static void checkpoints_and_swaps(void **)
     assert_int_equal(pool.stats().swaps_in, 2);
 }
 
+// Whether `flag` became true within `limit` (polled every millisecond):
+// a test of a call that once hung waits for it this long, then fails
+// instead of hanging with it.
+static bool became_true(const std::atomic<bool> &flag, std::chrono::milliseconds limit)
+{
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!flag.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() >= until)
+            return false;
+        std::this_thread::sleep_for(1ms);
+    }
+    return true;
+}
+
+// A thread that holds its own plan_ref and closes with a timeout gets the
+// timeout, with the reference named, and the pool stays usable; once the
+// reference goes the close goes through.
+static void close_timed_is_bounded_by_own_plan_ref(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::step s1(rsp::step_id{1});
+    s1.row(rsp::rid{1});
+    pool.admit(s1);
+    pool.plan(s1);
+    pool.commit(s1, rsp::forward_complete());
+    std::atomic<bool> done{false};
+    rsp_status st = RSP_OK;
+    std::string what;
+    rsp_close_report rep{};
+    bool still_open = false;
+    std::thread closer([&] {
+        rsp::reader me;
+        rsp::plan_ref ref;
+        {
+            rsp::read_section rs;
+            ref = rsp::plan_ref(rs.live(pool));
+        }
+        auto r = pool.try_close_timed(500ms, &rep);
+        st = r.status();
+        what = r.error().message;
+        still_open = pool.get() != nullptr;
+        done.store(true, std::memory_order_release);
+    });
+    if (!became_true(done, 30s)) {
+        closer.detach(); // hung in the close: leave it, fail
+        fail_msg("try_close_timed(500ms) did not return within 30 s");
+    }
+    closer.join();
+    assert_int_equal(st, RSP_ETIMEDOUT);
+    assert_false(rep.closed);
+    assert_true(still_open);
+    assert_non_null(std::strstr(what.c_str(), "1 plan reference held"));
+    pool.barrier(); // usable
+    pool.close_timed(30s, &rep);
+    assert_true(rep.closed);
+    assert_true(pool.get() == nullptr);
+}
+
+// Threads of this process (/proc/self/status): a pool runs three (owner,
+// device worker, reclaimer), and its close joins them.
+static int threads_now()
+{
+    std::FILE *f = std::fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    int n = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    std::fclose(f);
+    return n;
+}
+
+// ~pool inside a read section: the C close refuses there (it would wait
+// for that very section), so the binding closes the pool when the thread
+// leaves its outermost section, instead of leaking it with its threads.
+static void pool_destroyed_in_a_section_closes_when_it_ends(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::reader me;
+    const int before = threads_now();
+    assert_true(before > 0);
+    rsp_pool *raw = nullptr;
+    {
+        rsp::read_section rs;
+        {
+            rsp::pool pool = rsp::pool::create(cfg);
+            raw = pool.get();
+            assert_true(threads_now() > before);
+        }
+        assert_int_equal(rsp::deferred_closes(), 1);
+        rsp_stats st{}; // still running: its counters answer
+        assert_int_equal(rsp_pool_counters(raw, &st, nullptr), RSP_OK);
+        assert_true(threads_now() > before);
+        {
+            rsp::read_section inner; // a nested section's end closes nothing
+        }
+        assert_int_equal(rsp::deferred_closes(), 1);
+        assert_int_equal(rsp::close_deferred(), 1); // refused: still inside
+        // Move assignment closes the pool it replaces the same way.
+        rsp::pool a = rsp::pool::create(cfg);
+        a = rsp::pool::create(cfg);
+        assert_int_equal(rsp::deferred_closes(), 2);
+        a = rsp::pool();
+        assert_int_equal(rsp::deferred_closes(), 3);
+    } // the outermost section ends
+    assert_int_equal(rsp::deferred_closes(), 0);
+    assert_int_equal(threads_now(), before);
+
+    // An online QSBR reader counts as inside a section: closed once offline.
+    std::atomic<int> left{-1}, at_offline{-1}, after{-1};
+    std::thread([&] {
+        rsp::reader q(rsp::qsbr);
+        {
+            rsp::pool pool = rsp::pool::create(cfg);
+        }
+        left = static_cast<int>(rsp::deferred_closes());
+        q.offline();
+        at_offline = static_cast<int>(rsp::deferred_closes());
+        q.online();
+        {
+            rsp::pool pool = rsp::pool::create(cfg);
+        }
+        after = static_cast<int>(rsp::deferred_closes()); // closed by ~reader
+    }).join();
+    assert_int_equal(left, 1);
+    assert_int_equal(at_offline, 0);
+    assert_int_equal(after, 1);
+    assert_int_equal(threads_now(), before);
+
+    // A section ended with the C call: closed at thread exit at the latest.
+    std::atomic<int> pending{-1};
+    std::thread([&] {
+        if (rsp_reader_register(nullptr) != RSP_OK || rsp_read_begin() != RSP_OK)
+            return;
+        {
+            rsp::pool pool = rsp::pool::create(cfg);
+        }
+        (void)rsp_read_end();
+        pending = static_cast<int>(rsp::deferred_closes());
+        // No rsp::reader: the thread's exit closes the pool, then
+        // unregisters it (rsp.h: a key destructor).
+    }).join();
+    assert_int_equal(pending, 1);
+    assert_int_equal(threads_now(), before);
+}
+
+// Callbacks that throw, as an engine's may: the binding catches the
+// exception at the C boundary (it would otherwise unwind into the owner's C
+// frames and call std::terminate), counts it, keeps the first, and the pool
+// goes on.
+static int throwing_calls = 0;
+static void throw_on_error(void *, const rsp_failure *)
+{
+    throwing_calls++;
+    throw std::runtime_error("on_error: the engine's bookkeeping failed");
+}
+static void throw_on_evict(void *, const rsp_checkpoint_event *)
+{
+    throwing_calls++;
+    throw 42; // not a std::exception
+}
+
+static void callback_exceptions_are_caught_and_kept(void **)
+{
+    throwing_calls = 0;
+    rsp::pool_config cfg = small_config();
+    cfg.on_error(throw_on_error, nullptr)
+        .checkpoints(1)
+        .on_checkpoint_evict(throw_on_evict, nullptr);
+    rsp::pool pool = rsp::pool::create(cfg);
+    assert_int_equal(pool.callback_exceptions(), 0);
+    assert_true(pool.callback_exception() == nullptr);
+    rsp::step never(rsp::step_id{9});
+    never.row(rsp::rid{9});
+    pool.post_forget(rsp::msg::commit(never, rsp::forward_complete())); // RSP_EORDER
+    pool.post_forget(rsp::msg::commit(never, rsp::forward_complete()));
+    pool.barrier();
+    assert_int_equal(throwing_calls, 2);
+    assert_int_equal(pool.callback_exceptions(), 2);
+    assert_int_equal(pool.stats().posts_failed, 2); // the failures stand
+    std::exception_ptr first = pool.callback_exception();
+    assert_true(first != nullptr);
+    try {
+        std::rethrow_exception(first);
+    } catch (const std::runtime_error &e) {
+        assert_non_null(std::strstr(e.what(), "bookkeeping failed"));
+    }
+    // The pool goes on: a step, and an eviction whose callback throws a
+    // non-std exception (counted, the first one kept).
+    rsp::step s1(rsp::step_id{1});
+    s1.row(rsp::rid{1});
+    assert_true(pool.admit(s1).ok);
+    pool.plan(s1);
+    pool.commit(s1, rsp::forward_complete());
+    pool.checkpoint(1, rsp::rid{1});
+    pool.checkpoint(2, rsp::rid{1}); // the tier holds one: evicts key 1
+    assert_int_equal(throwing_calls, 3);
+    assert_int_equal(pool.callback_exceptions(), 3);
+    assert_int_equal(pool.stats().checkpoints_evicted, 1);
+    assert_true(pool.callback_exception() == first);
+    assert_int_equal(pool.checkpoint_query(2).key, 2);
+    // Moved, the pool keeps its callbacks and their count.
+    rsp::pool moved = std::move(pool);
+    assert_int_equal(moved.callback_exceptions(), 3);
+    assert_int_equal(pool.callback_exceptions(), 0);
+    moved.close();
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
@@ -889,6 +1102,9 @@ int main()
         cmocka_unit_test(per_step_plans_and_bounded_close),
         cmocka_unit_test(one_trip_steps_and_vector_messages),
         cmocka_unit_test(checkpoints_and_swaps),
+        cmocka_unit_test(close_timed_is_bounded_by_own_plan_ref),
+        cmocka_unit_test(pool_destroyed_in_a_section_closes_when_it_ends),
+        cmocka_unit_test(callback_exceptions_are_caught_and_kept),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
