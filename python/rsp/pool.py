@@ -780,7 +780,6 @@ class RecurrentStatePool:
         return True
 
 
-_TORCH = []
 _CUDART = []
 
 
@@ -798,14 +797,8 @@ def _cudart():
 
 
 def _torch():
-    """The torch module, or None without one (imported once)."""
-    if not _TORCH:
-        try:
-            import torch
-        except ImportError:
-            torch = None
-        _TORCH.append(torch)
-    return _TORCH[0]
+    """The torch module, or None without one (imported once, under a lock)."""
+    return _dlpack.torch_module()
 
 
 def _torch_available():

@@ -2,12 +2,22 @@
 # and reader threads reading each step's addressing while the stepping
 # thread goes on. Workers record, the main thread asserts.
 # SPDX-License-Identifier: Apache-2.0
+import os
+import subprocess
+import sys
 import threading
 
 import torch
 
 import rsp
-from conftest import small_config
+from conftest import PKG, small_config
+
+
+def _child(code, *args, timeout=240):
+    """Run code in a fresh interpreter (one that has not imported torch, or
+    whose crash must not take pytest with it)."""
+    return subprocess.run([sys.executable, "-c", code, *args], env=dict(os.environ, PYTHONPATH=PKG),
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_threads_post_and_read_concurrently():
@@ -66,3 +76,41 @@ def test_threads_post_and_read_concurrently():
         assert idx == slots  # the same rows keep their slots every step
     assert pool.stats()["commits"] == 100
     pool.cleanup()
+
+
+# The package imports torch on its first tensor: from a child that has not
+# imported it, six threads make their first tensors at once.
+_FIRST_TENSORS = r"""
+import sys, threading
+import rsp
+assert "torch" not in sys.modules
+pool = rsp.RecurrentStatePool("cpu", rsp.PoolConfig(1, [rsp.BlockSpec("s", (4,))], 4))
+s = rsp.Step(1, [("a", "main", 1)])
+pool.step_next(s)
+pool.commit(s)
+errors = []
+
+def first_tensors(i):
+    try:
+        for _ in range(3):
+            pool.block("s", 0) if i % 2 else pool.addressing()
+    except Exception as e:
+        errors.append(repr(e))
+
+ts = [threading.Thread(target=first_tensors, args=(i,)) for i in range(6)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+pool.cleanup()
+print("errors", errors[:1])
+"""
+
+
+def test_first_tensors_on_several_threads_at_once():
+    # torch's first import from two threads at once leaves it broken
+    # (NameError); most runs of the child hit that without the package's lock.
+    for _ in range(3):
+        r = _child(_FIRST_TENSORS)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "errors []" in r.stdout, r.stdout
