@@ -3,9 +3,11 @@
 # SPDX-License-Identifier: Apache-2.0
 import array
 import ctypes
+import functools
 import operator
 import struct
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Sequence, Tuple
@@ -329,6 +331,35 @@ _reader = _Reader()
 
 # --- the pool ------------------------------------------------------------------
 
+_ESHUTDOWN = ffi.STATUS_NAMES.index("RSP_ESHUTDOWN")
+_get_ident = threading.get_ident
+
+
+def _guarded(method):
+    """A pool method that keeps the C pool alive while it runs.
+
+    The call enters itself in pool._calls before it reads pool._closing, and
+    cleanup() sets _closing before it waits for _calls to empty: whichever
+    of the two stores comes first (the GIL orders them), either cleanup sees
+    the call and waits, or the call sees _closing and is refused. list
+    append and remove are atomic under the GIL, so the hot path takes no
+    lock (about 0.1 us a call)."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kw):
+        calls = self._calls
+        me = _get_ident()
+        calls.append(me)
+        try:
+            if self._closing:
+                raise RspError(_ESHUTDOWN, "the pool was cleaned up")
+            return method(self, *args, **kw)
+        finally:
+            calls.remove(me)
+
+    return call
+
+
 _COMPLETE = ffi.Event(ffi.EVENT_COMPLETE, None, 0)
 
 
@@ -381,22 +412,23 @@ class PlanRef:
     def __init__(self, pool, plan):
         self._pool = pool
         self._plan = plan
+        # Held by addressing() and release(): a release on one thread must
+        # not drop the plan under another thread's read of it.
+        self._mu = threading.Lock()
         self.step_id = ffi.plan_step_id(plan)
 
     def addressing(self, label="main") -> RecurrentAddressing:
-        if self._plan is None:
-            raise RspError(ffi.EINVAL, "the plan reference was released")
-        a = ffi.Addressing()
-        err = ffi.Error()
-        _check(ffi.plan_addressing(self._plan, self._pool._label_id(label), ctypes.byref(a),
-                                   ctypes.byref(err)), err)
-        return self._pool._addressing(a)
+        return self._pool._ref_addressing(self, label)
 
     def release(self):
-        if self._plan is not None:
-            ffi.plan_unref(self._plan)
-            self._plan = None
-            self._pool._refs.discard(self)
+        """Drop the reference (idempotent; after cleanup() a no-op: cleanup
+        released it)."""
+        with self._mu:
+            plan, self._plan = self._plan, None
+        if plan is not None:
+            ffi.plan_unref(plan)
+            with self._pool._lock:
+                self._pool._refs.discard(self)
 
     def __enter__(self):
         return self
@@ -422,6 +454,11 @@ class RecurrentStatePool:
         self._labels = {"main": ffi.LABEL_MAIN}
         self._label_names = {ffi.LABEL_MAIN: "main"}
         self._pool = None
+        # Calls in progress (their threads' idents) and the flag that refuses
+        # new ones: see _guarded. _close_lock makes concurrent cleanups one.
+        self._calls = []
+        self._closing = False
+        self._close_lock = threading.Lock()
         self._refs = weakref.WeakSet()  # live PlanRefs, released at cleanup
         # The last marshalled rows and their bytes: a step whose rows equal
         # them (rows are immutable tuples or Rows) copies the bytes.
@@ -476,20 +513,40 @@ class RecurrentStatePool:
     # -- lifetime --
 
     def _handle(self):
+        """The C pool, inside a _guarded call (which keeps it alive)."""
         if self._pool is None:
-            raise RspError(ffi.STATUS_NAMES.index("RSP_ESHUTDOWN"), "the pool was cleaned up")
+            raise RspError(_ESHUTDOWN, "the pool was cleaned up")
         return self._pool
 
     def cleanup(self):
-        """Close the pool (rsp_pool_close). Tensors from block() and
+        """Close the pool (rsp_pool_close), from any thread: later calls are
+        refused (RspError RSP_ESHUTDOWN), and the close waits for the calls
+        in progress on other threads to return. Tensors from block() and
         addressing() stay valid: their memory goes with the last of them."""
-        if self._pool is None:
-            return
-        for ref in list(self._refs):
-            ref.release()
-        err = ffi.Error()
-        _check(ffi.pool_close(self._pool, ctypes.byref(err)), err)
-        self._pool = None
+        with self._close_lock:
+            if self._pool is None:
+                return
+            me = _get_ident()
+            if me in self._calls:
+                # A finaliser or signal handler run inside this thread's own
+                # call would wait for itself.
+                raise RspError(ffi.EINVAL, "cleanup() inside a call on this pool on the "
+                                           "same thread (a finaliser or a signal handler?)")
+            self._closing = True
+            delay = 1e-5
+            while self._calls:  # calls in progress: usually one C call each
+                time.sleep(delay)
+                delay = min(2 * delay, 1e-3)
+            with self._lock:
+                refs = list(self._refs)
+            for ref in refs:
+                ref.release()
+            err = ffi.Error()
+            st = ffi.pool_close(self._pool, ctypes.byref(err))
+            if st != ffi.OK:
+                self._closing = False  # nothing destroyed: the pool is still usable
+                _check(st, err)
+            self._pool = None
 
     close = cleanup
 
@@ -534,6 +591,7 @@ class RecurrentStatePool:
 
     # -- requests --
 
+    @_guarded
     def ingest_request(self, rid, overrides=None):
         """Make sure request rid exists (idempotent)."""
         err = ffi.Error()
@@ -541,6 +599,7 @@ class RecurrentStatePool:
             v = self._rids.get(rid)
         _check(ffi.ingest(self._handle(), v, ctypes.byref(err)), err)
 
+    @_guarded
     def remove_request(self, rid):
         """Zero and free rid's slots (after the steps that address them) and forget it."""
         err = ffi.Error()
@@ -550,6 +609,7 @@ class RecurrentStatePool:
         with self._lock:
             self._rids.forget(rid)
 
+    @_guarded
     def reset_request(self, rid, free=False):
         """Zero rid's slots; free=True hands them back to the pool."""
         err = ffi.Error()
@@ -557,6 +617,7 @@ class RecurrentStatePool:
             v = self._rids.lookup(rid)
         _check(ffi.reset(self._handle(), v, free, ctypes.byref(err)), err)
 
+    @_guarded
     def release(self, rid, label):
         """Give back rid's slot under label (a finished beam, a rejected draft)."""
         err = ffi.Error()
@@ -566,6 +627,7 @@ class RecurrentStatePool:
 
     # -- steps --
 
+    @_guarded
     def admit(self, step: Step, ctx=None) -> AdmitOutcome:
         """Reserve a slot per addressed (rid, label), plus fork targets."""
         m = self._marshal(step)
@@ -587,6 +649,7 @@ class RecurrentStatePool:
         return AdmitOutcome(False, rid, self._label_names.get(out.label, out.label),
                             out.slots_short, out.usable, out.free)
 
+    @_guarded
     def rollback_admit(self, step: Step, ctx=None, forward_done=None):
         """Free the slots this step's admit took fresh (SEMANTICS 4.2)."""
         err = ffi.Error()
@@ -595,6 +658,7 @@ class RecurrentStatePool:
                                  ctypes.byref(ev) if ev is not None else None,
                                  ctypes.byref(err)), err)
 
+    @_guarded
     def plan(self, step: Step, ctx=None):
         """Publish the step's plan (its staged plan with step.preplan). Returns
         the step id; read the plan with addressing()."""
@@ -603,6 +667,7 @@ class RecurrentStatePool:
         _check(ffi.step_plan(self._handle(), ctypes.byref(m.step), ctypes.byref(err)), err)
         return step.step_id
 
+    @_guarded
     def commit(self, step: Step, ctx=None, forward_done=None):
         """Record the step's consumption. forward_done: None when the forward
         has already finished (CPU), else its event (a torch.cuda.Event)."""
@@ -612,6 +677,7 @@ class RecurrentStatePool:
         _check(ffi.step_commit(self._handle(), ctypes.byref(m.step), ctypes.byref(ev),
                                ctypes.byref(err)), err)
 
+    @_guarded
     def step_next(self, step: Step, prev: Optional[Step] = None, forward_done=None):
         """Commit prev (if given), then admit and plan step: one round trip.
         Returns the admit outcome (not ok: nothing planned)."""
@@ -626,11 +692,13 @@ class RecurrentStatePool:
         _check(st, err)
         return self._outcome(out.admit, step)
 
+    @_guarded
     def clear_preplan(self):
         """Drop the staged plan, if any."""
         err = ffi.Error()
         _check(ffi.clear_preplan(self._handle(), ctypes.byref(err)), err)
 
+    @_guarded
     def build_accelerator_graph_buffers(self, slots=None, max_bs=1, max_seq_len=0):
         """Leased addressing buffers created from now on hold >= max_bs rows."""
         err = ffi.Error()
@@ -639,6 +707,7 @@ class RecurrentStatePool:
 
     # -- reading --
 
+    @_guarded
     def addressing(self, label="main", step_id=None, wait=True) -> RecurrentAddressing:
         """This step's addressing under label: the live plan's, or step_id's
         plan (a pipelined step in flight). The tensors are copies of the
@@ -662,9 +731,22 @@ class RecurrentStatePool:
         finally:
             ffi.read_end()
         if wait and self._info.device == ffi.DEVICE_HOST:
-            self.wait(out.ready)
+            self._wait(out.ready)
         return out
 
+    @_guarded
+    def _ref_addressing(self, ref, label):
+        """PlanRef.addressing: the pool kept alive, the reference held."""
+        lid = self._label_id(label)
+        with ref._mu:
+            if ref._plan is None:
+                raise RspError(ffi.EINVAL, "the plan reference was released")
+            a = ffi.Addressing()
+            err = ffi.Error()
+            _check(ffi.plan_addressing(ref._plan, lid, ctypes.byref(a), ctypes.byref(err)), err)
+            return self._addressing(a)
+
+    @_guarded
     def plan_ref(self, step_id=None) -> PlanRef:
         """A reference on the live plan (or step_id's, a step in flight), a
         context manager: `with pool.plan_ref() as plan: plan.addressing()`."""
@@ -680,9 +762,11 @@ class RecurrentStatePool:
             ref = PlanRef(self, ffi.plan_ref(plan))
         finally:
             ffi.read_end()
-        self._refs.add(ref)
+        with self._lock:
+            self._refs.add(ref)
         return ref
 
+    @_guarded
     def wait_ready(self, addressing, stream=None):
         """Order work after the plan's ready event (its zeroing and copies):
         on a CUDA pool, make `stream` (default: torch's current stream) wait
@@ -691,7 +775,7 @@ class RecurrentStatePool:
         ev = addressing.ready
         if self._info.device == ffi.DEVICE_HOST or ev is None or not ev.handle:
             if ev is not None:
-                self.wait(ev)
+                self._wait(ev)
             return
         if stream is None:
             stream = _torch().cuda.current_stream()
@@ -701,8 +785,12 @@ class RecurrentStatePool:
             raise RspError(ffi.STATUS_NAMES.index("RSP_EDEVICE"),
                            f"cudaStreamWaitEvent failed with CUDA error {rc}")
 
+    @_guarded
     def wait(self, event, timeout_ns=ffi.WAIT_FOREVER):
         """Wait on the host for one of the pool's events (an addressing's ready)."""
+        self._wait(event, timeout_ns)
+
+    def _wait(self, event, timeout_ns=ffi.WAIT_FOREVER):
         err = ffi.Error()
         _check(ffi.event_wait(self._handle(), ctypes.byref(event), timeout_ns,
                               ctypes.byref(err)), err)
@@ -728,6 +816,7 @@ class RecurrentStatePool:
                                      ctypes.byref(err)), err)
         return _dlpack.to_torch(out.value)
 
+    @_guarded
     def block(self, name, layer_idx):
         """One layer's contiguous slot-major view of a block: a torch tensor
         [max_slots, *shape] sharing the pool's memory (no copy)."""
@@ -739,6 +828,7 @@ class RecurrentStatePool:
 
     # -- queries --
 
+    @_guarded
     def stats(self):
         """A consistent snapshot of rsp's counters (a dict)."""
         s = ffi.Stats()
@@ -747,12 +837,14 @@ class RecurrentStatePool:
         return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
 
     @property
+    @_guarded
     def num_free_slots(self) -> int:
         s = ffi.Stats()
         err = ffi.Error()
         _check(ffi.pool_counters(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
         return s.free_slots
 
+    @_guarded
     def holding(self, rid, label="main") -> Optional[SlotState]:
         """rid's slot under label, or None when it holds none."""
         h = ffi.Holding()
