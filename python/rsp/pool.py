@@ -245,6 +245,7 @@ def _fill_rows(pool, rows, buf):
 
 
 _item0, _item1, _item2, _item3, _item4, _item5 = (operator.itemgetter(i) for i in range(6))
+_FROZEN_ROWS = frozenset((tuple, Row))  # the row types the last-rows cache keeps
 
 
 class _Marshal:
@@ -272,7 +273,11 @@ class _Marshal:
             buf = bytearray(_ROW.size * n)
             if n:
                 _fill_rows(pool, rows, buf)
-                pool._last_rows = (list(rows), buf)
+                # Kept for the next step to compare with only when no row can
+                # change: a list row edited in place would compare equal to
+                # itself and the next step would get this step's bytes.
+                if _FROZEN_ROWS.issuperset(map(type, rows)):
+                    pool._last_rows = (list(rows), buf)
         self.rows = (ffi.Row * n).from_buffer(buf) if n else None
         self.pre = self._forks(pool, step.pre_forks)
         self.post = self._forks(pool, step.post_forks)
@@ -460,8 +465,8 @@ class RecurrentStatePool:
         self._closing = False
         self._close_lock = threading.Lock()
         self._refs = weakref.WeakSet()  # live PlanRefs, released at cleanup
-        # The last marshalled rows and their bytes: a step whose rows equal
-        # them (rows are immutable tuples or Rows) copies the bytes.
+        # The last marshalled rows of tuples or Rows (immutable) and their
+        # bytes: a step whose rows equal them reuses the bytes.
         self._last_rows = None
         cfg = ffi.PoolConfig()
         ffi.pool_config_init(ctypes.byref(cfg))

@@ -266,3 +266,25 @@ def test_cleanup_inside_a_call_on_the_same_thread_is_refused(pool, monkeypatch):
     with pytest.raises(rsp.RspError) as e:
         pool.stats()
     assert e.value.name == "RSP_ESHUTDOWN"
+
+
+def test_rows_edited_in_place_between_steps_are_seen(pool):
+    rows = [["a", "main", 1]]  # list rows, edited in place below
+    s1 = rsp.Step(1, rows)
+    assert pool.step_next(s1)
+    assert pool.addressing().host_slot_indices == [1]
+    rows[0][0] = "b"
+    s2 = rsp.Step(2, rows)
+    assert pool.step_next(s2, prev=s1)
+    a = pool.addressing()
+    assert a.host_slot_indices == [2] and a.host_has_state == [False]  # b's, not a's
+    pool.commit(s2)
+    assert pool.holding("b").index == 2 and pool.holding("a").has_state
+    assert s2._wire[1].keep is not s1._wire[1].keep  # packed again
+    # tuple rows equal to the last step's still share its packed bytes
+    s3 = rsp.Step(3, [("a", "main", 1)])
+    s4 = rsp.Step(4, [("a", "main", 1)])
+    assert pool.step_next(s3)
+    assert pool.step_next(s4, prev=s3)
+    pool.commit(s4)
+    assert s4._wire[1].keep is s3._wire[1].keep
