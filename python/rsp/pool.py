@@ -230,6 +230,7 @@ def _fill_rows(pool, rows, buf):
         rids = array.array("Q", keys)  # int ids: checked (int, 0..2**64) in C
         if True in map(type(True).__instancecheck__, keys):
             raise TypeError("a bool is not a request id")
+        pool._rids.add_ints(keys)
     except (TypeError, OverflowError):
         rids = array.array("Q", _column(pool._rids.cache_get, keys, pool._rids.get))
     labels = _column(pool._labels.get, list(map(_item1, rows)), pool._label_id)
@@ -613,6 +614,9 @@ class RecurrentStatePool:
         _check(ffi.remove(self._handle(), v, ctypes.byref(err)), err)
         with self._lock:
             self._rids.forget(rid)
+            # A step reusing the last rows' bytes skips the id map: were rid
+            # among those rows, it would be live again in rsp but not here.
+            self._last_rows = None
 
     @_guarded
     def reset_request(self, rid, free=False):

@@ -288,3 +288,48 @@ def test_rows_edited_in_place_between_steps_are_seen(pool):
     assert pool.step_next(s4, prev=s3)
     pool.commit(s4)
     assert s4._wire[1].keep is s3._wire[1].keep
+
+
+def test_an_int_id_equal_to_a_live_strings_id_is_refused(pool):
+    s1 = rsp.Step(1, [("req-1", "main", 1)])
+    assert pool.step_next(s1)
+    pool.commit(s1)
+    v = rsp.rid64("req-1")
+    for call in (lambda: pool.remove_request(v), lambda: pool.reset_request(v, free=True),
+                 lambda: pool.ingest_request(v), lambda: pool.holding(v),
+                 lambda: pool.release(v, "main"),
+                 lambda: pool.admit(rsp.Step(2, [(v, "main", 1)]))):
+        with pytest.raises(ValueError, match="'req-1'"):
+            call()
+    assert pool.holding("req-1").has_state  # untouched
+    # the other way round: a live int id, then the string whose id it is
+    q = rsp.rid64("req-2")
+    pool.ingest_request(q)
+    for call in (lambda: pool.ingest_request("req-2"), lambda: pool.remove_request("req-2"),
+                 lambda: pool.admit(rsp.Step(2, [("req-2", "main", 1)]))):
+        with pytest.raises(ValueError, match=str(q)):
+            call()
+    assert pool.stats()["num_requests"] == 2
+    # each is fine once the other is gone
+    pool.remove_request(q)
+    pool.ingest_request("req-2")
+    pool.remove_request("req-1")
+    pool.ingest_request(v)
+    assert pool.stats()["num_requests"] == 2
+
+
+def test_an_id_removed_then_stepped_again_is_live_again(pool):
+    # the step after the removal repeats the last rows: their packed bytes
+    # must not be reused without registering the ids again
+    q = rsp.rid64("req-2")
+    for sid in (1, 2):
+        step = rsp.Step(sid, [(q, "main", 1), ("s", "main", 1)])
+        assert pool.step_next(step)
+        pool.commit(step)
+        if sid == 1:
+            pool.remove_request(q)
+            pool.remove_request("s")
+    with pytest.raises(ValueError, match=str(q)):
+        pool.ingest_request("req-2")
+    with pytest.raises(ValueError, match="'s'"):
+        pool.ingest_request(rsp.rid64("s"))
