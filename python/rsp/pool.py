@@ -34,6 +34,20 @@ def _check(status, err):
         raise RspError(status, err.message.decode("utf-8", "replace"))
 
 
+def _c_name(name, what):
+    """name (a str) as the UTF-8 bytes of a C string; `what` names the
+    argument in the error. A NUL is refused: C would see the name cut there
+    ("ssm\\0x" would be block "ssm")."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__}")
+    if "\0" in name:
+        raise ValueError(f"{what} {name!r} has a NUL byte")
+    try:
+        return name.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate
+        raise ValueError(f"{what} {name!r} is not valid UTF-8: {e.reason}") from None
+
+
 # --- declarations ------------------------------------------------------------
 
 _DTYPE_CODES = {name: i for i, name in enumerate(ffi.DTYPES)}
@@ -239,13 +253,24 @@ def _fill_rows(pool, rows, buf):
     mv.cast("i")[3::w // 4] = array.array("i", list(map(_item2, rows)))
     if set(map(len, rows)) != {3}:  # flags: only Rows (or 6-tuples) carry them
         full = [r if len(r) == 6 else Row(*r) for r in rows]
-        mv[16::w] = bytes(map(_item3, full))
-        mv[17::w] = bytes(map(_item4, full))
+        mv[16::w] = _bools(list(map(_item3, full)), "padding")
+        mv[17::w] = _bools(list(map(_item4, full)), "skip_post_forks")
         mv.cast("H")[9::w // 2] = array.array("H", map(_item5, full))
     assert len(mv) == n * w
 
 
 _item0, _item1, _item2, _item3, _item4, _item5 = (operator.itemgetter(i) for i in range(6))
+_BOOL = frozenset((bool,))
+
+
+def _bools(col, what):
+    """A column of row flags as bytes. Only bools: a C bool holding 2 (from
+    padding=2) is undefined behaviour, and normalising would hide the
+    caller's mistake."""
+    if not _BOOL.issuperset(map(type, col)):
+        i, v = next((i, v) for i, v in enumerate(col) if type(v) is not bool)
+        raise TypeError(f"rows[{i}].{what} must be a bool, not {type(v).__name__}")
+    return bytes(col)
 _FROZEN_ROWS = frozenset((tuple, Row))  # the row types the last-rows cache keeps
 
 
@@ -474,7 +499,7 @@ class RecurrentStatePool:
         blocks = (ffi.BlockConfig * len(config.blocks))()
         self._names = []
         for i, b in enumerate(config.blocks):
-            name = b.name.encode("utf-8")
+            name = _c_name(b.name, f"blocks[{i}].name")
             self._names.append(name)
             bc = blocks[i]
             bc.name = name
@@ -579,7 +604,7 @@ class RecurrentStatePool:
             return name
         out = ctypes.c_uint32()
         err = ffi.Error()
-        _check(ffi.label(self._handle(), name.encode("utf-8"), ctypes.byref(out),
+        _check(ffi.label(self._handle(), _c_name(name, "label"), ctypes.byref(out),
                          ctypes.byref(err)), err)
         with self._lock:
             self._labels[name] = out.value
@@ -831,7 +856,7 @@ class RecurrentStatePool:
         [max_slots, *shape] sharing the pool's memory (no copy)."""
         out = ctypes.c_void_p()
         err = ffi.Error()
-        _check(ffi.pool_block_dlpack(self._handle(), name.encode("utf-8"), layer_idx,
+        _check(ffi.pool_block_dlpack(self._handle(), _c_name(name, "name"), layer_idx,
                                      ctypes.byref(out), ctypes.byref(err)), err)
         return _dlpack.to_torch(out.value)
 

@@ -333,3 +333,32 @@ def test_an_id_removed_then_stepped_again_is_live_again(pool):
         pool.ingest_request("req-2")
     with pytest.raises(ValueError, match="'s'"):
         pool.ingest_request(rsp.rid64("s"))
+
+
+def test_names_with_a_nul_byte_are_refused(pool):
+    # C would see the name cut at the NUL: "ssm\0x" would be block "ssm"
+    with pytest.raises(ValueError, match=r"blocks\[0\]\.name.*NUL"):
+        rsp.RecurrentStatePool("cpu", rsp.PoolConfig(1, [rsp.BlockSpec("ssm\0x", (4,))], 4))
+    with pytest.raises(ValueError, match="name.*NUL"):
+        pool.block("ssm\0x", 0)
+    with pytest.raises(ValueError, match="name.*not valid UTF-8"):
+        pool.block("ssm\ud800", 0)
+    with pytest.raises(ValueError, match=r"label.*NUL"):
+        pool.admit(rsp.Step(1, [("a", "main\0x", 1)]))
+    with pytest.raises(ValueError, match=r"label.*NUL"):
+        pool.admit(rsp.Step(1, [("a", "main", 1)], pre_forks=[rsp.Fork("main", "d\0")]))
+    assert pool.num_free_slots == 7 and pool.stats()["admits_ok"] == 0
+
+
+def test_row_flags_must_be_bools(pool):
+    # a C bool holding 2 is undefined behaviour: refused, not normalised
+    with pytest.raises(TypeError, match=r"rows\[1\]\.padding must be a bool, not int"):
+        pool.admit(rsp.Step(1, [rsp.Row("a"), rsp.Row("b", padding=2)]))
+    with pytest.raises(TypeError, match=r"rows\[0\]\.skip_post_forks must be a bool"):
+        pool.admit(rsp.Step(1, [("a", "main", 1, False, 1)]))
+    assert pool.num_free_slots == 7 and pool.stats()["admits_ok"] == 0
+    step = rsp.Step(1, [rsp.Row("a"), rsp.Row("p", padding=True)])
+    assert pool.admit(step)
+    pool.plan(step)
+    assert pool.addressing().host_slot_indices == [1, pool.pad_index]
+    pool.commit(step)
