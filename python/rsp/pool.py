@@ -611,6 +611,20 @@ class RecurrentStatePool:
             self._label_names[out.value] = name
         return out.value
 
+    def _known_label(self, name):
+        """The id of a label some step has named, for a read: a read never
+        interns (64 typos would use up every label id), so a name the pool
+        has not seen is RSP_ENOLABEL, as the C API answers an id it has not
+        interned."""
+        lid = self._labels.get(name)
+        if lid is not None:
+            return lid
+        if isinstance(name, int) and not isinstance(name, bool):
+            return name
+        _c_name(name, "label")
+        raise RspError(ffi.ENOLABEL, f"label {name!r} is not known to this pool (no step has "
+                                     f"named it; known: {', '.join(map(repr, self._labels))})")
+
     def _marshal(self, step):
         w = step._wire
         if w is None or w[0] is not self:
@@ -750,7 +764,7 @@ class RecurrentStatePool:
         flight). On a CPU pool, wait=True first waits for the plan's ready
         event (its zeroing and copies done), as a CUDA stream would."""
         _reader.ensure()
-        lid = self._label_id(label)
+        lid = self._known_label(label)
         err = ffi.Error()
         _check(ffi.read_begin_err(ctypes.byref(err)), err)
         try:
@@ -771,7 +785,7 @@ class RecurrentStatePool:
     @_guarded
     def _ref_addressing(self, ref, label):
         """PlanRef.addressing: the pool kept alive, the reference held."""
-        lid = self._label_id(label)
+        lid = self._known_label(label)
         with ref._mu:
             if ref._plan is None:
                 raise RspError(ffi.EINVAL, "the plan reference was released")
@@ -885,7 +899,7 @@ class RecurrentStatePool:
         err = ffi.Error()
         with self._lock:
             v = self._rids.lookup(rid)
-        st = ffi.holding_get(self._handle(), v, self._label_id(label), ctypes.byref(h),
+        st = ffi.holding_get(self._handle(), v, self._known_label(label), ctypes.byref(h),
                              ctypes.byref(err))
         if st == ffi.ENOREQ:
             return None

@@ -362,3 +362,24 @@ def test_row_flags_must_be_bools(pool):
     pool.plan(step)
     assert pool.addressing().host_slot_indices == [1, pool.pad_index]
     pool.commit(step)
+
+
+def test_reading_an_unknown_label_does_not_intern_it(pool):
+    s1 = rsp.Step(1, [("a", "main", 1)])
+    assert pool.step_next(s1)
+    ref = pool.plan_ref()
+    # more typos than the pool has label ids (64)
+    for i in range(70):
+        for read in (lambda: pool.addressing(f"typo{i}"), lambda: ref.addressing(f"typo{i}"),
+                     lambda: pool.holding("a", f"typo{i}")):
+            with pytest.raises(rsp.RspError) as e:
+                read()
+            assert e.value.name == "RSP_ENOLABEL" and f"'typo{i}'" in e.value.message
+    ref.release()
+    pool.commit(s1)
+    # a real label still gets an id
+    s2 = rsp.Step(2, [("a", "main", 1), ("a", "draft", 1)], pre_forks=[rsp.Fork("main", "draft")])
+    assert pool.step_next(s2)
+    assert pool.addressing("draft").host_has_state == [True]
+    assert pool.holding("a", "draft") is not None
+    pool.commit(s2)
