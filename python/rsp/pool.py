@@ -667,11 +667,13 @@ class RecurrentStatePool:
 
     @_guarded
     def release(self, rid, label):
-        """Give back rid's slot under label (a finished beam, a rejected draft)."""
+        """Give back rid's slot under label (a finished beam, a rejected draft).
+        A label no step has named is RSP_ENOLABEL (rsp_release's answer for
+        a label not interned); it is not interned here."""
         err = ffi.Error()
         with self._lock:
             v = self._rids.lookup(rid)
-        _check(ffi.release(self._handle(), v, self._label_id(label), ctypes.byref(err)), err)
+        _check(ffi.release(self._handle(), v, self._known_label(label), ctypes.byref(err)), err)
 
     # -- steps --
 

@@ -383,3 +383,16 @@ def test_reading_an_unknown_label_does_not_intern_it(pool):
     assert pool.addressing("draft").host_has_state == [True]
     assert pool.holding("a", "draft") is not None
     pool.commit(s2)
+
+
+def test_release_under_a_label_never_named_is_enolabel(pool):
+    s1 = rsp.Step(1, [("a", "main", 1)])
+    assert pool.step_next(s1)
+    pool.commit(s1)
+    with pytest.raises(rsp.RspError) as e:
+        pool.release("a", "never-seen")
+    assert e.value.name == "RSP_ENOLABEL" and "'never-seen'" in e.value.message
+    assert pool.holding("a").has_state  # nothing released
+    pool.release("a", "main")
+    assert pool.holding("a") is None
+    pool.release("a", "main")  # a known label without a slot: nothing happens
