@@ -48,6 +48,28 @@ def _c_name(name, what):
         raise ValueError(f"{what} {name!r} is not valid UTF-8: {e.reason}") from None
 
 
+_U64 = 1 << 64
+
+
+def _uint(v, what, bits=32):
+    """v, an int that fits an unsigned C field of `bits` bits (ctypes would
+    wrap -1 to 2**bits - 1 without a word)."""
+    if not isinstance(v, int):
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    if not 0 <= v < 1 << bits:
+        raise ValueError(f"{what} {v} is not in [0, 2**{bits})")
+    return v
+
+
+def _int(v, what, bits=32):
+    """v, an int that fits a signed C field of `bits` bits."""
+    if not isinstance(v, int):
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    if not -(1 << (bits - 1)) <= v < 1 << (bits - 1):
+        raise ValueError(f"{what} {v} does not fit {bits} bits")
+    return v
+
+
 # --- declarations ------------------------------------------------------------
 
 _DTYPE_CODES = {name: i for i, name in enumerate(ffi.DTYPES)}
@@ -235,32 +257,92 @@ def _column(get, keys, slow):
 
 
 def _fill_rows(pool, rows, buf):
-    """rows (3-tuples (rid, label, span) or Rows) -> rsp_row[len(rows)] in buf."""
+    """rows (tuples or lists (rid, label, span[, padding, skip_post_forks,
+    fork_group]) or Rows) -> rsp_row[len(rows)] in buf. Returns whether every
+    row is a tuple or a Row (immutable: the last-rows cache may keep them).
+
+    Each column is converted at C speed; only when a conversion fails are
+    the rows walked again in Python, to name the first bad one."""
     n = len(rows)
     w = _ROW.size
     mv = memoryview(buf)
+    types = set(map(type, rows))
+    if not _ROW_TYPES.issuperset(types) and not all(
+            issubclass(t, (tuple, list)) and not issubclass(t, (str, bytes)) for t in types):
+        _bad_row(rows)
+    lens = set(map(len, rows))
+    if not _ROW_LENS.issuperset(lens):
+        _bad_row(rows)
     keys = list(map(_item0, rows))
+    rids = pool._rids
     try:
-        rids = array.array("Q", keys)  # int ids: checked (int, 0..2**64) in C
-        if True in map(type(True).__instancecheck__, keys):
-            raise TypeError("a bool is not a request id")
-        pool._rids.add_ints(keys)
+        try:
+            ints = array.array("Q", keys)  # int ids: checked (int, 0..2**64) in C
+            if True in map(type(True).__instancecheck__, keys):
+                raise TypeError("a bool is not a request id")
+        except (TypeError, OverflowError):
+            ints = array.array("Q", _column(rids.cache_get, keys, rids.get))
+        else:
+            rids.add_ints(keys)
+    except (TypeError, ValueError, OverflowError):
+        _name_bad(keys, "rid", rids.get)
+        raise
+    mv.cast("Q")[0::_ROW_WORDS] = ints
+    col = list(map(_item1, rows))
+    try:
+        mv.cast("I")[2::w // 4] = array.array("I", _column(pool._labels.get, col, pool._label_id))
+    except (TypeError, ValueError, OverflowError):
+        _name_bad(col, "label", pool._label_id)
+        raise
+    col = list(map(_item2, rows))
+    try:
+        mv.cast("i")[3::w // 4] = array.array("i", col)
     except (TypeError, OverflowError):
-        rids = array.array("Q", _column(pool._rids.cache_get, keys, pool._rids.get))
-    labels = _column(pool._labels.get, list(map(_item1, rows)), pool._label_id)
-    mv.cast("Q")[0::_ROW_WORDS] = rids
-    mv.cast("I")[2::w // 4] = array.array("I", labels)
-    mv.cast("i")[3::w // 4] = array.array("i", list(map(_item2, rows)))
-    if set(map(len, rows)) != {3}:  # flags: only Rows (or 6-tuples) carry them
+        _name_bad(col, "span", functools.partial(_int, what="span", bits=32))
+        raise
+    if lens != {3}:  # flags: only Rows (or 4- to 6-tuples) carry them
         full = [r if len(r) == 6 else Row(*r) for r in rows]
         mv[16::w] = _bools(list(map(_item3, full)), "padding")
         mv[17::w] = _bools(list(map(_item4, full)), "skip_post_forks")
-        mv.cast("H")[9::w // 2] = array.array("H", map(_item5, full))
+        col = list(map(_item5, full))
+        try:
+            mv.cast("H")[9::w // 2] = array.array("H", col)
+        except (TypeError, OverflowError):
+            _name_bad(col, "fork_group", functools.partial(_uint, what="fork_group", bits=16))
+            raise
     assert len(mv) == n * w
+    return _FROZEN_ROWS.issuperset(types)
 
 
 _item0, _item1, _item2, _item3, _item4, _item5 = (operator.itemgetter(i) for i in range(6))
 _BOOL = frozenset((bool,))
+_ROW_TYPES = frozenset((tuple, list, Row))
+_ROW_LENS = frozenset((3, 4, 5, 6))
+_FROZEN_ROWS = frozenset((tuple, Row))  # the row types the last-rows cache keeps
+
+
+def _bad_row(rows):
+    """Raise for the first row that is not a 3- to 6-item tuple, list or Row."""
+    for i, r in enumerate(rows):
+        if not isinstance(r, (tuple, list)) or isinstance(r, (str, bytes)):
+            raise TypeError(f"rows[{i}]: a row is a (rid, label, span) tuple or a Row, not "
+                            f"{type(r).__name__} {r!r}")
+        if not 3 <= len(r) <= 6:
+            raise ValueError(f"rows[{i}]: a row is (rid, label, span[, padding, "
+                             f"skip_post_forks, fork_group]), not {len(r)} items {tuple(r)!r}")
+    raise AssertionError("no bad row")  # pragma: no cover
+
+
+def _name_bad(col, what, check):
+    """Re-raise the error of the first value of a row column that `check`
+    refuses as TypeError / ValueError naming the row (rows[i].what). Returns
+    when check accepts every value (the caller re-raises its own error)."""
+    for i, v in enumerate(col):
+        try:
+            check(v)
+        except (TypeError, ValueError, OverflowError) as e:
+            cls = TypeError if isinstance(e, TypeError) else ValueError
+            raise cls(f"rows[{i}].{what}: {e}") from None
 
 
 def _bools(col, what):
@@ -271,7 +353,6 @@ def _bools(col, what):
         i, v = next((i, v) for i, v in enumerate(col) if type(v) is not bool)
         raise TypeError(f"rows[{i}].{what} must be a bool, not {type(v).__name__}")
     return bytes(col)
-_FROZEN_ROWS = frozenset((tuple, Row))  # the row types the last-rows cache keeps
 
 
 class _Marshal:
@@ -297,18 +378,19 @@ class _Marshal:
             buf = last[1]
         else:
             buf = bytearray(_ROW.size * n)
-            if n:
-                _fill_rows(pool, rows, buf)
-                # Kept for the next step to compare with only when no row can
-                # change: a list row edited in place would compare equal to
-                # itself and the next step would get this step's bytes.
-                if _FROZEN_ROWS.issuperset(map(type, rows)):
-                    pool._last_rows = (list(rows), buf)
+            # Kept for the next step to compare with only when no row can
+            # change: a list row edited in place would compare equal to
+            # itself and the next step would get this step's bytes.
+            if n and _fill_rows(pool, rows, buf):
+                pool._last_rows = (list(rows), buf)
         self.rows = (ffi.Row * n).from_buffer(buf) if n else None
-        self.pre = self._forks(pool, step.pre_forks)
-        self.post = self._forks(pool, step.post_forks)
+        self.pre = self._forks(pool, step.pre_forks, "pre_forks")
+        self.post = self._forks(pool, step.post_forks, "post_forks")
         s = ffi.Step()
-        s.step_id = step.step_id
+        sid = step.step_id
+        if type(sid) is not int or not 0 <= sid < _U64:  # the common case without a call
+            _uint(sid, "step_id", 64)
+        s.step_id = sid
         if n:
             s.rows = self.rows
             s.num_rows = n
@@ -320,19 +402,36 @@ class _Marshal:
         s.preplan = step.preplan
         if step.lease is not None:
             s.has_lease = True
-            s.lease = ffi.Lease(*step.lease)
+            s.lease = _lease(step.lease)
         self.step = s
         self.keep = buf
 
     @staticmethod
-    def _forks(pool, forks):
+    def _forks(pool, forks, what):
         if not forks:
             return None
         arr = (ffi.Fork * len(forks))()
         for i, f in enumerate(forks):
-            f = f if isinstance(f, Fork) else Fork(*f)
-            arr[i] = ffi.Fork(pool._label_id(f.src), pool._label_id(f.dst), f.group)
+            if not isinstance(f, Fork):
+                if (not isinstance(f, (tuple, list)) or isinstance(f, (str, bytes))
+                        or not 2 <= len(f) <= 3):
+                    raise TypeError(f"{what}[{i}]: a fork is Fork(src, dst, group) or a "
+                                    f"(src, dst[, group]) tuple, not {f!r}")
+                f = Fork(*f)
+            try:
+                arr[i] = ffi.Fork(pool._label_id(f.src), pool._label_id(f.dst),
+                                  _uint(f.group, "group"))
+            except (TypeError, ValueError) as e:
+                cls = TypeError if isinstance(e, TypeError) else ValueError
+                raise cls(f"{what}[{i}]: {e}") from None
         return arr
+
+
+def _lease(lease):
+    """A step's lease as an rsp_lease; every field a u32."""
+    if not isinstance(lease, (tuple, list)) or len(lease) != 3:
+        raise TypeError(f"lease must be Lease(bucket_bs, bucket_id, lease_slot), not {lease!r}")
+    return ffi.Lease(*(_uint(v, f"lease.{name}") for v, name in zip(lease, Lease._fields)))
 
 
 # --- readers -------------------------------------------------------------------
@@ -473,13 +572,75 @@ class PlanRef:
             self._plan = None
 
 
+def _c_block(i, b, bc):
+    """BlockSpec b (blocks[i]) into rsp_block_config bc; returns the name's bytes."""
+    if not isinstance(b, BlockSpec):
+        raise TypeError(f"blocks[{i}] must be a BlockSpec, not {type(b).__name__}")
+    name = _c_name(b.name, f"blocks[{i}].name")
+    bc.name = name
+    bc.dtype = _dtype_code(b.dtype)
+    for what, dims in (("shape", b.shape), ("shard_dims", b.shard_dims)):
+        if not isinstance(dims, (tuple, list)):
+            raise TypeError(f"blocks[{i}].{what} must be a tuple of ints, not "
+                            f"{type(dims).__name__} {dims!r}")
+        lo = 1 if what == "shape" else 0
+        if not lo <= len(dims) <= ffi.MAX_DIMS:
+            raise ValueError(f"blocks[{i}].{what} {tuple(dims)}: {lo} to {ffi.MAX_DIMS} dims")
+    bc.ndim = len(b.shape)
+    for d, n in enumerate(b.shape):
+        bc.shape[d] = _int(n, f"blocks[{i}].shape[{d}]", 64)
+    bc.num_shard_dims = len(b.shard_dims)
+    for d, a in enumerate(b.shard_dims):
+        bc.shard_dims[d] = _uint(a, f"blocks[{i}].shard_dims[{d}]")
+    return name
+
+
+_CONFIG_UINTS = ("num_layers", "max_slots", "world_size", "rank", "max_inflight_steps",
+                 "inbox_capacity", "max_checkpoints", "max_host_checkpoints")
+
+
+def _c_config(device, config):
+    """An rsp_pool_config for (device, config), and what it points into
+    (kept alive by the pool). Each field is checked here, since ctypes
+    wraps a negative number into an unsigned field and names no field in
+    its TypeError."""
+    if not isinstance(config, PoolConfig):
+        raise TypeError(f"config must be a PoolConfig, not {type(config).__name__}")
+    cfg = ffi.PoolConfig()
+    ffi.pool_config_init(ctypes.byref(cfg))
+    if not isinstance(config.blocks, (tuple, list)):
+        raise TypeError(f"blocks must be a list of BlockSpec, not {type(config.blocks).__name__}")
+    blocks = (ffi.BlockConfig * len(config.blocks))()
+    names = [_c_block(i, b, blocks[i]) for i, b in enumerate(config.blocks)]
+    for f in _CONFIG_UINTS:
+        setattr(cfg, f, _uint(getattr(config, f), f))
+    cfg.blocks = blocks
+    cfg.num_blocks = len(config.blocks)
+    cfg.sink = config.sink
+    dev = str(device)
+    if dev == "cpu":
+        cfg.device = ffi.DEVICE_HOST
+    elif dev == "cuda" or dev.startswith("cuda:"):
+        cfg.device = ffi.DEVICE_CUDA
+        ordinal = dev[5:] if ":" in dev else config.cuda_ordinal
+        try:
+            cfg.cuda_ordinal = _int(int(ordinal) if isinstance(ordinal, str) else ordinal,
+                                    "cuda_ordinal")
+        except ValueError:
+            raise ValueError(f"device {device!r}: 'cpu' or 'cuda[:N]'") from None
+    else:
+        raise ValueError(f"device {device!r}: 'cpu' or 'cuda[:N]'")
+    cfg.owner_cpu = _int(config.owner_cpu, "owner_cpu")
+    cfg.checkpoint_demote = config.checkpoint_demote
+    return cfg, (blocks, names)
+
+
 class RecurrentStatePool:
     """A pool of fixed-size recurrent state slots (the seed's class), backed by
     librsp. `device`: "cpu" (rsp's host device) or "cuda[:N]"."""
 
     def __init__(self, device, config: PoolConfig):
-        dev = str(device)
-        self.device = dev
+        self.device = str(device)
         self._lock = threading.RLock()  # the rid map and the label cache (marshalling holds it)
         self._rids = RidMap()
         self._labels = {"main": ffi.LABEL_MAIN}
@@ -494,44 +655,7 @@ class RecurrentStatePool:
         # The last marshalled rows of tuples or Rows (immutable) and their
         # bytes: a step whose rows equal them reuses the bytes.
         self._last_rows = None
-        cfg = ffi.PoolConfig()
-        ffi.pool_config_init(ctypes.byref(cfg))
-        blocks = (ffi.BlockConfig * len(config.blocks))()
-        self._names = []
-        for i, b in enumerate(config.blocks):
-            name = _c_name(b.name, f"blocks[{i}].name")
-            self._names.append(name)
-            bc = blocks[i]
-            bc.name = name
-            bc.dtype = _dtype_code(b.dtype)
-            bc.ndim = len(b.shape)
-            if not 1 <= bc.ndim <= ffi.MAX_DIMS:
-                raise ValueError(f"blocks[{i}].shape {tuple(b.shape)}: 1 to {ffi.MAX_DIMS} dims")
-            for d, n in enumerate(b.shape):
-                bc.shape[d] = n
-            bc.num_shard_dims = len(b.shard_dims)
-            for d, a in enumerate(b.shard_dims):
-                bc.shard_dims[d] = a
-        cfg.num_layers = config.num_layers
-        cfg.blocks = blocks
-        cfg.num_blocks = len(config.blocks)
-        cfg.max_slots = config.max_slots
-        cfg.sink = config.sink
-        cfg.world_size = config.world_size
-        cfg.rank = config.rank
-        if dev == "cpu":
-            cfg.device = ffi.DEVICE_HOST
-        elif dev.startswith("cuda"):
-            cfg.device = ffi.DEVICE_CUDA
-            cfg.cuda_ordinal = int(dev.split(":")[1]) if ":" in dev else config.cuda_ordinal
-        else:
-            raise ValueError(f"device {device!r}: 'cpu' or 'cuda[:N]'")
-        cfg.max_inflight_steps = config.max_inflight_steps
-        cfg.inbox_capacity = config.inbox_capacity
-        cfg.owner_cpu = config.owner_cpu
-        cfg.max_checkpoints = config.max_checkpoints
-        cfg.max_host_checkpoints = config.max_host_checkpoints
-        cfg.checkpoint_demote = config.checkpoint_demote
+        cfg, self._keep = _c_config(device, config)
         p = ctypes.c_void_p()
         err = ffi.Error()
         _check(ffi.pool_create(ctypes.byref(cfg), ctypes.byref(p), ctypes.byref(err)), err)
@@ -597,11 +721,13 @@ class RecurrentStatePool:
     # -- names --
 
     def _label_id(self, name):
-        lid = self._labels.get(name)
+        """The id of label `name` (a str, interned on first use; or an int,
+        an rsp label id, as it is)."""
+        lid = self._labels.get(name) if isinstance(name, str) else None
         if lid is not None:
             return lid
-        if isinstance(name, int):
-            return name
+        if isinstance(name, int) and not isinstance(name, bool):
+            return _uint(name, "label")
         out = ctypes.c_uint32()
         err = ffi.Error()
         _check(ffi.label(self._handle(), _c_name(name, "label"), ctypes.byref(out),
@@ -616,11 +742,11 @@ class RecurrentStatePool:
         interns (64 typos would use up every label id), so a name the pool
         has not seen is RSP_ENOLABEL, as the C API answers an id it has not
         interned."""
-        lid = self._labels.get(name)
+        lid = self._labels.get(name) if isinstance(name, str) else None
         if lid is not None:
             return lid
         if isinstance(name, int) and not isinstance(name, bool):
-            return name
+            return _uint(name, "label")
         _c_name(name, "label")
         raise RspError(ffi.ENOLABEL, f"label {name!r} is not known to this pool (no step has "
                                      f"named it; known: {', '.join(map(repr, self._labels))})")
@@ -704,7 +830,7 @@ class RecurrentStatePool:
         """Free the slots this step's admit took fresh (SEMANTICS 4.2)."""
         err = ffi.Error()
         ev = None if forward_done is None else _event(forward_done)
-        _check(ffi.step_rollback(self._handle(), step.step_id,
+        _check(ffi.step_rollback(self._handle(), _uint(step.step_id, "step_id", 64),
                                  ctypes.byref(ev) if ev is not None else None,
                                  ctypes.byref(err)), err)
 
@@ -752,8 +878,8 @@ class RecurrentStatePool:
     def build_accelerator_graph_buffers(self, slots=None, max_bs=1, max_seq_len=0):
         """Leased addressing buffers created from now on hold >= max_bs rows."""
         err = ffi.Error()
-        _check(ffi.build_graph_buffers(self._handle(), max_bs, max_seq_len, ctypes.byref(err)),
-               err)
+        _check(ffi.build_graph_buffers(self._handle(), _uint(max_bs, "max_bs"),
+                                       _uint(max_seq_len, "max_seq_len"), ctypes.byref(err)), err)
 
     # -- reading --
 
@@ -765,8 +891,10 @@ class RecurrentStatePool:
         addressing buffers on a CUDA pool (this step's while it is in
         flight). On a CPU pool, wait=True first waits for the plan's ready
         event (its zeroing and copies done), as a CUDA stream would."""
-        _reader.ensure()
         lid = self._known_label(label)
+        if step_id is not None:
+            _uint(step_id, "step_id", 64)
+        _reader.ensure()
         err = ffi.Error()
         _check(ffi.read_begin_err(ctypes.byref(err)), err)
         try:
@@ -800,6 +928,8 @@ class RecurrentStatePool:
     def plan_ref(self, step_id=None) -> PlanRef:
         """A reference on the live plan (or step_id's, a step in flight), a
         context manager: `with pool.plan_ref() as plan: plan.addressing()`."""
+        if step_id is not None:
+            _uint(step_id, "step_id", 64)
         _reader.ensure()
         err = ffi.Error()
         _check(ffi.read_begin_err(ctypes.byref(err)), err)
@@ -842,8 +972,11 @@ class RecurrentStatePool:
 
     def _wait(self, event, timeout_ns=ffi.WAIT_FOREVER):
         err = ffi.Error()
-        _check(ffi.event_wait(self._handle(), ctypes.byref(event), timeout_ns,
-                              ctypes.byref(err)), err)
+        if not isinstance(event, ffi.Event):
+            raise TypeError(f"event must be an rsp event (an addressing's ready), not "
+                            f"{type(event).__name__}")
+        _check(ffi.event_wait(self._handle(), ctypes.byref(event),
+                              _uint(timeout_ns, "timeout_ns", 64), ctypes.byref(err)), err)
 
     def _addressing(self, a):
         n = a.length
@@ -872,7 +1005,8 @@ class RecurrentStatePool:
         [max_slots, *shape] sharing the pool's memory (no copy)."""
         out = ctypes.c_void_p()
         err = ffi.Error()
-        _check(ffi.pool_block_dlpack(self._handle(), _c_name(name, "name"), layer_idx,
+        _check(ffi.pool_block_dlpack(self._handle(), _c_name(name, "name"),
+                                     _uint(layer_idx, "layer_idx"),
                                      ctypes.byref(out), ctypes.byref(err)), err)
         return _dlpack.to_torch(out.value)
 

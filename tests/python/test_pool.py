@@ -396,3 +396,71 @@ def test_release_under_a_label_never_named_is_enolabel(pool):
     pool.release("a", "main")
     assert pool.holding("a") is None
     pool.release("a", "main")  # a known label without a slot: nothing happens
+
+
+def test_malformed_arguments_are_named(pool):
+    def refused(exc, match, call):
+        with pytest.raises(exc, match=match):
+            call()
+
+    # rows: structure, then each column
+    for rows, exc, match in [
+        ([("a", "main")], ValueError, r"rows\[0\]: a row is .*not 2 items"),
+        ([("a", "main", 1), 5], TypeError, r"rows\[1\]: a row is .*not int 5"),
+        (["abc"], TypeError, r"rows\[0\]: a row is .*not str"),
+        ([("a", "main", 1.0)], TypeError, r"rows\[0\]\.span: span must be an int, not float"),
+        ([("a", "main", 1), ("b", "main", 2**31)], ValueError, r"rows\[1\]\.span: .*32 bits"),
+        ([(1.5, "main", 1)], TypeError, r"rows\[0\]\.rid: .*not float"),
+        ([("a", "main", 1), (-1, "main", 1)], ValueError, r"rows\[1\]\.rid: .*64 bits"),
+        ([([1], "main", 1)], TypeError, r"rows\[0\]\.rid: .*not list"),
+        ([("a", None, 1)], TypeError, r"rows\[0\]\.label: label must be a str, not NoneType"),
+        ([("a", ["main"], 1)], TypeError, r"rows\[0\]\.label: label must be a str, not list"),
+        ([("a", 2**32, 1)], ValueError, r"rows\[0\]\.label: label 4294967296"),
+        ([rsp.Row("a", fork_group=-1)], ValueError, r"rows\[0\]\.fork_group: fork_group -1"),
+        ([rsp.Row("a", fork_group=1.0)], TypeError, r"rows\[0\]\.fork_group: .*not float"),
+    ]:
+        refused(exc, match, lambda: pool.admit(rsp.Step(1, rows)))
+    # forks, step fields
+    refused(TypeError, r"pre_forks\[0\]: a fork is", lambda: pool.admit(
+        rsp.Step(1, [("a", "main", 1)], pre_forks=["main"])))
+    refused(ValueError, r"post_forks\[1\]: group -1", lambda: pool.admit(
+        rsp.Step(1, [("a", "main", 1)], post_forks=[("main", "d"), ("main", "d", -1)])))
+    refused(ValueError, r"step_id -1", lambda: pool.admit(rsp.Step(-1, [("a", "main", 1)])))
+    refused(TypeError, r"step_id must be an int", lambda: pool.rollback_admit(rsp.Step(1.0)))
+    refused(ValueError, r"lease\.bucket_id -2", lambda: pool.admit(
+        rsp.Step(1, [("a", "main", 1)], lease=rsp.Lease(4, -2, 0))))
+    refused(TypeError, r"lease must be Lease", lambda: pool.admit(
+        rsp.Step(1, [("a", "main", 1)], lease=4)))
+    assert pool.num_free_slots == 7 and pool.stats()["admits_ok"] == 0  # nothing reached rsp
+    # other arguments
+    refused(ValueError, r"layer_idx -1", lambda: pool.block("ssm", -1))
+    refused(TypeError, r"layer_idx must be an int, not float", lambda: pool.block("ssm", 0.0))
+    refused(ValueError, r"max_bs -1", lambda: pool.build_accelerator_graph_buffers(None, -1, 0))
+    refused(TypeError, r"step_id must be an int", lambda: pool.addressing(step_id="1"))
+    refused(TypeError, r"step_id must be an int", lambda: pool.plan_ref(step_id=1.0))
+    refused(TypeError, r"event must be an rsp event", lambda: pool.wait(None))
+
+
+def test_malformed_config_is_named():
+    def refused(exc, match, device="cpu", **kw):
+        with pytest.raises(exc, match=match):
+            rsp.RecurrentStatePool(device, small_config(**kw) if not kw.get("cfg") else kw["cfg"])
+
+    def blocks(*b):
+        return rsp.PoolConfig(1, list(b), 4)
+
+    refused(TypeError, r"blocks\[0\]\.shape must be a tuple of ints, not int 4",
+            cfg=blocks(rsp.BlockSpec("ssm", 4)))
+    refused(TypeError, r"blocks\[1\]\.shape\[1\] must be an int, not float",
+            cfg=blocks(rsp.BlockSpec("a", (4,)), rsp.BlockSpec("ssm", (4, 2.0))))
+    refused(ValueError, r"blocks\[0\]\.shape \(\): 1 to 8 dims", cfg=blocks(rsp.BlockSpec("a", ())))
+    refused(ValueError, r"blocks\[0\]\.shard_dims .*0 to 8 dims",
+            cfg=blocks(rsp.BlockSpec("a", (4,), shard_dims=tuple(range(9)))))
+    refused(TypeError, r"blocks\[0\] must be a BlockSpec, not tuple", cfg=blocks(("a", (4,))))
+    refused(TypeError, r"blocks\[0\]\.name must be a str, not NoneType",
+            cfg=blocks(rsp.BlockSpec(None, (4,))))
+    refused(TypeError, r"config must be a PoolConfig", cfg={"num_layers": 1})
+    refused(ValueError, r"max_slots -1", max_slots=-1)  # ctypes would make it 2**32 - 1
+    refused(TypeError, r"num_layers must be an int, not float", layers=2.0)
+    refused(ValueError, r"device 'cuda:x'", device="cuda:x")
+    refused(ValueError, r"device 'tpu'", device="tpu")
