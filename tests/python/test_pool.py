@@ -464,3 +464,23 @@ def test_malformed_config_is_named():
     refused(TypeError, r"num_layers must be an int, not float", layers=2.0)
     refused(ValueError, r"device 'cuda:x'", device="cuda:x")
     refused(ValueError, r"device 'tpu'", device="tpu")
+
+
+@pytest.mark.core_commit_check
+def test_a_commit_that_differs_from_its_admit_is_refused(pool):
+    # The check is librsp's (SEMANTICS 9.2), not the package's: a commit's
+    # only per-row choices are its outcomes (skip_post_forks, accepted
+    # counts), which the package cannot tell from a mistake. Run
+    # `pytest -m "not core_commit_check"` against an older librsp.
+    admitted = rsp.Step(3, [("a", "main", 1)])
+    assert pool.admit(admitted)
+    pool.plan(admitted)
+    with pytest.raises((rsp.RspError, ValueError)) as e:
+        pool.commit(rsp.Step(3, [("z", "main", 1)]))
+    if isinstance(e.value, rsp.RspError):
+        assert e.value.name == "RSP_EINVAL", e.value
+    assert pool.stats()["commits"] == 0  # nothing changed
+    assert pool.holding("z") is None
+    pool.commit(admitted)  # the right commit still works
+    assert pool.holding("a").has_state
+    assert pool.holding("z") is None and pool.stats()["num_requests"] == 1
