@@ -11,6 +11,7 @@
 #
 # SPDX-License-Identifier: Apache-2.0
 import ctypes
+import threading
 
 
 class DLDevice(ctypes.Structure):
@@ -56,10 +57,36 @@ def release(ptr):
         DELETER(mt.deleter)(ctypes.cast(ptr, ctypes.POINTER(DLManagedTensor)))
 
 
+_TORCH = []
+_TORCH_LOCK = threading.Lock()
+
+
+def torch_module():
+    """The torch module with torch.utils.dlpack loaded, or None without torch.
+
+    Imported once, under a lock: torch's own first import is not safe from
+    two threads at once (torch.utils imports torch back, and the import
+    system's deadlock avoidance hands the second thread a half-initialised
+    torch, which then fails with NameError for good), and the package's
+    first tensor is often made on a reader thread."""
+    if not _TORCH:
+        with _TORCH_LOCK:
+            if not _TORCH:
+                try:
+                    import torch
+                    import torch.utils.dlpack  # noqa: F401
+                except ImportError:
+                    torch = None
+                _TORCH.append(torch)
+    return _TORCH[0]
+
+
 def to_torch(ptr):
     """A torch tensor sharing the memory of export `ptr` (a DLManagedTensor *)."""
-    import torch.utils.dlpack
-
+    torch = torch_module()
+    if torch is None:
+        release(ptr)
+        raise ImportError("rsp: torch is not installed; tensors need it")
     try:
         capsule = _capsule_new(ptr, b"dltensor", None)
         return torch.utils.dlpack.from_dlpack(capsule)

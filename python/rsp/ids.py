@@ -3,7 +3,8 @@
 # A string maps to the first 8 bytes, little-endian, of BLAKE2b (digest
 # size 8) of its UTF-8 bytes: the same in every process, rank and Python
 # version, unlike hash(), which is randomised per process. An int is used
-# as it is (0 <= rid < 2**64). docs/python.md has the rule.
+# as it is (0 <= rid < 2**64); a string and an int with one 64-bit id are
+# never live at once. docs/python.md has the rule.
 #
 # SPDX-License-Identifier: Apache-2.0
 import hashlib
@@ -24,16 +25,20 @@ def rid64(rid):
 
 
 class RidMap:
-    """The live string ids of one pool and their 64-bit ids.
+    """The live request ids of one pool and their 64-bit ids.
 
-    Refuses (ValueError) a second live string with the id of another, the
-    2**-64 collision, rather than letting two requests share state. Not
-    thread-safe on its own: the pool guards it with its lock.
+    A string and an int are one request to rsp when the int is the string's
+    64-bit id, so the map refuses (ValueError, naming both) any id whose
+    64-bit id another live id already has: a second string (the 2**-64
+    collision), an int equal to a live string's id (rid64("req-1")), or a
+    string whose id is a live int. Not thread-safe on its own: the pool
+    guards it with its lock.
     """
 
     def __init__(self):
-        self._ids = {}    # str -> u64 (cache, live and recently seen)
-        self._owner = {}  # u64 -> str, live strings only
+        self._ids = {}      # str -> u64, live strings
+        self._owner = {}    # u64 -> str, live strings
+        self._ints = set()  # live int ids
 
     @property
     def cache_get(self):
@@ -42,30 +47,59 @@ class RidMap:
         step's rows)."""
         return self._ids.get
 
+    def _string_with(self, v):
+        other = self._owner.get(v)
+        if other is not None:
+            raise ValueError(f"request id {v} (an int) is the 64-bit id of the live string "
+                             f"request id {other!r}: both would name one request; remove "
+                             f"{other!r} first or use it")
+        return v
+
+    def _new_string(self, rid, v):
+        other = self._owner.get(v)
+        if other is not None and other != rid:
+            raise ValueError(f"request ids {other!r} and {rid!r} map to the same 64-bit id "
+                             f"{v:#x}; remove one first")
+        if v in self._ints:
+            raise ValueError(f"request id {rid!r} maps to the 64-bit id {v}, which is the live "
+                             f"int request id {v}: both would name one request; remove {v} "
+                             f"first")
+        return v
+
     def get(self, rid):
-        """The 64-bit id of rid, registering a string as live."""
+        """The 64-bit id of rid, registering it as live."""
         if not isinstance(rid, str):
-            return rid64(rid)
+            v = self._string_with(rid64(rid))
+            self._ints.add(v)
+            return v
         v = self._ids.get(rid)
         if v is None:
-            v = rid64(rid)
-            other = self._owner.get(v)
-            if other is not None and other != rid:
-                raise ValueError(f"request ids {other!r} and {rid!r} map to the same 64-bit id "
-                                 f"{v:#x}; remove one first")
+            v = self._new_string(rid, rid64(rid))
             self._ids[rid] = v
             self._owner[v] = rid
         return v
+
+    def add_ints(self, ids):
+        """Register a step's int ids (a list of ints already checked to fit
+        64 bits) as live: the marshalling's fast path, set operations at C
+        speed."""
+        owner = self._owner
+        if owner and not owner.keys().isdisjoint(ids):
+            for v in ids:
+                self._string_with(v)
+        self._ints.update(ids)
 
     def lookup(self, rid):
         """The 64-bit id of rid without registering it."""
         if isinstance(rid, str):
             v = self._ids.get(rid)
-            return v if v is not None else rid64(rid)
-        return rid64(rid)
+            return v if v is not None else self._new_string(rid, rid64(rid))
+        return self._string_with(rid64(rid))
 
     def forget(self, rid):
         if isinstance(rid, str):
             v = self._ids.pop(rid, None)
             if v is not None and self._owner.get(v) == rid:
                 del self._owner[v]
+        else:
+            self._ints.discard(rid)

@@ -3,9 +3,11 @@
 # SPDX-License-Identifier: Apache-2.0
 import array
 import ctypes
+import functools
 import operator
 import struct
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Sequence, Tuple
@@ -30,6 +32,42 @@ class RspError(Exception):
 def _check(status, err):
     if status != ffi.OK:
         raise RspError(status, err.message.decode("utf-8", "replace"))
+
+
+def _c_name(name, what):
+    """name (a str) as the UTF-8 bytes of a C string; `what` names the
+    argument in the error. A NUL is refused: C would see the name cut there
+    ("ssm\\0x" would be block "ssm")."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__}")
+    if "\0" in name:
+        raise ValueError(f"{what} {name!r} has a NUL byte")
+    try:
+        return name.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate
+        raise ValueError(f"{what} {name!r} is not valid UTF-8: {e.reason}") from None
+
+
+_U64 = 1 << 64
+
+
+def _uint(v, what, bits=32):
+    """v, an int that fits an unsigned C field of `bits` bits (ctypes would
+    wrap -1 to 2**bits - 1 without a word)."""
+    if not isinstance(v, int):
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    if not 0 <= v < 1 << bits:
+        raise ValueError(f"{what} {v} is not in [0, 2**{bits})")
+    return v
+
+
+def _int(v, what, bits=32):
+    """v, an int that fits a signed C field of `bits` bits."""
+    if not isinstance(v, int):
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    if not -(1 << (bits - 1)) <= v < 1 << (bits - 1):
+        raise ValueError(f"{what} {v} does not fit {bits} bits")
+    return v
 
 
 # --- declarations ------------------------------------------------------------
@@ -219,30 +257,102 @@ def _column(get, keys, slow):
 
 
 def _fill_rows(pool, rows, buf):
-    """rows (3-tuples (rid, label, span) or Rows) -> rsp_row[len(rows)] in buf."""
+    """rows (tuples or lists (rid, label, span[, padding, skip_post_forks,
+    fork_group]) or Rows) -> rsp_row[len(rows)] in buf. Returns whether every
+    row is a tuple or a Row (immutable: the last-rows cache may keep them).
+
+    Each column is converted at C speed; only when a conversion fails are
+    the rows walked again in Python, to name the first bad one."""
     n = len(rows)
     w = _ROW.size
     mv = memoryview(buf)
+    types = set(map(type, rows))
+    if not _ROW_TYPES.issuperset(types) and not all(
+            issubclass(t, (tuple, list)) and not issubclass(t, (str, bytes)) for t in types):
+        _bad_row(rows)
+    lens = set(map(len, rows))
+    if not _ROW_LENS.issuperset(lens):
+        _bad_row(rows)
     keys = list(map(_item0, rows))
+    rids = pool._rids
     try:
-        rids = array.array("Q", keys)  # int ids: checked (int, 0..2**64) in C
-        if True in map(type(True).__instancecheck__, keys):
-            raise TypeError("a bool is not a request id")
+        try:
+            ints = array.array("Q", keys)  # int ids: checked (int, 0..2**64) in C
+            if True in map(type(True).__instancecheck__, keys):
+                raise TypeError("a bool is not a request id")
+        except (TypeError, OverflowError):
+            ints = array.array("Q", _column(rids.cache_get, keys, rids.get))
+        else:
+            rids.add_ints(keys)
+    except (TypeError, ValueError, OverflowError):
+        _name_bad(keys, "rid", rids.get)
+        raise
+    mv.cast("Q")[0::_ROW_WORDS] = ints
+    col = list(map(_item1, rows))
+    try:
+        mv.cast("I")[2::w // 4] = array.array("I", _column(pool._labels.get, col, pool._label_id))
+    except (TypeError, ValueError, OverflowError):
+        _name_bad(col, "label", pool._label_id)
+        raise
+    col = list(map(_item2, rows))
+    try:
+        mv.cast("i")[3::w // 4] = array.array("i", col)
     except (TypeError, OverflowError):
-        rids = array.array("Q", _column(pool._rids.cache_get, keys, pool._rids.get))
-    labels = _column(pool._labels.get, list(map(_item1, rows)), pool._label_id)
-    mv.cast("Q")[0::_ROW_WORDS] = rids
-    mv.cast("I")[2::w // 4] = array.array("I", labels)
-    mv.cast("i")[3::w // 4] = array.array("i", list(map(_item2, rows)))
-    if set(map(len, rows)) != {3}:  # flags: only Rows (or 6-tuples) carry them
+        _name_bad(col, "span", functools.partial(_int, what="span", bits=32))
+        raise
+    if lens != {3}:  # flags: only Rows (or 4- to 6-tuples) carry them
         full = [r if len(r) == 6 else Row(*r) for r in rows]
-        mv[16::w] = bytes(map(_item3, full))
-        mv[17::w] = bytes(map(_item4, full))
-        mv.cast("H")[9::w // 2] = array.array("H", map(_item5, full))
+        mv[16::w] = _bools(list(map(_item3, full)), "padding")
+        mv[17::w] = _bools(list(map(_item4, full)), "skip_post_forks")
+        col = list(map(_item5, full))
+        try:
+            mv.cast("H")[9::w // 2] = array.array("H", col)
+        except (TypeError, OverflowError):
+            _name_bad(col, "fork_group", functools.partial(_uint, what="fork_group", bits=16))
+            raise
     assert len(mv) == n * w
+    return _FROZEN_ROWS.issuperset(types)
 
 
 _item0, _item1, _item2, _item3, _item4, _item5 = (operator.itemgetter(i) for i in range(6))
+_BOOL = frozenset((bool,))
+_ROW_TYPES = frozenset((tuple, list, Row))
+_ROW_LENS = frozenset((3, 4, 5, 6))
+_FROZEN_ROWS = frozenset((tuple, Row))  # the row types the last-rows cache keeps
+
+
+def _bad_row(rows):
+    """Raise for the first row that is not a 3- to 6-item tuple, list or Row."""
+    for i, r in enumerate(rows):
+        if not isinstance(r, (tuple, list)) or isinstance(r, (str, bytes)):
+            raise TypeError(f"rows[{i}]: a row is a (rid, label, span) tuple or a Row, not "
+                            f"{type(r).__name__} {r!r}")
+        if not 3 <= len(r) <= 6:
+            raise ValueError(f"rows[{i}]: a row is (rid, label, span[, padding, "
+                             f"skip_post_forks, fork_group]), not {len(r)} items {tuple(r)!r}")
+    raise AssertionError("no bad row")  # pragma: no cover
+
+
+def _name_bad(col, what, check):
+    """Re-raise the error of the first value of a row column that `check`
+    refuses as TypeError / ValueError naming the row (rows[i].what). Returns
+    when check accepts every value (the caller re-raises its own error)."""
+    for i, v in enumerate(col):
+        try:
+            check(v)
+        except (TypeError, ValueError, OverflowError) as e:
+            cls = TypeError if isinstance(e, TypeError) else ValueError
+            raise cls(f"rows[{i}].{what}: {e}") from None
+
+
+def _bools(col, what):
+    """A column of row flags as bytes. Only bools: a C bool holding 2 (from
+    padding=2) is undefined behaviour, and normalising would hide the
+    caller's mistake."""
+    if not _BOOL.issuperset(map(type, col)):
+        i, v = next((i, v) for i, v in enumerate(col) if type(v) is not bool)
+        raise TypeError(f"rows[{i}].{what} must be a bool, not {type(v).__name__}")
+    return bytes(col)
 
 
 class _Marshal:
@@ -268,14 +378,19 @@ class _Marshal:
             buf = last[1]
         else:
             buf = bytearray(_ROW.size * n)
-            if n:
-                _fill_rows(pool, rows, buf)
+            # Kept for the next step to compare with only when no row can
+            # change: a list row edited in place would compare equal to
+            # itself and the next step would get this step's bytes.
+            if n and _fill_rows(pool, rows, buf):
                 pool._last_rows = (list(rows), buf)
         self.rows = (ffi.Row * n).from_buffer(buf) if n else None
-        self.pre = self._forks(pool, step.pre_forks)
-        self.post = self._forks(pool, step.post_forks)
+        self.pre = self._forks(pool, step.pre_forks, "pre_forks")
+        self.post = self._forks(pool, step.post_forks, "post_forks")
         s = ffi.Step()
-        s.step_id = step.step_id
+        sid = step.step_id
+        if type(sid) is not int or not 0 <= sid < _U64:  # the common case without a call
+            _uint(sid, "step_id", 64)
+        s.step_id = sid
         if n:
             s.rows = self.rows
             s.num_rows = n
@@ -287,19 +402,36 @@ class _Marshal:
         s.preplan = step.preplan
         if step.lease is not None:
             s.has_lease = True
-            s.lease = ffi.Lease(*step.lease)
+            s.lease = _lease(step.lease)
         self.step = s
         self.keep = buf
 
     @staticmethod
-    def _forks(pool, forks):
+    def _forks(pool, forks, what):
         if not forks:
             return None
         arr = (ffi.Fork * len(forks))()
         for i, f in enumerate(forks):
-            f = f if isinstance(f, Fork) else Fork(*f)
-            arr[i] = ffi.Fork(pool._label_id(f.src), pool._label_id(f.dst), f.group)
+            if not isinstance(f, Fork):
+                if (not isinstance(f, (tuple, list)) or isinstance(f, (str, bytes))
+                        or not 2 <= len(f) <= 3):
+                    raise TypeError(f"{what}[{i}]: a fork is Fork(src, dst, group) or a "
+                                    f"(src, dst[, group]) tuple, not {f!r}")
+                f = Fork(*f)
+            try:
+                arr[i] = ffi.Fork(pool._label_id(f.src), pool._label_id(f.dst),
+                                  _uint(f.group, "group"))
+            except (TypeError, ValueError) as e:
+                cls = TypeError if isinstance(e, TypeError) else ValueError
+                raise cls(f"{what}[{i}]: {e}") from None
         return arr
+
+
+def _lease(lease):
+    """A step's lease as an rsp_lease; every field a u32."""
+    if not isinstance(lease, (tuple, list)) or len(lease) != 3:
+        raise TypeError(f"lease must be Lease(bucket_bs, bucket_id, lease_slot), not {lease!r}")
+    return ffi.Lease(*(_uint(v, f"lease.{name}") for v, name in zip(lease, Lease._fields)))
 
 
 # --- readers -------------------------------------------------------------------
@@ -328,6 +460,35 @@ class _Unregister:
 _reader = _Reader()
 
 # --- the pool ------------------------------------------------------------------
+
+_ESHUTDOWN = ffi.STATUS_NAMES.index("RSP_ESHUTDOWN")
+_get_ident = threading.get_ident
+
+
+def _guarded(method):
+    """A pool method that keeps the C pool alive while it runs.
+
+    The call enters itself in pool._calls before it reads pool._closing, and
+    cleanup() sets _closing before it waits for _calls to empty: whichever
+    of the two stores comes first (the GIL orders them), either cleanup sees
+    the call and waits, or the call sees _closing and is refused. list
+    append and remove are atomic under the GIL, so the hot path takes no
+    lock (about 0.1 us a call)."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kw):
+        calls = self._calls
+        me = _get_ident()
+        calls.append(me)
+        try:
+            if self._closing:
+                raise RspError(_ESHUTDOWN, "the pool was cleaned up")
+            return method(self, *args, **kw)
+        finally:
+            calls.remove(me)
+
+    return call
+
 
 _COMPLETE = ffi.Event(ffi.EVENT_COMPLETE, None, 0)
 
@@ -381,22 +542,23 @@ class PlanRef:
     def __init__(self, pool, plan):
         self._pool = pool
         self._plan = plan
+        # Held by addressing() and release(): a release on one thread must
+        # not drop the plan under another thread's read of it.
+        self._mu = threading.Lock()
         self.step_id = ffi.plan_step_id(plan)
 
     def addressing(self, label="main") -> RecurrentAddressing:
-        if self._plan is None:
-            raise RspError(ffi.EINVAL, "the plan reference was released")
-        a = ffi.Addressing()
-        err = ffi.Error()
-        _check(ffi.plan_addressing(self._plan, self._pool._label_id(label), ctypes.byref(a),
-                                   ctypes.byref(err)), err)
-        return self._pool._addressing(a)
+        return self._pool._ref_addressing(self, label)
 
     def release(self):
-        if self._plan is not None:
-            ffi.plan_unref(self._plan)
-            self._plan = None
-            self._pool._refs.discard(self)
+        """Drop the reference (idempotent; after cleanup() a no-op: cleanup
+        released it)."""
+        with self._mu:
+            plan, self._plan = self._plan, None
+        if plan is not None:
+            ffi.plan_unref(plan)
+            with self._pool._lock:
+                self._pool._refs.discard(self)
 
     def __enter__(self):
         return self
@@ -410,60 +572,90 @@ class PlanRef:
             self._plan = None
 
 
+def _c_block(i, b, bc):
+    """BlockSpec b (blocks[i]) into rsp_block_config bc; returns the name's bytes."""
+    if not isinstance(b, BlockSpec):
+        raise TypeError(f"blocks[{i}] must be a BlockSpec, not {type(b).__name__}")
+    name = _c_name(b.name, f"blocks[{i}].name")
+    bc.name = name
+    bc.dtype = _dtype_code(b.dtype)
+    for what, dims in (("shape", b.shape), ("shard_dims", b.shard_dims)):
+        if not isinstance(dims, (tuple, list)):
+            raise TypeError(f"blocks[{i}].{what} must be a tuple of ints, not "
+                            f"{type(dims).__name__} {dims!r}")
+        lo = 1 if what == "shape" else 0
+        if not lo <= len(dims) <= ffi.MAX_DIMS:
+            raise ValueError(f"blocks[{i}].{what} {tuple(dims)}: {lo} to {ffi.MAX_DIMS} dims")
+    bc.ndim = len(b.shape)
+    for d, n in enumerate(b.shape):
+        bc.shape[d] = _int(n, f"blocks[{i}].shape[{d}]", 64)
+    bc.num_shard_dims = len(b.shard_dims)
+    for d, a in enumerate(b.shard_dims):
+        bc.shard_dims[d] = _uint(a, f"blocks[{i}].shard_dims[{d}]")
+    return name
+
+
+_CONFIG_UINTS = ("num_layers", "max_slots", "world_size", "rank", "max_inflight_steps",
+                 "inbox_capacity", "max_checkpoints", "max_host_checkpoints")
+
+
+def _c_config(device, config):
+    """An rsp_pool_config for (device, config), and what it points into
+    (kept alive by the pool). Each field is checked here, since ctypes
+    wraps a negative number into an unsigned field and names no field in
+    its TypeError."""
+    if not isinstance(config, PoolConfig):
+        raise TypeError(f"config must be a PoolConfig, not {type(config).__name__}")
+    cfg = ffi.PoolConfig()
+    ffi.pool_config_init(ctypes.byref(cfg))
+    if not isinstance(config.blocks, (tuple, list)):
+        raise TypeError(f"blocks must be a list of BlockSpec, not {type(config.blocks).__name__}")
+    blocks = (ffi.BlockConfig * len(config.blocks))()
+    names = [_c_block(i, b, blocks[i]) for i, b in enumerate(config.blocks)]
+    for f in _CONFIG_UINTS:
+        setattr(cfg, f, _uint(getattr(config, f), f))
+    cfg.blocks = blocks
+    cfg.num_blocks = len(config.blocks)
+    cfg.sink = config.sink
+    dev = str(device)
+    if dev == "cpu":
+        cfg.device = ffi.DEVICE_HOST
+    elif dev == "cuda" or dev.startswith("cuda:"):
+        cfg.device = ffi.DEVICE_CUDA
+        ordinal = dev[5:] if ":" in dev else config.cuda_ordinal
+        try:
+            cfg.cuda_ordinal = _int(int(ordinal) if isinstance(ordinal, str) else ordinal,
+                                    "cuda_ordinal")
+        except ValueError:
+            raise ValueError(f"device {device!r}: 'cpu' or 'cuda[:N]'") from None
+    else:
+        raise ValueError(f"device {device!r}: 'cpu' or 'cuda[:N]'")
+    cfg.owner_cpu = _int(config.owner_cpu, "owner_cpu")
+    cfg.checkpoint_demote = config.checkpoint_demote
+    return cfg, (blocks, names)
+
+
 class RecurrentStatePool:
     """A pool of fixed-size recurrent state slots (the seed's class), backed by
     librsp. `device`: "cpu" (rsp's host device) or "cuda[:N]"."""
 
     def __init__(self, device, config: PoolConfig):
-        dev = str(device)
-        self.device = dev
+        self.device = str(device)
         self._lock = threading.RLock()  # the rid map and the label cache (marshalling holds it)
         self._rids = RidMap()
         self._labels = {"main": ffi.LABEL_MAIN}
         self._label_names = {ffi.LABEL_MAIN: "main"}
         self._pool = None
+        # Calls in progress (their threads' idents) and the flag that refuses
+        # new ones: see _guarded. _close_lock makes concurrent cleanups one.
+        self._calls = []
+        self._closing = False
+        self._close_lock = threading.Lock()
         self._refs = weakref.WeakSet()  # live PlanRefs, released at cleanup
-        # The last marshalled rows and their bytes: a step whose rows equal
-        # them (rows are immutable tuples or Rows) copies the bytes.
+        # The last marshalled rows of tuples or Rows (immutable) and their
+        # bytes: a step whose rows equal them reuses the bytes.
         self._last_rows = None
-        cfg = ffi.PoolConfig()
-        ffi.pool_config_init(ctypes.byref(cfg))
-        blocks = (ffi.BlockConfig * len(config.blocks))()
-        self._names = []
-        for i, b in enumerate(config.blocks):
-            name = b.name.encode("utf-8")
-            self._names.append(name)
-            bc = blocks[i]
-            bc.name = name
-            bc.dtype = _dtype_code(b.dtype)
-            bc.ndim = len(b.shape)
-            if not 1 <= bc.ndim <= ffi.MAX_DIMS:
-                raise ValueError(f"blocks[{i}].shape {tuple(b.shape)}: 1 to {ffi.MAX_DIMS} dims")
-            for d, n in enumerate(b.shape):
-                bc.shape[d] = n
-            bc.num_shard_dims = len(b.shard_dims)
-            for d, a in enumerate(b.shard_dims):
-                bc.shard_dims[d] = a
-        cfg.num_layers = config.num_layers
-        cfg.blocks = blocks
-        cfg.num_blocks = len(config.blocks)
-        cfg.max_slots = config.max_slots
-        cfg.sink = config.sink
-        cfg.world_size = config.world_size
-        cfg.rank = config.rank
-        if dev == "cpu":
-            cfg.device = ffi.DEVICE_HOST
-        elif dev.startswith("cuda"):
-            cfg.device = ffi.DEVICE_CUDA
-            cfg.cuda_ordinal = int(dev.split(":")[1]) if ":" in dev else config.cuda_ordinal
-        else:
-            raise ValueError(f"device {device!r}: 'cpu' or 'cuda[:N]'")
-        cfg.max_inflight_steps = config.max_inflight_steps
-        cfg.inbox_capacity = config.inbox_capacity
-        cfg.owner_cpu = config.owner_cpu
-        cfg.max_checkpoints = config.max_checkpoints
-        cfg.max_host_checkpoints = config.max_host_checkpoints
-        cfg.checkpoint_demote = config.checkpoint_demote
+        cfg, self._keep = _c_config(device, config)
         p = ctypes.c_void_p()
         err = ffi.Error()
         _check(ffi.pool_create(ctypes.byref(cfg), ctypes.byref(p), ctypes.byref(err)), err)
@@ -476,20 +668,40 @@ class RecurrentStatePool:
     # -- lifetime --
 
     def _handle(self):
+        """The C pool, inside a _guarded call (which keeps it alive)."""
         if self._pool is None:
-            raise RspError(ffi.STATUS_NAMES.index("RSP_ESHUTDOWN"), "the pool was cleaned up")
+            raise RspError(_ESHUTDOWN, "the pool was cleaned up")
         return self._pool
 
     def cleanup(self):
-        """Close the pool (rsp_pool_close). Tensors from block() and
+        """Close the pool (rsp_pool_close), from any thread: later calls are
+        refused (RspError RSP_ESHUTDOWN), and the close waits for the calls
+        in progress on other threads to return. Tensors from block() and
         addressing() stay valid: their memory goes with the last of them."""
-        if self._pool is None:
-            return
-        for ref in list(self._refs):
-            ref.release()
-        err = ffi.Error()
-        _check(ffi.pool_close(self._pool, ctypes.byref(err)), err)
-        self._pool = None
+        with self._close_lock:
+            if self._pool is None:
+                return
+            me = _get_ident()
+            if me in self._calls:
+                # A finaliser or signal handler run inside this thread's own
+                # call would wait for itself.
+                raise RspError(ffi.EINVAL, "cleanup() inside a call on this pool on the "
+                                           "same thread (a finaliser or a signal handler?)")
+            self._closing = True
+            delay = 1e-5
+            while self._calls:  # calls in progress: usually one C call each
+                time.sleep(delay)
+                delay = min(2 * delay, 1e-3)
+            with self._lock:
+                refs = list(self._refs)
+            for ref in refs:
+                ref.release()
+            err = ffi.Error()
+            st = ffi.pool_close(self._pool, ctypes.byref(err))
+            if st != ffi.OK:
+                self._closing = False  # nothing destroyed: the pool is still usable
+                _check(st, err)
+            self._pool = None
 
     close = cleanup
 
@@ -509,19 +721,35 @@ class RecurrentStatePool:
     # -- names --
 
     def _label_id(self, name):
-        lid = self._labels.get(name)
+        """The id of label `name` (a str, interned on first use; or an int,
+        an rsp label id, as it is)."""
+        lid = self._labels.get(name) if isinstance(name, str) else None
         if lid is not None:
             return lid
-        if isinstance(name, int):
-            return name
+        if isinstance(name, int) and not isinstance(name, bool):
+            return _uint(name, "label")
         out = ctypes.c_uint32()
         err = ffi.Error()
-        _check(ffi.label(self._handle(), name.encode("utf-8"), ctypes.byref(out),
+        _check(ffi.label(self._handle(), _c_name(name, "label"), ctypes.byref(out),
                          ctypes.byref(err)), err)
         with self._lock:
             self._labels[name] = out.value
             self._label_names[out.value] = name
         return out.value
+
+    def _known_label(self, name):
+        """The id of a label some step has named, for a read: a read never
+        interns (64 typos would use up every label id), so a name the pool
+        has not seen is RSP_ENOLABEL, as the C API answers an id it has not
+        interned."""
+        lid = self._labels.get(name) if isinstance(name, str) else None
+        if lid is not None:
+            return lid
+        if isinstance(name, int) and not isinstance(name, bool):
+            return _uint(name, "label")
+        _c_name(name, "label")
+        raise RspError(ffi.ENOLABEL, f"label {name!r} is not known to this pool (no step has "
+                                     f"named it; known: {', '.join(map(repr, self._labels))})")
 
     def _marshal(self, step):
         w = step._wire
@@ -534,6 +762,7 @@ class RecurrentStatePool:
 
     # -- requests --
 
+    @_guarded
     def ingest_request(self, rid, overrides=None):
         """Make sure request rid exists (idempotent)."""
         err = ffi.Error()
@@ -541,6 +770,7 @@ class RecurrentStatePool:
             v = self._rids.get(rid)
         _check(ffi.ingest(self._handle(), v, ctypes.byref(err)), err)
 
+    @_guarded
     def remove_request(self, rid):
         """Zero and free rid's slots (after the steps that address them) and forget it."""
         err = ffi.Error()
@@ -549,7 +779,11 @@ class RecurrentStatePool:
         _check(ffi.remove(self._handle(), v, ctypes.byref(err)), err)
         with self._lock:
             self._rids.forget(rid)
+            # A step reusing the last rows' bytes skips the id map: were rid
+            # among those rows, it would be live again in rsp but not here.
+            self._last_rows = None
 
+    @_guarded
     def reset_request(self, rid, free=False):
         """Zero rid's slots; free=True hands them back to the pool."""
         err = ffi.Error()
@@ -557,15 +791,19 @@ class RecurrentStatePool:
             v = self._rids.lookup(rid)
         _check(ffi.reset(self._handle(), v, free, ctypes.byref(err)), err)
 
+    @_guarded
     def release(self, rid, label):
-        """Give back rid's slot under label (a finished beam, a rejected draft)."""
+        """Give back rid's slot under label (a finished beam, a rejected draft).
+        A label no step has named is RSP_ENOLABEL (rsp_release's answer for
+        a label not interned); it is not interned here."""
         err = ffi.Error()
         with self._lock:
             v = self._rids.lookup(rid)
-        _check(ffi.release(self._handle(), v, self._label_id(label), ctypes.byref(err)), err)
+        _check(ffi.release(self._handle(), v, self._known_label(label), ctypes.byref(err)), err)
 
     # -- steps --
 
+    @_guarded
     def admit(self, step: Step, ctx=None) -> AdmitOutcome:
         """Reserve a slot per addressed (rid, label), plus fork targets."""
         m = self._marshal(step)
@@ -587,14 +825,16 @@ class RecurrentStatePool:
         return AdmitOutcome(False, rid, self._label_names.get(out.label, out.label),
                             out.slots_short, out.usable, out.free)
 
+    @_guarded
     def rollback_admit(self, step: Step, ctx=None, forward_done=None):
         """Free the slots this step's admit took fresh (SEMANTICS 4.2)."""
         err = ffi.Error()
         ev = None if forward_done is None else _event(forward_done)
-        _check(ffi.step_rollback(self._handle(), step.step_id,
+        _check(ffi.step_rollback(self._handle(), _uint(step.step_id, "step_id", 64),
                                  ctypes.byref(ev) if ev is not None else None,
                                  ctypes.byref(err)), err)
 
+    @_guarded
     def plan(self, step: Step, ctx=None):
         """Publish the step's plan (its staged plan with step.preplan). Returns
         the step id; read the plan with addressing()."""
@@ -603,6 +843,7 @@ class RecurrentStatePool:
         _check(ffi.step_plan(self._handle(), ctypes.byref(m.step), ctypes.byref(err)), err)
         return step.step_id
 
+    @_guarded
     def commit(self, step: Step, ctx=None, forward_done=None):
         """Record the step's consumption. forward_done: None when the forward
         has already finished (CPU), else its event (a torch.cuda.Event)."""
@@ -612,6 +853,7 @@ class RecurrentStatePool:
         _check(ffi.step_commit(self._handle(), ctypes.byref(m.step), ctypes.byref(ev),
                                ctypes.byref(err)), err)
 
+    @_guarded
     def step_next(self, step: Step, prev: Optional[Step] = None, forward_done=None):
         """Commit prev (if given), then admit and plan step: one round trip.
         Returns the admit outcome (not ok: nothing planned)."""
@@ -626,19 +868,22 @@ class RecurrentStatePool:
         _check(st, err)
         return self._outcome(out.admit, step)
 
+    @_guarded
     def clear_preplan(self):
         """Drop the staged plan, if any."""
         err = ffi.Error()
         _check(ffi.clear_preplan(self._handle(), ctypes.byref(err)), err)
 
+    @_guarded
     def build_accelerator_graph_buffers(self, slots=None, max_bs=1, max_seq_len=0):
         """Leased addressing buffers created from now on hold >= max_bs rows."""
         err = ffi.Error()
-        _check(ffi.build_graph_buffers(self._handle(), max_bs, max_seq_len, ctypes.byref(err)),
-               err)
+        _check(ffi.build_graph_buffers(self._handle(), _uint(max_bs, "max_bs"),
+                                       _uint(max_seq_len, "max_seq_len"), ctypes.byref(err)), err)
 
     # -- reading --
 
+    @_guarded
     def addressing(self, label="main", step_id=None, wait=True) -> RecurrentAddressing:
         """This step's addressing under label: the live plan's, or step_id's
         plan (a pipelined step in flight). The tensors are copies of the
@@ -646,8 +891,10 @@ class RecurrentStatePool:
         addressing buffers on a CUDA pool (this step's while it is in
         flight). On a CPU pool, wait=True first waits for the plan's ready
         event (its zeroing and copies done), as a CUDA stream would."""
+        lid = self._known_label(label)
+        if step_id is not None:
+            _uint(step_id, "step_id", 64)
         _reader.ensure()
-        lid = self._label_id(label)
         err = ffi.Error()
         _check(ffi.read_begin_err(ctypes.byref(err)), err)
         try:
@@ -662,12 +909,27 @@ class RecurrentStatePool:
         finally:
             ffi.read_end()
         if wait and self._info.device == ffi.DEVICE_HOST:
-            self.wait(out.ready)
+            self._wait(out.ready)
         return out
 
+    @_guarded
+    def _ref_addressing(self, ref, label):
+        """PlanRef.addressing: the pool kept alive, the reference held."""
+        lid = self._known_label(label)
+        with ref._mu:
+            if ref._plan is None:
+                raise RspError(ffi.EINVAL, "the plan reference was released")
+            a = ffi.Addressing()
+            err = ffi.Error()
+            _check(ffi.plan_addressing(ref._plan, lid, ctypes.byref(a), ctypes.byref(err)), err)
+            return self._addressing(a)
+
+    @_guarded
     def plan_ref(self, step_id=None) -> PlanRef:
         """A reference on the live plan (or step_id's, a step in flight), a
         context manager: `with pool.plan_ref() as plan: plan.addressing()`."""
+        if step_id is not None:
+            _uint(step_id, "step_id", 64)
         _reader.ensure()
         err = ffi.Error()
         _check(ffi.read_begin_err(ctypes.byref(err)), err)
@@ -680,9 +942,11 @@ class RecurrentStatePool:
             ref = PlanRef(self, ffi.plan_ref(plan))
         finally:
             ffi.read_end()
-        self._refs.add(ref)
+        with self._lock:
+            self._refs.add(ref)
         return ref
 
+    @_guarded
     def wait_ready(self, addressing, stream=None):
         """Order work after the plan's ready event (its zeroing and copies):
         on a CUDA pool, make `stream` (default: torch's current stream) wait
@@ -691,7 +955,7 @@ class RecurrentStatePool:
         ev = addressing.ready
         if self._info.device == ffi.DEVICE_HOST or ev is None or not ev.handle:
             if ev is not None:
-                self.wait(ev)
+                self._wait(ev)
             return
         if stream is None:
             stream = _torch().cuda.current_stream()
@@ -701,11 +965,18 @@ class RecurrentStatePool:
             raise RspError(ffi.STATUS_NAMES.index("RSP_EDEVICE"),
                            f"cudaStreamWaitEvent failed with CUDA error {rc}")
 
+    @_guarded
     def wait(self, event, timeout_ns=ffi.WAIT_FOREVER):
         """Wait on the host for one of the pool's events (an addressing's ready)."""
+        self._wait(event, timeout_ns)
+
+    def _wait(self, event, timeout_ns=ffi.WAIT_FOREVER):
         err = ffi.Error()
-        _check(ffi.event_wait(self._handle(), ctypes.byref(event), timeout_ns,
-                              ctypes.byref(err)), err)
+        if not isinstance(event, ffi.Event):
+            raise TypeError(f"event must be an rsp event (an addressing's ready), not "
+                            f"{type(event).__name__}")
+        _check(ffi.event_wait(self._handle(), ctypes.byref(event),
+                              _uint(timeout_ns, "timeout_ns", 64), ctypes.byref(err)), err)
 
     def _addressing(self, a):
         n = a.length
@@ -728,17 +999,20 @@ class RecurrentStatePool:
                                      ctypes.byref(err)), err)
         return _dlpack.to_torch(out.value)
 
+    @_guarded
     def block(self, name, layer_idx):
         """One layer's contiguous slot-major view of a block: a torch tensor
         [max_slots, *shape] sharing the pool's memory (no copy)."""
         out = ctypes.c_void_p()
         err = ffi.Error()
-        _check(ffi.pool_block_dlpack(self._handle(), name.encode("utf-8"), layer_idx,
+        _check(ffi.pool_block_dlpack(self._handle(), _c_name(name, "name"),
+                                     _uint(layer_idx, "layer_idx"),
                                      ctypes.byref(out), ctypes.byref(err)), err)
         return _dlpack.to_torch(out.value)
 
     # -- queries --
 
+    @_guarded
     def stats(self):
         """A consistent snapshot of rsp's counters (a dict)."""
         s = ffi.Stats()
@@ -747,19 +1021,21 @@ class RecurrentStatePool:
         return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
 
     @property
+    @_guarded
     def num_free_slots(self) -> int:
         s = ffi.Stats()
         err = ffi.Error()
         _check(ffi.pool_counters(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
         return s.free_slots
 
+    @_guarded
     def holding(self, rid, label="main") -> Optional[SlotState]:
         """rid's slot under label, or None when it holds none."""
         h = ffi.Holding()
         err = ffi.Error()
         with self._lock:
             v = self._rids.lookup(rid)
-        st = ffi.holding_get(self._handle(), v, self._label_id(label), ctypes.byref(h),
+        st = ffi.holding_get(self._handle(), v, self._known_label(label), ctypes.byref(h),
                              ctypes.byref(err))
         if st == ffi.ENOREQ:
             return None
@@ -780,7 +1056,6 @@ class RecurrentStatePool:
         return True
 
 
-_TORCH = []
 _CUDART = []
 
 
@@ -798,14 +1073,8 @@ def _cudart():
 
 
 def _torch():
-    """The torch module, or None without one (imported once)."""
-    if not _TORCH:
-        try:
-            import torch
-        except ImportError:
-            torch = None
-        _TORCH.append(torch)
-    return _TORCH[0]
+    """The torch module, or None without one (imported once, under a lock)."""
+    return _dlpack.torch_module()
 
 
 def _torch_available():

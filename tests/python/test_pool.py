@@ -243,3 +243,244 @@ def test_rows_equal_to_the_last_reuse_their_bytes_and_others_do_not(pool):
     assert pool.addressing("draft").host_slot_indices == [3]
     assert pool.addressing("draft").generations[0] > 0
     pool.commit(step)
+
+
+def test_cleanup_inside_a_call_on_the_same_thread_is_refused(pool, monkeypatch):
+    # a finaliser or signal handler running cleanup() inside this thread's
+    # own call would wait for that call forever: refused, nothing closed
+    real = rsp._ffi.stats_get
+    seen = []
+
+    def stats_get(*args):
+        with pytest.raises(rsp.RspError) as e:
+            pool.cleanup()
+        seen.append(e.value)
+        return real(*args)
+
+    monkeypatch.setattr(rsp._ffi, "stats_get", stats_get)
+    pool.stats()
+    assert seen[0].name == "RSP_EINVAL" and "same thread" in seen[0].message
+    monkeypatch.undo()
+    assert pool.stats()["commits"] == 0  # still open
+    pool.cleanup()
+    with pytest.raises(rsp.RspError) as e:
+        pool.stats()
+    assert e.value.name == "RSP_ESHUTDOWN"
+
+
+def test_rows_edited_in_place_between_steps_are_seen(pool):
+    rows = [["a", "main", 1]]  # list rows, edited in place below
+    s1 = rsp.Step(1, rows)
+    assert pool.step_next(s1)
+    assert pool.addressing().host_slot_indices == [1]
+    rows[0][0] = "b"
+    s2 = rsp.Step(2, rows)
+    assert pool.step_next(s2, prev=s1)
+    a = pool.addressing()
+    assert a.host_slot_indices == [2] and a.host_has_state == [False]  # b's, not a's
+    pool.commit(s2)
+    assert pool.holding("b").index == 2 and pool.holding("a").has_state
+    assert s2._wire[1].keep is not s1._wire[1].keep  # packed again
+    # tuple rows equal to the last step's still share its packed bytes
+    s3 = rsp.Step(3, [("a", "main", 1)])
+    s4 = rsp.Step(4, [("a", "main", 1)])
+    assert pool.step_next(s3)
+    assert pool.step_next(s4, prev=s3)
+    pool.commit(s4)
+    assert s4._wire[1].keep is s3._wire[1].keep
+
+
+def test_an_int_id_equal_to_a_live_strings_id_is_refused(pool):
+    s1 = rsp.Step(1, [("req-1", "main", 1)])
+    assert pool.step_next(s1)
+    pool.commit(s1)
+    v = rsp.rid64("req-1")
+    for call in (lambda: pool.remove_request(v), lambda: pool.reset_request(v, free=True),
+                 lambda: pool.ingest_request(v), lambda: pool.holding(v),
+                 lambda: pool.release(v, "main"),
+                 lambda: pool.admit(rsp.Step(2, [(v, "main", 1)]))):
+        with pytest.raises(ValueError, match="'req-1'"):
+            call()
+    assert pool.holding("req-1").has_state  # untouched
+    # the other way round: a live int id, then the string whose id it is
+    q = rsp.rid64("req-2")
+    pool.ingest_request(q)
+    for call in (lambda: pool.ingest_request("req-2"), lambda: pool.remove_request("req-2"),
+                 lambda: pool.admit(rsp.Step(2, [("req-2", "main", 1)]))):
+        with pytest.raises(ValueError, match=str(q)):
+            call()
+    assert pool.stats()["num_requests"] == 2
+    # each is fine once the other is gone
+    pool.remove_request(q)
+    pool.ingest_request("req-2")
+    pool.remove_request("req-1")
+    pool.ingest_request(v)
+    assert pool.stats()["num_requests"] == 2
+
+
+def test_an_id_removed_then_stepped_again_is_live_again(pool):
+    # the step after the removal repeats the last rows: their packed bytes
+    # must not be reused without registering the ids again
+    q = rsp.rid64("req-2")
+    for sid in (1, 2):
+        step = rsp.Step(sid, [(q, "main", 1), ("s", "main", 1)])
+        assert pool.step_next(step)
+        pool.commit(step)
+        if sid == 1:
+            pool.remove_request(q)
+            pool.remove_request("s")
+    with pytest.raises(ValueError, match=str(q)):
+        pool.ingest_request("req-2")
+    with pytest.raises(ValueError, match="'s'"):
+        pool.ingest_request(rsp.rid64("s"))
+
+
+def test_names_with_a_nul_byte_are_refused(pool):
+    # C would see the name cut at the NUL: "ssm\0x" would be block "ssm"
+    with pytest.raises(ValueError, match=r"blocks\[0\]\.name.*NUL"):
+        rsp.RecurrentStatePool("cpu", rsp.PoolConfig(1, [rsp.BlockSpec("ssm\0x", (4,))], 4))
+    with pytest.raises(ValueError, match="name.*NUL"):
+        pool.block("ssm\0x", 0)
+    with pytest.raises(ValueError, match="name.*not valid UTF-8"):
+        pool.block("ssm\ud800", 0)
+    with pytest.raises(ValueError, match=r"label.*NUL"):
+        pool.admit(rsp.Step(1, [("a", "main\0x", 1)]))
+    with pytest.raises(ValueError, match=r"label.*NUL"):
+        pool.admit(rsp.Step(1, [("a", "main", 1)], pre_forks=[rsp.Fork("main", "d\0")]))
+    assert pool.num_free_slots == 7 and pool.stats()["admits_ok"] == 0
+
+
+def test_row_flags_must_be_bools(pool):
+    # a C bool holding 2 is undefined behaviour: refused, not normalised
+    with pytest.raises(TypeError, match=r"rows\[1\]\.padding must be a bool, not int"):
+        pool.admit(rsp.Step(1, [rsp.Row("a"), rsp.Row("b", padding=2)]))
+    with pytest.raises(TypeError, match=r"rows\[0\]\.skip_post_forks must be a bool"):
+        pool.admit(rsp.Step(1, [("a", "main", 1, False, 1)]))
+    assert pool.num_free_slots == 7 and pool.stats()["admits_ok"] == 0
+    step = rsp.Step(1, [rsp.Row("a"), rsp.Row("p", padding=True)])
+    assert pool.admit(step)
+    pool.plan(step)
+    assert pool.addressing().host_slot_indices == [1, pool.pad_index]
+    pool.commit(step)
+
+
+def test_reading_an_unknown_label_does_not_intern_it(pool):
+    s1 = rsp.Step(1, [("a", "main", 1)])
+    assert pool.step_next(s1)
+    ref = pool.plan_ref()
+    # more typos than the pool has label ids (64)
+    for i in range(70):
+        for read in (lambda: pool.addressing(f"typo{i}"), lambda: ref.addressing(f"typo{i}"),
+                     lambda: pool.holding("a", f"typo{i}")):
+            with pytest.raises(rsp.RspError) as e:
+                read()
+            assert e.value.name == "RSP_ENOLABEL" and f"'typo{i}'" in e.value.message
+    ref.release()
+    pool.commit(s1)
+    # a real label still gets an id
+    s2 = rsp.Step(2, [("a", "main", 1), ("a", "draft", 1)], pre_forks=[rsp.Fork("main", "draft")])
+    assert pool.step_next(s2)
+    assert pool.addressing("draft").host_has_state == [True]
+    assert pool.holding("a", "draft") is not None
+    pool.commit(s2)
+
+
+def test_release_under_a_label_never_named_is_enolabel(pool):
+    s1 = rsp.Step(1, [("a", "main", 1)])
+    assert pool.step_next(s1)
+    pool.commit(s1)
+    with pytest.raises(rsp.RspError) as e:
+        pool.release("a", "never-seen")
+    assert e.value.name == "RSP_ENOLABEL" and "'never-seen'" in e.value.message
+    assert pool.holding("a").has_state  # nothing released
+    pool.release("a", "main")
+    assert pool.holding("a") is None
+    pool.release("a", "main")  # a known label without a slot: nothing happens
+
+
+def test_malformed_arguments_are_named(pool):
+    def refused(exc, match, call):
+        with pytest.raises(exc, match=match):
+            call()
+
+    # rows: structure, then each column
+    for rows, exc, match in [
+        ([("a", "main")], ValueError, r"rows\[0\]: a row is .*not 2 items"),
+        ([("a", "main", 1), 5], TypeError, r"rows\[1\]: a row is .*not int 5"),
+        (["abc"], TypeError, r"rows\[0\]: a row is .*not str"),
+        ([("a", "main", 1.0)], TypeError, r"rows\[0\]\.span: span must be an int, not float"),
+        ([("a", "main", 1), ("b", "main", 2**31)], ValueError, r"rows\[1\]\.span: .*32 bits"),
+        ([(1.5, "main", 1)], TypeError, r"rows\[0\]\.rid: .*not float"),
+        ([("a", "main", 1), (-1, "main", 1)], ValueError, r"rows\[1\]\.rid: .*64 bits"),
+        ([([1], "main", 1)], TypeError, r"rows\[0\]\.rid: .*not list"),
+        ([("a", None, 1)], TypeError, r"rows\[0\]\.label: label must be a str, not NoneType"),
+        ([("a", ["main"], 1)], TypeError, r"rows\[0\]\.label: label must be a str, not list"),
+        ([("a", 2**32, 1)], ValueError, r"rows\[0\]\.label: label 4294967296"),
+        ([rsp.Row("a", fork_group=-1)], ValueError, r"rows\[0\]\.fork_group: fork_group -1"),
+        ([rsp.Row("a", fork_group=1.0)], TypeError, r"rows\[0\]\.fork_group: .*not float"),
+    ]:
+        refused(exc, match, lambda: pool.admit(rsp.Step(1, rows)))
+    # forks, step fields
+    refused(TypeError, r"pre_forks\[0\]: a fork is", lambda: pool.admit(
+        rsp.Step(1, [("a", "main", 1)], pre_forks=["main"])))
+    refused(ValueError, r"post_forks\[1\]: group -1", lambda: pool.admit(
+        rsp.Step(1, [("a", "main", 1)], post_forks=[("main", "d"), ("main", "d", -1)])))
+    refused(ValueError, r"step_id -1", lambda: pool.admit(rsp.Step(-1, [("a", "main", 1)])))
+    refused(TypeError, r"step_id must be an int", lambda: pool.rollback_admit(rsp.Step(1.0)))
+    refused(ValueError, r"lease\.bucket_id -2", lambda: pool.admit(
+        rsp.Step(1, [("a", "main", 1)], lease=rsp.Lease(4, -2, 0))))
+    refused(TypeError, r"lease must be Lease", lambda: pool.admit(
+        rsp.Step(1, [("a", "main", 1)], lease=4)))
+    assert pool.num_free_slots == 7 and pool.stats()["admits_ok"] == 0  # nothing reached rsp
+    # other arguments
+    refused(ValueError, r"layer_idx -1", lambda: pool.block("ssm", -1))
+    refused(TypeError, r"layer_idx must be an int, not float", lambda: pool.block("ssm", 0.0))
+    refused(ValueError, r"max_bs -1", lambda: pool.build_accelerator_graph_buffers(None, -1, 0))
+    refused(TypeError, r"step_id must be an int", lambda: pool.addressing(step_id="1"))
+    refused(TypeError, r"step_id must be an int", lambda: pool.plan_ref(step_id=1.0))
+    refused(TypeError, r"event must be an rsp event", lambda: pool.wait(None))
+
+
+def test_malformed_config_is_named():
+    def refused(exc, match, device="cpu", **kw):
+        with pytest.raises(exc, match=match):
+            rsp.RecurrentStatePool(device, small_config(**kw) if not kw.get("cfg") else kw["cfg"])
+
+    def blocks(*b):
+        return rsp.PoolConfig(1, list(b), 4)
+
+    refused(TypeError, r"blocks\[0\]\.shape must be a tuple of ints, not int 4",
+            cfg=blocks(rsp.BlockSpec("ssm", 4)))
+    refused(TypeError, r"blocks\[1\]\.shape\[1\] must be an int, not float",
+            cfg=blocks(rsp.BlockSpec("a", (4,)), rsp.BlockSpec("ssm", (4, 2.0))))
+    refused(ValueError, r"blocks\[0\]\.shape \(\): 1 to 8 dims", cfg=blocks(rsp.BlockSpec("a", ())))
+    refused(ValueError, r"blocks\[0\]\.shard_dims .*0 to 8 dims",
+            cfg=blocks(rsp.BlockSpec("a", (4,), shard_dims=tuple(range(9)))))
+    refused(TypeError, r"blocks\[0\] must be a BlockSpec, not tuple", cfg=blocks(("a", (4,))))
+    refused(TypeError, r"blocks\[0\]\.name must be a str, not NoneType",
+            cfg=blocks(rsp.BlockSpec(None, (4,))))
+    refused(TypeError, r"config must be a PoolConfig", cfg={"num_layers": 1})
+    refused(ValueError, r"max_slots -1", max_slots=-1)  # ctypes would make it 2**32 - 1
+    refused(TypeError, r"num_layers must be an int, not float", layers=2.0)
+    refused(ValueError, r"device 'cuda:x'", device="cuda:x")
+    refused(ValueError, r"device 'tpu'", device="tpu")
+
+
+@pytest.mark.core_commit_check
+def test_a_commit_that_differs_from_its_admit_is_refused(pool):
+    # The check is librsp's (SEMANTICS 9.2), not the package's: a commit's
+    # only per-row choices are its outcomes (skip_post_forks, accepted
+    # counts), which the package cannot tell from a mistake. Run
+    # `pytest -m "not core_commit_check"` against an older librsp.
+    admitted = rsp.Step(3, [("a", "main", 1)])
+    assert pool.admit(admitted)
+    pool.plan(admitted)
+    with pytest.raises((rsp.RspError, ValueError)) as e:
+        pool.commit(rsp.Step(3, [("z", "main", 1)]))
+    if isinstance(e.value, rsp.RspError):
+        assert e.value.name == "RSP_EINVAL", e.value
+    assert pool.stats()["commits"] == 0  # nothing changed
+    assert pool.holding("z") is None
+    pool.commit(admitted)  # the right commit still works
+    assert pool.holding("a").has_state
+    assert pool.holding("z") is None and pool.stats()["num_requests"] == 1

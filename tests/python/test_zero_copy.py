@@ -117,3 +117,41 @@ def test_interpreter_exit_with_live_views_and_an_open_pool():
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["done", "16.0"]
+
+
+def test_rollback_after_a_forward_wrote_a_held_slot_keeps_the_write(pool):
+    # State is updated in place: a forward that raised after writing the
+    # slot a request already held leaves that write, and rollback_admit
+    # only frees what the admit took fresh. The documented recovery
+    # (docs/python.md): reset_request(rid) (free=False) or remove_request,
+    # then prefill again.
+    ssm = pool.block("ssm", 0)
+    s1 = rsp.Step(1, [("a", "main", 4), ("c", "main", 4)])
+    a1 = _run(pool, s1)
+    slot_a, slot_c = a1.host_slot_indices
+    ssm[slot_a] = 1.0
+    ssm[slot_c] = 2.0
+    pool.commit(s1)
+    s2 = rsp.Step(2, [("a", "main", 1), ("b", "main", 4), ("c", "main", 1)])
+    a2 = _run(pool, s2)
+    slot_b = a2.host_slot_indices[1]
+    assert a2.host_has_state == [True, False, True]
+    ssm[slot_a] = 7.0  # the forward writes a's and b's slots, then raises
+    ssm[slot_b] = 9.0
+    pool.rollback_admit(s2)
+    assert pool.holding("b") is None  # b's slot was fresh: freed
+    h = pool.holding("a")
+    assert h.index == slot_a and h.has_state  # a keeps its slot, has_state ...
+    assert torch.all(ssm[slot_a] == 7.0)  # ... and the half-step's bytes, not step 1's
+    # recovery: reset a (keeps the slot, zeroes it), remove c; prefill both again
+    pool.reset_request("a")
+    pool.remove_request("c")
+    assert not pool.holding("a").has_state and pool.holding("c") is None
+    s3 = rsp.Step(3, [("a", "main", 4), ("c", "main", 4)])
+    a3 = _run(pool, s3)  # waits for the plan's ready: the zeroing ran before it
+    assert a3.host_has_state == [False, False]
+    assert a3.host_slot_indices[0] == slot_a
+    for s in a3.host_slot_indices:
+        assert torch.count_nonzero(ssm[s]) == 0
+    assert torch.count_nonzero(ssm[slot_b]) == 0  # rollback zeroed b's fresh slot too
+    pool.commit(s3)
