@@ -1076,6 +1076,44 @@ static void callback_exceptions_are_caught_and_kept(void **)
     moved.close();
 }
 
+// Overlap scheduling (SEMANTICS 9.1) and the commit check (9.2), as an
+// engine's loop meets them: step 2 planned while step 1 (the prefill) is in
+// flight reads has_state true; a commit that names other rows than its
+// admit is RSP_EINVAL with nothing changed; rollback is newest first.
+static void overlap_steps_and_commit_check(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::reader reader;
+    rsp::step prefill(rsp::step_id{1}), decode(rsp::step_id{2});
+    prefill.row(rsp::rid{1}, rsp::label::main, 8);
+    decode.row(rsp::rid{1}, rsp::label::main, 1);
+    assert_true(pool.try_admit(prefill).ok());
+    pool.plan(prefill);
+    assert_true(pool.try_admit(decode).ok());
+    pool.plan(decode);
+    {
+        rsp::read_section rs;
+        rsp::plan_view v = rs.plan(pool, rsp::step_id{2});
+        assert_true(v.at(rsp::label::main).has_state()[0]);
+    }
+    // Newest first: step 1 wrote the slot step 2 reads.
+    auto rb = pool.try_rollback(rsp::step_id{1});
+    assert_int_equal(rb.status(), RSP_EORDER);
+    assert_non_null(std::strstr(rb.error().message, "newest first"));
+    // A commit of another request than the admitted one.
+    rsp::step other(rsp::step_id{1});
+    other.row(rsp::rid{2}, rsp::label::main, 8);
+    auto bad = pool.try_commit(other, rsp::forward_complete());
+    assert_int_equal(bad.status(), RSP_EINVAL);
+    assert_non_null(std::strstr(bad.error().message, "rows[0].rid differs from its admit"));
+    assert_int_equal(pool.try_holding(rsp::rid{2}, rsp::label::main).status(), RSP_ENOREQ);
+    pool.commit(prefill, rsp::forward_complete());
+    pool.commit(decode, rsp::forward_complete());
+    assert_true(pool.holding(rsp::rid{1}, rsp::label::main).has_state);
+    pool.close();
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
@@ -1105,6 +1143,7 @@ int main()
         cmocka_unit_test(close_timed_is_bounded_by_own_plan_ref),
         cmocka_unit_test(pool_destroyed_in_a_section_closes_when_it_ends),
         cmocka_unit_test(callback_exceptions_are_caught_and_kept),
+        cmocka_unit_test(overlap_steps_and_commit_check),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
