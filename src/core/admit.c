@@ -347,6 +347,7 @@ static void open_record(rsp__core *c, const rsp_step *step, uint32_t rec)
     s->used = true;
     s->capture = step->capture;
     s->phase = RSP__PHASE_ADMITTED;
+    c->planned_bits &= ~(1ull << rec);
     s->step_id = step->step_id;
     s->num_journal = 0;
     s->num_pinned = 0;

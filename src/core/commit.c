@@ -252,6 +252,7 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
         if (step->num_checkpoints)
             rsp__ck_commit_takes(c, step, rec, others, w);
         c->steps[rec].phase = RSP__PHASE_ENDING;
+        c->planned_bits &= ~(1ull << rec);
         /* Post-forks on the slots the plan recorded were checked against
          * every other planned step (rsp__pipeline_check, both orders). A
          * holding that appeared or was re-created after the plan may sit

@@ -352,6 +352,10 @@ struct rsp__core {
     uint64_t last_admitted;
     bool any_admitted;
     uint64_t admit_clock;    /* moves at every fresh admit (rsp__steprec.admit_seq) */
+    /* bit r: record r is in flight, not a capture, in RSP__PHASE_PLANNED
+     * (rsp__planned_mask; set by its live plan, cleared once its commit has
+     * recorded its writes, or when the record ends). */
+    uint64_t planned_bits;
     uint64_t post_mask;      /* bit r: step record r set post_to marks */
     uint64_t last_committed; /* highest committed id: never admitted again */
     bool any_committed;
@@ -510,11 +514,14 @@ static inline uint32_t rsp__core_max_rows(const rsp__core *c)
  * not in step.h: a reset (core.c) asks it too. */
 static inline uint64_t rsp__planned_mask(const rsp__core *c)
 {
+#ifdef RSP_DEBUG_ASSERTS
     uint64_t m = 0;
     for (uint32_t i = 0; i < c->max_inflight; i++)
         if (c->steps[i].used && !c->steps[i].capture && c->steps[i].phase == RSP__PHASE_PLANNED)
             m |= 1ull << i;
-    return m;
+    RSP__ASSERT(m == c->planned_bits);
+#endif
+    return c->planned_bits;
 }
 
 /* The in-flight, non-capture step records admitted before (earlier) or

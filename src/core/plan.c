@@ -388,6 +388,8 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
         rsp__bind_and_upload(c, live, step, p->rec, w);
     }
     s->phase = RSP__PHASE_PLANNED;
+    if (!s->capture)
+        c->planned_bits |= 1ull << p->rec;
 }
 
 /* h combined with n bytes at p, 8 at a time (a multiply per 8 bytes:

@@ -511,6 +511,7 @@ void rsp__step_free(rsp__core *c, uint32_t rec)
     rsp__steprec *s = &c->steps[rec];
     s->used = false;
     c->post_mask &= ~(1ull << rec);
+    c->planned_bits &= ~(1ull << rec);
     s->num_journal = 0;
     s->num_pinned = 0;
     s->num_prows = 0;
