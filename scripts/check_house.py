@@ -5,9 +5,10 @@
 
 1. Layers: within src/core/ no two modules depend on each other in a
    circle. A module is a file stem (x.c, x.h and x_impl.h are module x); x
-   depends on y when x includes y.h or x.c calls a function that y.c defines
-   (an rsp__ name followed by '('). Every cycle is printed with the edges
-   that close it.
+   depends on y when x includes y.h, or x.c or a static inline body in x's
+   headers calls a function that y defines (in y.c or inline in y's
+   headers; an rsp__ name followed by '('). Every cycle is printed with the
+   edges that close it.
 2. Length: no function in src/ is longer than 80 lines (its first signature
    line to its closing brace), unless the line before the signature holds a
    comment with "long:" saying why.
@@ -79,13 +80,19 @@ def module_stem(name):
     return stem[:-len('_impl')] if stem.endswith('_impl') else stem
 
 
+def inline_bodies(path):
+    """The code of the function bodies a header defines (static inline)."""
+    code = strip_comments(open(path, encoding='utf-8').read()).split('\n')
+    return '\n'.join('\n'.join(code[first - 1:last]) for _, first, last, _ in functions(path))
+
+
 def room_edges(room):
     mods = modules_of(room)
     defined = {}
     for stem, m in mods.items():
-        if m['c']:
-            for name, *_ in functions(m['c']):
-                defined[name] = stem
+        for f in ([m['c']] if m['c'] else []) + m['h']:
+            for name, *_ in functions(f):
+                defined.setdefault(name, stem)
     edges = defaultdict(set)  # (a, b) -> reasons
     for stem, m in mods.items():
         files = ([m['c']] if m['c'] else []) + m['h']
@@ -97,11 +104,14 @@ def room_edges(room):
                 other = module_stem(inc)
                 if other != stem and other in mods:
                     edges[(stem, other)].add('includes ' + os.path.basename(inc))
-            if f.endswith('.c'):
-                for call in set(CALL.findall(strip_comments(text))):
-                    other = defined.get(call)
-                    if other and other != stem:
-                        edges[(stem, other)].add('calls ' + call)
+            # A .c file's calls, and those in a header's inline bodies (an
+            # inline function runs in its caller, but its module is the
+            # header's: a call in it is that module's dependency).
+            body = strip_comments(text) if f.endswith('.c') else inline_bodies(f)
+            for call in set(CALL.findall(body)):
+                other = defined.get(call)
+                if other and other != stem:
+                    edges[(stem, other)].add('calls ' + call)
     return edges
 
 

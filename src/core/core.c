@@ -702,3 +702,19 @@ uint32_t rsp__core_free_order(const rsp__core *c, uint32_t *out, uint32_t cap)
                                    : c->fresh + (i - c->num_pushed);
     return c->free_top;
 }
+
+/* The lingering pins of a committed record (c->ghost) go: no call other
+ * than its same-declaration admit may see them (rsp__op_begin). O(pins). */
+void rsp__ghost_clear(rsp__core *c)
+{
+    uint32_t rec = c->ghost;
+    uint64_t bit = 1ull << rec;
+    rsp__slot *slots = c->slots;
+    const uint32_t *pinned = c->steps[rec].pinned;
+    RSP__ASSERT(!c->steps[rec].used);
+    for (uint32_t i = 0; i < c->ghost_pins; i++) {
+        slots[pinned[i]].pins &= ~bit;
+        slots[pinned[i]].writes &= ~bit;
+    }
+    c->ghost = RSP__NONE;
+}

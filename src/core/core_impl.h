@@ -351,7 +351,7 @@ struct rsp__core {
     rsp__steprec *steps; /* [max_inflight] */
     uint64_t last_admitted;
     bool any_admitted;
-    uint64_t admit_clock;    /* moves at every fresh admit (rsp__steprec.admit_seq) */
+    uint64_t admit_clock; /* moves at every fresh admit (rsp__steprec.admit_seq) */
     /* bit r: record r is in flight, not a capture, in RSP__PHASE_PLANNED
      * (rsp__planned_mask; set by its live plan, cleared once its commit has
      * recorded its writes, or when the record ends). */
@@ -467,7 +467,7 @@ static inline void rsp__ckpt_report_begin(rsp__core *c)
         .changes = c->rep_changes, .evictions = c->rep_evictions, .skips = c->rep_skips};
 }
 
-/* Clear the lingering pins of c->ghost (step.c). O(its pins). */
+/* Clear the lingering pins of c->ghost (core.c). O(its pins). */
 void rsp__ghost_clear(rsp__core *c);
 
 /* What every core call that reads or changes state does first: the

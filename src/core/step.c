@@ -492,20 +492,6 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
     }
 }
 
-void rsp__ghost_clear(rsp__core *c)
-{
-    uint32_t rec = c->ghost;
-    uint64_t bit = 1ull << rec;
-    rsp__slot *slots = c->slots;
-    const uint32_t *pinned = c->steps[rec].pinned;
-    RSP__ASSERT(!c->steps[rec].used);
-    for (uint32_t i = 0; i < c->ghost_pins; i++) {
-        slots[pinned[i]].pins &= ~bit;
-        slots[pinned[i]].writes &= ~bit;
-    }
-    c->ghost = RSP__NONE;
-}
-
 void rsp__step_free(rsp__core *c, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
