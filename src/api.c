@@ -1057,24 +1057,6 @@ rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t
 /* Events and host fences                                                    */
 /* ------------------------------------------------------------------------ */
 
-rsp_event rsp_event_host(rsp_host_fence *fence, uint64_t value)
-{
-    rsp_event e = {.kind = RSP_EVENT_HOST_FENCE, .handle = fence, .value = value};
-    return e;
-}
-
-rsp_event rsp_event_cuda(void *cuda_event)
-{
-    rsp_event e = {.kind = RSP_EVENT_CUDA, .handle = cuda_event, .value = 0};
-    return e;
-}
-
-rsp_event rsp_event_complete(void)
-{
-    rsp_event e = {.kind = RSP_EVENT_COMPLETE, .handle = NULL, .value = 0};
-    return e;
-}
-
 rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
 {
     if (!out)

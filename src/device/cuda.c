@@ -48,7 +48,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../kernels/rsp_kernels.h"
+#include "rsp_kernels.h"
 #include "util/error.h"
 #include "util/mem.h"
 #include "util/time.h"

@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "../util/error.h"
+#include "util/error.h"
 
 rsp_status rsp__device_create(rsp_device_kind kind, int cuda_ordinal, const rsp__layout *layout,
                               rsp__device **out, rsp_error *err)
@@ -179,4 +179,25 @@ rsp_status rsp__device_check_ids(const rsp__layout *lay, const rsp__work *w, uin
                          lay->max_host_checkpoints);
     }
     return RSP_OK;
+}
+
+/* --- events (rsp.h): the device layer's own values; host.c and cuda.c
+ * make them too ------------------------------------------------------- */
+
+rsp_event rsp_event_host(rsp_host_fence *fence, uint64_t value)
+{
+    rsp_event e = {.kind = RSP_EVENT_HOST_FENCE, .handle = fence, .value = value};
+    return e;
+}
+
+rsp_event rsp_event_cuda(void *cuda_event)
+{
+    rsp_event e = {.kind = RSP_EVENT_CUDA, .handle = cuda_event, .value = 0};
+    return e;
+}
+
+rsp_event rsp_event_complete(void)
+{
+    rsp_event e = {.kind = RSP_EVENT_COMPLETE, .handle = NULL, .value = 0};
+    return e;
 }

@@ -53,9 +53,9 @@
 
 #include <rsp/rsp.h>
 
-#include "../core/layout.h"
-#include "../core/core.h"
-#include "../core/work.h"
+#include "core/core.h"
+#include "core/layout.h"
+#include "core/work.h"
 
 typedef struct rsp__device rsp__device;
 
