@@ -1,5 +1,5 @@
 /*
- * DLPack exports (issue 13): a block of the pool, or one addressing vector,
+ * DLPack exports: a block of the pool, or one addressing vector,
  * as a DLManagedTensor that any framework takes without a copy
  * (torch.from_dlpack, CuPy, JAX, ...). SPDX-License-Identifier: Apache-2.0
  *

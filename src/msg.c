@@ -177,8 +177,8 @@ static void clear_step(rsp_step *s)
 }
 
 /* The arrays of a message that has some: out of line, so the frequent
- * kinds without arrays (one memcpy) save no registers for them (callgrind:
- * ~20 instructions a message on ingest/remove when inlined). */
+ * kinds without arrays (one memcpy) save no registers for them (inlined,
+ * it made ingest and remove measurably dearer in bench/profile.sh). */
 __attribute__((noinline)) static void encode_arrays(const rsp_msg *m, unsigned a, unsigned char *w)
 {
     if (a & NAME) {

@@ -14,7 +14,6 @@
 #include "util/error.h"
 #include "util/sync.h"
 
-
 /* The core's own rules (core/check.h): one place, one message, here and
  * from the owner. The other rules of a step (duplicate rows, rows per
  * label, fork list lengths, the lease's bucket) the owner checks, and its

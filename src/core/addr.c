@@ -186,8 +186,8 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
         uint32_t li = index_of[row->label];
         uint32_t at = pos[li]++;
         uint32_t gat = gpos[li]++;
-        /* Not !rsp__row_addresses(row): gcc 12 -O3 spends two more
-         * instructions per row on the negated form (callgrind). */
+        /* Not !rsp__row_addresses(row): gcc 12 -O3 compiles the negated
+         * form into a longer loop body. */
         if (step->capture || row->padding || row->span <= 0)
             continue;
         uint32_t rh = RSP__NONE, hh = RSP__NONE;

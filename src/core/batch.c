@@ -1,5 +1,5 @@
 /*
- * Issue 11's one-trip operations on top of the single ones
+ * The one-trip operations on top of the single ones
  * (docs/semantics-extensions.md, "Vector messages" and "One trip a step"):
  * ingest, reset and remove of a list of rids as one all-or-nothing
  * operation, and whether a step is in flight. Kept apart from core.c: each

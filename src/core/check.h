@@ -84,7 +84,7 @@ rsp_status rsp__check_rows(const rsp_step *step, uint32_t num_labels, uint32_t m
  * O(forks). */
 rsp_status rsp__check_forks(const rsp_step *step, uint32_t num_labels, rsp_error *err);
 
-/* Checkpoints and restores (issue 12): none in a capture step
+/* Checkpoints and restores: none in a capture step
  * (RSP_EINVAL); every entry's label interned (RSP_ENOLABEL); every take's
  * tier one of rsp_tier (RSP_EINVAL). Restores first, then checkpoints, in
  * entry order. Run after rsp__check_forks, by rsp_post and the core

@@ -267,7 +267,7 @@ typedef struct rsp__fast_counts {
 rsp__fast_counts rsp__core_fast_counts(const rsp__core *core);
 
 /*
- * Checkpoints (issue 12; docs/design.md "Checkpoints and the host tier",
+ * Checkpoints (docs/design.md "Checkpoints and the host tier",
  * docs/checkpoints.md). Slot ids past max_slots are checkpoint slots
  * (layout.h, rsp__layout_space); the work list's COPY pairs name them.
  *

@@ -37,8 +37,8 @@
 
 /* The per-rid (grouped) variants of the fork loops: kept out of line, so
  * the step-wide loops they sit beside compile as they did before groups
- * existed (callgrind: inlined, they cost the step-wide fork step ~3k
- * instructions through register pressure and lost inlining). */
+ * existed (inlined, they cost the step-wide fork step register pressure
+ * and lost inlining). */
 #define RSP__GROUPED __attribute__((noinline))
 
 /* At most 64 steps in flight: a slot's pins are one bit per step record. */
@@ -70,8 +70,8 @@ typedef struct rsp__req {
     /* 1 + its swap record's index (c->swaps) while swapped out (swap.c),
      * 0 otherwise. Beside it, unused padding: it keeps the record at 144
      * bytes (9 x 16), whose index the compiler forms in fewer instructions
-     * than 136 (callgrind: two more per hinted lookup, every row of every
-     * admit, plan and commit). */
+     * than 136's, on every hinted lookup of every row of every admit, plan
+     * and commit. */
     uint32_t swap;
     uint32_t pad;
     uint32_t next_free; /* free list of records */

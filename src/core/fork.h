@@ -7,7 +7,7 @@
  * The forking rids of a call live in c->rids (first appearance order,
  * non-padding rows of a step with forks; none for a capture step), each
  * with a record hint in c->rid_recs and, when a fork of the step has a
- * group (issue 10: per-rid forks), its rows' fork_group in c->rid_groups.
+ * group (per-rid forks), its rows' fork_group in c->rid_groups.
  * A fork applies to the rids of its group (group 0: all of them), in the
  * same order; the step-wide form never looks at a group (its loops test
  * nothing per fork), so it costs what it cost before groups existed.

@@ -30,7 +30,7 @@ typedef struct rsp__layout {
     rsp__block_layout blocks[RSP_MAX_BLOCKS];
     uint64_t slot_bytes;  /* all layers, all blocks of one slot */
     uint64_t total_bytes; /* slot_bytes * max_slots */
-    /* Checkpoint slots (issue 12, docs/design.md "Checkpoints"): ids
+    /* Checkpoint slots (docs/design.md "Checkpoints"): ids
      * [max_slots, max_slots + max_checkpoints) are the device tier's, the
      * next max_host_checkpoints the host tier's; num_ids is the sum, which
      * fits int32. tier_bytes[t]: slot_bytes * that tier's count. */
