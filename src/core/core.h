@@ -69,17 +69,17 @@ rsp_status rsp__core_ingest(rsp__core *core, rsp_rid rid, rsp_error *err);
 rsp_status rsp__core_reset(rsp__core *core, rsp_rid rid, bool free, rsp__work *work,
                            rsp_error *err);
 rsp_status rsp__core_remove(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_error *err);
-/* Issue 10 (docs/semantics-extensions.md): drop rid's holding of label and
- * release its slot (zeroed, pushed; pending while an in-flight step pins
+/* docs/semantics.md 8.2: drop rid's holding of label and release its
+ * slot (zeroed, pushed; pending while an in-flight step pins
  * it, freed at that step's end like a removed request's). Unknown rid or no
  * holding there: RSP_OK, nothing happens. RSP_ENOLABEL: label not interned.
  * O(holdings). */
 rsp_status rsp__core_release(rsp__core *core, rsp_rid rid, rsp_label_id label, rsp__work *work,
                              rsp_error *err);
 
-/* Issue 11, vector messages (docs/semantics-extensions.md): ingest, reset
- * (with free) or remove each of rids[0 .. n) in list order, as the single
- * call would, as one operation. All or nothing: a rid listed twice
+/* Vector messages (docs/semantics.md 3.1): ingest, reset (with free) or
+ * remove each of rids[0 .. n) in list order, as the single call would, as
+ * one operation. All or nothing: a rid listed twice
  * (RSP_EINVAL naming it and both indices) or too little memory for the
  * whole list (RSP_ENOMEM; the reserve hook is asked once, for the list)
  * fails with nothing changed. O(n + the listed rids' holdings). */

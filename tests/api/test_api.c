@@ -183,7 +183,7 @@ static void sync_wrappers_run_a_step_and_count_it(void **state)
 /* ------------------------------------------------------------------------ */
 
 /* Per-rid forks, skip_post_forks and rsp_release through a pool (the rules:
- * docs/semantics-extensions.md; the core suite tests each sentence). */
+ * docs/semantics.md 8.2; the core suite tests each sentence). */
 static void per_rid_forks_and_release_through_the_pool(void **state)
 {
     (void)state;

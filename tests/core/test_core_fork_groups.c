@@ -1,5 +1,5 @@
 /* Per-rid forks (rsp_row.fork_group, rsp_fork.group), skip_post_forks at
- * commit and release of one label (issue 10; docs/semantics-extensions.md):
+ * commit and release of one label (docs/semantics.md 8.2):
  * one test per sentence of the rules, failure paths included.
  * SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>

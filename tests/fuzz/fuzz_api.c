@@ -344,7 +344,7 @@ static bool addresses(const rsp_row *r)
     return !r->padding && r->span > 0;
 }
 
-/* Per-rid forks (docs/semantics-extensions.md): a fork of group g > 0
+/* Per-rid forks (docs/semantics.md 8.2): a fork of group g > 0
  * applies to the rids whose (first non-padding) row carries g. */
 static bool fork_applies(const decl *d, const rsp_fork *f, int ri)
 {
