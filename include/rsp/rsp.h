@@ -787,7 +787,7 @@ RSP_API rsp_status rsp_label(rsp_pool *pool, const char *name, rsp_label_id *out
 /** Make sure request rid exists (idempotent: an existing rid and its holdings
  * are left as they are). Owner: O(1) expected (a hash). */
 RSP_API rsp_status rsp_ingest(rsp_pool *pool, rsp_rid rid, rsp_error *err);
-/** reset(rid, free = true), then forget rid (SEMANTICS 3). A slot an
+/** reset(rid, free = true), then forget rid (docs/semantics.md 3). A slot an
  * in-flight step addresses is zeroed and freed when that step ends. Unknown
  * rid: RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_remove(rsp_pool *pool, rsp_rid rid, rsp_error *err);
@@ -804,17 +804,17 @@ RSP_API rsp_status rsp_release(rsp_pool *pool, rsp_rid rid, rsp_label_id label, 
  * forward; a step planned after the reset keeps its write. Unknown rid:
  * RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free, rsp_error *err);
-/** Reserve the slots of a step (SEMANTICS 4.1; per-rid forks:
- * docs/semantics.md 8.2). A full pool is RSP_OK with out->ok false
- * (nothing changed; out says who found no slot and how many are short).
- * Errors: RSP_EDUPROW, RSP_EINVAL (e.g. one rid's rows in two fork
- * groups), RSP_EORDER (id went back, or is the id of
- * a committed step; a rolled-back id may be retried; or a row names a
- * holding whose bytes an in-flight step's post-forks replace at its
- * commit: commit that step first, SEMANTICS 9.1), RSP_ECAPACITY (too many
- * steps in flight). A request may be in several in-flight steps: a plan's
- * has_state counts the writes of steps admitted before it and still in
- * flight (docs/semantics.md 9.1). Owner: O(rows + rids * forks). */
+/** Reserve the slots of a step (docs/semantics.md 4.1; per-rid forks:
+ * docs/semantics.md 8.2). A full pool is RSP_OK with out->ok false (nothing
+ * changed; out says who found no slot and how many are short). Errors:
+ * RSP_EDUPROW, RSP_EINVAL (e.g. one rid's rows in two fork groups), RSP_EORDER
+ * (id went back, or is the id of a committed step; a rolled-back id may be
+ * retried; or a row names a holding whose bytes an in-flight step's post-forks
+ * replace at its commit: commit that step first, docs/semantics.md 9.1),
+ * RSP_ECAPACITY (too many steps in flight). A request may be in several
+ * in-flight steps: a plan's has_state counts the writes of steps admitted
+ * before it and still in flight (docs/semantics.md 9.1). Owner:
+ * O(rows + rids * forks). */
 RSP_API rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,
                                   rsp_error *err);
 /** Undo an admitted step (slots it reserved are freed and zeroed once
@@ -1130,7 +1130,7 @@ RSP_API bool rsp_plan_is_staged(const rsp_plan *plan);
  */
 RSP_API uint64_t rsp_plan_digest(const rsp_plan *plan);
 
-/** Where one label's rows live this step (SEMANTICS 4.4). */
+/** Where one label's rows live this step (docs/semantics.md 4.4). */
 typedef struct rsp_addressing {
     rsp_label_id label;
     uint64_t step_id;

@@ -202,7 +202,7 @@ typedef struct rsp__steprec {
     uint32_t num_ckrecs, cap_ckrecs;
     rsp__arow *arows; /* the rows last validated for this record */
     /* The rest of the last admit's declaration (its rows are raw), which
-     * the commit must name again (SEMANTICS 9.2): its forks (pre, then
+     * the commit must name again (docs/semantics.md 9.2): its forks (pre, then
      * post), checkpoint takes and restores. */
     rsp_fork *dforks;
     uint32_t num_dpre, num_dpost, cap_dforks;
@@ -351,7 +351,7 @@ struct rsp__core {
     rsp__steprec *steps; /* [max_inflight] */
     uint64_t last_admitted;
     bool any_admitted;
-    uint64_t admit_clock;    /* moves at every fresh admit (rsp__steprec.admit_seq) */
+    uint64_t admit_clock; /* moves at every fresh admit (rsp__steprec.admit_seq) */
     /* bit r: record r is in flight, not a capture, in RSP__PHASE_PLANNED
      * (rsp__planned_mask; set by its live plan, cleared once its commit has
      * recorded its writes, or when the record ends). */
