@@ -299,7 +299,7 @@ rsp_status bl_plan(bl_pool *p, const rsp_step *step, rsp_error *err)
     rsp_status st = rsp__core_plan(p->core, step, &plan, &p->work, err);
     if (st == RSP_OK)
         st = bl_exec(p, err);
-    /* A stage is not visible to readers of the live plan (SEMANTICS 4.3). */
+    /* A stage is not visible to readers of the live plan (docs/semantics.md 4.3). */
     if (st == RSP_OK && !plan.staged)
         st = bl_publish(p, &plan, err);
     pthread_mutex_unlock(&p->mu);

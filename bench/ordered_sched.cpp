@@ -2,8 +2,8 @@
 // workload runs unordered and ordered (rsp_pool_config.ordered), the ordered
 // runs under several ways of numbering the messages, and each run counts the
 // admits the pool refused per committed step. What it found, and what an
-// engine should do: docs/semantics-extensions.md, "Ordered posting and plan
-// digests", "Numbering an engine's messages".
+// engine should do: docs/semantics.md 8.3, "Numbering an engine's
+// messages".
 //
 // The engine: --schedulers threads each own their running requests and run
 // one step at a time (admit, plan, forward, commit). After a commit a

@@ -1,5 +1,5 @@
-// rsp-stress: the pipelined mode, an overlap scheduler (SEMANTICS 9.1). A
-// pool of its own; a step thread keeps 2..4 steps in flight (the depth
+// rsp-stress: the pipelined mode, an overlap scheduler (docs/semantics.md
+// 9.1). A pool of its own; a step thread keeps 2..4 steps in flight (the depth
 // changes every kDepthPeriod steps) and puts the same decoding requests in
 // consecutive ones, as SGLang's overlap mode and vLLM's async scheduling
 // plan step N+1 while N's forward runs. It commits in order, each step with
@@ -43,8 +43,8 @@ constexpr double kInStep = 0.8; // chance that a live request is in the next ste
 constexpr double kFinishInFlight = 0.1, kFinishIdle = 0.05, kHold = 0.03;
 constexpr double kRollbackNewest = 0.03, kOlderRollback = 0.05;
 // The status of a rollback of step N while a later step in flight names a
-// holding N writes (SEMANTICS 9.1: roll back newest first). One constant:
-// the status the core gives for it.
+// holding N writes (docs/semantics.md 9.1: roll back newest first). One
+// constant: the status the core gives for it.
 constexpr rsp_status kOlderRollbackStatus = RSP_EORDER;
 
 struct PRow {
@@ -147,7 +147,7 @@ bool wait_turn(Context &cx, Pipe &pp, const PStep &st, unsigned index)
 
 // Check row j's slot and has_state against the model. A row whose request
 // an earlier in-flight step writes counts its has_state in "overlap"
-// (SEMANTICS 9.1), every other row in "addressing".
+// (docs/semantics.md 9.1), every other row in "addressing".
 void check_row_addressing(Context &cx, const PStep &st, size_t j, int32_t slot, bool has)
 {
     Checks &ck = cx.checks;

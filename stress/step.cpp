@@ -77,7 +77,7 @@ struct Decl {
     {
         return !pre.empty() || !post.empty();
     }
-    // Rids of all non-padding rows (any span), first appearance (SEMANTICS 4.1.3).
+    // Rids of all non-padding rows (any span), first appearance (docs/semantics.md 4.1.3).
     std::vector<rsp::rid> forking_rids() const
     {
         std::vector<rsp::rid> out;
@@ -411,7 +411,7 @@ void Stepper::apply_fork(ReqModel &m, const Fork &f) const
 
 // Row expectations after the pre-forks; `apply` also commits them to the model.
 // The deferred step, planned and not committed, writes (rid, label): a
-// later step's plan has state there (SEMANTICS 9.1).
+// later step's plan has state there (docs/semantics.md 9.1).
 bool Stepper::pending_writes(rsp::rid rid, rsp::label label) const
 {
     if (!pend_.active || pend_.d.capture)
@@ -889,7 +889,7 @@ void Stepper::run()
         if (!admitted.ok() && admitted.status() == RSP_EORDER && pend_.active &&
             std::strstr(admitted.error().message, "post-fork target")) {
             // A row names the deferred step's post-fork target, whose bytes
-            // change at its commit (SEMANTICS 9.1): commit it first and
+            // change at its commit (docs/semantics.md 9.1): commit it first and
             // admit again, as an overlap scheduler does.
             commit(pend_.d);
             pend_.active = false;

@@ -6,8 +6,8 @@
  * nets, ...) of every request of one model partition. It hands out slots per
  * (request, label), zeroes what it releases, forks slots for beams and
  * drafts, and tells the kernels, step by step, which slot each batch row
- * reads and writes. The behaviour contract is SEMANTICS.md; the design is
- * docs/design.md; who may call what from which thread is docs/ordering.md.
+ * reads and writes. The behaviour contract is docs/semantics.md; the design
+ * is docs/design.md; who may call what from which thread is docs/ordering.md.
  *
  * Threads, in one table (details at each function):
  *
@@ -787,7 +787,7 @@ RSP_API rsp_status rsp_label(rsp_pool *pool, const char *name, rsp_label_id *out
 /** Make sure request rid exists (idempotent: an existing rid and its holdings
  * are left as they are). Owner: O(1) expected (a hash). */
 RSP_API rsp_status rsp_ingest(rsp_pool *pool, rsp_rid rid, rsp_error *err);
-/** reset(rid, free = true), then forget rid (SEMANTICS 3). A slot an
+/** reset(rid, free = true), then forget rid (docs/semantics.md 3). A slot an
  * in-flight step addresses is zeroed and freed when that step ends. Unknown
  * rid: RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_remove(rsp_pool *pool, rsp_rid rid, rsp_error *err);
@@ -804,17 +804,17 @@ RSP_API rsp_status rsp_release(rsp_pool *pool, rsp_rid rid, rsp_label_id label, 
  * forward; a step planned after the reset keeps its write. Unknown rid:
  * RSP_OK, nothing happens. Owner: O(holdings). */
 RSP_API rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free, rsp_error *err);
-/** Reserve the slots of a step (SEMANTICS 4.1; per-rid forks:
- * docs/semantics-extensions.md). A full pool is RSP_OK with
- * out->ok false (nothing changed; out says who found no slot and how many
- * are short). Errors: RSP_EDUPROW, RSP_EINVAL (e.g. one rid's rows in two
- * fork groups), RSP_EORDER (id went back, or is the id of
- * a committed step; a rolled-back id may be retried; or a row names a
- * holding whose bytes an in-flight step's post-forks replace at its
- * commit: commit that step first, SEMANTICS 9.1), RSP_ECAPACITY (too many
- * steps in flight). A request may be in several in-flight steps: a plan's
- * has_state counts the writes of steps admitted before it and still in
- * flight (docs/semantics-extensions.md). Owner: O(rows + rids * forks). */
+/** Reserve the slots of a step (docs/semantics.md 4.1; per-rid forks:
+ * docs/semantics.md 8.2). A full pool is RSP_OK with out->ok false (nothing
+ * changed; out says who found no slot and how many are short). Errors:
+ * RSP_EDUPROW, RSP_EINVAL (e.g. one rid's rows in two fork groups), RSP_EORDER
+ * (id went back, or is the id of a committed step; a rolled-back id may be
+ * retried; or a row names a holding whose bytes an in-flight step's post-forks
+ * replace at its commit: commit that step first, docs/semantics.md 9.1),
+ * RSP_ECAPACITY (too many steps in flight). A request may be in several
+ * in-flight steps: a plan's has_state counts the writes of steps admitted
+ * before it and still in flight (docs/semantics.md 9.1). Owner:
+ * O(rows + rids * forks). */
 RSP_API rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,
                                   rsp_error *err);
 /** Undo an admitted step (slots it reserved are freed and zeroed once
@@ -865,7 +865,7 @@ typedef struct rsp_step_outcome {
  * One round trip a step: commit prev (the previous step's declaration as
  * given to its admit; NULL: no commit) with prev_done as its forward_done,
  * then admit step, then plan it, in one owner turn with no other message
- * between (RSP_MSG_STEP; docs/semantics-extensions.md). What
+ * between (RSP_MSG_STEP; docs/semantics.md 4.7). What
  * rsp_step_commit + rsp_step_admit + rsp_step_plan do, at one round trip
  * instead of three. In order:
  *  - the commit, with rsp_step_commit's errors: it fails -> that error,
@@ -925,8 +925,8 @@ RSP_API rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint
 RSP_API rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err);
 
 /*
- * Checkpoints (docs/checkpoints.md; rules: docs/semantics-extensions.md
- * "Checkpoints"). Synchronous wrappers of the CHECKPOINT* and SWAP_*
+ * Checkpoints (docs/checkpoints.md; rules: docs/semantics.md 8.4 to
+ * 8.9). Synchronous wrappers of the CHECKPOINT* and SWAP_*
  * messages, with the common rules of the wrappers above (any thread, never
  * inside a read section, RSP_ESHUTDOWN, RSP_ENOMEM, RSP_EDEVICE). On a
  * failure nothing changed. The key set they change is what
@@ -1130,7 +1130,7 @@ RSP_API bool rsp_plan_is_staged(const rsp_plan *plan);
  */
 RSP_API uint64_t rsp_plan_digest(const rsp_plan *plan);
 
-/** Where one label's rows live this step (SEMANTICS 4.4). */
+/** Where one label's rows live this step (docs/semantics.md 4.4). */
 typedef struct rsp_addressing {
     rsp_label_id label;
     uint64_t step_id;

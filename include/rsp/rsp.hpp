@@ -483,7 +483,7 @@ class step
     }
     /// A row of `span` tokens of (r, l); span <= 0 reserves nothing.
     /// fork_group: forks of group 0 and of this group apply to r (every row
-    /// of one rid carries the same group; docs/semantics-extensions.md).
+    /// of one rid carries the same group; docs/semantics.md 8.2).
     step &row(rid r, label l = label::main, std::int32_t span = 1, std::uint16_t fork_group = 0)
     {
         rsp_row x{};

@@ -827,7 +827,7 @@ class RecurrentStatePool:
 
     @_guarded
     def rollback_admit(self, step: Step, ctx=None, forward_done=None):
-        """Free the slots this step's admit took fresh (SEMANTICS 4.2)."""
+        """Free the slots this step's admit took fresh (docs/semantics.md 4.2)."""
         err = ffi.Error()
         ev = None if forward_done is None else _event(forward_done)
         _check(ffi.step_rollback(self._handle(), _uint(step.step_id, "step_id", 64),

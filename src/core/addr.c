@@ -176,8 +176,8 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
     uint64_t *a_gens = a->gens;
     uint64_t bit = 1ull << rec;
     bool inherit = staged && step->num_pre_forks;
-    /* An earlier in-flight step that writes a row's slot: the row reads
-     * that write (SEMANTICS 9.1), so it has state whatever the holding's
+    /* An earlier in-flight step that writes a row's slot: the row reads that
+     * write (docs/semantics.md 9.1), so it has state whatever the holding's
      * committed flag says. */
     uint64_t earlier = rsp__earlier_mask(c, rec);
     bool all_has = true; /* every addressed holding's own flag (plan_all_true) */

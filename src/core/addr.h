@@ -1,7 +1,7 @@
 /*
- * Addressing and buffers (SEMANTICS 4.3, 4.4): the vectors a plan builds,
- * the addressing buffers they are uploaded to (eager rings, leased keys),
- * and the stage (at most one staged plan, core_impl.h). Above forks (a
+ * Addressing and buffers (docs/semantics.md 4.3, 4.4): the vectors a plan
+ * builds, the addressing buffers they are uploaded to (eager rings, leased
+ * keys), and the stage (at most one staged plan, core_impl.h). Above forks (a
  * stage's flags follow the deferred pre-forks), below the operations.
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -31,11 +31,11 @@ void rsp__bufs_release(rsp__core *c, uint32_t rec);
 uint32_t rsp__choose_buffers(rsp__core *c, const rsp_step *step, const uint32_t *lengths,
                              uint32_t freed);
 
-/* Fill a's vectors per SEMANTICS 4.4 for the labels in c->label_order and
- * pin what they address for record rec; a live plan (not staged) records
- * its rows (prows) and takes pending zeros over (returns whether it took
- * any). The caller reserved a, the pins and the prows. Cannot fail.
- * O(rows + entries). */
+/* Fill a's vectors per docs/semantics.md 4.4 for the labels in c->label_order
+ * and pin what they address for record rec; a live plan (not staged) records
+ * its rows (prows) and takes pending zeros over (returns whether it took any).
+ * The caller reserved a, the pins and the prows. Cannot fail. O(rows +
+ * entries). */
 bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool staged,
                 const uint32_t *lengths);
 

@@ -1,6 +1,6 @@
 /*
- * Admit (SEMANTICS 4.1): validate, count, reserve, apply. A full pool is an
- * outcome counted before anything changes; only the apply phase changes
+ * Admit (docs/semantics.md 4.1): validate, count, reserve, apply. A full pool
+ * is an outcome counted before anything changes; only the apply phase changes
  * state, and it cannot fail. SPDX-License-Identifier: Apache-2.0
  */
 #include <inttypes.h>
@@ -62,11 +62,11 @@ static rsp_status check_swapped(const rsp__core *c, const rsp_step *step, rsp_er
     return RSP_OK;
 }
 
-/* No row names a holding whose bytes an in-flight step's post-forks
- * replace at its commit (SEMANTICS 9.1): what this step's forward would
- * read or write there is not the state the request will have. RSP_EORDER
- * naming the (rid, label) and the step, nothing changed. Looked for only
- * while a step with post-forks is in flight; O(rows) then. */
+/* No row names a holding whose bytes an in-flight step's post-forks replace at
+ * its commit (docs/semantics.md 9.1): what this step's forward would read or
+ * write there is not the state the request will have. RSP_EORDER naming the
+ * (rid, label) and the step, nothing changed. Looked for only while a step with
+ * post-forks is in flight; O(rows) then. */
 static rsp_status check_post_targets(const rsp__core *c, const rsp_step *step, uint32_t rec,
                                      rsp_error *err)
 {
@@ -473,8 +473,8 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
 
 /* The admitted rows of a record that a re-admit of other rows replaces
  * (rsp__step_keep_rows) before it knows whether it fits: a refused admit
- * changes nothing, and the commit names the rows admitted (SEMANTICS 9.2).
- * Only a re-admit with other rows saves them. */
+ * changes nothing, and the commit names the rows admitted (docs/semantics.md
+ * 9.2). Only a re-admit with other rows saves them. */
 typedef struct saved_rows {
     bool on;
     rsp_row *rows;

@@ -1,10 +1,10 @@
 /*
- * The one-trip operations on top of the single ones
- * (docs/semantics-extensions.md, "Vector messages" and "One trip a step"):
- * ingest, reset and remove of a list of rids as one all-or-nothing
- * operation, and whether a step is in flight. Kept apart from core.c: each
- * is the single operation applied per rid, with the list checked and
- * everything reserved for all rids before the first change.
+ * The one-trip operations on top of the single ones (docs/semantics.md
+ * 3.1 and 4.7: vector messages, one trip a step): ingest, reset and remove
+ * of a list of rids as one all-or-nothing operation, and whether a step is
+ * in flight. Kept apart from core.c: each is the single operation applied
+ * per rid, with the list checked and everything reserved for all rids
+ * before the first change.
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <inttypes.h>

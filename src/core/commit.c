@@ -1,6 +1,6 @@
 /*
- * The end of a step: commit (SEMANTICS 4.5, post-forks 4.6) and rollback
- * (4.2). Each validates, reserves, then applies; the apply phase runs
+ * The end of a step: commit (docs/semantics.md 4.5, post-forks 4.6) and
+ * rollback (4.2). Each validates, reserves, then applies; the apply phase runs
  * after the WAIT on the step's forward and cannot fail.
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -58,7 +58,7 @@ static void undo_journal(rsp__core *c, uint32_t rec, rsp__work *w)
     }
 }
 
-/* Newest first (SEMANTICS 9.1): every slot record rec pins is one it
+/* Newest first (docs/semantics.md 9.1): every slot record rec pins is one it
  * writes or allocates (its rows, its fork targets), so a later in-flight
  * step that pins one of them read or will read what rec's forward wrote,
  * or holds a slot rec's journal would give back. RSP_EORDER naming that

@@ -1,7 +1,7 @@
 /*
  * The core's state (core_impl.h) and its lowest layer: creation and
- * destruction, labels, requests and holdings, the free stack, slot states,
- * the scratch pair set, ingest / reset / remove, queries (SEMANTICS 1-3).
+ * destruction, labels, requests and holdings, the free stack, slot states, the
+ * scratch pair set, ingest / reset / remove, queries (docs/semantics.md 1-3).
  * Calls no other module of src/core/ but check.c (core_impl.h lists them).
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -494,7 +494,7 @@ bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label)
     return true;
 }
 
-/* --- lifecycle (SEMANTICS 3) -------------------------------------------- */
+/* --- lifecycle (docs/semantics.md 3) ------------------------------------ */
 
 rsp_status rsp__core_ingest(rsp__core *c, rsp_rid rid, rsp_error *err)
 {

@@ -1,6 +1,6 @@
 /*
- * The pool's core: a deterministic state machine (SEMANTICS.md, all of it).
- * SPDX-License-Identifier: Apache-2.0
+ * The pool's core: a deterministic state machine (docs/semantics.md, all of
+ * it). SPDX-License-Identifier: Apache-2.0
  *
  * No threads, no clocks, no device calls: each call takes one operation,
  * updates the state, and appends the device work it needs to `work` (see
@@ -64,22 +64,22 @@ uint32_t rsp__core_num_labels(const rsp__core *core);
 /* Name of an interned label, NULL if unknown. */
 const char *rsp__core_label_name(const rsp__core *core, rsp_label_id id);
 
-/* SEMANTICS 3. */
+/* docs/semantics.md 3. */
 rsp_status rsp__core_ingest(rsp__core *core, rsp_rid rid, rsp_error *err);
 rsp_status rsp__core_reset(rsp__core *core, rsp_rid rid, bool free, rsp__work *work,
                            rsp_error *err);
 rsp_status rsp__core_remove(rsp__core *core, rsp_rid rid, rsp__work *work, rsp_error *err);
-/* Issue 10 (docs/semantics-extensions.md): drop rid's holding of label and
- * release its slot (zeroed, pushed; pending while an in-flight step pins
+/* docs/semantics.md 8.2: drop rid's holding of label and release its
+ * slot (zeroed, pushed; pending while an in-flight step pins
  * it, freed at that step's end like a removed request's). Unknown rid or no
  * holding there: RSP_OK, nothing happens. RSP_ENOLABEL: label not interned.
  * O(holdings). */
 rsp_status rsp__core_release(rsp__core *core, rsp_rid rid, rsp_label_id label, rsp__work *work,
                              rsp_error *err);
 
-/* Issue 11, vector messages (docs/semantics-extensions.md): ingest, reset
- * (with free) or remove each of rids[0 .. n) in list order, as the single
- * call would, as one operation. All or nothing: a rid listed twice
+/* Vector messages (docs/semantics.md 3.1): ingest, reset (with free) or
+ * remove each of rids[0 .. n) in list order, as the single call would, as
+ * one operation. All or nothing: a rid listed twice
  * (RSP_EINVAL naming it and both indices) or too little memory for the
  * whole list (RSP_ENOMEM; the reserve hook is asked once, for the list)
  * fails with nothing changed. O(n + the listed rids' holdings). */
@@ -94,7 +94,7 @@ rsp_status rsp__core_lifecycle_many(rsp__core *core, rsp__lifecycle_op op, const
  * back). O(max_inflight). */
 bool rsp__core_step_in_flight(const rsp__core *core, uint64_t step_id);
 
-/* SEMANTICS 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged
+/* docs/semantics.md 4.1. Pool full: RSP_OK with out->ok = false, pool unchanged
  * (counted before anything is allocated; no implicit ingest either).
  * Errors: an invalid step (RSP_EINVAL, RSP_ENOLABEL, RSP_EDUPROW; one rid's
  * rows in two fork groups when a fork has a group), a new step
@@ -125,7 +125,7 @@ typedef struct rsp__stage_change {
     uint64_t step_id;     /* that stage's step (ended != RSP__STAGE_KEPT) */
 } rsp__stage_change;
 
-/* SEMANTICS 4.2. forward_done may be NULL (no forward ran). Unknown or
+/* docs/semantics.md 4.2. forward_done may be NULL (no forward ran). Unknown or
  * already finished step: RSP_OK, nothing happens. *stage (may be NULL)
  * gets what became of the stage (RSP__STAGE_KEPT on an error). */
 rsp_status rsp__core_rollback(rsp__core *core, uint64_t step_id, const rsp_event *forward_done,
@@ -158,17 +158,16 @@ typedef struct rsp__plan_out {
     uint64_t digest;
 } rsp__plan_out;
 
-/* SEMANTICS 4.3 / 4.4 / 4.6 (pre-forks). Errors: invalid step; not in flight
- * or already planned (RSP_EORDER); a live plan whose forks touch a slot of
- * another planned, uncommitted step, or whose rows address a slot that
- * step's post-forks touch (RSP_EORDER, "commit step N first", nothing
- * changed); a stage while one exists (RSP_ESTAGED);
- * more rows than a leased buffer, or a leased buffer holding another
- * in-flight step's plan (RSP_ECAPACITY; a live plan takes it from another
- * step's stage, which is dropped). See docs/design.md "The core".
- * out->stage: what became of the stage that existed (PROMOTED or REPLACED
- * by its own step's live plan, TAKEN by another's, else KEPT).
- * O(rows + labels + rids * forks + buffers). */
+/* docs/semantics.md 4.3 / 4.4 / 4.6 (pre-forks). Errors: invalid step; not in
+ * flight or already planned (RSP_EORDER); a live plan whose forks touch a slot
+ * of another planned, uncommitted step, or whose rows address a slot that
+ * step's post-forks touch (RSP_EORDER, "commit step N first", nothing changed);
+ * a stage while one exists (RSP_ESTAGED); more rows than a leased buffer, or a
+ * leased buffer holding another in-flight step's plan (RSP_ECAPACITY; a live
+ * plan takes it from another step's stage, which is dropped). See
+ * docs/design.md "The core". out->stage: what became of the stage that existed
+ * (PROMOTED or REPLACED by its own step's live plan, TAKEN by another's, else
+ * KEPT). O(rows + labels + rids * forks + buffers). */
 rsp_status rsp__core_plan(rsp__core *core, const rsp_step *step, rsp__plan_out *out,
                           rsp__work *work, rsp_error *err);
 /* Drop the stage, if any; *stage (may be NULL) says whose (CLEARED) or
@@ -179,15 +178,15 @@ rsp_status rsp__core_clear_preplan(rsp__core *core, rsp__stage_change *stage, rs
  * reports above instead. O(1). */
 bool rsp__core_stage(const rsp__core *core, uint64_t *step_id);
 
-/* SEMANTICS 4.5 / 4.6 (post-forks). forward_done may be NULL. Errors: invalid
- * step; not in flight, or admitted but not planned (capture: admit is
- * enough) (RSP_EORDER). *stage (may be NULL): STEP_ENDED when the step had
- * a stage (a preplanned step committed without a live plan, e.g. a
- * capture), else KEPT. O(rows + pinned slots + rids * forks). */
+/* docs/semantics.md 4.5 / 4.6 (post-forks). forward_done may be NULL. Errors:
+ * invalid step; not in flight, or admitted but not planned (capture: admit is
+ * enough) (RSP_EORDER). *stage (may be NULL): STEP_ENDED when the step had a
+ * stage (a preplanned step committed without a live plan, e.g. a capture), else
+ * KEPT. O(rows + pinned slots + rids * forks). */
 rsp_status rsp__core_commit(rsp__core *core, const rsp_step *step, const rsp_event *forward_done,
                             rsp__work *work, rsp__stage_change *stage, rsp_error *err);
 
-/* SEMANTICS 4.4 build_graph_buffers. RSP_EINVAL unless 1 <= max_bs <=
+/* docs/semantics.md 4.4 build_graph_buffers. RSP_EINVAL unless 1 <= max_bs <=
  * max(8192, 2 x max_slots) (check.h: rsp__max_rows). */
 rsp_status rsp__core_build_graph_buffers(rsp__core *core, uint32_t max_bs, uint32_t max_seq_len,
                                          rsp__work *work, rsp_error *err);

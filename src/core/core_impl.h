@@ -202,7 +202,7 @@ typedef struct rsp__steprec {
     uint32_t num_ckrecs, cap_ckrecs;
     rsp__arow *arows; /* the rows last validated for this record */
     /* The rest of the last admit's declaration (its rows are raw), which
-     * the commit must name again (SEMANTICS 9.2): its forks (pre, then
+     * the commit must name again (docs/semantics.md 9.2): its forks (pre, then
      * post), checkpoint takes and restores. */
     rsp_fork *dforks;
     uint32_t num_dpre, num_dpost, cap_dforks;

@@ -247,7 +247,7 @@ static inline void fork_req(rsp__core *c, rsp__req *r, const rsp_fork *forks, ui
             continue;
         rsp__hold *from = rsp__hold_find(r, forks[i].from);
         rsp__hold *to = rsp__hold_find(r, forks[i].to);
-        if (from && to) { /* else no source: nothing happens (SEMANTICS 4.6) */
+        if (from && to) { /* else no source: nothing happens (docs/semantics.md 4.6) */
             uint64_t gen = c->generation;
             fork_one(c, from, to, avoid, &gen, w);
             forks_done(c, gen);
@@ -323,7 +323,7 @@ static rsp_status check_forks(rsp__core *c, const rsp_step *step, uint64_t other
             uint32_t from = rid_slot_of(c, k, f->from);
             uint32_t to = rid_slot_of(c, k, f->to);
             if (from == RSP__NONE || to == RSP__NONE)
-                continue; /* nothing happens (SEMANTICS 4.6) */
+                continue; /* nothing happens (docs/semantics.md 4.6) */
             for (int e = 0; e < 2; e++) {
                 uint32_t slot = e ? to : from;
                 uint64_t busy = (c->slots[slot].pins | c->slots[slot].fork_pins) & others;
@@ -343,7 +343,7 @@ static rsp_status check_forks(rsp__core *c, const rsp_step *step, uint64_t other
     return RSP_OK;
 }
 
-/* SEMANTICS 5 with steps pipelined: a live plan's forks (pre-forks now,
+/* docs/semantics.md 5.1, pipelined steps: a live plan's forks (pre-forks now,
  * post-forks at its commit) must not read or write a slot that another
  * planned, uncommitted step's forward or post-forks may touch, and its rows
  * must not address a slot another planned step's post-forks will touch:

@@ -1,8 +1,8 @@
 /*
- * Forks (SEMANTICS 4.6, 5): the forking rids of a step, applying pre- and
- * post-forks, the pipeline check of a live plan against the other planned
- * steps, and the post-fork marks that check reads. Above step records,
- * below addressing and the operations. SPDX-License-Identifier: Apache-2.0
+ * Forks (docs/semantics.md 4.6, 5.1): the forking rids of a step, applying pre-
+ * and post-forks, the pipeline check of a live plan against the other planned
+ * steps, and the post-fork marks that check reads. Above step records, below
+ * addressing and the operations. SPDX-License-Identifier: Apache-2.0
  *
  * The forking rids of a call live in c->rids (first appearance order,
  * non-padding rows of a step with forks; none for a capture step), each
@@ -57,14 +57,14 @@ void rsp__keep_rids(rsp__core *c, rsp__steprec *s);
  * else O(rows + rids) (the pair set). */
 rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any);
 
-/* Apply step's pre- or post-forks (SEMANTICS 4.6) for every rid in c->rids
- * (c->fpairs when resolved), each fork to the
- * rids of its group; with `skips` (rsp__collect_skips said any), none to a
- * rid whose c->rid_skip is set. Skips a fork whose
- * source or target slot is pinned by a step in `avoid` (a commit passes the
- * other planned steps: their forwards may be writing those slots, and a
- * commit cannot be refused). The caller reserved 2 ops, a slot and a pair
- * per (rid, fork) and the COPY marks, and froze the list. O(rids x forks). */
+/* Apply step's pre- or post-forks (docs/semantics.md 4.6) for every rid in
+ * c->rids (c->fpairs when resolved), each fork to the rids of its group; with
+ * `skips` (rsp__collect_skips said any), none to a rid whose c->rid_skip is
+ * set. Skips a fork whose source or target slot is pinned by a step in `avoid`
+ * (a commit passes the other planned steps: their forwards may be writing those
+ * slots, and a commit cannot be refused). The caller reserved 2 ops, a slot and
+ * a pair per (rid, fork) and the COPY marks, and froze the list.
+ * O(rids x forks). */
 void rsp__apply_forks(rsp__core *c, const rsp_step *step, bool post, uint64_t avoid, bool skips,
                       rsp__work *w);
 
@@ -78,7 +78,7 @@ void rsp__apply_forks(rsp__core *c, const rsp_step *step, bool post, uint64_t av
  * holdings)) when resolving. */
 void rsp__fork_pairs_prepare(rsp__core *c, const rsp_step *step, uint32_t rec);
 
-/* SEMANTICS 5 with steps pipelined: refuse (RSP_EORDER, "commit step N
+/* docs/semantics.md 5.1, pipelined steps: refuse (RSP_EORDER, "commit step N
  * first", nothing changed) a live plan of record rec whose forks touch a
  * slot another planned step may write, or whose rows address a slot
  * another planned step's post-forks will touch. Uses c->rids. O(rids x

@@ -64,8 +64,8 @@ static inline rsp__space rsp__layout_space(const rsp__layout *lay, uint32_t id, 
 }
 
 /*
- * Validate cfg (SEMANTICS 1) and fill *out. On error *out is unspecified and
- * err names the field. O(blocks * dims).
+ * Validate cfg (docs/semantics.md 1) and fill *out. On error *out is
+ * unspecified and err names the field. O(blocks * dims).
  */
 rsp_status rsp__layout_build(const rsp_pool_config *cfg, rsp__layout *out, rsp_error *err);
 

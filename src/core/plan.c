@@ -1,5 +1,5 @@
 /*
- * Plan (SEMANTICS 4.3, 4.4, pre-forks 4.6): live, staged (preplan) or
+ * Plan (docs/semantics.md 4.3, 4.4, pre-forks 4.6): live, staged (preplan) or
  * promoted, in four phases: validate, count (labels, vector lengths,
  * leases), reserve (rids, pipeline check, buffers, arrays, work), apply.
  * Also clear_preplan, the stage query and build_graph_buffers.

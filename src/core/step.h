@@ -107,7 +107,7 @@ rsp_status rsp__step_reserve_decl(rsp__steprec *s, const rsp_step *step);
 /* Keep them, as the admitted declaration a commit is checked against (its
  * rows are the record's raw rows). Room was reserved. O(forks + decls). */
 void rsp__step_keep_decl(rsp__steprec *s, const rsp_step *step);
-/* A commit names what its step admitted (SEMANTICS 9.2): the same rows
+/* A commit names what its step admitted (docs/semantics.md 9.2): the same rows
  * (rid, label, span, padding, fork group; skip_post_forks is the commit's
  * own choice), forks, checkpoint takes and restores. RSP_EINVAL naming
  * the first difference. same: the rows are the record's

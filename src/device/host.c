@@ -1,9 +1,9 @@
 /*
- * The host device: slot storage in anonymous mappings and a device worker thread that runs work
- * lists in FIFO order, with a monotonic timeline (rsp_host_fence) as its
- * event. It exists so the ordering rules of SEMANTICS 5 are real on a CPU:
- * a missing wait is a visible bug without a GPU.
- * SPDX-License-Identifier: Apache-2.0
+ * The host device: slot storage in anonymous mappings and a device worker
+ * thread that runs work lists in FIFO order, with a monotonic timeline
+ * (rsp_host_fence) as its event. It exists so the ordering rules of
+ * docs/semantics.md 5 are real on a CPU: a missing wait is a visible bug
+ * without a GPU. SPDX-License-Identifier: Apache-2.0
  *
  * Threads:
  *   owner (one thread at a time): create, destroy, reserve, check_event,

@@ -183,7 +183,7 @@ static void sync_wrappers_run_a_step_and_count_it(void **state)
 /* ------------------------------------------------------------------------ */
 
 /* Per-rid forks, skip_post_forks and rsp_release through a pool (the rules:
- * docs/semantics-extensions.md; the core suite tests each sentence). */
+ * docs/semantics.md 8.2; the core suite tests each sentence). */
 static void per_rid_forks_and_release_through_the_pool(void **state)
 {
     (void)state;
@@ -454,7 +454,7 @@ static void changed_stage_is_dropped_for_a_live_plan(void **state)
     (void)state;
     rsp_pool *pool = make_pool(8, 0);
     /* The stage of step 2 reads rid 1's has_state: true, as step 1 (in
-     * flight) writes the slot (SEMANTICS 9.1). A reset after step 1's
+     * flight) writes the slot (docs/semantics.md 9.1). A reset after step 1's
      * commit makes it false, so the stage is stale when step 2 goes live. */
     rsp_row rows[1] = {{.rid = 1, .label = RSP_LABEL_MAIN, .span = 1}};
     rsp_step s1 = {.step_id = 1, .rows = rows, .num_rows = 1};

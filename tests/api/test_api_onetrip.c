@@ -1,7 +1,7 @@
 /*
  * One trip a step (RSP_MSG_STEP, rsp_step_next) and vector messages
- * (INGEST / REMOVE / RESET with a list: rsp_ingest_many, ...): issue 11,
- * docs/semantics-extensions.md. Every rule, failure paths included (a
+ * (INGEST / REMOVE / RESET with a list: rsp_ingest_many, ...):
+ * docs/semantics.md 4.7 and 3.1. Every rule, failure paths included (a
  * clear status and message, nothing changed). Single-threaded test code;
  * on_error runs on the owner and is read by main after a barrier.
  * SPDX-License-Identifier: Apache-2.0

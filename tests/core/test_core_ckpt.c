@@ -1,9 +1,9 @@
-/* Checkpoints and the host tier (issue 12; docs/design.md "Checkpoints and
- * the host tier", docs/semantics-extensions.md): take, restore, pin,
- * evict, demote, drop, query, swap, the step declarations and their
- * validation, and the report of every call. Runs on every store (emulated,
- * and as test_core_ckpt_host / _cuda on the devices' checkpoint tiers:
- * every store holds checkpoint slots). SPDX-License-Identifier: Apache-2.0 */
+/* Checkpoints and the host tier (docs/semantics.md 8.4 to 8.9; docs/design.md
+ * "Checkpoints and the host tier"): take, restore, pin, evict, demote, drop,
+ * query, swap, the step declarations and their validation, and the report
+ * of every call. Runs on every store (emulated, and as test_core_ckpt_host
+ * / _cuda on the devices' checkpoint tiers: every store holds checkpoint
+ * slots). SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* Bad input (SEMANTICS 4 "invalid", 6): each gets its own status and a
+/* Bad input (docs/semantics.md 4 "invalid", 6): each gets its own status and a
  * message naming what was wrong, and leaves the pool and the work list as
  * they were. SPDX-License-Identifier: Apache-2.0 */
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* Per-rid forks (rsp_row.fork_group, rsp_fork.group), skip_post_forks at
- * commit and release of one label (issue 10; docs/semantics-extensions.md):
+ * commit and release of one label (docs/semantics.md 8.2):
  * one test per sentence of the rules, failure paths included.
  * SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
@@ -301,7 +301,7 @@ static void skip_post_forks_step_wide_and_padding(void **state)
     fx_fini(&f);
 }
 
-/* A commit names the groups its admit declared (SEMANTICS 9.2): a rid
+/* A commit names the groups its admit declared (docs/semantics.md 9.2): a rid
  * moved into or out of a group is RSP_EINVAL naming the row, nothing
  * changed; the admitted groups commit as declared. */
 static void commit_with_other_groups_is_refused(void **state)
@@ -375,10 +375,10 @@ static void stage_inherits_only_its_groups_forks(void **state)
     fx_fini(&f);
 }
 
-/* The pipeline check (SEMANTICS 5) is restricted the same way: a grouped
- * fork does not read a slot of a rid outside its group, so a planned
- * step pinning that rid's slot does not refuse the plan; the step-wide
- * fork does. */
+/* The pipeline check (docs/semantics.md 5.1) is restricted the same way: a
+ * grouped fork does not read a slot of a rid outside its group, so a planned
+ * step pinning that rid's slot does not refuse the plan; the step-wide fork
+ * does. */
 static void pipeline_check_only_for_the_groups_rids(void **state)
 {
     (void)state;

@@ -1,5 +1,5 @@
 /* Forks: pre and post, chains, from == to, missing sources, fork-rid order
- * (SEMANTICS 4.1 item 3, 4.6). SPDX-License-Identifier: Apache-2.0 */
+ * (docs/semantics.md 4.1 item 3, 4.6). SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <string.h>
 
@@ -381,7 +381,7 @@ static void fork_from_slot_reset_during_step_copies_zeros(void **state)
     sb_row(&s, 1, d, 1);
     sb_pre(&s, 0, d);
     /* Step 2's post-fork replaces draft at its commit: a step naming draft
-     * is refused until then (SEMANTICS 9.1), nothing changed. */
+     * is refused until then (docs/semantics.md 9.1), nothing changed. */
     rsp_admit_outcome out;
     assert_int_equal(fx_admit(&f, &s.s, &out), RSP_EORDER);
     assert_non_null(strstr(f.err.message, "post-fork target of step 2"));
@@ -405,7 +405,7 @@ static void fork_from_slot_reset_during_step_copies_zeros(void **state)
     fx_fini(&f);
 }
 
-/* SEMANTICS 5 with pipelined steps: step 1 planned on (rid 1, draft), not
+/* docs/semantics.md 5.1, pipelined steps: step 1 planned on (rid 1, draft), not
  * committed; step 2's pre-fork main -> draft would copy onto a slot step 1's
  * forward may still write, with no WAIT possible. Refused (RSP_EORDER,
  * names the step and the slot), nothing changed; after step 1's commit the
@@ -501,7 +501,7 @@ static void row_on_a_planned_steps_post_fork_slot_is_order_error(void **state)
     assert_int_equal(fx_plan(&f, &s1.s), RSP_OK);
     sb_init(&s2, 3);
     sb_row(&s2, 1, d, 1);
-    /* The post-fork's target: refused at admit (SEMANTICS 9.1). */
+    /* The post-fork's target: refused at admit (docs/semantics.md 9.1). */
     snap a, z;
     snap_take(&f, &a);
     rsp_admit_outcome out;

@@ -1,4 +1,4 @@
-/* Configuration, validation, sharding and byte sizes (SEMANTICS 1).
+/* Configuration, validation, sharding and byte sizes (docs/semantics.md 1).
  * SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Plan and commit reuse where admit found each row's holding, and skip the
  * duplicate-row check for the rows admit validated: pinned here against
- * removals, record reuse, holding reorders and changed declarations in
- * between (SEMANTICS 3, 4.1, 4.3, 4.5). SPDX-License-Identifier: Apache-2.0 */
+ * removals, record reuse, holding reorders and changed declarations in between
+ * (docs/semantics.md 3, 4.1, 4.3, 4.5). SPDX-License-Identifier: Apache-2.0 */
 #include <string.h>
 
 #include "helpers.h"

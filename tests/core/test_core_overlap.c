@@ -1,7 +1,7 @@
-/* A request in several in-flight steps (SEMANTICS 9.1: has_state counts the
- * writes of earlier steps in flight, releases wait for the last step,
- * post-fork targets are refused until their commit, rollback is newest
- * first) and a commit that must name what was admitted (9.2).
+/* A request in several in-flight steps (docs/semantics.md 9.1: has_state counts
+ * the writes of earlier steps in flight, releases wait for the last step,
+ * post-fork targets are refused until their commit, rollback is newest first)
+ * and a commit that must name what was admitted (9.2).
  * SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <string.h>
@@ -184,7 +184,7 @@ static void rollback_is_newest_first(void **state)
     fx_fini(&f);
 }
 
-/* A commit names its admitted declaration (SEMANTICS 9.2). Another rid,
+/* A commit names its admitted declaration (docs/semantics.md 9.2). Another rid,
  * another span, another row count, a post-fork never admitted: RSP_EINVAL
  * naming the first difference, nothing changed, the step still in flight.
  * skip_post_forks is the commit's own choice. */

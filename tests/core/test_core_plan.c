@@ -1,5 +1,5 @@
 /* Plans and addressing: live, stage, promotion, eager and leased buffers
- * (SEMANTICS 4.3, 4.4). SPDX-License-Identifier: Apache-2.0 */
+ * (docs/semantics.md 4.3, 4.4). SPDX-License-Identifier: Apache-2.0 */
 #include <string.h>
 
 #include "helpers.h"
@@ -709,7 +709,7 @@ static void stage_of_next_step_while_current_is_live(void **state)
     fx_admit_ok(&f, &b2.s);
     assert_int_equal(fx_plan(&f, &b2.s), RSP_OK);
     /* Staged before step 1's commit: step 1, in flight, writes the slot,
-     * so the row has state (SEMANTICS 9.1). */
+     * so the row has state (docs/semantics.md 9.1). */
     assert_true(fx_plan_label(&f, 0)->has_state[0]);
     assert_int_equal(fx_commit(&f, &b1.s, &done_ev), RSP_OK);
     b2.s.preplan = false;

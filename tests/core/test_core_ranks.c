@@ -1,4 +1,4 @@
-/* Tensor-parallel ranks agree on slot ids (SEMANTICS 2): two cores with
+/* Tensor-parallel ranks agree on slot ids (docs/semantics.md 2): two cores with
  * different ranks (and different local shapes) driven by the same sequence
  * make the same pops and pushes. SPDX-License-Identifier: Apache-2.0 */
 #include <string.h>

@@ -1,5 +1,5 @@
-/* Slots, holdings, the free stack, the sink, request lifecycle (SEMANTICS 2, 3).
- * SPDX-License-Identifier: Apache-2.0 */
+/* Slots, holdings, the free stack, the sink, request lifecycle
+ * (docs/semantics.md 2, 3). SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* Admit, rollback, commit, steps in flight, removal during a step
- * (SEMANTICS 3, 4.1, 4.2, 4.5). SPDX-License-Identifier: Apache-2.0 */
+ * (docs/semantics.md 3, 4.1, 4.2, 4.5). SPDX-License-Identifier: Apache-2.0 */
 #include <string.h>
 
 #include "helpers.h"
@@ -708,9 +708,9 @@ static void admit_of_a_committed_step_id_is_order_error(void **state)
     fx_fini(&f);
 }
 
-/* SEMANTICS 4.2: a row removed during the step is released at its journal
- * position by the rollback, so the free stack ends exactly as before the
- * admit (1 2 3 4, not 2 1 3 4). */
+/* docs/semantics.md 4.2: a row removed during the step is released at its
+ * journal position by the rollback, so the free stack ends exactly as before
+ * the admit (1 2 3 4, not 2 1 3 4). */
 static void rollback_restores_free_order_after_removal_during_step(void **state)
 {
     (void)state;

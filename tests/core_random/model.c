@@ -1,6 +1,6 @@
 /*
  * Reference model of the pool's bookkeeping (see model.h for the choices it
- * makes where SEMANTICS.md is silent). It shares no code with src/core.
+ * makes where docs/semantics.md is silent). It shares no code with src/core.
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "model.h"
@@ -50,7 +50,7 @@ static void push_slot(rspm *m, int32_t s)
 }
 
 /* A holding lets go of its slot: free now, or pending while an in-flight
- * step addresses it (SEMANTICS 3, removal during a step). */
+ * step addresses it (docs/semantics.md 3, removal during a step). */
 static void let_go(rspm *m, int32_t s)
 {
     if (m->slot[s].pins > 0) {
@@ -593,7 +593,7 @@ static void forget_writes(rspm *m, int32_t s)
 }
 
 /* A plan row's flag: has_state, or some in-flight step admitted before
- * `self` writes slot s (SEMANTICS 9.1). */
+ * `self` writes slot s (docs/semantics.md 9.1). */
 static bool earlier_writes(rspm *m, const rspm_step *self, int32_t s, bool has_state)
 {
     for (uint32_t i = 0; i < RSPM_MAX_STEPS && !has_state; i++) {

@@ -1,5 +1,5 @@
 /*
- * A reference model of the pool's bookkeeping, written from SEMANTICS.md
+ * A reference model of the pool's bookkeeping, written from docs/semantics.md
  * alone, for the seeded random-sequence test of the core.
  * SPDX-License-Identifier: Apache-2.0
  *
@@ -11,8 +11,9 @@
  * core must answer: admit outcomes, slot ids, has_state, the addressing of
  * every plan, and which slots are free / held / pending.
  *
- * Where SEMANTICS.md leaves a choice open, the model takes the one docs/design.md
- * or the core's headers state (checked against them, not copied from code):
+ * Where docs/semantics.md leaves a choice open, the model takes the one
+ * docs/design.md or the core's headers state (checked against them, not
+ * copied from code):
  *   - a step pins every slot its admit reserves or keeps and every slot its
  *     plans (live or staged) address; pins end at its commit or rollback;
  *   - a release deferred by pins happens when the last pinning step ends, in
@@ -153,9 +154,9 @@ typedef struct rspm_step {
     } prows[RSPM_MAX_ROWS];
     bool took[RSPM_MAX_SLOTS];  /* its plan took over the slot's pending zero */
     bool fslot[RSPM_MAX_SLOTS]; /* its post-forks read/write the slot at commit */
-    /* SEMANTICS 9.1. seq: admit order. writes: its rows (span > 0) write
-     * the slot; a planned step loses it when the holding's generation moves
-     * (its commit no longer counts the write). post_to: its post-forks
+    /* docs/semantics.md 9.1. seq: admit order. writes: its rows (span > 0)
+     * write the slot; a planned step loses it when the holding's generation
+     * moves (its commit no longer counts the write). post_to: its post-forks
      * replace the slot's bytes at its commit. */
     uint64_t seq;
     bool writes[RSPM_MAX_SLOTS];
@@ -244,8 +245,8 @@ void rspm_init(rspm *m, uint32_t max_slots, bool sink, uint32_t num_rids);
  * post-fork slots its rows address; 0 when none (step ids start at 1). */
 uint64_t rspm_plan_blocker(const rspm *m, const rspm_decl *d);
 
-/* An admit of d that must be refused (RSP_EORDER, SEMANTICS 9.1): the step
- * id of another in-flight step whose post-forks replace a holding a row of
+/* An admit of d that must be refused (RSP_EORDER, docs/semantics.md 9.1): the
+ * step id of another in-flight step whose post-forks replace a holding a row of
  * d names; 0 when none. */
 uint64_t rspm_admit_blocker(const rspm *m, const rspm_decl *d);
 
@@ -254,7 +255,7 @@ uint64_t rspm_admit_blocker(const rspm *m, const rspm_decl *d);
  * step pins; 0 when none (or the step is not in flight). */
 uint64_t rspm_rollback_blocker(const rspm *m, uint64_t step_id);
 
-/* SEMANTICS 3. */
+/* docs/semantics.md 3. */
 void rspm_ingest(rspm *m, uint32_t ridx);
 void rspm_reset(rspm *m, uint32_t ridx, bool free);
 void rspm_remove(rspm *m, uint32_t ridx);
@@ -262,14 +263,14 @@ void rspm_remove(rspm *m, uint32_t ridx);
  * that pin it end. Nothing held there: nothing happens. */
 void rspm_release(rspm *m, uint32_t ridx, uint32_t label);
 
-/* SEMANTICS 4.1: predict the outcome; on success apply it and open an
+/* docs/semantics.md 4.1: predict the outcome; on success apply it and open an
  * in-flight record for the step. */
 rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d);
-/* SEMANTICS 4.2. Unknown / finished step: nothing. */
+/* docs/semantics.md 4.2. Unknown / finished step: nothing. */
 void rspm_rollback(rspm *m, uint64_t step_id);
-/* SEMANTICS 4.3/4.4: live plan (applies pre-forks) or stage (flags only). */
+/* docs/semantics.md 4.3/4.4: live plan (applies pre-forks) or stage (flags only). */
 void rspm_plan_step(rspm *m, const rspm_decl *d, bool staged, rspm_plan *out);
-/* SEMANTICS 4.5. */
+/* docs/semantics.md 4.5. */
 void rspm_commit(rspm *m, const rspm_decl *d);
 /* The simulated forward wrote pattern `seed` into slot. */
 void rspm_forward_write(rspm *m, int32_t slot, uint64_t seed);

@@ -16,7 +16,7 @@
  * derived from (rid, label, step) into every planned row's slot.
  *
  * After EVERY operation the core is compared with the reference model
- * (model.c, written from SEMANTICS.md and docs/design.md only):
+ * (model.c, written from docs/semantics.md and docs/design.md only):
  *   - free + held + pending + sink = max_slots, slot by slot (slot_state) and
  *     in rsp__core_stats; the whole free stack in pop order;
  *   - every (rid, label): holding slot and has_state as predicted, no slot
@@ -24,10 +24,10 @@
  *   - every slot's bytes: free slots zero, held slots the exact pattern the
  *     model's content tag says (forks are exact copies), has_state false
  *     reads zeros unless a forward wrote the slot since;
- *   - plans: addressing per label (SEMANTICS 4.4), tail padding, uploaded
- *     buffers equal the host vectors, leased lengths and no moves, row
- *     generations, whether a promotion keeps the stage; buffers of the other
- *     in-flight step untouched;
+ *   - plans: addressing per label (docs/semantics.md 4.4), tail padding,
+ *     uploaded buffers equal the host vectors, leased lengths and no moves,
+ *     row generations, whether a promotion keeps the stage; buffers of the
+ *     other in-flight step untouched;
  *   - admit outcomes (ok, or which (rid, label) failed, slots short, free);
  *   - device work per operation: no ZERO of a slot an in-flight step
  *     addresses on remove/reset, WAIT before any ZERO/COPY once a forward
@@ -100,7 +100,7 @@ typedef struct dstep {
     bool forward_ran;
     rspm_decl d;
     /* d.num_rows at its admit: a plan may drop rows (op_plan), its commit
-     * names what was admitted (SEMANTICS 9.2). */
+     * names what was admitted (docs/semantics.md 9.2). */
     uint32_t admitted_rows;
     bool has_lease;
     rsp_lease lease;
@@ -289,7 +289,7 @@ static void apply_work(T *t, const char *what)
     rsp__work_clear(&t->swork);
 }
 
-/* What a work list may contain, per operation (SEMANTICS 4.3, 5). */
+/* What a work list may contain, per operation (docs/semantics.md 4.3, 5). */
 enum {
     W_NO_ZERO = 1u << 0,       /* no ZERO at all (admit, stage, live plan) */
     W_NO_COPY = 1u << 1,       /* no COPY at all (stage, reset, remove, admit, rollback) */
@@ -1125,8 +1125,8 @@ static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out, co
 }
 
 /* A plan never overwrites the buffers another in-flight step reads
- * (SEMANTICS 4.4: "do not overwrite the buffer a still-running step reads";
- * 4.3: staged and live plans are separate). */
+ * (docs/semantics.md 4.4: "do not overwrite the buffer a still-running step
+ * reads"; 4.3: staged and live plans are separate). */
 static void check_buffers_kept(T *t, const dstep *except, const char *what)
 {
     for (uint32_t k = 0; k < t->nq; k++) {
@@ -1524,7 +1524,7 @@ static void step_done(T *t, dstep *s)
 }
 
 /* A commit that names other rows or forks than its admit: RSP_EINVAL
- * naming the difference, nothing changed (SEMANTICS 9.2). */
+ * naming the difference, nothing changed (docs/semantics.md 9.2). */
 static void commit_mismatch(T *t, dstep *s)
 {
     dstep bad = *s;
@@ -2319,7 +2319,7 @@ static rsp_holding mini_hold(mini *x, rsp_rid rid, rsp_label_id label)
  * slot at once: no forward may write it. Step 2, planned after the reset,
  * starts from zeros and its write is the request's state (has_state true at
  * its commit); step 3's pre-fork then copies those bytes with the flag. A
- * target never has has_state = false with stale bytes (SEMANTICS 2).
+ * target never has has_state = false with stale bytes (docs/semantics.md 2).
  */
 static void reset_during_two_steps_then_fork_target_reads_zeros(void **state)
 {
@@ -2376,10 +2376,10 @@ static bool buffer_holds(mini *x, const rsp__label_plan *lp, const int32_t *slot
 }
 
 /*
- * Two in-flight steps on one graph lease slot (same bucket, lease slot,
- * label). Live step 1 is running; staging step 2 must not overwrite the
- * leased buffer step 1's graph reads (SEMANTICS 4.3: staged and live plans
- * are separate): docs/design.md refuses it with RSP_ECAPACITY.
+ * Two in-flight steps on one graph lease slot (same bucket, lease slot, label).
+ * Live step 1 is running; staging step 2 must not overwrite the leased buffer
+ * step 1's graph reads (docs/semantics.md 4.3: staged and live plans are
+ * separate): docs/design.md refuses it with RSP_ECAPACITY.
  */
 static void stage_on_the_lease_slot_of_a_live_step_keeps_its_buffer(void **state)
 {

@@ -1076,7 +1076,7 @@ static void callback_exceptions_are_caught_and_kept(void **)
     moved.close();
 }
 
-// Overlap scheduling (SEMANTICS 9.1) and the commit check (9.2), as an
+// Overlap scheduling (docs/semantics.md 9.1) and the commit check (9.2), as an
 // engine's loop meets them: step 2 planned while step 1 (the prefill) is in
 // flight reads has_state true; a commit that names other rows than its
 // admit is RSP_EINVAL with nothing changed; rollback is newest first.

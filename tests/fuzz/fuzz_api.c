@@ -227,9 +227,9 @@ typedef struct mstep {
         uint64_t inst;
         uint32_t epoch;
     } prows[MAX_ROWS];
-    /* SEMANTICS 9.1/9.2: admit order; the holdings its admits pinned (rows
-     * with span > 0, fork targets) and those its post-forks replace at its
-     * commit; the declaration of its last successful admit. */
+    /* docs/semantics.md 9.1/9.2: admit order; the holdings its admits pinned
+     * (rows with span > 0, fork targets) and those its post-forks replace at
+     * its commit; the declaration of its last successful admit. */
     uint64_t seq;
     uint32_t npins, nposts;
     struct {
@@ -344,7 +344,7 @@ static bool addresses(const rsp_row *r)
     return !r->padding && r->span > 0;
 }
 
-/* Per-rid forks (docs/semantics-extensions.md): a fork of group g > 0
+/* Per-rid forks (docs/semantics.md 8.2): a fork of group g > 0
  * applies to the rids whose (first non-padding) row carries g. */
 static bool fork_applies(const decl *d, const rsp_fork *f, int ri)
 {
@@ -888,7 +888,7 @@ static rsp_status decl_invalid_post(const decl *d)
     return RSP_OK;
 }
 
-/* ... and then from the core (the lease, duplicate rows; SEMANTICS 4). */
+/* ... and then from the core (the lease, duplicate rows; docs/semantics.md 4). */
 static rsp_status decl_invalid_core(const decl *d)
 {
     if (d->has_lease && d->lease.bucket_bs == 0)
@@ -924,7 +924,7 @@ static void expect_status(rsp_status got, rsp_status want, const rsp_error *err)
           got ? err->message : "");
 }
 
-/* Slots d's admit needs that are not held (SEMANTICS 4.1). */
+/* Slots d's admit needs that are not held (docs/semantics.md 4.1). */
 static uint32_t admit_needs(const decl *d)
 {
     bool need[NRIDS][NLAB] = {{false}};
@@ -1031,8 +1031,8 @@ static bool rollback_blocked(int e)
     return false;
 }
 
-/* Does a commit's declaration differ from the admitted one (SEMANTICS
- * 9.2)? skip_post_forks is the commit's own. */
+/* Does a commit's declaration differ from the admitted one
+ * (docs/semantics.md 9.2)? skip_post_forks is the commit's own. */
 static bool decl_differs(const decl *a, const decl *b)
 {
     bool groups = false;

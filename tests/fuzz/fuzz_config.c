@@ -117,11 +117,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     cfg.blocks = null_blocks && (a & 0x80) ? NULL : blocks;
 
-    /* Tiny pools only. rsp_shard_shapes gives the local shapes of a config
-     * it accepts; from them the bytes the pool would allocate. A config
-     * whose size overflows 64 bits must be refused (SEMANTICS 1); a valid
-     * one above 64 MiB is skipped (it would only test the machine's
-     * memory); one rsp_shard_shapes refuses must be refused by create. */
+    /* Tiny pools only. rsp_shard_shapes gives the local shapes of a config it
+     * accepts; from them the bytes the pool would allocate. A config whose size
+     * overflows 64 bits must be refused (docs/semantics.md 1); a valid one
+     * above 64 MiB is skipped (it would only test the machine's memory); one
+     * rsp_shard_shapes refuses must be refused by create. */
     int64_t local[RSP_MAX_BLOCKS][RSP_MAX_DIMS];
     rsp_status shapes = rsp_shard_shapes(&cfg, local, NULL);
     bool overflow = false;

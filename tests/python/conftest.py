@@ -20,8 +20,8 @@ import rsp  # noqa: E402
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "core_commit_check: needs the C core's check that a commit names what was "
-                   "admitted (SEMANTICS 9.2: RSP_EINVAL naming the first difference); fails "
-                   "against a librsp without it")
+                   "admitted (docs/semantics.md 9.2: RSP_EINVAL naming the first difference); "
+                   "fails against a librsp without it")
 
 
 def small_config(max_slots=8, layers=2, **kw):

@@ -468,8 +468,8 @@ def test_malformed_config_is_named():
 
 @pytest.mark.core_commit_check
 def test_a_commit_that_differs_from_its_admit_is_refused(pool):
-    # The check is librsp's (SEMANTICS 9.2), not the package's: a commit's
-    # only per-row choices are its outcomes (skip_post_forks, accepted
+    # The check is librsp's (docs/semantics.md 9.2), not the package's: a
+    # commit's only per-row choices are its outcomes (skip_post_forks, accepted
     # counts), which the package cannot tell from a mistake. Run
     # `pytest -m "not core_commit_check"` against an older librsp.
     admitted = rsp.Step(3, [("a", "main", 1)])
