@@ -9,3 +9,6 @@ __all__ = [
     "AdmitOutcome", "BlockSpec", "Fork", "HostFence", "Lease", "PlanRef", "PoolConfig",
     "RecurrentAddressing", "RecurrentStatePool", "Row", "RspError", "SlotState", "Step", "rid64",
 ]
+from .pool import Checkpoint, CheckpointInfo, CheckpointLoc, Restore
+
+__all__ += ["Checkpoint", "CheckpointInfo", "CheckpointLoc", "Restore"]
