@@ -6,11 +6,12 @@ import ctypes
 import functools
 import operator
 import struct
+import sys
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 from . import _dlpack
 from . import _ffi as ffi
@@ -120,6 +121,11 @@ class PoolConfig:
     # "Ordered posting" in docs/python.md); 0: the default gap timeout (1 s).
     ordered: bool = False
     reorder_timeout_ns: int = 0
+    # Called on the pool's owner thread (docs/python.md, "Callbacks"):
+    # on_error(Failure), on_checkpoint_evict(CheckpointEvent). They must not
+    # block or call the pool; what they raise is caught and kept.
+    on_error: Optional[Callable] = None
+    on_checkpoint_evict: Optional[Callable] = None
 
 
 class Row(NamedTuple):
@@ -264,6 +270,31 @@ class CheckpointLoc:
     key: int
     tier: str
     slot: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure nobody would otherwise see (rsp_failure), as on_error gets
+    it: status and name ("RSP_ECAPACITY"), the message kind ("commit",
+    "step", ...), its step id (None when the kind names no step) and rsp's
+    message."""
+
+    status: int
+    name: str
+    kind: str
+    step_id: Optional[int]
+    message: str
+
+
+@dataclass(frozen=True)
+class CheckpointEvent:
+    """A checkpoint the pool evicted for room (rsp_checkpoint_event), as
+    on_checkpoint_evict gets it: key, the tier it left, and demoted (True:
+    it moved to the host tier and is still stored under key; False: gone)."""
+
+    key: int
+    tier: str
+    demoted: bool
 
 
 class RecurrentAddressing:
@@ -597,7 +628,12 @@ def _guarded(method):
     of the two stores comes first (the GIL orders them), either cleanup sees
     the call and waits, or the call sees _closing and is refused. list
     append and remove are atomic under the GIL, so the hot path takes no
-    lock (about 0.1 us a call)."""
+    lock (about 0.1 us a call).
+
+    A call on the pool's owner thread (from inside an on_error or
+    on_checkpoint_evict callback: _Hooks records the owner's ident before
+    the callback runs) is refused too: a message posted there would wait
+    for the very thread that must answer it."""
 
     @functools.wraps(method)
     def call(self, *args, **kw):
@@ -605,13 +641,86 @@ def _guarded(method):
         me = _get_ident()
         calls.append(me)
         try:
-            if self._closing:
-                raise RspError(_ESHUTDOWN, "the pool was cleaned up")
+            if self._closing or me == self._owner_ident:
+                raise self._refusal(me)
             return method(self, *args, **kw)
         finally:
             calls.remove(me)
 
     return call
+
+
+_IN_CALLBACK = ("called on the pool's owner thread (inside an on_error or on_checkpoint_evict "
+                "callback): a callback must not call the pool, whose owner cannot answer while "
+                "it runs the callback; copy what it needs and act on another thread")
+
+
+class _Hooks:
+    """The pool's Python callbacks (PoolConfig.on_error, on_checkpoint_evict)
+    behind the C function pointers librsp calls on the owner thread.
+
+    ctypes takes the GIL for each call, so the owner waits for the GIL
+    while another thread holds it (up to sys.getswitchinterval()). What a
+    callback raises is caught here: a Python exception must not cross into
+    librsp's owner loop, and ctypes alone would only print it. The first is
+    kept (RecurrentStatePool.callback_exception) and said on stderr; all
+    are counted (callback_exceptions).
+
+    The C pool holds pointers to the thunks until it is closed, so the
+    pool takes a reference on this object that no Python teardown drops
+    (Py_IncRef; given back after a close that succeeded): a thunk freed
+    while the owner may still call it would crash the process."""
+
+    def __init__(self, pool, on_error, on_evict):
+        self._pool = weakref.ref(pool)
+        self.on_error = on_error
+        self.on_evict = on_evict
+        self.count = 0
+        self.first = None
+        self.c_error = ffi.ON_ERROR(self._error) if on_error is not None else None
+        self.c_evict = ffi.ON_EVICT(self._evict) if on_evict is not None else None
+
+    def _enter(self):
+        pool = self._pool()
+        if pool is not None and pool._owner_ident is None:
+            pool._owner_ident = _get_ident()
+
+    def _error(self, ctx, failure):
+        try:
+            self._enter()
+            f = ctypes.cast(failure, ctypes.POINTER(ffi.Failure)).contents
+            kind = ffi.MSG_KINDS[f.kind] if 0 <= f.kind < len(ffi.MSG_KINDS) else f.kind
+            name = (ffi.STATUS_NAMES[f.status] if 0 <= f.status < len(ffi.STATUS_NAMES)
+                    else str(f.status))
+            self.on_error(Failure(f.status, name, kind, f.step_id if f.has_step else None,
+                                  (f.message or b"").decode("utf-8", "replace")))
+        except BaseException as e:  # nothing may escape into the owner loop
+            self._caught("on_error", e)
+
+    def _evict(self, ctx, event):
+        try:
+            self._enter()
+            ev = ctypes.cast(event, ctypes.POINTER(ffi.CheckpointEvent)).contents
+            self.on_evict(CheckpointEvent(ev.key, _tier_name(ev.tier), ev.demoted))
+        except BaseException as e:
+            self._caught("on_checkpoint_evict", e)
+
+    def _caught(self, what, e):
+        self.count += 1
+        if self.first is None:
+            self.first = e
+            try:
+                sys.stderr.write(f"rsp: the pool's {what} callback raised {type(e).__name__}: "
+                                 f"{e} (kept as pool.callback_exception; later ones are only "
+                                 f"counted)\n")
+            except BaseException:  # a closed stderr must not escape either
+                pass
+
+
+def _keep_alive(obj, keep):
+    """Take (keep True) or give back (keep False) a reference on obj that
+    no Python object owns, so no teardown drops it (see _Hooks)."""
+    (ctypes.pythonapi.Py_IncRef if keep else ctypes.pythonapi.Py_DecRef)(ctypes.py_object(obj))
 
 
 _COMPLETE = ffi.Event(ffi.EVENT_COMPLETE, None, 0)
@@ -783,6 +892,10 @@ def _c_config(device, config):
     cfg.checkpoint_demote = config.checkpoint_demote
     cfg.ordered = _flag(config.ordered, "ordered")
     cfg.reorder_timeout_ns = _uint(config.reorder_timeout_ns, "reorder_timeout_ns", 64)
+    for f in ("on_error", "on_checkpoint_evict"):
+        fn = getattr(config, f)
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{f} must be a callable or None, not {type(fn).__name__}")
     return cfg, (blocks, names)
 
 
@@ -820,12 +933,24 @@ class RecurrentStatePool:
         # The last marshalled rows of tuples or Rows (immutable) and their
         # bytes: a step whose rows equal them reuses the bytes.
         self._last_rows = None
+        self._owner_ident = None  # the owner thread's, once a callback ran there (_guarded)
+        self._hooks = None
         cfg, self._keep = _c_config(device, config)
         self._ordered = config.ordered
+        hooks = None
+        if config.on_error is not None or config.on_checkpoint_evict is not None:
+            hooks = _Hooks(self, config.on_error, config.on_checkpoint_evict)
+            if hooks.c_error is not None:
+                cfg.on_error = ctypes.cast(hooks.c_error, ctypes.c_void_p).value
+            if hooks.c_evict is not None:
+                cfg.on_checkpoint_evict = ctypes.cast(hooks.c_evict, ctypes.c_void_p).value
         p = ctypes.c_void_p()
         err = ffi.Error()
         _check(ffi.pool_create(ctypes.byref(cfg), ctypes.byref(p), ctypes.byref(err)), err)
         self._pool = p.value
+        if hooks is not None:
+            _keep_alive(hooks, True)
+            self._hooks = hooks
         info = ffi.PoolInfo()
         _check(ffi.pool_info_get(self._pool, ctypes.byref(info), ctypes.byref(err)), err)
         self._info = info
@@ -838,6 +963,12 @@ class RecurrentStatePool:
         if self._pool is None:
             raise RspError(_ESHUTDOWN, "the pool was cleaned up")
         return self._pool
+
+    def _refusal(self, me):
+        """The error of a call _guarded refuses."""
+        if me == self._owner_ident:
+            return RspError(ffi.EINVAL, _IN_CALLBACK)
+        return RspError(_ESHUTDOWN, "the pool was cleaned up")
 
     def cleanup(self, timeout_ns=None):
         """Close the pool (rsp_pool_close), from any thread: later calls are
@@ -858,11 +989,13 @@ class RecurrentStatePool:
             if self._pool is None:
                 return
             me = _get_ident()
-            if me in self._calls:
+            if me in self._calls or me == self._owner_ident:
                 # A finaliser or signal handler run inside this thread's own
-                # call would wait for itself.
+                # call would wait for itself; so would the owner thread
+                # (a callback), which the close joins.
                 raise RspError(ffi.EINVAL, "cleanup() inside a call on this pool on the "
-                                           "same thread (a finaliser or a signal handler?)")
+                                           "same thread (a finaliser, a signal handler or "
+                                           "one of the pool's callbacks?)")
             self._closing = True
             delay = 1e-5
             while self._calls:  # calls in progress: usually one C call each
@@ -887,6 +1020,8 @@ class RecurrentStatePool:
                     e.pending_steps = list(rep.step_ids[:rep.num_steps])
                 raise e
             self._pool = None
+            if self._hooks is not None:  # the owner is joined: nothing calls the thunks now
+                _keep_alive(self._hooks, False)
 
     close = cleanup
 
@@ -1181,7 +1316,7 @@ class RecurrentStatePool:
         has already finished (CPU), else its event (a torch.cuda.Event).
         The step's checkpoint takes run here, after forward_done; one that
         finds no room is skipped (the commit stands), counted
-        (checkpoints_skipped)."""
+        (checkpoints_skipped) and reported to on_error."""
         msg = None if seq is None else _msg(ffi.MSG_COMMIT, seq)
         m = self._marshal(step)
         err = ffi.Error()
@@ -1250,7 +1385,7 @@ class RecurrentStatePool:
         step's id: the state that step's forward left (a take in a step in
         flight is declared in the step: Step.checkpoints). A key that exists
         is replaced unless pinned (RSP_EPINNED). A full tier evicts its least
-        recently used unpinned checkpoint (counted); none
+        recently used unpinned checkpoint (on_checkpoint_evict); none
         unpinned: RSP_ECAPACITY. A tier of size 0: RSP_EINVAL. rid holding
         nothing under label: RSP_ENOREQ. A label no step has named:
         RSP_ENOLABEL (not interned)."""
@@ -1568,6 +1703,18 @@ class RecurrentStatePool:
         out = {f: getattr(i, f) for f, _ in ffi.PoolInfo._fields_}
         out["device"] = "cuda" if i.device == ffi.DEVICE_CUDA else "cpu"
         return out
+
+    @property
+    def callback_exceptions(self) -> int:
+        """How many exceptions this pool's on_error and on_checkpoint_evict
+        callbacks raised (each caught on the owner thread; the failure or
+        eviction it was told of stands)."""
+        return self._hooks.count if self._hooks is not None else 0
+
+    @property
+    def callback_exception(self) -> Optional[BaseException]:
+        """The first exception a callback raised (also said on stderr), or None."""
+        return self._hooks.first if self._hooks is not None else None
 
     @property
     @_guarded
