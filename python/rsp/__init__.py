@@ -9,3 +9,8 @@ __all__ = [
     "AdmitOutcome", "BlockSpec", "Fork", "HostFence", "Lease", "PlanRef", "PoolConfig",
     "RecurrentAddressing", "RecurrentStatePool", "Row", "RspError", "SlotState", "Step", "rid64",
 ]
+from .pool import (Checkpoint, CheckpointEvent, CheckpointInfo, CheckpointLoc, Failure,
+                   Restore)
+
+__all__ += ["Checkpoint", "CheckpointEvent", "CheckpointInfo", "CheckpointLoc", "Failure",
+            "Restore"]

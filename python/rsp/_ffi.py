@@ -36,6 +36,7 @@ EINVAL = STATUS_NAMES.index("RSP_EINVAL")
 ENOLABEL = STATUS_NAMES.index("RSP_ENOLABEL")
 ENOREQ = STATUS_NAMES.index("RSP_ENOREQ")
 ENOPLAN = STATUS_NAMES.index("RSP_ENOPLAN")
+ENOKEY = STATUS_NAMES.index("RSP_ENOKEY")
 
 # rsp_dtype
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
@@ -252,6 +253,102 @@ class StepOutcome(ctypes.Structure):
     ]
 
 
+# rsp_tier
+TIER_DEVICE = 0
+TIER_HOST = 1
+TIERS = ("device", "host")
+
+# rsp_msg_kind, by the names the package reports (rsp_failure.kind)
+MSG_KINDS = (
+    "ingest", "remove", "reset", "admit", "rollback", "plan", "clear_preplan", "commit",
+    "build_graph_buffers", "stats", "barrier", "label", "holding", "shutdown", "release", "step",
+    "checkpoint", "checkpoint_drop", "checkpoint_pin", "checkpoint_query", "swap_out", "swap_in",
+)
+(MSG_INGEST, MSG_REMOVE, MSG_RESET, MSG_ADMIT, MSG_ROLLBACK, MSG_PLAN, MSG_CLEAR_PREPLAN,
+ MSG_COMMIT, MSG_BUILD_GRAPH_BUFFERS, MSG_STATS, MSG_BARRIER, MSG_LABEL, MSG_HOLDING,
+ MSG_SHUTDOWN, MSG_RELEASE, MSG_STEP, MSG_CHECKPOINT, MSG_CHECKPOINT_DROP, MSG_CHECKPOINT_PIN,
+ MSG_CHECKPOINT_QUERY, MSG_SWAP_OUT, MSG_SWAP_IN) = range(len(MSG_KINDS))
+MAX_MSG_RIDS = 65536
+CLOSE_REPORT_MAX = 64
+
+
+class CheckpointEvent(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_uint64), ("tier", c_enum), ("demoted", ctypes.c_bool)]
+
+
+class Failure(ctypes.Structure):
+    _fields_ = [
+        ("status", c_status),
+        ("kind", c_enum),
+        ("step_id", ctypes.c_uint64),
+        ("has_step", ctypes.c_bool),
+        ("message", ctypes.c_char_p),
+    ]
+
+
+class CheckpointInfo(ctypes.Structure):
+    _fields_ = [
+        ("key", ctypes.c_uint64),
+        ("tier", c_enum),
+        ("slot", ctypes.c_int32),
+        ("bytes", ctypes.c_uint64),
+        ("pins", ctypes.c_uint32),
+        ("user_pins", ctypes.c_uint32),
+        ("last_use", ctypes.c_uint64),
+    ]
+
+
+class CheckpointLoc(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_uint64), ("tier", c_enum), ("slot", ctypes.c_int32)]
+
+
+class Msg(ctypes.Structure):
+    _fields_ = [
+        ("kind", c_enum),
+        ("rid", ctypes.c_uint64),
+        ("label", ctypes.c_uint32),
+        ("free", ctypes.c_bool),
+        ("label_name", ctypes.c_char_p),
+        ("step", Step),
+        ("event", Event),
+        ("max_bs", ctypes.c_uint32),
+        ("max_seq_len", ctypes.c_uint32),
+        ("seq", ctypes.c_uint64),
+        ("rids", ctypes.POINTER(ctypes.c_uint64)),
+        ("num_rids", ctypes.c_uint32),
+        ("commit", ctypes.POINTER(Step)),
+        ("key", ctypes.c_uint64),
+        ("tier", c_enum),
+        ("after_step", ctypes.c_uint64),
+        ("pin", ctypes.c_bool),
+    ]
+
+
+class Reply(ctypes.Structure):
+    _fields_ = [
+        ("error", Error),
+        ("admit", AdmitOutcome),
+        ("plan_step_id", ctypes.c_uint64),
+        ("plan_staged", ctypes.c_bool),
+        ("plan_digest", ctypes.c_uint64),
+        ("committed", ctypes.c_bool),
+        ("planned", ctypes.c_bool),
+        ("label", ctypes.c_uint32),
+        ("holding", Holding),
+        ("stats", Stats),
+        ("checkpoint", CheckpointInfo),
+    ]
+
+
+class CloseReport(ctypes.Structure):
+    _fields_ = [
+        ("closed", ctypes.c_bool),
+        ("forward_waits", ctypes.c_uint32),
+        ("num_steps", ctypes.c_uint32),
+        ("step_ids", ctypes.c_uint64 * CLOSE_REPORT_MAX),
+    ]
+
+
 # The structs test_abi.py checks, by their C names.
 STRUCTS = {
     "rsp_error": Error, "rsp_block_config": BlockConfig, "rsp_pool_config": PoolConfig,
@@ -259,7 +356,10 @@ STRUCTS = {
     "rsp_lease": Lease, "rsp_checkpoint_decl": CheckpointDecl, "rsp_restore": Restore,
     "rsp_step": Step, "rsp_admit_outcome": AdmitOutcome, "rsp_holding": Holding,
     "rsp_event": Event, "rsp_stats": Stats, "rsp_addressing": Addressing,
-    "rsp_step_outcome": StepOutcome,
+    "rsp_step_outcome": StepOutcome, "rsp_checkpoint_event": CheckpointEvent,
+    "rsp_failure": Failure, "rsp_checkpoint_info": CheckpointInfo,
+    "rsp_checkpoint_loc": CheckpointLoc, "rsp_msg": Msg, "rsp_reply": Reply,
+    "rsp_close_report": CloseReport,
 }
 
 # --- loading ----------------------------------------------------------------
@@ -361,3 +461,27 @@ DLPACK_SLOT_INDICES = 0
 DLPACK_HAS_STATE = 1
 DLPACK_DEVICE_SLOT_INDICES = 2
 DLPACK_DEVICE_HAS_STATE = 3
+
+# Checkpoints, swap, the vector forms, ordered posting, the plan digest.
+PRid = P(ctypes.c_uint64)
+checkpoint_take = _proto("rsp_checkpoint_take", c_status, vp, ctypes.c_uint64, ctypes.c_uint64,
+                         ctypes.c_uint32, c_enum, ctypes.c_uint64, PErr)
+checkpoint_drop = _proto("rsp_checkpoint_drop", c_status, vp, ctypes.c_uint64, PErr)
+checkpoint_pin = _proto("rsp_checkpoint_pin", c_status, vp, ctypes.c_uint64, PErr)
+checkpoint_unpin = _proto("rsp_checkpoint_unpin", c_status, vp, ctypes.c_uint64, PErr)
+checkpoint_query = _proto("rsp_checkpoint_query", c_status, vp, ctypes.c_uint64,
+                          P(CheckpointInfo), PErr)
+checkpoint_lookup = _proto("rsp_checkpoint_lookup", c_status, vp, ctypes.c_uint64,
+                           P(CheckpointLoc), PErr)
+swap_out = _proto("rsp_swap_out", c_status, vp, ctypes.c_uint64, PErr)
+swap_in = _proto("rsp_swap_in", c_status, vp, ctypes.c_uint64, P(AdmitOutcome), PErr)
+ingest_many = _proto("rsp_ingest_many", c_status, vp, PRid, ctypes.c_uint32, PErr)
+remove_many = _proto("rsp_remove_many", c_status, vp, PRid, ctypes.c_uint32, PErr)
+reset_many = _proto("rsp_reset_many", c_status, vp, PRid, ctypes.c_uint32, ctypes.c_bool, PErr)
+barrier = _proto("rsp_barrier", c_status, vp, PErr)
+post = _proto("rsp_post", c_status, vp, P(Msg), P(vp), ctypes.c_uint64, PErr)
+wait = _proto("rsp_wait", c_status, vp, ctypes.c_uint64, P(Reply))
+plan_digest = _proto("rsp_plan_digest", ctypes.c_uint64, vp)
+host_fence_wait = _proto("rsp_host_fence_wait", c_status, vp, ctypes.c_uint64, ctypes.c_uint64)
+pool_close_timed = _proto("rsp_pool_close_timed", c_status, vp, ctypes.c_uint64, P(CloseReport),
+                          PErr)

@@ -6,11 +6,12 @@ import ctypes
 import functools
 import operator
 import struct
+import sys
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 from . import _dlpack
 from . import _ffi as ffi
@@ -116,6 +117,15 @@ class PoolConfig:
     max_checkpoints: int = 0
     max_host_checkpoints: int = 0
     checkpoint_demote: bool = False
+    # Ordered posting: every slot-changing call then carries seq= (see
+    # "Ordered posting" in docs/python.md); 0: the default gap timeout (1 s).
+    ordered: bool = False
+    reorder_timeout_ns: int = 0
+    # Called on the pool's owner thread (docs/python.md, "Callbacks"):
+    # on_error(Failure), on_checkpoint_evict(CheckpointEvent). They must not
+    # block or call the pool; what they raise is caught and kept.
+    on_error: Optional[Callable] = None
+    on_checkpoint_evict: Optional[Callable] = None
 
 
 class Row(NamedTuple):
@@ -144,6 +154,27 @@ class Lease(NamedTuple):
     lease_slot: int
 
 
+class Checkpoint(NamedTuple):
+    """A checkpoint a step takes at its commit (rsp_checkpoint_decl): the
+    state its forward left in (rid, label), stored under key in tier
+    ("device" or "host"). (rid, label) must be a row of the step with span > 0."""
+
+    rid: object
+    label: str
+    key: int
+    tier: str = "device"
+
+
+class Restore(NamedTuple):
+    """A step row that starts from the checkpoint under key (rsp_restore):
+    the plan copies it into the row's slot before the forward, has_state
+    true. (rid, label) must be a row of the step with span > 0."""
+
+    rid: object
+    label: str
+    key: int
+
+
 @dataclass
 class Step:
     """One batched forward, passed to admit, plan and commit alike."""
@@ -155,6 +186,8 @@ class Step:
     capture: bool = False
     preplan: bool = False
     lease: Optional[Lease] = None
+    checkpoints: Sequence[Checkpoint] = ()  # taken at commit
+    restores: Sequence[Restore] = ()  # copied in at plan
     # The marshalled declaration, built on first use by a pool (see _Marshal).
     _wire: object = field(default=None, init=False, repr=False, compare=False)
 
@@ -169,6 +202,9 @@ class AdmitOutcome:
     slots_short: int = 0
     usable: int = 0
     free: int = 0
+    # step_next: the published plan's rsp_plan_digest (None: nothing planned,
+    # or not a step_next). Not part of equality: an ok outcome is an ok outcome.
+    plan_digest: Optional[int] = field(default=None, compare=False)
 
     def __bool__(self):
         return self.ok
@@ -186,6 +222,79 @@ class SlotState:
     index: int
     has_state: bool = False
     generation: int = 0
+
+
+# What admit answers when the step got its slots: one shared (frozen)
+# object, since a frozen dataclass's __init__ costs ~0.8 us (a setattr per
+# field), a cost the step loop would pay every step.
+_ADMIT_OK = AdmitOutcome(True)
+_ADMIT_OK_FIELDS = dict(_ADMIT_OK.__dict__)
+_new = object.__new__
+
+
+def _admit_ok(digest):
+    """An ok AdmitOutcome carrying a plan digest, built from _ADMIT_OK's
+    fields (~0.25 us instead of __init__'s ~0.8)."""
+    o = _new(AdmitOutcome)
+    d = o.__dict__
+    d.update(_ADMIT_OK_FIELDS)
+    d["plan_digest"] = digest
+    return o
+
+
+def _tier_name(tier):
+    return ffi.TIERS[tier] if 0 <= tier < len(ffi.TIERS) else tier
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What is stored under a key (rsp_checkpoint_query): its tier ("device"
+    or "host"), slot id (request slots first, then the device tier, then the
+    host tier), bytes (the pool's slot_bytes), pins (steps in flight
+    restoring from it), user_pins (checkpoint_pin count) and last_use (the
+    pool's use clock at its last take, restore or pin)."""
+
+    key: int
+    tier: str
+    slot: int
+    bytes: int
+    pins: int
+    user_pins: int
+    last_use: int
+
+
+@dataclass(frozen=True)
+class CheckpointLoc:
+    """Where a checkpoint is, as a reader sees it (rsp_checkpoint_lookup)."""
+
+    key: int
+    tier: str
+    slot: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure nobody would otherwise see (rsp_failure), as on_error gets
+    it: status and name ("RSP_ECAPACITY"), the message kind ("commit",
+    "step", ...), its step id (None when the kind names no step) and rsp's
+    message."""
+
+    status: int
+    name: str
+    kind: str
+    step_id: Optional[int]
+    message: str
+
+
+@dataclass(frozen=True)
+class CheckpointEvent:
+    """A checkpoint the pool evicted for room (rsp_checkpoint_event), as
+    on_checkpoint_evict gets it: key, the tier it left, and demoted (True:
+    it moved to the host tier and is still stored under key; False: gone)."""
+
+    key: int
+    tier: str
+    demoted: bool
 
 
 class RecurrentAddressing:
@@ -364,7 +473,7 @@ class _Marshal:
     is what keeps a 256-row step's marshalling a few microseconds; a row
     loop in Python costs ~0.2 us a row."""
 
-    __slots__ = ("step", "rows", "pre", "post", "keep")
+    __slots__ = ("step", "rows", "pre", "post", "keep", "ckpts", "rests")
 
     def __init__(self, pool, step):
         rows = step.rows
@@ -403,6 +512,13 @@ class _Marshal:
         if step.lease is not None:
             s.has_lease = True
             s.lease = _lease(step.lease)
+        self.ckpts = self.rests = None
+        if step.checkpoints:
+            self.ckpts = _decls(pool, step.checkpoints, "checkpoints", Checkpoint)
+            s.checkpoints, s.num_checkpoints = self.ckpts, len(self.ckpts)
+        if step.restores:
+            self.rests = _decls(pool, step.restores, "restores", Restore)
+            s.restores, s.num_restores = self.rests, len(self.rests)
         self.step = s
         self.keep = buf
 
@@ -425,6 +541,45 @@ class _Marshal:
                 cls = TypeError if isinstance(e, TypeError) else ValueError
                 raise cls(f"{what}[{i}]: {e}") from None
         return arr
+
+
+def _tier(tier, what="tier"):
+    """rsp_tier of "device" or "host"."""
+    if not isinstance(tier, str):
+        raise TypeError(f"{what} must be 'device' or 'host', not {type(tier).__name__}")
+    if tier not in ffi.TIERS:
+        raise ValueError(f"{what} {tier!r} is not 'device' or 'host'")
+    return ffi.TIERS.index(tier)
+
+
+def _decls(pool, items, what, cls):
+    """A step's checkpoint takes (cls Checkpoint) or restores (Restore) as
+    rsp_checkpoint_decl / rsp_restore arrays. Labels are interned as a
+    step's rows and forks intern them; rids are looked up, not registered
+    (each must be a row of the step, which registers it)."""
+    if isinstance(items, (Checkpoint, Restore)) or not isinstance(items, (tuple, list)):
+        raise TypeError(f"{what} must be a list of {cls.__name__}, not {type(items).__name__}")
+    arr = ((ffi.CheckpointDecl if cls is Checkpoint else ffi.Restore) * len(items))()
+    lo = 3
+    hi = len(cls._fields)
+    for i, d in enumerate(items):
+        if not isinstance(d, cls):
+            if (not isinstance(d, (tuple, list)) or isinstance(d, (str, bytes))
+                    or not lo <= len(d) <= hi):
+                raise TypeError(f"{what}[{i}]: {cls.__name__}({', '.join(cls._fields)}) or a "
+                                f"tuple of those, not {d!r}")
+            d = cls(*d)
+        try:
+            c = arr[i]
+            c.rid = pool._rids.lookup(d.rid)
+            c.label = pool._label_id(d.label)
+            c.key = _uint(d.key, "key", 64)
+            if cls is Checkpoint:
+                c.tier = _tier(d.tier)
+        except (TypeError, ValueError) as e:
+            exc = TypeError if isinstance(e, TypeError) else ValueError
+            raise exc(f"{what}[{i}]: {e}") from None
+    return arr
 
 
 def _lease(lease):
@@ -473,7 +628,12 @@ def _guarded(method):
     of the two stores comes first (the GIL orders them), either cleanup sees
     the call and waits, or the call sees _closing and is refused. list
     append and remove are atomic under the GIL, so the hot path takes no
-    lock (about 0.1 us a call)."""
+    lock (about 0.1 us a call).
+
+    A call on the pool's owner thread (from inside an on_error or
+    on_checkpoint_evict callback: _Hooks records the owner's ident before
+    the callback runs) is refused too: a message posted there would wait
+    for the very thread that must answer it."""
 
     @functools.wraps(method)
     def call(self, *args, **kw):
@@ -481,8 +641,8 @@ def _guarded(method):
         me = _get_ident()
         calls.append(me)
         try:
-            if self._closing:
-                raise RspError(_ESHUTDOWN, "the pool was cleaned up")
+            if self._closing or me == self._owner_ident:
+                raise self._refusal(me)
             return method(self, *args, **kw)
         finally:
             calls.remove(me)
@@ -490,7 +650,88 @@ def _guarded(method):
     return call
 
 
+_IN_CALLBACK = ("called on the pool's owner thread (inside an on_error or on_checkpoint_evict "
+                "callback): a callback must not call the pool, whose owner cannot answer while "
+                "it runs the callback; copy what it needs and act on another thread")
+
+
+class _Hooks:
+    """The pool's Python callbacks (PoolConfig.on_error, on_checkpoint_evict)
+    behind the C function pointers librsp calls on the owner thread.
+
+    ctypes takes the GIL for each call, so the owner waits for the GIL
+    while another thread holds it (up to sys.getswitchinterval()). What a
+    callback raises is caught here: a Python exception must not cross into
+    librsp's owner loop, and ctypes alone would only print it. The first is
+    kept (RecurrentStatePool.callback_exception) and said on stderr; all
+    are counted (callback_exceptions).
+
+    The C pool holds pointers to the thunks until it is closed, so the
+    pool takes a reference on this object that no Python teardown drops
+    (Py_IncRef; given back after a close that succeeded): a thunk freed
+    while the owner may still call it would crash the process."""
+
+    def __init__(self, pool, on_error, on_evict):
+        self._pool = weakref.ref(pool)
+        self.on_error = on_error
+        self.on_evict = on_evict
+        self.count = 0
+        self.first = None
+        self.c_error = ffi.ON_ERROR(self._error) if on_error is not None else None
+        self.c_evict = ffi.ON_EVICT(self._evict) if on_evict is not None else None
+
+    def _enter(self):
+        pool = self._pool()
+        if pool is not None and pool._owner_ident is None:
+            pool._owner_ident = _get_ident()
+
+    def _error(self, ctx, failure):
+        try:
+            self._enter()
+            f = ctypes.cast(failure, ctypes.POINTER(ffi.Failure)).contents
+            kind = ffi.MSG_KINDS[f.kind] if 0 <= f.kind < len(ffi.MSG_KINDS) else f.kind
+            name = (ffi.STATUS_NAMES[f.status] if 0 <= f.status < len(ffi.STATUS_NAMES)
+                    else str(f.status))
+            self.on_error(Failure(f.status, name, kind, f.step_id if f.has_step else None,
+                                  (f.message or b"").decode("utf-8", "replace")))
+        except BaseException as e:  # nothing may escape into the owner loop
+            self._caught("on_error", e)
+
+    def _evict(self, ctx, event):
+        try:
+            self._enter()
+            ev = ctypes.cast(event, ctypes.POINTER(ffi.CheckpointEvent)).contents
+            self.on_evict(CheckpointEvent(ev.key, _tier_name(ev.tier), ev.demoted))
+        except BaseException as e:
+            self._caught("on_checkpoint_evict", e)
+
+    def _caught(self, what, e):
+        self.count += 1
+        if self.first is None:
+            self.first = e
+            try:
+                sys.stderr.write(f"rsp: the pool's {what} callback raised {type(e).__name__}: "
+                                 f"{e} (kept as pool.callback_exception; later ones are only "
+                                 f"counted)\n")
+            except BaseException:  # a closed stderr must not escape either
+                pass
+
+
+def _keep_alive(obj, keep):
+    """Take (keep True) or give back (keep False) a reference on obj that
+    no Python object owns, so no teardown drops it (see _Hooks)."""
+    (ctypes.pythonapi.Py_IncRef if keep else ctypes.pythonapi.Py_DecRef)(ctypes.py_object(obj))
+
+
 _COMPLETE = ffi.Event(ffi.EVENT_COMPLETE, None, 0)
+
+
+def _msg(kind, seq):
+    """A message of kind numbered seq, for RecurrentStatePool._send."""
+    m = ffi.Msg()
+    m.kind = kind
+    m.seq = _uint(seq, "seq", 64)
+    return m
 
 
 def _event(ev):
@@ -523,6 +764,15 @@ class HostFence:
     def signal(self, value):
         ffi.host_fence_signal(self._ptr, value)
 
+    def wait(self, value, timeout_ns=ffi.WAIT_FOREVER):
+        """Block until the timeline reaches value (rsp_host_fence_wait);
+        RspError RSP_ETIMEDOUT after timeout_ns."""
+        st = ffi.host_fence_wait(self._ptr, _uint(value, "value", 64),
+                                 _uint(timeout_ns, "timeout_ns", 64))
+        if st != ffi.OK:
+            raise RspError(st, f"waiting for host fence value {value} (the fence is at "
+                               f"{self.value})")
+
     @property
     def value(self):
         return ffi.host_fence_value(self._ptr)
@@ -549,6 +799,14 @@ class PlanRef:
 
     def addressing(self, label="main") -> RecurrentAddressing:
         return self._pool._ref_addressing(self, label)
+
+    @property
+    def plan_digest(self) -> int:
+        """The plan's rsp_plan_digest (see RecurrentStatePool.plan_digest)."""
+        with self._mu:
+            if self._plan is None:
+                raise RspError(ffi.EINVAL, "the plan reference was released")
+            return ffi.plan_digest(self._plan)
 
     def release(self):
         """Drop the reference (idempotent; after cleanup() a no-op: cleanup
@@ -632,12 +890,32 @@ def _c_config(device, config):
         raise ValueError(f"device {device!r}: 'cpu' or 'cuda[:N]'")
     cfg.owner_cpu = _int(config.owner_cpu, "owner_cpu")
     cfg.checkpoint_demote = config.checkpoint_demote
+    cfg.ordered = _flag(config.ordered, "ordered")
+    cfg.reorder_timeout_ns = _uint(config.reorder_timeout_ns, "reorder_timeout_ns", 64)
+    for f in ("on_error", "on_checkpoint_evict"):
+        fn = getattr(config, f)
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{f} must be a callable or None, not {type(fn).__name__}")
     return cfg, (blocks, names)
+
+
+def _flag(v, what):
+    """v, a bool: anything else (a 1, "yes") is refused rather than
+    normalised, as a row's flags are."""
+    if type(v) is not bool:
+        raise TypeError(f"{what} must be a bool, not {type(v).__name__}")
+    return v
 
 
 class RecurrentStatePool:
     """A pool of fixed-size recurrent state slots (the seed's class), backed by
-    librsp. `device`: "cpu" (rsp's host device) or "cuda[:N]"."""
+    librsp. `device`: "cpu" (rsp's host device) or "cuda[:N]".
+
+    Every method that changes slots, labels or checkpoints takes seq=, the
+    message's number in an ordered pool (PoolConfig.ordered: 1, 2, 3, ...
+    per pool, the same on every rank); without it the method calls rsp's
+    synchronous wrapper, with it the package posts the numbered message and
+    waits for its answer. An unordered pool ignores the number."""
 
     def __init__(self, device, config: PoolConfig):
         self.device = str(device)
@@ -655,11 +933,24 @@ class RecurrentStatePool:
         # The last marshalled rows of tuples or Rows (immutable) and their
         # bytes: a step whose rows equal them reuses the bytes.
         self._last_rows = None
+        self._owner_ident = None  # the owner thread's, once a callback ran there (_guarded)
+        self._hooks = None
         cfg, self._keep = _c_config(device, config)
+        self._ordered = config.ordered
+        hooks = None
+        if config.on_error is not None or config.on_checkpoint_evict is not None:
+            hooks = _Hooks(self, config.on_error, config.on_checkpoint_evict)
+            if hooks.c_error is not None:
+                cfg.on_error = ctypes.cast(hooks.c_error, ctypes.c_void_p).value
+            if hooks.c_evict is not None:
+                cfg.on_checkpoint_evict = ctypes.cast(hooks.c_evict, ctypes.c_void_p).value
         p = ctypes.c_void_p()
         err = ffi.Error()
         _check(ffi.pool_create(ctypes.byref(cfg), ctypes.byref(p), ctypes.byref(err)), err)
         self._pool = p.value
+        if hooks is not None:
+            _keep_alive(hooks, True)
+            self._hooks = hooks
         info = ffi.PoolInfo()
         _check(ffi.pool_info_get(self._pool, ctypes.byref(info), ctypes.byref(err)), err)
         self._info = info
@@ -673,20 +964,38 @@ class RecurrentStatePool:
             raise RspError(_ESHUTDOWN, "the pool was cleaned up")
         return self._pool
 
-    def cleanup(self):
+    def _refusal(self, me):
+        """The error of a call _guarded refuses."""
+        if me == self._owner_ident:
+            return RspError(ffi.EINVAL, _IN_CALLBACK)
+        return RspError(_ESHUTDOWN, "the pool was cleaned up")
+
+    def cleanup(self, timeout_ns=None):
         """Close the pool (rsp_pool_close), from any thread: later calls are
         refused (RspError RSP_ESHUTDOWN), and the close waits for the calls
         in progress on other threads to return. Tensors from block() and
-        addressing() stay valid: their memory goes with the last of them."""
+        addressing() stay valid: their memory goes with the last of them.
+
+        timeout_ns: bound the close's own waits (rsp_pool_close_timed: the
+        messages queued, every forward_done given to a commit or rollback, a
+        grace period). Past it, RspError RSP_ETIMEDOUT naming what was still
+        pending (e.g. the steps whose forward_done never completed) and
+        nothing is closed: the pool stays usable (signal the events, call
+        again). The plan references still held are released either way.
+        None: wait as long as it takes."""
+        if timeout_ns is not None:
+            _uint(timeout_ns, "timeout_ns", 64)
         with self._close_lock:
             if self._pool is None:
                 return
             me = _get_ident()
-            if me in self._calls:
+            if me in self._calls or me == self._owner_ident:
                 # A finaliser or signal handler run inside this thread's own
-                # call would wait for itself.
+                # call would wait for itself; so would the owner thread
+                # (a callback), which the close joins.
                 raise RspError(ffi.EINVAL, "cleanup() inside a call on this pool on the "
-                                           "same thread (a finaliser or a signal handler?)")
+                                           "same thread (a finaliser, a signal handler or "
+                                           "one of the pool's callbacks?)")
             self._closing = True
             delay = 1e-5
             while self._calls:  # calls in progress: usually one C call each
@@ -697,11 +1006,22 @@ class RecurrentStatePool:
             for ref in refs:
                 ref.release()
             err = ffi.Error()
-            st = ffi.pool_close(self._pool, ctypes.byref(err))
+            if timeout_ns is None:
+                st = ffi.pool_close(self._pool, ctypes.byref(err))
+            else:
+                rep = ffi.CloseReport()
+                st = ffi.pool_close_timed(self._pool, timeout_ns, ctypes.byref(rep),
+                                          ctypes.byref(err))
             if st != ffi.OK:
                 self._closing = False  # nothing destroyed: the pool is still usable
-                _check(st, err)
+                e = RspError(st, err.message.decode("utf-8", "replace"))
+                if timeout_ns is not None:
+                    # the steps whose forward_done the device still waits for
+                    e.pending_steps = list(rep.step_ids[:rep.num_steps])
+                raise e
             self._pool = None
+            if self._hooks is not None:  # the owner is joined: nothing calls the thunks now
+                _keep_alive(self._hooks, False)
 
     close = cleanup
 
@@ -728,6 +1048,12 @@ class RecurrentStatePool:
             return lid
         if isinstance(name, int) and not isinstance(name, bool):
             return _uint(name, "label")
+        if self._ordered:
+            _c_name(name, "label")
+            # rsp_label carries no seq, which an ordered pool refuses.
+            raise RspError(ffi.EINVAL, f"label {name!r} is not interned, and an ordered pool "
+                                       f"interns a label only by a numbered message: call "
+                                       f"intern_label({name!r}, seq=n) first")
         out = ctypes.c_uint32()
         err = ffi.Error()
         _check(ffi.label(self._handle(), _c_name(name, "label"), ctypes.byref(out),
@@ -760,23 +1086,67 @@ class RecurrentStatePool:
             return m
         return w[1]
 
+    # -- ordered posting --
+
+    def _send(self, msg):
+        """Post msg (from _msg, numbered) and wait for its answer: the
+        synchronous wrappers' round trip, for a message that carries a seq
+        (the wrappers carry none, which an ordered pool refuses)."""
+        t = ctypes.c_void_p()
+        err = ffi.Error()
+        _check(ffi.post(self._handle(), ctypes.byref(msg), ctypes.byref(t), ffi.WAIT_FOREVER,
+                        ctypes.byref(err)), err)
+        reply = ffi.Reply()
+        _check(ffi.wait(t, ffi.WAIT_FOREVER, ctypes.byref(reply)), reply.error)
+        return reply
+
+    @_guarded
+    def intern_label(self, name, seq=None) -> int:
+        """Intern label `name` (idempotent: a known name keeps its id) and
+        return its rsp id. Steps intern the labels they name on first use,
+        so an unordered pool never needs this; an ordered pool interns only
+        by a numbered message, so there every label but "main" is interned
+        here, with its seq, before a step names it. With seq the message is
+        always posted (the number is used even for a known name)."""
+        b = _c_name(name, "name")
+        if seq is None:
+            return self._label_id(name)
+        msg = _msg(ffi.MSG_LABEL, seq)
+        msg.label_name = b
+        lid = self._send(msg).label
+        with self._lock:
+            self._labels[name] = lid
+            self._label_names[lid] = name
+        return lid
+
     # -- requests --
 
     @_guarded
-    def ingest_request(self, rid, overrides=None):
-        """Make sure request rid exists (idempotent)."""
+    def ingest_request(self, rid, overrides=None, seq=None):
+        """Make sure request rid exists (idempotent). seq: an ordered pool's
+        number for the message (every slot-changing method takes one)."""
+        msg = None if seq is None else _msg(ffi.MSG_INGEST, seq)
         err = ffi.Error()
         with self._lock:
             v = self._rids.get(rid)
-        _check(ffi.ingest(self._handle(), v, ctypes.byref(err)), err)
+        if msg is None:
+            _check(ffi.ingest(self._handle(), v, ctypes.byref(err)), err)
+        else:
+            msg.rid = v
+            self._send(msg)
 
     @_guarded
-    def remove_request(self, rid):
+    def remove_request(self, rid, seq=None):
         """Zero and free rid's slots (after the steps that address them) and forget it."""
+        msg = None if seq is None else _msg(ffi.MSG_REMOVE, seq)
         err = ffi.Error()
         with self._lock:
             v = self._rids.lookup(rid)
-        _check(ffi.remove(self._handle(), v, ctypes.byref(err)), err)
+        if msg is None:
+            _check(ffi.remove(self._handle(), v, ctypes.byref(err)), err)
+        else:
+            msg.rid = v
+            self._send(msg)
         with self._lock:
             self._rids.forget(rid)
             # A step reusing the last rows' bytes skips the id map: were rid
@@ -784,38 +1154,122 @@ class RecurrentStatePool:
             self._last_rows = None
 
     @_guarded
-    def reset_request(self, rid, free=False):
+    def reset_request(self, rid, free=False, seq=None):
         """Zero rid's slots; free=True hands them back to the pool."""
+        msg = None if seq is None else _msg(ffi.MSG_RESET, seq)
         err = ffi.Error()
         with self._lock:
             v = self._rids.lookup(rid)
-        _check(ffi.reset(self._handle(), v, free, ctypes.byref(err)), err)
+        if msg is None:
+            _check(ffi.reset(self._handle(), v, free, ctypes.byref(err)), err)
+        else:
+            msg.rid, msg.free = v, free
+            self._send(msg)
 
     @_guarded
-    def release(self, rid, label):
+    def release(self, rid, label, seq=None):
         """Give back rid's slot under label (a finished beam, a rejected draft).
         A label no step has named is RSP_ENOLABEL (rsp_release's answer for
         a label not interned); it is not interned here."""
+        msg = None if seq is None else _msg(ffi.MSG_RELEASE, seq)
         err = ffi.Error()
         with self._lock:
             v = self._rids.lookup(rid)
-        _check(ffi.release(self._handle(), v, self._known_label(label), ctypes.byref(err)), err)
+        lid = self._known_label(label)
+        if msg is None:
+            _check(ffi.release(self._handle(), v, lid, ctypes.byref(err)), err)
+        else:
+            msg.rid, msg.label = v, lid
+            self._send(msg)
+
+    def _rid_array(self, rids, register):
+        """rids (a list or tuple of request ids) as a u64 array, each checked
+        (TypeError / ValueError naming rids[i]) before anything is sent;
+        register: make them live (an ingest), else only look them up."""
+        if isinstance(rids, (str, bytes)) or not isinstance(rids, (list, tuple)):
+            raise TypeError(f"rids must be a list or tuple of request ids, not "
+                            f"{type(rids).__name__}")
+        if len(rids) > ffi.MAX_MSG_RIDS:
+            raise ValueError(f"rids: {len(rids)} request ids, more than one message takes "
+                             f"({ffi.MAX_MSG_RIDS})")
+        with self._lock:
+            # Looked up first, every one, so that a bad id registers none.
+            for conv in ((self._rids.lookup, self._rids.get) if register
+                         else (self._rids.lookup,)):
+                vals = []
+                for i, r in enumerate(rids):
+                    try:
+                        vals.append(conv(r))
+                    except (TypeError, ValueError) as e:
+                        raise type(e)(f"rids[{i}]: {e}") from None
+        return array.array("Q", vals)
+
+    def _many(self, kind, fn, rids, seq, register, *extra):
+        """ingest_many / remove_many / reset_many: one message, all or nothing."""
+        msg = None if seq is None else _msg(kind, seq)
+        vals = self._rid_array(rids, register)
+        n = len(vals)
+        ptr = (ctypes.c_uint64 * n).from_buffer(vals) if n else None
+        if msg is not None:
+            if n == 0:
+                # Nothing to do, but the number must still be used: a gap
+                # would stall the ordered pool (and break it at the timeout).
+                msg.kind = ffi.MSG_BARRIER
+            else:
+                msg.rids = ptr
+                msg.num_rids = n
+                if extra:
+                    msg.free = extra[0]
+            self._send(msg)
+        elif n:
+            err = ffi.Error()
+            _check(fn(self._handle(), ptr, n, *extra, ctypes.byref(err)), err)
+
+    @_guarded
+    def ingest_many(self, rids, seq=None):
+        """ingest_request of each of rids, in one message and one owner turn
+        (rsp_ingest_many): all or nothing, a rid listed twice is RSP_EINVAL
+        naming it, nothing changed. An empty list does nothing (with seq: a
+        numbered barrier, so that the number is used)."""
+        self._many(ffi.MSG_INGEST, ffi.ingest_many, rids, seq, True)
+
+    @_guarded
+    def remove_many(self, rids, seq=None):
+        """remove_request of each of rids in one message (rsp_remove_many),
+        all or nothing, as ingest_many."""
+        self._many(ffi.MSG_REMOVE, ffi.remove_many, rids, seq, False)
+        with self._lock:
+            for r in rids:
+                self._rids.forget(r)
+            self._last_rows = None  # as remove_request
+
+    @_guarded
+    def reset_many(self, rids, free=False, seq=None):
+        """reset_request(rid, free) of each of rids in one message
+        (rsp_reset_many), all or nothing, as ingest_many."""
+        self._many(ffi.MSG_RESET, ffi.reset_many, rids, seq, False, _flag(free, "free"))
 
     # -- steps --
 
     @_guarded
-    def admit(self, step: Step, ctx=None) -> AdmitOutcome:
-        """Reserve a slot per addressed (rid, label), plus fork targets."""
+    def admit(self, step: Step, ctx=None, seq=None) -> AdmitOutcome:
+        """Reserve a slot per addressed (rid, label), plus fork targets. A
+        restore of a key that is not stored is RSP_ENOKEY naming it, nothing
+        changed."""
+        msg = None if seq is None else _msg(ffi.MSG_ADMIT, seq)
         m = self._marshal(step)
+        if msg is not None:
+            msg.step = m.step
+            return self._outcome(self._send(msg).admit, step)
         out = ffi.AdmitOutcome()
         err = ffi.Error()
         _check(ffi.step_admit(self._handle(), ctypes.byref(m.step), ctypes.byref(out),
                               ctypes.byref(err)), err)
         return self._outcome(out, step)
 
-    def _outcome(self, out, step):
+    def _outcome(self, out, step, digest=None):
         if out.ok:
-            return AdmitOutcome(True)
+            return _ADMIT_OK if digest is None else _admit_ok(digest)
         rid = out.rid
         for r in step.rows:  # the caller's own id for the pair that found no slot
             r0 = r[0]
@@ -826,60 +1280,246 @@ class RecurrentStatePool:
                             out.slots_short, out.usable, out.free)
 
     @_guarded
-    def rollback_admit(self, step: Step, ctx=None, forward_done=None):
+    def rollback_admit(self, step: Step, ctx=None, forward_done=None, seq=None):
         """Free the slots this step's admit took fresh (docs/semantics.md 4.2)."""
+        msg = None if seq is None else _msg(ffi.MSG_ROLLBACK, seq)
         err = ffi.Error()
+        sid = _uint(step.step_id, "step_id", 64)
         ev = None if forward_done is None else _event(forward_done)
-        _check(ffi.step_rollback(self._handle(), _uint(step.step_id, "step_id", 64),
+        if msg is not None:
+            msg.step.step_id = sid
+            if ev is not None:
+                msg.event = ev
+            self._send(msg)
+            return
+        _check(ffi.step_rollback(self._handle(), sid,
                                  ctypes.byref(ev) if ev is not None else None,
                                  ctypes.byref(err)), err)
 
     @_guarded
-    def plan(self, step: Step, ctx=None):
+    def plan(self, step: Step, ctx=None, seq=None):
         """Publish the step's plan (its staged plan with step.preplan). Returns
         the step id; read the plan with addressing()."""
+        msg = None if seq is None else _msg(ffi.MSG_PLAN, seq)
         m = self._marshal(step)
+        if msg is not None:
+            msg.step = m.step
+            self._send(msg)
+            return step.step_id
         err = ffi.Error()
         _check(ffi.step_plan(self._handle(), ctypes.byref(m.step), ctypes.byref(err)), err)
         return step.step_id
 
     @_guarded
-    def commit(self, step: Step, ctx=None, forward_done=None):
+    def commit(self, step: Step, ctx=None, forward_done=None, seq=None):
         """Record the step's consumption. forward_done: None when the forward
-        has already finished (CPU), else its event (a torch.cuda.Event)."""
+        has already finished (CPU), else its event (a torch.cuda.Event).
+        The step's checkpoint takes run here, after forward_done; one that
+        finds no room is skipped (the commit stands), counted
+        (checkpoints_skipped) and reported to on_error."""
+        msg = None if seq is None else _msg(ffi.MSG_COMMIT, seq)
         m = self._marshal(step)
         err = ffi.Error()
         ev = _event(forward_done)
+        if msg is not None:
+            msg.step = m.step
+            msg.event = ev
+            self._send(msg)
+            return
         _check(ffi.step_commit(self._handle(), ctypes.byref(m.step), ctypes.byref(ev),
                                ctypes.byref(err)), err)
 
     @_guarded
-    def step_next(self, step: Step, prev: Optional[Step] = None, forward_done=None):
+    def step_next(self, step: Step, prev: Optional[Step] = None, forward_done=None, seq=None):
         """Commit prev (if given), then admit and plan step: one round trip.
-        Returns the admit outcome (not ok: nothing planned)."""
+        Returns the admit outcome (not ok: nothing planned); when the step
+        was planned, its plan_digest is the published plan's rsp_plan_digest."""
+        msg = None if seq is None else _msg(ffi.MSG_STEP, seq)
         m = self._marshal(step)
         pm = self._marshal(prev) if prev is not None else None
-        out = ffi.StepOutcome()
-        err = ffi.Error()
         ev = _event(forward_done)
-        st = ffi.step_next(self._handle(), ctypes.byref(m.step),
-                           ctypes.byref(pm.step) if pm is not None else None, ctypes.byref(ev),
-                           ctypes.byref(out), ctypes.byref(err))
-        _check(st, err)
-        return self._outcome(out.admit, step)
+        if msg is not None:
+            msg.step = m.step
+            if pm is not None:
+                msg.commit = ctypes.pointer(pm.step)
+            msg.event = ev
+            out = self._send(msg)
+        else:
+            out = ffi.StepOutcome()
+            err = ffi.Error()
+            st = ffi.step_next(self._handle(), ctypes.byref(m.step),
+                               ctypes.byref(pm.step) if pm is not None else None,
+                               ctypes.byref(ev), ctypes.byref(out), ctypes.byref(err))
+            _check(st, err)
+        return self._outcome(out.admit, step, out.plan_digest if out.planned else None)
 
     @_guarded
-    def clear_preplan(self):
+    def clear_preplan(self, seq=None):
         """Drop the staged plan, if any."""
+        if seq is not None:
+            self._send(_msg(ffi.MSG_CLEAR_PREPLAN, seq))
+            return
         err = ffi.Error()
         _check(ffi.clear_preplan(self._handle(), ctypes.byref(err)), err)
 
     @_guarded
-    def build_accelerator_graph_buffers(self, slots=None, max_bs=1, max_seq_len=0):
+    def build_accelerator_graph_buffers(self, slots=None, max_bs=1, max_seq_len=0, seq=None):
         """Leased addressing buffers created from now on hold >= max_bs rows."""
+        msg = None if seq is None else _msg(ffi.MSG_BUILD_GRAPH_BUFFERS, seq)
+        max_bs, max_seq_len = _uint(max_bs, "max_bs"), _uint(max_seq_len, "max_seq_len")
+        if msg is not None:
+            msg.max_bs, msg.max_seq_len = max_bs, max_seq_len
+            self._send(msg)
+            return
         err = ffi.Error()
-        _check(ffi.build_graph_buffers(self._handle(), _uint(max_bs, "max_bs"),
-                                       _uint(max_seq_len, "max_seq_len"), ctypes.byref(err)), err)
+        _check(ffi.build_graph_buffers(self._handle(), max_bs, max_seq_len, ctypes.byref(err)),
+               err)
+
+    # -- checkpoints and swap --
+
+    @_guarded
+    def checkpoint_take(self, key, rid, label="main", tier="device", after_step=0, seq=None):
+        """Store a copy of rid's slot of label under key (a u64, the engine's
+        prefix hash) in tier "device" or "host" (rsp_checkpoint_take).
+        after_step 0: the slot as the device queue has it now; a committed
+        step's id: the state that step's forward left (a take in a step in
+        flight is declared in the step: Step.checkpoints). A key that exists
+        is replaced unless pinned (RSP_EPINNED). A full tier evicts its least
+        recently used unpinned checkpoint (on_checkpoint_evict); none
+        unpinned: RSP_ECAPACITY. A tier of size 0: RSP_EINVAL. rid holding
+        nothing under label: RSP_ENOREQ. A label no step has named:
+        RSP_ENOLABEL (not interned)."""
+        msg = None if seq is None else _msg(ffi.MSG_CHECKPOINT, seq)
+        key = _uint(key, "key", 64)
+        t = _tier(tier)
+        after_step = _uint(after_step, "after_step", 64)
+        with self._lock:
+            v = self._rids.lookup(rid)
+        lid = self._known_label(label)
+        if msg is not None:
+            msg.key, msg.rid, msg.label, msg.tier, msg.after_step = key, v, lid, t, after_step
+            self._send(msg)
+            return
+        err = ffi.Error()
+        _check(ffi.checkpoint_take(self._handle(), key, v, lid, t, after_step,
+                                   ctypes.byref(err)), err)
+
+    def _key_call(self, kind, fn, key, seq, pin=False):
+        msg = None if seq is None else _msg(kind, seq)
+        key = _uint(key, "key", 64)
+        if msg is not None:
+            msg.key, msg.pin = key, pin
+            self._send(msg)
+            return
+        err = ffi.Error()
+        _check(fn(self._handle(), key, ctypes.byref(err)), err)
+
+    @_guarded
+    def checkpoint_drop(self, key, seq=None):
+        """Drop the checkpoint under key and free its slot (counted as a
+        drop, not reported as an eviction). RSP_ENOKEY: none stored;
+        RSP_EPINNED: pinned (by the caller or a step restoring from it)."""
+        self._key_call(ffi.MSG_CHECKPOINT_DROP, ffi.checkpoint_drop, key, seq)
+
+    @_guarded
+    def checkpoint_pin(self, key, seq=None):
+        """Pin key: never evicted, replaced or dropped until unpinned. Pins
+        count (pin twice, unpin twice) and mark it used. RSP_ENOKEY."""
+        self._key_call(ffi.MSG_CHECKPOINT_PIN, ffi.checkpoint_pin, key, seq, True)
+
+    @_guarded
+    def checkpoint_unpin(self, key, seq=None):
+        """Undo one checkpoint_pin. RSP_ENOKEY; RSP_EINVAL when the caller
+        holds no pin on key (nothing changed)."""
+        self._key_call(ffi.MSG_CHECKPOINT_PIN, ffi.checkpoint_unpin, key, seq, False)
+
+    @_guarded
+    def checkpoint_info(self, key) -> Optional[CheckpointInfo]:
+        """What is stored under key (rsp_checkpoint_query, a round trip), or
+        None when nothing is."""
+        key = _uint(key, "key", 64)
+        out = ffi.CheckpointInfo()
+        err = ffi.Error()
+        st = ffi.checkpoint_query(self._handle(), key, ctypes.byref(out), ctypes.byref(err))
+        if st == ffi.ENOKEY:
+            return None
+        _check(st, err)
+        return CheckpointInfo(out.key, _tier_name(out.tier), out.slot, out.bytes, out.pins,
+                              out.user_pins, out.last_use)
+
+    @_guarded
+    def checkpoint_lookup(self, key) -> Optional[CheckpointLoc]:
+        """Whether key is stored, and where, without a message
+        (rsp_checkpoint_lookup in a read section of the calling thread): for
+        a scheduler thread asking whether a prefix is still cached. None:
+        not stored (or its take not queued yet). As of the lookup: the owner
+        may evict it right after; pin it to keep it."""
+        key = _uint(key, "key", 64)
+        _reader.ensure()
+        loc = ffi.CheckpointLoc()
+        err = ffi.Error()
+        _check(ffi.read_begin_err(ctypes.byref(err)), err)
+        try:
+            st = ffi.checkpoint_lookup(self._handle(), key, ctypes.byref(loc), ctypes.byref(err))
+        finally:
+            ffi.read_end()
+        if st == ffi.ENOKEY:
+            return None
+        _check(st, err)
+        return CheckpointLoc(loc.key, _tier_name(loc.tier), loc.slot)
+
+    @_guarded
+    def swap_out(self, rid, seq=None):
+        """Preempt rid without recompute (rsp_swap_out): every label's state
+        is copied to host-tier slots and its request slots are released. It
+        stays a request; steps naming it are RSP_EORDER until swap_in
+        (remove_request / reset_request drop the saved state). RSP_ECAPACITY:
+        no host tier (max_host_checkpoints 0) or no room in it; RSP_ENOREQ:
+        unknown rid; RSP_EORDER: already swapped out, or a slot a step in
+        flight pins."""
+        msg = None if seq is None else _msg(ffi.MSG_SWAP_OUT, seq)
+        with self._lock:
+            v = self._rids.lookup(rid)
+        if msg is not None:
+            msg.rid = v
+            self._send(msg)
+            return
+        err = ffi.Error()
+        _check(ffi.swap_out(self._handle(), v, ctypes.byref(err)), err)
+
+    @_guarded
+    def swap_in(self, rid, seq=None) -> AdmitOutcome:
+        """Bring a swapped-out rid back into fresh slots, all labels or none
+        (rsp_swap_in), has_state as before. A pool without enough free slots
+        answers an AdmitOutcome that is not ok (nothing changed), as admit.
+        RSP_ENOREQ: unknown rid; RSP_EORDER: not swapped out."""
+        msg = None if seq is None else _msg(ffi.MSG_SWAP_IN, seq)
+        with self._lock:
+            v = self._rids.lookup(rid)
+        if msg is not None:
+            msg.rid = v
+            out = self._send(msg).admit
+        else:
+            out = ffi.AdmitOutcome()
+            err = ffi.Error()
+            _check(ffi.swap_in(self._handle(), v, ctypes.byref(out), ctypes.byref(err)), err)
+        if out.ok:
+            return _ADMIT_OK
+        return AdmitOutcome(False, rid, self._label_names.get(out.label, out.label),
+                            out.slots_short, out.usable, out.free)
+
+    @_guarded
+    def barrier(self, seq=None):
+        """Return once every message posted before it (by any thread whose
+        call returned) has been handled; device work they queued may still
+        run (rsp_barrier). In an ordered pool a barrier without seq is
+        answered once everything that arrived before it was handled or waits
+        for a missing number; with seq it waits its turn."""
+        if seq is not None:
+            self._send(_msg(ffi.MSG_BARRIER, seq))
+            return
+        err = ffi.Error()
+        _check(ffi.barrier(self._handle(), ctypes.byref(err)), err)
 
     # -- reading --
 
@@ -945,6 +1585,29 @@ class RecurrentStatePool:
         with self._lock:
             self._refs.add(ref)
         return ref
+
+    @_guarded
+    def plan_digest(self, step_id=None) -> int:
+        """The 64-bit digest of the live plan (or of step_id's, a step in
+        flight) for ranks to compare (rsp_plan_digest): a hash of the step,
+        each label's rows and slots, the free stack and the generation.
+        Pools that handled the same messages in the same order give equal
+        digests. step_next answers it too (AdmitOutcome.plan_digest), without
+        this read. RSP_ENOPLAN when there is no such plan."""
+        if step_id is not None:
+            _uint(step_id, "step_id", 64)
+        _reader.ensure()
+        err = ffi.Error()
+        _check(ffi.read_begin_err(ctypes.byref(err)), err)
+        try:
+            plan = (ffi.plan_live(self._handle()) if step_id is None
+                    else ffi.plan_get(self._handle(), step_id))
+            if not plan:
+                raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
+                               else f"no plan of step {step_id}")
+            return ffi.plan_digest(plan)
+        finally:
+            ffi.read_end()
 
     @_guarded
     def wait_ready(self, addressing, stream=None):
@@ -1019,6 +1682,39 @@ class RecurrentStatePool:
         err = ffi.Error()
         _check(ffi.stats_get(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
         return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
+
+    @_guarded
+    def counters(self):
+        """rsp's counters and gauges (a dict, the fields of stats()) read
+        without a message (rsp_pool_counters): any thread, lock-free, each
+        field atomic but the set not a snapshot (stats() is one). The gauges
+        include every message answered before the read."""
+        s = ffi.Stats()
+        err = ffi.Error()
+        _check(ffi.pool_counters(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
+        return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
+
+    def info(self):
+        """The pool's immutable facts (rsp_pool_info, a dict): num_layers,
+        num_blocks, max_slots, usable_slots, sink, pad_index, slot_bytes (all
+        layers and blocks of one slot, a checkpoint's size), total_bytes,
+        device ("cpu" or "cuda"), owner_cpu (-1: not pinned)."""
+        i = self._info
+        out = {f: getattr(i, f) for f, _ in ffi.PoolInfo._fields_}
+        out["device"] = "cuda" if i.device == ffi.DEVICE_CUDA else "cpu"
+        return out
+
+    @property
+    def callback_exceptions(self) -> int:
+        """How many exceptions this pool's on_error and on_checkpoint_evict
+        callbacks raised (each caught on the owner thread; the failure or
+        eviction it was told of stands)."""
+        return self._hooks.count if self._hooks is not None else 0
+
+    @property
+    def callback_exception(self) -> Optional[BaseException]:
+        """The first exception a callback raised (also said on stderr), or None."""
+        return self._hooks.first if self._hooks is not None else None
 
     @property
     @_guarded

@@ -94,6 +94,26 @@ int main(void)
     S(rsp_step_outcome), F(rsp_step_outcome, committed), F(rsp_step_outcome, admit),
         F(rsp_step_outcome, planned), F(rsp_step_outcome, plan_step_id),
         F(rsp_step_outcome, plan_staged), F(rsp_step_outcome, plan_digest), end();
+    S(rsp_checkpoint_event), F(rsp_checkpoint_event, key), F(rsp_checkpoint_event, tier),
+        F(rsp_checkpoint_event, demoted), end();
+    S(rsp_failure), F(rsp_failure, status), F(rsp_failure, kind), F(rsp_failure, step_id),
+        F(rsp_failure, has_step), F(rsp_failure, message), end();
+    S(rsp_checkpoint_info), F(rsp_checkpoint_info, key), F(rsp_checkpoint_info, tier),
+        F(rsp_checkpoint_info, slot), F(rsp_checkpoint_info, bytes), F(rsp_checkpoint_info, pins),
+        F(rsp_checkpoint_info, user_pins), F(rsp_checkpoint_info, last_use), end();
+    S(rsp_checkpoint_loc), F(rsp_checkpoint_loc, key), F(rsp_checkpoint_loc, tier),
+        F(rsp_checkpoint_loc, slot), end();
+    S(rsp_msg), F(rsp_msg, kind), F(rsp_msg, rid), F(rsp_msg, label), F(rsp_msg, free),
+        F(rsp_msg, label_name), F(rsp_msg, step), F(rsp_msg, event), F(rsp_msg, max_bs),
+        F(rsp_msg, max_seq_len), F(rsp_msg, seq), F(rsp_msg, rids), F(rsp_msg, num_rids),
+        F(rsp_msg, commit), F(rsp_msg, key), F(rsp_msg, tier), F(rsp_msg, after_step),
+        F(rsp_msg, pin), end();
+    S(rsp_reply), F(rsp_reply, error), F(rsp_reply, admit), F(rsp_reply, plan_step_id),
+        F(rsp_reply, plan_staged), F(rsp_reply, plan_digest), F(rsp_reply, committed),
+        F(rsp_reply, planned), F(rsp_reply, label), F(rsp_reply, holding), F(rsp_reply, stats),
+        F(rsp_reply, checkpoint), end();
+    S(rsp_close_report), F(rsp_close_report, closed), F(rsp_close_report, forward_waits),
+        F(rsp_close_report, num_steps), F(rsp_close_report, step_ids), end();
     printf("}\n");
     return 0;
 }

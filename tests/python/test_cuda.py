@@ -38,3 +38,37 @@ def test_cuda_step_with_torch_streams_and_events():
     pool.cleanup()
     torch.cuda.synchronize()
     assert float(ssm.sum()) == 2 * 2.0 * 32  # main and its fork, after cleanup
+
+
+def test_cuda_checkpoint_restore_and_swap_are_ordered_before_ready():
+    # the restore's copy and swap_in's copy run on the pool's stream before
+    # the next plan's ready event: a stream that waits for it reads them
+    pool = rsp.RecurrentStatePool("cuda:0", small_config(max_checkpoints=2,
+                                                         max_host_checkpoints=2))
+    ssm = pool.block("ssm", 0)
+    s1 = rsp.Step(1, [("a", "main", 4)], checkpoints=[rsp.Checkpoint("a", "main", 7)])
+    assert pool.step_next(s1)
+    a = pool.addressing()
+    pool.wait_ready(a)
+    ssm[a.slot_indices.long()] = 3.0
+    done = torch.cuda.Event()
+    done.record()
+    s2 = rsp.Step(2, [("b", "main", 1)], restores=[rsp.Restore("b", "main", 7)])
+    assert pool.step_next(s2, prev=s1, forward_done=done)  # the take runs after done
+    b = pool.addressing()
+    pool.wait_ready(b)
+    assert b.host_has_state == [True]
+    assert bool((ssm[b.slot_indices.long()] == 3.0).all())
+    pool.commit(s2, forward_done=None)  # nothing written on the GPU
+    assert pool.checkpoint_info(7).tier == "device"
+    pool.swap_out("b")
+    assert pool.swap_in("b").ok
+    s3 = rsp.Step(3, [("b", "main", 1)])
+    assert pool.step_next(s3)
+    c = pool.addressing()
+    pool.wait_ready(c)
+    assert c.host_has_state == [True]
+    assert bool((ssm[c.slot_indices.long()] == 3.0).all())
+    pool.commit(s3, forward_done=None)
+    assert pool.stats()["swaps_in"] == 1 and pool.stats()["checkpoints_restored"] == 1
+    pool.cleanup()

@@ -4,6 +4,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -484,3 +485,115 @@ def test_a_commit_that_differs_from_its_admit_is_refused(pool):
     pool.commit(admitted)  # the right commit still works
     assert pool.holding("a").has_state
     assert pool.holding("z") is None and pool.stats()["num_requests"] == 1
+
+
+def test_ingest_remove_and_reset_many_are_one_message_all_or_nothing(pool):
+    handled = pool.stats()["messages_handled"]
+    pool.ingest_many(["a", "b", 3])
+    assert pool.stats()["messages_handled"] == handled + 2  # the ingest and this stats
+    assert pool.stats()["num_requests"] == 3
+    # a rid listed twice refuses the whole list
+    with pytest.raises(rsp.RspError) as e:
+        pool.ingest_many(["c", "d", "c"])
+    assert e.value.name == "RSP_EINVAL" and "rids[2]" in e.value.message
+    assert "repeats rids[0]" in e.value.message
+    assert pool.stats()["num_requests"] == 3
+    step = rsp.Step(1, [("a", "main", 1), ("b", "main", 1), (3, "main", 1)])
+    assert pool.step_next(step)
+    pool.commit(step)
+    pool.reset_many(["a", "b"])  # zeroed, kept
+    assert pool.holding("a").has_state is False and pool.num_free_slots == 4
+    pool.reset_many(["a", 3], free=True)
+    assert pool.holding("a") is None and pool.holding(3) is None and pool.num_free_slots == 6
+    pool.remove_many(["a", "b", 3, "never-seen"])
+    assert pool.stats()["num_requests"] == 0 and pool.num_free_slots == 7
+    # removed: forgotten by the id map too, so a's 64-bit id may be an int now
+    pool.ingest_request(rsp.rid64("a"))
+    for call in (pool.ingest_many, pool.remove_many, pool.reset_many):
+        call([])  # nothing to do, nothing sent
+
+
+def test_malformed_rid_lists_are_named(pool):
+    pool.ingest_request("live")
+    for call, exc, match in [
+        (lambda: pool.ingest_many("ab"), TypeError, r"rids must be a list or tuple .*not str"),
+        (lambda: pool.remove_many({1, 2}), TypeError, r"rids must be a list or tuple .*not set"),
+        (lambda: pool.ingest_many(["a", 1.5]), TypeError, r"rids\[1\]: request id must be"),
+        (lambda: pool.reset_many([-1]), ValueError, r"rids\[0\]: request id -1"),
+        (lambda: pool.ingest_many(["x", rsp.rid64("live")]), ValueError, r"rids\[1\]: .*'live'"),
+        (lambda: pool.reset_many(["live"], free=1), TypeError, r"free must be a bool, not int"),
+        (lambda: pool.ingest_many(list(range(65537))), ValueError, r"65537 request ids"),
+    ]:
+        with pytest.raises(exc, match=match):
+            call()
+    assert pool.stats()["num_requests"] == 1
+    pool.ingest_request("x")  # not registered by the refused list: no collision left over
+
+
+def test_counters_are_the_stats_fields_read_without_a_message(pool):
+    step = rsp.Step(1, [("a", "main", 1)])
+    assert pool.step_next(step)
+    pool.commit(step)
+    s = pool.stats()
+    c = pool.counters()
+    assert set(c) == set(s) and len(c) == 33  # every rsp_stats field
+    for k in ("free_slots", "held_slots", "commits", "admits_ok", "generation", "posts_failed",
+              "checkpoints_taken", "swaps_in", "forward_waits"):
+        assert c[k] == s[k], k
+    handled = c["messages_handled"]
+    for _ in range(5):
+        pool.counters()
+    assert pool.counters()["messages_handled"] == handled  # no message sent
+
+
+def test_info_is_the_pools_immutable_facts(pool):
+    i = pool.info()
+    assert i["max_slots"] == 8 and i["usable_slots"] == 7 and i["sink"] and i["pad_index"] == 0
+    # ssm 4 x 8 float32 + conv 3 x 5 bfloat16, two layers
+    assert i["slot_bytes"] == 2 * (4 * 8 * 4 + 3 * 5 * 2)
+    assert i["total_bytes"] == 8 * i["slot_bytes"]
+    assert i["device"] == "cpu" and i["owner_cpu"] == -1 and i["num_blocks"] == 2
+
+
+def test_barrier_returns_once_earlier_messages_are_handled(pool):
+    pool.ingest_request("a")
+    pool.barrier()
+    assert pool.counters()["num_requests"] == 1
+    pool.cleanup()
+    with pytest.raises(rsp.RspError) as e:
+        pool.barrier()
+    assert e.value.name == "RSP_ESHUTDOWN"
+
+
+def test_cleanup_with_a_timeout_names_the_step_whose_forward_never_completed():
+    p = rsp.RecurrentStatePool("cpu", small_config())
+    fence = rsp.HostFence()
+    step = rsp.Step(1, [("a", "main", 1)])
+    assert p.step_next(step)
+    p.commit(step, forward_done=(fence, 1))  # never signalled, for now
+    with pytest.raises(ValueError, match="timeout_ns -1"):
+        p.cleanup(timeout_ns=-1)
+    with pytest.raises(rsp.RspError) as e:
+        p.cleanup(timeout_ns=50_000_000)
+    assert e.value.name == "RSP_ETIMEDOUT" and e.value.pending_steps == [1]
+    assert p.stats()["commits"] == 1  # still open and usable
+    fence.signal(1)
+    p.cleanup(timeout_ns=5_000_000_000)
+    with pytest.raises(rsp.RspError) as e:
+        p.stats()
+    assert e.value.name == "RSP_ESHUTDOWN"
+
+
+def test_host_fence_wait():
+    fence = rsp.HostFence()
+    with pytest.raises(rsp.RspError) as e:
+        fence.wait(1, timeout_ns=1_000_000)
+    assert e.value.name == "RSP_ETIMEDOUT"
+    t = threading.Timer(0.05, fence.signal, args=(2,))
+    t.start()
+    fence.wait(2)
+    t.join()
+    assert fence.value == 2
+    fence.wait(1, timeout_ns=0)  # already reached
+    with pytest.raises(ValueError, match="value -1"):
+        fence.wait(-1)

@@ -16,3 +16,16 @@ def test_readme_example_runs():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_python_md_examples_run():
+    # docs/python.md's examples (checkpoints and swap, ordered posting,
+    # callbacks, counters), each a fresh interpreter, as written
+    path = os.path.join(PKG, "..", "docs", "python.md")
+    blocks = re.findall(r"```python\n(.*?)```", open(path, encoding="utf-8").read(), re.S)
+    assert len(blocks) == 4
+    env = dict(os.environ, PYTHONPATH=PKG)
+    for code in blocks:
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, code + r.stderr
