@@ -41,16 +41,37 @@ void rsp__pool_mirror_gauges(rsp_pool *p)
     p->mirrored = g;
     p->mirrored_ok = true;
     rsp__pool_counters *c = &p->ctr;
-    rsp__store_relaxed_u32(&c->free_slots, g.free_slots);
-    rsp__store_relaxed_u32(&c->held_slots, g.held_slots);
-    rsp__store_relaxed_u32(&c->pending_release, g.pending_release);
-    rsp__store_relaxed_u32(&c->num_requests, g.num_requests);
-    rsp__store_relaxed_u32(&c->num_holdings, g.num_holdings);
-    rsp__store_relaxed_u64(&c->generation, g.generation);
-    rsp__store_relaxed_u32(&c->checkpoints_device, g.checkpoints_device);
-    rsp__store_relaxed_u32(&c->checkpoints_host, g.checkpoints_host);
-    rsp__store_relaxed_u32(&c->swapped_slots, g.swapped_slots);
+#define MIRROR_GAUGE(bits, name) rsp__store_relaxed_u##bits(&c->name, g.name);
+#define MIRROR_COUNT(bits, name)
+#define MIRROR(bits, name, kind) MIRROR_##kind(bits, name)
+    RSP__POOL_COUNTERS(MIRROR)
+#undef MIRROR
+#undef MIRROR_COUNT
+#undef MIRROR_GAUGE
 }
+
+/* Each mirrored field has rsp_stats's width, and each gauge the core's. */
+#define SAME_WIDTH(bits, name, kind)                                                               \
+    _Static_assert(sizeof(((rsp_stats *)0)->name) * 8 == (bits), #name ": width differs");
+RSP__POOL_COUNTERS(SAME_WIDTH)
+#undef SAME_WIDTH
+#define GAUGE_WIDTH_GAUGE(bits, name)                                                              \
+    _Static_assert(sizeof(((rsp__core_gauges *)0)->name) * 8 == (bits), #name ": gauge width");
+#define GAUGE_WIDTH_COUNT(bits, name)
+#define GAUGE_WIDTH(bits, name, kind) GAUGE_WIDTH_##kind(bits, name)
+RSP__POOL_COUNTERS(GAUGE_WIDTH)
+#undef GAUGE_WIDTH
+#undef GAUGE_WIDTH_COUNT
+#undef GAUGE_WIDTH_GAUGE
+/* And rsp_stats has no field the list and rsp__pool_read_counters miss:
+ * the mirrored ones, max_slots, usable_slots, inbox_depth (32 bits),
+ * messages_handled and posts_failed (64), with no padding between. */
+#define BYTES(bits, name, kind) +(bits) / 8
+enum { MIRRORED_BYTES = 0 RSP__POOL_COUNTERS(BYTES) };
+#undef BYTES
+_Static_assert(MIRRORED_BYTES + 3 * 4 + 2 * 8 == sizeof(rsp_stats),
+               "an rsp_stats field is neither in RSP__POOL_COUNTERS nor read by "
+               "rsp__pool_read_counters");
 
 void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
 {
@@ -58,37 +79,12 @@ void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
     out->max_slots = p->layout->max_slots;
     out->usable_slots = p->layout->usable_slots;
     /* Relaxed everywhere: gauges, each read whole, none orders anything. */
-    out->free_slots = rsp__load_relaxed_u32(&c->free_slots);
-    out->held_slots = rsp__load_relaxed_u32(&c->held_slots);
-    out->pending_release = rsp__load_relaxed_u32(&c->pending_release);
-    out->num_requests = rsp__load_relaxed_u32(&c->num_requests);
-    out->num_holdings = rsp__load_relaxed_u32(&c->num_holdings);
-    out->generation = rsp__load_relaxed_u64(&c->generation);
+#define READ(bits, name, kind) out->name = rsp__load_relaxed_u##bits(&c->name);
+    RSP__POOL_COUNTERS(READ)
+#undef READ
     out->inbox_depth = rsp__actor_depth(p->actor);
     out->messages_handled = rsp__actor_handled(p->actor);
-    out->admits_ok = rsp__load_relaxed_u64(&c->admits_ok);
-    out->admits_refused = rsp__load_relaxed_u64(&c->admits_refused);
-    out->rollbacks = rsp__load_relaxed_u64(&c->rollbacks);
-    out->plans = rsp__load_relaxed_u64(&c->plans);
-    out->stages = rsp__load_relaxed_u64(&c->stages);
-    out->promotions = rsp__load_relaxed_u64(&c->promotions);
-    out->commits = rsp__load_relaxed_u64(&c->commits);
-    out->forks = rsp__load_relaxed_u64(&c->forks);
-    out->bytes_zeroed = rsp__load_relaxed_u64(&c->bytes_zeroed);
-    out->bytes_copied = rsp__load_relaxed_u64(&c->bytes_copied);
     out->posts_failed = rsp__actor_unwaited_failures(p->actor);
-    out->forward_waits = rsp__load_relaxed_u32(&c->forward_waits);
-    out->checkpoints_device = rsp__load_relaxed_u32(&c->checkpoints_device);
-    out->checkpoints_host = rsp__load_relaxed_u32(&c->checkpoints_host);
-    out->swapped_slots = rsp__load_relaxed_u32(&c->swapped_slots);
-    out->checkpoints_taken = rsp__load_relaxed_u64(&c->checkpoints_taken);
-    out->checkpoints_restored = rsp__load_relaxed_u64(&c->checkpoints_restored);
-    out->checkpoints_evicted = rsp__load_relaxed_u64(&c->checkpoints_evicted);
-    out->checkpoints_demoted = rsp__load_relaxed_u64(&c->checkpoints_demoted);
-    out->checkpoints_dropped = rsp__load_relaxed_u64(&c->checkpoints_dropped);
-    out->checkpoints_skipped = rsp__load_relaxed_u64(&c->checkpoints_skipped);
-    out->swaps_out = rsp__load_relaxed_u64(&c->swaps_out);
-    out->swaps_in = rsp__load_relaxed_u64(&c->swaps_in);
 }
 
 /* ------------------------------------------------------------------------ */

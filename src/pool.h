@@ -22,39 +22,52 @@
 #include "publish/keys.h"
 #include "publish/publish.h"
 
+/* The counters and gauges of rsp_stats that the owner keeps in its mirror
+ * (rsp__pool_counters), once each: X(bits, name, kind), with the name and
+ * width rsp_stats gives them (pool.c asserts both). kind GAUGE: copied
+ * from the core's gauges (rsp__core_gauges, the same name) by
+ * rsp__pool_mirror_gauges; COUNT: moved by the owner as it handles
+ * messages. The other rsp_stats fields come from the layout (max_slots,
+ * usable_slots) or the actor (inbox_depth, messages_handled,
+ * posts_failed). */
+#define RSP__POOL_COUNTERS(X)                                                                      \
+    X(32, free_slots, GAUGE)                                                                       \
+    X(32, held_slots, GAUGE)                                                                       \
+    X(32, pending_release, GAUGE)                                                                  \
+    X(32, num_requests, GAUGE)                                                                     \
+    X(32, num_holdings, GAUGE)                                                                     \
+    X(64, generation, GAUGE)                                                                       \
+    X(64, admits_ok, COUNT)                                                                        \
+    X(64, admits_refused, COUNT)                                                                   \
+    X(64, rollbacks, COUNT)                                                                        \
+    X(64, plans, COUNT)                                                                            \
+    X(64, stages, COUNT)                                                                           \
+    X(64, promotions, COUNT)                                                                       \
+    X(64, commits, COUNT)                                                                          \
+    X(64, forks, COUNT)                                                                            \
+    X(64, bytes_zeroed, COUNT)                                                                     \
+    X(64, bytes_copied, COUNT)                                                                     \
+    X(32, forward_waits, COUNT)                                                                    \
+    X(32, checkpoints_device, GAUGE)                                                               \
+    X(32, checkpoints_host, GAUGE)                                                                 \
+    X(32, swapped_slots, GAUGE)                                                                    \
+    X(64, checkpoints_taken, COUNT)                                                                \
+    X(64, checkpoints_restored, COUNT)                                                             \
+    X(64, checkpoints_evicted, COUNT)                                                              \
+    X(64, checkpoints_demoted, COUNT)                                                              \
+    X(64, checkpoints_dropped, COUNT)                                                              \
+    X(64, checkpoints_skipped, COUNT)                                                              \
+    X(64, swaps_out, COUNT)                                                                        \
+    X(64, swaps_in, COUNT)
+
 /* Counters and gauges readable without a message (rsp_pool_counters).
  * Every field: the owner thread writes (single writer, relaxed stores),
  * any thread reads (relaxed loads). Each is exact on its own; the set is not
  * a snapshot (RSP_MSG_STATS gives one). */
 typedef struct rsp__pool_counters {
-    uint32_t free_slots;
-    uint32_t held_slots;
-    uint32_t pending_release;
-    uint32_t num_requests;
-    uint32_t num_holdings;
-    uint64_t generation;
-    uint64_t admits_ok;
-    uint64_t admits_refused;
-    uint64_t rollbacks;
-    uint64_t plans;
-    uint64_t stages;
-    uint64_t promotions;
-    uint64_t commits;
-    uint64_t forks;
-    uint64_t bytes_zeroed;
-    uint64_t bytes_copied;
-    uint32_t forward_waits;
-    uint32_t checkpoints_device;
-    uint32_t checkpoints_host;
-    uint32_t swapped_slots;
-    uint64_t checkpoints_taken;
-    uint64_t checkpoints_restored;
-    uint64_t checkpoints_evicted;
-    uint64_t checkpoints_demoted;
-    uint64_t checkpoints_dropped;
-    uint64_t checkpoints_skipped;
-    uint64_t swaps_out;
-    uint64_t swaps_in;
+#define RSP__CTR_FIELD(bits, name, kind) uint##bits##_t name;
+    RSP__POOL_COUNTERS(RSP__CTR_FIELD)
+#undef RSP__CTR_FIELD
 } rsp__pool_counters;
 
 /* One forward_done wait given to the device: the step of the commit or
