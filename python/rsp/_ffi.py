@@ -293,7 +293,35 @@ def _load():
         "build/src/librsp.so) or install it. Tried: " + ("; ".join(tried) or "nothing"))
 
 
+# The version of rsp.h this mirror follows (its RSP_VERSION_MAJOR, _MINOR,
+# _PATCH; tests/python/test_version.py compares them).
+HEADER_VERSION = (0, 1, 0)
+
+
+def _check_version(lib, major, minor):
+    """ImportError naming both versions unless lib serves a mirror of rsp
+    major.minor (rsp_version_check: the same major, a minor as new or newer)."""
+    path = getattr(lib, "_name", "librsp")
+    try:
+        check = lib.rsp_version_check
+        name = lib.rsp_version_string
+    except AttributeError:
+        raise ImportError(
+            f"rsp: {path} has no rsp_version_check: it is older than rsp 0.1.0, this "
+            f"package needs librsp {major}.x with x >= {minor}") from None
+    check.restype = ctypes.c_int
+    check.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    name.restype = ctypes.c_char_p
+    name.argtypes = []
+    err = Error()
+    if check(major, minor, ctypes.byref(err)) != OK:
+        raise ImportError(
+            f"rsp: this package mirrors rsp {major}.{minor} but {path} is librsp "
+            f"{name().decode()}: {err.message.decode(errors='replace')}")
+
+
 lib = _load()
+_check_version(lib, *HEADER_VERSION[:2])
 
 P = ctypes.POINTER
 vp = ctypes.c_void_p
