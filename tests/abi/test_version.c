@@ -59,8 +59,7 @@ static void check_refuses_a_newer_minor_or_another_major(void **state)
         assert_int_equal(rsp_version_check(bad[i].major, bad[i].minor, &e), RSP_EINVAL);
         assert_int_equal(e.status, RSP_EINVAL);
         char asked[32];
-        snprintf(asked, sizeof asked, "rsp %u.%u ", (unsigned)bad[i].major,
-                 (unsigned)bad[i].minor);
+        snprintf(asked, sizeof asked, "rsp %u.%u ", (unsigned)bad[i].major, (unsigned)bad[i].minor);
         assert_non_null(strstr(e.message, asked));
         assert_non_null(strstr(e.message, rsp_version_string()));
         assert_int_equal(rsp_version_check(bad[i].major, bad[i].minor, NULL), RSP_EINVAL);
