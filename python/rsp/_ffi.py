@@ -75,6 +75,7 @@ ON_EVICT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 class PoolConfig(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("num_layers", ctypes.c_uint32),
         ("blocks", ctypes.POINTER(BlockConfig)),
         ("num_blocks", ctypes.c_uint32),
@@ -336,7 +337,15 @@ def _proto(name, restype, *argtypes):
 
 
 strerror = _proto("rsp_strerror", ctypes.c_char_p, c_status)
-pool_config_init = _proto("rsp_pool_config_init", None, P(PoolConfig))
+pool_config_init_size = _proto("rsp_pool_config_init_size", c_status, P(PoolConfig),
+                               ctypes.c_size_t)
+
+
+def pool_config_init(cfg):
+    """rsp.h's rsp_pool_config_init macro: the defaults, struct_size = this
+    mirror's size (so a newer librsp reads only the fields the mirror has)."""
+    if pool_config_init_size(cfg, ctypes.sizeof(PoolConfig)) != OK:
+        raise RuntimeError("rsp_pool_config_init_size refused the mirror's PoolConfig")
 pool_create = _proto("rsp_pool_create", c_status, P(PoolConfig), P(vp), PErr)
 pool_close = _proto("rsp_pool_close", c_status, vp, PErr)
 pool_info_get = _proto("rsp_pool_info_get", c_status, vp, P(PoolInfo), PErr)
