@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/layout.h"
 #include "msg.h"
 #include "validate.h"
 #include "pool.h"
@@ -100,7 +101,11 @@ rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error
     if (forked())
         return fail_forked(err);
     pthread_once(&rsp__atfork_once, register_atfork);
-    return rsp__pool_create(cfg, out, err);
+    rsp_pool_config mine; /* the caller's, of its struct_size (docs/abi.md) */
+    rsp_status st = rsp__config_import(cfg, &mine, err);
+    if (st != RSP_OK)
+        return st;
+    return rsp__pool_create(&mine, out, err);
 }
 
 rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err)

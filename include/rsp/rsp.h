@@ -57,6 +57,24 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The version of this header (semantic: docs/abi.md). The top-level
+ * CMakeLists.txt reads these three lines for project(VERSION), so they are
+ * the one place the version is written; the shared library's SOVERSION is
+ * RSP_VERSION_MAJOR. A program asks the library it loaded for its own with
+ * rsp_version() and checks the two agree with RSP_VERSION_CHECK (both at
+ * the end of this header).
+ */
+#define RSP_VERSION_MAJOR 0
+#define RSP_VERSION_MINOR 1
+#define RSP_VERSION_PATCH 0
+/** The three as one number, MAJOR * 10000 + MINOR * 100 + PATCH (0.1.0: 100). */
+#define RSP_VERSION (RSP_VERSION_MAJOR * 10000 + RSP_VERSION_MINOR * 100 + RSP_VERSION_PATCH)
+
+/* ------------------------------------------------------------------------ */
 /* Status and errors                                                         */
 /* ------------------------------------------------------------------------ */
 
@@ -162,6 +180,14 @@ typedef struct rsp_checkpoint_event {
 typedef struct rsp_failure rsp_failure;
 
 typedef struct rsp_pool_config {
+    /**
+     * sizeof(rsp_pool_config) of the caller's header, stamped by
+     * rsp_pool_config_init; the library reads only that many bytes, so a
+     * newer library serves an older caller's smaller struct (its later
+     * fields take their defaults). Set by the init call, never by hand
+     * (docs/abi.md). 0 (a config that skipped the init) is RSP_EINVAL.
+     */
+    uint32_t struct_size;
     uint32_t num_layers;            /**< recurrent layers only, > 0 */
     const rsp_block_config *blocks; /**< copied at creation */
     uint32_t num_blocks;            /**< 1..RSP_MAX_BLOCKS */
@@ -225,6 +251,9 @@ typedef struct rsp_pool_config {
     void *on_checkpoint_evict_ctx;
 } rsp_pool_config;
 
+/* A call rsp_pool_config_init(cfg) is the macro at the end of this header,
+ * which stamps struct_size with the caller's sizeof; the function itself
+ * fills 0.1's layout, what a program built against 0.1.0 calls (docs/abi.md). */
 /** Defaults: sink on, world_size 1, rank 0, host device, zero sizes. Any thread. */
 RSP_API void rsp_pool_config_init(rsp_pool_config *cfg);
 
@@ -1342,6 +1371,63 @@ RSP_API rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t val
  * A kind the pool's device cannot wait on: RSP_EINVAL. Any thread. */
 RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t timeout_ns,
                                   rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Struct sizes (docs/abi.md)                                                */
+/* ------------------------------------------------------------------------ */
+
+/** Where release 0.1.0's rsp_pool_config (the first) ends, its last field
+ * included: the smallest struct_size any caller can have. */
+#define RSP_POOL_CONFIG_SIZE_0_1                                                                   \
+    (offsetof(rsp_pool_config, on_checkpoint_evict_ctx) + sizeof(void *))
+
+/**
+ * rsp_pool_config_init for a struct of `size` bytes, the caller's
+ * sizeof(rsp_pool_config): writes the defaults into those bytes only and
+ * stamps struct_size = size. A size below RSP_POOL_CONFIG_SIZE_0_1 writes
+ * nothing (RSP_EINVAL); one above this library's struct zeroes the bytes
+ * the library does not know (a newer header's fields, at their defaults
+ * only if zero is their default: the newer header's init says). NULL:
+ * RSP_EINVAL. rsp_pool_config_init(cfg) is this call with the caller's
+ * sizeof (the macro below). Any thread, O(size), touches nothing else.
+ */
+RSP_API rsp_status rsp_pool_config_init_size(rsp_pool_config *cfg, size_t size);
+
+/* A caller's rsp_pool_config_init(cfg) passes its own struct's size, so a
+ * newer library never writes past an older caller's struct. (A pointer to
+ * the function, `&rsp_pool_config_init`, still names the exported one.) */
+#define rsp_pool_config_init(cfg) rsp_pool_config_init_size((cfg), sizeof(rsp_pool_config))
+
+/* ------------------------------------------------------------------------ */
+/* Version (the macros are at the top of this header)                        */
+/* ------------------------------------------------------------------------ */
+
+/** The library's version, as RSP_VERSION encodes it (the header the library
+ * was built from). Any thread, O(1), also in a forked child. */
+RSP_API uint32_t rsp_version(void);
+/** The library's RSP_VERSION_MAJOR, _MINOR, _PATCH. Any thread, O(1). */
+RSP_API uint32_t rsp_version_major(void);
+RSP_API uint32_t rsp_version_minor(void);
+RSP_API uint32_t rsp_version_patch(void);
+/** The library's version as "MAJOR.MINOR.PATCH" (static). Any thread, O(1). */
+RSP_API const char *rsp_version_string(void);
+
+/**
+ * Whether this library serves a program built against the header of
+ * version major.minor: RSP_OK when the library's major is the same and its
+ * minor is the same or newer (a newer library keeps every struct and
+ * function of an older minor release of its major: docs/abi.md).
+ * Otherwise RSP_EINVAL with a message naming both versions ("rsp: this
+ * program was built against rsp 0.2 but loaded librsp 0.1.0; ..."). A
+ * binding calls it once, at load or before its first pool (rsp.hpp at
+ * pool creation, the Python package at import); C programs use
+ * RSP_VERSION_CHECK. Changes nothing. Any thread, O(1) (formats the
+ * message on a refusal), also in a forked child.
+ */
+RSP_API rsp_status rsp_version_check(uint32_t major, uint32_t minor, rsp_error *err);
+
+/** rsp_version_check against the header this code is compiled with. */
+#define RSP_VERSION_CHECK(err) rsp_version_check(RSP_VERSION_MAJOR, RSP_VERSION_MINOR, (err))
 
 #ifdef __cplusplus
 } /* extern "C" */

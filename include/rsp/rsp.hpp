@@ -241,6 +241,18 @@ template <class T> result<T> done(rsp_status st, const rsp_error &e, T v)
 }
 } // namespace detail
 
+/// Whether the librsp this program loaded serves code built against rsp
+/// major.minor (rsp_version_check); the default is this header's version.
+/// pool::try_create checks it first, so a mismatched library is a clear
+/// error naming both versions at pool creation, not misread structs. Any
+/// thread, O(1).
+inline result<void> check_version(std::uint32_t major = RSP_VERSION_MAJOR,
+                                  std::uint32_t minor = RSP_VERSION_MINOR) noexcept
+{
+    rsp_error e{};
+    return detail::done(rsp_version_check(major, minor, &e), e);
+}
+
 // ---------------------------------------------------------------------------
 // span: pointer + length
 // ---------------------------------------------------------------------------
@@ -1173,6 +1185,9 @@ class pool
     /// rsp_pool_create.
     static result<pool> try_create(pool_config &cfg) noexcept
     {
+        result<void> v = check_version();
+        if (!v)
+            return v.error();
         std::unique_ptr<detail::pool_extra> x(new (std::nothrow) detail::pool_extra);
         if (!x)
             return detail::failure(RSP_ENOMEM, "rsp::pool: out of memory");

@@ -76,6 +76,7 @@ ON_EVICT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 class PoolConfig(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("num_layers", ctypes.c_uint32),
         ("blocks", ctypes.POINTER(BlockConfig)),
         ("num_blocks", ctypes.c_uint32),
@@ -393,7 +394,35 @@ def _load():
         "build/src/librsp.so) or install it. Tried: " + ("; ".join(tried) or "nothing"))
 
 
+# The version of rsp.h this mirror follows (its RSP_VERSION_MAJOR, _MINOR,
+# _PATCH; tests/python/test_version.py compares them).
+HEADER_VERSION = (0, 1, 0)
+
+
+def _check_version(lib, major, minor):
+    """ImportError naming both versions unless lib serves a mirror of rsp
+    major.minor (rsp_version_check: the same major, a minor as new or newer)."""
+    path = getattr(lib, "_name", "librsp")
+    try:
+        check = lib.rsp_version_check
+        name = lib.rsp_version_string
+    except AttributeError:
+        raise ImportError(
+            f"rsp: {path} has no rsp_version_check: it is older than rsp 0.1.0, this "
+            f"package needs librsp {major}.x with x >= {minor}") from None
+    check.restype = ctypes.c_int
+    check.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    name.restype = ctypes.c_char_p
+    name.argtypes = []
+    err = Error()
+    if check(major, minor, ctypes.byref(err)) != OK:
+        raise ImportError(
+            f"rsp: this package mirrors rsp {major}.{minor} but {path} is librsp "
+            f"{name().decode()}: {err.message.decode(errors='replace')}")
+
+
 lib = _load()
+_check_version(lib, *HEADER_VERSION[:2])
 
 P = ctypes.POINTER
 vp = ctypes.c_void_p
@@ -408,7 +437,15 @@ def _proto(name, restype, *argtypes):
 
 
 strerror = _proto("rsp_strerror", ctypes.c_char_p, c_status)
-pool_config_init = _proto("rsp_pool_config_init", None, P(PoolConfig))
+pool_config_init_size = _proto("rsp_pool_config_init_size", c_status, P(PoolConfig),
+                               ctypes.c_size_t)
+
+
+def pool_config_init(cfg):
+    """rsp.h's rsp_pool_config_init macro: the defaults, struct_size = this
+    mirror's size (so a newer librsp reads only the fields the mirror has)."""
+    if pool_config_init_size(cfg, ctypes.sizeof(PoolConfig)) != OK:
+        raise RuntimeError("rsp_pool_config_init_size refused the mirror's PoolConfig")
 pool_create = _proto("rsp_pool_create", c_status, P(PoolConfig), P(vp), PErr)
 pool_close = _proto("rsp_pool_close", c_status, vp, PErr)
 pool_info_get = _proto("rsp_pool_info_get", c_status, vp, P(PoolInfo), PErr)

@@ -26,16 +26,68 @@ size_t rsp_dtype_size(rsp_dtype dtype)
     return 0;
 }
 
-void rsp_pool_config_init(rsp_pool_config *cfg)
+/* This library's defaults, in a struct of this library's size. */
+static void config_defaults(rsp_pool_config *cfg)
 {
-    if (!cfg)
-        return;
     memset(cfg, 0, sizeof *cfg);
+    cfg->struct_size = (uint32_t)sizeof *cfg;
     cfg->sink = true;
     cfg->world_size = 1;
     cfg->rank = 0;
     cfg->device = RSP_DEVICE_HOST;
     cfg->owner_cpu = -1;
+}
+
+rsp_status rsp_pool_config_init_size(rsp_pool_config *cfg, size_t size)
+{
+    if (!cfg || size < RSP_POOL_CONFIG_SIZE_0_1 || size > UINT32_MAX)
+        return RSP_EINVAL;
+    /* Only the caller's bytes: an older caller's struct is smaller than
+     * this library's, a newer one's larger (its unknown tail zeroed). */
+    rsp_pool_config d;
+    config_defaults(&d);
+    d.struct_size = (uint32_t)size;
+    memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
+    if (size > sizeof d)
+        memset((unsigned char *)cfg + sizeof d, 0, size - sizeof d);
+    return RSP_OK;
+}
+
+/* The exported function (rsp.h's macro of the same name passes the
+ * caller's size instead): what a program built against 0.1.0 calls, so it
+ * fills 0.1's layout, whatever this library's struct has grown to. */
+void(rsp_pool_config_init)(rsp_pool_config *cfg)
+{
+    (void)rsp_pool_config_init_size(cfg, RSP_POOL_CONFIG_SIZE_0_1);
+}
+
+rsp_status rsp__config_import(const rsp_pool_config *cfg, rsp_pool_config *out, rsp_error *err)
+{
+    if (!cfg)
+        return rsp__fail(err, RSP_EINVAL, "config is NULL");
+    const size_t size = cfg->struct_size, mine = sizeof *out;
+    if (size == 0)
+        return rsp__fail(err, RSP_EINVAL,
+                         "cfg->struct_size = 0: fill the config with rsp_pool_config_init "
+                         "before setting its fields");
+    if (size < RSP_POOL_CONFIG_SIZE_0_1)
+        return rsp__fail(err, RSP_EINVAL,
+                         "cfg->struct_size = %zu: below any release's rsp_pool_config (%zu "
+                         "bytes in 0.1); fill it with rsp_pool_config_init",
+                         size, (size_t)RSP_POOL_CONFIG_SIZE_0_1);
+    /* A newer caller's fields this library does not know are served only
+     * at zero, i.e. not set: anything else would be silently ignored. */
+    const unsigned char *tail = (const unsigned char *)cfg;
+    for (size_t i = mine; i < size; i++)
+        if (tail[i])
+            return rsp__fail(err, RSP_EINVAL,
+                             "cfg->struct_size = %zu: the config sets byte %zu, past this "
+                             "librsp's rsp_pool_config (%zu bytes, librsp %s)",
+                             size, i, mine, rsp_version_string());
+    config_defaults(out);
+    memcpy(out, cfg, size < mine ? size : mine);
+    out->struct_size = (uint32_t)mine;
+    return RSP_OK;
 }
 
 /* a * b into *out; false when it does not fit in 64 bits. */
@@ -166,11 +218,15 @@ rsp_status rsp_shard_shapes(const rsp_pool_config *cfg, int64_t (*out)[RSP_MAX_D
 {
     if (!out)
         return rsp__fail(err, RSP_EINVAL, "out is NULL");
-    int64_t tmp[RSP_MAX_BLOCKS][RSP_MAX_DIMS];
-    rsp_status st = check_blocks_and_shard(cfg, tmp, err);
+    rsp_pool_config mine;
+    rsp_status st = rsp__config_import(cfg, &mine, err);
     if (st)
         return st;
-    memcpy(out, tmp, (size_t)cfg->num_blocks * sizeof tmp[0]);
+    int64_t tmp[RSP_MAX_BLOCKS][RSP_MAX_DIMS];
+    st = check_blocks_and_shard(&mine, tmp, err);
+    if (st)
+        return st;
+    memcpy(out, tmp, (size_t)mine.num_blocks * sizeof tmp[0]);
     return RSP_OK;
 }
 

@@ -69,6 +69,15 @@ static inline rsp__space rsp__layout_space(const rsp__layout *lay, uint32_t id, 
  */
 rsp_status rsp__layout_build(const rsp_pool_config *cfg, rsp__layout *out, rsp_error *err);
 
+/* The caller's config (of cfg->struct_size bytes: an older or newer
+ * header's rsp_pool_config) as this library's struct in *out: the bytes
+ * the caller has, this library's defaults for the fields it lacks.
+ * RSP_EINVAL naming struct_size when it is 0 (no rsp_pool_config_init),
+ * below 0.1's size, or larger with a non-zero byte this library does not
+ * know; *out is then unspecified. rsp_pool_create and rsp_shard_shapes
+ * read the caller's config only through this. */
+rsp_status rsp__config_import(const rsp_pool_config *cfg, rsp_pool_config *out, rsp_error *err);
+
 /* Byte offset of (block b, layer l, slot s) from block b's base pointer. */
 static inline uint64_t rsp__layout_offset(const rsp__layout *lay, uint32_t b, uint32_t l,
                                           uint32_t s)

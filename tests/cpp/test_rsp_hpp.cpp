@@ -1114,9 +1114,52 @@ static void overlap_steps_and_commit_check(void **)
     pool.close();
 }
 
+// rsp_version_check, wrapped at link time (tests/cpp/CMakeLists.txt): with
+// fake_newer_minor set, the binding's check asks as a program built against
+// the next minor would, as it does when it loaded an older librsp.
+static bool fake_newer_minor = false;
+extern "C" rsp_status __real_rsp_version_check(std::uint32_t, std::uint32_t, rsp_error *);
+extern "C" rsp_status __wrap_rsp_version_check(std::uint32_t major, std::uint32_t minor,
+                                               rsp_error *err)
+{
+    return __real_rsp_version_check(major, minor + (fake_newer_minor ? 1 : 0), err);
+}
+
+// A library that cannot serve the header's version: pool creation fails
+// with the check's message (both versions named), nothing created.
+static void version_mismatch_fails_pool_creation(void **)
+{
+    assert_true(rsp::check_version().ok());
+    auto older = rsp::check_version(RSP_VERSION_MAJOR + 1, 0);
+    assert_int_equal(older.status(), RSP_EINVAL);
+    assert_non_null(std::strstr(older.error().message, rsp_version_string()));
+    rsp::pool_config cfg = small_config();
+    fake_newer_minor = true;
+    auto r = rsp::pool::try_create(cfg);
+    bool threw = false;
+    try {
+        rsp::pool p = rsp::pool::create(cfg);
+    } catch (const rsp::error &e) {
+        threw = e.status() == RSP_EINVAL && std::strstr(e.what(), "loaded librsp") != nullptr;
+    }
+    fake_newer_minor = false;
+    assert_false(r.ok());
+    assert_int_equal(r.status(), RSP_EINVAL);
+    char built[32];
+    std::snprintf(built, sizeof built, "built against rsp %d.%d ", RSP_VERSION_MAJOR,
+                  RSP_VERSION_MINOR + 1);
+    assert_non_null(std::strstr(r.error().message, built));
+    assert_non_null(std::strstr(r.error().message, rsp_version_string()));
+    assert_true(threw);
+    // The same config creates a pool once the versions agree.
+    rsp::pool ok = rsp::pool::create(cfg);
+    ok.close();
+}
+
 int main()
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(version_mismatch_fails_pool_creation),
         cmocka_unit_test(timeouts_map_onto_rsp),
         cmocka_unit_test(create_failure_throws_with_status_and_message),
         cmocka_unit_test(one_step_end_to_end),

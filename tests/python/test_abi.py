@@ -22,3 +22,14 @@ def test_every_mirrored_struct_matches_the_c_layout():
         py = [getattr(cls, f).offset for f, *_ in cls._fields_]
         assert ctypes.sizeof(cls) == size, f"{name}: ctypes {ctypes.sizeof(cls)} bytes, C {size}"
         assert py == offsets, f"{name}: field offsets ctypes {py}, C {offsets}"
+
+
+def test_pool_config_init_stamps_the_mirrors_size():
+    cfg = ffi.PoolConfig()
+    ffi.pool_config_init(ctypes.byref(cfg))
+    assert cfg.struct_size == ctypes.sizeof(ffi.PoolConfig)
+    assert cfg.sink and cfg.world_size == 1 and cfg.owner_cpu == -1
+    # A size below any release's struct is refused, nothing written.
+    other = ffi.PoolConfig()
+    assert ffi.pool_config_init_size(ctypes.byref(other), 8) == ffi.EINVAL
+    assert other.struct_size == 0 and not other.sink
