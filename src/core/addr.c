@@ -164,8 +164,8 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
     /* Locals, not fields: the stores below would make the compiler reload
      * every field through c on each row. */
     rsp__steprec *s = &c->steps[rec];
-    rsp__arow *arows = s->arows;
-    uint32_t num_arows = s->num_arows;
+    rsp__valid_row *valid_rows = s->valid_rows;
+    uint32_t num_valid_rows = s->num_valid_rows;
     rsp__prow *prows = s->prows;
     uint32_t num_prows = s->num_prows;
     uint32_t *pinned = s->pinned;
@@ -191,8 +191,8 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
         if (step->capture || row->padding || row->span <= 0)
             continue;
         uint32_t rh = RSP__NONE, hh = RSP__NONE;
-        uint32_t *rec_hint = i < num_arows ? &arows[i].rec : &rh;
-        uint32_t *hold_hint = i < num_arows ? &arows[i].hold : &hh;
+        uint32_t *rec_hint = i < num_valid_rows ? &valid_rows[i].rec : &rh;
+        uint32_t *hold_hint = i < num_valid_rows ? &valid_rows[i].hold : &hh;
         rsp__req *r;
         const rsp__hold *h = rsp__hold_lookup(c, row->rid, row->label, rec_hint, hold_hint, &r);
         if (!h)

@@ -214,11 +214,12 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
             continue;
         rsp__req *r;
         if (rsp__row_addresses(row)) {
-            if (rsp__hold_lookup(c, row->rid, row->label, &s->arows[i].rec, &s->arows[i].hold, &r))
+            if (rsp__hold_lookup(c, row->rid, row->label, &s->valid_rows[i].rec,
+                                 &s->valid_rows[i].hold, &r))
                 continue; /* held already: the steady decode step */
         } else {
             r = rsp__req_find(c, row->rid);
-            s->arows[i].rec = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
+            s->valid_rows[i].rec = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
         }
         if (!r && rsp__set_insert(c, row->rid, NEW_RID_MARK))
             n->new_rids++;
@@ -228,7 +229,7 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
     /* A grouped step collects its rids (and their groups) in this set
      * every time: the copy could fall back to a collect that resets the
      * set, forgetting the pairs counted above. */
-    if (nforks && same && s->frids_ok && !rsp__step_forks_grouped(step))
+    if (nforks && same && s->fork_rids_ok && !rsp__step_forks_grouped(step))
         RSP__MUST_OK(
             rsp__collect_rids_for(c, step, rec, true)); /* copies the kept rids: cannot fail */
     else if (rsp__collect_rids_in_set(c, step))
@@ -367,7 +368,7 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
     uint32_t nforks = step->num_pre_forks + step->num_post_forks;
     /* Every non-padding row's rid exists from here on. */
     for (uint32_t i = 0; i < step->num_rows && ingest; i++) {
-        rsp__arow *a = &s->arows[i];
+        rsp__valid_row *a = &s->valid_rows[i];
         if (step->rows[i].padding ||
             (a->rec < c->num_recs && c->reqs[a->rec].live && c->reqs[a->rec].rid == a->rid))
             continue; /* found in the count phase (records are only added here) */
@@ -377,8 +378,8 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
     }
     for (uint32_t i = 0; i < step->num_rows; i++)
         if (rsp__row_addresses(&step->rows[i]))
-            take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->arows[i].rec,
-                        &s->arows[i].hold);
+            take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->valid_rows[i].rec,
+                        &s->valid_rows[i].hold);
     s->row_pins = s->num_pinned; /* the rows' pins come first (admit_same) */
     if (nforks && rsp__step_forks_grouped(step))
         take_forks_grouped(c, step, rec);
@@ -395,7 +396,7 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
 
 /* The same declaration (rows and step-wide forks) as this record's last
  * admit, and no holding appeared or went since, nor a request
- * (c->hepoch; a fork or a reset moves generations and has_state, which
+ * (c->hold_epoch; a fork or a reset moves generations and has_state, which
  * an admit does not read): every (rid, label) of the rows and fork
  * targets is held by the slot that admit pinned, every rid has its
  * record, nothing is fresh. So the admit is: open the record and pin
@@ -403,7 +404,7 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
 static bool admit_is_same(const rsp__core *c, const rsp_step *step, const rsp__steprec *s,
                           bool fresh, bool same)
 {
-    if (c->fast_off || !fresh || !same || !s->admit_ok || s->admit_hepoch != c->hepoch ||
+    if (c->fast_off || !fresh || !same || !s->admit_ok || s->admit_hold_epoch != c->hold_epoch ||
         step->capture || step->num_restores || step->num_checkpoints ||
         step->num_pre_forks != s->num_apre || step->num_post_forks != s->num_apost)
         return false;
@@ -423,7 +424,7 @@ static void admit_keep(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool
                   !rsp__grow((void **)&s->aforks, &s->cap_aforks, nforks, sizeof *s->aforks);
     s->admit_pins = s->num_pinned;
     s->admit_epoch = c->epoch;
-    s->admit_hepoch = c->hepoch;
+    s->admit_hold_epoch = c->hold_epoch;
     s->fp_ok = false; /* resolved for the forks it had */
     s->num_apre = step->num_pre_forks;
     s->num_apost = step->num_post_forks;
@@ -487,7 +488,7 @@ static rsp_status rows_save(const rsp__steprec *s, bool fresh, bool same, saved_
     if (fresh || same)
         return RSP_OK;
     k->on = true;
-    k->n = s->num_arows;
+    k->n = s->num_valid_rows;
     if (!k->n)
         return RSP_OK; /* no rows to keep: put back as none */
     k->rows = malloc((size_t)k->n * sizeof *k->rows);
@@ -502,7 +503,7 @@ static void rows_restore(rsp__core *c, uint32_t rec, const saved_rows *k)
 {
     rsp_step back = {.rows = k->rows, .num_rows = k->n};
     RSP__MUST_OK(rsp__step_keep_rows(c, rec, &back, false));
-    c->steps[rec].frids_ok = false;
+    c->steps[rec].fork_rids_ok = false;
 }
 
 /* Count, reserve, apply: the general path of an admit whose record holds

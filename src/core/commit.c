@@ -30,7 +30,7 @@ static void undo_journal(rsp__core *c, uint32_t rec, rsp__work *w)
     rsp__steprec *s = &c->steps[rec];
     uint64_t bit = 1ull << rec;
     for (uint32_t j = s->num_journal; j-- > 0;) {
-        const rsp__jent *e = &s->journal[j];
+        const rsp__journal_entry *e = &s->journal[j];
         rsp__req *r = rsp__req_find(c, e->rid);
         rsp__hold *h = r ? rsp__req_holds(r) : NULL;
         uint32_t i = 0;

@@ -135,11 +135,11 @@ typedef struct rsp__slot {
     uint64_t post_to;
 } rsp__slot;
 
-typedef struct rsp__jent {
+typedef struct rsp__journal_entry {
     rsp_rid rid;
     rsp_label_id label;
     uint32_t slot;
-} rsp__jent;
+} rsp__journal_entry;
 
 /* A row of a live plan: the holding's generation when it was addressed.
  * Commit sets has_state only if the generation is still the same (nothing
@@ -157,7 +157,7 @@ typedef struct rsp__prow {
  * they get against it: equal rows were validated already (labels are never
  * removed), so the duplicate-row check is skipped. The hints are only
  * hints: a removal or reassignment in between is caught on use. */
-typedef struct rsp__arow {
+typedef struct rsp__valid_row {
     rsp_rid rid;
     rsp_label_id label;
     int32_t span;
@@ -166,7 +166,7 @@ typedef struct rsp__arow {
                            * same" (step.h), so a commit whose rows are the
                            * same needs no look for skips */
     uint32_t rec, hold;   /* lookup hints (see rsp__hold_lookup) */
-} rsp__arow;
+} rsp__valid_row;
 
 /* A forking rid's fork (pre ++ post index): the indices of its source
  * and target holdings in the rid's record, RSP__NONE when not held. */
@@ -189,7 +189,7 @@ typedef struct rsp__steprec {
     /* c->admit_clock when the step was first admitted: steps are ordered
      * by admit (earlier in-flight steps: smaller admit_seq). */
     uint64_t admit_seq;
-    rsp__jent *journal; /* fresh allocations, in allocation order */
+    rsp__journal_entry *journal; /* fresh allocations, in allocation order */
     uint32_t num_journal, cap_journal;
     uint32_t *pinned; /* slots this step addresses, in pin order */
     uint32_t num_pinned, cap_pinned;
@@ -200,7 +200,7 @@ typedef struct rsp__steprec {
     uint32_t num_fslots, cap_fslots;
     uint32_t *ckrecs; /* checkpoint records it pinned (restores), pin order */
     uint32_t num_ckrecs, cap_ckrecs;
-    rsp__arow *arows; /* the rows last validated for this record */
+    rsp__valid_row *valid_rows; /* the rows last validated for this record */
     /* The rest of the last admit's declaration (its rows are raw), which
      * the commit must name again (docs/semantics.md 9.2): its forks (pre, then
      * post), checkpoint takes and restores. */
@@ -210,13 +210,13 @@ typedef struct rsp__steprec {
     uint32_t num_dtakes, cap_dtakes;
     rsp_restore *drest;
     uint32_t num_drest, cap_drest;
-    uint32_t num_arows, cap_arows;
-    /* The forking rids of arows (first appearance) with record hints, kept
-     * by an admit with forks; frids_ok is cleared when arows change. */
-    rsp_rid *frids;
-    uint32_t *frecs;
-    uint32_t num_frids, cap_frids, cap_frecs;
-    bool frids_ok;
+    uint32_t num_valid_rows, cap_valid_rows;
+    /* The forking rids of valid_rows (first appearance) with record hints, kept
+     * by an admit with forks; fork_rids_ok is cleared when valid_rows change. */
+    rsp_rid *fork_rids;
+    uint32_t *fork_rid_recs;
+    uint32_t num_fork_rids, cap_fork_rids, cap_fork_rid_recs;
+    bool fork_rids_ok;
     /* The same rows as declared (padding bytes too), so the rows of a
      * steady step compare as one block (rsp__step_same_rows); kept only
      * when no row says skip_post_forks (raw_ok). */
@@ -239,20 +239,20 @@ typedef struct rsp__steprec {
      * kept past the step like pinned, for admit_same to mark again. */
     uint32_t *post_slots;
     uint32_t num_post_slots, cap_post_slots;
-    uint64_t admit_epoch, admit_hepoch;
+    uint64_t admit_epoch, admit_hold_epoch;
     /* That admit's forks (step-wide ones only: admit_ok needs no group),
      * pre-forks first. */
     rsp_fork *aforks;
     uint32_t num_apre, num_apost, cap_aforks;
-    /* The forks resolved (rsp__fork_pairs_prepare): per frids[k] its record
-     * (fprecs) and per fork of aforks its holdings (fpairs, k-major),
-     * valid while c->hepoch == fp_hepoch (no holding or request came or
+    /* The forks resolved (rsp__fork_pairs_prepare): per fork_rids[k] its record
+     * (fork_pair_recs) and per fork of aforks its holdings (fpairs, k-major),
+     * valid while c->hold_epoch == fp_hold_epoch (no holding or request came or
      * went), for the rids and forks kept by the record. */
     rsp__fpair *fpairs;
-    uint32_t *fprecs;
-    uint32_t cap_fpairs, cap_fprecs;
+    uint32_t *fork_pair_recs;
+    uint32_t cap_fpairs, cap_fork_pair_recs;
     bool fp_ok;
-    uint64_t fp_hepoch;
+    uint64_t fp_hold_epoch;
     /* fslots[0 .. fp_marks) are the post-fork marks of these resolved
      * forks (their slots cannot change while they stay resolved);
      * RSP__NONE: not known. */
@@ -264,7 +264,7 @@ typedef struct rsp__steprec {
      * vectors_hash), when pc_vhash_ok. */
     bool pc_vhash_ok;
     uint64_t pc_vhash;
-    uint64_t pc_epoch, pc_hepoch;
+    uint64_t pc_epoch, pc_hold_epoch;
     uint32_t pc_num_labels, pc_num_prows;
     uint32_t pc_total, pc_rows;
     int32_t *pc_slots;
@@ -384,12 +384,12 @@ struct rsp__core {
     /* Fork group of each rid (its rows' fork_group), filled only when a
      * fork of the step has a group; whether a commit skips each rid's
      * post-forks, filled only when a row says so (fork.h). */
-    /* c->rids came from this record's frids (RSP__NONE: collected), and
+    /* c->rids came from this record's fork_rids (RSP__NONE: collected), and
      * that record's resolved forks when usable for this call (NULL: find
      * them per rid and fork). */
     uint32_t rids_rec;
     const rsp__fpair *fpairs;
-    const uint32_t *fprecs;
+    const uint32_t *fork_pair_recs;
     uint16_t *rid_groups;
     uint32_t cap_rid_groups;
     bool *rid_skip;
@@ -406,7 +406,7 @@ struct rsp__core {
     uint64_t epoch;
     /* Moved only when which slot a (rid, label) holds can change
      * (assignment, release, removal of a request): what an admit resolves. */
-    uint64_t hepoch;
+    uint64_t hold_epoch;
     bool fast_off; /* rsp__core_set_fast(false): general path only */
     rsp__fast_counts fast;
     /* Lazy unpin (design.md "Same declaration"): a committed record whose
@@ -647,11 +647,11 @@ static inline void rsp__zero_pending(rsp__core *c, rsp__slot *sl, bool on)
     c->zero_pendings += (uint32_t)on - (uint32_t)sl->zero_pending;
     sl->zero_pending = on;
 }
-/* A holding appeared or went, or a request did (rsp__core.hepoch). */
+/* A holding appeared or went, or a request did (rsp__core.hold_epoch). */
 static inline void rsp__hepoch_bump(rsp__core *c)
 {
     c->epoch++;
-    c->hepoch++;
+    c->hold_epoch++;
 }
 
 /* r (swapped out) gives its host-tier slots back to the host tier's free

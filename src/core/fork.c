@@ -83,14 +83,14 @@ rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t re
     const rsp__steprec *s = &c->steps[rec];
     /* The kept rids carry no groups ("same rows" does not compare them):
      * a grouped step collects its rids and groups every time. */
-    if (same && s->frids_ok && !step->capture && (step->num_pre_forks || step->num_post_forks) &&
-        !rsp__step_forks_grouped(step)) {
+    if (same && s->fork_rids_ok && !step->capture &&
+        (step->num_pre_forks || step->num_post_forks) && !rsp__step_forks_grouped(step)) {
         /* c->rids held these once, so it has room for them. */
-        if (s->num_frids) {
-            memcpy(c->rids, s->frids, s->num_frids * sizeof *c->rids);
-            memcpy(c->rid_recs, s->frecs, s->num_frids * sizeof *c->rid_recs);
+        if (s->num_fork_rids) {
+            memcpy(c->rids, s->fork_rids, s->num_fork_rids * sizeof *c->rids);
+            memcpy(c->rid_recs, s->fork_rid_recs, s->num_fork_rids * sizeof *c->rid_recs);
         }
-        c->num_rids = s->num_frids;
+        c->num_rids = s->num_fork_rids;
         c->rids_rec = rec;
         c->fpairs = NULL;
         return RSP_OK;
@@ -121,42 +121,44 @@ void rsp__fork_pairs_prepare(rsp__core *c, const rsp_step *step, uint32_t rec)
     c->fpairs = NULL;
     if (c->fast_off || !nf || c->rids_rec != rec || !kept_forks(s, step))
         return;
-    if (!s->fp_ok || s->fp_hepoch != c->hepoch) {
+    if (!s->fp_ok || s->fp_hold_epoch != c->hold_epoch) {
         uint64_t n = (uint64_t)c->num_rids * nf;
         if (rsp__grow((void **)&s->fpairs, &s->cap_fpairs, n, sizeof *s->fpairs) ||
-            rsp__grow((void **)&s->fprecs, &s->cap_fprecs, c->num_rids, sizeof *s->fprecs)) {
+            rsp__grow((void **)&s->fork_pair_recs, &s->cap_fork_pair_recs, c->num_rids,
+                      sizeof *s->fork_pair_recs)) {
             s->fp_ok = false;
             return; /* found per rid and fork instead */
         }
         for (uint32_t k = 0; k < c->num_rids; k++) {
             const rsp__req *r = rsp__rid_req(c, k);
-            s->fprecs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
+            s->fork_pair_recs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
             for (uint32_t i = 0; i < nf; i++) {
                 const rsp_fork *f = &s->aforks[i];
                 s->fpairs[k * nf + i] = (rsp__fpair){hold_index(r, f->from), hold_index(r, f->to)};
             }
         }
         s->fp_ok = true;
-        s->fp_hepoch = c->hepoch;
+        s->fp_hold_epoch = c->hold_epoch;
         s->fp_marks = RSP__NONE;
     }
     c->fpairs = s->fpairs;
-    c->fprecs = s->fprecs;
+    c->fork_pair_recs = s->fork_pair_recs;
     c->fast.fork_pairs++;
 }
 
 void rsp__keep_rids(rsp__core *c, rsp__steprec *s)
 {
-    s->frids_ok = false;
-    if (rsp__grow((void **)&s->frids, &s->cap_frids, c->num_rids, sizeof *s->frids) ||
-        rsp__grow((void **)&s->frecs, &s->cap_frecs, c->num_rids, sizeof *s->frecs))
+    s->fork_rids_ok = false;
+    if (rsp__grow((void **)&s->fork_rids, &s->cap_fork_rids, c->num_rids, sizeof *s->fork_rids) ||
+        rsp__grow((void **)&s->fork_rid_recs, &s->cap_fork_rid_recs, c->num_rids,
+                  sizeof *s->fork_rid_recs))
         return;
     if (c->num_rids) { /* memcpy of NULL is undefined even for 0 bytes */
-        memcpy(s->frids, c->rids, c->num_rids * sizeof *s->frids);
-        memcpy(s->frecs, c->rid_recs, c->num_rids * sizeof *s->frecs);
+        memcpy(s->fork_rids, c->rids, c->num_rids * sizeof *s->fork_rids);
+        memcpy(s->fork_rid_recs, c->rid_recs, c->num_rids * sizeof *s->fork_rid_recs);
     }
-    s->num_frids = c->num_rids;
-    s->frids_ok = true;
+    s->num_fork_rids = c->num_rids;
+    s->fork_rids_ok = true;
 }
 
 rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
@@ -221,13 +223,13 @@ static void apply_pairs(rsp__core *c, uint32_t n, uint32_t off, uint32_t stride,
                         rsp__work *w)
 {
     uint32_t nrids = c->num_rids;
-    const uint32_t *fprecs = c->fprecs;
+    const uint32_t *fork_pair_recs = c->fork_pair_recs;
     const rsp__fpair *fpairs = c->fpairs;
     uint64_t gen = c->generation;
     for (uint32_t k = 0; k < nrids; k++) {
-        if (fprecs[k] == RSP__NONE)
+        if (fork_pair_recs[k] == RSP__NONE)
             continue;
-        rsp__hold *h = rsp__req_holds(&c->reqs[fprecs[k]]);
+        rsp__hold *h = rsp__req_holds(&c->reqs[fork_pair_recs[k]]);
         const rsp__fpair *p = fpairs + (size_t)k * stride + off;
         for (uint32_t i = 0; i < n; i++)
             if (p[i].from != RSP__NONE && p[i].to != RSP__NONE)
@@ -437,12 +439,12 @@ static uint32_t mark_pairs(rsp__core *c, const rsp_step *step, rsp__steprec *s, 
     }
     uint32_t npre = step->num_pre_forks, npost = step->num_post_forks, nf = npre + npost;
     uint32_t n = 0, nrids = c->num_rids;
-    const uint32_t *fprecs = c->fprecs;
+    const uint32_t *fork_pair_recs = c->fork_pair_recs;
     const rsp__fpair *fpairs = c->fpairs;
     for (uint32_t k = 0; k < nrids; k++) {
-        if (fprecs[k] == RSP__NONE)
+        if (fork_pair_recs[k] == RSP__NONE)
             continue;
-        const rsp__hold *h = rsp__req_holds(&c->reqs[fprecs[k]]);
+        const rsp__hold *h = rsp__req_holds(&c->reqs[fork_pair_recs[k]]);
         const rsp__fpair *p = &fpairs[(size_t)k * nf + npre];
         for (uint32_t i = 0; i < npost; i++) {
             if (p[i].from == RSP__NONE || p[i].to == RSP__NONE)

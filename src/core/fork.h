@@ -71,7 +71,7 @@ void rsp__apply_forks(rsp__core *c, const rsp_step *step, bool post, uint64_t av
 /* Point c->fpairs at record rec's resolved forks when c->rids are the
  * record's kept rids and step's forks the step-wide ones its admit kept:
  * resolved again only when a holding or request came or went since
- * (c->hepoch), so a steady fork step finds its (rid, fork) holdings
+ * (c->hold_epoch), so a steady fork step finds its (rid, fork) holdings
  * without a lookup. Else c->fpairs = NULL (found per rid and fork). Call
  * it after collecting c->rids, before the first change (it may allocate;
  * without memory it leaves c->fpairs NULL). O(1), O(rids x (forks +

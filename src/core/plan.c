@@ -230,8 +230,8 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
 
 /* How the live plan of p->rec may use its record's plan cache. Its rows
  * are the record's (p->same), which its admit pinned and the cached plan
- * addressed with no holding or request come or gone since (admit_hepoch,
- * pc_hepoch): every row resolves to the holding (the prows hints are
+ * addressed with no holding or request come or gone since (admit_hold_epoch,
+ * pc_hold_epoch): every row resolves to the holding (the prows hints are
  * exact) and slot it had then, and every slot is pinned. COPY: no
  * holding changed at all since the cached plan (pc_epoch), every row it
  * addressed had has_state (it only goes false with the epoch), and no slot
@@ -247,8 +247,8 @@ enum { SAME_NO, SAME_COPY, SAME_DERIVE };
 static int plan_is_same(const rsp__core *c, const rsp_step *step, const plan_ctx *p)
 {
     const rsp__steprec *s = &c->steps[p->rec];
-    if (c->fast_off || !p->cache || !s->admit_ok || s->admit_hepoch != c->hepoch || !s->pc_ok ||
-        s->pc_hepoch != c->hepoch || s->pc_num_labels != c->num_plan_labels ||
+    if (c->fast_off || !p->cache || !s->admit_ok || s->admit_hold_epoch != c->hold_epoch ||
+        !s->pc_ok || s->pc_hold_epoch != c->hold_epoch || s->pc_num_labels != c->num_plan_labels ||
         s->pc_total != p->total || s->pc_rows != step->num_rows)
         return SAME_NO;
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
@@ -338,7 +338,7 @@ static void plan_keep(rsp__core *c, const rsp__addr *a, const rsp_step *step, co
     if (!p->cache)
         return;
     s->pc_epoch = c->epoch;
-    s->pc_hepoch = c->hepoch;
+    s->pc_hold_epoch = c->hold_epoch;
     s->pc_all_true = s->plan_all_true;
     s->pc_num_labels = a->num_labels;
     for (uint32_t li = 0; li < a->num_labels; li++)

@@ -78,7 +78,7 @@ static uint32_t first_row_of(const rsp_step *step, uint32_t i)
 
 /* Every non-padding row of one rid carries one fork_group (check.h), in a
  * step where a fork has a group (else groups are not read). Not covered
- * by "same rows" (rsp__arow keeps no group), so it runs on every call of
+ * by "same rows" (rsp__valid_row keeps no group), so it runs on every call of
  * such a step. O(rows). */
 static rsp_status check_groups(rsp__core *c, const rsp_step *step, rsp_error *err)
 {
@@ -210,7 +210,8 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
     if (same)
         return RSP_OK;
     rsp__steprec *s = &c->steps[rec];
-    if (rsp__grow((void **)&s->arows, &s->cap_arows, step->num_rows, sizeof *s->arows) ||
+    if (rsp__grow((void **)&s->valid_rows, &s->cap_valid_rows, step->num_rows,
+                  sizeof *s->valid_rows) ||
         rsp__grow((void **)&s->raw, &s->cap_raw, step->num_rows, sizeof *s->raw))
         return RSP_ENOMEM;
     c->memo_rows = NULL; /* it may have been this record's */
@@ -218,13 +219,13 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
     s->pc_ok = false;    /* its plan was of other rows */
     s->admit_ok = false; /* so were its pins */
     s->fp_ok = false;    /* and its forking rids */
-    for (uint32_t i = s->num_arows; i < step->num_rows; i++)
-        s->arows[i].rec = s->arows[i].hold = RSP__NONE;
-    s->num_arows = step->num_rows;
-    s->frids_ok = false; /* they were the rids of other rows */
+    for (uint32_t i = s->num_valid_rows; i < step->num_rows; i++)
+        s->valid_rows[i].rec = s->valid_rows[i].hold = RSP__NONE;
+    s->num_valid_rows = step->num_rows;
+    s->fork_rids_ok = false; /* they were the rids of other rows */
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
-        rsp__arow *a = &s->arows[i];
+        rsp__valid_row *a = &s->valid_rows[i];
         a->rid = row->rid;
         a->label = row->label;
         a->span = row->span;
@@ -275,7 +276,7 @@ void rsp__step_keep_decl(rsp__steprec *s, const rsp_step *step)
     /* Rows the same as the record's were not copied (fork_group is not
      * part of "the same"): a grouped step's groups are. */
     if (any_group(step))
-        for (uint32_t i = 0; i < step->num_rows && i < s->num_arows; i++)
+        for (uint32_t i = 0; i < step->num_rows && i < s->num_valid_rows; i++)
             s->raw[i].fork_group = step->rows[i].fork_group;
 }
 
@@ -366,10 +367,10 @@ rsp_status rsp__step_check_commit(const rsp__core *c, uint32_t rec, const rsp_st
 {
     const rsp__steprec *s = &c->steps[rec];
     bool groups = any_group(step); /* only grouped forks read the rows' fork_group */
-    if (!same && step->num_rows != s->num_arows)
+    if (!same && step->num_rows != s->num_valid_rows)
         return COMMIT_DIFF("commit: step %" PRIu64 ": %" PRIu32 " rows, its admit had %" PRIu32
                            "; a commit names what was admitted",
-                           step->step_id, step->num_rows, s->num_arows);
+                           step->step_id, step->num_rows, s->num_valid_rows);
     /* same: rid, label, span and padding are equal (the fork group only
      * matters to grouped forks). */
     for (uint32_t i = 0; (!same || groups) && i < step->num_rows; i++) {

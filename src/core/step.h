@@ -17,18 +17,19 @@
  * O(max_inflight). */
 uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id);
 
-/* rsp__arow starts like rsp_row, so (rid, label, span) compare as 16 bytes
+/* rsp__valid_row starts like rsp_row, so (rid, label, span) compare as 16 bytes
  * (no padding inside them). */
-_Static_assert(offsetof(rsp_row, rid) == offsetof(rsp__arow, rid) &&
-                   offsetof(rsp_row, label) == offsetof(rsp__arow, label) &&
-                   offsetof(rsp_row, span) == offsetof(rsp__arow, span) &&
+_Static_assert(offsetof(rsp_row, rid) == offsetof(rsp__valid_row, rid) &&
+                   offsetof(rsp_row, label) == offsetof(rsp__valid_row, label) &&
+                   offsetof(rsp_row, span) == offsetof(rsp__valid_row, span) &&
                    offsetof(rsp_row, span) + sizeof(int32_t) == 16 && offsetof(rsp_row, label) == 8,
-               "rsp__arow must start like rsp_row");
+               "rsp__valid_row must start like rsp_row");
 
 /* padding and skip_post_forks compare as the 2 bytes after them. */
 _Static_assert(offsetof(rsp_row, padding) == 16 && offsetof(rsp_row, skip_post_forks) == 17 &&
-                   offsetof(rsp__arow, padding) == 16 && offsetof(rsp__arow, skip_post_forks) == 17,
-               "rsp__arow keeps padding and skip_post_forks where rsp_row has them");
+                   offsetof(rsp__valid_row, padding) == 16 &&
+                   offsetof(rsp__valid_row, skip_post_forks) == 17,
+               "rsp__valid_row keeps padding and skip_post_forks where rsp_row has them");
 
 /* Are step's rows the ones last validated for record s (rsp__step_keep_rows)?
  * Compared field by field, no hashing. A row that says skip_post_forks is
@@ -40,7 +41,7 @@ _Static_assert(offsetof(rsp_row, padding) == 16 && offsetof(rsp_row, skip_post_f
  * a steady step runs it over all rows. O(rows). */
 static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *step)
 {
-    if (s->num_arows != step->num_rows)
+    if (s->num_valid_rows != step->num_rows)
         return false;
     if (!step->num_rows)
         return true;
@@ -50,7 +51,7 @@ static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *st
         return true;
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *a = &step->rows[i];
-        const rsp__arow *b = &s->arows[i];
+        const rsp__valid_row *b = &s->valid_rows[i];
         if (memcmp(a, b, 18) != 0)
             return false;
     }
