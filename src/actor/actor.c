@@ -131,9 +131,11 @@ void rsp__actor_destroy(rsp__actor *a)
     bool stopped = true;
     while (rsp__actor_drain(a, &stopped))
         ;
+    RSP__ASSERT(a->num_held == 0);
     /* Every pooled ticket is back on the stack now: fire-and-forget
      * tickets are released by the owner once answered, and all are. They
      * live in the chunks. */
+    RSP__ASSERT(rsp__ticket_pooled_free(a) == rsp__load_relaxed_u32(&a->pooled));
     while (a->chunks) {
         ticket_chunk *c = a->chunks;
         a->chunks = c->next;

@@ -166,7 +166,17 @@ enum {
     RSP__TICKET_PENDING = 0,  /* not answered, nobody sleeping */
     RSP__TICKET_SLEEPING = 1, /* not answered, the waiter sleeps (or is about to) */
     RSP__TICKET_DONE = 2,     /* answered: reply is complete (T1) */
+    RSP__TICKET_FREE = 3,     /* debug builds: released (free stack, spare) */
 };
+
+/* Debug builds mark a released ticket FREE, so that RSP__ASSERT catches a
+ * ticket released twice or taken from the pool while still in use. Other
+ * builds write nothing. */
+#ifdef RSP_DEBUG_ASSERTS
+#define RSP__TICKET_MARK_FREE(t) ((t)->state = RSP__TICKET_FREE)
+#else
+#define RSP__TICKET_MARK_FREE(t) ((void)(t))
+#endif
 
 struct rsp_ticket {
     struct cds_wfcq_node node; /* inbox link: liburcu's, then owner only */
@@ -336,6 +346,9 @@ static inline void learn_wait(uint64_t *word, uint64_t budget_ns, bool seen, uin
 /* ticket.c: give a ticket's memory back (its actor's free stack, this
  * thread's spare, or malloc). */
 void rsp__ticket_release(rsp_ticket *t);
+/* ticket.c: pooled tickets on a's free stack now (destroy's check that
+ * every one came back). While nobody pops or pushes. */
+uint32_t rsp__ticket_pooled_free(rsp__actor *a);
 
 /* Drop the reference the message holds, if any, once. Whoever ends the
  * message's life: the owner after its handler (or its RSP_ESHUTDOWN
@@ -356,7 +369,9 @@ static inline void ticket_drop_hold(rsp_ticket *t)
  * and the free after the other side's drop. */
 static inline void ticket_unref(rsp_ticket *t)
 {
-    if (rsp__fetch_add_acq_rel_u32(&t->refs, UINT32_MAX) == 1)
+    const uint32_t refs = rsp__fetch_add_acq_rel_u32(&t->refs, UINT32_MAX);
+    RSP__ASSERT(refs == 1 || refs == 2); /* the owner's and one kept waiter's */
+    if (refs == 1)
         rsp__ticket_release(t);
 }
 
@@ -372,7 +387,9 @@ static inline void ticket_unref(rsp_ticket *t)
 static inline bool give_credit(rsp__actor *a)
 {
     /* C2: pairs with C1: seq_cst RMW, then seq_cst load (store->load). */
-    rsp__fetch_add_seq_cst_u32(&a->credits, 1);
+    const uint32_t credits = rsp__fetch_add_seq_cst_u32(&a->credits, 1);
+    RSP__ASSERT(credits < a->capacity); /* one back per one taken */
+    (void)credits;
     return rsp__load_seq_cst_u32(&a->credit_waiters) != 0;
 }
 

@@ -75,7 +75,7 @@ take_credit_slow(rsp__actor *a, uint64_t seq, uint64_t timeout_ns, bool *credite
     }
 out:
     if (waiting) /* relaxed: a stale count only costs the owner a spare wake */
-        rsp__fetch_add_relaxed_u32(&a->credit_waiters, UINT32_MAX);
+        RSP__MUST(rsp__fetch_add_relaxed_u32(&a->credit_waiters, UINT32_MAX) != 0);
     return st;
 }
 
@@ -120,8 +120,9 @@ static void leave_posting(rsp__actor *a)
      * (also a release: our enqueue happens before the closer's) then a
      * seq_cst load of `closed`: store->load against S2's CAS then load of
      * `posting`, so either we see closed and wake it, or it sees zero. */
-    if (rsp__fetch_add_seq_cst_u32(&a->posting, UINT32_MAX) == 1 &&
-        rsp__load_seq_cst_u32(&a->closed))
+    const uint32_t posting = rsp__fetch_add_seq_cst_u32(&a->posting, UINT32_MAX);
+    RSP__ASSERT(posting != 0);
+    if (posting == 1 && rsp__load_seq_cst_u32(&a->closed))
         rsp__futex_wake_all(&a->posting);
 }
 
@@ -137,6 +138,8 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
     } else {
         st = take_credit(a, t->seq, timeout_ns, &t->credited, err);
         if (st == RSP_OK) {
+            /* Posted once: as rsp__actor_ticket_new made it. */
+            RSP__ASSERT(t->refs == 0 && t->state == RSP__TICKET_PENDING && !t->last);
             t->kept = keep;
             t->refs = keep ? 2u : 1u;
             t->state = RSP__TICKET_PENDING;
@@ -190,6 +193,7 @@ rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *
         free(a->stop_ticket);
     }
     a->stop_ticket = NULL;
+    RSP__ASSERT(t->refs == 0 && t->state == RSP__TICKET_PENDING && !t->last);
     t->kept = keep;
     t->last = true;
     t->credited = false;

@@ -23,6 +23,9 @@ RSP__HOT bool ticket_answer(rsp__actor *a, rsp_ticket *t)
      * forget's acq_rel drop). A forget racing with this answer may miss
      * it: its caller dropped the status itself. */
     const bool unread = !t->kept || rsp__load_acquire_u32(&t->refs) == 1;
+    /* Answered once: the owner's reference is still here, and a kept
+     * ticket's waiter may hold the other. */
+    RSP__ASSERT(t->kept ? rsp__load_relaxed_u32(&t->refs) - 1u < 2u : t->refs == 1u);
     if (unread && t->reply.error.status != RSP_OK) {
         /* Single writer (the owner): a relaxed read-modify-write is exact. */
         rsp__store_relaxed_u64(&a->unwaited_failures,
@@ -35,6 +38,7 @@ RSP__HOT bool ticket_answer(rsp__actor *a, rsp_ticket *t)
         /* Fire-and-forget: the owner holds the only reference since the
          * post (the poster does not touch t after its enqueue) and nobody
          * waits on the state: no swap, no reference RMW. */
+        RSP__ASSERT(t->state == RSP__TICKET_PENDING);
         rsp__ticket_release(t);
         return false;
     }
@@ -44,6 +48,7 @@ RSP__HOT bool ticket_answer(rsp__actor *a, rsp_ticket *t)
      * same word, so atomicity alone decides which came first (no other
      * order needed). */
     uint32_t old = rsp__swap_release_u32(&t->state, RSP__TICKET_DONE);
+    RSP__ASSERT(old == RSP__TICKET_PENDING || old == RSP__TICKET_SLEEPING);
     if (old == RSP__TICKET_SLEEPING)
         rsp__futex_wake_all(&t->state); /* our reference keeps t alive here */
     ticket_unref(t);

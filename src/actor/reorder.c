@@ -11,6 +11,7 @@
 /* The reorder heap: a binary min-heap of tickets by seq, [capacity]. */
 static void heap_push(rsp__actor *a, rsp_ticket *t)
 {
+    RSP__ASSERT(a->num_held < a->capacity);
     uint32_t i = a->num_held++;
     while (i > 0 && a->held[(i - 1) / 2]->seq > t->seq) {
         a->held[i] = a->held[(i - 1) / 2];
@@ -21,6 +22,7 @@ static void heap_push(rsp__actor *a, rsp_ticket *t)
 
 static rsp_ticket *heap_pop(rsp__actor *a)
 {
+    RSP__ASSERT(a->num_held > 0);
     rsp_ticket *top = a->held[0];
     rsp_ticket *t = a->held[--a->num_held];
     uint32_t i = 0, n = a->num_held;

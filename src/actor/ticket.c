@@ -65,11 +65,13 @@ __attribute__((noinline)) static rsp_ticket *chunk_new(rsp__actor *a)
     unsigned char *base = (unsigned char *)c + RSP__CHUNK_HEADER;
     rsp_ticket *first = (rsp_ticket *)base;
     first->pool = a;
+    RSP__TICKET_MARK_FREE(first);
     if (n == 1)
         return first;
     for (uint32_t i = 1; i < n; i++) {
         rsp_ticket *t = (rsp_ticket *)(base + i * RSP__POOLED_STRIDE);
         t->pool = a;
+        RSP__TICKET_MARK_FREE(t);
         t->free_link.next =
             i + 1 < n ? &((rsp_ticket *)(base + (i + 1) * RSP__POOLED_STRIDE))->free_link : NULL;
         rsp__hb_release(t); /* to the next pooled_get, as rsp__ticket_release */
@@ -92,6 +94,7 @@ static rsp_ticket *pooled_get(rsp__actor *a)
     if (e) {
         rsp_ticket *t = caa_container_of(e, rsp_ticket, free_link);
         rsp__hb_acquire(t); /* the previous user's accesses, before its push */
+        RSP__ASSERT(t->pool == a && t->state == RSP__TICKET_FREE);
         return t;
     }
     /* Relaxed-ish bound: a chunk or so past the limit under a race is fine. */
@@ -149,6 +152,7 @@ static rsp_ticket *spare_take(size_t size)
     rsp_ticket *t = rsp__tls_spare;
     if (!t || t->cap < size)
         return NULL;
+    RSP__ASSERT(t->state == RSP__TICKET_FREE);
     rsp__tls_spare = NULL;
     return t;
 }
@@ -157,6 +161,10 @@ static rsp_ticket *spare_take(size_t size)
  * thread's spare, or to malloc. */
 void rsp__ticket_release(rsp_ticket *t)
 {
+    /* Released once: by the last reference (T3), by the owner (a
+     * fire-and-forget one), or unposted (refused, discarded). */
+    RSP__ASSERT(t->state != RSP__TICKET_FREE);
+    RSP__TICKET_MARK_FREE(t);
     rsp__actor *a = t->pool;
     if (!a) {
         if (!spare_keep(t))
@@ -167,6 +175,16 @@ void rsp__ticket_release(rsp_ticket *t)
     rsp__hb_ignore_begin();
     ck_stack_push_mpmc(&a->free_tickets, &t->free_link);
     rsp__hb_ignore_end();
+}
+
+uint32_t rsp__ticket_pooled_free(rsp__actor *a)
+{
+    uint32_t n = 0;
+    rsp__hb_ignore_begin();
+    for (ck_stack_entry_t *e = CK_STACK_FIRST(&a->free_tickets); e; e = CK_STACK_NEXT(e))
+        n++;
+    rsp__hb_ignore_end();
+    return n;
 }
 
 rsp_ticket *rsp__ticket_new(size_t size, void **payload)
@@ -235,7 +253,9 @@ static bool ticket_answered(void *t)
 
 rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply)
 {
+    RSP__ASSERT(t->kept);                          /* only a kept ticket has a waiter's reference */
     uint32_t s = rsp__load_acquire_u32(&t->state); /* T2: pairs with T1 */
+    RSP__ASSERT(s <= RSP__TICKET_DONE);
     if (s != RSP__TICKET_DONE) {
         if (timeout_ns == 0)
             return RSP_EAGAIN;
@@ -282,5 +302,6 @@ rsp_status rsp__ticket_wait(rsp_ticket *t, uint64_t timeout_ns, rsp_reply *reply
 
 void rsp__ticket_forget(rsp_ticket *t)
 {
+    RSP__ASSERT(t->kept);
     ticket_unref(t); /* T3: the owner's drop (or this one, if answered) frees */
 }
