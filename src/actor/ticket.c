@@ -16,7 +16,7 @@
  * be waited for while its pool is being destroyed (the waiter must not
  * touch the actor after the answer), and whether a client shares a core
  * with the owner is a property of the client thread. initial-exec: see
- * src/publish/publish.c (a few bytes). */
+ * src/publish/publish_impl.h (a few bytes). */
 static _Thread_local __attribute__((tls_model("initial-exec"))) uint64_t rsp__tls_wait_spin[2];
 
 /* ck_stack's pop reads the link of an entry another thread may be popping
