@@ -73,7 +73,9 @@ void rsp__plan_free(rsp_plan *plan)
                                         __ATOMIC_RELAXED));
     /* Last access to the publisher: its destroy waits for zero. Release:
      * pairs with destroy's acquire load of `objects` before free(p). */
-    rsp__fetch_add_release_u32(&p->objects, UINT32_MAX);
+    const uint32_t objects = rsp__fetch_add_release_u32(&p->objects, UINT32_MAX);
+    RSP__ASSERT(objects != 0); /* one per rsp__plan_new */
+    (void)objects;
 }
 
 /* Owner (M2): a recycled plan's memory of at least `bytes`, or NULL. Takes
@@ -235,6 +237,8 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
 
 void rsp__plan_discard(rsp_plan *plan)
 {
+    /* Never published: the publisher's reference is the only one. */
+    RSP__ASSERT(!plan || (plan->published == 0 && plan->refs == 1));
     if (plan)
         rsp__plan_free(plan);
 }
@@ -302,7 +306,9 @@ const rsp_plan *rsp__plan_ref(const rsp_plan *plan)
      * any increment made while holding a reference: the reclaimer's drop
      * comes after a grace period (G1/G2), so after this increment, and
      * every drop is acq_rel. */
-    rsp__fetch_add_relaxed_u32(&((rsp_plan *)plan)->refs, 1);
+    const uint32_t refs = rsp__fetch_add_relaxed_u32(&((rsp_plan *)plan)->refs, 1);
+    RSP__ASSERT(refs != 0); /* a plan already freed */
+    (void)refs;
     rsp__fetch_add_relaxed_u32(ref_count(plan->pub), 1); /* X2 */
     return plan;
 }
@@ -319,6 +325,7 @@ void rsp__unpublish(rsp__publisher *p, rsp_plan *plan, uint32_t where)
 {
     if (!plan)
         return;
+    RSP__ASSERT(plan->published & where); /* published there, once */
     plan->published &= ~where;
     if (!plan->published)
         rsp__publisher_retire(p, plan);
@@ -327,7 +334,10 @@ void rsp__unpublish(rsp__publisher *p, rsp_plan *plan, uint32_t where)
 void rsp__publish_live(rsp__publisher *p, rsp_plan *plan)
 {
     rsp_plan *old = p->live; /* owner is the only writer: a plain read */
-    rsp__hb_release(plan);   /* P1 (TSan mirror: liburcu is not instrumented) */
+    /* Published once, fresh from rsp__plan_new: only the publisher's
+     * reference (no reader can have seen it yet). */
+    RSP__ASSERT(plan->published == 0 && plan->refs == 1);
+    rsp__hb_release(plan); /* P1 (TSan mirror: liburcu is not instrumented) */
     plan->published = PUB_LIVE;
     /* P1: release store; pairs with rcu_dereference (P2) in readers. */
     rcu_assign_pointer(p->live, plan);
@@ -354,6 +364,7 @@ void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan)
     rsp_plan *old = p->staged;
     if (old == plan)
         return;
+    RSP__ASSERT(!plan || (plan->published == 0 && plan->refs == 1));
     if (plan)
         rsp__hb_release(plan);           /* P1 (TSan mirror) */
     rcu_assign_pointer(p->staged, plan); /* P1 */

@@ -75,11 +75,12 @@ void rsp__publisher_destroy(rsp__publisher *p)
     /* The owner has stopped: its unflushed batch is ours now, and the grace
      * period above covers it. */
     uint32_t n = rsp__drop_batch(p->batch);
+    RSP__ASSERT(n == p->batch_len);
     p->batch = NULL;
     p->batch_tail = NULL;
     p->batch_len = 0;
-    rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n); /* a gauge */
-    rsp__deferred *dlist = p->dbatch;                      /* covered by the same grace period */
+    RSP__MUST(rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n) >= n); /* a gauge */
+    rsp__deferred *dlist = p->dbatch; /* covered by the same grace period */
     p->dbatch = NULL;
     p->dbatch_len = 0;
     rsp__run_deferred(p, dlist);

@@ -297,7 +297,9 @@ static inline void grace_period(void)
  * the free, and the free after every other holder's drop. */
 static inline void plan_drop(rsp_plan *plan)
 {
-    if (rsp__fetch_add_acq_rel_u32(&plan->refs, UINT32_MAX) == 1)
+    const uint32_t refs = rsp__fetch_add_acq_rel_u32(&plan->refs, UINT32_MAX);
+    RSP__ASSERT(refs != 0); /* dropped more often than taken */
+    if (refs == 1)
         rsp__plan_free(plan);
 }
 

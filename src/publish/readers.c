@@ -41,6 +41,7 @@ static void rcu_register_ref(void)
 
 static void rcu_unregister_ref(void)
 {
+    RSP__ASSERT(rsp__tls_rcu_regs != 0);
     if (--rsp__tls_rcu_regs == 0)
         urcu_memb_unregister_thread();
 }

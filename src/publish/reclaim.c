@@ -39,7 +39,7 @@ void rsp__run_deferred(rsp__publisher *p, rsp__deferred *d)
         d = next;
         n++;
     }
-    rsp__fetch_add_relaxed_u32(&p->deferred, (uint32_t)-n); /* a gauge */
+    RSP__MUST(rsp__fetch_add_relaxed_u32(&p->deferred, (uint32_t)-n) >= n); /* a gauge */
 }
 
 /* The reclaimer thread: takes every batch handed over so far (R2, D2),
@@ -65,7 +65,7 @@ void *rsp__reclaimer_main(void *arg)
         grace_period(); /* G2: one grace period for every batch taken */
         uint32_t n = rsp__drop_batch(list);
         /* A gauge (the owner reads it for the cap): relaxed. */
-        rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n);
+        RSP__MUST(rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n) >= n);
         rsp__run_deferred(p, dlist);
         if (asked) { /* G3 */
             rsp__store_release_u32(&p->grace_done, want);
@@ -168,6 +168,8 @@ void rsp__publisher_retire(rsp__publisher *p, rsp_plan *plan)
 {
     if (!plan)
         return;
+    /* Published nowhere now, the publisher's reference still held. */
+    RSP__ASSERT(plan->published == 0 && rsp__load_relaxed_u32(&plan->refs) != 0);
     rsp__hb_release(plan);
     plan->next_retired = p->batch;
     if (!p->batch)
@@ -185,10 +187,11 @@ void rsp__publisher_retire(rsp__publisher *p, rsp_plan *plan)
     }
     grace_period(); /* G2 */
     uint32_t n = rsp__drop_batch(p->batch);
+    RSP__ASSERT(n == p->batch_len);
     p->batch = NULL;
     p->batch_tail = NULL;
     p->batch_len = 0;
-    rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n); /* a gauge */
+    RSP__MUST(rsp__fetch_add_relaxed_u32(&p->retired, (uint32_t)-n) >= n); /* a gauge */
 }
 
 uint32_t rsp__publisher_retired(const rsp__publisher *p)

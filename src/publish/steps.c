@@ -227,7 +227,9 @@ static rsp_status wait_for(rsp__publisher *p, wait_check check, uint64_t step_id
     /* W3: the last accesses to p. Destroy waits under `lock` for zero, so
      * it frees p only after this unlock. */
     pthread_mutex_lock(&p->lock);
-    if (rsp__fetch_add_release_u32(&p->waiters, UINT32_MAX) == 1)
+    const uint32_t waiters = rsp__fetch_add_release_u32(&p->waiters, UINT32_MAX);
+    RSP__ASSERT(waiters != 0); /* this one counted itself (W2) */
+    if (waiters == 1)
         pthread_cond_broadcast(&p->left);
     pthread_mutex_unlock(&p->lock);
     return st;
