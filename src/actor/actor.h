@@ -35,7 +35,7 @@
  * the message out of the queue.
  *
  * Wake-up: a futex word and the announce / full fence / re-check protocol of
- * liburcu's call_rcu thread (pairs F1/F2 in actor.c, docs/ordering.md).
+ * liburcu's call_rcu thread (pairs F1/F2 in owner.c and inbox.c, docs/ordering.md).
  * Before sleeping, the owner and ticket waiters spin for as long as their
  * kind of wait usually takes, learned (spin.h), unless the partner shares
  * their CPU or such spins kept failing.
