@@ -41,7 +41,9 @@ import rsp  # noqa: E402
 VOCAB, D_MODEL, N_LAYERS = 64, 32, 2
 D_INNER, HEADS, HEAD_DIM, D_STATE, D_CONV = 64, 4, 16, 8, 4
 CONV_CH = D_INNER + 2 * D_STATE  # the conv runs over x, B and C together
-F64 = torch.float64  # float64: a row's numbers do not depend on its batch
+# float64: torch's kernels round a row a little differently in batches of
+# other shapes (about 1e-14 here), far below any gap that decides a token.
+F64 = torch.float64
 
 
 def rmsnorm(x, w):
