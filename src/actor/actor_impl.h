@@ -79,7 +79,8 @@
 #define RSP__CACHELINE 64
 /* The owner's per-message path (handle_one, ticket_answer, finish,
  * return_credit, deliver) is inlined into its batch loop: as calls they
- * cost ~35 instructions a message (callgrind, bench/profile.sh ingest-rsp). */
+ * add a visible share to a small message's cost (bench/profile.sh
+ * ingest-rsp). */
 #define RSP__HOT static inline __attribute__((always_inline))
 /* Ordered delivery: the default longest wait for a missing number. */
 #define RSP__REORDER_TIMEOUT_NS 1000000000ull
@@ -131,8 +132,8 @@ enum {
 /* Fire-and-forget tickets whose payload fits this (a pool message's
  * header and a few dozen rows) come from a per-actor free stack: the owner
  * frees them, and a block malloc'd on one thread and freed on another skips
- * glibc's per-thread cache on both sides (~360 instructions a message
- * measured). */
+ * glibc's per-thread cache on both sides (dearer than the message's own
+ * handling). */
 #define RSP__POOLED_PAYLOAD_BYTES 1152u
 /* Where a ticket's payload starts: aligned for any object, so the poster
  * and the handler may lay out whatever they like in it. */
@@ -143,8 +144,8 @@ enum {
 #define RSP__POOL_SLACK 256u
 /* Pooled tickets are made a chunk at a time, in one block: a burst of posts
  * that outruns the owner (the first 4096 messages of a pool, or any
- * backlog) otherwise paid a malloc each, ~170 instructions a message
- * (callgrind, bench/profile.sh ingest-rsp). The first chunk holds
+ * backlog) otherwise paid a malloc each (bench/profile.sh ingest-rsp
+ * shows it). The first chunk holds
  * RSP__TICKET_CHUNK tickets, each later one twice the last, up to
  * RSP__TICKET_CHUNK_MAX (a long burst pays one malloc per 256 tickets;
  * a pool that never bursts keeps 32), and none past the pool's bound.

@@ -107,8 +107,8 @@ static rsp_ticket *pooled_get(rsp__actor *a)
  * its next one that fits. A synchronous call's ticket (kept: its waiter
  * frees it, and it may outlive the pool, so it is not pooled) is then
  * reused by the same thread's next call instead of a malloc and a free (a
- * ticket with a step's declarations is past glibc's per-thread cache:
- * ~350 instructions a call measured). A second ticket while the spare is
+ * ticket with a step's declarations is past glibc's per-thread cache, so
+ * each call would pay a full malloc and free). A second ticket while the spare is
  * out is malloc'd at its size as before. Freed at thread exit (a pthread
  * key's destructor); initial-exec as rsp__tls_wait_spin. */
 static _Thread_local __attribute__((tls_model("initial-exec"))) rsp_ticket *rsp__tls_spare;

@@ -235,7 +235,7 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
     else if (rsp__collect_rids_in_set(c, step))
         return RSP_ENOMEM;
     /* Asked again, not kept across the calls above: a flag live across
-     * them costs the step-wide loop below a register (callgrind). */
+     * them costs the step-wide loop below a register. */
     if (nforks && rsp__step_forks_grouped(step))
         need_forks_grouped(c, step, n);
     else

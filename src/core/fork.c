@@ -379,7 +379,7 @@ rsp_status rsp__pipeline_check(rsp__core *c, const rsp_step *step, uint32_t rec,
 }
 
 /* rid_slot_of for mark_grouped: a third caller of rid_slot_of makes the
- * compiler inline it less in the step-wide loops (callgrind). */
+ * compiler inline it less in the step-wide loops. */
 RSP__GROUPED static uint32_t grouped_slot_of(rsp__core *c, uint32_t k, rsp_label_id label)
 {
     const rsp__req *r = rsp__rid_req(c, k);

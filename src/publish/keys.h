@@ -42,9 +42,9 @@
  * RSP__KEYS_MAX_BUCKETS; past it chains grow): never resized, so no grace
  * period of the table's own. Every allocation is rsp's and fails cleanly
  * (RSP_ENOMEM): the bucket array at create, one node a new key at reserve.
- * (Until issue 11's follow-up this was liburcu's rculfhash, whose creation
- * assert()s its callocs: a failure aborted the process. keys.c says why
- * its memory-management plugin could not help.)
+ * (Not liburcu's rculfhash: its creation assert()s its callocs, so a
+ * failure would abort the process. keys.c says why its memory-management
+ * plugin could not help.)
  */
 #ifndef RSP_PUBLISH_KEYS_H
 #define RSP_PUBLISH_KEYS_H

@@ -197,8 +197,8 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     for (uint32_t i = 0; i < num_labels; i++) {
         const rsp__plan_label_src *s = &labels[i];
         rsp__plan_label *l = &plan->labels[i];
-        /* The name, truncated (a bounded copy: snprintf was half of this
-         * function's instructions). */
+        /* The name, truncated (a bounded copy, not snprintf: this runs for
+         * every label of every plan). */
         const char *name = s->name ? s->name : "?";
         size_t n = strnlen(name, sizeof l->name - 1);
         memcpy(l->name, name, n);

@@ -112,7 +112,7 @@ void rsp__publisher_flush(rsp__publisher *p);
 void rsp__publish_staged(rsp__publisher *p, rsp_plan *plan);
 
 /*
- * Per-step plans (issue 10). The publisher keeps a table of the steps in
+ * Per-step plans. The publisher keeps a table of the steps in
  * flight (admitted, not finished; at most RSP__STEP_TABLE), each with its
  * live plan once published (an RCU pointer: rsp__publisher_step_plan), and
  * a ring of the last RSP__STEP_RING finished steps with how they ended, so

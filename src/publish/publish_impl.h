@@ -229,7 +229,7 @@ extern char rsp__grace_token; /* reclaim.c */
 
 /* initial-exec: a fixed offset from the thread pointer instead of a
  * __tls_get_addr call per access (the general-dynamic default of -fPIC
- * code), which was a sixth of a read section's instructions. The variables
+ * code), which would be a good part of a read section's cost. The variables
  * are a few bytes: a dlopen'ed librsp still fits in glibc's static TLS
  * surplus. */
 #define RSP__TLS _Thread_local __attribute__((tls_model("initial-exec")))
