@@ -39,8 +39,8 @@ typedef struct rsp__publisher rsp__publisher;
  * of a quarter of the cap: one grace period (a membarrier that stops every
  * thread of the process) per 64 steps. It was 64 (a batch of 16): one step
  * in sixteen then saw the owner sleep and pay a wake-up, which halved a
- * step loop's throughput (docs/performance.md, "The steady step, second
- * round"). The cost: up to 256 plans' vectors held until their grace
+ * step loop's throughput (docs/performance.md, "Plans and the retired
+ * cap"). The cost: up to 256 plans' vectors held until their grace
  * period (a 256-row one-label plan is ~4 KiB). */
 #define RSP__RETIRED_CAP_DEFAULT 256u
 

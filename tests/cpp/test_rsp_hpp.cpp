@@ -74,7 +74,8 @@ void create_failure_throws_with_status_and_message(void **)
     assert_non_null(std::strstr(r.error().message, "num_layers"));
 }
 
-// The README's step, in C++: ingest, admit, plan, forward, commit, remove.
+// The guide's first step (docs/guide.md), in C++: ingest, admit, plan,
+// forward, commit, remove.
 void one_step_end_to_end(void **)
 {
     rsp::pool_config cfg = small_config();
