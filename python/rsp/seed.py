@@ -519,6 +519,39 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._blocks[(name, layer_idx)] = t
         return t
 
+    def gather(self, name, addressing, layer_idx=0):
+        """The addressed rows' state of block name at layer_idx: a new
+        tensor [num_rows, *shape] (a NO_SLOT row reads as zeros)."""
+        rows, ok = self._rows_of(addressing)
+        view = self.block(name, layer_idx)
+        if ok is None:
+            return view[rows]
+        out = view.new_zeros((len(ok),) + tuple(view.shape[1:]))
+        out[ok] = view[rows[ok]]
+        return out
+
+    def scatter_(self, name, addressing, value, layer_idx=0):
+        """Write value [num_rows, *shape] (converted to the block's dtype)
+        into the addressed rows' slots of block name at layer_idx (padding
+        rows write the sink; NO_SLOT rows nothing)."""
+        rows, ok = self._rows_of(addressing)
+        view = self.block(name, layer_idx)
+        if getattr(value, "dtype", view.dtype) != view.dtype:
+            value = value.to(view.dtype)  # an index_put needs the block's dtype
+        if ok is None:
+            view[rows] = value
+        else:
+            view[rows[ok]] = value[ok]
+
+    @staticmethod
+    def _rows_of(addressing):
+        """(slot ids as int64, the mask of rows that address a slot or None
+        when every row does) of an addressing's num_rows rows."""
+        rows = addressing.slot_indices[:addressing.num_rows].long()
+        if NO_SLOT in (addressing.host_slot_indices or ()):
+            return rows, rows >= 0
+        return rows, None
+
     def slot_index(self, rid, label="main"):
         """The slot rid holds under label, or None."""
         h = self.holding(rid, label) if label in self._labels else None

@@ -149,6 +149,31 @@ def test_block_views(pool):
         pool.block("state", 1.0)
 
 
+def test_gather_and_scatter_follow_the_addressing():
+    for sink in (True, False):
+        pool = build(max_slots=6, sink=sink)
+        c = ctx(["a", "b"])
+        c.set_padded_rids(["a", "b", "pad"])
+        st = step(("a", "main", 1), ("b", "main", 1), ("pad", "main", 1))
+        assert pool.admit(st, c).ok
+        rows = pool.plan(st, c)["main"]
+        value = torch.arange(3 * 8 * 3, dtype=torch.float32).view(3, 8, 3)
+        pool.scatter_("conv", rows, value, layer_idx=1)
+        got = pool.gather("conv", rows, layer_idx=1)
+        assert torch.equal(got[:2], value[:2].to(torch.bfloat16))
+        conv = pool.block("conv", 1)
+        held = [pool._slots[r]["main"].index for r in "ab"]
+        if sink:  # the padding row wrote the sink, and reads it back
+            assert torch.equal(got[2], conv[SINK_SLOT])
+            assert torch.equal(conv[SINK_SLOT], value[2].to(torch.bfloat16))
+        else:  # NO_SLOT: nothing written, zeros read
+            assert torch.count_nonzero(got[2]) == 0
+        untouched = [i for i in range(6) if i not in held and (i != SINK_SLOT or not sink)]
+        assert all(torch.count_nonzero(conv[i]) == 0 for i in untouched)
+        assert torch.count_nonzero(pool.block("conv", 0)) == 0
+        pool.cleanup()
+
+
 # --- the step -------------------------------------------------------------------
 
 
