@@ -323,6 +323,9 @@ class _ResourceDefaults:
     def publish(self, request_id):
         return None
 
+    def narrow(self, step, ctx):
+        return None  # nothing narrowed: the runner keeps the step as declared
+
     @property
     def force_double_buffer(self):
         return False

@@ -95,6 +95,7 @@ def test_build_from_spec_and_info(pool):
     off.cleanup()
     # the Resource base class's hooks a runner calls on every resource
     assert pool.depends_on() == set() and pool.publish("r") is None
+    assert pool.narrow(step(("r", "main", 1)), ctx(["r"])) is None
     assert pool.admit_retrieve("r", "llm", "decode", None) == ADMIT_OK
     assert not pool.supports_eviction and not pool.force_double_buffer
 
