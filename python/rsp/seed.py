@@ -458,6 +458,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._engine = False
         self._done = None       # the last forward_done event this class recorded
         self._labels_last = (None, None)  # (rows buffer, its labels): _labels_of
+        self._removed = False   # a request was removed since the last _reap
 
     @classmethod
     def build(cls, spec, info):
@@ -600,6 +601,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         step addresses is zeroed and freed when that step ends."""
         Pool.remove_request(self, rid)
         self._dirty = True
+        self._removed = True
 
     def release(self, rid, label):
         Pool.release(self, rid, label)
@@ -727,6 +729,29 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 self._recs[rec.sid] = rec
                 self._by_obj[id(step)] = rec
         return ADMIT_OK
+
+    def _live_rids(self, rec):
+        """The rids of rec's rows that are not padding and still live."""
+        ids, ints = self._rids._ids, self._rids._ints
+        return [r[0] for r in rec.decl[0]
+                if (len(r) < 4 or not r[3]) and (r[0] in ids if isinstance(r[0], str)
+                                                 else r[0] in ints)]
+
+    def _reap(self, before):
+        """End the steps admitted before step id `before` (just committed)
+        whose every request was removed. The original's runner unwinds a
+        live step that raised by removing its requests and never finishes
+        the step, and rsp would hold their slots until it ends. A later
+        step's commit means that forward is over (steps commit in order;
+        on CUDA the rollback is ordered after the current stream, as any):
+        rolled back, what it reserved is gone with its requests and the
+        releases waiting for it happen. A later commit of it is a no-op."""
+        self._removed = False
+        for rec in list(self._recs.values()):
+            if rec.sid > before or rec.decl[3] or not rec.decl[0] or self._live_rids(rec):
+                continue  # newer, a capture, no rows, or a request still there
+            Pool.rollback_admit(self, rec.rstep, None, self._forward_done(None))
+            self._forget(rec)
 
     def _admit_now(self, step, ctx, decl, what):
         """Admit a step that plan or commit is given without an admit."""
@@ -883,12 +908,17 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         with self._seed_lock:
             rec, decl = self._find(step, ctx, (_PLANNED, _ADMITTED, _STAGED))
             if rec is None:
+                probe = _Rec(0, step, ctx, decl)
+                if not self._live_rids(probe):
+                    return  # its requests are gone (a step _reap ended): nothing to record
                 rec = self._admit_now(step, ctx, decl, "commit")
             if rec.phase != _PLANNED:  # the original commits a step it never planned
                 self._plan_live(rec)
             Pool.commit(self, rec.rstep, None, self._forward_done(forward_done))
             self._forget(rec)
             self._dirty = True
+            if self._removed:
+                self._reap(rec.sid)
 
     def rollback_admit(self, step, ctx=None, forward_done=None):
         """Free the slots this step's admit took fresh (and drop its stage);

@@ -522,8 +522,39 @@ def test_planning_without_an_admit_admits_first(pool):
     st = step(("a", "main", 1))
     assert pool.plan(st, c)["main"].host_slot_indices == [1]
     pool.commit(st, c)
-    pool.commit(step(("b", "main", 1)), ctx(["b"]))  # neither admitted nor planned
-    assert pool._slots["b"]["main"].has_state
+    pool.commit(step(("b", "main", 1)), ctx(["b"]))  # a request the pool never saw
+    assert "b" not in pool._slots  # the original's commit had nothing to record either
+
+
+def test_a_step_whose_requests_were_all_removed_ends_at_a_later_commit():
+    # The original's runner unwinds a live step whose forward raised by
+    # removing its requests; it never commits or rolls the step back.
+    pool = build(max_slots=4)  # 3 usable
+    failed, c = step(("a", "main", 1), ("b", "main", 1)), ctx(["a", "b"])
+    assert pool.admit(failed, c).ok
+    for i in pool.plan(failed, c)["main"].host_slot_indices:
+        pool.block("state", 0)[i] = 7.0  # written before the raise
+    pool.remove_request("a")
+    pool.remove_request("b")
+    assert pool.num_free_slots == 1  # their slots wait for the step's end
+    nxt, c2 = step(("c", "main", 1)), ctx(["c"])
+    assert pool.admit(nxt, c2).ok and pool.num_free_slots == 0
+    assert pool._slots["c"]["main"].index not in (1, 2)  # not while the step may run
+    run(pool, nxt, c2)  # a later step committed: the failed one is over
+    assert pool.num_free_slots == 2
+    assert torch.count_nonzero(pool.block("state", 0)[1:3]) == 0  # zeroed on release
+    pool.commit(failed, c)  # a late commit of it records nothing
+    assert "a" not in pool._slots and pool.num_free_slots == 2
+    # a step with a request left is not ended: it may still be committed
+    kept, c3 = step(("c", "main", 1), ("d", "main", 1)), ctx(["c", "d"])
+    assert pool.admit(kept, c3).ok
+    pool.plan(kept, c3)
+    pool.remove_request("d")
+    run(pool, step(("e", "main", 1)), ctx(["e"]))
+    assert pool.num_free_slots == 0  # d's slot still waits
+    pool.commit(kept, c3)
+    assert pool.num_free_slots == 1 and pool._slots["c"]["main"].has_state
+    pool.cleanup()
 
 
 def test_rsps_own_step_api_still_works_through_the_seed_class():
