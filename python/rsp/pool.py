@@ -430,6 +430,19 @@ _ROW_LENS = frozenset((3, 4, 5, 6))
 _FROZEN_ROWS = frozenset((tuple, Row))  # the row types the last-rows cache keeps
 
 
+def keep_row_type(t):
+    """Let the last-rows cache keep rows of type t, as it keeps tuples and
+    Rows: t must be a tuple subclass with tuple's equality and no instance
+    dict (a NamedTuple, such as an engine's Segment), so a kept row cannot
+    change after the comparison. Returns whether t was accepted."""
+    global _FROZEN_ROWS
+    if not (isinstance(t, type) and issubclass(t, tuple) and t.__eq__ is tuple.__eq__
+            and t.__dictoffset__ == 0):
+        return False
+    _FROZEN_ROWS = _FROZEN_ROWS | {t}
+    return True
+
+
 def _bad_row(rows):
     """Raise for the first row that is not a 3- to 6-item tuple, list or Row."""
     for i, r in enumerate(rows):

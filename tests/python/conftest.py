@@ -33,6 +33,7 @@ def small_config(max_slots=8, layers=2, **kw):
 
 @pytest.fixture
 def pool():
-    p = rsp.RecurrentStatePool("cpu", small_config())
+    """rsp's own Step API (rsp.Pool); the seed's class has tests of its own."""
+    p = rsp.Pool("cpu", small_config())
     yield p
     p.cleanup()

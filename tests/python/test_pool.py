@@ -445,7 +445,7 @@ def test_malformed_arguments_are_named(pool):
 def test_malformed_config_is_named():
     def refused(exc, match, device="cpu", **kw):
         with pytest.raises(exc, match=match):
-            rsp.RecurrentStatePool(device, small_config(**kw) if not kw.get("cfg") else kw["cfg"])
+            rsp.Pool(device, small_config(**kw) if not kw.get("cfg") else kw["cfg"])
 
     def blocks(*b):
         return rsp.PoolConfig(1, list(b), 4)

@@ -1,0 +1,283 @@
+# Stand-ins for the engine objects the seed's RecurrentStatePool is driven
+# with: the step, context, lease and config shapes of the original's
+# mstar.engine.resources.step, .base and .recurrent.config modules, as the
+# seed page and its callers use them (docs/python.md, "The seed's class").
+#
+# rsp never imports the engine. The seed's class reads whatever objects it
+# is given by duck typing; these exist so that code and tests without the
+# engine installed have the same shapes to build (rsp.seed.install_alias
+# maps the engine's module names onto them when the engine is absent).
+#
+# SPDX-License-Identifier: Apache-2.0
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+# --- mstar.engine.resources.step --------------------------------------------
+
+
+class Segment(NamedTuple):
+    """One row of a step: (request_id, label, span). span 0 reads the
+    request's state without extending it."""
+
+    request_id: str
+    label: str
+    span: int
+
+
+@dataclass(frozen=True)
+class ResourceStep:
+    """One resource's work for one step."""
+
+    segments: Optional[Tuple[Segment, ...]] = None
+
+
+@dataclass(frozen=True)
+class BucketKey:
+    """A captured graph's bucket: its walk, batch size and token count."""
+
+    graph_walk: str
+    bs: int
+    num_tokens: int
+    cg_key_info: Any = None
+
+    def __str__(self):
+        key = "" if self.cg_key_info is None else f",key={self.cg_key_info}"
+        return f"{self.graph_walk}[bs={self.bs},tokens={self.num_tokens}{key}]"
+
+
+@dataclass(frozen=True)
+class SlotLease:
+    """The capture slot a step plans into and replays; bucket None: eager."""
+
+    slot: int
+    bucket: Optional[BucketKey]
+
+
+@dataclass
+class StepContext:
+    """The engine's per-step context. Mutable: the engine pads request_ids
+    (set_padded_rids) and fills the lease in on the context it carries."""
+
+    request_ids: Sequence[str]
+    graph_walk: str
+    slot: int
+    capture: bool
+    is_preplan: bool = False
+    plan_results: dict = field(default_factory=dict)
+    slot_lease: Optional[SlotLease] = None
+    piecewise_leases: Mapping = field(default_factory=dict)
+    _padded_request_ids: Optional[Sequence[str]] = None
+
+    @property
+    def padded_request_ids(self):
+        """request_ids padded with dummy rids to a bucket's batch size (the
+        request_ids themselves outside a padded replay)."""
+        if self._padded_request_ids is None:
+            return self.request_ids
+        return self._padded_request_ids
+
+    def set_padded_rids(self, padded_rids):
+        self._padded_request_ids = padded_rids
+
+    def set_piecewise_leases(self, leases):
+        self.piecewise_leases = leases
+
+    def is_real_row(self, rid):
+        """Whether rid is one of the step's requests (not a bucket's dummy)."""
+        if self._padded_request_ids is None:
+            return True
+        return rid in _as_set(self.request_ids)
+
+    def is_padding_row(self, rid):
+        """Whether rid is a dummy row that pads a replay to its bucket."""
+        return not self.is_real_row(rid)
+
+
+def _as_set(ids):
+    return ids if isinstance(ids, (set, frozenset)) else frozenset(ids)
+
+
+@dataclass
+class AdmitFailedReason:
+    message: str
+
+
+@dataclass
+class AllocationFailed(AdmitFailedReason):
+    """Admission refused for want of room: how much is short, for whom."""
+
+    pages_short: int
+    label: str
+    request_id: str
+
+
+class AdmitOutcome(NamedTuple):
+    ok: bool
+    ready: bool = True
+    reason: Optional[AdmitFailedReason] = None
+
+
+ADMIT_OK = AdmitOutcome(ok=True, ready=True)
+
+# --- mstar.engine.resources.base --------------------------------------------
+
+
+@dataclass(frozen=True)
+class CGSlotSpec:
+    """One capture slot a runner sizes graph buffers for."""
+
+    bucket: BucketKey
+    slot: int
+    config: Any = None
+    config_idx: Optional[int] = None
+
+    @property
+    def bs(self):
+        return self.bucket.bs
+
+    @property
+    def num_tokens(self):
+        return self.bucket.num_tokens
+
+
+@dataclass(frozen=True)
+class CGSlotKey:
+    bucket: BucketKey
+    slot: int
+    label: str
+
+
+@dataclass(frozen=True)
+class EngineResourceInfo:
+    """What the engine offers a resource at build time: the device, and the
+    tensor-parallel group (its world_size shards the blocks)."""
+
+    device: Any
+    joint_comm_group: Any = None
+    transfer_engine_info: Any = None
+    kv_dtype: Any = None
+    needs_remote_transfer: bool = True
+    dependencies: Mapping = field(default_factory=dict)
+
+    def dependency(self, key):
+        spec = self.dependencies.get(key)
+        if spec is None:
+            raise KeyError(f"resource {key!r} was not resolved; declare it in the spec's "
+                           f"`depends_on`")
+        return spec
+
+
+# --- mstar.engine.resources.recurrent.config --------------------------------
+
+
+_ITEMSIZE = (4, 2, 2, 8, 1, 1, 4, 8)  # bytes of each of rsp's dtypes, in _ffi.DTYPES order
+
+
+def _itemsize(dtype):
+    """Bytes per element of a torch dtype or a dtype name."""
+    size = getattr(dtype, "itemsize", None)
+    if isinstance(size, int):
+        return size
+    from .pool import _dtype_code
+
+    return _ITEMSIZE[_dtype_code(dtype)]
+
+
+@dataclass
+class RecurrentBlockConfig:
+    """One per-slot, per-layer block: its shape (opaque to the pool), dtype,
+    and the axes tensor parallelism divides."""
+
+    shape: Tuple[int, ...]
+    dtype: Any
+    shard_dims: Tuple[int, ...] = ()
+
+    def __post_init__(self):
+        self.shape = tuple(self.shape)
+        self._unsharded_shape = self.shape
+
+    def shard(self, num_shards):
+        """Narrow the sharded axes by num_shards, from the unsharded shape
+        (so sharding twice is harmless)."""
+        shape = list(self._unsharded_shape)
+        for dim in self.shard_dims:
+            if shape[dim] % num_shards:
+                raise ValueError(f"block dim {dim} ({shape[dim]}) is not divisible by "
+                                 f"{num_shards} shards")
+            shape[dim] //= num_shards
+        self.shape = tuple(shape)
+
+    @property
+    def numel(self):
+        return prod(self.shape)
+
+    @property
+    def nbytes(self):
+        return self.numel * _itemsize(self.dtype)
+
+
+@dataclass
+class RecurrentStateConfig:
+    """The pool's shape: recurrent layers, named blocks, slots (the sink
+    included), and whether padding rows address a sink slot or NO_SLOT."""
+
+    num_layers: int
+    blocks: dict = field(default_factory=dict)
+    max_slots: int = 256
+    disable_sink_slot: bool = False
+
+    def __post_init__(self):
+        if not self.blocks:
+            raise ValueError("a recurrent state pool must declare a block")
+        if not self.disable_sink_slot and self.max_slots < 2:
+            raise ValueError(f"max_slots={self.max_slots} leaves nothing to hand out: the sink "
+                             f"takes one. Raise it or set disable_sink_slot.")
+
+    @property
+    def usable_slots(self):
+        return self.max_slots - (0 if self.disable_sink_slot else 1)
+
+    def shard(self, num_shards):
+        for block in self.blocks.values():
+            block.shard(num_shards)
+
+    @property
+    def slot_bytes(self):
+        return self.num_layers * sum(b.nbytes for b in self.blocks.values())
+
+    @property
+    def total_bytes(self):
+        return self.slot_bytes * self.max_slots
+
+
+@dataclass
+class RecurrentStateSpec:
+    """A model's declaration of a recurrent state pool on some nodes."""
+
+    resource_key: str
+    nodes: set
+    config: RecurrentStateConfig
+
+    def __post_init__(self):
+        if not isinstance(self.nodes, set):
+            self.nodes = set(self.nodes)
+
+    @property
+    def resource_class(self):
+        from .seed import RecurrentStatePool
+
+        return RecurrentStatePool
+
+    def apply_yaml_overrides(self, max_slots=None):
+        if max_slots is not None:
+            self.config.max_slots = max_slots
+
+
+@dataclass(frozen=True)
+class RecurrentStep(ResourceStep):
+    """One step's work against the pool: its segments, and forks as
+    (from_label, to_label) pairs (pre: copied at plan; post: at commit)."""
+
+    pre_forks: Tuple[Tuple[str, str], ...] = ()
+    post_forks: Tuple[Tuple[str, str], ...] = ()
