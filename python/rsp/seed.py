@@ -480,10 +480,11 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
 
     # -- lifetime --
 
-    def cleanup(self):
+    def cleanup(self, timeout_ns=None):
         """Close the pool; later calls raise RspError RSP_ESHUTDOWN.
-        Idempotent. Tensors already handed out stay valid."""
-        Pool.cleanup(self)
+        Idempotent. Tensors already handed out stay valid. timeout_ns:
+        rsp.Pool.cleanup's."""
+        Pool.cleanup(self, timeout_ns)
         blocks = getattr(self, "_blocks", None)
         if blocks is not None:  # None: __init__ failed before it made them
             blocks.clear()
@@ -590,21 +591,23 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
 
     # -- requests --
 
-    def reset_request(self, rid, free=False):
+    def reset_request(self, rid, free=False, seq=None):
         """Drop a request's slots: zero them; free hands them back to the
-        pool. Unknown rid: nothing happens."""
-        Pool.reset_request(self, rid, free)
+        pool. Unknown rid: nothing happens. seq: an ordered pool's number
+        (rsp.Pool)."""
+        Pool.reset_request(self, rid, free, seq)
         self._dirty = True
 
-    def remove_request(self, rid):
+    def remove_request(self, rid, seq=None):
         """Zero and free rid's slots and forget it. A slot that an in-flight
-        step addresses is zeroed and freed when that step ends."""
-        Pool.remove_request(self, rid)
+        step addresses is zeroed and freed when that step ends. seq: an
+        ordered pool's number (rsp.Pool)."""
+        Pool.remove_request(self, rid, seq)
         self._dirty = True
         self._removed = True
 
-    def release(self, rid, label):
-        Pool.release(self, rid, label)
+    def release(self, rid, label, seq=None):
+        Pool.release(self, rid, label, seq)
         self._dirty = True
 
     # -- steps: finding an engine step's record --
@@ -702,7 +705,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
 
     # -- steps --
 
-    def admit(self, step, ctx=None):
+    def admit(self, step, ctx=None, seq=None):
         """Reserve a slot per addressed (rid, label), plus fork targets.
 
         Capture rows and a replay's padding rows reserve nothing and address
@@ -713,7 +716,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         if isinstance(step, Step):
             if isinstance(step.step_id, int) and step.step_id >= self._next_sid:
                 self._next_sid = step.step_id + 1  # the engine path's ids follow the caller's
-            return Pool.admit(self, step, ctx)
+            return Pool.admit(self, step, ctx, seq)
         self._engine = True
         with self._seed_lock:
             rec, decl = self._find(step, ctx, (_ADMITTED, _STAGED))
@@ -764,7 +767,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._by_obj[id(step)] = rec
         return rec
 
-    def plan(self, step, ctx=None):
+    def plan(self, step, ctx=None, seq=None):
         """The step's addressing: a dict label -> RecurrentAddressing for
         every label with rows, in first-appearance order. The runner files
         it in ctx.plan_results under this resource's key; the pool does not
@@ -776,7 +779,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         a step already planned returns its plan again."""
         if isinstance(step, Step):
             self._live = None
-            return Pool.plan(self, step, ctx)
+            return Pool.plan(self, step, ctx, seq)
         preplan = bool(_attr(ctx, "is_preplan", False))
         self._engine = True
         with self._seed_lock:
@@ -898,12 +901,12 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._done = ev
         return ev
 
-    def commit(self, step, ctx=None, forward_done=None):
+    def commit(self, step, ctx=None, forward_done=None, seq=None):
         """Record the step's consumption: its written rows now hold state,
         then its post-forks copy them. forward_done: the forward's event
         (default: none on a CPU pool; torch's current stream on CUDA)."""
         if isinstance(step, Step):
-            return Pool.commit(self, step, ctx, forward_done)
+            return Pool.commit(self, step, ctx, forward_done, seq)
         self._engine = True
         with self._seed_lock:
             rec, decl = self._find(step, ctx, (_PLANNED, _ADMITTED, _STAGED))
@@ -920,12 +923,12 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             if self._removed:
                 self._reap(rec.sid)
 
-    def rollback_admit(self, step, ctx=None, forward_done=None):
+    def rollback_admit(self, step, ctx=None, forward_done=None, seq=None):
         """Free the slots this step's admit took fresh (and drop its stage);
         slots a request already held stay with it. No-op for a step not in
         flight (never admitted, refused, committed or rolled back)."""
         if isinstance(step, Step):
-            return Pool.rollback_admit(self, step, ctx, forward_done)
+            return Pool.rollback_admit(self, step, ctx, forward_done, seq)
         with self._seed_lock:
             rec, _ = self._find(step, ctx, _ANY)
             if rec is None:
@@ -934,11 +937,11 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             self._forget(rec)
             self._dirty = True
 
-    def clear_preplan(self):
+    def clear_preplan(self, seq=None):
         """Drop the staged plan; staging touched no live state. Its step
         stays admitted: rollback_admit of it gives back what its admit took."""
         with self._seed_lock:
-            Pool.clear_preplan(self)
+            Pool.clear_preplan(self, seq)
             if self._stage_rec is not None:
                 self._stage_rec.phase = _ADMITTED
                 self._stage_rec.result = None
@@ -985,7 +988,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             finally:
                 Pool.rollback_admit(self, s)
 
-    def build_accelerator_graph_buffers(self, slots=None, max_bs=0, max_seq_len=0):
+    def build_accelerator_graph_buffers(self, slots=None, max_bs=0, max_seq_len=0, seq=None):
         """Size what captured replays read: leased addressing buffers created
         from now on hold at least max_bs rows. Called once per capturing
         runner: keeps the largest max_bs, never moves a buffer that exists.
@@ -993,10 +996,13 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         with the sequence); max_bs <= 0 changes nothing."""
         if isinstance(max_bs, bool) or not isinstance(max_bs, int):
             raise TypeError(f"max_bs must be an int, not {type(max_bs).__name__}")
-        if max_bs <= 0:
+        if max_bs <= 0 and seq is None:
+            return
+        if max_bs <= 0:  # nothing to size, but an ordered pool's number is used
+            self.barrier(seq=seq)
             return
         bound = max(8192, 2 * self._info.max_slots)  # rsp's: past it a batch is padding only
-        Pool.build_accelerator_graph_buffers(self, slots, min(max_bs, bound), 0)
+        Pool.build_accelerator_graph_buffers(self, slots, min(max_bs, bound), 0, seq)
 
     build_cuda_graph_buffers = build_accelerator_graph_buffers
 
