@@ -1775,3 +1775,8 @@ def _torch():
 
 def _torch_available():
     return _torch() is not None
+
+
+def _fast_enabled():
+    """Whether the compiled fast path (rsp._fast) is in use."""
+    return False
