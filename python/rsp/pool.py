@@ -494,9 +494,20 @@ class _Marshal:
             # itself and the next step would get this step's bytes.
             if n and _fill_rows(pool, rows, buf):
                 pool._last_rows = (list(rows), buf)
+        sid = step.step_id
+        if (not step.pre_forks and not step.post_forks and step.lease is None
+                and not step.checkpoints and not step.restores
+                and type(sid) is int and 0 <= sid < _U64):
+            # rows and flags only (a steady step): what rsp._fast takes
+            self.pre = self.post = self.ckpts = self.rests = self._step = None
+            self._n, self._sid, self.keep = n, sid, buf
+            self._flags = (step.capture, step.preplan)
+            self.lite = (sid, buf, n, step.capture is True, step.preplan is True)
+            if type(step.capture) is not bool or type(step.preplan) is not bool:
+                self.lite = (sid, buf, n, bool(step.capture), bool(step.preplan))
+            return
         self.pre = self._forks(pool, step.pre_forks, "pre_forks")
         self.post = self._forks(pool, step.post_forks, "post_forks")
-        sid = step.step_id
         if type(sid) is not int or not 0 <= sid < _U64:  # the common case without a call
             _uint(sid, "step_id", 64)
         lease = _lease(step.lease) if step.lease is not None else None
@@ -544,12 +555,6 @@ class _Marshal:
             s.restores, s.num_restores = self.rests, len(self.rests)
         self._step = s
         return s
-
-    def fast(self):
-        """The step for rsp._fast: its lite tuple, or its struct's address
-        (the struct lives as long as this object)."""
-        lite = self.lite
-        return lite if lite is not None else ctypes.addressof(self.step)
 
     @staticmethod
     def _forks(pool, forks, what):
@@ -1366,16 +1371,29 @@ class RecurrentStatePool:
         msg = None if seq is None else _msg(ffi.MSG_STEP, seq)
         m = self._marshal(step)
         pm = self._marshal(prev) if prev is not None else None
-        ev = _event(forward_done)
         if _FAST is not None and msg is None:
             # One call into C, the ctypes structs not built (rsp._fast).
-            r = _FAST.step_next(self._handle(), m.fast(), pm.fast() if pm is not None else None,
-                                ev.kind, ev.handle, ev.value)
+            if forward_done is None:
+                kind, handle, value = ffi.EVENT_COMPLETE, None, 0
+            else:
+                ev = _event(forward_done)
+                kind, handle, value = ev.kind, ev.handle, ev.value
+            cur = m.lite
+            if cur is None:
+                cur = ctypes.addressof(m.step)
+            if pm is None:
+                pc = None
+            else:
+                pc = pm.lite
+                if pc is None:
+                    pc = ctypes.addressof(pm.step)
+            r = _FAST.step_next(self._handle(), cur, pc, kind, handle, value)
             if r is None:
                 return _ADMIT_OK
             if type(r) is int:
                 return _admit_ok(r)
             return self._outcome(ffi.AdmitOutcome(False, *r), step)
+        ev = _event(forward_done)
         if msg is not None:
             msg.step = m.step
             if pm is not None:
@@ -1702,13 +1720,15 @@ class RecurrentStatePool:
         vectors as the DLPack exports are."""
         (si_buf, hs_buf, num_rows, si, hs, sid, gen, kind, handle,
          value) = _FAST.addressing(self._handle(), lid, step_id, wait)
-        t = _torch()
-        if t is None:
+        tt = _TENSORS or _tensor_makers()
+        if tt[0] is None:
             ts = th = None
         elif si_buf:
-            ts = t.frombuffer(si_buf, dtype=t.int32)
-            th = t.frombuffer(hs_buf, dtype=t.bool)
+            frombuffer, i32, b8 = tt
+            ts = frombuffer(si_buf, dtype=i32)
+            th = frombuffer(hs_buf, dtype=b8)
         else:  # frombuffer refuses an empty buffer
+            t = _torch()
             ts = t.empty(0, dtype=t.int32)
             th = t.empty(0, dtype=t.bool)
         return RecurrentAddressing(ts, th, num_rows, si, hs, sid, gen,
@@ -1834,6 +1854,17 @@ def _torch():
 
 def _torch_available():
     return _torch() is not None
+
+
+_TENSORS = []
+
+
+def _tensor_makers():
+    """(torch.frombuffer, torch.int32, torch.bool), or (None,) * 3 without
+    torch: looked up once for the fast addressing()."""
+    t = _torch()
+    _TENSORS[:] = (t.frombuffer, t.int32, t.bool) if t is not None else (None, None, None)
+    return _TENSORS
 
 
 _FAST_FUNCTIONS = ("rsp_step_next", "rsp_read_begin_err", "rsp_read_end", "rsp_plan_live",
