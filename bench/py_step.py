@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """rsp-bench's Python companion: the binding's step loop, as an engine's
 runner calls it (admit + plan + addressing + commit, and the one-trip
-step_next), at 1 / 64 / 256 rows of one label, on a CPU pool.
+step_next + addressing), beside a dict + free-list manager doing the same
+bookkeeping in Python, at 1 / 16 / 64 / 256 rows of one label, on a CPU
+pool, back to back and with a gap between steps (--gap-ms, default 2: an
+engine's forward between the manager's calls, so rsp's owner thread has
+gone to sleep and must be woken).
 
-    RSP_LIBRARY=build/src/librsp.so PYTHONPATH=python /usr/bin/python3 bench/py_step.py [--quick]
+    RSP_LIBRARY=build/src/librsp.so PYTHONPATH=python /usr/bin/python3 bench/py_step.py [--quick] [--gap-ms N]
 
-Prints a table (median us per step) beside the same loop's pure C cost
-measured by rsp-bench (not here: see docs/performance.md) and the Python
-original's figures (docs/performance.md: 11 / 44 / 141 us at 1 / 64 / 256
-rows, the older seed version). SPDX-License-Identifier: Apache-2.0
+Prints a table (median us per step of the manager's calls only). The
+package's fast path (the _fast extension) is used when it is built;
+RSP_PY_FAST=0 measures the ctypes path. SPDX-License-Identifier: Apache-2.0
 """
 import statistics
 import sys
 import time
+
+import torch
 
 import rsp
 
@@ -23,11 +28,13 @@ def make_pool(rows):
     return rsp.RecurrentStatePool("cpu", cfg)
 
 
-def loop_three(pool, rows, steps):
+def loop_three(pool, rows, steps, gap):
     """admit, plan, addressing, commit: three round trips and a read."""
     ids = [f"req-{i}" for i in range(rows)]
     times = []
     for sid in range(1, steps + 1):
+        if gap:
+            time.sleep(gap)
         t0 = time.perf_counter_ns()
         step = rsp.Step(sid, [(r, "main", 1) for r in ids])
         pool.admit(step)
@@ -38,12 +45,14 @@ def loop_three(pool, rows, steps):
     return times
 
 
-def loop_next(pool, rows, steps):
+def loop_next(pool, rows, steps, gap):
     """step_next (commit the previous, admit and plan this one) and a read."""
     ids = [f"req-{i}" for i in range(rows)]
     times = []
     prev = None
     for sid in range(1, steps + 1):
+        if gap:
+            time.sleep(gap)
         t0 = time.perf_counter_ns()
         step = rsp.Step(sid, [(r, "main", 1) for r in ids])
         pool.step_next(step, prev=prev)
@@ -54,20 +63,68 @@ def loop_next(pool, rows, steps):
     return times
 
 
+class DictManager:
+    """What an engine writes without rsp: a dict of rid -> slot, a free
+    list, and the step's slot indices and has_state as tensors."""
+
+    def __init__(self, max_slots):
+        self.slots = {}
+        self.has = set()
+        self.free = list(range(max_slots - 1, 0, -1))  # slot 0: the sink
+
+    def step(self, rows):
+        slots = self.slots
+        has = self.has
+        idx = []
+        hs = []
+        for rid, label, span in rows:
+            s = slots.get(rid)
+            if s is None:
+                s = slots[rid] = self.free.pop()
+            idx.append(s)
+            hs.append(s in has)
+            has.add(s)
+        return torch.tensor(idx, dtype=torch.int32), torch.tensor(hs, dtype=torch.bool)
+
+
+def loop_dict(_pool, rows, steps, gap):
+    ids = [f"req-{i}" for i in range(rows)]
+    mgr = DictManager(2 * rows + 8)
+    times = []
+    for sid in range(1, steps + 1):
+        if gap:
+            time.sleep(gap)
+        t0 = time.perf_counter_ns()
+        rows_ = [(r, "main", 1) for r in ids]
+        mgr.step(rows_)
+        times.append(time.perf_counter_ns() - t0)
+    return times
+
+
 def main():
     quick = "--quick" in sys.argv
+    gap_ms = 2.0
+    if "--gap-ms" in sys.argv:
+        gap_ms = float(sys.argv[sys.argv.index("--gap-ms") + 1])
     steps = 300 if quick else 3000
-    print(f"# rsp Python binding step loop, {steps} steps each, CPU pool, median us/step")
-    print(f"{'rows':>5} {'admit+plan+commit':>18} {'step_next':>10} {'Python original':>16}")
-    original = {1: 11, 64: 44, 256: 141}
-    for rows in (1, 64, 256):
-        res = []
-        for fn in (loop_three, loop_next):
-            pool = make_pool(rows)
-            t = fn(pool, rows, steps)[steps // 10:]  # warm-up dropped
-            pool.cleanup()
-            res.append(statistics.median(t) / 1000)
-        print(f"{rows:>5} {res[0]:>18.1f} {res[1]:>10.1f} {original[rows]:>16}")
+    gap_steps = 100 if quick else 600
+    fast = rsp.pool._fast_enabled()
+    print(f"# rsp Python binding step loop, CPU pool, median us/step "
+          f"(fast path {'on' if fast else 'off'}); {steps} steps back to back, "
+          f"{gap_steps} with a {gap_ms:g} ms gap")
+    print(f"{'rows':>5} {'mode':>6} {'admit+plan+commit':>18} {'step_next':>10} "
+          f"{'dict+free list':>15} {'next/dict':>10}")
+    for rows in (1, 16, 64, 256):
+        for gap, n in ((0.0, steps), (gap_ms / 1000, gap_steps)):
+            res = []
+            for fn in (loop_three, loop_next, loop_dict):
+                pool = make_pool(rows)
+                t = fn(pool, rows, n, gap)[n // 10:]  # warm-up dropped
+                pool.cleanup()
+                res.append(statistics.median(t) / 1000)
+            mode = "b2b" if not gap else f"{gap_ms:g}ms"
+            print(f"{rows:>5} {mode:>6} {res[0]:>18.1f} {res[1]:>10.1f} {res[2]:>15.1f} "
+                  f"{res[1] / res[2]:>10.2f}")
 
 
 if __name__ == "__main__":

@@ -38,12 +38,15 @@ rsp_ensure_deps() {
 }
 
 # rsp_ensure_python_deps: Debian's python3-pytest and python3-torch (CPU)
-# for the binding's tests (tests/python), installed without recommends (as
-# root). Never fatal: without them python_binding is skipped, saying why.
+# for the binding's tests (tests/python), and python3-dev, whose headers
+# build the package's fast path (rsp._fast, python/CMakeLists.txt) so the
+# suite runs on it too; installed without recommends (as root). Never
+# fatal: without them python_binding is skipped (or runs on the ctypes
+# path only), saying why.
 rsp_ensure_python_deps() {
     local missing=() p
     command -v dpkg-query >/dev/null 2>&1 || return 0
-    for p in python3-pytest python3-torch; do
+    for p in python3-pytest python3-torch python3-dev; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0

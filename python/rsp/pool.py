@@ -5,6 +5,7 @@ import array
 import ctypes
 import functools
 import operator
+import os
 import struct
 import sys
 import threading
@@ -486,7 +487,8 @@ class _Marshal:
     is what keeps a 256-row step's marshalling a few microseconds; a row
     loop in Python costs ~0.2 us a row."""
 
-    __slots__ = ("step", "rows", "pre", "post", "keep", "ckpts", "rests")
+    __slots__ = ("_step", "_n", "_sid", "_flags", "pre", "post", "keep", "ckpts", "rests",
+                 "lite")
 
     def __init__(self, pool, step):
         rows = step.rows
@@ -505,35 +507,67 @@ class _Marshal:
             # itself and the next step would get this step's bytes.
             if n and _fill_rows(pool, rows, buf):
                 pool._last_rows = (list(rows), buf)
-        self.rows = (ffi.Row * n).from_buffer(buf) if n else None
+        sid = step.step_id
+        if (not step.pre_forks and not step.post_forks and step.lease is None
+                and not step.checkpoints and not step.restores
+                and type(sid) is int and 0 <= sid < _U64):
+            # rows and flags only (a steady step): what rsp._fast takes
+            self.pre = self.post = self.ckpts = self.rests = self._step = None
+            self._n, self._sid, self.keep = n, sid, buf
+            self._flags = (step.capture, step.preplan)
+            self.lite = (sid, buf, n, step.capture is True, step.preplan is True)
+            if type(step.capture) is not bool or type(step.preplan) is not bool:
+                self.lite = (sid, buf, n, bool(step.capture), bool(step.preplan))
+            return
         self.pre = self._forks(pool, step.pre_forks, "pre_forks")
         self.post = self._forks(pool, step.post_forks, "post_forks")
-        s = ffi.Step()
-        sid = step.step_id
         if type(sid) is not int or not 0 <= sid < _U64:  # the common case without a call
             _uint(sid, "step_id", 64)
-        s.step_id = sid
+        lease = _lease(step.lease) if step.lease is not None else None
+        self.ckpts = self.rests = None
+        if step.checkpoints:
+            self.ckpts = _decls(pool, step.checkpoints, "checkpoints", Checkpoint)
+        if step.restores:
+            self.rests = _decls(pool, step.restores, "restores", Restore)
+        self._n, self._sid, self.keep = n, sid, buf
+        self._flags = (step.capture, step.preplan)
+        self._step = None
+        if lease is not None:
+            self._build(lease)
+        # The step as rsp._fast takes it (no ctypes struct built) when it
+        # has nothing but rows and flags; None: pass the struct's address.
+        self.lite = ((sid, buf, n, bool(step.capture), bool(step.preplan))
+                     if self.pre is None and self.post is None and lease is None
+                     and self.ckpts is None and self.rests is None else None)
+
+    @property
+    def step(self):
+        """The rsp_step (ctypes), built on first use: a step that only
+        rsp._fast's step_next sends never needs one."""
+        s = self._step
+        return s if s is not None else self._build(None)
+
+    def _build(self, lease):
+        n = self._n
+        s = ffi.Step()
+        s.step_id = self._sid
         if n:
-            s.rows = self.rows
+            s.rows = (ffi.Row * n).from_buffer(self.keep)
             s.num_rows = n
         if self.pre is not None:
             s.pre_forks, s.num_pre_forks = self.pre, len(self.pre)
         if self.post is not None:
             s.post_forks, s.num_post_forks = self.post, len(self.post)
-        s.capture = step.capture
-        s.preplan = step.preplan
-        if step.lease is not None:
+        s.capture, s.preplan = self._flags
+        if lease is not None:
             s.has_lease = True
-            s.lease = _lease(step.lease)
-        self.ckpts = self.rests = None
-        if step.checkpoints:
-            self.ckpts = _decls(pool, step.checkpoints, "checkpoints", Checkpoint)
+            s.lease = lease
+        if self.ckpts is not None:
             s.checkpoints, s.num_checkpoints = self.ckpts, len(self.ckpts)
-        if step.restores:
-            self.rests = _decls(pool, step.restores, "restores", Restore)
+        if self.rests is not None:
             s.restores, s.num_restores = self.rests, len(self.rests)
-        self.step = s
-        self.keep = buf
+        self._step = s
+        return s
 
     @staticmethod
     def _forks(pool, forks, what):
@@ -1350,6 +1384,28 @@ class RecurrentStatePool:
         msg = None if seq is None else _msg(ffi.MSG_STEP, seq)
         m = self._marshal(step)
         pm = self._marshal(prev) if prev is not None else None
+        if _FAST is not None and msg is None:
+            # One call into C, the ctypes structs not built (rsp._fast).
+            if forward_done is None:
+                kind, handle, value = ffi.EVENT_COMPLETE, None, 0
+            else:
+                ev = _event(forward_done)
+                kind, handle, value = ev.kind, ev.handle, ev.value
+            cur = m.lite
+            if cur is None:
+                cur = ctypes.addressof(m.step)
+            if pm is None:
+                pc = None
+            else:
+                pc = pm.lite
+                if pc is None:
+                    pc = ctypes.addressof(pm.step)
+            r = _FAST.step_next(self._handle(), cur, pc, kind, handle, value)
+            if r is None:
+                return _ADMIT_OK
+            if type(r) is int:
+                return _admit_ok(r)
+            return self._outcome(ffi.AdmitOutcome(False, *r), step)
         ev = _event(forward_done)
         if msg is not None:
             msg.step = m.step
@@ -1548,6 +1604,8 @@ class RecurrentStatePool:
         if step_id is not None:
             _uint(step_id, "step_id", 64)
         _reader.ensure()
+        if _FAST is not None and self._info.device == ffi.DEVICE_HOST:
+            return self._fast_addressing(lid, step_id, wait)
         err = ffi.Error()
         _check(ffi.read_begin_err(ctypes.byref(err)), err)
         try:
@@ -1667,6 +1725,27 @@ class RecurrentStatePool:
                                    ctypes.string_at(a.has_state, n), a.step_id,
                                    ctypes.string_at(a.generations, 8 * a.num_rows),
                                    ffi.Event(a.ready.kind, a.ready.handle, a.ready.value))
+
+    def _fast_addressing(self, lid, step_id, wait):
+        """addressing() of a CPU pool through rsp._fast: the read section,
+        the copies and the ready wait in one call; the tensors share
+        bytearrays of their own (torch.frombuffer), copies of the plan's
+        vectors as the DLPack exports are."""
+        (si_buf, hs_buf, num_rows, si, hs, sid, gen, kind, handle,
+         value) = _FAST.addressing(self._handle(), lid, step_id, wait)
+        tt = _TENSORS or _tensor_makers()
+        if tt[0] is None:
+            ts = th = None
+        elif si_buf:
+            frombuffer, i32, b8 = tt
+            ts = frombuffer(si_buf, dtype=i32)
+            th = frombuffer(hs_buf, dtype=b8)
+        else:  # frombuffer refuses an empty buffer
+            t = _torch()
+            ts = t.empty(0, dtype=t.int32)
+            th = t.empty(0, dtype=t.bool)
+        return RecurrentAddressing(ts, th, num_rows, si, hs, sid, gen,
+                                   ffi.Event(kind, handle, value))
 
     def _addr_tensor(self, a, part):
         out = ctypes.c_void_p()
@@ -1788,3 +1867,64 @@ def _torch():
 
 def _torch_available():
     return _torch() is not None
+
+
+_TENSORS = []
+
+
+def _tensor_makers():
+    """(torch.frombuffer, torch.int32, torch.bool), or (None,) * 3 without
+    torch: looked up once for the fast addressing()."""
+    t = _torch()
+    _TENSORS[:] = (t.frombuffer, t.int32, t.bool) if t is not None else (None, None, None)
+    return _TENSORS
+
+
+_FAST_FUNCTIONS = ("rsp_step_next", "rsp_read_begin_err", "rsp_read_end", "rsp_plan_live",
+                   "rsp_plan_get", "rsp_plan_addressing", "rsp_event_wait")
+
+
+def _load_fast():
+    """rsp._fast (python/rsp/_fast.c), the compiled step_next and CPU
+    addressing(), from the package's directory or librsp's (a build tree
+    puts it beside librsp.so); None when it is not built, or RSP_PY_FAST=0.
+    RSP_PY_FAST=1 makes a missing or unloadable module an ImportError.
+    It calls the functions of the librsp ctypes loaded (their addresses
+    given to init), never a second copy of the library."""
+    mode = os.environ.get("RSP_PY_FAST", "")
+    if mode == "0":
+        return None
+    import importlib.machinery
+    import importlib.util
+
+    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    lib_path = getattr(ffi.lib, "_name", "") or ""
+    if os.path.sep in lib_path:
+        dirs.append(os.path.dirname(os.path.abspath(lib_path)))
+    tried = []
+    for d in dirs:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(d, "_fast" + suffix)
+            if not os.path.exists(path):
+                continue
+            try:
+                spec = importlib.util.spec_from_file_location("rsp._fast", path)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                mod.init(RspError, tuple(ctypes.cast(getattr(ffi.lib, f), ctypes.c_void_p).value
+                                         for f in _FAST_FUNCTIONS))
+                return mod
+            except (ImportError, OSError, AttributeError) as e:
+                tried.append(f"{path} ({e})")
+    if mode == "1":
+        raise ImportError("rsp: RSP_PY_FAST=1 but rsp._fast is not usable; looked in "
+                          + ", ".join(dirs) + (": " + "; ".join(tried) if tried else ""))
+    return None
+
+
+_FAST = _load_fast()
+
+
+def _fast_enabled():
+    """Whether the compiled fast path (rsp._fast) is in use."""
+    return _FAST is not None

@@ -16,4 +16,11 @@ for m in pytest torch; do
     fi
 done
 export RSP_LIBRARY="$2" RSP_ABI_DUMP="$3" PYTHONPATH="$here/../../python"
-exec "$py" -m pytest -q -p no:cacheprovider "$here"
+# With rsp._fast built beside librsp (python/CMakeLists.txt): the suite on
+# the fast path (RSP_PY_FAST=1: a module that does not load fails the run
+# instead of falling back), then again on the ctypes path.
+if ls "$(dirname "$2")"/_fast*.so >/dev/null 2>&1; then
+    echo "rsp._fast built: the suite with RSP_PY_FAST=1, then RSP_PY_FAST=0"
+    RSP_PY_FAST=1 "$py" -m pytest -q -p no:cacheprovider "$here"
+fi
+RSP_PY_FAST=0 exec "$py" -m pytest -q -p no:cacheprovider "$here"

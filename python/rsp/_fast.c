@@ -1,0 +1,313 @@
+/*
+ * rsp._fast: the Python package's steady step in compiled code.
+ *
+ * Two calls that the package otherwise makes through ctypes a piece at a
+ * time: step_next (rsp_step_next, the GIL released for the round trip)
+ * and addressing (the read section, the plan, its addressing and the
+ * host copies, then the ready wait with the GIL released). Everything
+ * else stays in pool.py, which falls back to ctypes when this module is
+ * not built or RSP_PY_FAST=0.
+ *
+ * librsp's functions are not linked: pool.py passes the addresses of the
+ * library ctypes loaded (init), so both paths call the very same librsp
+ * (a second copy would have its own reader registrations and pools).
+ * Only rsp.h's types are used here.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "rsp/rsp.h"
+
+typedef rsp_status (*step_next_fn)(rsp_pool *, const rsp_step *, const rsp_step *,
+                                   const rsp_event *, rsp_step_outcome *, rsp_error *);
+typedef rsp_status (*read_begin_fn)(rsp_error *);
+typedef rsp_status (*read_end_fn)(void);
+typedef const rsp_plan *(*plan_live_fn)(const rsp_pool *);
+typedef const rsp_plan *(*plan_get_fn)(const rsp_pool *, uint64_t);
+typedef rsp_status (*plan_addressing_fn)(const rsp_plan *, rsp_label_id, rsp_addressing *,
+                                         rsp_error *);
+typedef rsp_status (*event_wait_fn)(const rsp_pool *, const rsp_event *, uint64_t, rsp_error *);
+
+static struct {
+    PyObject *error_cls; /* pool.RspError */
+    step_next_fn step_next;
+    read_begin_fn read_begin;
+    read_end_fn read_end;
+    plan_live_fn plan_live;
+    plan_get_fn plan_get;
+    plan_addressing_fn plan_addressing;
+    event_wait_fn event_wait;
+} lib;
+
+/* RspError(status, message) raised, as pool._check does: the message is
+ * rsp_error's NUL-terminated text, decoded with errors="replace". */
+static PyObject *raise_rsp(rsp_status st, const char *message)
+{
+    PyObject *msg =
+        PyUnicode_DecodeUTF8(message, (Py_ssize_t)strnlen(message, RSP_ERROR_MAX), "replace");
+    if (msg == NULL)
+        return NULL;
+    PyObject *e = PyObject_CallFunction(lib.error_cls, "iO", (int)st, msg);
+    Py_DECREF(msg);
+    if (e != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+        Py_DECREF(e);
+    }
+    return NULL;
+}
+
+static int as_ptr(PyObject *o, void **out)
+{
+    *out = PyLong_AsVoidPtr(o);
+    return *out == NULL && PyErr_Occurred() ? -1 : 0;
+}
+
+/* init(RspError, (step_next, read_begin_err, read_end, plan_live,
+ * plan_get, plan_addressing, event_wait)): the addresses of librsp's
+ * functions, as ctypes loaded them. */
+static PyObject *fast_init(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *fns;
+    void *p[7];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO!", &cls, &PyTuple_Type, &fns))
+        return NULL;
+    if (PyTuple_GET_SIZE(fns) != 7) {
+        PyErr_SetString(PyExc_ValueError, "init: 7 function addresses");
+        return NULL;
+    }
+    for (int i = 0; i < 7; i++)
+        if (as_ptr(PyTuple_GET_ITEM(fns, i), &p[i]) < 0)
+            return NULL;
+    Py_INCREF(cls);
+    Py_XDECREF(lib.error_cls);
+    lib.error_cls = cls;
+    lib.step_next = (step_next_fn)p[0];
+    lib.read_begin = (read_begin_fn)p[1];
+    lib.read_end = (read_end_fn)p[2];
+    lib.plan_live = (plan_live_fn)p[3];
+    lib.plan_get = (plan_get_fn)p[4];
+    lib.plan_addressing = (plan_addressing_fn)p[5];
+    lib.event_wait = (event_wait_fn)p[6];
+    Py_RETURN_NONE;
+}
+
+/*
+ * A step as pool.py hands it over: None (no step), an int (the address of
+ * a ctypes rsp_step that pool.py keeps alive: a step with forks, a lease,
+ * checkpoints or restores) or (step_id, rows, num_rows, capture, preplan)
+ * with rows a buffer of num_rows packed rsp_row (held by `view` until
+ * release_step). *out points at the step, or is NULL for None.
+ */
+static int get_step(PyObject *spec, rsp_step *tmp, Py_buffer *view, const rsp_step **out)
+{
+    view->obj = NULL;
+    *out = NULL;
+    if (spec == Py_None)
+        return 0;
+    if (PyLong_Check(spec)) {
+        void *p;
+        if (as_ptr(spec, &p) < 0)
+            return -1;
+        *out = p;
+        return 0;
+    }
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5) {
+        PyErr_SetString(PyExc_TypeError, "step: an address or a 5-tuple");
+        return -1;
+    }
+    memset(tmp, 0, sizeof *tmp);
+    tmp->step_id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(spec, 0));
+    unsigned long n = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(spec, 2));
+    if (PyErr_Occurred())
+        return -1;
+    if (n != 0) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(spec, 1), view, PyBUF_SIMPLE) < 0)
+            return -1;
+        if ((size_t)view->len != n * sizeof(rsp_row)) {
+            PyBuffer_Release(view);
+            view->obj = NULL;
+            PyErr_SetString(PyExc_ValueError, "step: rows buffer of the wrong size");
+            return -1;
+        }
+        tmp->rows = view->buf;
+        tmp->num_rows = (uint32_t)n;
+    }
+    tmp->capture = PyTuple_GET_ITEM(spec, 3) == Py_True;
+    tmp->preplan = PyTuple_GET_ITEM(spec, 4) == Py_True;
+    *out = tmp;
+    return 0;
+}
+
+static void release_step(Py_buffer *view)
+{
+    if (view->obj != NULL)
+        PyBuffer_Release(view);
+}
+
+/*
+ * step_next(pool, step, prev, ev_kind, ev_handle, ev_value): rsp_step_next
+ * with forward_done the event (kind, handle, value). Answers the plan
+ * digest (an int) when the step was admitted and planned, None when
+ * admitted but not planned, and (rid, label, slots_short, usable, free)
+ * when admit found no slot; raises RspError for a failed status.
+ */
+static PyObject *fast_step_next(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "step_next takes 6 arguments");
+        return NULL;
+    }
+    void *pool, *handle;
+    if (as_ptr(args[0], &pool) < 0)
+        return NULL;
+    rsp_event ev = {0};
+    ev.kind = (rsp_event_kind)PyLong_AsLong(args[3]);
+    if (args[4] != Py_None && as_ptr(args[4], &handle) < 0)
+        return NULL;
+    ev.handle = args[4] != Py_None ? handle : NULL;
+    ev.value = PyLong_AsUnsignedLongLong(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    rsp_step cur_tmp, prev_tmp;
+    Py_buffer cur_view, prev_view;
+    const rsp_step *cur, *prev;
+    if (get_step(args[1], &cur_tmp, &cur_view, &cur) < 0)
+        return NULL;
+    if (get_step(args[2], &prev_tmp, &prev_view, &prev) < 0) {
+        release_step(&cur_view);
+        return NULL;
+    }
+    rsp_step_outcome out;
+    rsp_error err;
+    memset(&out, 0, sizeof out);
+    err.status = RSP_OK;
+    err.message[0] = '\0';
+    rsp_status st;
+    Py_BEGIN_ALLOW_THREADS st = lib.step_next(pool, cur, prev, &ev, &out, &err);
+    Py_END_ALLOW_THREADS release_step(&cur_view);
+    release_step(&prev_view);
+    if (st != RSP_OK)
+        return raise_rsp(st, err.message);
+    if (out.admit.ok) {
+        if (out.planned)
+            return PyLong_FromUnsignedLongLong(out.plan_digest);
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(KIIII)", (unsigned long long)out.admit.rid, out.admit.label,
+                         out.admit.slots_short, out.admit.usable, out.admit.free);
+}
+
+/*
+ * addressing(pool, label, step_id, wait): the live plan's addressing of
+ * label (step_id None) or step_id's plan's, read in one read section, as
+ * (slot_indices, has_state, num_rows, slot_bytes, has_bytes, step_id,
+ * gen_bytes, ready_kind, ready_handle, ready_value): the first two
+ * bytearrays (each its own copy, for writable tensors), the others bytes.
+ * wait: then wait for the ready event on the host, the GIL released.
+ */
+static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "addressing takes 4 arguments");
+        return NULL;
+    }
+    void *pool;
+    if (as_ptr(args[0], &pool) < 0)
+        return NULL;
+    unsigned long lid = PyLong_AsUnsignedLong(args[1]);
+    int live = args[2] == Py_None;
+    unsigned long long sid = live ? 0 : PyLong_AsUnsignedLongLong(args[2]);
+    int wait = PyObject_IsTrue(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    rsp_error err;
+    err.message[0] = '\0';
+    rsp_status st = lib.read_begin(&err);
+    if (st != RSP_OK)
+        return raise_rsp(st, err.message);
+    /* Inside the read section only C runs: no Python object is made, so no
+     * finaliser can run here (one closing a pool would wait for this very
+     * section). */
+    const rsp_plan *plan = live ? lib.plan_live(pool) : lib.plan_get(pool, sid);
+    if (plan == NULL) {
+        lib.read_end();
+        char msg[64];
+        if (live)
+            snprintf(msg, sizeof msg, "no live plan yet");
+        else
+            snprintf(msg, sizeof msg, "no plan of step %llu", sid);
+        return raise_rsp(RSP_ENOPLAN, msg);
+    }
+    rsp_addressing a;
+    st = lib.plan_addressing(plan, (rsp_label_id)lid, &a, &err);
+    if (st != RSP_OK) {
+        lib.read_end();
+        return raise_rsp(st, err.message);
+    }
+    size_t n = a.length, si_n = 4 * (size_t)n, g_n = 8 * (size_t)a.num_rows;
+    char *copy = PyMem_RawMalloc(si_n + n + g_n + 1);
+    if (copy == NULL) {
+        lib.read_end();
+        return PyErr_NoMemory();
+    }
+    if (n) {
+        memcpy(copy, a.slot_indices, si_n);
+        memcpy(copy + si_n, a.has_state, n);
+    }
+    if (g_n)
+        memcpy(copy + si_n + n, a.generations, g_n);
+    lib.read_end();
+    if (wait) {
+        Py_BEGIN_ALLOW_THREADS st = lib.event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err);
+        Py_END_ALLOW_THREADS if (st != RSP_OK)
+        {
+            PyMem_RawFree(copy);
+            return raise_rsp(st, err.message);
+        }
+    }
+    PyObject *handle = a.ready.handle ? PyLong_FromVoidPtr(a.ready.handle) : Py_None;
+    if (handle == Py_None)
+        Py_INCREF(handle);
+    PyObject *r = Py_BuildValue("(N N I y# y# K y# i N K)",
+                                PyByteArray_FromStringAndSize(copy, (Py_ssize_t)si_n),
+                                PyByteArray_FromStringAndSize(copy + si_n, (Py_ssize_t)n),
+                                a.num_rows, copy, (Py_ssize_t)si_n, copy + si_n, (Py_ssize_t)n,
+                                (unsigned long long)a.step_id, copy + si_n + n, (Py_ssize_t)g_n,
+                                (int)a.ready.kind, handle, (unsigned long long)a.ready.value);
+    PyMem_RawFree(copy);
+    return r;
+}
+
+static PyMethodDef methods[] = {
+    {"init", fast_init, METH_VARARGS, "init(RspError, function addresses)"},
+    {"step_next", (PyCFunction)(void (*)(void))fast_step_next, METH_FASTCALL,
+     "step_next(pool, step, prev, ev_kind, ev_handle, ev_value)"},
+    {"addressing", (PyCFunction)(void (*)(void))fast_addressing, METH_FASTCALL,
+     "addressing(pool, label, step_id, wait)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "_fast",
+    "rsp's steady step in compiled code (see pool.py)",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__fast(void)
+{
+    return PyModule_Create(&module);
+}

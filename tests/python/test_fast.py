@@ -1,0 +1,166 @@
+# The compiled fast path (rsp._fast, python/rsp/_fast.c): loaded as
+# RSP_PY_FAST says, and answering exactly what the ctypes path answers:
+# outcomes, digests, addressing, errors (status and message) and the
+# lifetime of addressing()'s tensors. run.sh runs the whole suite with
+# RSP_PY_FAST=1 (the module required) and again with RSP_PY_FAST=0.
+# SPDX-License-Identifier: Apache-2.0
+import os
+
+import pytest
+import torch
+
+import rsp
+from rsp import pool as pool_mod
+
+from conftest import small_config
+
+needs_fast = pytest.mark.skipif(not pool_mod._fast_enabled(),
+                                reason="rsp._fast not built or RSP_PY_FAST=0")
+
+
+def test_the_fast_path_is_loaded_as_rsp_py_fast_says():
+    mode = os.environ.get("RSP_PY_FAST", "")
+    if mode == "0":
+        assert not pool_mod._fast_enabled()
+    elif mode == "1":
+        assert pool_mod._fast_enabled()  # import would have failed otherwise
+
+
+class _Paths:
+    """Run a call on the fast path or, with _FAST set to None for its
+    duration, on the ctypes path."""
+
+    def __init__(self, monkeypatch):
+        self.mp = monkeypatch
+        self.fast = pool_mod._FAST
+
+    def slow(self, fn, *a, **kw):
+        self.mp.setattr(pool_mod, "_FAST", None)
+        try:
+            return fn(*a, **kw)
+        finally:
+            self.mp.setattr(pool_mod, "_FAST", self.fast)
+
+
+def _addr(a):
+    return (a.slot_indices.tolist(), a.has_state.tolist(), a.slot_indices.dtype,
+            a.has_state.dtype, a.num_rows, a.step_id, list(a.host_slot_indices),
+            list(a.host_has_state), list(a.generations), a.ready.kind)
+
+
+def _raised(fn, *a, **kw):
+    with pytest.raises(rsp.RspError) as e:
+        fn(*a, **kw)
+    return e.value.status, e.value.name, e.value.message
+
+
+@needs_fast
+def test_step_next_and_addressing_match_the_ctypes_path(monkeypatch):
+    paths = _Paths(monkeypatch)
+    fast = rsp.RecurrentStatePool("cpu", small_config(max_slots=8))
+    slow = rsp.RecurrentStatePool("cpu", small_config(max_slots=8))
+    try:
+        steps = [
+            [("a", "main", 1), ("b", "main", 1)],
+            [("a", "main", 1), ("b", "main", 1)],  # the same rows: the reused buffer
+            [("a", "main", 1), ("c", "main", 2), ("d", "draft", 1)],
+            [rsp.Row("a", "main", 1, padding=True), ("c", "main", 1)],
+            [],
+        ]
+        prev_f = prev_s = None
+        for sid, rows in enumerate(steps, 1):
+            sf, ss = rsp.Step(sid, list(rows)), rsp.Step(sid, list(rows))
+            of = fast.step_next(sf, prev=prev_f)
+            os_ = paths.slow(slow.step_next, ss, prev=prev_s)
+            assert of == os_ and of.plan_digest == os_.plan_digest is not None
+            if not rows:  # nothing planned under main: the same error on both
+                assert _raised(fast.addressing) == paths.slow(_raised, slow.addressing)
+            for label in {r[1] for r in rows}:
+                assert _addr(fast.addressing(label)) == _addr(paths.slow(slow.addressing, label))
+                assert (_addr(fast.addressing(label, step_id=sid, wait=False))
+                        == _addr(paths.slow(slow.addressing, label, step_id=sid, wait=False)))
+            prev_f, prev_s = sf, ss
+        fast.commit(prev_f)
+        paths.slow(slow.commit, prev_s)
+        assert fast.stats() == slow.stats()
+    finally:
+        fast.cleanup()
+        slow.cleanup()
+
+
+@needs_fast
+def test_a_prev_with_forks_and_checkpoints_goes_by_its_struct(monkeypatch):
+    paths = _Paths(monkeypatch)
+    pools = [rsp.RecurrentStatePool("cpu", small_config(max_slots=8, max_checkpoints=2))
+             for _ in range(2)]
+    try:
+        out = []
+        for p, call in zip(pools, (lambda f, *a, **k: f(*a, **k), paths.slow)):
+            s1 = rsp.Step(1, [("a", "main", 1), ("a", "draft", 1)],
+                          post_forks=[rsp.Fork("main", "draft")],
+                          checkpoints=[rsp.Checkpoint("a", "main", 7)])
+            s2 = rsp.Step(2, [("a", "main", 1)])
+            r1 = call(p.step_next, s1)
+            r2 = call(p.step_next, s2, prev=s1)
+            call(p.commit, s2)
+            out.append((r1, r1.plan_digest, r2, r2.plan_digest, p.checkpoint_info(7),
+                        p.holding("a", "draft"), p.stats()))
+        assert out[0] == out[1]
+    finally:
+        for p in pools:
+            p.cleanup()
+
+
+@needs_fast
+def test_errors_are_the_ctypes_paths_status_and_message(monkeypatch):
+    paths = _Paths(monkeypatch)
+    pools = [rsp.RecurrentStatePool("cpu", small_config(max_slots=3)) for _ in range(2)]
+    try:
+        got = []
+        for p, call in zip(pools, (lambda f, *a, **k: f(*a, **k), paths.slow)):
+            r = [_raised(call, p.addressing)]  # no plan yet
+            s5 = rsp.Step(5, [("a", "main", 1)])
+            call(p.step_next, s5)
+            r.append(_raised(call, p.addressing, step_id=99))  # no such plan
+            r.append(_raised(call, p.step_next, rsp.Step(4, [("a", "main", 1)])))
+            r.append(_raised(call, p.step_next, rsp.Step(6, [("a", "main", 1)] * 2)))
+            # the pool full: an outcome in the caller's terms, nothing planned
+            full = call(p.step_next, rsp.Step(6, [("a", "main", 1), ("b", "main", 1),
+                                                  ("c", "main", 1)]), prev=s5)
+            r.append((full, full.plan_digest, full.reason))
+            got.append(r)
+        assert got[0] == got[1]
+        assert got[0][0][1] == "RSP_ENOPLAN" and got[0][0][2] == "no live plan yet"
+        assert got[0][1][2] == "no plan of step 99"
+        assert got[0][2][1] == "RSP_EORDER" and got[0][3][1] == "RSP_EDUPROW"
+        assert not got[0][4][0] and got[0][4][0].rid == "c" and got[0][4][1] is None
+    finally:
+        for p in pools:
+            p.cleanup()
+
+
+def test_addressing_tensors_are_copies_that_outlive_the_step_and_the_pool():
+    p = rsp.RecurrentStatePool("cpu", small_config(max_slots=8))
+    s1 = rsp.Step(1, [("a", "main", 1), ("b", "main", 1)])
+    p.step_next(s1)
+    a1 = p.addressing()
+    first = a1.slot_indices.tolist()
+    s2 = rsp.Step(2, [("c", "main", 1)])
+    p.step_next(s2, prev=s1)
+    a2 = p.addressing()
+    assert a1.slot_indices.tolist() == first and a1.has_state.tolist() == [False, False]
+    assert a2.num_rows == 1 and a2.slot_indices.tolist() != first[:1]
+    a1.slot_indices[0] = 5  # writable, and its own memory: the host lists are apart
+    assert a1.host_slot_indices == first
+    p.commit(s2)
+    p.cleanup()
+    assert a2.slot_indices.tolist() == a2.host_slot_indices
+    assert a1.slot_indices.is_contiguous() and a1.slot_indices.device.type == "cpu"
+
+
+def test_a_call_after_cleanup_is_refused_on_either_path():
+    p = rsp.RecurrentStatePool("cpu", small_config())
+    p.step_next(rsp.Step(1, [("a", "main", 1)]))
+    p.cleanup()
+    for fn in (lambda: p.step_next(rsp.Step(2, [("a", "main", 1)])), p.addressing):
+        assert _raised(fn)[1] == "RSP_ESHUTDOWN"
