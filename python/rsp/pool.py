@@ -1639,20 +1639,7 @@ class RecurrentStatePool:
     def plan_ref(self, step_id=None) -> PlanRef:
         """A reference on the live plan (or step_id's, a step in flight), a
         context manager: `with pool.plan_ref() as plan: plan.addressing()`."""
-        if step_id is not None:
-            _uint(step_id, "step_id", 64)
-        _reader.ensure()
-        err = ffi.Error()
-        _check(ffi.read_begin_err(ctypes.byref(err)), err)
-        try:
-            plan = (ffi.plan_live(self._handle()) if step_id is None
-                    else ffi.plan_get(self._handle(), step_id))
-            if not plan:
-                raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
-                               else f"no plan of step {step_id}")
-            ref = PlanRef(self, ffi.plan_ref(plan))
-        finally:
-            ffi.read_end()
+        ref = self._with_plan(step_id, lambda plan: PlanRef(self, ffi.plan_ref(plan)))
         with self._lock:
             self._refs.add(ref)
         return ref
@@ -1665,6 +1652,11 @@ class RecurrentStatePool:
         Pools that handled the same messages in the same order give equal
         digests. step_next answers it too (AdmitOutcome.plan_digest), without
         this read. RSP_ENOPLAN when there is no such plan."""
+        return self._with_plan(step_id, ffi.plan_digest)
+
+    def _with_plan(self, step_id, use):
+        """use(plan) on the live plan (or step_id's) inside a read section;
+        RSP_ENOPLAN when there is none."""
         if step_id is not None:
             _uint(step_id, "step_id", 64)
         _reader.ensure()
@@ -1676,7 +1668,7 @@ class RecurrentStatePool:
             if not plan:
                 raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
                                else f"no plan of step {step_id}")
-            return ffi.plan_digest(plan)
+            return use(plan)
         finally:
             ffi.read_end()
 
