@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <csetjmp>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sched.h>
 #include <stdexcept>
@@ -954,6 +955,17 @@ static int threads_settled(int want)
     return n;
 }
 
+// The pool's threads are gone again: the count is back to what it was.
+// Under qemu-user (RSP_TEST_EMULATED, set by the cross build) the count
+// includes the emulator's own threads, which it starts when it likes: the
+// check is skipped there (the deferred-close counts above still run).
+static bool threads_back(int before)
+{
+    if (std::getenv("RSP_TEST_EMULATED"))
+        return true;
+    return threads_settled(before) == before;
+}
+
 // ~pool inside a read section: the C close refuses there (it would wait
 // for that very section), so the binding closes the pool when the thread
 // leaves its outermost section, instead of leaking it with its threads.
@@ -988,7 +1000,7 @@ static void pool_destroyed_in_a_section_closes_when_it_ends(void **)
         assert_int_equal(rsp::deferred_closes(), 3);
     } // the outermost section ends
     assert_int_equal(rsp::deferred_closes(), 0);
-    assert_int_equal(threads_settled(before), before);
+    assert_true(threads_back(before));
 
     // An online QSBR reader counts as inside a section: closed once offline.
     std::atomic<int> left{-1}, at_offline{-1}, after{-1};
@@ -1009,7 +1021,7 @@ static void pool_destroyed_in_a_section_closes_when_it_ends(void **)
     assert_int_equal(left, 1);
     assert_int_equal(at_offline, 0);
     assert_int_equal(after, 1);
-    assert_int_equal(threads_settled(before), before);
+    assert_true(threads_back(before));
 
     // A section ended with the C call: closed at thread exit at the latest.
     std::atomic<int> pending{-1};
@@ -1025,7 +1037,7 @@ static void pool_destroyed_in_a_section_closes_when_it_ends(void **)
         // unregisters it (rsp.h: a key destructor).
     }).join();
     assert_int_equal(pending, 1);
-    assert_int_equal(threads_settled(before), before);
+    assert_true(threads_back(before));
 }
 
 // Callbacks that throw, as an engine's may: the binding catches the
