@@ -52,4 +52,15 @@ static inline bool aborts_with(void (*fn)(void), const char *cond)
            strstr(buf, "rsp: internal invariant violated") && strstr(buf, cond);
 }
 
+/* True when fn's child exits 0 with nothing on stderr (the control: the
+ * well-behaved use trips no invariant). */
+static inline bool runs_clean(void (*fn)(void))
+{
+    char buf[4096];
+    const int status = run_child(fn, buf, sizeof buf);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0 && buf[0] == '\0'))
+        print_error("child status %d; stderr: %s\n", status, buf);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && buf[0] == '\0';
+}
+
 #endif
