@@ -33,3 +33,52 @@ def test_pip_install_offline(tmp_path):
     assert r.returncode == 0, r.stderr
     free, path = r.stdout.split()
     assert free == "3" and path.startswith(str(venv))
+
+
+def test_pip_install_bundles_librsp_and_fast_path(tmp_path):
+    """RSP_BUNDLE_DIR (scripts/install_python.sh) copies the build's librsp and
+    rsp._fast into the package: the installed package runs with neither
+    RSP_LIBRARY nor the build tree, on its fast path when the build made one."""
+    lib = os.environ.get("RSP_LIBRARY")
+    if not lib:
+        pytest.skip("RSP_LIBRARY does not name a build's librsp")
+    build_src = os.path.dirname(os.path.abspath(lib))
+    has_fast = any(f.startswith("_fast") and f.endswith(".so") for f in os.listdir(build_src))
+    venv = tmp_path / "venv"
+    r = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"no venv module here: {r.stderr.strip()[:200]}")
+    py = str(venv / "bin" / "python")
+    src = tmp_path / "src"
+    shutil.copytree(PKG, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    env = dict(os.environ, RSP_BUNDLE_DIR=build_src)
+    r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index",
+                        "--quiet", str(src)], capture_output=True, text=True, timeout=240,
+                       cwd=str(tmp_path), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    pkg = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "rsp"
+    assert (pkg / "librsp.so").is_file() and not (pkg / "librsp.so").is_symlink()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "RSP_LIBRARY", "RSP_PY_FAST", "LD_LIBRARY_PATH")}
+    code = ("import rsp, rsp.pool, rsp._ffi as f; "
+            "p = rsp.Pool('cpu', rsp.PoolConfig(1, [rsp.BlockSpec('s', (4,))], 4)); "
+            "p.ingest_request('a'); s = rsp.Step(1, [('a', 'main', 1)]); p.step_next(s); "
+            "print(f.lib._name, rsp.pool._fast_enabled(), p.addressing('main').slot_indices.tolist())")
+    r = subprocess.run([py, "-c", code], env=env, capture_output=True, text=True,
+                       cwd=str(tmp_path), timeout=120)
+    assert r.returncode == 0, r.stderr
+    name, fast, slots = r.stdout.split(maxsplit=2)
+    assert name == str(pkg / "librsp.so")
+    assert fast == str(has_fast)
+    assert slots.strip() == "[1]"
+
+    # A directory without librsp is refused with a message, nothing installed.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index",
+                        "--quiet", "--force-reinstall", "--no-deps", str(src)],
+                       capture_output=True, text=True, timeout=240, cwd=str(tmp_path),
+                       env=dict(os.environ, RSP_BUNDLE_DIR=str(empty)))
+    assert r.returncode != 0
+    assert "no librsp.so there" in r.stdout + r.stderr
