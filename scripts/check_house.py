@@ -12,6 +12,8 @@
 2. Length: no function in src/ is longer than 80 lines (its first signature
    line to its closing brace), unless the line before the signature holds a
    comment with "long:" saying why.
+3. File length: no file in src/ (a .c or a .h) is longer than 900 lines:
+   a longer one holds more than one job and is split along them.
 
 Exits 1 when a rule is broken, listing every place; 0 otherwise. Pure
 reading: needs python3 only. SPDX-License-Identifier: Apache-2.0
@@ -23,6 +25,7 @@ import sys
 from collections import defaultdict
 
 MAX_LINES = 80
+MAX_FILE_LINES = 900
 CALL = re.compile(r'\b(rsp__\w+)\s*\(')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # A function definition starts at column 0 with a type or name and has its
@@ -154,6 +157,14 @@ def main():
                 print(f'    {a} -> {b}: {", ".join(why[:4])}{more}')
     for dirpath, _, files in sorted(os.walk(src)):
         for f in sorted(files):
+            if f.endswith(('.c', '.h')):
+                p = os.path.join(dirpath, f)
+                with open(p, encoding='utf-8') as fh:
+                    n = sum(1 for _ in fh)
+                if n > MAX_FILE_LINES:
+                    bad += 1
+                    print(f'house: {os.path.relpath(p, args.root)}: {n} lines (at most '
+                          f'{MAX_FILE_LINES}: split it along its jobs)')
             if not f.endswith('.c'):
                 continue
             p = os.path.join(dirpath, f)
@@ -166,7 +177,8 @@ def main():
     if bad:
         print(f'house: {bad} problem(s)')
         return 1
-    print('house: no module circles in src/core/, no function over %d lines' % MAX_LINES)
+    print('house: no module circles in src/core/, no function over %d lines, no file over %d'
+          % (MAX_LINES, MAX_FILE_LINES))
     return 0
 
 

@@ -1,7 +1,8 @@
 /*
  * The public entry points, a thin face: argument, fork and read-section
  * checks, validation, then one call (pool lifecycle: pool.c; messages:
- * encoded by msg.c, posted to the actor, handled by pool.c; readers).
+ * encoded by msg.c, posted to the actor, handled by pool_handler.c). The
+ * synchronous wrappers are in api_sync.c, the read side in api_read.c.
  * SPDX-License-Identifier: Apache-2.0
  *
  * Every message is validated here, before it reaches the owner: an invalid
@@ -20,6 +21,7 @@
 
 #include "core/check.h"
 #include "core/layout.h"
+#include "face.h"
 #include "msg.h"
 #include "validate.h"
 #include "pool.h"
@@ -35,7 +37,7 @@
  * forked child starts with one thread, which is the one that set it). The
  * handler is registered by the first call that creates something a child
  * could inherit (a pool, a host fence, a reader registration). */
-static uint32_t rsp__forked_child;
+uint32_t rsp__forked_child;
 static pthread_once_t rsp__atfork_once = PTHREAD_ONCE_INIT;
 
 static void on_fork_child(void)
@@ -49,25 +51,20 @@ static void register_atfork(void)
     pthread_atfork(NULL, NULL, on_fork_child);
 }
 
-static bool forked(void)
+void rsp__face_atfork(void)
 {
-    return rsp__load_relaxed_u32(&rsp__forked_child) != 0;
-}
-
-static rsp_status fail_forked(rsp_error *err)
-{
-    return rsp__fail(err, RSP_EFORKED,
-                     "called in a child after fork() without exec(): rsp does not survive fork");
+    pthread_once(&rsp__atfork_once, register_atfork);
 }
 
 bool rsp__forked(void)
 {
-    return forked();
+    return rsp__face_forked();
 }
 
 rsp_status rsp__fail_forked(rsp_error *err)
 {
-    return fail_forked(err);
+    return rsp__fail(err, RSP_EFORKED,
+                     "called in a child after fork() without exec(): rsp does not survive fork");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -82,7 +79,7 @@ rsp_status rsp__fail_forked(rsp_error *err)
     "called inside a read section: end it (or take rsp_plan_ref) first; an online QSBR reader: "   \
     "rsp_reader_offline first"
 
-static rsp_status fail_in_section(rsp_error *err, const char *what)
+rsp_status rsp__fail_in_section(rsp_error *err, const char *what)
 {
     return rsp__fail(err, RSP_EINVAL, "%s " IN_SECTION_MSG, what);
 }
@@ -98,9 +95,9 @@ rsp_status rsp_pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error
     *out = NULL;
     if (!cfg)
         return rsp__fail(err, RSP_EINVAL, "cfg is NULL");
-    if (forked())
-        return fail_forked(err);
-    pthread_once(&rsp__atfork_once, register_atfork);
+    if (rsp__face_forked())
+        return rsp__fail_forked(err);
+    rsp__face_atfork();
     rsp_pool_config mine; /* the caller's, of its struct_size (docs/abi.md) */
     rsp_status st = rsp__config_import(cfg, &mine, err);
     if (st != RSP_OK)
@@ -112,7 +109,7 @@ rsp_status rsp_pool_close(rsp_pool *pool, rsp_error *err)
 {
     if (!pool)
         return RSP_OK;
-    if (forked()) {
+    if (rsp__face_forked()) {
         /* The owner, reclaimer and device threads exist only in the parent:
          * joining them would hang. Leave everything; exec() or exit
          * reclaims it. */
@@ -215,7 +212,7 @@ rsp_status rsp_pool_close_timed(rsp_pool *pool, uint64_t timeout_ns, rsp_close_r
         memset(out, 0, sizeof *out);
     if (!pool)
         return RSP_OK;
-    if (forked())
+    if (rsp__face_forked())
         return rsp__fail(err, RSP_EFORKED,
                          "rsp_pool_close_timed: called in a child after fork() without exec(): "
                          "nothing was freed");
@@ -241,8 +238,8 @@ rsp_status rsp_pool_info_get(const rsp_pool *pool, rsp_pool_info *out, rsp_error
 {
     if (!pool || !out)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
-    if (forked())
-        return fail_forked(err);
+    if (rsp__face_forked())
+        return rsp__fail_forked(err);
     const rsp__layout *l = pool->layout;
     *out = (rsp_pool_info){
         .num_layers = l->num_layers,
@@ -264,8 +261,8 @@ rsp_status rsp_pool_block(const rsp_pool *pool, const char *name, uint32_t layer
 {
     if (!pool || !name || !out)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : !name ? "name" : "out");
-    if (forked())
-        return fail_forked(err);
+    if (rsp__face_forked())
+        return rsp__fail_forked(err);
     const rsp__layout *l = pool->layout;
     uint32_t b = 0;
     while (b < l->num_blocks && strncmp(l->blocks[b].name, name, RSP_NAME_MAX) != 0)
@@ -297,8 +294,8 @@ rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *er
 {
     if (!pool || !out)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
-    if (forked())
-        return fail_forked(err);
+    if (rsp__face_forked())
+        return rsp__fail_forked(err);
     rsp__pool_read_counters(pool, out);
     return RSP_OK;
 }
@@ -331,8 +328,8 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
         *ticket = NULL;
     if (!pool || !msg)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "msg");
-    if (forked())
-        return fail_forked(err);
+    if (rsp__face_forked())
+        return rsp__fail_forked(err);
     /* A single-rid INGEST, REMOVE or RESET has nothing for validate to
      * look at, no fence, and a fixed wire size (msg.h): the frequent small
      * messages skip those steps. */
@@ -402,11 +399,11 @@ rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply)
         }
         return st;
     }
-    if (forked()) {
+    if (rsp__face_forked()) {
         /* The owner that would answer does not exist in this process. */
         if (reply) {
             memset(reply, 0, sizeof *reply);
-            fail_forked(&reply->error);
+            rsp__fail_forked(&reply->error);
         }
         return RSP_EFORKED;
     }
@@ -414,485 +411,17 @@ rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply)
         /* The ticket stays valid: the caller polls, or waits after the section. */
         if (reply) {
             memset(reply, 0, sizeof *reply);
-            fail_in_section(&reply->error, "rsp_wait (with a timeout)");
+            rsp__fail_in_section(&reply->error, "rsp_wait (with a timeout)");
         }
         return RSP_EINVAL;
     }
     return rsp__ticket_wait(ticket, timeout_ns, reply);
 }
 
-/* Validation names the fields of rsp_post's msg; a synchronous wrapper's
- * caller passed arguments instead: its message names those. */
-static void name_the_arguments(rsp_error *err)
-{
-    static const char *const fields[][2] = {
-        {"forward_done (msg->event)", "forward_done"},
-        {"msg->label_name", "name"},
-        {"msg->max_bs", "max_bs"},
-        {"msg->num_rids", "n"},
-        {"msg->rids", "rids"},
-        {"msg->commit", "prev"},
-        {"msg->step.step_id", "step->step_id"},
-        {"msg->tier", "tier"},
-    };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        char *at = strstr(err->message, fields[i][0]);
-        if (!at)
-            continue;
-        char rest[RSP_ERROR_MAX];
-        snprintf(rest, sizeof rest, "%s", at + strlen(fields[i][0]));
-        snprintf(at, sizeof err->message - (size_t)(at - err->message), "%s%s", fields[i][1], rest);
-    }
-}
-
 void rsp_ticket_forget(rsp_ticket *ticket)
 {
-    if (ticket && !forked())
+    if (ticket && !rsp__face_forked())
         rsp__ticket_forget(ticket);
-}
-
-/* Post and wait forever: the synchronous wrappers. */
-static rsp_status call(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, rsp_error *err)
-{
-    if (forked())
-        return fail_forked(err); /* before the section check: a child may inherit one */
-    if (rsp__in_read_section())
-        return fail_in_section(err, "a synchronous call (it waits for the owner)");
-    rsp_ticket *t;
-    rsp_status st = rsp_post(pool, m, &t, RSP_WAIT_FOREVER, err);
-    if (st != RSP_OK && err)
-        name_the_arguments(err);
-    if (st != RSP_OK)
-        return st;
-    st = rsp_wait(t, RSP_WAIT_FOREVER, r);
-    if (st != RSP_OK && err)
-        *err = r->error;
-    return st;
-}
-
-rsp_status rsp_label(rsp_pool *pool, const char *name, rsp_label_id *out, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_LABEL, .label_name = name};
-    rsp_reply r;
-    rsp_status st = call(pool, &m, &r, err);
-    if (st == RSP_OK && out)
-        *out = r.label;
-    return st;
-}
-
-rsp_status rsp_ingest(rsp_pool *pool, rsp_rid rid, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_INGEST, .rid = rid};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_remove(rsp_pool *pool, rsp_rid rid, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_REMOVE, .rid = rid};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_release(rsp_pool *pool, rsp_rid rid, rsp_label_id label, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_RELEASE, .rid = rid, .label = label};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_reset(rsp_pool *pool, rsp_rid rid, bool free_slots, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_RESET, .rid = rid, .free = free_slots};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_step_admit(rsp_pool *pool, const rsp_step *step, rsp_admit_outcome *out,
-                          rsp_error *err)
-{
-    if (!step)
-        return rsp__fail(err, RSP_EINVAL, "step is NULL");
-    rsp_msg m = {.kind = RSP_MSG_ADMIT, .step = *step};
-    rsp_reply r;
-    rsp_status st = call(pool, &m, &r, err);
-    if (st == RSP_OK && out)
-        *out = r.admit;
-    return st;
-}
-
-rsp_status rsp_step_rollback(rsp_pool *pool, uint64_t step_id, const rsp_event *forward_done,
-                             rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_ROLLBACK, .step = {.step_id = step_id}};
-    if (forward_done)
-        m.event = *forward_done;
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error *err)
-{
-    if (!step)
-        return rsp__fail(err, RSP_EINVAL, "step is NULL");
-    rsp_msg m = {.kind = RSP_MSG_PLAN, .step = *step};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_CLEAR_PREPLAN};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step, const rsp_event *forward_done,
-                           rsp_error *err)
-{
-    if (!step)
-        return rsp__fail(err, RSP_EINVAL, "step is NULL");
-    rsp_msg m = {.kind = RSP_MSG_COMMIT, .step = *step};
-    if (forward_done)
-        m.event = *forward_done;
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp_step *prev,
-                         const rsp_event *prev_done, rsp_step_outcome *out, rsp_error *err)
-{
-    if (out)
-        memset(out, 0, sizeof *out);
-    if (!step)
-        return rsp__fail(err, RSP_EINVAL, "step is NULL");
-    rsp_msg m = {.kind = RSP_MSG_STEP, .step = *step, .commit = prev};
-    if (prev && prev_done)
-        m.event = *prev_done;
-    rsp_reply r;
-    /* Read below even when nothing was posted (then nothing was done). */
-    r.committed = r.planned = false;
-    memset(&r.admit, 0, sizeof r.admit);
-    rsp_status st = call(pool, &m, &r, err);
-    if (out) {
-        out->committed = r.committed;
-        out->planned = r.planned;
-        out->admit = r.admit;
-        if (r.planned) {
-            out->plan_step_id = r.plan_step_id;
-            out->plan_staged = r.plan_staged;
-            out->plan_digest = r.plan_digest;
-        }
-    }
-    return st;
-}
-
-/* The vector forms: one message naming n rids. */
-static rsp_status lifecycle_many(rsp_pool *pool, rsp_msg_kind kind, const rsp_rid *rids, uint32_t n,
-                                 bool free_slots, rsp_error *err)
-{
-    if (n == 0)
-        return RSP_OK; /* nothing listed: nothing to post */
-    rsp_msg m = {.kind = kind, .rids = rids, .num_rids = n, .free = free_slots};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_ingest_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err)
-{
-    return lifecycle_many(pool, RSP_MSG_INGEST, rids, n, false, err);
-}
-
-rsp_status rsp_remove_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, rsp_error *err)
-{
-    return lifecycle_many(pool, RSP_MSG_REMOVE, rids, n, false, err);
-}
-
-rsp_status rsp_reset_many(rsp_pool *pool, const rsp_rid *rids, uint32_t n, bool free_slots,
-                          rsp_error *err)
-{
-    return lifecycle_many(pool, RSP_MSG_RESET, rids, n, free_slots, err);
-}
-
-rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max_seq_len,
-                                   rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_BUILD_GRAPH_BUFFERS, .max_bs = max_bs, .max_seq_len = max_seq_len};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err)
-{
-    if (!out)
-        return rsp__fail(err, RSP_EINVAL, "out is NULL");
-    rsp_msg m = {.kind = RSP_MSG_STATS};
-    rsp_reply r;
-    rsp_status st = call(pool, &m, &r, err);
-    if (st == RSP_OK)
-        *out = r.stats;
-    return st;
-}
-
-rsp_status rsp_barrier(rsp_pool *pool, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_BARRIER};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_checkpoint_take(rsp_pool *pool, uint64_t key, rsp_rid rid, rsp_label_id label,
-                               rsp_tier tier, uint64_t after_step, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT,
-                 .key = key,
-                 .rid = rid,
-                 .label = label,
-                 .tier = tier,
-                 .after_step = after_step};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_checkpoint_drop(rsp_pool *pool, uint64_t key, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT_DROP, .key = key};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-static rsp_status checkpoint_pin(rsp_pool *pool, uint64_t key, bool pin, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT_PIN, .key = key, .pin = pin};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_checkpoint_pin(rsp_pool *pool, uint64_t key, rsp_error *err)
-{
-    return checkpoint_pin(pool, key, true, err);
-}
-
-rsp_status rsp_checkpoint_unpin(rsp_pool *pool, uint64_t key, rsp_error *err)
-{
-    return checkpoint_pin(pool, key, false, err);
-}
-
-rsp_status rsp_checkpoint_query(rsp_pool *pool, uint64_t key, rsp_checkpoint_info *out,
-                                rsp_error *err)
-{
-    if (!out)
-        return rsp__fail(err, RSP_EINVAL, "out is NULL");
-    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT_QUERY, .key = key};
-    rsp_reply r;
-    rsp_status st = call(pool, &m, &r, err);
-    if (st == RSP_OK)
-        *out = r.checkpoint;
-    return st;
-}
-
-rsp_status rsp_swap_out(rsp_pool *pool, rsp_rid rid, rsp_error *err)
-{
-    rsp_msg m = {.kind = RSP_MSG_SWAP_OUT, .rid = rid};
-    rsp_reply r;
-    return call(pool, &m, &r, err);
-}
-
-rsp_status rsp_swap_in(rsp_pool *pool, rsp_rid rid, rsp_admit_outcome *out, rsp_error *err)
-{
-    if (!out)
-        return rsp__fail(err, RSP_EINVAL, "out is NULL (it says whether the pool had room)");
-    rsp_msg m = {.kind = RSP_MSG_SWAP_IN, .rid = rid};
-    rsp_reply r;
-    rsp_status st = call(pool, &m, &r, err);
-    if (st == RSP_OK)
-        *out = r.admit;
-    return st;
-}
-
-rsp_status rsp_holding_get(rsp_pool *pool, rsp_rid rid, rsp_label_id label, rsp_holding *out,
-                           rsp_error *err)
-{
-    if (!out)
-        return rsp__fail(err, RSP_EINVAL, "out is NULL");
-    rsp_msg m = {.kind = RSP_MSG_HOLDING, .rid = rid, .label = label};
-    rsp_reply r;
-    rsp_status st = call(pool, &m, &r, err);
-    if (st == RSP_OK)
-        *out = r.holding;
-    return st;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Readers                                                                   */
-/* ------------------------------------------------------------------------ */
-
-rsp_status rsp_reader_register(rsp_error *err)
-{
-    if (forked())
-        return fail_forked(err);
-    pthread_once(&rsp__atfork_once, register_atfork);
-    return rsp__reader_register(err);
-}
-
-rsp_status rsp_reader_register_qsbr(rsp_error *err)
-{
-    if (forked())
-        return fail_forked(err);
-    pthread_once(&rsp__atfork_once, register_atfork);
-    return rsp__reader_register_qsbr(err);
-}
-
-rsp_status rsp_reader_quiescent(void)
-{
-    return forked() ? RSP_EFORKED : rsp__reader_quiescent();
-}
-
-rsp_status rsp_reader_offline(void)
-{
-    return forked() ? RSP_EFORKED : rsp__reader_offline();
-}
-
-rsp_status rsp_reader_online(void)
-{
-    return forked() ? RSP_EFORKED : rsp__reader_online();
-}
-
-void rsp_reader_unregister(void)
-{
-    if (forked())
-        return;
-    rsp__reader_unregister();
-}
-
-/* rsp_read_begin, rsp_read_end, rsp_live_addressing: no forked() check
- * here: a forked child's threads are never on the read side's fast paths
- * (rsp__reader_fork_child), whose slow paths say RSP_EFORKED. */
-rsp_status rsp_read_begin(void)
-{
-    return rsp__read_begin();
-}
-
-rsp_status rsp_read_begin_err(rsp_error *err)
-{
-    if (forked())
-        return fail_forked(err);
-    rsp_status st = rsp__read_begin();
-    return st == RSP_OK ? st : rsp__read_begin_explain(st, err);
-}
-
-rsp_status rsp_read_end(void)
-{
-    return rsp__read_end();
-}
-
-const rsp_plan *rsp_plan_live(const rsp_pool *pool)
-{
-    if (!pool) /* a forked child reads nothing: its threads are outside any section */
-        return NULL;
-    return rsp__publisher_live(pool->pub);
-}
-
-const rsp_plan *rsp_plan_staged(const rsp_pool *pool)
-{
-    if (!pool) /* a forked child reads nothing: its threads are outside any section */
-        return NULL;
-    return rsp__publisher_staged(pool->pub);
-}
-
-uint64_t rsp_plan_step_id(const rsp_plan *plan)
-{
-    return plan && !forked() ? rsp__plan_step_id(plan) : 0;
-}
-
-bool rsp_plan_is_staged(const rsp_plan *plan)
-{
-    return plan && !forked() ? rsp__plan_is_staged(plan) : false;
-}
-
-uint64_t rsp_plan_digest(const rsp_plan *plan)
-{
-    return plan && !forked() ? rsp__plan_digest(plan) : 0;
-}
-
-rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
-                               rsp_error *err)
-{
-    if (!plan || !out)
-        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !plan ? "plan" : "out");
-    if (forked())
-        return fail_forked(err);
-    return rsp__plan_addressing(plan, label, out, err);
-}
-
-rsp_status rsp_live_addressing(const rsp_pool *pool, rsp_label_id label, rsp_addressing *out,
-                               rsp_error *err)
-{
-    if (!pool || !out)
-        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
-    return rsp__live_addressing(pool->pub, label, out, err);
-}
-
-rsp_status rsp_checkpoint_lookup(const rsp_pool *pool, uint64_t key, rsp_checkpoint_loc *out,
-                                 rsp_error *err)
-{
-    if (__builtin_expect(!pool, 0))
-        return rsp__fail(err, RSP_EINVAL, "pool is NULL");
-    if (__builtin_expect(forked(), 0))
-        return fail_forked(err);
-    return rsp__keys_lookup(pool->keys, key, out, err);
-}
-
-const rsp_plan *rsp_plan_ref(const rsp_plan *plan)
-{
-    return plan && !forked() ? rsp__plan_ref(plan) : NULL;
-}
-
-void rsp_plan_unref(const rsp_plan *plan)
-{
-    if (plan && !forked())
-        rsp__plan_unref(plan);
-}
-
-rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns, rsp_error *err)
-{
-    if (!pool)
-        return rsp__fail(err, RSP_EINVAL, "pool is NULL");
-    if (forked())
-        return fail_forked(err);
-    if (timeout_ns != 0 && rsp__in_read_section())
-        return fail_in_section(err, "rsp_plan_wait (with a timeout)");
-    return rsp__publisher_wait(pool->pub, step_id, timeout_ns, err);
-}
-
-const rsp_plan *rsp_plan_get(const rsp_pool *pool, uint64_t step_id)
-{
-    if (!pool || forked())
-        return NULL;
-    return rsp__publisher_step_plan(pool->pub, step_id);
-}
-
-rsp_status rsp_plan_wait_step(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns, rsp_error *err)
-{
-    if (!pool)
-        return rsp__fail(err, RSP_EINVAL, "pool is NULL");
-    if (forked())
-        return fail_forked(err);
-    if (timeout_ns != 0 && rsp__in_read_section())
-        return fail_in_section(err, "rsp_plan_wait_step (with a timeout)");
-    return rsp__publisher_wait_step(pool->pub, step_id, timeout_ns, err);
-}
-
-rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t timeout_ns,
-                          rsp_error *err)
-{
-    if (!pool || !event)
-        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "event");
-    if (forked())
-        return fail_forked(err);
-    /* The device checks the kind (and a host fence's tag) first; a NULL
-     * handle of a valid kind is "already complete". */
-    return rsp__device_event_wait(pool->dev, event, timeout_ns, err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -904,9 +433,9 @@ rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
     if (!out)
         return rsp__fail(err, RSP_EINVAL, "rsp_host_fence_create: out is NULL");
     *out = NULL;
-    if (forked())
-        return fail_forked(err);
-    pthread_once(&rsp__atfork_once, register_atfork);
+    if (rsp__face_forked())
+        return rsp__fail_forked(err);
+    rsp__face_atfork();
     return rsp__fence_create(out, err);
 }
 
@@ -914,26 +443,26 @@ rsp_status rsp_host_fence_create(rsp_host_fence **out, rsp_error *err)
  * exists only in the parent: every fence call does nothing there. */
 void rsp_host_fence_destroy(rsp_host_fence *fence)
 {
-    if (!forked() && rsp__fence_valid(fence))
+    if (!rsp__face_forked() && rsp__fence_valid(fence))
         rsp__fence_unref(fence);
 }
 
 void rsp_host_fence_signal(rsp_host_fence *fence, uint64_t value)
 {
-    if (!forked() && rsp__fence_valid(fence))
+    if (!rsp__face_forked() && rsp__fence_valid(fence))
         rsp__fence_signal(fence, value);
 }
 
 uint64_t rsp_host_fence_value(const rsp_host_fence *fence)
 {
-    if (forked() || !rsp__fence_valid(fence))
+    if (rsp__face_forked() || !rsp__fence_valid(fence))
         return 0;
     return rsp__fence_value(fence);
 }
 
 rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t value, uint64_t timeout_ns)
 {
-    if (forked())
+    if (rsp__face_forked())
         return RSP_EFORKED;
     if (!rsp__fence_valid(fence))
         return RSP_EINVAL;

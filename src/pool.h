@@ -1,12 +1,12 @@
 /*
- * Internal: struct rsp_pool, its creation and destruction, and the
+ * Internal: struct rsp_pool, its creation and destruction (pool.c), the
  * owner-side handler that turns one message into core calls, device work, a
- * published plan and a reply.
+ * published plan and a reply (pool_handler.c), and its counters (pool_counters.c).
  * SPDX-License-Identifier: Apache-2.0
  *
  * Layering: api.c (validation, public entry points; encodes each message,
  * msg.h) -> actor/ (moves the encoded bytes, knows none of what follows) ->
- * pool.c (decodes, dispatches) -> core/ (state machine), device/ (work),
+ * pool_handler.c (decodes, dispatches) -> core/ (state machine), device/ (work),
  * publish/ (plans).
  */
 #ifndef RSP_POOL_H
@@ -179,6 +179,10 @@ void rsp__storage_release(rsp__storage *s);
  * message's wire form (msg.h). */
 void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *reply);
 void rsp__pool_owner_idle(void *ctx);
+/* The actor's on_failure (set when the caller gave on_error): a message
+ * nobody reads the answer of failed; tells on_error which, and the step it
+ * is about. Owner thread. O(1). */
+void rsp__pool_report_failure(void *ctx, const void *payload, size_t size, const rsp_reply *r);
 
 /* The core's reserve hook (core.h, rsp__ext_need): reserves the device's
  * job memory and buffers (rsp__device_reserve) and, for a plan, the plan
