@@ -809,8 +809,17 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             stage.phase = _ADMITTED
             stage.result = None
             self._stage_rec = None
+        staged = rec.result if stage is rec else None
         self._plan_rec(rec, False)
         self._stage_rec = None  # promoted, if it was rec's
+        if staged is not None:
+            # The original's promotion returns the staged dict itself, and
+            # its callers compare by identity; its entries become the live
+            # plan's (the staged addressing objects stay with whoever holds
+            # them).
+            staged.clear()
+            staged.update(rec.result)
+            rec.result = staged
         rec.phase = _PLANNED
         self._live = rec.result
         return rec.result
@@ -936,6 +945,12 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             Pool.rollback_admit(self, rec.rstep, None, self._forward_done(forward_done))
             self._forget(rec)
             self._dirty = True
+
+    @property
+    def _preplanned(self):
+        """Whether a staged plan waits for promotion (the original's private
+        flag, for code and tests that look at it)."""
+        return self._stage_rec is not None
 
     def clear_preplan(self, seq=None):
         """Drop the staged plan; staging touched no live state. Its step

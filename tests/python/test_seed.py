@@ -281,6 +281,7 @@ def test_preplan_stages_and_the_next_plan_promotes(pool):
     assert pool.admit(st, c).ok  # the pre-plan pass reserves
     free = pool.num_free_slots
     staged = pool.plan(st, c)
+    staged_rows = dict(staged)  # promotion refills the dict itself
     assert staged["draft"].staged and staged["draft"].host_has_state == [True]  # a's, ahead
     assert staged["main"].host_slot_indices == [1, 3] and staged["draft"].host_slot_indices == [2]
     assert torch.count_nonzero(pool.block("state", 0)[2]) == 0  # staging copied nothing
@@ -290,11 +291,32 @@ def test_preplan_stages_and_the_next_plan_promotes(pool):
     promoted = pool.plan(st, c)
     assert not promoted["draft"].staged
     for label in ("main", "draft"):
-        assert promoted[label].host_slot_indices == staged[label].host_slot_indices
-        assert promoted[label].host_has_state == staged[label].host_has_state
+        assert promoted[label].host_slot_indices == staged_rows[label].host_slot_indices
+        assert promoted[label].host_has_state == staged_rows[label].host_has_state
     assert bool((pool.block("state", 0)[2] == 3.0).all())  # the deferred fork, now
     assert pool.addressing("draft") is promoted["draft"]
     pool.commit(st, c)
+
+
+def test_promotion_returns_the_staged_dict_with_the_live_plan_in_it(pool):
+    # The original's promotion handed back the very dict its preplan
+    # returned (its tests check `promoted is staged`), and its private
+    # _preplanned flag said whether a stage was waiting.
+    st = step(("a", "main", 1), ("b", "main", 1), ("c", "main", 1))
+    live_ctx = ctx(["a", "b", "c"])
+    assert pool.admit(st, live_ctx).ok
+    assert not pool._preplanned
+    staged = pool.plan(st, ctx(["a", "b", "c"], is_preplan=True))
+    assert pool._preplanned
+    before = staged["main"]
+    promoted = pool.plan(st, live_ctx)
+    assert promoted is staged and not pool._preplanned
+    assert promoted["main"] is not before and not promoted["main"].staged
+    assert before.staged  # what a caller kept of the stage is left as it was
+    assert promoted["main"].slot_indices.tolist() == before.slot_indices.tolist() == [1, 2, 3]
+    assert pool.addressing() is promoted["main"]
+    assert pool.plan(st, live_ctx) is promoted  # planned again: the same answer
+    pool.commit(st, live_ctx)
 
 
 def test_a_second_stage_is_the_originals_assertion(pool):
