@@ -1040,7 +1040,10 @@ def install_alias(engine_stubs=None):
     engine_stubs: also stand in for the engine modules those tests import
     beside it (the step, base and recurrent config modules, and their
     packages) with rsp.seed_engine's shapes; None (the default): only when
-    the engine (the `mstar` package) is not installed. Names already in
+    the engine (the `mstar` package) is not installed. With the engine's
+    own modules, the packages above the pool are imported here (their
+    imports of the pool get this module); an error importing them is
+    raised and leaves the pool's name as it was. Names already in
     sys.modules are left alone. Returns the module names it set."""
     if engine_stubs is None:
         engine_stubs = "mstar" not in sys.modules and importlib.util.find_spec("mstar") is None
@@ -1064,7 +1067,23 @@ def install_alias(engine_stubs=None):
             if not hasattr(recurrent, attr):
                 setattr(recurrent, attr, getattr(me, attr))
     if sys.modules.get(_ORIGINAL) is not me:
+        was = sys.modules.get(_ORIGINAL)
         sys.modules[_ORIGINAL] = me
+        if not engine_stubs:
+            # An import of the pool finds it in sys.modules and so never
+            # imports the engine's packages above it, and `import
+            # mstar.engine.resources.recurrent.pool as m` then fails to reach
+            # it through `mstar.engine`. Importing them now runs their
+            # __init__s as the engine wrote them, their imports of the pool
+            # getting this module.
+            try:
+                importlib.import_module(_ORIGINAL.rpartition(".")[0])
+            except BaseException:
+                if was is None:
+                    del sys.modules[_ORIGINAL]
+                else:
+                    sys.modules[_ORIGINAL] = was
+                raise
         done.append(_ORIGINAL)
     for name in done:  # each module an attribute of its parent, as an import leaves it
         parent, _, leaf = name.rpartition(".")

@@ -666,6 +666,53 @@ def test_install_alias_runs_code_written_for_the_original():
     assert r.stdout.split("\n")[:2] == ["[1] 0 mstar ()", "no kv"]
 
 
+_WITH_ENGINE = r"""
+import sys, rsp.seed
+assert rsp.seed.install_alias() == ("mstar.engine.resources.recurrent.pool",)
+import mstar.engine.resources.recurrent.pool as mod
+import mstar.engine.resources.recurrent as package
+assert mod is rsp.seed and package.pool is rsp.seed
+assert package.RecurrentStatePool is rsp.seed.RecurrentStatePool  # its own import, aliased
+assert package.config.MARK == "the engine's"  # the engine's other modules stay its own
+print("ok")
+"""
+
+
+def _fake_engine(root, recurrent_init):
+    pkg = root / "mstar" / "engine" / "resources" / "recurrent"
+    pkg.mkdir(parents=True)
+    for d in (pkg.parents[2], pkg.parents[1], pkg.parents[0]):
+        (d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text(recurrent_init)
+    (pkg / "config.py").write_text("MARK = \"the engine's\"\n")
+    (pkg / "pool.py").write_text("raise ImportError('the original pool was imported')\n")
+
+
+def test_install_alias_with_the_engine_installed_imports_its_packages(tmp_path):
+    # With the engine importable only the pool is aliased; an import of the
+    # pool by its full name must still reach it through the packages above.
+    _fake_engine(tmp_path, "from . import config\n"
+                           "from mstar.engine.resources.recurrent.pool import RecurrentStatePool\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, str(tmp_path)]))
+    r = subprocess.run([sys.executable, "-c", _WITH_ENGINE], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ok\n"
+
+
+def test_install_alias_leaves_nothing_when_the_engine_fails_to_import(tmp_path):
+    _fake_engine(tmp_path, "raise RuntimeError('engine broken')\n")
+    code = ("import sys, rsp.seed\n"
+            "try:\n    rsp.seed.install_alias()\n"
+            "except RuntimeError as e:\n    print(e)\n"
+            "print('mstar.engine.resources.recurrent.pool' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, str(tmp_path)]))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["engine broken", "False"]
+
+
 # --- what the seed's class does differently (docs/python.md) ----------------------
 
 
