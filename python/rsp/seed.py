@@ -448,7 +448,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._next_sid = 1
         self._stage_rec = None  # the _Rec whose plan is staged
         self._live = None       # label -> RecurrentAddressing: the newest live plan's
-        self._blocks = {}       # (name, layer_idx) -> tensor
+        self._views = {}        # (name, layer_idx) -> tensor: block()
         self._block_names = [b.name for b in cfg.blocks]
         self._buckets = {}      # a lease's bucket -> rsp bucket id
         self._dirty = False     # device work queued that no plan's ready covers yet
@@ -485,7 +485,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         Idempotent. Tensors already handed out stay valid. timeout_ns:
         rsp.Pool.cleanup's."""
         Pool.cleanup(self, timeout_ns)
-        blocks = getattr(self, "_blocks", None)
+        blocks = getattr(self, "_views", None)
         if blocks is not None:  # None: __init__ failed before it made them
             blocks.clear()
             self._live = None
@@ -505,7 +505,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             raise RspError(_pool._ESHUTDOWN, "the pool was cleaned up")
         if self._dirty and self._engine:
             self.device_sync()
-        t = self._blocks.get((name, layer_idx))
+        t = self._views.get((name, layer_idx))
         if t is not None and type(layer_idx) is int:  # 1.0 hashes as 1
             return t
         if not isinstance(name, str):
@@ -521,7 +521,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             raise RspKeyError(ffi.EINVAL, f"no block named {name!r}; the pool's blocks: "
                                           f"{', '.join(map(repr, self._block_names))}")
         t = Pool.block(self, name, i)
-        self._blocks[(name, layer_idx)] = t
+        self._views[(name, layer_idx)] = t
         return t
 
     def gather(self, name, addressing, layer_idx=0):
