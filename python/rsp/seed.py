@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from . import _dlpack
 from . import _ffi as ffi
 from . import pool as _pool
 from .pool import BlockSpec, Lease, PoolConfig, RspError, Step, _check, _reader
@@ -449,6 +450,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._stage_rec = None  # the _Rec whose plan is staged
         self._live = None       # label -> RecurrentAddressing: the newest live plan's
         self._views = {}        # (name, layer_idx) -> tensor: block()
+        self._whole = {}        # name -> the block's whole tensor: _blocks
         self._block_names = [b.name for b in cfg.blocks]
         self._buckets = {}      # a lease's bucket -> rsp bucket id
         self._dirty = False     # device work queued that no plan's ready covers yet
@@ -488,6 +490,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         blocks = getattr(self, "_views", None)
         if blocks is not None:  # None: __init__ failed before it made them
             blocks.clear()
+            self._whole.clear()
             self._live = None
 
     close = cleanup
@@ -523,6 +526,44 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         t = Pool.block(self, name, i)
         self._views[(name, layer_idx)] = t
         return t
+
+    @property
+    def _blocks(self):
+        """name -> the block's whole tensor [num_layers, max_slots, *shape]
+        (the original's private storage, for code and tests that look at
+        it): rsp's storage itself, layer-major, so block(name, layer) is
+        its [layer]. A new dict of the same tensors each call."""
+        for name in self._block_names:
+            if name not in self._whole:
+                self._whole[name] = self._whole_block(name)
+        self.block(self._block_names[0], 0)  # waits for queued device work, as block() does
+        return dict(self._whole)
+
+    def _whole_block(self, name):
+        n = self._info.num_layers
+        first = self.block(name, 0)
+        if n > 1 and self.block(name, 1).data_ptr() != (first.data_ptr() +
+                                                        first.numel() * first.element_size()):
+            raise RspError(ffi.EINVAL, f"block {name!r}: its layers are not one tensor")
+        # Layer 0's export, widened to every layer before torch takes it: the
+        # layers follow each other in one allocation (checked above), and the
+        # export's deleter releases that allocation, not the shape it names.
+        # torch copies the shape and strides when it takes the export.
+        out = ctypes.c_void_p()
+        err = ffi.Error()
+        _check(ffi.pool_block_dlpack(self._handle(), name.encode(), 0, ctypes.byref(out),
+                                     ctypes.byref(err)), err)
+        t = ctypes.cast(out.value, ctypes.POINTER(_dlpack.DLManagedTensor)).contents.dl_tensor
+        dims = [n] + [t.shape[d] for d in range(t.ndim)]
+        strides = [1] * len(dims)
+        for d in range(len(dims) - 2, -1, -1):
+            strides[d] = strides[d + 1] * dims[d + 1]
+        shape_arr = (ctypes.c_int64 * len(dims))(*dims)
+        stride_arr = (ctypes.c_int64 * len(dims))(*strides)
+        t.shape = ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64))
+        t.strides = ctypes.cast(stride_arr, ctypes.POINTER(ctypes.c_int64))
+        t.ndim = len(dims)
+        return _dlpack.to_torch(out.value)
 
     def gather(self, name, addressing, layer_idx=0):
         """The addressed rows' state of block name at layer_idx: a new

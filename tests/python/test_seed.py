@@ -150,6 +150,29 @@ def test_block_views(pool):
         pool.block("state", 1.0)
 
 
+def test_private_blocks_are_the_whole_storage_layer_major(pool):
+    # The original kept each block as one [num_layers, max_slots, *shape]
+    # tensor in _blocks, and its tests write a slot across every layer
+    # through it (pool._blocks[name][:, index]).
+    whole = pool._blocks
+    assert sorted(whole) == ["conv", "state"]
+    assert whole["state"].shape == (LAYERS, 8, 2, 4, 4) and whole["conv"].dtype == torch.bfloat16
+    whole["state"][:, 3].fill_(5.0)
+    for layer in range(LAYERS):
+        assert whole["state"][layer].data_ptr() == pool.block("state", layer).data_ptr()
+        assert bool((pool.block("state", layer)[3] == 5.0).all())
+    pool.block("conv", LAYERS - 1)[2] = 1.5
+    assert bool((whole["conv"][LAYERS - 1, 2] == 1.5).all()) and not whole["conv"][0].any()
+    assert pool._blocks["state"] is whole["state"]  # made once
+    run(pool, step(("a", "main", 1)), ctx(["a"]))
+    index = pool.slot_index("a")
+    whole["state"][:, index].fill_(2.0)  # what a's forward wrote
+    pool.remove_request("a")  # a zeroing queued on rsp's device...
+    assert not pool._blocks["state"][:, index].any()  # ...is waited for, as block() does
+    pool.cleanup()
+    assert bool((whole["state"][:, 3] == 5.0).all())  # still valid after the pool is gone
+
+
 def test_gather_and_scatter_follow_the_addressing():
     for sink in (True, False):
         pool = build(max_slots=6, sink=sink)
@@ -835,4 +858,7 @@ def test_seed_class_on_cuda_orders_the_device_work_on_the_current_stream():
     assert bool((p.block("state", 0)[b] == 3.0).all())  # block() waited for the post-fork
     p.reset_request("a")
     assert int(torch.count_nonzero(p.block("state", 0))) == 0
+    whole = p._blocks["state"]  # the original's private whole block, on the device
+    assert whole.is_cuda and whole.shape == (LAYERS, 8, 2, 4, 4)
+    assert whole[1].data_ptr() == p.block("state", 1).data_ptr()
     p.cleanup()
