@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from . import _dlpack
 from . import _ffi as ffi
 from . import pool as _pool
 from .pool import BlockSpec, Lease, PoolConfig, RspError, Step, _check, _reader
@@ -448,7 +449,8 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._next_sid = 1
         self._stage_rec = None  # the _Rec whose plan is staged
         self._live = None       # label -> RecurrentAddressing: the newest live plan's
-        self._blocks = {}       # (name, layer_idx) -> tensor
+        self._views = {}        # (name, layer_idx) -> tensor: block()
+        self._whole = {}        # name -> the block's whole tensor: _blocks
         self._block_names = [b.name for b in cfg.blocks]
         self._buckets = {}      # a lease's bucket -> rsp bucket id
         self._dirty = False     # device work queued that no plan's ready covers yet
@@ -485,9 +487,10 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         Idempotent. Tensors already handed out stay valid. timeout_ns:
         rsp.Pool.cleanup's."""
         Pool.cleanup(self, timeout_ns)
-        blocks = getattr(self, "_blocks", None)
+        blocks = getattr(self, "_views", None)
         if blocks is not None:  # None: __init__ failed before it made them
             blocks.clear()
+            self._whole.clear()
             self._live = None
 
     close = cleanup
@@ -505,7 +508,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             raise RspError(_pool._ESHUTDOWN, "the pool was cleaned up")
         if self._dirty and self._engine:
             self.device_sync()
-        t = self._blocks.get((name, layer_idx))
+        t = self._views.get((name, layer_idx))
         if t is not None and type(layer_idx) is int:  # 1.0 hashes as 1
             return t
         if not isinstance(name, str):
@@ -521,8 +524,46 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             raise RspKeyError(ffi.EINVAL, f"no block named {name!r}; the pool's blocks: "
                                           f"{', '.join(map(repr, self._block_names))}")
         t = Pool.block(self, name, i)
-        self._blocks[(name, layer_idx)] = t
+        self._views[(name, layer_idx)] = t
         return t
+
+    @property
+    def _blocks(self):
+        """name -> the block's whole tensor [num_layers, max_slots, *shape]
+        (the original's private storage, for code and tests that look at
+        it): rsp's storage itself, layer-major, so block(name, layer) is
+        its [layer]. A new dict of the same tensors each call."""
+        for name in self._block_names:
+            if name not in self._whole:
+                self._whole[name] = self._whole_block(name)
+        self.block(self._block_names[0], 0)  # waits for queued device work, as block() does
+        return dict(self._whole)
+
+    def _whole_block(self, name):
+        n = self._info.num_layers
+        first = self.block(name, 0)
+        if n > 1 and self.block(name, 1).data_ptr() != (first.data_ptr() +
+                                                        first.numel() * first.element_size()):
+            raise RspError(ffi.EINVAL, f"block {name!r}: its layers are not one tensor")
+        # Layer 0's export, widened to every layer before torch takes it: the
+        # layers follow each other in one allocation (checked above), and the
+        # export's deleter releases that allocation, not the shape it names.
+        # torch copies the shape and strides when it takes the export.
+        out = ctypes.c_void_p()
+        err = ffi.Error()
+        _check(ffi.pool_block_dlpack(self._handle(), name.encode(), 0, ctypes.byref(out),
+                                     ctypes.byref(err)), err)
+        t = ctypes.cast(out.value, ctypes.POINTER(_dlpack.DLManagedTensor)).contents.dl_tensor
+        dims = [n] + [t.shape[d] for d in range(t.ndim)]
+        strides = [1] * len(dims)
+        for d in range(len(dims) - 2, -1, -1):
+            strides[d] = strides[d + 1] * dims[d + 1]
+        shape_arr = (ctypes.c_int64 * len(dims))(*dims)
+        stride_arr = (ctypes.c_int64 * len(dims))(*strides)
+        t.shape = ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64))
+        t.strides = ctypes.cast(stride_arr, ctypes.POINTER(ctypes.c_int64))
+        t.ndim = len(dims)
+        return _dlpack.to_torch(out.value)
 
     def gather(self, name, addressing, layer_idx=0):
         """The addressed rows' state of block name at layer_idx: a new
@@ -809,8 +850,17 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             stage.phase = _ADMITTED
             stage.result = None
             self._stage_rec = None
+        staged = rec.result if stage is rec else None
         self._plan_rec(rec, False)
         self._stage_rec = None  # promoted, if it was rec's
+        if staged is not None:
+            # The original's promotion returns the staged dict itself, and
+            # its callers compare by identity; its entries become the live
+            # plan's (the staged addressing objects stay with whoever holds
+            # them).
+            staged.clear()
+            staged.update(rec.result)
+            rec.result = staged
         rec.phase = _PLANNED
         self._live = rec.result
         return rec.result
@@ -937,6 +987,12 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             self._forget(rec)
             self._dirty = True
 
+    @property
+    def _preplanned(self):
+        """Whether a staged plan waits for promotion (the original's private
+        flag, for code and tests that look at it)."""
+        return self._stage_rec is not None
+
     def clear_preplan(self, seq=None):
         """Drop the staged plan; staging touched no live state. Its step
         stays admitted: rollback_admit of it gives back what its admit took."""
@@ -1025,7 +1081,10 @@ def install_alias(engine_stubs=None):
     engine_stubs: also stand in for the engine modules those tests import
     beside it (the step, base and recurrent config modules, and their
     packages) with rsp.seed_engine's shapes; None (the default): only when
-    the engine (the `mstar` package) is not installed. Names already in
+    the engine (the `mstar` package) is not installed. With the engine's
+    own modules, the packages above the pool are imported here (their
+    imports of the pool get this module); an error importing them is
+    raised and leaves the pool's name as it was. Names already in
     sys.modules are left alone. Returns the module names it set."""
     if engine_stubs is None:
         engine_stubs = "mstar" not in sys.modules and importlib.util.find_spec("mstar") is None
@@ -1049,7 +1108,23 @@ def install_alias(engine_stubs=None):
             if not hasattr(recurrent, attr):
                 setattr(recurrent, attr, getattr(me, attr))
     if sys.modules.get(_ORIGINAL) is not me:
+        was = sys.modules.get(_ORIGINAL)
         sys.modules[_ORIGINAL] = me
+        if not engine_stubs:
+            # An import of the pool finds it in sys.modules and so never
+            # imports the engine's packages above it, and `import
+            # mstar.engine.resources.recurrent.pool as m` then fails to reach
+            # it through `mstar.engine`. Importing them now runs their
+            # __init__s as the engine wrote them, their imports of the pool
+            # getting this module.
+            try:
+                importlib.import_module(_ORIGINAL.rpartition(".")[0])
+            except BaseException:
+                if was is None:
+                    del sys.modules[_ORIGINAL]
+                else:
+                    sys.modules[_ORIGINAL] = was
+                raise
         done.append(_ORIGINAL)
     for name in done:  # each module an attribute of its parent, as an import leaves it
         parent, _, leaf = name.rpartition(".")

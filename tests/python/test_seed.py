@@ -150,6 +150,29 @@ def test_block_views(pool):
         pool.block("state", 1.0)
 
 
+def test_private_blocks_are_the_whole_storage_layer_major(pool):
+    # The original kept each block as one [num_layers, max_slots, *shape]
+    # tensor in _blocks, and its tests write a slot across every layer
+    # through it (pool._blocks[name][:, index]).
+    whole = pool._blocks
+    assert sorted(whole) == ["conv", "state"]
+    assert whole["state"].shape == (LAYERS, 8, 2, 4, 4) and whole["conv"].dtype == torch.bfloat16
+    whole["state"][:, 3].fill_(5.0)
+    for layer in range(LAYERS):
+        assert whole["state"][layer].data_ptr() == pool.block("state", layer).data_ptr()
+        assert bool((pool.block("state", layer)[3] == 5.0).all())
+    pool.block("conv", LAYERS - 1)[2] = 1.5
+    assert bool((whole["conv"][LAYERS - 1, 2] == 1.5).all()) and not whole["conv"][0].any()
+    assert pool._blocks["state"] is whole["state"]  # made once
+    run(pool, step(("a", "main", 1)), ctx(["a"]))
+    index = pool.slot_index("a")
+    whole["state"][:, index].fill_(2.0)  # what a's forward wrote
+    pool.remove_request("a")  # a zeroing queued on rsp's device...
+    assert not pool._blocks["state"][:, index].any()  # ...is waited for, as block() does
+    pool.cleanup()
+    assert bool((whole["state"][:, 3] == 5.0).all())  # still valid after the pool is gone
+
+
 def test_gather_and_scatter_follow_the_addressing():
     for sink in (True, False):
         pool = build(max_slots=6, sink=sink)
@@ -281,6 +304,7 @@ def test_preplan_stages_and_the_next_plan_promotes(pool):
     assert pool.admit(st, c).ok  # the pre-plan pass reserves
     free = pool.num_free_slots
     staged = pool.plan(st, c)
+    staged_rows = dict(staged)  # promotion refills the dict itself
     assert staged["draft"].staged and staged["draft"].host_has_state == [True]  # a's, ahead
     assert staged["main"].host_slot_indices == [1, 3] and staged["draft"].host_slot_indices == [2]
     assert torch.count_nonzero(pool.block("state", 0)[2]) == 0  # staging copied nothing
@@ -290,11 +314,32 @@ def test_preplan_stages_and_the_next_plan_promotes(pool):
     promoted = pool.plan(st, c)
     assert not promoted["draft"].staged
     for label in ("main", "draft"):
-        assert promoted[label].host_slot_indices == staged[label].host_slot_indices
-        assert promoted[label].host_has_state == staged[label].host_has_state
+        assert promoted[label].host_slot_indices == staged_rows[label].host_slot_indices
+        assert promoted[label].host_has_state == staged_rows[label].host_has_state
     assert bool((pool.block("state", 0)[2] == 3.0).all())  # the deferred fork, now
     assert pool.addressing("draft") is promoted["draft"]
     pool.commit(st, c)
+
+
+def test_promotion_returns_the_staged_dict_with_the_live_plan_in_it(pool):
+    # The original's promotion handed back the very dict its preplan
+    # returned (its tests check `promoted is staged`), and its private
+    # _preplanned flag said whether a stage was waiting.
+    st = step(("a", "main", 1), ("b", "main", 1), ("c", "main", 1))
+    live_ctx = ctx(["a", "b", "c"])
+    assert pool.admit(st, live_ctx).ok
+    assert not pool._preplanned
+    staged = pool.plan(st, ctx(["a", "b", "c"], is_preplan=True))
+    assert pool._preplanned
+    before = staged["main"]
+    promoted = pool.plan(st, live_ctx)
+    assert promoted is staged and not pool._preplanned
+    assert promoted["main"] is not before and not promoted["main"].staged
+    assert before.staged  # what a caller kept of the stage is left as it was
+    assert promoted["main"].slot_indices.tolist() == before.slot_indices.tolist() == [1, 2, 3]
+    assert pool.addressing() is promoted["main"]
+    assert pool.plan(st, live_ctx) is promoted  # planned again: the same answer
+    pool.commit(st, live_ctx)
 
 
 def test_a_second_stage_is_the_originals_assertion(pool):
@@ -644,6 +689,53 @@ def test_install_alias_runs_code_written_for_the_original():
     assert r.stdout.split("\n")[:2] == ["[1] 0 mstar ()", "no kv"]
 
 
+_WITH_ENGINE = r"""
+import sys, rsp.seed
+assert rsp.seed.install_alias() == ("mstar.engine.resources.recurrent.pool",)
+import mstar.engine.resources.recurrent.pool as mod
+import mstar.engine.resources.recurrent as package
+assert mod is rsp.seed and package.pool is rsp.seed
+assert package.RecurrentStatePool is rsp.seed.RecurrentStatePool  # its own import, aliased
+assert package.config.MARK == "the engine's"  # the engine's other modules stay its own
+print("ok")
+"""
+
+
+def _fake_engine(root, recurrent_init):
+    pkg = root / "mstar" / "engine" / "resources" / "recurrent"
+    pkg.mkdir(parents=True)
+    for d in (pkg.parents[2], pkg.parents[1], pkg.parents[0]):
+        (d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text(recurrent_init)
+    (pkg / "config.py").write_text("MARK = \"the engine's\"\n")
+    (pkg / "pool.py").write_text("raise ImportError('the original pool was imported')\n")
+
+
+def test_install_alias_with_the_engine_installed_imports_its_packages(tmp_path):
+    # With the engine importable only the pool is aliased; an import of the
+    # pool by its full name must still reach it through the packages above.
+    _fake_engine(tmp_path, "from . import config\n"
+                           "from mstar.engine.resources.recurrent.pool import RecurrentStatePool\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, str(tmp_path)]))
+    r = subprocess.run([sys.executable, "-c", _WITH_ENGINE], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ok\n"
+
+
+def test_install_alias_leaves_nothing_when_the_engine_fails_to_import(tmp_path):
+    _fake_engine(tmp_path, "raise RuntimeError('engine broken')\n")
+    code = ("import sys, rsp.seed\n"
+            "try:\n    rsp.seed.install_alias()\n"
+            "except RuntimeError as e:\n    print(e)\n"
+            "print('mstar.engine.resources.recurrent.pool' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, str(tmp_path)]))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["engine broken", "False"]
+
+
 # --- what the seed's class does differently (docs/python.md) ----------------------
 
 
@@ -766,4 +858,7 @@ def test_seed_class_on_cuda_orders_the_device_work_on_the_current_stream():
     assert bool((p.block("state", 0)[b] == 3.0).all())  # block() waited for the post-fork
     p.reset_request("a")
     assert int(torch.count_nonzero(p.block("state", 0))) == 0
+    whole = p._blocks["state"]  # the original's private whole block, on the device
+    assert whole.is_cuda and whole.shape == (LAYERS, 8, 2, 4, 4)
+    assert whole[1].data_ptr() == p.block("state", 1).data_ptr()
     p.cleanup()
