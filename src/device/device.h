@@ -160,6 +160,11 @@ rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event
 rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                             void *dst, rsp_error *err);
 
+/* Jobs the host device dev has handed to its worker so far (the others ran
+ * inline in submit, or had nothing to run). Tests only: they pin which
+ * submits never wake the worker. Host device only. Owner. O(1). */
+uint64_t rsp__host_jobs_queued(const rsp__device *dev);
+
 /*
  * Host fences (host.c): the internal side of the public rsp_host_fence_*
  * (api.c checks fork and NULL first). Any thread.

@@ -28,7 +28,8 @@
  *          (seq_cst). Store->load on both sides.
  *   HV1/HV2  fence value: the release store of `value` in signal -> the acquire
  *          load in wait/value; everything the worker wrote for a job is
- *          visible to whoever sees the job's value reached.
+ *          visible to whoever sees the job's value reached, the owner's
+ *          idle check before an inline run (can_run_inline) included.
  *   RC1/RC2  fence references: every drop is an acq_rel decrement; the one
  *          that reaches zero frees after every other holder's last access.
  */
@@ -326,6 +327,10 @@ typedef struct rsp__host_device {
     /* Written by the owner (relaxed store after HQ1), read by any thread in
      * sync/read: the value of the last job enqueued. */
     uint64_t submitted;
+    /* Owner only: jobs handed to the worker through the ring (destroy's stop
+     * job excluded), for tests that pin which submits never reach it
+     * (rsp__host_jobs_queued). */
+    uint64_t queued;
 
     /* Owner (producer) and worker (consumer); ck_ring keeps its indices on
      * separate cache lines. */
@@ -490,6 +495,8 @@ static void *worker_main(void *arg)
         bool stop = job->stop;
         uint64_t value = job->value;
         free(job);
+        /* HV1: "done up to job `value`"; pairs with HV2 in every waiter and
+         * in can_run_inline's idle check. */
         fence_signal(&dev->fence, value);
         if (stop)
             return NULL;
@@ -830,15 +837,28 @@ oom:
  * Whether w may run inline, in the owner's submit, instead of on the worker:
  * only when FIFO order allows it (every job submitted so far has completed,
  * so nothing is queued or running: the worker is idle) and nothing in w can
- * block (each WAIT's event is already reached) and w is small. The acquire
- * loads (HV2) order the worker's writes for earlier jobs, and a waited-for
- * fence's signaller's writes, before the inline run's. Owner only.
+ * block (each WAIT's event is already reached) and w is small. Owner only.
+ *
+ * The idle check is the acquire end of the worker's "done up to job N":
+ * HV2 here pairs with HV1 in the worker's fence_signal of the last
+ * submitted value, so its ZERO, COPY, UPLOAD and RETIRE writes for every
+ * earlier job happen before the inline run's (a plan's ready must cover the
+ * zeroes of the slots it hands out; an inline UPLOAD must land after a
+ * queued one into the same arrays, and after a RETIRE that moved them).
+ * The same HV2 on each waited-for fence orders its signaller's writes.
+ *
+ * An UPLOAD is a memcpy of the plan's vectors into the buffer's arrays
+ * (run_job). The owner may do it when the worker is idle because the
+ * arrays are written only by this device's jobs, all of them done; readers
+ * reach the vectors through the plan's ready event, which hand_off raises
+ * (HV1) after the copy, as the worker would.
  */
 static bool can_run_inline(rsp__host_device *dev, const rsp__work *w, const job_size *sz)
 {
     const uint64_t slot_bytes = dev->base.layout->slot_bytes;
     if ((uint64_t)(sz->slots + sz->pairs) * slot_bytes > HOST_INLINE_BYTES)
         return false;
+    /* HV2 (the idle check): pairs with HV1 in worker_main. */
     if (!fence_reached(&dev->fence, dev->submitted))
         return false; /* a job is queued or running: FIFO puts w behind it */
     for (uint32_t i = 0; i < w->num_ops; i++) {
@@ -1119,10 +1139,17 @@ static void hand_off(rsp__host_device *dev, const job_reservation *r, rsp_event 
             fence_signal(&dev->fence, job->value);
         } else {
             ring_put(dev, job);
+            dev->queued++;
         }
     }
     if (done)
         *done = rsp_event_host(&dev->fence, dev->submitted);
+}
+
+uint64_t rsp__host_jobs_queued(const rsp__device *base)
+{
+    RSP__ASSERT(base->kind == RSP_DEVICE_HOST);
+    return ((const rsp__host_device *)base)->queued;
 }
 
 static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *done,
@@ -1136,7 +1163,10 @@ static rsp_status host_submit(rsp__device *base, const rsp__work *w, rsp_event *
     if (st != RSP_OK)
         return st;
     if (sz.ops == 0) {
-        /* Nothing to run: complete once everything before has run. */
+        /* Nothing to run: complete once everything before has run, so a
+         * plan's ready still covers earlier zeroes of the slots it hands
+         * out. On an idle device that value is already reached: the event
+         * is complete at once and nothing wakes the worker. */
         if (done)
             *done = rsp_event_host(&dev->fence, dev->submitted);
         return RSP_OK;
