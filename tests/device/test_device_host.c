@@ -1,5 +1,5 @@
 /*
- * test_device_host: the host device (src/device/host.c) and rsp_host_fence.
+ * test_device_host: the host device (src/device/host*.c) and rsp_host_fence.
  * SPDX-License-Identifier: Apache-2.0
  *
  * Work lists are built by hand (no core), so each test pins one device rule.
