@@ -14,6 +14,10 @@
    comment with "long:" saying why.
 3. File length: no file in src/ (a .c or a .h) is longer than 900 lines:
    a longer one holds more than one job and is split along them.
+4. Device -> face: no function in src/device/ calls a function the face
+   defines (src/api*.c, src/validate.c, src/pool*.c): the device sits below
+   the pool and the public entry points (docs/design.md), so nothing there
+   calls back up.
 
 Exits 1 when a rule is broken, listing every place; 0 otherwise. Pure
 reading: needs python3 only. SPDX-License-Identifier: Apache-2.0
@@ -139,6 +143,44 @@ def cycles(edges):
     return found
 
 
+FACE_FILES = re.compile(r'^(api\w*|validate|pool\w*)\.c$')
+ANY_CALL = re.compile(r'\b(rsp_\w+)\s*\(')
+
+
+def code_lines(path):
+    """(line number, code) of what path runs: every line of a .c file, the
+    static inline bodies of a header; comments and strings blanked."""
+    code = strip_comments(open(path, encoding='utf-8').read()).split('\n')
+    if path.endswith('.c'):
+        return list(enumerate(code, 1))
+    return [(n, code[n - 1]) for _, first, last, _ in functions(path)
+            for n in range(first, last + 1)]
+
+
+def device_face_calls(src):
+    """Rule 4: one message per call from src/device/ to a function with
+    external linkage (an rsp_ or rsp__ name) that a src/api*.c, src/validate.c
+    or a src/pool*.c defines and src/device/ does not."""
+    face = {}
+    for f in sorted(os.listdir(src)):
+        if FACE_FILES.match(f):
+            for name, *_ in functions(os.path.join(src, f)):
+                if name.startswith('rsp_'):
+                    face.setdefault(name, f)
+    room = os.path.join(src, 'device')
+    files = [os.path.join(room, f) for f in sorted(os.listdir(room)) if f.endswith(('.c', '.h'))]
+    own = {name for f in files for name, *_ in functions(f)}
+    out = []
+    for path in files:
+        for n, line in code_lines(path):
+            for call in ANY_CALL.findall(line):
+                if call in face and call not in own:
+                    out.append(f'house: src/device/{os.path.basename(path)}:{n}: calls {call}, '
+                               f'which src/{face[call]} defines (the device may not call the '
+                               f'face: pass what it needs down instead)')
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--root', default=os.path.join(os.path.dirname(__file__), '..'))
@@ -155,6 +197,9 @@ def main():
                 why = sorted(edges[(a, b)])
                 more = f' (+{len(why) - 4} more)' if len(why) > 4 else ''
                 print(f'    {a} -> {b}: {", ".join(why[:4])}{more}')
+    for msg in device_face_calls(src):
+        bad += 1
+        print(msg)
     for dirpath, _, files in sorted(os.walk(src)):
         for f in sorted(files):
             if f.endswith(('.c', '.h')):

@@ -12,7 +12,7 @@
  *
  * Owners of the other public functions: core/layout.c (config init, shard
  * shapes, dtype size), util/error.c (rsp_strerror). Host fences are
- * implemented in device/host.c; their public entry points are here, with
+ * implemented in device/host_fence.c; their public entry points are here, with
  * the fork check every entry point makes.
  */
 #include <pthread.h>

@@ -10,7 +10,7 @@
  * [0, max_slots), the device checkpoint tier (max_checkpoints ids next),
  * the host checkpoint tier (max_host_checkpoints ids last). ZERO slots and
  * COPY pairs may name any id < num_ids; copies go in any direction. Two implementations,
- * chosen at creation: host.c (heap memory, a device worker thread, host fences as events) and
+ * chosen at creation: host*.c (heap memory, a device worker thread, host fences as events) and
  * cuda.c (cudaMalloc, one pool stream, kernels/). device.c dispatches; device_impl.h says what an
  * implementation provides.
  *
@@ -160,8 +160,13 @@ rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event
 rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                             void *dst, rsp_error *err);
 
+/* Jobs the host device dev has handed to its worker so far (the others ran
+ * inline in submit, or had nothing to run). Tests only: they pin which
+ * submits never wake the worker. Host device only. Owner. O(1). */
+uint64_t rsp__host_jobs_queued(const rsp__device *dev);
+
 /*
- * Host fences (host.c): the internal side of the public rsp_host_fence_*
+ * Host fences (host_fence.c): the internal side of the public rsp_host_fence_*
  * (api.c checks fork and NULL first). Any thread.
  *   _create: a fence at value 0 with one reference (RSP_ENOMEM).
  *   _valid: f is non-NULL and carries a live fence's tag (a cheap check, not
@@ -169,7 +174,7 @@ rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, ui
  *   _ref / _unref: one reference more / less; the last unref frees. rsp_post
  *     takes one for the message of a commit or rollback naming the fence, the
  *     device one per queued WAIT on it.
- *   _signal, _value, _wait: the timeline (host.c).
+ *   _signal, _value, _wait: the timeline (host_fence.c).
  *   _refs: references held now (tests; relaxed).
  */
 rsp_status rsp__fence_create(rsp_host_fence **out, rsp_error *err);

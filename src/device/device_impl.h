@@ -1,6 +1,6 @@
 /*
  * Internal: what a device implementation provides. device.c dispatches
- * through the vtable below; host.c and cuda.c implement it. Only
+ * through the vtable below; host*.c and cuda.c implement it. Only
  * src/device/ includes this file.
  * SPDX-License-Identifier: Apache-2.0
  *

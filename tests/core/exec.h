@@ -9,7 +9,7 @@
  * `<suite>_host` and, in CUDA builds, a `<suite>_cuda` entry):
  *   "emulated" (default, or unset): plain heap memory, each op applied at
  *              once by this file. The reference behaviour.
- *   "host":    the real host device (src/device/host.c): its worker thread
+ *   "host":    the real host device (src/device/host*.c): its worker thread
  *              runs the work FIFO, after this file checked it.
  *   "cuda":    the CUDA device on ordinal 0 (kernels, pool stream). Without
  *              a usable GPU every test of the suite skips through cmocka's

@@ -1,6 +1,6 @@
 /*
  * test_device_faults: the host device's submit under allocation failure
- * (src/device/host.c, "Submit": validate, reserve, apply, hand off).
+ * (src/device/host_submit.c: validate, reserve, apply, hand off).
  * SPDX-License-Identifier: Apache-2.0
  *
  * The interposed allocator of tests/fault (inject.c) fails the N-th

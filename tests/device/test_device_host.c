@@ -1,5 +1,5 @@
 /*
- * test_device_host: the host device (src/device/host.c) and rsp_host_fence.
+ * test_device_host: the host device (src/device/host*.c) and rsp_host_fence.
  * SPDX-License-Identifier: Apache-2.0
  *
  * Work lists are built by hand (no core), so each test pins one device rule.
@@ -395,6 +395,121 @@ static void event_values_increase_per_submit(void **state)
     rsp_event none = {.handle = NULL, .value = 12345};
     assert_int_equal(rsp__device_event_wait(dev, &none, 0, NULL), RSP_OK);
     rsp__device_destroy(dev);
+}
+
+/* A list the worker need not run (nothing, or a plan's upload alone) on an
+ * idle device: its event is complete when submit returns and the worker was
+ * never handed a job, so a reader's ready wait never waits for it. */
+static void no_work_submit_on_idle_device_is_complete_at_once(void **state)
+{
+    (void)state;
+    const uint64_t sb[1] = {8};
+    rsp__layout lay;
+    make_layout(&lay, 1, 4, 1, sb);
+    rsp__device *dev = NULL;
+    assert_int_equal(rsp__device_create(RSP_DEVICE_HOST, 0, &lay, &dev, NULL), RSP_OK);
+    rsp_host_fence *gate = NULL;
+    assert_int_equal(rsp_host_fence_create(&gate, NULL), RSP_OK);
+
+    /* Some earlier work, through the worker (behind a gate), then done. */
+    test_work t;
+    tw_init(&t);
+    tw_wait(&t, gate, 1);
+    tw_zero(&t, 1);
+    tw_buffer(&t, 0, 4);
+    rsp_event first;
+    assert_int_equal(rsp__device_submit(dev, &t.w, &first, NULL), RSP_OK);
+    const uint64_t queued = rsp__host_jobs_queued(dev);
+    assert_int_equal(queued, 1);
+    rsp_host_fence_signal(gate, 1);
+    assert_int_equal(rsp__device_sync(dev, NULL), RSP_OK);
+
+    /* Nothing to run: the value of the last job, already reached. */
+    tw_init(&t);
+    rsp_event e;
+    assert_int_equal(rsp__device_submit(dev, &t.w, &e, NULL), RSP_OK);
+    assert_int_equal(e.kind, RSP_EVENT_HOST_FENCE);
+    assert_int_equal(e.value, first.value);
+    assert_int_equal(rsp__device_event_wait(dev, &e, 0, NULL), RSP_OK);
+
+    /* A plan's upload alone: copied before submit returns. */
+    int32_t idx[4] = {3, 1, 2, 0};
+    bool has[4] = {true, false, true, false};
+    tw_init(&t);
+    tw_upload(&t, 0, idx, has, 4);
+    assert_int_equal(rsp__device_submit(dev, &t.w, &e, NULL), RSP_OK);
+    assert_int_equal(rsp__device_event_wait(dev, &e, 0, NULL), RSP_OK);
+    void *pi, *ph;
+    uint32_t cap;
+    assert_int_equal(rsp__device_buffer(dev, 0, &pi, &ph, &cap, NULL), RSP_OK);
+    assert_memory_equal(pi, idx, sizeof idx);
+    assert_memory_equal(ph, has, sizeof has);
+
+    /* A WAIT on a reached fence blocks nothing either. */
+    tw_init(&t);
+    tw_wait(&t, gate, 1);
+    tw_upload(&t, 0, idx, has, 2);
+    assert_int_equal(rsp__device_submit(dev, &t.w, &e, NULL), RSP_OK);
+    assert_int_equal(rsp__device_event_wait(dev, &e, 0, NULL), RSP_OK);
+
+    assert_int_equal(rsp__host_jobs_queued(dev), queued);
+    rsp__device_destroy(dev);
+    rsp_host_fence_destroy(gate);
+}
+
+/* The same lists behind a job the worker has not finished: their events
+ * complete only once that job has run, so a plan's ready covers the
+ * earlier zeroes of the slots it hands out, and an upload lands after the
+ * earlier one into the same arrays. */
+static void no_work_submit_behind_pending_work_waits_for_it(void **state)
+{
+    (void)state;
+    const uint64_t sb[1] = {16};
+    rsp__layout lay;
+    make_layout(&lay, 1, 3, 1, sb);
+    rsp__device *dev = NULL;
+    assert_int_equal(rsp__device_create(RSP_DEVICE_HOST, 0, &lay, &dev, NULL), RSP_OK);
+    fill_pattern(dev, &lay);
+    rsp_host_fence *gate = NULL;
+    assert_int_equal(rsp_host_fence_create(&gate, NULL), RSP_OK);
+
+    int32_t old_idx[2] = {1, 1}, new_idx[2] = {2, 0};
+    bool old_has[2] = {false, false}, new_has[2] = {true, true};
+    test_work t;
+    tw_init(&t);
+    tw_wait(&t, gate, 1); /* the worker blocks here until the gate opens */
+    tw_zero(&t, 1);
+    tw_buffer(&t, 0, 2);
+    tw_upload(&t, 0, old_idx, old_has, 2);
+    rsp_event pending;
+    assert_int_equal(rsp__device_submit(dev, &t.w, &pending, NULL), RSP_OK);
+
+    tw_init(&t);
+    rsp_event empty;
+    assert_int_equal(rsp__device_submit(dev, &t.w, &empty, NULL), RSP_OK);
+    assert_int_equal(empty.value, pending.value);
+    tw_init(&t);
+    tw_upload(&t, 0, new_idx, new_has, 2);
+    rsp_event upload;
+    assert_int_equal(rsp__device_submit(dev, &t.w, &upload, NULL), RSP_OK);
+    assert_true(upload.value > pending.value);
+    assert_int_equal(rsp__host_jobs_queued(dev), 2);
+
+    sleep_ms(20); /* room for a broken ordering to complete them early */
+    assert_int_equal(rsp__device_event_wait(dev, &empty, 0, NULL), RSP_ETIMEDOUT);
+    assert_int_equal(rsp__device_event_wait(dev, &upload, 0, NULL), RSP_ETIMEDOUT);
+
+    rsp_host_fence_signal(gate, 1);
+    assert_int_equal(rsp__device_event_wait(dev, &empty, RSP_WAIT_FOREVER, NULL), RSP_OK);
+    check_slot(dev, &lay, 1, -1);
+    assert_int_equal(rsp__device_event_wait(dev, &upload, RSP_WAIT_FOREVER, NULL), RSP_OK);
+    void *pi, *ph;
+    uint32_t cap;
+    assert_int_equal(rsp__device_buffer(dev, 0, &pi, &ph, &cap, NULL), RSP_OK);
+    assert_memory_equal(pi, new_idx, sizeof new_idx);
+    assert_memory_equal(ph, new_has, sizeof new_has);
+    rsp__device_destroy(dev);
+    rsp_host_fence_destroy(gate);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -894,6 +1009,8 @@ int main(void)
         cmocka_unit_test(zero_and_copy_touch_exact_bytes_of_odd_sizes),
         cmocka_unit_test(wait_blocks_later_work_until_fence_signalled),
         cmocka_unit_test(event_values_increase_per_submit),
+        cmocka_unit_test(no_work_submit_on_idle_device_is_complete_at_once),
+        cmocka_unit_test(no_work_submit_behind_pending_work_waits_for_it),
         cmocka_unit_test(buffer_upload_and_growth_keep_contents),
         cmocka_unit_test(bad_work_is_refused_and_changes_nothing),
         cmocka_unit_test(full_ring_blocks_the_producer_until_work_completes),

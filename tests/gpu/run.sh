@@ -100,6 +100,12 @@ grep -q 'test_device_tiers' "$ROOT/tests/device/CMakeLists.txt" && CUDA_TARGETS+
 grep -q 'rsp-gpu-tiers' "$ROOT/tests/cuda/CMakeLists.txt" && CUDA_TARGETS+=(rsp-gpu-tiers)
 grep -q 'test_cuda_pool' "$ROOT/tests/cuda/CMakeLists.txt" &&
     [ -e "$ROOT/src/api.c" ] && CUDA_TARGETS+=(test_cuda_pool)
+# The core suites run on the CUDA device too (tests/core/CMakeLists.txt:
+# <suite>_cuda, label cuda, the suite's own executable): build every one
+# that ctest lists, or `ctest -L cuda` reports them "Not Run".
+while read -r suite; do
+    CUDA_TARGETS+=("$suite")
+done < <(cd "$BUILD" && ctest -N -L cuda | sed -n 's/^ *Test *#[0-9]*: \(test_core_[a-z0-9_]*\)_cuda$/\1/p')
 if ! cmake --build "$BUILD" -j "$JOBS" --target "${CUDA_TARGETS[@]}" >"$LOGS/build.log" 2>&1; then
     grep -E 'error' "$LOGS/build.log" | head -20
     say "FAILED: build of ${CUDA_TARGETS[*]} (log: $LOGS/build.log)"
