@@ -60,7 +60,7 @@
     X(64, swaps_out, COUNT)                                                                        \
     X(64, swaps_in, COUNT)
 
-/* Counters and gauges readable without a message (rsp_pool_counters).
+/* Counters and gauges readable without a message (rsp_stats_peek).
  * Every field: the owner thread writes (single writer, relaxed stores),
  * any thread reads (relaxed loads). Each is exact on its own; the set is not
  * a snapshot (RSP_MSG_STATS gives one). */

@@ -1,7 +1,7 @@
 /*
  * The pool's counters and gauges: the owner's mirror of the core's gauges
  * (refreshed when the actor settles) and the lock-free reader behind
- * rsp_pool_counters, both made from RSP__POOL_COUNTERS (pool.h), with the
+ * rsp_stats_peek, both made from RSP__POOL_COUNTERS (pool.h), with the
  * compile-time asserts that tie that list to rsp_stats and the core.
  * SPDX-License-Identifier: Apache-2.0
  */

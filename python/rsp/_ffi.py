@@ -396,7 +396,7 @@ def _load():
 
 # The version of rsp.h this mirror follows (its RSP_VERSION_MAJOR, _MINOR,
 # _PATCH; tests/python/test_version.py compares them).
-HEADER_VERSION = (0, 1, 0)
+HEADER_VERSION = (0, 2, 0)
 
 
 def _check_version(lib, major, minor):
@@ -451,7 +451,7 @@ pool_close = _proto("rsp_pool_close", c_status, vp, PErr)
 pool_info_get = _proto("rsp_pool_info_get", c_status, vp, P(PoolInfo), PErr)
 pool_block = _proto("rsp_pool_block", c_status, vp, ctypes.c_char_p, ctypes.c_uint32,
                     P(BlockView), PErr)
-pool_counters = _proto("rsp_pool_counters", c_status, vp, P(Stats), PErr)
+stats_peek = _proto("rsp_stats_peek", c_status, vp, P(Stats), PErr)
 label = _proto("rsp_label", c_status, vp, ctypes.c_char_p, P(ctypes.c_uint32), PErr)
 ingest = _proto("rsp_ingest", c_status, vp, ctypes.c_uint64, PErr)
 remove = _proto("rsp_remove", c_status, vp, ctypes.c_uint64, PErr)
@@ -460,21 +460,22 @@ release = _proto("rsp_release", c_status, vp, ctypes.c_uint64, ctypes.c_uint32, 
 step_admit = _proto("rsp_step_admit", c_status, vp, P(Step), P(AdmitOutcome), PErr)
 step_rollback = _proto("rsp_step_rollback", c_status, vp, ctypes.c_uint64, P(Event), PErr)
 step_plan = _proto("rsp_step_plan", c_status, vp, P(Step), PErr)
-clear_preplan = _proto("rsp_clear_preplan", c_status, vp, PErr)
+step_unstage = _proto("rsp_step_unstage", c_status, vp, PErr)
 step_commit = _proto("rsp_step_commit", c_status, vp, P(Step), P(Event), PErr)
 step_next = _proto("rsp_step_next", c_status, vp, P(Step), P(Step), P(Event), P(StepOutcome),
                    PErr)
 build_graph_buffers = _proto("rsp_build_graph_buffers", c_status, vp, ctypes.c_uint32,
                              ctypes.c_uint32, PErr)
-stats_get = _proto("rsp_stats_get", c_status, vp, P(Stats), PErr)
+stats_snapshot = _proto("rsp_stats_snapshot", c_status, vp, P(Stats), PErr)
 holding_get = _proto("rsp_holding_get", c_status, vp, ctypes.c_uint64, ctypes.c_uint32,
                      P(Holding), PErr)
 reader_register = _proto("rsp_reader_register", c_status, PErr)
 reader_unregister = _proto("rsp_reader_unregister", None)
-read_begin_err = _proto("rsp_read_begin_err", c_status, PErr)
+read_begin = _proto("rsp_read_begin", c_status)
+read_explain = _proto("rsp_read_explain", c_status, c_status, PErr)
 read_end = _proto("rsp_read_end", c_status)
 plan_live = _proto("rsp_plan_live", vp, vp)
-plan_get = _proto("rsp_plan_get", vp, vp, ctypes.c_uint64)
+plan_of_step = _proto("rsp_plan_of_step", vp, vp, ctypes.c_uint64)
 plan_ref = _proto("rsp_plan_ref", vp, vp)
 plan_unref = _proto("rsp_plan_unref", None, vp)
 plan_step_id = _proto("rsp_plan_step_id", ctypes.c_uint64, vp)
@@ -487,8 +488,8 @@ host_fence_create = _proto("rsp_host_fence_create", c_status, P(vp), PErr)
 host_fence_destroy = _proto("rsp_host_fence_destroy", None, vp)
 host_fence_signal = _proto("rsp_host_fence_signal", None, vp, ctypes.c_uint64)
 host_fence_value = _proto("rsp_host_fence_value", ctypes.c_uint64, vp)
-live_addressing = _proto("rsp_live_addressing", c_status, vp, ctypes.c_uint32, P(Addressing),
-                         PErr)
+plan_live_addressing = _proto("rsp_plan_live_addressing", c_status, vp, ctypes.c_uint32,
+                              P(Addressing), PErr)
 pool_block_dlpack = _proto("rsp_pool_block_dlpack", c_status, vp, ctypes.c_char_p,
                            ctypes.c_uint32, P(vp), PErr)
 addressing_dlpack = _proto("rsp_addressing_dlpack", c_status, vp, P(Addressing), c_enum, P(vp),
