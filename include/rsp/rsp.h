@@ -46,6 +46,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rsp_stats.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -569,47 +571,37 @@ RSP_API rsp_event rsp_event_complete(void);
 /* ------------------------------------------------------------------------ */
 
 /**
- * Gauges and counters. Each field is read atomically, the set is not a
- * snapshot unless obtained with RSP_MSG_STATS (handled by the owner).
+ * Gauges and counters, one field each of RSP_STATS_FIELDS (rsp_stats.h,
+ * where each is documented). Each field is read atomically, the set is not
+ * a snapshot unless obtained with RSP_MSG_STATS (handled by the owner).
  */
 typedef struct rsp_stats {
-    uint32_t max_slots;
-    uint32_t usable_slots;
-    uint32_t free_slots;
-    uint32_t held_slots;
-    uint32_t pending_release; /**< removed during a step, freed at its end */
-    uint32_t num_requests;
-    uint32_t num_holdings;
-    uint32_t inbox_depth;
-    uint64_t messages_handled;
-    uint64_t admits_ok;
-    uint64_t admits_refused;
-    uint64_t rollbacks;
-    uint64_t plans; /**< live plans published (promotions included) */
-    uint64_t stages;
-    uint64_t promotions; /**< stages that went live unchanged */
-    uint64_t commits;
-    uint64_t forks; /**< slot copies issued */
-    uint64_t bytes_zeroed;
-    uint64_t bytes_copied;
-    uint64_t generation;         /**< the pool-wide generation counter */
-    uint64_t posts_failed;       /**< messages nobody read the answer of (fire-and-forget, or a
-                                      forgotten ticket) that failed; see on_error */
-    uint32_t forward_waits;      /**< forward_done events given to the device (commit, rollback)
-                                      whose wait had not run when the owner last looked (it looks
-                                      after every message, and when it goes idle; rsp_stats_snapshot is
-                                      exact): what rsp_pool_close would wait for */
-    uint32_t checkpoints_device; /**< checkpoints stored on the device tier */
-    uint32_t checkpoints_host;   /**< on the host tier (swapped requests' slots not included) */
-    uint32_t swapped_slots;      /**< host-tier slots holding swapped-out requests' state */
-    uint64_t checkpoints_taken;
-    uint64_t checkpoints_restored; /**< restores copied (live plans) */
-    uint64_t checkpoints_evicted;  /**< dropped for room (demotions not included) */
-    uint64_t checkpoints_demoted;  /**< moved from the device to the host tier for room */
-    uint64_t checkpoints_dropped;  /**< by rsp_checkpoint_drop or replaced under their key */
-    uint64_t checkpoints_skipped;  /**< takes declared in a step that found no room */
-    uint64_t swaps_out, swaps_in;
+#define RSP__STATS_FIELD(bits, name, kind, source, help) uint##bits##_t name;
+    RSP_STATS_FIELDS(RSP__STATS_FIELD)
+#undef RSP__STATS_FIELD
 } rsp_stats;
+
+/** Whether a field only grows (a Prometheus counter) or goes both ways. */
+typedef enum rsp_metric_kind { RSP_METRIC_GAUGE = 0, RSP_METRIC_COUNTER = 1 } rsp_metric_kind;
+
+/** One field of rsp_stats, for a program that walks them (an exporter). */
+typedef struct rsp_stats_field {
+    const char *name;     /**< the field's name, "free_slots" */
+    const char *metric;   /**< its Prometheus name: "rsp_free_slots", "rsp_commits_total" */
+    const char *help;     /**< one line: what it counts */
+    uint32_t offset;      /**< offsetof(rsp_stats, name) */
+    uint32_t bits;        /**< 32 or 64: uint32_t or uint64_t */
+    rsp_metric_kind kind; /**< counter or gauge */
+} rsp_stats_field;
+
+/**
+ * The fields of this library's rsp_stats, in layout order: a static table
+ * of *count entries (count may be NULL), from the one list of
+ * RSP_STATS_FIELDS. A caller built against an older header reads only the
+ * fields its struct has (offset + bits / 8 <= its sizeof). Any thread,
+ * O(1); pure (also in a forked child).
+ */
+RSP_API const rsp_stats_field *rsp_stats_fields(uint32_t *count);
 
 /** Read the counters without a message (out NULL: RSP_EINVAL). Any
  * thread, O(1), lock-free; each field is exact on its own, the set is not a

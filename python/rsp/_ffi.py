@@ -205,26 +205,99 @@ class Event(ctypes.Structure):
     _fields_ = [("kind", c_enum), ("handle", ctypes.c_void_p), ("value", ctypes.c_uint64)]
 
 
-_STATS_FIELDS_32 = ("max_slots", "usable_slots", "free_slots", "held_slots", "pending_release",
-                    "num_requests", "num_holdings", "inbox_depth")
-_STATS_FIELDS_64 = ("messages_handled", "admits_ok", "admits_refused", "rollbacks", "plans",
-                    "stages", "promotions", "commits", "forks", "bytes_zeroed", "bytes_copied",
-                    "generation", "posts_failed")
+def _candidates():
+    env = os.environ.get("RSP_LIBRARY")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("librsp.so", "librsp.so.0", "librsp.dylib"):
+        yield os.path.join(here, name)
+    found = ctypes.util.find_library("rsp")
+    if found:
+        yield found
 
 
-class Stats(ctypes.Structure):
-    _fields_ = (
-        [(f, ctypes.c_uint32) for f in _STATS_FIELDS_32]
-        + [(f, ctypes.c_uint64) for f in _STATS_FIELDS_64]
-        + [("forward_waits", ctypes.c_uint32),
-           ("checkpoints_device", ctypes.c_uint32),
-           ("checkpoints_host", ctypes.c_uint32),
-           ("swapped_slots", ctypes.c_uint32)]
-        + [(f, ctypes.c_uint64) for f in (
-            "checkpoints_taken", "checkpoints_restored", "checkpoints_evicted",
-            "checkpoints_demoted", "checkpoints_dropped", "checkpoints_skipped",
-            "swaps_out", "swaps_in")]
-    )
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(path + " (missing)")
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+    raise ImportError(
+        "rsp: librsp not found; set RSP_LIBRARY to its path (a build tree's "
+        "build/src/librsp.so) or install it. Tried: " + ("; ".join(tried) or "nothing"))
+
+
+# The version of rsp.h this mirror follows (its RSP_VERSION_MAJOR, _MINOR,
+# _PATCH; tests/python/test_version.py compares them).
+HEADER_VERSION = (0, 2, 0)
+
+
+def _check_version(lib, major, minor):
+    """ImportError naming both versions unless lib serves a mirror of rsp
+    major.minor (rsp_version_check: the same major, a minor as new or newer)."""
+    path = getattr(lib, "_name", "librsp")
+    try:
+        check = lib.rsp_version_check
+        name = lib.rsp_version_string
+    except AttributeError:
+        raise ImportError(
+            f"rsp: {path} has no rsp_version_check: it is older than rsp 0.1.0, this "
+            f"package needs librsp {major}.x with x >= {minor}") from None
+    check.restype = ctypes.c_int
+    check.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    name.restype = ctypes.c_char_p
+    name.argtypes = []
+    err = Error()
+    if check(major, minor, ctypes.byref(err)) != OK:
+        raise ImportError(
+            f"rsp: this package mirrors rsp {major}.{minor} but {path} is librsp "
+            f"{name().decode()}: {err.message.decode(errors='replace')}")
+
+
+lib = _load()
+_check_version(lib, *HEADER_VERSION[:2])
+
+
+class StatsField(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("metric", ctypes.c_char_p),
+        ("help", ctypes.c_char_p),
+        ("offset", ctypes.c_uint32),
+        ("bits", ctypes.c_uint32),
+        ("kind", c_enum),
+    ]
+
+
+def _stats_struct():
+    """The mirror of rsp_stats, made at import from the library's own list
+    of its fields (rsp_stats_fields, from RSP_STATS_FIELDS in rsp_stats.h),
+    so a counter is written once, in C. ImportError if ctypes would lay a
+    field out elsewhere than the library does."""
+    fn = lib.rsp_stats_fields
+    fn.restype = ctypes.POINTER(StatsField)
+    fn.argtypes = [ctypes.POINTER(ctypes.c_uint32)]
+    n = ctypes.c_uint32()
+    table = fn(ctypes.byref(n))
+    fields = [table[i] for i in range(n.value)]
+    width = {32: ctypes.c_uint32, 64: ctypes.c_uint64}
+    cls = type("Stats", (ctypes.Structure,),
+               {"_fields_": [(f.name.decode(), width[f.bits]) for f in fields]})
+    for f in fields:
+        if getattr(cls, f.name.decode()).offset != f.offset:
+            raise ImportError(f"rsp: rsp_stats.{f.name.decode()} is at byte {f.offset} in "
+                              f"librsp, not where ctypes puts it")
+    return cls, tuple((f.name.decode(), f.metric.decode(), f.help.decode(),
+                       "counter" if f.kind == 1 else "gauge") for f in fields)
+
+
+Stats, STATS_FIELDS = _stats_struct()
 
 
 class Addressing(ctypes.Structure):
@@ -366,63 +439,6 @@ STRUCTS = {
 # --- loading ----------------------------------------------------------------
 
 
-def _candidates():
-    env = os.environ.get("RSP_LIBRARY")
-    if env:
-        yield env
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("librsp.so", "librsp.so.0", "librsp.dylib"):
-        yield os.path.join(here, name)
-    found = ctypes.util.find_library("rsp")
-    if found:
-        yield found
-
-
-def _load():
-    tried = []
-    for path in _candidates():
-        if os.path.sep in path and not os.path.exists(path):
-            tried.append(path + " (missing)")
-            continue
-        try:
-            return ctypes.CDLL(path)
-        except OSError as e:
-            tried.append(f"{path} ({e})")
-    raise ImportError(
-        "rsp: librsp not found; set RSP_LIBRARY to its path (a build tree's "
-        "build/src/librsp.so) or install it. Tried: " + ("; ".join(tried) or "nothing"))
-
-
-# The version of rsp.h this mirror follows (its RSP_VERSION_MAJOR, _MINOR,
-# _PATCH; tests/python/test_version.py compares them).
-HEADER_VERSION = (0, 2, 0)
-
-
-def _check_version(lib, major, minor):
-    """ImportError naming both versions unless lib serves a mirror of rsp
-    major.minor (rsp_version_check: the same major, a minor as new or newer)."""
-    path = getattr(lib, "_name", "librsp")
-    try:
-        check = lib.rsp_version_check
-        name = lib.rsp_version_string
-    except AttributeError:
-        raise ImportError(
-            f"rsp: {path} has no rsp_version_check: it is older than rsp 0.1.0, this "
-            f"package needs librsp {major}.x with x >= {minor}") from None
-    check.restype = ctypes.c_int
-    check.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
-    name.restype = ctypes.c_char_p
-    name.argtypes = []
-    err = Error()
-    if check(major, minor, ctypes.byref(err)) != OK:
-        raise ImportError(
-            f"rsp: this package mirrors rsp {major}.{minor} but {path} is librsp "
-            f"{name().decode()}: {err.message.decode(errors='replace')}")
-
-
-lib = _load()
-_check_version(lib, *HEADER_VERSION[:2])
 
 P = ctypes.POINTER
 vp = ctypes.c_void_p
