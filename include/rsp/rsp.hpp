@@ -2071,7 +2071,9 @@ class read_section
   private:
     static rsp_status begin(rsp_error &e) noexcept
     {
-        return rsp_read_explain(rsp_read_begin(), &e);
+        // The words only on a refusal: a section's begin stays one call.
+        rsp_status st = rsp_read_begin();
+        return st == RSP_OK ? st : rsp_read_explain(st, &e);
     }
     rsp_error e_{};
     rsp_status st_;
