@@ -34,7 +34,7 @@
  * RSP_EFORKED in the child; those without a status do nothing (a pointer
  * result is NULL, a value 0, a bool false). The pure helpers keep working:
  * rsp_strerror, rsp_dtype_size, rsp_pool_config_init, rsp_shard_shapes,
- * rsp_event_host, rsp_event_cuda, rsp_event_complete.
+ * rsp_event_host, rsp_event_cuda, rsp_event_complete, rsp_stats_fields.
  *
  * Plain data only: no atomics and no library types, so this header compiles
  * as C11 and as C++17.
