@@ -84,7 +84,7 @@ static void ck_wait_ready(rsp_pool *pool)
     rsp_error err = {0};
     rsp_addressing a;
     rsp_read_begin();
-    rsp_status st = rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, &err);
+    rsp_status st = rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, &err);
     rsp_event ready = a.ready;
     rsp_read_end();
     BENCH_CHECK(st, &err);
@@ -204,7 +204,7 @@ static void ck_copy_point(const bench_opts *o, rsp_tier tier, uint32_t k)
     const rsp_event done = rsp_event_complete();
     BENCH_CHECK(rsp_step_commit(pool, &c.steps[c.sid % 2], &done, &err), &err);
     rsp_stats s;
-    BENCH_CHECK(rsp_stats_get(pool, &s, &err), &err);
+    BENCH_CHECK(rsp_stats_snapshot(pool, &s, &err), &err);
     if (s.checkpoints_taken < (uint64_t)reps * k || s.checkpoints_restored < (uint64_t)reps * k)
         bench_die("ckpt_copy", RSP_EINVAL, "fewer takes or restores than steps");
 
@@ -676,7 +676,7 @@ static void ch_point(const bench_opts *o, bool demote)
         bench_samples_add(&bs, (double)(bench_now_ns() - t0) / CH_BATCH);
     }
     rsp_stats s;
-    BENCH_CHECK(rsp_stats_get(pool, &s, &err), &err);
+    BENCH_CHECK(rsp_stats_snapshot(pool, &s, &err), &err);
     uint64_t gone = s.checkpoints_evicted + s.checkpoints_demoted;
     if (s.checkpoints_taken != CH_TAKES || s.posts_failed != 0 || gone < CH_TAKES - CH_TIER)
         bench_die("ckpt_churn", RSP_EINVAL, "takes failed or did not evict");

@@ -109,7 +109,7 @@ static uint64_t pr_step(pr_ctx *c, bool restore, bool check)
     rsp_addressing a;
     int32_t slots[PR_R];
     rsp_read_begin();
-    rsp_status s = rsp_live_addressing(c->pool, RSP_LABEL_MAIN, &a, &err);
+    rsp_status s = rsp_plan_live_addressing(c->pool, RSP_LABEL_MAIN, &a, &err);
     rsp_event ready = a.ready;
     for (uint32_t k = 0; s == RSP_OK && k < PR_R; k++) {
         slots[k] = a.slot_indices[k];
@@ -200,7 +200,7 @@ static void pr_point(const bench_opts *o, uint32_t prefix)
         }
     }
     rsp_stats s;
-    BENCH_CHECK(rsp_stats_get(c.pool, &s, &err), &err);
+    BENCH_CHECK(rsp_stats_snapshot(c.pool, &s, &err), &err);
     rsp_pool_info info;
     BENCH_CHECK(rsp_pool_info_get(c.pool, &info, &err), &err);
 

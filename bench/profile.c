@@ -7,7 +7,7 @@
  *
  *   rsp-bench-profile MODE [N]
  *     read-rsp | read-rwlock     N reads of the live plan's addressing (one reader)
- *     read-live | read-qsbr      the same with rsp_live_addressing (one call), as a
+ *     read-live | read-qsbr      the same with rsp_plan_live_addressing (one call), as a
  *                                default (memb) or a QSBR reader
  *     ingest-rsp | ingest-mutex  N ingest + remove pairs (one client thread;
  *                                rsp: fire-and-forget posts, then a barrier)
@@ -75,7 +75,7 @@ static void read_rsp_how(uint32_t n, enum read_how how)
             if (p)
                 s = rsp_plan_addressing(p, RSP_LABEL_MAIN, &a, NULL);
         } else {
-            s = rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL);
+            s = rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL);
         }
         if (s == RSP_OK)
             acc += a.step_id + a.num_rows + (uint64_t)a.slot_indices[0] + a.has_state[0];
@@ -392,7 +392,7 @@ static void ckpt_churn(uint32_t n)
     }
     BENCH_CHECK(rsp_barrier(pool, &err), &err);
     rsp_stats s;
-    BENCH_CHECK(rsp_stats_get(pool, &s, &err), &err);
+    BENCH_CHECK(rsp_stats_snapshot(pool, &s, &err), &err);
     rsp_pool_destroy(pool);
     printf("ckpt-churn: %u takes, %llu evictions\n", n, (unsigned long long)s.checkpoints_evicted);
 }

@@ -41,12 +41,12 @@ per_op() {
         'BEGIN { printf "%-14s %10.0f instructions per %s\n", m, (f - b) / n, u }'
 }
 
-RSP_CLIENT="rsp_post rsp_read_begin rsp_read_end rsp_plan_live rsp_plan_addressing rsp_live_addressing rsp_event_wait"
+RSP_CLIENT="rsp_post rsp_read_begin rsp_read_end rsp_plan_live rsp_plan_addressing rsp_plan_live_addressing rsp_event_wait"
 RSP_OWNER="rsp__actor_drain"
 echo "callgrind, N = $n operations (set-up and tear-down subtracted)"
 per_op read-rsp read rsp_read_begin rsp_read_end rsp_plan_live rsp_plan_addressing
-per_op read-live read rsp_read_begin rsp_read_end rsp_live_addressing
-per_op read-qsbr read rsp_read_begin rsp_read_end rsp_live_addressing rsp_reader_quiescent
+per_op read-live read rsp_read_begin rsp_read_end rsp_plan_live_addressing
+per_op read-qsbr read rsp_read_begin rsp_read_end rsp_plan_live_addressing rsp_reader_quiescent
 per_op read-rwlock read bl_read_begin bl_plan_addressing bl_read_end
 per_op ingest-rsp "pair (2 messages)" $RSP_CLIENT $RSP_OWNER
 per_op ingest-vector "pair (64 rids a message)" $RSP_CLIENT $RSP_OWNER

@@ -7,7 +7,7 @@
  * paced at one every 50 us. Each reader loops: open a read section, take the
  * live plan, fetch the addressing of "main", touch it (step id, row count,
  * first slot and flag), close the section.
- *   rsp:      rsp_read_begin / rsp_live_addressing / rsp_read_end, as a
+ *   rsp:      rsp_read_begin / rsp_plan_live_addressing / rsp_read_end, as a
  *             default (urcu-memb) reader: bench "read", params flavour
  *             "memb"; and as a QSBR reader announcing a quiescent state after
  *             each batch of 1024 reads (a partition thread does once per
@@ -111,7 +111,7 @@ static void *rd_rsp_reader(void *p)
         for (uint32_t i = 0; i < BATCH; i++) {
             rsp_read_begin();
             rsp_addressing a;
-            if (rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL) == RSP_OK)
+            if (rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL) == RSP_OK)
                 acc += a.step_id + a.num_rows + (uint64_t)a.slot_indices[0] + a.has_state[0];
             rsp_read_end();
         }

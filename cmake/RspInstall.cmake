@@ -7,7 +7,8 @@ set(RSP_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/rsp
     CACHE STRING "Where rspConfig.cmake is installed, relative to the prefix")
 
 # Consumers write #include <rsp/rsp.h> (C, C++) or <rsp/rsp.hpp> (the C++17 binding).
-install(FILES ${PROJECT_SOURCE_DIR}/include/rsp/rsp.h ${PROJECT_SOURCE_DIR}/include/rsp/rsp.hpp
+install(FILES ${PROJECT_SOURCE_DIR}/include/rsp/rsp.h ${PROJECT_SOURCE_DIR}/include/rsp/rsp_stats.h
+              ${PROJECT_SOURCE_DIR}/include/rsp/rsp.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rsp COMPONENT rsp_dev)
 
 # Exported names: rsp::rsp (shared) and rsp::rsp_static.

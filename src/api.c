@@ -290,7 +290,7 @@ rsp_status rsp_pool_block(const rsp_pool *pool, const char *name, uint32_t layer
     return RSP_OK;
 }
 
-rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *err)
+rsp_status rsp_stats_peek(const rsp_pool *pool, rsp_stats *out, rsp_error *err)
 {
     if (!pool || !out)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");

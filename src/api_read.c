@@ -51,7 +51,7 @@ void rsp_reader_unregister(void)
     rsp__reader_unregister();
 }
 
-/* rsp_read_begin, rsp_read_end, rsp_live_addressing: no rsp__face_forked() check
+/* rsp_read_begin, rsp_read_end, rsp_plan_live_addressing: no rsp__face_forked() check
  * here: a forked child's threads are never on the read side's fast paths
  * (rsp__reader_fork_child), whose slow paths say RSP_EFORKED. */
 rsp_status rsp_read_begin(void)
@@ -59,12 +59,15 @@ rsp_status rsp_read_begin(void)
     return rsp__read_begin();
 }
 
-rsp_status rsp_read_begin_err(rsp_error *err)
+rsp_status rsp_read_explain(rsp_status status, rsp_error *err)
 {
-    if (rsp__face_forked())
+    if (status == RSP_OK)
+        return RSP_OK;
+    if (status == RSP_EFORKED || rsp__face_forked())
         return rsp__fail_forked(err);
-    rsp_status st = rsp__read_begin();
-    return st == RSP_OK ? st : rsp__read_begin_explain(st, err);
+    if (status == RSP_ENOTREG || status == RSP_EINVAL)
+        return rsp__read_begin_explain(status, err);
+    return rsp__fail(err, status, "rsp_read_begin: %s", rsp_strerror(status));
 }
 
 rsp_status rsp_read_end(void)
@@ -111,8 +114,8 @@ rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_add
     return rsp__plan_addressing(plan, label, out, err);
 }
 
-rsp_status rsp_live_addressing(const rsp_pool *pool, rsp_label_id label, rsp_addressing *out,
-                               rsp_error *err)
+rsp_status rsp_plan_live_addressing(const rsp_pool *pool, rsp_label_id label, rsp_addressing *out,
+                                    rsp_error *err)
 {
     if (!pool || !out)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
@@ -151,7 +154,7 @@ rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t timeout_ns, 
     return rsp__publisher_wait(pool->pub, step_id, timeout_ns, err);
 }
 
-const rsp_plan *rsp_plan_get(const rsp_pool *pool, uint64_t step_id)
+const rsp_plan *rsp_plan_of_step(const rsp_pool *pool, uint64_t step_id)
 {
     if (!pool || rsp__face_forked())
         return NULL;
@@ -180,4 +183,3 @@ rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t
      * handle of a valid kind is "already complete". */
     return rsp__device_event_wait(pool->dev, event, timeout_ns, err);
 }
-

@@ -125,7 +125,7 @@ rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error *err)
     return call(pool, &m, &r, err);
 }
 
-rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err)
+rsp_status rsp_step_unstage(rsp_pool *pool, rsp_error *err)
 {
     rsp_msg m = {.kind = RSP_MSG_CLEAR_PREPLAN};
     rsp_reply r;
@@ -207,7 +207,7 @@ rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max
     return call(pool, &m, &r, err);
 }
 
-rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err)
+rsp_status rsp_stats_snapshot(rsp_pool *pool, rsp_stats *out, rsp_error *err)
 {
     if (!out)
         return rsp__fail(err, RSP_EINVAL, "out is NULL");
@@ -307,4 +307,3 @@ rsp_status rsp_holding_get(rsp_pool *pool, rsp_rid rid, rsp_label_id label, rsp_
         *out = r.holding;
     return st;
 }
-

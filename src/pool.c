@@ -13,7 +13,7 @@
 #include "util/error.h"
 #include "util/sync.h"
 
-/* The actor's settle: the lock-free readers' gauges (rsp_pool_counters)
+/* The actor's settle: the lock-free readers' gauges (rsp_stats_peek)
  * follow the core before any waiter sees an answer, and at each batch end
  * (a stream of fire-and-forget messages mirrors once a batch). Owner. */
 static void settle_gauges(void *ctx)

@@ -22,53 +22,27 @@
 #include "publish/keys.h"
 #include "publish/publish.h"
 
-/* The counters and gauges of rsp_stats that the owner keeps in its mirror
- * (rsp__pool_counters), once each: X(bits, name, kind), with the name and
- * width rsp_stats gives them (pool.c asserts both). kind GAUGE: copied
- * from the core's gauges (rsp__core_gauges, the same name) by
- * rsp__pool_mirror_gauges; COUNT: moved by the owner as it handles
- * messages. The other rsp_stats fields come from the layout (max_slots,
- * usable_slots) or the actor (inbox_depth, messages_handled,
- * posts_failed). */
-#define RSP__POOL_COUNTERS(X)                                                                      \
-    X(32, free_slots, GAUGE)                                                                       \
-    X(32, held_slots, GAUGE)                                                                       \
-    X(32, pending_release, GAUGE)                                                                  \
-    X(32, num_requests, GAUGE)                                                                     \
-    X(32, num_holdings, GAUGE)                                                                     \
-    X(64, generation, GAUGE)                                                                       \
-    X(64, admits_ok, COUNT)                                                                        \
-    X(64, admits_refused, COUNT)                                                                   \
-    X(64, rollbacks, COUNT)                                                                        \
-    X(64, plans, COUNT)                                                                            \
-    X(64, stages, COUNT)                                                                           \
-    X(64, promotions, COUNT)                                                                       \
-    X(64, commits, COUNT)                                                                          \
-    X(64, forks, COUNT)                                                                            \
-    X(64, bytes_zeroed, COUNT)                                                                     \
-    X(64, bytes_copied, COUNT)                                                                     \
-    X(32, forward_waits, COUNT)                                                                    \
-    X(32, checkpoints_device, GAUGE)                                                               \
-    X(32, checkpoints_host, GAUGE)                                                                 \
-    X(32, swapped_slots, GAUGE)                                                                    \
-    X(64, checkpoints_taken, COUNT)                                                                \
-    X(64, checkpoints_restored, COUNT)                                                             \
-    X(64, checkpoints_evicted, COUNT)                                                              \
-    X(64, checkpoints_demoted, COUNT)                                                              \
-    X(64, checkpoints_dropped, COUNT)                                                              \
-    X(64, checkpoints_skipped, COUNT)                                                              \
-    X(64, swaps_out, COUNT)                                                                        \
-    X(64, swaps_in, COUNT)
-
-/* Counters and gauges readable without a message (rsp_pool_counters).
- * Every field: the owner thread writes (single writer, relaxed stores),
- * any thread reads (relaxed loads). Each is exact on its own; the set is not
- * a snapshot (RSP_MSG_STATS gives one). */
+/* Counters and gauges readable without a message (rsp_stats_peek): the
+ * fields of RSP_STATS_FIELDS (rsp_stats.h) whose source is CORE (copied
+ * from the core's gauges of the same name by rsp__pool_mirror_gauges) or
+ * OWNER (moved by the owner as it handles messages), with rsp_stats's
+ * names and widths. LAYOUT and ACTOR fields are read where they live
+ * (rsp__pool_read_counters). Every field: the owner thread writes (single
+ * writer, relaxed stores), any thread reads (relaxed loads). Each is exact
+ * on its own; the set is not a snapshot (RSP_MSG_STATS gives one). */
+#define RSP__CTR_FIELD_LAYOUT(bits, name)
+#define RSP__CTR_FIELD_ACTOR(bits, name)
+#define RSP__CTR_FIELD_CORE(bits, name) uint##bits##_t name;
+#define RSP__CTR_FIELD_OWNER(bits, name) uint##bits##_t name;
+#define RSP__CTR_FIELD(bits, name, kind, source, help) RSP__CTR_FIELD_##source(bits, name)
 typedef struct rsp__pool_counters {
-#define RSP__CTR_FIELD(bits, name, kind) uint##bits##_t name;
-    RSP__POOL_COUNTERS(RSP__CTR_FIELD)
-#undef RSP__CTR_FIELD
+    RSP_STATS_FIELDS(RSP__CTR_FIELD)
 } rsp__pool_counters;
+#undef RSP__CTR_FIELD
+#undef RSP__CTR_FIELD_OWNER
+#undef RSP__CTR_FIELD_CORE
+#undef RSP__CTR_FIELD_ACTOR
+#undef RSP__CTR_FIELD_LAYOUT
 
 /* One forward_done wait given to the device: the step of the commit or
  * rollback that named it, and the device's done event of the work list

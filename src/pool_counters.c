@@ -1,12 +1,14 @@
 /*
- * The pool's counters and gauges: the owner's mirror of the core's gauges
- * (refreshed when the actor settles) and the lock-free reader behind
- * rsp_pool_counters, both made from RSP__POOL_COUNTERS (pool.h), with the
- * compile-time asserts that tie that list to rsp_stats and the core.
+ * The pool's counters and gauges, all made from RSP_STATS_FIELDS
+ * (rsp_stats.h): the owner's mirror of the core's gauges (refreshed when
+ * the actor settles), the lock-free reader behind rsp_stats_peek, the
+ * table rsp_stats_fields returns, and the compile-time asserts that tie
+ * the list to the core's gauges.
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "pool.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "util/sync.h"
@@ -24,48 +26,108 @@ void rsp__pool_mirror_gauges(rsp_pool *p)
     p->mirrored = g;
     p->mirrored_ok = true;
     rsp__pool_counters *c = &p->ctr;
-#define MIRROR_GAUGE(bits, name) rsp__store_relaxed_u##bits(&c->name, g.name);
-#define MIRROR_COUNT(bits, name)
-#define MIRROR(bits, name, kind) MIRROR_##kind(bits, name)
-    RSP__POOL_COUNTERS(MIRROR)
+#define MIRROR_CORE(bits, name) rsp__store_relaxed_u##bits(&c->name, g.name);
+#define MIRROR_OWNER(bits, name)
+#define MIRROR_LAYOUT(bits, name)
+#define MIRROR_ACTOR(bits, name)
+#define MIRROR(bits, name, kind, source, help) MIRROR_##source(bits, name)
+    RSP_STATS_FIELDS(MIRROR)
 #undef MIRROR
-#undef MIRROR_COUNT
-#undef MIRROR_GAUGE
+#undef MIRROR_ACTOR
+#undef MIRROR_LAYOUT
+#undef MIRROR_OWNER
+#undef MIRROR_CORE
 }
 
-/* Each mirrored field has rsp_stats's width, and each gauge the core's. */
-#define SAME_WIDTH(bits, name, kind)                                                               \
-    _Static_assert(sizeof(((rsp_stats *)0)->name) * 8 == (bits), #name ": width differs");
-RSP__POOL_COUNTERS(SAME_WIDTH)
-#undef SAME_WIDTH
-#define GAUGE_WIDTH_GAUGE(bits, name)                                                              \
+/* Each CORE field is a gauge of the core with the list's width, and the
+ * core has no gauge the list misses (its struct is exactly those fields,
+ * so the bytes add up). The core's struct is written in core.h, a layer
+ * that knows nothing of the pool: these asserts are the tie. */
+#define GAUGE_WIDTH_CORE(bits, name)                                                               \
     _Static_assert(sizeof(((rsp__core_gauges *)0)->name) * 8 == (bits), #name ": gauge width");
-#define GAUGE_WIDTH_COUNT(bits, name)
-#define GAUGE_WIDTH(bits, name, kind) GAUGE_WIDTH_##kind(bits, name)
-RSP__POOL_COUNTERS(GAUGE_WIDTH)
+#define GAUGE_WIDTH_OWNER(bits, name)
+#define GAUGE_WIDTH_LAYOUT(bits, name)
+#define GAUGE_WIDTH_ACTOR(bits, name)
+#define GAUGE_WIDTH(bits, name, kind, source, help) GAUGE_WIDTH_##source(bits, name)
+RSP_STATS_FIELDS(GAUGE_WIDTH)
 #undef GAUGE_WIDTH
-#undef GAUGE_WIDTH_COUNT
-#undef GAUGE_WIDTH_GAUGE
-/* And rsp_stats has no field the list and rsp__pool_read_counters miss:
- * the mirrored ones, max_slots, usable_slots, inbox_depth (32 bits),
- * messages_handled and posts_failed (64), with no padding between. */
-#define BYTES(bits, name, kind) +(bits) / 8
-enum { MIRRORED_BYTES = 0 RSP__POOL_COUNTERS(BYTES) };
-#undef BYTES
-_Static_assert(MIRRORED_BYTES + 3 * 4 + 2 * 8 == sizeof(rsp_stats),
-               "an rsp_stats field is neither in RSP__POOL_COUNTERS nor read by "
-               "rsp__pool_read_counters");
+#undef GAUGE_WIDTH_ACTOR
+#undef GAUGE_WIDTH_LAYOUT
+#undef GAUGE_WIDTH_OWNER
+#undef GAUGE_WIDTH_CORE
+#define CORE_BYTES_CORE(bits) +(bits) / 8
+#define CORE_BYTES_OWNER(bits)
+#define CORE_BYTES_LAYOUT(bits)
+#define CORE_BYTES_ACTOR(bits)
+#define CORE_BYTES(bits, name, kind, source, help) CORE_BYTES_##source(bits)
+enum { CORE_GAUGE_BYTES = 0 RSP_STATS_FIELDS(CORE_BYTES) };
+#undef CORE_BYTES
+#undef CORE_BYTES_ACTOR
+#undef CORE_BYTES_LAYOUT
+#undef CORE_BYTES_OWNER
+#undef CORE_BYTES_CORE
+_Static_assert(CORE_GAUGE_BYTES == sizeof(rsp__core_gauges),
+               "rsp__core_gauges has a field that RSP_STATS_FIELDS does not list as CORE");
+
+/* The LAYOUT and ACTOR fields, one reader each by the field's name: a new
+ * field of those sources fails to compile until it has one. */
+static uint32_t layout_max_slots(const rsp_pool *p)
+{
+    return p->layout->max_slots;
+}
+
+static uint32_t layout_usable_slots(const rsp_pool *p)
+{
+    return p->layout->usable_slots;
+}
+
+static uint32_t actor_inbox_depth(const rsp_pool *p)
+{
+    return rsp__actor_depth(p->actor);
+}
+
+static uint64_t actor_messages_handled(const rsp_pool *p)
+{
+    return rsp__actor_handled(p->actor);
+}
+
+static uint64_t actor_posts_failed(const rsp_pool *p)
+{
+    return rsp__actor_unwaited_failures(p->actor);
+}
 
 void rsp__pool_read_counters(const rsp_pool *p, rsp_stats *out)
 {
     rsp__pool_counters *c = (rsp__pool_counters *)&p->ctr;
-    out->max_slots = p->layout->max_slots;
-    out->usable_slots = p->layout->usable_slots;
     /* Relaxed everywhere: gauges, each read whole, none orders anything. */
-#define READ(bits, name, kind) out->name = rsp__load_relaxed_u##bits(&c->name);
-    RSP__POOL_COUNTERS(READ)
+#define READ_CORE(bits, name) out->name = rsp__load_relaxed_u##bits(&c->name);
+#define READ_OWNER(bits, name) out->name = rsp__load_relaxed_u##bits(&c->name);
+#define READ_LAYOUT(bits, name) out->name = layout_##name(p);
+#define READ_ACTOR(bits, name) out->name = actor_##name(p);
+#define READ(bits, name, kind, source, help) READ_##source(bits, name)
+    RSP_STATS_FIELDS(READ)
 #undef READ
-    out->inbox_depth = rsp__actor_depth(p->actor);
-    out->messages_handled = rsp__actor_handled(p->actor);
-    out->posts_failed = rsp__actor_unwaited_failures(p->actor);
+#undef READ_ACTOR
+#undef READ_LAYOUT
+#undef READ_OWNER
+#undef READ_CORE
+}
+
+/* The exporter's table: Prometheus names by kind (a counter's ends in
+ * _total, as Prometheus names them). */
+#define METRIC_COUNTER(name) "rsp_" #name "_total"
+#define METRIC_GAUGE(name) "rsp_" #name
+#define FIELD(bits, name, kind, source, help)                                                      \
+    {#name, METRIC_##kind(name), help, (uint32_t)offsetof(rsp_stats, name),                        \
+     bits,  RSP_METRIC_##kind},
+static const rsp_stats_field stats_fields[] = {RSP_STATS_FIELDS(FIELD)};
+#undef FIELD
+#undef METRIC_GAUGE
+#undef METRIC_COUNTER
+
+const rsp_stats_field *rsp_stats_fields(uint32_t *count)
+{
+    if (count)
+        *count = (uint32_t)(sizeof stats_fields / sizeof stats_fields[0]);
+    return stats_fields;
 }

@@ -437,7 +437,7 @@ static rsp_status on_reset(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *ch
     return submit_after(p, st, changed, &r->error);
 }
 
-/* The publisher's table of steps in flight follows admit (rsp_plan_get,
+/* The publisher's table of steps in flight follows admit (rsp_plan_of_step,
  * rsp_plan_wait_step): an admitted step enters it, a refused one is
  * recorded (a refused re-admit of a step in flight leaves it there). */
 static void step_admitted(rsp_pool *p, uint64_t step_id, bool ok)

@@ -20,7 +20,7 @@
  *   rsp_wait, sync wrappers        | the thread owning ticket,| yes (or timeout)
  *                                  | never in a read section  |
  *   rsp_ticket_forget              | the thread owning ticket | no
- *   rsp_pool_counters              | any thread               | no (atomics)
+ *   rsp_stats_peek                 | any thread               | no (atomics)
  *   rsp_read_*, rsp_plan_*,        | registered reader thread | no (RCU read)
  *   rsp_checkpoint_lookup          |                          |
  *   rsp_event_host / _cuda         | any thread               | no (pure)
@@ -34,7 +34,7 @@
  * RSP_EFORKED in the child; those without a status do nothing (a pointer
  * result is NULL, a value 0, a bool false). The pure helpers keep working:
  * rsp_strerror, rsp_dtype_size, rsp_pool_config_init, rsp_shard_shapes,
- * rsp_event_host, rsp_event_cuda, rsp_event_complete.
+ * rsp_event_host, rsp_event_cuda, rsp_event_complete, rsp_stats_fields.
  *
  * Plain data only: no atomics and no library types, so this header compiles
  * as C11 and as C++17.
@@ -46,6 +46,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rsp_stats.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -54,6 +56,16 @@ extern "C" {
 #define RSP_API __attribute__((visibility("default")))
 #else
 #define RSP_API
+#endif
+
+/* A 0.1 name kept as an alias of its 0.2 name (docs/abi.md, "Names"): a
+ * use warns, naming the new call, in C and C++ with gcc and clang; other
+ * compilers (or RSP_NO_DEPRECATED defined before this header) see a plain
+ * declaration. The alias stays exported for the whole 0.x series. */
+#if defined(__GNUC__) && !defined(RSP_NO_DEPRECATED)
+#define RSP_DEPRECATED(use) __attribute__((deprecated("use " use)))
+#else
+#define RSP_DEPRECATED(use)
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -69,9 +81,9 @@ extern "C" {
  * the end of this header).
  */
 #define RSP_VERSION_MAJOR 0
-#define RSP_VERSION_MINOR 1
+#define RSP_VERSION_MINOR 2
 #define RSP_VERSION_PATCH 0
-/** The three as one number, MAJOR * 10000 + MINOR * 100 + PATCH (0.1.0: 100). */
+/** The three as one number, MAJOR * 10000 + MINOR * 100 + PATCH (0.2.0: 200). */
 #define RSP_VERSION (RSP_VERSION_MAJOR * 10000 + RSP_VERSION_MINOR * 100 + RSP_VERSION_PATCH)
 
 /* ------------------------------------------------------------------------ */
@@ -559,55 +571,50 @@ RSP_API rsp_event rsp_event_complete(void);
 /* ------------------------------------------------------------------------ */
 
 /**
- * Gauges and counters. Each field is read atomically, the set is not a
- * snapshot unless obtained with RSP_MSG_STATS (handled by the owner).
+ * Gauges and counters, one field each of RSP_STATS_FIELDS (rsp_stats.h,
+ * where each is documented). Each field is read atomically, the set is not
+ * a snapshot unless obtained with RSP_MSG_STATS (handled by the owner).
  */
 typedef struct rsp_stats {
-    uint32_t max_slots;
-    uint32_t usable_slots;
-    uint32_t free_slots;
-    uint32_t held_slots;
-    uint32_t pending_release; /**< removed during a step, freed at its end */
-    uint32_t num_requests;
-    uint32_t num_holdings;
-    uint32_t inbox_depth;
-    uint64_t messages_handled;
-    uint64_t admits_ok;
-    uint64_t admits_refused;
-    uint64_t rollbacks;
-    uint64_t plans; /**< live plans published (promotions included) */
-    uint64_t stages;
-    uint64_t promotions; /**< stages that went live unchanged */
-    uint64_t commits;
-    uint64_t forks; /**< slot copies issued */
-    uint64_t bytes_zeroed;
-    uint64_t bytes_copied;
-    uint64_t generation;         /**< the pool-wide generation counter */
-    uint64_t posts_failed;       /**< messages nobody read the answer of (fire-and-forget, or a
-                                      forgotten ticket) that failed; see on_error */
-    uint32_t forward_waits;      /**< forward_done events given to the device (commit, rollback)
-                                      whose wait had not run when the owner last looked (it looks
-                                      after every message, and when it goes idle; rsp_stats_get is
-                                      exact): what rsp_pool_close would wait for */
-    uint32_t checkpoints_device; /**< checkpoints stored on the device tier */
-    uint32_t checkpoints_host;   /**< on the host tier (swapped requests' slots not included) */
-    uint32_t swapped_slots;      /**< host-tier slots holding swapped-out requests' state */
-    uint64_t checkpoints_taken;
-    uint64_t checkpoints_restored; /**< restores copied (live plans) */
-    uint64_t checkpoints_evicted;  /**< dropped for room (demotions not included) */
-    uint64_t checkpoints_demoted;  /**< moved from the device to the host tier for room */
-    uint64_t checkpoints_dropped;  /**< by rsp_checkpoint_drop or replaced under their key */
-    uint64_t checkpoints_skipped;  /**< takes declared in a step that found no room */
-    uint64_t swaps_out, swaps_in;
+#define RSP__STATS_FIELD(bits, name, kind, source, help) uint##bits##_t name;
+    RSP_STATS_FIELDS(RSP__STATS_FIELD)
+#undef RSP__STATS_FIELD
 } rsp_stats;
 
-/** Read the counters without a message. Any thread, O(1), lock-free. The
- * gauges (free_slots ... generation, checkpoints_*, swapped_slots) are
- * refreshed by the owner before it answers any message that has a waiter
- * and at the end of each batch it drains: after an answer they include
- * every message handled before it; fire-and-forget messages show there
- * once the owner's batch ends (messages_handled may run a batch ahead). */
-RSP_API rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *err);
+/** Whether a field only grows (a Prometheus counter) or goes both ways. */
+typedef enum rsp_metric_kind { RSP_METRIC_GAUGE = 0, RSP_METRIC_COUNTER = 1 } rsp_metric_kind;
+
+/** One field of rsp_stats, for a program that walks them (an exporter). */
+typedef struct rsp_stats_field {
+    const char *name;     /**< the field's name, "free_slots" */
+    const char *metric;   /**< its Prometheus name: "rsp_free_slots", "rsp_commits_total" */
+    const char *help;     /**< one line: what it counts */
+    uint32_t offset;      /**< offsetof(rsp_stats, name) */
+    uint32_t bits;        /**< 32 or 64: uint32_t or uint64_t */
+    rsp_metric_kind kind; /**< counter or gauge */
+} rsp_stats_field;
+
+/**
+ * The fields of this library's rsp_stats, in layout order: a static table
+ * of *count entries (count may be NULL), from the one list of
+ * RSP_STATS_FIELDS. A caller built against an older header reads only the
+ * fields its struct has (offset + bits / 8 <= its sizeof). Any thread,
+ * O(1); pure (also in a forked child).
+ */
+RSP_API const rsp_stats_field *rsp_stats_fields(uint32_t *count);
+
+/** Read the counters without a message (out NULL: RSP_EINVAL). Any
+ * thread, O(1), lock-free; each field is exact on its own, the set is not a
+ * snapshot (rsp_stats_snapshot is). The gauges (free_slots ... generation,
+ * checkpoints_*, swapped_slots) are refreshed by the owner before it
+ * answers any message that has a waiter and at the end of each batch it
+ * drains: after an answer they include every message handled before it;
+ * fire-and-forget messages show there once the owner's batch ends
+ * (messages_handled may run a batch ahead). */
+RSP_API rsp_status rsp_stats_peek(const rsp_pool *pool, rsp_stats *out, rsp_error *err);
+/** 0.1's name of rsp_stats_peek. */
+RSP_API rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *err)
+    RSP_DEPRECATED("rsp_stats_peek");
 
 /* ------------------------------------------------------------------------ */
 /* Messages                                                                  */
@@ -863,8 +870,12 @@ RSP_API rsp_status rsp_step_rollback(rsp_pool *pool, uint64_t step_id,
  * RSP_ECAPACITY (a leased buffer too small or held by another in-flight step). Owner: O(rows +
  * labels + forks), plus the copy of the addressing into the plan. */
 RSP_API rsp_status rsp_step_plan(rsp_pool *pool, const rsp_step *step, rsp_error *err);
-/** Drop the staged plan, if any (RSP_OK either way). Owner: O(labels). */
-RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
+/** Drop the staged plan, if any (RSP_OK either way): the message
+ * RSP_MSG_CLEAR_PREPLAN. Owner: O(labels). */
+RSP_API rsp_status rsp_step_unstage(rsp_pool *pool, rsp_error *err);
+/** 0.1's name of rsp_step_unstage. */
+RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err)
+    RSP_DEPRECATED("rsp_step_unstage");
 /** Finish a planned step (a capture: an admitted one): post-forks and the
  * zeroing of slots released during it are queued behind forward_done, the
  * event recorded after the step's forward. A step whose rows wrote (a row
@@ -876,7 +887,7 @@ RSP_API rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err);
  * declaration must be the admitted one (rows, spans, forks, checkpoint
  * takes, restores; skip_post_forks is the commit's choice): otherwise
  * RSP_EINVAL naming the first difference, nothing changed. The step's plan
- * leaves rsp_plan_get with the commit. The pool's device waits for forward_done
+ * leaves rsp_plan_of_step with the commit. The pool's device waits for forward_done
  * (so does rsp_pool_destroy): it must be signalled eventually.
  * Owner: O(rows + pinned slots + rids * forks). */
 RSP_API rsp_status rsp_step_commit(rsp_pool *pool, const rsp_step *step,
@@ -909,14 +920,14 @@ typedef struct rsp_step_outcome {
  *    error names the plan, and the commit stands.
  * RSP_OK with out->planned: step's plan is published (staged with
  * step->preplan): rsp_plan_wait_step(step->step_id) returns and
- * rsp_plan_get finds it. Refused before anything is posted (RSP_EINVAL,
+ * rsp_plan_of_step finds it. Refused before anything is posted (RSP_EINVAL,
  * RSP_ENOLABEL): either declaration invalid, prev_done an event the
  * pool's device cannot wait on, or missing while prev's rows wrote (use
  * rsp_event_complete()), step->step_id not above prev->step_id. out may be
  * NULL; on an error it still says what was done. Pipelined use: post
  * RSP_MSG_STEP yourself, fire-and-forget (failures go to on_error) or
  * keeping the ticket to wait for later, and read the plan with
- * rsp_plan_wait_step / rsp_plan_get: the fast path for a caller with
+ * rsp_plan_wait_step / rsp_plan_of_step: the fast path for a caller with
  * other work to overlap. Any thread, never inside a read section (as
  * every wrapper); an ordered pool needs the message posted with its seq.
  * Cost: one round trip; owner: rsp_step_commit's + rsp_step_admit's +
@@ -950,8 +961,12 @@ RSP_API rsp_status rsp_reset_many(rsp_pool *pool, const rsp_rid *rids, uint32_t 
 RSP_API rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max_seq_len,
                                            rsp_error *err);
 /** A consistent snapshot of every counter and gauge -> *out (out NULL:
- * RSP_EINVAL). Owner: O(1). For a lock-free read use rsp_pool_counters. */
-RSP_API rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err);
+ * RSP_EINVAL): the message RSP_MSG_STATS, answered by the owner between
+ * two messages. Owner: O(1). For a lock-free read use rsp_stats_peek. */
+RSP_API rsp_status rsp_stats_snapshot(rsp_pool *pool, rsp_stats *out, rsp_error *err);
+/** 0.1's name of rsp_stats_snapshot. */
+RSP_API rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err)
+    RSP_DEPRECATED("rsp_stats_snapshot");
 
 /*
  * Checkpoints (docs/checkpoints.md; rules: docs/semantics.md 8.4 to
@@ -1117,12 +1132,18 @@ RSP_API rsp_status rsp_reader_online(void);
  * section, across a wait.
  */
 RSP_API rsp_status rsp_read_begin(void);
-/** rsp_read_begin with a message in err when it fails (RSP_ENOTREG: "the
- * calling thread is not registered: call rsp_reader_register first";
- * RSP_EINVAL: the thread is an offline QSBR reader, or its sections are
- * nested 2^24 - 1 deep, the message saying which; RSP_EFORKED). Same cost
- * on success; a refusal formats the message. */
-RSP_API rsp_status rsp_read_begin_err(rsp_error *err);
+/** The words for a status rsp_read_begin just returned on this thread:
+ * RSP_ENOTREG ("the calling thread is not registered: call
+ * rsp_reader_register first"), RSP_EINVAL (the thread is an offline QSBR
+ * reader, or its sections are nested 2^24 - 1 deep, the message saying
+ * which), RSP_EFORKED. Returns status; err (may be NULL) gets the message,
+ * and RSP_OK leaves it alone. Call it before the thread's next read-side
+ * call (it reads the thread's reader state). The calling thread; a refusal
+ * formats the message, RSP_OK costs nothing. */
+RSP_API rsp_status rsp_read_explain(rsp_status status, rsp_error *err);
+/** 0.1's form: rsp_read_begin, then rsp_read_explain of its status. */
+RSP_API rsp_status rsp_read_begin_err(rsp_error *err)
+    RSP_DEPRECATED("rsp_read_begin and rsp_read_explain");
 /**
  * End the innermost read section of the calling thread: RSP_OK. Without an
  * open section (an unbalanced end) nothing changes and it returns
@@ -1203,8 +1224,12 @@ RSP_API rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label,
  * them longer). Registered reader inside a read section. O(1): no scan of
  * the labels, one struct copy.
  */
+RSP_API rsp_status rsp_plan_live_addressing(const rsp_pool *pool, rsp_label_id label,
+                                            rsp_addressing *out, rsp_error *err);
+/** 0.1's name of rsp_plan_live_addressing. */
 RSP_API rsp_status rsp_live_addressing(const rsp_pool *pool, rsp_label_id label,
-                                       rsp_addressing *out, rsp_error *err);
+                                       rsp_addressing *out, rsp_error *err)
+    RSP_DEPRECATED("rsp_plan_live_addressing");
 
 /** Where a checkpoint is, as a reader sees it (rsp_checkpoint_lookup). */
 typedef struct rsp_checkpoint_loc {
@@ -1260,11 +1285,14 @@ RSP_API rsp_status rsp_plan_wait(rsp_pool *pool, uint64_t step_id, uint64_t time
  * inside a read section; the plan lives as long as the section (or a
  * reference). Cost: O(steps in flight), one dependent load each.
  */
-RSP_API const rsp_plan *rsp_plan_get(const rsp_pool *pool, uint64_t step_id);
+RSP_API const rsp_plan *rsp_plan_of_step(const rsp_pool *pool, uint64_t step_id);
+/** 0.1's name of rsp_plan_of_step. */
+RSP_API const rsp_plan *rsp_plan_get(const rsp_pool *pool, uint64_t step_id)
+    RSP_DEPRECATED("rsp_plan_of_step");
 
 /**
  * Block until step step_id's live plan is published: RSP_OK, after which
- * rsp_plan_get(pool, step_id) in a read section finds it while the step is
+ * rsp_plan_of_step(pool, step_id) in a read section finds it while the step is
  * in flight. RSP_ENOPLAN, with a message saying why, when the step ended
  * without a plan to read: rolled back (before or after it was planned),
  * refused by the owner at admit (an error, or admit's ok false), committed
@@ -1314,7 +1342,7 @@ typedef enum rsp_dlpack_part {
 
 /**
  * One vector of an addressing (from rsp_plan_addressing or
- * rsp_live_addressing) as a DLPack tensor. has_state is exported as uint8
+ * rsp_plan_live_addressing) as a DLPack tensor. has_state is exported as uint8
  * (DLPack 0.6 has no bool; it is C's one-byte bool, so a consumer may view
  * it as bool). Host parts are copied into the export (4 or 1 bytes a
  * row), so the tensor depends on neither the plan nor the pool and is

@@ -1323,12 +1323,12 @@ class pool
     {
         return try_block(name, layer).value();
     }
-    /// rsp_pool_counters: lock-free, not a snapshot.
+    /// rsp_stats_peek: lock-free, not a snapshot.
     result<rsp_stats> try_counters() const noexcept
     {
         rsp_stats s{};
         rsp_error e{};
-        rsp_status st = rsp_pool_counters(p_, &s, &e);
+        rsp_status st = rsp_stats_peek(p_, &s, &e);
         return detail::done(st, e, s);
     }
     rsp_stats counters() const
@@ -1495,7 +1495,7 @@ class pool
     result<void> try_clear_preplan() noexcept
     {
         rsp_error e{};
-        return detail::done(rsp_clear_preplan(p_, &e), e);
+        return detail::done(rsp_step_unstage(p_, &e), e);
     }
     void clear_preplan()
     {
@@ -1510,12 +1510,12 @@ class pool
     {
         try_build_graph_buffers(max_bs, max_seq_len).value();
     }
-    /// rsp_stats_get: a consistent snapshot, taken by the owner.
+    /// rsp_stats_snapshot: a consistent snapshot, taken by the owner.
     result<rsp_stats> try_stats() noexcept
     {
         rsp_stats s{};
         rsp_error e{};
-        rsp_status st = rsp_stats_get(p_, &s, &e);
+        rsp_status st = rsp_stats_snapshot(p_, &s, &e);
         return detail::done(st, e, s);
     }
     rsp_stats stats()
@@ -1972,7 +1972,7 @@ class plan_ref
 class read_section
 {
   public:
-    /// Throws rsp::error with rsp_read_begin_err's status and message
+    /// Throws rsp::error with rsp_read_begin's status and rsp_read_explain's message
     /// (RSP_ENOTREG on an unregistered thread; RSP_EINVAL for an offline
     /// QSBR reader or past the nesting limit).
     read_section() : st_(begin(e_))
@@ -2029,24 +2029,24 @@ class read_section
     {
         return plan_view(rsp_plan_live(p.get()));
     }
-    /// rsp_live_addressing: the live plan's addressing of a label in one
+    /// rsp_plan_live_addressing: the live plan's addressing of a label in one
     /// call (RSP_ENOPLAN when there is no live plan or it does not plan l).
     result<addressing> try_live_addressing(const pool &p, label l) const noexcept
     {
         addressing a{};
         rsp_error e{};
-        rsp_status st = rsp_live_addressing(p.get(), raw(l), &a.raw, &e);
+        rsp_status st = rsp_plan_live_addressing(p.get(), raw(l), &a.raw, &e);
         return detail::done(st, e, a);
     }
     addressing live_addressing(const pool &p, label l) const
     {
         return try_live_addressing(p, l).value();
     }
-    /// rsp_plan_get: step id's live plan while the step is in flight, or an
+    /// rsp_plan_of_step: step id's live plan while the step is in flight, or an
     /// empty view. O(steps in flight).
     plan_view plan(const pool &p, step_id id) const noexcept
     {
-        return plan_view(rsp_plan_get(p.get(), raw(id)));
+        return plan_view(rsp_plan_of_step(p.get(), raw(id)));
     }
     /// The staged plan, or an empty view.
     plan_view staged(const pool &p) const noexcept
@@ -2071,7 +2071,9 @@ class read_section
   private:
     static rsp_status begin(rsp_error &e) noexcept
     {
-        return rsp_read_begin_err(&e);
+        // The words only on a refusal: a section's begin stays one call.
+        rsp_status st = rsp_read_begin();
+        return st == RSP_OK ? st : rsp_read_explain(st, &e);
     }
     rsp_error e_{};
     rsp_status st_;

@@ -205,26 +205,99 @@ class Event(ctypes.Structure):
     _fields_ = [("kind", c_enum), ("handle", ctypes.c_void_p), ("value", ctypes.c_uint64)]
 
 
-_STATS_FIELDS_32 = ("max_slots", "usable_slots", "free_slots", "held_slots", "pending_release",
-                    "num_requests", "num_holdings", "inbox_depth")
-_STATS_FIELDS_64 = ("messages_handled", "admits_ok", "admits_refused", "rollbacks", "plans",
-                    "stages", "promotions", "commits", "forks", "bytes_zeroed", "bytes_copied",
-                    "generation", "posts_failed")
+def _candidates():
+    env = os.environ.get("RSP_LIBRARY")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("librsp.so", "librsp.so.0", "librsp.dylib"):
+        yield os.path.join(here, name)
+    found = ctypes.util.find_library("rsp")
+    if found:
+        yield found
 
 
-class Stats(ctypes.Structure):
-    _fields_ = (
-        [(f, ctypes.c_uint32) for f in _STATS_FIELDS_32]
-        + [(f, ctypes.c_uint64) for f in _STATS_FIELDS_64]
-        + [("forward_waits", ctypes.c_uint32),
-           ("checkpoints_device", ctypes.c_uint32),
-           ("checkpoints_host", ctypes.c_uint32),
-           ("swapped_slots", ctypes.c_uint32)]
-        + [(f, ctypes.c_uint64) for f in (
-            "checkpoints_taken", "checkpoints_restored", "checkpoints_evicted",
-            "checkpoints_demoted", "checkpoints_dropped", "checkpoints_skipped",
-            "swaps_out", "swaps_in")]
-    )
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(path + " (missing)")
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+    raise ImportError(
+        "rsp: librsp not found; set RSP_LIBRARY to its path (a build tree's "
+        "build/src/librsp.so) or install it. Tried: " + ("; ".join(tried) or "nothing"))
+
+
+# The version of rsp.h this mirror follows (its RSP_VERSION_MAJOR, _MINOR,
+# _PATCH; tests/python/test_version.py compares them).
+HEADER_VERSION = (0, 2, 0)
+
+
+def _check_version(lib, major, minor):
+    """ImportError naming both versions unless lib serves a mirror of rsp
+    major.minor (rsp_version_check: the same major, a minor as new or newer)."""
+    path = getattr(lib, "_name", "librsp")
+    try:
+        check = lib.rsp_version_check
+        name = lib.rsp_version_string
+    except AttributeError:
+        raise ImportError(
+            f"rsp: {path} has no rsp_version_check: it is older than rsp 0.1.0, this "
+            f"package needs librsp {major}.x with x >= {minor}") from None
+    check.restype = ctypes.c_int
+    check.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    name.restype = ctypes.c_char_p
+    name.argtypes = []
+    err = Error()
+    if check(major, minor, ctypes.byref(err)) != OK:
+        raise ImportError(
+            f"rsp: this package mirrors rsp {major}.{minor} but {path} is librsp "
+            f"{name().decode()}: {err.message.decode(errors='replace')}")
+
+
+lib = _load()
+_check_version(lib, *HEADER_VERSION[:2])
+
+
+class StatsField(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("metric", ctypes.c_char_p),
+        ("help", ctypes.c_char_p),
+        ("offset", ctypes.c_uint32),
+        ("bits", ctypes.c_uint32),
+        ("kind", c_enum),
+    ]
+
+
+def _stats_struct():
+    """The mirror of rsp_stats, made at import from the library's own list
+    of its fields (rsp_stats_fields, from RSP_STATS_FIELDS in rsp_stats.h),
+    so a counter is written once, in C. ImportError if ctypes would lay a
+    field out elsewhere than the library does."""
+    fn = lib.rsp_stats_fields
+    fn.restype = ctypes.POINTER(StatsField)
+    fn.argtypes = [ctypes.POINTER(ctypes.c_uint32)]
+    n = ctypes.c_uint32()
+    table = fn(ctypes.byref(n))
+    fields = [table[i] for i in range(n.value)]
+    width = {32: ctypes.c_uint32, 64: ctypes.c_uint64}
+    cls = type("Stats", (ctypes.Structure,),
+               {"_fields_": [(f.name.decode(), width[f.bits]) for f in fields]})
+    for f in fields:
+        if getattr(cls, f.name.decode()).offset != f.offset:
+            raise ImportError(f"rsp: rsp_stats.{f.name.decode()} is at byte {f.offset} in "
+                              f"librsp, not where ctypes puts it")
+    return cls, tuple((f.name.decode(), f.metric.decode(), f.help.decode(),
+                       "counter" if f.kind == 1 else "gauge") for f in fields)
+
+
+Stats, STATS_FIELDS = _stats_struct()
 
 
 class Addressing(ctypes.Structure):
@@ -366,63 +439,6 @@ STRUCTS = {
 # --- loading ----------------------------------------------------------------
 
 
-def _candidates():
-    env = os.environ.get("RSP_LIBRARY")
-    if env:
-        yield env
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("librsp.so", "librsp.so.0", "librsp.dylib"):
-        yield os.path.join(here, name)
-    found = ctypes.util.find_library("rsp")
-    if found:
-        yield found
-
-
-def _load():
-    tried = []
-    for path in _candidates():
-        if os.path.sep in path and not os.path.exists(path):
-            tried.append(path + " (missing)")
-            continue
-        try:
-            return ctypes.CDLL(path)
-        except OSError as e:
-            tried.append(f"{path} ({e})")
-    raise ImportError(
-        "rsp: librsp not found; set RSP_LIBRARY to its path (a build tree's "
-        "build/src/librsp.so) or install it. Tried: " + ("; ".join(tried) or "nothing"))
-
-
-# The version of rsp.h this mirror follows (its RSP_VERSION_MAJOR, _MINOR,
-# _PATCH; tests/python/test_version.py compares them).
-HEADER_VERSION = (0, 1, 0)
-
-
-def _check_version(lib, major, minor):
-    """ImportError naming both versions unless lib serves a mirror of rsp
-    major.minor (rsp_version_check: the same major, a minor as new or newer)."""
-    path = getattr(lib, "_name", "librsp")
-    try:
-        check = lib.rsp_version_check
-        name = lib.rsp_version_string
-    except AttributeError:
-        raise ImportError(
-            f"rsp: {path} has no rsp_version_check: it is older than rsp 0.1.0, this "
-            f"package needs librsp {major}.x with x >= {minor}") from None
-    check.restype = ctypes.c_int
-    check.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
-    name.restype = ctypes.c_char_p
-    name.argtypes = []
-    err = Error()
-    if check(major, minor, ctypes.byref(err)) != OK:
-        raise ImportError(
-            f"rsp: this package mirrors rsp {major}.{minor} but {path} is librsp "
-            f"{name().decode()}: {err.message.decode(errors='replace')}")
-
-
-lib = _load()
-_check_version(lib, *HEADER_VERSION[:2])
 
 P = ctypes.POINTER
 vp = ctypes.c_void_p
@@ -451,7 +467,7 @@ pool_close = _proto("rsp_pool_close", c_status, vp, PErr)
 pool_info_get = _proto("rsp_pool_info_get", c_status, vp, P(PoolInfo), PErr)
 pool_block = _proto("rsp_pool_block", c_status, vp, ctypes.c_char_p, ctypes.c_uint32,
                     P(BlockView), PErr)
-pool_counters = _proto("rsp_pool_counters", c_status, vp, P(Stats), PErr)
+stats_peek = _proto("rsp_stats_peek", c_status, vp, P(Stats), PErr)
 label = _proto("rsp_label", c_status, vp, ctypes.c_char_p, P(ctypes.c_uint32), PErr)
 ingest = _proto("rsp_ingest", c_status, vp, ctypes.c_uint64, PErr)
 remove = _proto("rsp_remove", c_status, vp, ctypes.c_uint64, PErr)
@@ -460,21 +476,22 @@ release = _proto("rsp_release", c_status, vp, ctypes.c_uint64, ctypes.c_uint32, 
 step_admit = _proto("rsp_step_admit", c_status, vp, P(Step), P(AdmitOutcome), PErr)
 step_rollback = _proto("rsp_step_rollback", c_status, vp, ctypes.c_uint64, P(Event), PErr)
 step_plan = _proto("rsp_step_plan", c_status, vp, P(Step), PErr)
-clear_preplan = _proto("rsp_clear_preplan", c_status, vp, PErr)
+step_unstage = _proto("rsp_step_unstage", c_status, vp, PErr)
 step_commit = _proto("rsp_step_commit", c_status, vp, P(Step), P(Event), PErr)
 step_next = _proto("rsp_step_next", c_status, vp, P(Step), P(Step), P(Event), P(StepOutcome),
                    PErr)
 build_graph_buffers = _proto("rsp_build_graph_buffers", c_status, vp, ctypes.c_uint32,
                              ctypes.c_uint32, PErr)
-stats_get = _proto("rsp_stats_get", c_status, vp, P(Stats), PErr)
+stats_snapshot = _proto("rsp_stats_snapshot", c_status, vp, P(Stats), PErr)
 holding_get = _proto("rsp_holding_get", c_status, vp, ctypes.c_uint64, ctypes.c_uint32,
                      P(Holding), PErr)
 reader_register = _proto("rsp_reader_register", c_status, PErr)
 reader_unregister = _proto("rsp_reader_unregister", None)
-read_begin_err = _proto("rsp_read_begin_err", c_status, PErr)
+read_begin = _proto("rsp_read_begin", c_status)
+read_explain = _proto("rsp_read_explain", c_status, c_status, PErr)
 read_end = _proto("rsp_read_end", c_status)
 plan_live = _proto("rsp_plan_live", vp, vp)
-plan_get = _proto("rsp_plan_get", vp, vp, ctypes.c_uint64)
+plan_of_step = _proto("rsp_plan_of_step", vp, vp, ctypes.c_uint64)
 plan_ref = _proto("rsp_plan_ref", vp, vp)
 plan_unref = _proto("rsp_plan_unref", None, vp)
 plan_step_id = _proto("rsp_plan_step_id", ctypes.c_uint64, vp)
@@ -487,8 +504,8 @@ host_fence_create = _proto("rsp_host_fence_create", c_status, P(vp), PErr)
 host_fence_destroy = _proto("rsp_host_fence_destroy", None, vp)
 host_fence_signal = _proto("rsp_host_fence_signal", None, vp, ctypes.c_uint64)
 host_fence_value = _proto("rsp_host_fence_value", ctypes.c_uint64, vp)
-live_addressing = _proto("rsp_live_addressing", c_status, vp, ctypes.c_uint32, P(Addressing),
-                         PErr)
+plan_live_addressing = _proto("rsp_plan_live_addressing", c_status, vp, ctypes.c_uint32,
+                              P(Addressing), PErr)
 pool_block_dlpack = _proto("rsp_pool_block_dlpack", c_status, vp, ctypes.c_char_p,
                            ctypes.c_uint32, P(vp), PErr)
 addressing_dlpack = _proto("rsp_addressing_dlpack", c_status, vp, P(Addressing), c_enum, P(vp),

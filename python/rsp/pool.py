@@ -1429,7 +1429,7 @@ class RecurrentStatePool:
             self._send(_msg(ffi.MSG_CLEAR_PREPLAN, seq))
             return
         err = ffi.Error()
-        _check(ffi.clear_preplan(self._handle(), ctypes.byref(err)), err)
+        _check(ffi.step_unstage(self._handle(), ctypes.byref(err)), err)
 
     @_guarded
     def build_accelerator_graph_buffers(self, slots=None, max_bs=1, max_seq_len=0, seq=None):
@@ -1527,7 +1527,9 @@ class RecurrentStatePool:
         _reader.ensure()
         loc = ffi.CheckpointLoc()
         err = ffi.Error()
-        _check(ffi.read_begin_err(ctypes.byref(err)), err)
+        st = ffi.read_begin()
+        if st != ffi.OK:
+            _check(ffi.read_explain(st, ctypes.byref(err)), err)
         try:
             st = ffi.checkpoint_lookup(self._handle(), key, ctypes.byref(loc), ctypes.byref(err))
         finally:
@@ -1607,10 +1609,12 @@ class RecurrentStatePool:
         if _FAST is not None and self._info.device == ffi.DEVICE_HOST:
             return self._fast_addressing(lid, step_id, wait)
         err = ffi.Error()
-        _check(ffi.read_begin_err(ctypes.byref(err)), err)
+        st = ffi.read_begin()
+        if st != ffi.OK:
+            _check(ffi.read_explain(st, ctypes.byref(err)), err)
         try:
             plan = (ffi.plan_live(self._handle()) if step_id is None
-                    else ffi.plan_get(self._handle(), step_id))
+                    else ffi.plan_of_step(self._handle(), step_id))
             if not plan:
                 raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
                                else f"no plan of step {step_id}")
@@ -1661,10 +1665,12 @@ class RecurrentStatePool:
             _uint(step_id, "step_id", 64)
         _reader.ensure()
         err = ffi.Error()
-        _check(ffi.read_begin_err(ctypes.byref(err)), err)
+        st = ffi.read_begin()
+        if st != ffi.OK:
+            _check(ffi.read_explain(st, ctypes.byref(err)), err)
         try:
             plan = (ffi.plan_live(self._handle()) if step_id is None
-                    else ffi.plan_get(self._handle(), step_id))
+                    else ffi.plan_of_step(self._handle(), step_id))
             if not plan:
                 raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
                                else f"no plan of step {step_id}")
@@ -1764,18 +1770,18 @@ class RecurrentStatePool:
         """A consistent snapshot of rsp's counters (a dict)."""
         s = ffi.Stats()
         err = ffi.Error()
-        _check(ffi.stats_get(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
+        _check(ffi.stats_snapshot(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
         return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
 
     @_guarded
     def counters(self):
         """rsp's counters and gauges (a dict, the fields of stats()) read
-        without a message (rsp_pool_counters): any thread, lock-free, each
+        without a message (rsp_stats_peek): any thread, lock-free, each
         field atomic but the set not a snapshot (stats() is one). The gauges
         include every message answered before the read."""
         s = ffi.Stats()
         err = ffi.Error()
-        _check(ffi.pool_counters(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
+        _check(ffi.stats_peek(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
         return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
 
     def info(self):
@@ -1805,7 +1811,7 @@ class RecurrentStatePool:
     def num_free_slots(self) -> int:
         s = ffi.Stats()
         err = ffi.Error()
-        _check(ffi.pool_counters(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
+        _check(ffi.stats_peek(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
         return s.free_slots
 
     @_guarded
@@ -1872,8 +1878,10 @@ def _tensor_makers():
     return _TENSORS
 
 
+# rsp_read_begin_err: rsp._fast's read_begin slot takes (rsp_error *), the
+# 0.1 form; the alias stays exported for all of 0.x.
 _FAST_FUNCTIONS = ("rsp_step_next", "rsp_read_begin_err", "rsp_read_end", "rsp_plan_live",
-                   "rsp_plan_get", "rsp_plan_addressing", "rsp_event_wait")
+                   "rsp_plan_of_step", "rsp_plan_addressing", "rsp_event_wait")
 
 
 def _load_fast():

@@ -903,10 +903,12 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         torch = _pool._torch()
         _reader.ensure()
         err = ffi.Error()
-        _check(ffi.read_begin_err(ctypes.byref(err)), err)
+        st = ffi.read_begin()
+        if st != ffi.OK:
+            _check(ffi.read_explain(st, ctypes.byref(err)), err)
         try:
             h = self._handle()
-            plan = _plan_staged(h) if staged else ffi.plan_get(h, rec.sid)
+            plan = _plan_staged(h) if staged else ffi.plan_of_step(h, rec.sid)
             if not plan or _plan_step_id(plan) != rec.sid:
                 raise RspError(ffi.ENOPLAN, f"the plan of step {rec.sid} is not published")
             out = {}

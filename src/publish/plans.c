@@ -388,11 +388,11 @@ __attribute__((noinline, cold)) static rsp_status live_refused(rsp_error *err)
         return rsp__fail_forked(err);
     if (tls_mode() == MODE_NONE)
         return rsp__fail(err, RSP_ENOTREG,
-                         "rsp_live_addressing: the calling thread is not registered: call "
+                         "rsp_plan_live_addressing: the calling thread is not registered: call "
                          "rsp_reader_register first");
     if (tls_depth() == 0)
         return rsp__fail(err, RSP_EINVAL,
-                         "rsp_live_addressing called outside a read section (rsp_read_begin)");
+                         "rsp_plan_live_addressing called outside a read section (rsp_read_begin)");
     return rsp__fail(err, RSP_ENOPLAN, "no live plan yet (no step was planned)");
 }
 

@@ -58,7 +58,7 @@ static uint64_t slot_bytes(rsp_pool *pool)
 static rsp_stats counters(rsp_pool *pool)
 {
     rsp_stats s;
-    assert_int_equal(rsp_pool_counters(pool, &s, NULL), RSP_OK);
+    assert_int_equal(rsp_stats_peek(pool, &s, NULL), RSP_OK);
     return s;
 }
 
@@ -168,13 +168,13 @@ static void sync_wrappers_run_a_step_and_count_it(void **state)
     assert_true(s.messages_handled >= 10);
 
     rsp_stats snap;
-    assert_int_equal(rsp_stats_get(pool, &snap, &err), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &snap, &err), RSP_OK);
     assert_int_equal(snap.free_slots, 5);
     assert_int_equal(snap.held_slots, 2);
     assert_int_equal(snap.max_slots, 8);
     assert_int_equal(snap.commits, 1);
     assert_int_equal(rsp_build_graph_buffers(pool, 8, 128, &err), RSP_OK);
-    assert_int_equal(rsp_clear_preplan(pool, &err), RSP_OK);
+    assert_int_equal(rsp_step_unstage(pool, &err), RSP_OK);
     assert_int_equal(rsp_step_rollback(pool, 1, NULL, &err), RSP_OK); /* finished: no-op */
     rsp_reader_unregister();
     rsp_pool_destroy(pool);
@@ -498,7 +498,7 @@ static void changed_stage_is_dropped_for_a_live_plan(void **state)
     rsp_read_begin();
     assert_non_null(rsp_plan_staged(pool));
     rsp_read_end();
-    assert_int_equal(rsp_clear_preplan(pool, NULL), RSP_OK);
+    assert_int_equal(rsp_step_unstage(pool, NULL), RSP_OK);
     rsp_read_begin();
     assert_null(rsp_plan_staged(pool));
     rsp_read_end();
@@ -736,7 +736,7 @@ static void *counter_reader(void *arg)
     uint64_t last = 0, backwards = 0;
     for (int i = 0; i < 20000; i++) {
         rsp_stats s;
-        rsp_pool_counters(pool, &s, NULL);
+        rsp_stats_peek(pool, &s, NULL);
         if (s.messages_handled < last)
             backwards++;
         last = s.messages_handled;
@@ -781,7 +781,7 @@ static void forked_child_gets_eforked_instead_of_hanging(void **state)
         bad |= (rsp_read_begin() != RSP_EFORKED) << 2;
         bad |= (rsp_plan_wait(pool, 1, RSP_WAIT_FOREVER, NULL) != RSP_EFORKED) << 3;
         rsp_stats s;
-        bad |= (rsp_pool_counters(pool, &s, NULL) != RSP_EFORKED) << 4;
+        bad |= (rsp_stats_peek(pool, &s, NULL) != RSP_EFORKED) << 4;
         rsp_pool *other = NULL;
         rsp_pool_config cfg;
         rsp_pool_config_init(&cfg);
@@ -812,20 +812,20 @@ static void forked_child_inside_a_read_section_gets_eforked(void **state)
     assert_int_equal(rsp_reader_register(NULL), RSP_OK);
     assert_int_equal(rsp_read_begin(), RSP_OK);
     rsp_addressing a;
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL), RSP_OK);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL), RSP_OK);
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         int bad = 0;
         rsp_error err;
-        bad |= (rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, &err) != RSP_EFORKED) << 0;
+        bad |= (rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, &err) != RSP_EFORKED) << 0;
         bad |= (err.status != RSP_EFORKED) << 1;
         bad |= (rsp_plan_live(pool) != NULL) << 2;
         bad |= (rsp_read_end() != RSP_EFORKED) << 3;
         bad |= (rsp_read_begin() != RSP_EFORKED) << 4;
-        bad |= (rsp_read_begin_err(&err) != RSP_EFORKED) << 5;
-        bad |= (rsp_live_addressing(NULL, RSP_LABEL_MAIN, &a, &err) != RSP_EINVAL) << 6;
+        bad |= (rsp_read_explain(rsp_read_begin(), &err) != RSP_EFORKED) << 5;
+        bad |= (rsp_plan_live_addressing(NULL, RSP_LABEL_MAIN, &a, &err) != RSP_EINVAL) << 6;
         _exit(bad);
     }
     int status = 0;
@@ -833,7 +833,7 @@ static void forked_child_inside_a_read_section_gets_eforked(void **state)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     /* The parent's section is untouched. */
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL), RSP_OK);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL), RSP_OK);
     assert_int_equal(rsp_read_end(), RSP_OK);
     rsp_reader_unregister();
     rsp_pool_destroy(pool);
@@ -945,7 +945,7 @@ static void staged_plan_goes_when_the_core_ends_the_stage(void **state)
         else if (end == 1)
             assert_int_equal(rsp_step_rollback(pool, s.step_id, NULL, NULL), RSP_OK);
         else
-            assert_int_equal(rsp_clear_preplan(pool, NULL), RSP_OK);
+            assert_int_equal(rsp_step_unstage(pool, NULL), RSP_OK);
         assert_false(staged_published(pool));
     }
     rsp_reader_unregister();

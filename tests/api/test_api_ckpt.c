@@ -144,7 +144,7 @@ static int32_t slot_of(rsp_pool *pool, rsp_rid rid, rsp_label_id label)
 static rsp_stats stats(rsp_pool *pool)
 {
     rsp_stats s;
-    assert_int_equal(rsp_stats_get(pool, &s, NULL), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &s, NULL), RSP_OK);
     return s;
 }
 
@@ -165,7 +165,7 @@ static void wait_live_ready(rsp_pool *pool)
     assert_int_equal(rsp_reader_register(NULL), RSP_OK);
     rsp_read_begin();
     rsp_addressing ad;
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &ad, NULL), RSP_OK);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &ad, NULL), RSP_OK);
     rsp_event ready = ad.ready;
     rsp_read_end();
     assert_int_equal(rsp_event_wait(pool, &ready, RSP_WAIT_FOREVER, NULL), RSP_OK);
@@ -380,7 +380,7 @@ static void take_message_rules(void **state)
     assert_int_equal(st.checkpoints_device, 2);
     /* The lock-free counters say the same (the owner mirrored them). */
     rsp_stats c;
-    OK(rsp_pool_counters(pool, &c, E));
+    OK(rsp_stats_peek(pool, &c, E));
     assert_int_equal(c.checkpoints_taken, 3);
     assert_int_equal(c.checkpoints_dropped, 1);
     assert_int_equal(c.checkpoints_device, 2);

@@ -170,7 +170,7 @@ static void addressing_exports_copy_the_host_vectors(void **state)
     int32_t want[3];
     assert_int_equal(rsp_read_begin(), RSP_OK);
     rsp_addressing a;
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_OK);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_OK);
     memcpy(want, a.slot_indices, sizeof want);
     assert_int_equal(rsp_addressing_dlpack(pool, &a, RSP_DLPACK_SLOT_INDICES, &si, &err), RSP_OK);
     assert_int_equal(rsp_addressing_dlpack(pool, &a, RSP_DLPACK_HAS_STATE, &hs, &err), RSP_OK);

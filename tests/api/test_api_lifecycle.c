@@ -55,9 +55,9 @@ static rsp_stats stats(rsp_pool *pool)
 {
     rsp_stats s;
     rsp_error err;
-    rsp_status st = rsp_stats_get(pool, &s, &err);
+    rsp_status st = rsp_stats_snapshot(pool, &s, &err);
     if (st != RSP_OK)
-        print_error("rsp_stats_get: %s\n", err.message);
+        print_error("rsp_stats_snapshot: %s\n", err.message);
     assert_int_equal(st, RSP_OK);
     return s;
 }
@@ -419,7 +419,7 @@ static void every_call_in_a_forked_child_answers_eforked(void **state)
         CHECK(rsp_barrier(pool, &err) == RSP_EFORKED);
         CHECK(rsp_plan_wait(pool, 1, RSP_WAIT_FOREVER, &err) == RSP_EFORKED);
         rsp_stats st;
-        CHECK(rsp_pool_counters(pool, &st, &err) == RSP_EFORKED);
+        CHECK(rsp_stats_peek(pool, &st, &err) == RSP_EFORKED);
         rsp_pool_info info;
         CHECK(rsp_pool_info_get(pool, &info, &err) == RSP_EFORKED);
         CHECK(rsp_pool_close(pool, &err) == RSP_EFORKED);

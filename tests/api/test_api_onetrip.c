@@ -68,7 +68,7 @@ static rsp_stats stats(rsp_pool *pool)
 {
     rsp_stats s;
     rsp_error err;
-    assert_int_equal(rsp_stats_get(pool, &s, &err), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &s, &err), RSP_OK);
     return s;
 }
 
@@ -92,7 +92,7 @@ static rsp_status next(rsp_pool *pool, const decl *d, const decl *prev, rsp_step
 static uint64_t plan_digest_of(rsp_pool *pool, uint64_t id, int32_t *slot0, bool *has0)
 {
     rsp_read_begin();
-    const rsp_plan *plan = rsp_plan_get(pool, id);
+    const rsp_plan *plan = rsp_plan_of_step(pool, id);
     uint64_t d = plan ? rsp_plan_digest(plan) : 0;
     if (plan && slot0) {
         rsp_addressing a;
@@ -336,7 +336,7 @@ static void a_plan_refusal_rolls_the_admit_back(void **state)
     assert_int_equal(rsp_holding_get(pool, 30, RSP_LABEL_MAIN, &h, &err), RSP_ENOREQ);
     assert_int_equal(stats(pool).commits, 1);
     /* A rolled-back id may be retried once the stage is gone. */
-    assert_int_equal(rsp_clear_preplan(pool, &err), RSP_OK);
+    assert_int_equal(rsp_step_unstage(pool, &err), RSP_OK);
     assert_int_equal(next(pool, &d3, NULL, &out, &err), RSP_OK);
     assert_true(out.planned && out.plan_staged);
     rsp_pool_destroy(pool);
@@ -466,9 +466,9 @@ static void pipelined_steps_and_their_failures(void **state)
     assert_int_equal(seen.step_id[0], 9);
     assert_int_equal(seen.status[1], RSP_ESTAGED);
     assert_int_equal(seen.step_id[1], 12);
-    assert_int_equal(rsp_pool_counters(pool, &(rsp_stats){0}, &err), RSP_OK);
+    assert_int_equal(rsp_stats_peek(pool, &(rsp_stats){0}, &err), RSP_OK);
     rsp_stats s;
-    assert_int_equal(rsp_pool_counters(pool, &s, &err), RSP_OK);
+    assert_int_equal(rsp_stats_peek(pool, &s, &err), RSP_OK);
     assert_int_equal(s.posts_failed, 2);
     assert_int_equal(s.commits, 4);
     assert_int_equal(rsp_plan_wait_step(pool, 12, 0, &err), RSP_ENOPLAN);
@@ -816,7 +816,7 @@ static rsp_status three_trips(rsp_pool *pool, const rsp_step *step, const rsp_st
         out->committed = true;
     }
     rsp_read_begin();
-    const bool in_flight = rsp_plan_get(pool, step->step_id) != NULL;
+    const bool in_flight = rsp_plan_of_step(pool, step->step_id) != NULL;
     rsp_read_end();
     if (in_flight)
         return RSP_EORDER;

@@ -341,7 +341,7 @@ static void ordered_pool_requires_seq_except_exempt_kinds(void **state)
     assert_int_equal(rsp_label(pool, "draft", &lab, &err), RSP_EINVAL);
     /* The exempt kinds work without one, and nothing was handled above. */
     rsp_stats s;
-    assert_int_equal(rsp_stats_get(pool, &s, &err), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &s, &err), RSP_OK);
     assert_int_equal(s.num_requests, 0);
     assert_int_equal(rsp_barrier(pool, &err), RSP_OK);
     rsp_holding h;
@@ -352,7 +352,7 @@ static void ordered_pool_requires_seq_except_exempt_kinds(void **state)
     assert_int_equal(
         sync_post(pool, (rsp_msg){.kind = RSP_MSG_LABEL, .label_name = "draft"}, 3, &r), RSP_OK);
     assert_int_equal(r.label, 1);
-    assert_int_equal(rsp_stats_get(pool, &s, &err), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &s, &err), RSP_OK);
     assert_int_equal(s.num_requests, 1);
     rsp_pool_destroy(pool);
 
@@ -361,7 +361,7 @@ static void ordered_pool_requires_seq_except_exempt_kinds(void **state)
     assert_int_equal(rsp_ingest(pool, 1, &err), RSP_OK);
     assert_int_equal(sync_post(pool, (rsp_msg){.kind = RSP_MSG_INGEST, .rid = 2}, 77, &r), RSP_OK);
     assert_int_equal(sync_post(pool, (rsp_msg){.kind = RSP_MSG_INGEST, .rid = 3}, 77, &r), RSP_OK);
-    assert_int_equal(rsp_stats_get(pool, &s, &err), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &s, &err), RSP_OK);
     assert_int_equal(s.num_requests, 3);
     rsp_pool_destroy(pool);
 }
@@ -391,7 +391,7 @@ static void duplicate_and_old_numbers_are_refused(void **state)
     assert_int_equal(wait_reply(b, &rb), RSP_EORDER);
     assert_non_null(strstr(rb.error.message, "msg->seq 3 is a duplicate"));
     rsp_stats s;
-    assert_int_equal(rsp_stats_get(pool, &s, NULL), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &s, NULL), RSP_OK);
     assert_int_equal(s.num_requests, 3); /* rids 1, 2, 3; not 5, not 33 */
     assert_int_equal(sync_post(pool, (rsp_msg){.kind = RSP_MSG_INGEST, .rid = 4}, 4, &r), RSP_OK);
     rsp_pool_destroy(pool);
@@ -419,7 +419,7 @@ static void a_gap_past_the_timeout_breaks_the_pool_naming_the_number(void **stat
     assert_non_null(strstr(r.error.message, "message 2 (msg->seq) did not arrive"));
     rsp_stats s;
     rsp_error err;
-    assert_int_equal(rsp_stats_get(pool, &s, &err), RSP_EDEVICE);
+    assert_int_equal(rsp_stats_snapshot(pool, &s, &err), RSP_EDEVICE);
     assert_non_null(strstr(err.message, "message 2"));
     assert_int_equal(rsp_plan_wait(pool, 1, RSP_WAIT_FOREVER, NULL), RSP_ESHUTDOWN);
     rsp_pool_destroy(pool);
@@ -449,7 +449,7 @@ static void the_awaited_number_gets_in_when_waiting_ones_hold_every_credit(void 
     assert_int_equal(rsp_post(pool, &m6, &t[0], RSP_WAIT_FOREVER, &err), RSP_OK);
     assert_int_equal(rsp_wait(t[0], RSP_WAIT_FOREVER, NULL), RSP_OK);
     rsp_stats s;
-    assert_int_equal(rsp_stats_get(pool, &s, NULL), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &s, NULL), RSP_OK);
     assert_int_equal(s.num_requests, 6);
     assert_int_equal(s.inbox_depth, 0);
     rsp_pool_destroy(pool);

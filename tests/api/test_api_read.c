@@ -1,5 +1,5 @@
 /*
- * The read path of issue 11: rsp_live_addressing (one call), QSBR readers
+ * The read path of issue 11: rsp_plan_live_addressing (one call), QSBR readers
  * (rsp_reader_register_qsbr, rsp_reader_quiescent, rsp_reader_offline /
  * _online: a plan stays valid until the reader is quiescent; both flavours
  * at once; the waits an online QSBR reader may not make), and the host
@@ -83,11 +83,11 @@ static void same_addressing(const rsp_addressing *a, const rsp_addressing *b)
 }
 
 /* ------------------------------------------------------------------------ */
-/* rsp_live_addressing                                                       */
+/* rsp_plan_live_addressing                                                       */
 /* ------------------------------------------------------------------------ */
 
 /* The reader word keeps the nesting in 24 bits: the next begin past the
- * bound is refused and changes nothing, rsp_read_begin_err's message names
+ * bound is refused and changes nothing, rsp_read_explain's message names
  * the nesting (not an offline QSBR reader, the other RSP_EINVAL); the
  * sections unwind as usual, for both flavours. */
 static void read_sections_nest_to_their_bound(void **state)
@@ -103,7 +103,7 @@ static void read_sections_nest_to_their_bound(void **state)
         assert_int_equal(rsp_read_begin(), RSP_EINVAL);
         rsp_error err;
         memset(&err, 0, sizeof err);
-        assert_int_equal(rsp_read_begin_err(&err), RSP_EINVAL);
+        assert_int_equal(rsp_read_explain(rsp_read_begin(), &err), RSP_EINVAL);
         assert_int_equal(err.status, RSP_EINVAL);
         assert_non_null(strstr(err.message, "nested 16777215 deep"));
         assert_null(strstr(err.message, "offline"));
@@ -128,28 +128,28 @@ static void live_addressing_refusals_change_nothing(void **state)
 
     /* Not registered. */
     a = untouched;
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_ENOTREG);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_ENOTREG);
     assert_non_null(strstr(err.message, "rsp_reader_register"));
     assert_memory_equal(&a, &untouched, sizeof a);
 
     assert_int_equal(rsp_reader_register(&err), RSP_OK);
     /* Outside a read section. */
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_EINVAL);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_EINVAL);
     assert_non_null(strstr(err.message, "outside a read section"));
     assert_memory_equal(&a, &untouched, sizeof a);
 
     assert_int_equal(rsp_read_begin(), RSP_OK);
     /* NULL arguments. */
-    assert_int_equal(rsp_live_addressing(NULL, RSP_LABEL_MAIN, &a, &err), RSP_EINVAL);
+    assert_int_equal(rsp_plan_live_addressing(NULL, RSP_LABEL_MAIN, &a, &err), RSP_EINVAL);
     assert_non_null(strstr(err.message, "pool is NULL"));
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, NULL, &err), RSP_EINVAL);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, NULL, &err), RSP_EINVAL);
     assert_non_null(strstr(err.message, "out is NULL"));
     /* No live plan yet. */
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_ENOPLAN);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_ENOPLAN);
     assert_non_null(strstr(err.message, "no live plan"));
     assert_memory_equal(&a, &untouched, sizeof a);
     /* err may be NULL. */
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL), RSP_ENOPLAN);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, NULL), RSP_ENOPLAN);
     assert_int_equal(rsp_read_end(), RSP_OK);
     rsp_reader_unregister();
     rsp_pool_destroy(pool);
@@ -181,7 +181,7 @@ static void live_addressing_is_plan_addressing_of_the_live_plan(void **state)
     const uint32_t rows_of[2] = {1, 2};
     for (uint32_t i = 0; i < 2; i++) {
         rsp_addressing a, b;
-        assert_int_equal(rsp_live_addressing(pool, labels[i], &a, &err), RSP_OK);
+        assert_int_equal(rsp_plan_live_addressing(pool, labels[i], &a, &err), RSP_OK);
         assert_int_equal(rsp_plan_addressing(plan, labels[i], &b, &err), RSP_OK);
         same_addressing(&a, &b);
         assert_int_equal(a.label, labels[i]);
@@ -192,16 +192,16 @@ static void live_addressing_is_plan_addressing_of_the_live_plan(void **state)
     memset(&untouched, 0x5a, sizeof untouched);
     a = untouched;
     /* Interned, not planned: RSP_ENOPLAN naming the planned labels. */
-    assert_int_equal(rsp_live_addressing(pool, idle, &a, &err), RSP_ENOPLAN);
+    assert_int_equal(rsp_plan_live_addressing(pool, idle, &a, &err), RSP_ENOPLAN);
     assert_non_null(strstr(err.message, "planned: "));
     assert_non_null(strstr(err.message, "draft (2)"));
     assert_non_null(strstr(err.message, "main (0)"));
     assert_int_equal(rsp_plan_addressing(plan, idle, &a, &err), RSP_ENOPLAN);
     /* Never interned, and past the label table: RSP_ENOLABEL. */
-    assert_int_equal(rsp_live_addressing(pool, 7, &a, &err), RSP_ENOLABEL);
+    assert_int_equal(rsp_plan_live_addressing(pool, 7, &a, &err), RSP_ENOLABEL);
     assert_non_null(strstr(err.message, "not interned"));
-    assert_int_equal(rsp_live_addressing(pool, RSP_MAX_LABELS, &a, &err), RSP_ENOLABEL);
-    assert_int_equal(rsp_live_addressing(pool, UINT32_MAX, &a, &err), RSP_ENOLABEL);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_MAX_LABELS, &a, &err), RSP_ENOLABEL);
+    assert_int_equal(rsp_plan_live_addressing(pool, UINT32_MAX, &a, &err), RSP_ENOLABEL);
     assert_int_equal(rsp_plan_addressing(plan, UINT32_MAX, &a, &err), RSP_ENOLABEL);
     assert_memory_equal(&a, &untouched, sizeof a);
     assert_int_equal(rsp_read_end(), RSP_OK);
@@ -212,7 +212,7 @@ static void live_addressing_is_plan_addressing_of_the_live_plan(void **state)
     s.num_rows = 2; /* rid 3 leaves the step */
     admit_plan(pool, &s);
     assert_int_equal(rsp_read_begin(), RSP_OK);
-    assert_int_equal(rsp_live_addressing(pool, draft, &a, &err), RSP_OK);
+    assert_int_equal(rsp_plan_live_addressing(pool, draft, &a, &err), RSP_OK);
     assert_int_equal(a.step_id, 2);
     assert_int_equal(a.num_rows, 1);
     assert_int_equal(rsp_read_end(), RSP_OK);
@@ -267,7 +267,7 @@ static void qsbr_registration_and_calls(void **state)
     assert_int_equal(rsp_reader_offline(), RSP_OK);
     assert_int_equal(rsp_reader_quiescent(), RSP_OK);
     assert_int_equal(rsp_read_begin(), RSP_EINVAL);
-    assert_int_equal(rsp_read_begin_err(&err), RSP_EINVAL);
+    assert_int_equal(rsp_read_explain(rsp_read_begin(), &err), RSP_EINVAL);
     assert_non_null(strstr(err.message, "rsp_reader_online"));
     assert_int_equal(rsp_read_end(), RSP_EINVAL); /* no section was opened */
     assert_int_equal(rsp_reader_online(), RSP_OK);
@@ -304,7 +304,7 @@ static void online_qsbr_reader_may_not_wait_for_the_owner(void **state)
     assert_int_equal(rsp_reader_online(), RSP_OK);
     assert_int_equal(rsp_read_begin(), RSP_OK);
     rsp_addressing a;
-    assert_int_equal(rsp_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_OK);
+    assert_int_equal(rsp_plan_live_addressing(pool, RSP_LABEL_MAIN, &a, &err), RSP_OK);
     assert_int_equal(a.step_id, 1);
     assert_int_equal(rsp_read_end(), RSP_OK);
     assert_int_equal(rsp_reader_offline(), RSP_OK);
@@ -351,7 +351,7 @@ static void *qsbr_holder(void *arg)
     wait_phase(&h->phase, Q_READ);
     rsp_read_begin();
     rsp_addressing a;
-    h->read_st = rsp_live_addressing(h->pool, RSP_LABEL_MAIN, &a, NULL);
+    h->read_st = rsp_plan_live_addressing(h->pool, RSP_LABEL_MAIN, &a, NULL);
     if (h->read_st == RSP_OK) {
         h->step_id = a.step_id;
         h->num_rows = a.num_rows;
@@ -514,7 +514,7 @@ static bool mix_read(mix_reader *r, rsp_status *st)
 {
     rsp_read_begin();
     rsp_addressing a;
-    *st = rsp_live_addressing(r->pool, RSP_LABEL_MAIN, &a, NULL);
+    *st = rsp_plan_live_addressing(r->pool, RSP_LABEL_MAIN, &a, NULL);
     bool ok = true;
     if (*st == RSP_OK) {
         ok = a.num_rows == MIX_ROWS && a.step_id >= r->last_step && a.step_id <= MIX_STEPS;

@@ -68,9 +68,9 @@ static rsp_stats stats(rsp_pool *pool)
 {
     rsp_stats s;
     rsp_error err;
-    rsp_status st = rsp_stats_get(pool, &s, &err);
+    rsp_status st = rsp_stats_snapshot(pool, &s, &err);
     if (st != RSP_OK)
-        print_error("rsp_stats_get: %s\n", err.message);
+        print_error("rsp_stats_snapshot: %s\n", err.message);
     assert_int_equal(st, RSP_OK);
     return s;
 }
@@ -157,7 +157,7 @@ static void device_failure_after_the_core_changed_breaks_the_pool(void **state)
     assert_int_equal(rsp_barrier(pool, &err), RSP_EDEVICE);
     assert_non_null(strstr(err.message, "commit of step 1"));
     rsp_stats st;
-    assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_EDEVICE);
+    assert_int_equal(rsp_stats_snapshot(pool, &st, &err), RSP_EDEVICE);
     assert_int_equal(rsp_ingest(pool, 7, &err), RSP_EDEVICE);
     rsp_ticket *t = NULL;
     rsp_msg m = {.kind = RSP_MSG_INGEST, .rid = 8};
@@ -168,7 +168,7 @@ static void device_failure_after_the_core_changed_breaks_the_pool(void **state)
     /* A plan waiter is released: the step it waits for will never come. */
     assert_int_equal(rsp_plan_wait(pool, 2, RSP_WAIT_FOREVER, &err), RSP_ESHUTDOWN);
     /* The counters stay readable without a message. */
-    assert_int_equal(rsp_pool_counters(pool, &st, NULL), RSP_OK);
+    assert_int_equal(rsp_stats_peek(pool, &st, NULL), RSP_OK);
     assert_int_equal(st.commits, 0);
     rsp_pool_destroy(pool);
 }
@@ -201,7 +201,7 @@ static void waits_on_the_owner_inside_a_read_section_are_refused(void **state)
     rsp_pool *pool = make_pool(8, 0);
     assert_int_equal(rsp_reader_register(NULL), RSP_OK);
     rsp_stats c0;
-    assert_int_equal(rsp_pool_counters(pool, &c0, NULL), RSP_OK);
+    assert_int_equal(rsp_stats_peek(pool, &c0, NULL), RSP_OK);
 
     assert_int_equal(rsp_read_begin(), RSP_OK);
     assert_int_equal(rsp_read_begin(), RSP_OK); /* nested */
@@ -215,7 +215,7 @@ static void waits_on_the_owner_inside_a_read_section_are_refused(void **state)
     assert_int_equal(rsp_step_admit(pool, &s, &o, &err), RSP_EINVAL);
     assert_int_equal(rsp_ingest(pool, 5, &err), RSP_EINVAL);
     rsp_stats st;
-    assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_EINVAL);
+    assert_int_equal(rsp_stats_snapshot(pool, &st, &err), RSP_EINVAL);
     assert_int_equal(rsp_plan_wait(pool, 1, 1000000000u, &err), RSP_EINVAL);
     assert_non_null(strstr(err.message, "read section"));
     assert_int_equal(rsp_plan_wait(pool, 1, 0, &err), RSP_ETIMEDOUT); /* a poll is fine */
@@ -238,7 +238,7 @@ static void waits_on_the_owner_inside_a_read_section_are_refused(void **state)
 
     /* Nothing was posted but the one barrier; the pool still works. */
     rsp_stats c1;
-    assert_int_equal(rsp_pool_counters(pool, &c1, NULL), RSP_OK);
+    assert_int_equal(rsp_stats_peek(pool, &c1, NULL), RSP_OK);
     assert_int_equal(c1.messages_handled, c0.messages_handled + 1);
     assert_int_equal(rsp_barrier(pool, NULL), RSP_OK);
     rsp_reader_unregister();

@@ -1,7 +1,7 @@
 /*
- * Per-step plans (rsp_plan_get, rsp_plan_wait_step) and failures that do
+ * Per-step plans (rsp_plan_of_step, rsp_plan_wait_step) and failures that do
  * not vanish (posts_failed, on_error, forward_waits, rsp_pool_close_timed,
- * the commit's forward_done rule, rsp_ticket_forget, rsp_read_begin_err,
+ * the commit's forward_done rule, rsp_ticket_forget, rsp_read_explain,
  * messages naming the caller's argument): issue 10, items 1 and 4.
  * Worker threads record; the main thread asserts.
  * SPDX-License-Identifier: Apache-2.0
@@ -93,14 +93,14 @@ typedef struct step_reader {
     uint64_t got_first, got_later, live_later;
     uint32_t rows_first, rows_later;
     int32_t slots_first[STEPS + 1], slots_later[STEPS + 1];
-    bool in_section_null; /* rsp_plan_get outside a section is NULL */
+    bool in_section_null; /* rsp_plan_of_step outside a section is NULL */
 } step_reader;
 
 /* Read this thread's step's plan; record its step id and slots. */
 static void read_own(step_reader *r, uint64_t *got, uint32_t *rows, int32_t *slots, uint64_t *live)
 {
     rsp_read_begin();
-    const rsp_plan *plan = rsp_plan_get(r->pool, r->step);
+    const rsp_plan *plan = rsp_plan_of_step(r->pool, r->step);
     if (plan) {
         *got = rsp_plan_step_id(plan);
         rsp_addressing a;
@@ -121,7 +121,7 @@ static void *step_reader_main(void *arg)
 {
     step_reader *r = arg;
     rsp_reader_register(NULL);
-    r->in_section_null = rsp_plan_get(r->pool, r->step) == NULL;
+    r->in_section_null = rsp_plan_of_step(r->pool, r->step) == NULL;
     r->wait_own = rsp_plan_wait_step(r->pool, r->step, RSP_WAIT_FOREVER, NULL);
     read_own(r, &r->got_first, &r->rows_first, r->slots_first, NULL);
     /* Once every later step is planned, this step's plan is still its own. */
@@ -174,9 +174,9 @@ static void four_pipelined_steps_each_reader_reads_its_own(void **state)
     for (uint64_t k = 1; k <= STEPS; k++) {
         commit_done(pool, &steps[k]);
         rsp_read_begin();
-        assert_null(rsp_plan_get(pool, k));
+        assert_null(rsp_plan_of_step(pool, k));
         for (uint64_t j = k + 1; j <= STEPS; j++) {
-            const rsp_plan *p = rsp_plan_get(pool, j);
+            const rsp_plan *p = rsp_plan_of_step(pool, j);
             assert_non_null(p);
             assert_int_equal(rsp_plan_step_id(p), j);
         }
@@ -210,13 +210,13 @@ static void wait_step_names_rollback_refusal_and_capture(void **state)
     /* A rolled-back id may be admitted again: it is in flight once more. */
     admit_and_plan(pool, &s);
     assert_int_equal(rsp_plan_wait_step(pool, 1, 0, &err), RSP_OK);
-    /* Rolled back after its plan: withdrawn, and rsp_plan_get finds nothing. */
+    /* Rolled back after its plan: withdrawn, and rsp_plan_of_step finds nothing. */
     assert_int_equal(rsp_step_rollback(pool, 1, NULL, &err), RSP_OK);
     assert_int_equal(rsp_plan_wait_step(pool, 1, RSP_WAIT_FOREVER, &err), RSP_ENOPLAN);
     assert_non_null(strstr(err.message, "withdrawn"));
     assert_int_equal(rsp_reader_register(&err), RSP_OK);
     rsp_read_begin();
-    assert_null(rsp_plan_get(pool, 1));
+    assert_null(rsp_plan_of_step(pool, 1));
     rsp_read_end();
     /* A rollback of a step not in flight changes no answer. */
     assert_int_equal(rsp_step_rollback(pool, 77, NULL, &err), RSP_OK);
@@ -261,7 +261,7 @@ static void wait_step_names_rollback_refusal_and_capture(void **state)
     assert_int_equal(rsp_plan_wait_step(pool, 5, 0, &err), RSP_ETIMEDOUT);
     rsp_read_end();
     assert_int_equal(rsp_plan_wait_step(NULL, 5, 0, &err), RSP_EINVAL);
-    assert_null(rsp_plan_get(NULL, 5));
+    assert_null(rsp_plan_of_step(NULL, 5));
     rsp_reader_unregister();
     rsp_pool_destroy(pool);
 }
@@ -393,9 +393,9 @@ static void unread_failures_are_counted_and_reported(void **state)
     assert_int_equal(rsp_barrier(pool, &err), RSP_OK);
 
     rsp_stats st;
-    assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &st, &err), RSP_OK);
     assert_int_equal(st.posts_failed, 2);
-    assert_int_equal(rsp_pool_counters(pool, &st, &err), RSP_OK);
+    assert_int_equal(rsp_stats_peek(pool, &st, &err), RSP_OK);
     assert_int_equal(st.posts_failed, 2);
     assert_int_equal(seen.n, 2);
     assert_int_equal(seen.status[0], RSP_EORDER);
@@ -428,9 +428,9 @@ static void close_timed_names_the_steps_it_still_waits_for(void **state)
     assert_int_equal(rsp_step_commit(pool, &s1, &f1, &err), RSP_OK);
     assert_int_equal(rsp_step_rollback(pool, 2, &f2, &err), RSP_OK);
     rsp_stats st;
-    assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &st, &err), RSP_OK);
     assert_int_equal(st.forward_waits, 2);
-    assert_int_equal(rsp_pool_counters(pool, &st, &err), RSP_OK);
+    assert_int_equal(rsp_stats_peek(pool, &st, &err), RSP_OK);
     assert_int_equal(st.forward_waits, 2);
 
     /* Neither event is signalled: the bounded close names both steps and
@@ -450,7 +450,7 @@ static void close_timed_names_the_steps_it_still_waits_for(void **state)
     /* One signalled: only step 2 is left. */
     rsp_host_fence_signal(fence, 1);
     do {
-        assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_OK);
+        assert_int_equal(rsp_stats_snapshot(pool, &st, &err), RSP_OK);
     } while (st.forward_waits != 1);
     assert_int_equal(rsp_pool_close_timed(pool, 0, &rep, &err), RSP_ETIMEDOUT);
     assert_int_equal(rep.forward_waits, 1);
@@ -629,7 +629,7 @@ static void commit_that_wrote_needs_a_forward_done(void **state)
     /* Nothing changed: the step is still in flight, with its plan. */
     assert_int_equal(rsp_plan_wait_step(pool, 1, 0, &err), RSP_OK);
     rsp_stats st;
-    assert_int_equal(rsp_stats_get(pool, &st, &err), RSP_OK);
+    assert_int_equal(rsp_stats_snapshot(pool, &st, &err), RSP_OK);
     assert_int_equal(st.commits, 0);
     commit_done(pool, &s);
     /* Rows that wrote nothing (span 0, padding) need no event. */
@@ -662,8 +662,8 @@ static void addressing_of_an_uninterned_label_is_enolabel(void **state)
     rsp_step s = {.step_id = 1, .rows = one, .num_rows = 1};
     admit_and_plan(pool, &s);
     assert_int_equal(rsp_reader_register(&err), RSP_OK);
-    assert_int_equal(rsp_read_begin_err(&err), RSP_OK);
-    const rsp_plan *plan = rsp_plan_get(pool, 1);
+    assert_int_equal(rsp_read_explain(rsp_read_begin(), &err), RSP_OK);
+    const rsp_plan *plan = rsp_plan_of_step(pool, 1);
     assert_non_null(plan);
     rsp_addressing a;
     assert_int_equal(rsp_plan_addressing(plan, 7, &a, &err), RSP_ENOLABEL);
@@ -680,7 +680,7 @@ static void addressing_of_an_uninterned_label_is_enolabel(void **state)
 static void *unregistered_begin(void *arg)
 {
     rsp_error *err = arg;
-    err->status = rsp_read_begin_err(err);
+    err->status = rsp_read_explain(rsp_read_begin(), err);
     return NULL;
 }
 
@@ -705,7 +705,7 @@ static void messages_name_the_callers_argument(void **state)
     assert_int_equal(rsp_post(pool, &m, NULL, 0, &err), RSP_EINVAL);
     assert_string_equal(err.message, "msg->label_name is empty");
 
-    /* rsp_read_begin_err says why. */
+    /* rsp_read_explain says why. */
     rsp_error e2;
     memset(&e2, 0, sizeof e2);
     pthread_t th;

@@ -267,7 +267,7 @@ void plan_references(void **)
     pool.commit(s2, rsp::forward_complete());
 }
 
-// rsp::read_section::live_addressing (rsp_live_addressing) and a QSBR
+// rsp::read_section::live_addressing (rsp_plan_live_addressing) and a QSBR
 // reader's quiescent / offline / online (rsp::reader(rsp::qsbr)).
 void live_addressing_and_qsbr_reader(void **)
 {
@@ -703,7 +703,7 @@ void per_step_plans_and_bounded_close(void **)
     pool.close_timed(rsp::forever, &rep);
     assert_true(rep.closed);
     assert_true(pool.get() == nullptr);
-    // An unregistered thread's section throws with rsp_read_begin_err's message.
+    // An unregistered thread's section throws with rsp_read_explain's message.
     std::string what;
     std::thread([&] {
         try {
@@ -985,7 +985,7 @@ static void pool_destroyed_in_a_section_closes_when_it_ends(void **)
         }
         assert_int_equal(rsp::deferred_closes(), 1);
         rsp_stats st{}; // still running: its counters answer
-        assert_int_equal(rsp_pool_counters(raw, &st, nullptr), RSP_OK);
+        assert_int_equal(rsp_stats_peek(raw, &st, nullptr), RSP_OK);
         assert_true(threads_now() > before);
         {
             rsp::read_section inner; // a nested section's end closes nothing

@@ -404,7 +404,7 @@ static void snapshot_take(ctx *c, snapshot *s)
     memset(s, 0, sizeof *s);
     s->admit = c->admit;
     rsp_stats st;
-    s->stats_status = (int32_t)rsp_stats_get(c->pool, &st, NULL);
+    s->stats_status = (int32_t)rsp_stats_snapshot(c->pool, &st, NULL);
     if (s->stats_status == RSP_OK) {
         st.messages_handled = 0; /* every query is a message */
         st.inbox_depth = 0;
@@ -489,7 +489,7 @@ static uint32_t snapshot_diff(const char *what, const snapshot *want, const snap
 #define STAT(f)                                                                                    \
     DIFF(want->stats.f != got->stats.f, "stats." #f ": expected %llu, got %llu",                   \
          (unsigned long long)want->stats.f, (unsigned long long)got->stats.f)
-    DIFF(want->stats_status != got->stats_status, "rsp_stats_get: expected %s, got %s",
+    DIFF(want->stats_status != got->stats_status, "rsp_stats_snapshot: expected %s, got %s",
          rsp_strerror(want->stats_status), rsp_strerror(got->stats_status));
     STAT(free_slots);
     STAT(held_slots);
@@ -561,7 +561,7 @@ static void check_invariants(ctx *c, const snapshot *s)
     const rsp_stats *st = &s->stats;
     uint32_t sink = info.sink ? 1 : 0;
     if (s->stats_status != RSP_OK) {
-        finding("invariants: rsp_stats_get answered %s", rsp_strerror(s->stats_status));
+        finding("invariants: rsp_stats_snapshot answered %s", rsp_strerror(s->stats_status));
         return;
     }
     if (st->free_slots + st->held_slots + st->pending_release + sink != info.max_slots)
@@ -606,7 +606,7 @@ static void check_invariants(ctx *c, const snapshot *s)
 
 static void follow_up(ctx *c)
 {
-    SETUP(rsp_clear_preplan(c->pool, NULL));
+    SETUP(rsp_step_unstage(c->pool, NULL));
     for (uint32_t k = 0; k < MAX_TRACKED; k++) {
         tracked *t = &c->steps[k];
         if (!t->used)
@@ -851,7 +851,7 @@ static void setup_graph_buffers(ctx *c)
 
 static rsp_status op_clear_preplan(ctx *c, rsp_error *e)
 {
-    return rsp_clear_preplan(c->pool, e);
+    return rsp_step_unstage(c->pool, e);
 }
 
 static rsp_status op_graph_buffers(ctx *c, rsp_error *e)

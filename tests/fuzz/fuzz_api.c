@@ -575,8 +575,8 @@ static void observe(snapshot *s, bool full)
         if (rsp_wait(ts, RSP_WAIT_FOREVER, &rs) != RSP_OK)
             fail("STATS: %s", rs.error.message);
         s->st = rs.stats;
-    } else if (rsp_pool_counters(g_pool, &s->st, &err) != RSP_OK) {
-        fail("rsp_pool_counters: %s", err.message);
+    } else if (rsp_stats_peek(g_pool, &s->st, &err) != RSP_OK) {
+        fail("rsp_stats_peek: %s", err.message);
     }
     CHECK(rsp_read_begin() == RSP_OK, "rsp_read_begin");
     const rsp_plan *live = rsp_plan_live(g_pool), *staged = rsp_plan_staged(g_pool);
@@ -611,7 +611,7 @@ static void check_full(bool failed, bool full)
      * counters show (no slot, request or generation change): only a
      * commit changes a holding (has_state) without moving them. */
     rsp_stats now;
-    if (!full && !g_force_query && rsp_pool_counters(g_pool, &now, NULL) == RSP_OK &&
+    if (!full && !g_force_query && rsp_stats_peek(g_pool, &now, NULL) == RSP_OK &&
         same_gauges(&g_prev.st, &now))
         g_touch = 0;
     g_force_query = false;
@@ -1571,7 +1571,7 @@ static void op_clear_preplan(void)
 {
     rsp_error err;
     g_op = "clear_preplan";
-    expect_status(rsp_clear_preplan(g_pool, &err), RSP_OK, &err);
+    expect_status(rsp_step_unstage(g_pool, &err), RSP_OK, &err);
     stage_drop();
     check(false);
 }
@@ -1831,7 +1831,7 @@ static void op_many_rids(uint8_t n, uint8_t step)
         expect_status(rsp_post(g_pool, &m, NULL, RSP_WAIT_FOREVER, &err), RSP_OK, &err);
     }
     rsp_stats st;
-    expect_status(rsp_stats_get(g_pool, &st, &err), RSP_OK, &err);
+    expect_status(rsp_stats_snapshot(g_pool, &st, &err), RSP_OK, &err);
     CHECK(st.num_requests == g_prev.st.num_requests + count, "num_requests %u after %u ingests",
           st.num_requests, count);
     /* Every other one first: deletions in the middle of probe runs. */
@@ -2071,7 +2071,7 @@ static void ck_observe(ckview *v)
         per_tier[i->tier]++;
     }
     rsp_stats st;
-    CHECK(rsp_stats_get(g_pool, &st, &err) == RSP_OK, "stats");
+    CHECK(rsp_stats_snapshot(g_pool, &st, &err) == RSP_OK, "stats");
     CHECK(st.checkpoints_device == per_tier[0] && st.checkpoints_host == per_tier[1],
           "checkpoint gauges %u/%u, keys %u/%u", st.checkpoints_device, st.checkpoints_host,
           per_tier[0], per_tier[1]);

@@ -203,7 +203,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(out.ok == (info.usable_slots > 0), "admit outcome", NULL);
     CHECK(rsp_step_rollback(pool, 1, NULL, &err) == RSP_OK, "rollback", err.message);
     rsp_stats stats;
-    CHECK(rsp_stats_get(pool, &stats, &err) == RSP_OK, "stats", err.message);
+    CHECK(rsp_stats_snapshot(pool, &stats, &err) == RSP_OK, "stats", err.message);
     CHECK(stats.free_slots == info.usable_slots && stats.held_slots == 0, "not clean", NULL);
     rsp_pool_destroy(pool);
     return 0;

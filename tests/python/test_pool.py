@@ -249,16 +249,16 @@ def test_rows_equal_to_the_last_reuse_their_bytes_and_others_do_not(pool):
 def test_cleanup_inside_a_call_on_the_same_thread_is_refused(pool, monkeypatch):
     # a finaliser or signal handler running cleanup() inside this thread's
     # own call would wait for that call forever: refused, nothing closed
-    real = rsp._ffi.stats_get
+    real = rsp._ffi.stats_snapshot
     seen = []
 
-    def stats_get(*args):
+    def stats_snapshot(*args):
         with pytest.raises(rsp.RspError) as e:
             pool.cleanup()
         seen.append(e.value)
         return real(*args)
 
-    monkeypatch.setattr(rsp._ffi, "stats_get", stats_get)
+    monkeypatch.setattr(rsp._ffi, "stats_snapshot", stats_snapshot)
     pool.stats()
     assert seen[0].name == "RSP_EINVAL" and "same thread" in seen[0].message
     monkeypatch.undo()
