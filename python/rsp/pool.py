@@ -688,7 +688,7 @@ def _guarded(method):
         me = _get_ident()
         calls.append(me)
         try:
-            if self._closing or me == self._owner_ident:
+            if self._closing or me in self._in_callback:
                 raise self._refusal(me)
             return method(self, *args, **kw)
         finally:
@@ -697,14 +697,17 @@ def _guarded(method):
     return call
 
 
-_IN_CALLBACK = ("called on the pool's owner thread (inside an on_error or on_checkpoint_evict "
-                "callback): a callback must not call the pool, whose owner cannot answer while "
-                "it runs the callback; copy what it needs and act on another thread")
+_IN_CALLBACK = ("called inside an on_error or on_checkpoint_evict callback (on the pool's owner "
+                "thread, or on the thread of a synchronous call that ran in the owner's role): "
+                "a callback must not call the pool, whose owner cannot answer while it runs "
+                "the callback; copy what it needs and act on another thread")
 
 
 class _Hooks:
     """The pool's Python callbacks (PoolConfig.on_error, on_checkpoint_evict)
-    behind the C function pointers librsp calls on the owner thread.
+    behind the C function pointers librsp calls in the owner's role: on the
+    owner thread, or on the thread of a synchronous call that found the
+    owner asleep and ran in its role (docs/python.md, "Callbacks").
 
     ctypes takes the GIL for each call, so the owner waits for the GIL
     while another thread holds it (up to sys.getswitchinterval()). What a
@@ -728,13 +731,18 @@ class _Hooks:
         self.c_evict = ffi.ON_EVICT(self._evict) if on_evict is not None else None
 
     def _enter(self):
+        """Note this thread as inside a callback (_guarded refuses its pool
+        calls meanwhile); returns the set to leave, or None."""
         pool = self._pool()
-        if pool is not None and pool._owner_ident is None:
-            pool._owner_ident = _get_ident()
+        if pool is None:
+            return None
+        pool._in_callback.add(_get_ident())
+        return pool._in_callback
 
     def _error(self, ctx, failure):
+        inside = None
         try:
-            self._enter()
+            inside = self._enter()
             f = ctypes.cast(failure, ctypes.POINTER(ffi.Failure)).contents
             kind = ffi.MSG_KINDS[f.kind] if 0 <= f.kind < len(ffi.MSG_KINDS) else f.kind
             name = (ffi.STATUS_NAMES[f.status] if 0 <= f.status < len(ffi.STATUS_NAMES)
@@ -743,14 +751,21 @@ class _Hooks:
                                   (f.message or b"").decode("utf-8", "replace")))
         except BaseException as e:  # nothing may escape into the owner loop
             self._caught("on_error", e)
+        finally:
+            if inside is not None:
+                inside.discard(_get_ident())
 
     def _evict(self, ctx, event):
+        inside = None
         try:
-            self._enter()
+            inside = self._enter()
             ev = ctypes.cast(event, ctypes.POINTER(ffi.CheckpointEvent)).contents
             self.on_evict(CheckpointEvent(ev.key, _tier_name(ev.tier), ev.demoted))
         except BaseException as e:
             self._caught("on_checkpoint_evict", e)
+        finally:
+            if inside is not None:
+                inside.discard(_get_ident())
 
     def _caught(self, what, e):
         self.count += 1
@@ -980,7 +995,9 @@ class RecurrentStatePool:
         # The last marshalled rows of tuples or Rows (immutable) and their
         # bytes: a step whose rows equal them reuses the bytes.
         self._last_rows = None
-        self._owner_ident = None  # the owner thread's, once a callback ran there (_guarded)
+        # Threads inside one of the pool's callbacks now: the owner thread, or
+        # a synchronous call's that ran in the owner's role (_guarded).
+        self._in_callback = set()
         self._hooks = None
         cfg, self._keep = _c_config(device, config)
         self._ordered = config.ordered
@@ -1013,7 +1030,7 @@ class RecurrentStatePool:
 
     def _refusal(self, me):
         """The error of a call _guarded refuses."""
-        if me == self._owner_ident:
+        if me in self._in_callback:
             return RspError(ffi.EINVAL, _IN_CALLBACK)
         return RspError(_ESHUTDOWN, "the pool was cleaned up")
 
@@ -1036,7 +1053,7 @@ class RecurrentStatePool:
             if self._pool is None:
                 return
             me = _get_ident()
-            if me in self._calls or me == self._owner_ident:
+            if me in self._calls or me in self._in_callback:
                 # A finaliser or signal handler run inside this thread's own
                 # call would wait for itself; so would the owner thread
                 # (a callback), which the close joins.
