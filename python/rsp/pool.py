@@ -306,7 +306,7 @@ class RecurrentAddressing:
     generations) are lists made on first access from bytes copied at the
     read (a 256-row list costs ~10 us; most steps never ask)."""
 
-    __slots__ = ("slot_indices", "has_state", "num_rows", "step_id", "ready", "_si", "_hs",
+    __slots__ = ("slot_indices", "has_state", "num_rows", "step_id", "_ready", "_si", "_hs",
                  "_gen", "_lists")
 
     def __init__(self, slot_indices, has_state, num_rows, si_bytes, hs_bytes, step_id, gen_bytes,
@@ -315,9 +315,20 @@ class RecurrentAddressing:
         self.has_state = has_state
         self.num_rows = num_rows
         self.step_id = step_id
-        self.ready = ready  # the plan's ready event (rsp_event): wait before the forward
+        # The plan's ready event: an ffi.Event, or its (kind, handle, value),
+        # made into one on first use (a ctypes struct costs ~0.2 us, and a
+        # CPU step that waited in addressing() never asks).
+        self._ready = ready
         self._si, self._hs, self._gen = si_bytes, hs_bytes, gen_bytes
         self._lists = None
+
+    @property
+    def ready(self):
+        """The plan's ready event (rsp_event): wait for it before the forward."""
+        r = self._ready
+        if type(r) is tuple:
+            r = self._ready = ffi.Event(*r)
+        return r
 
     def _host(self):
         if self._lists is None:
@@ -999,6 +1010,8 @@ class RecurrentStatePool:
         # a synchronous call's that ran in the owner's role (_guarded).
         self._in_callback = set()
         self._hooks = None
+        self._persist = {}  # label id -> _Persistent: addressing(persistent=True)'s tensors
+        self._host = None  # set below: whether the pool's device is the host
         cfg, self._keep = _c_config(device, config)
         self._ordered = config.ordered
         hooks = None
@@ -1018,6 +1031,7 @@ class RecurrentStatePool:
         info = ffi.PoolInfo()
         _check(ffi.pool_info_get(self._pool, ctypes.byref(info), ctypes.byref(err)), err)
         self._info = info
+        self._host = info.device == ffi.DEVICE_HOST
         self.config = config
 
     # -- lifetime --
@@ -1610,19 +1624,26 @@ class RecurrentStatePool:
     # -- reading --
 
     @_guarded
-    def addressing(self, label="main", step_id=None, wait=True) -> RecurrentAddressing:
+    def addressing(self, label="main", step_id=None, wait=True,
+                   persistent=False) -> RecurrentAddressing:
         """This step's addressing under label: the live plan's, or step_id's
         plan (a pipelined step in flight). The tensors are copies of the
         plan's vectors on a CPU pool (they outlive it) and the pool's
         addressing buffers on a CUDA pool (this step's while it is in
         flight). On a CPU pool, wait=True first waits for the plan's ready
-        event (its zeroing and copies done), as a CUDA stream would."""
+        event (its zeroing and copies done), as a CUDA stream would.
+
+        persistent=True (a CPU pool): the tensors are the label's persistent
+        pair, which every persistent read of the label rewrites in place
+        (an engine's state-index buffers for CUDA graphs): valid until the
+        next step is planned; the same tensor objects while the row count
+        stays the same. Saves two tensors a step."""
         lid = self._known_label(label)
         if step_id is not None:
             _uint(step_id, "step_id", 64)
         _reader.ensure()
-        if _FAST is not None and self._info.device == ffi.DEVICE_HOST:
-            return self._fast_addressing(lid, step_id, wait)
+        if _FAST is not None and self._host:
+            return self._fast_addressing(lid, step_id, wait, persistent)
         err = ffi.Error()
         _check(ffi.read_begin_err(ctypes.byref(err)), err)
         try:
@@ -1636,9 +1657,24 @@ class RecurrentStatePool:
             out = self._addressing(a)
         finally:
             ffi.read_end()
-        if wait and self._info.device == ffi.DEVICE_HOST:
+        if wait and self._host:
             self._wait(out.ready)
+        if persistent and self._host and out.slot_indices is not None:
+            p = self._persistent(lid, len(out._hs))
+            p.ts.copy_(out.slot_indices)
+            p.th.copy_(out.has_state)
+            out.slot_indices, out.has_state = p.ts, p.th
         return out
+
+    def _persistent(self, lid, n):
+        """The label's persistent tensors, viewed at n entries (grown, with
+        new storage, when n passes their capacity)."""
+        p = self._persist.get(lid)
+        if p is None or n > p.cap:
+            p = self._persist[lid] = _Persistent(max(64, 1 << (n - 1).bit_length()))
+        if p.n != n:
+            p.view(n)
+        return p
 
     @_guarded
     def _ref_addressing(self, ref, label):
@@ -1735,14 +1771,30 @@ class RecurrentStatePool:
                                    ctypes.string_at(a.generations, 8 * a.num_rows),
                                    ffi.Event(a.ready.kind, a.ready.handle, a.ready.value))
 
-    def _fast_addressing(self, lid, step_id, wait):
+    def _fast_addressing(self, lid, step_id, wait, persistent):
         """addressing() of a CPU pool through rsp._fast: the read section,
         the copies and the ready wait in one call; the tensors share
         bytearrays of their own (torch.frombuffer), copies of the plan's
-        vectors as the DLPack exports are."""
-        (si_buf, hs_buf, num_rows, si, hs, sid, gen, kind, handle,
-         value) = _FAST.addressing(self._handle(), lid, step_id, wait)
+        vectors as the DLPack exports are, or (persistent) the label's
+        persistent tensors, written in place."""
+        p = self._persist.get(lid) if persistent else None
+        if p is not None:
+            (si_buf, hs_buf, num_rows, si, hs, sid, gen, kind, handle,
+             value) = _FAST.addressing(self._handle(), lid, step_id, wait, p.si, p.hs)
+        else:
+            (si_buf, hs_buf, num_rows, si, hs, sid, gen, kind, handle,
+             value) = _FAST.addressing(self._handle(), lid, step_id, wait)
         tt = _TENSORS or _tensor_makers()
+        if persistent and tt[0] is not None:
+            n = len(hs)
+            if si_buf is not None:  # no persistent pair yet, or too small
+                p = self._persistent(lid, n)
+                p.si[:4 * n] = si_buf
+                p.hs[:n] = hs_buf
+            elif p.n != n:
+                p.view(n)
+            return RecurrentAddressing(p.ts, p.th, num_rows, si, hs, sid, gen,
+                                       (kind, handle, value))
         if tt[0] is None:
             ts = th = None
         elif si_buf:
@@ -1753,8 +1805,7 @@ class RecurrentStatePool:
             t = _torch()
             ts = t.empty(0, dtype=t.int32)
             th = t.empty(0, dtype=t.bool)
-        return RecurrentAddressing(ts, th, num_rows, si, hs, sid, gen,
-                                   ffi.Event(kind, handle, value))
+        return RecurrentAddressing(ts, th, num_rows, si, hs, sid, gen, (kind, handle, value))
 
     def _addr_tensor(self, a, part):
         out = ctypes.c_void_p()
@@ -1879,6 +1930,28 @@ def _torch_available():
 
 
 _TENSORS = []
+
+
+class _Persistent:
+    """A label's persistent addressing tensors (addressing(persistent=True)):
+    bytearrays of cap entries, the tensors over them, and ts/th, their
+    views at the last read's n entries."""
+
+    __slots__ = ("si", "hs", "cap", "base_s", "base_h", "ts", "th", "n")
+
+    def __init__(self, cap):
+        frombuffer, i32, b8 = _TENSORS or _tensor_makers()
+        self.si = bytearray(4 * cap)
+        self.hs = bytearray(cap)
+        self.cap = cap
+        self.base_s = frombuffer(self.si, dtype=i32)
+        self.base_h = frombuffer(self.hs, dtype=b8)
+        self.n = -1
+
+    def view(self, n):
+        self.ts = self.base_s[:n]
+        self.th = self.base_h[:n]
+        self.n = n
 
 
 def _tensor_makers():
