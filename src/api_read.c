@@ -180,4 +180,3 @@ rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t
      * handle of a valid kind is "already complete". */
     return rsp__device_event_wait(pool->dev, event, timeout_ns, err);
 }
-
