@@ -194,8 +194,9 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
  * the inbox holds (so a thread's earlier posts are handled before this
  * call), then t; it gives the role back (K2) and wakes the owner only if
  * messages arrived meanwhile. t is answered when this returns. The
- * handler, settle and on_failure then run on the caller's thread (not
- * on_idle, on_start, on_stop or on_gap); the owner thread stays asleep.
+ * handler, settle, on_failure and (the role going back to sleep) on_idle
+ * then run on the caller's thread (never on_start, on_stop or on_gap);
+ * the owner thread stays asleep.
  * Otherwise, and when the owner is awake, it posts t. A close waits for
  * a caller holding the role (S1), so the last message is never handled
  * on a caller's thread.
