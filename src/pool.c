@@ -110,6 +110,7 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         .handle = rsp__pool_handle,
         .ctx = p,
         .on_idle = rsp__pool_owner_idle,
+        .lent_idle = rsp__pool_lent_idle,
         .settle = settle_gauges,
         .inline_calls = inline_calls(cfg),
         .pin = cfg->owner_cpu != -1,

@@ -64,16 +64,18 @@ typedef struct rsp__actor rsp__actor;
 typedef void (*rsp__actor_handler)(void *ctx, void *payload, size_t size, rsp_reply *reply);
 
 typedef struct rsp__actor_config {
-    uint32_t capacity;           /* messages queued at most; 0 = 4096 */
-    uint32_t spin_max;           /* owner's idle spin before it sleeps, in ns;
-                                  * 0 = 50 us. Tests set 1 to make the owner
-                                  * sleep at once. */
-    rsp__actor_handler handle;   /* required */
-    void *ctx;                   /* passed to every callback */
-    void (*on_start)(void *ctx); /* optional: first thing on the owner thread */
-    void (*on_stop)(void *ctx);  /* optional: last thing on the owner thread */
-    void (*on_idle)(void *ctx);  /* optional: the owner found its inbox empty
-                                  * after its spin and is about to sleep */
+    uint32_t capacity;            /* messages queued at most; 0 = 4096 */
+    uint32_t spin_max;            /* owner's idle spin before it sleeps, in ns;
+                                   * 0 = 50 us. Tests set 1 to make the owner
+                                   * sleep at once. */
+    rsp__actor_handler handle;    /* required */
+    void *ctx;                    /* passed to every callback */
+    void (*on_start)(void *ctx);  /* optional: first thing on the owner thread */
+    void (*on_stop)(void *ctx);   /* optional: last thing on the owner thread */
+    void (*on_idle)(void *ctx);   /* optional: the owner found its inbox empty
+                                   * after its spin and is about to sleep */
+    void (*lent_idle)(void *ctx); /* optional: a lent call is about to give
+                                   * the role back (rsp__actor_post_call) */
     /* Pin the owner thread to CPU `cpu` (checked first with
      * rsp__actor_check_cpu; a failure to pin is RSP_EINVAL, nothing made). */
     bool pin;
@@ -194,9 +196,10 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
  * the inbox holds (so a thread's earlier posts are handled before this
  * call), then t; it gives the role back (K2) and wakes the owner only if
  * messages arrived meanwhile. t is answered when this returns. The
- * handler, settle, on_failure and (the role going back to sleep) on_idle
- * then run on the caller's thread (never on_start, on_stop or on_gap);
- * the owner thread stays asleep.
+ * handler, settle, on_failure and lent_idle then run on the caller's
+ * thread (never on_start, on_stop, on_gap or on_idle: what an idle owner
+ * does waits for its next idle, or lent_idle does it); the owner thread
+ * stays asleep.
  * Otherwise, and when the owner is awake, it posts t. A close waits for
  * a caller holding the role (S1), so the last message is never handled
  * on a caller's thread.

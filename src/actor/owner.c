@@ -334,11 +334,10 @@ void rsp__actor_run_lent(rsp__actor *a, rsp_ticket *t)
     rsp__store_relaxed_u64(&a->lent_calls, rsp__load_relaxed_u64(&a->lent_calls) + 1);
     /* Read by this thread's own rsp__ticket_wait: no order needed. */
     rsp__store_relaxed_u32(&t->state, RSP__TICKET_DONE);
-    /* The role goes back to sleep as the owner would: what an idle owner
-     * does first (the pool: hand retired plans to the reclaimer) is done
-     * here, else it would wait for the owner's next wake-up. */
-    if (a->cfg.on_idle)
-        a->cfg.on_idle(a->cfg.ctx);
+    /* The role goes back to sleep: the idle work a lent call owes (the
+     * owner's on_idle would wait for its next wake-up). */
+    if (a->cfg.lent_idle)
+        a->cfg.lent_idle(a->cfg.ctx);
 
     /* K2: pairs with K1 (the next caller) and K3 (the owner): our
      * owner-state writes happen before theirs. */

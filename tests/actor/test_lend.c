@@ -37,7 +37,7 @@ typedef struct lend_fake {
     uint32_t next[4];  /* role holder: each poster's next number */
     uint32_t disorder; /* role holder: numbers out of a poster's order */
     uint32_t handled;  /* role holder */
-    uint32_t idles;    /* role holder: on_idle calls */
+    uint32_t idles;    /* role holder: lent_idle calls */
     lend_msg log[LOG_MAX];
 } lend_fake;
 
@@ -80,7 +80,7 @@ static rsp__actor *make(lend_fake *f, bool inline_calls, bool ordered)
     /* spin_max 1: the owner sleeps as soon as its inbox is empty. */
     rsp__actor_config cfg = {.spin_max = 1,
                              .handle = lend_handle,
-                             .on_idle = lend_idle,
+                             .lent_idle = lend_idle,
                              .ctx = f,
                              .inline_calls = inline_calls,
                              .ordered = ordered};
@@ -144,7 +144,7 @@ static void call_runs_on_the_caller_while_the_owner_sleeps(void **state)
     const uint32_t idles = f.idles; /* ours now: we held the role last */
     assert_int_equal(call(a, 0, 1), 1);
     assert_true(pthread_equal(f.last, pthread_self()));
-    assert_int_equal(f.idles, idles + 1); /* a lent call goes idle as the owner would */
+    assert_int_equal(f.idles, idles + 1); /* each lent call runs lent_idle */
     assert_int_equal(rsp__actor_lent_calls(a), 2);
     assert_int_equal(rsp__actor_handled(a), 2);
     /* The owner was never woken: still asleep, the same sleep. */
