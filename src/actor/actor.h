@@ -200,7 +200,10 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
  * thread (never on_start, on_stop, on_gap or on_idle: what an idle owner
  * does waits for its next idle, or lent_idle does it); the owner thread
  * stays asleep.
- * Otherwise, and when the owner is awake, it posts t. A close waits for
+ * Otherwise, and when the owner is awake, it posts t; an owner whose last
+ * answer was such a call's parks at once instead of spinning, so that the
+ * caller's next call (usually microseconds later) takes the role rather
+ * than a round trip to a spinning owner. A close waits for
  * a caller holding the role (S1), so the last message is never handled
  * on a caller's thread.
  * Any thread, concurrently. Cost: a load when the owner is awake (then

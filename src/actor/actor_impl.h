@@ -209,6 +209,7 @@ struct rsp_ticket {
     bool stop_only;            /* immutable: the actor's own stop marker (no handler) */
     bool credited;             /* immutable after post: it took a credit (else O2) */
     bool shared_cpu;           /* poster only: the owner last ran on the poster's CPU */
+    bool call;                 /* immutable after post: rsp__actor_post_call's, waited at once */
     int32_t cpu;               /* immutable after post: the poster's CPU (kept), or -1 */
     uint64_t seq;              /* immutable after post: ordered delivery number, 0 = none */
     /* A reference the message holds (rsp__ticket_hold): the poster sets it
@@ -243,6 +244,7 @@ struct rsp__actor {
     uint64_t sleeps;            /* owner writes, any thread reads (relaxed) */
     uint64_t lent_calls;        /* role holder writes, any thread reads (relaxed) */
     bool woke_waiter;           /* owner only: an answer since the last idle woke a waiter */
+    bool park_now;              /* owner only: the last answer was a posted call's (owner_idle) */
     int32_t partner_cpu;        /* owner only: the CPU of the last kept ticket's poster, or -1 */
     uint64_t owner_spin[2];     /* owner only: rsp__spin words, RSP__WAIT_OWNER(_WOKE) */
 

@@ -198,6 +198,7 @@ rsp_status rsp__actor_post_call(rsp__actor *a, rsp_ticket *t, uint64_t timeout_n
         leave_posting(a);
         return RSP_OK;
     }
+    t->call = true; /* the owner parks at once after answering it (owner_idle) */
     return rsp__actor_post(a, t, true, timeout_ns, err);
 }
 

@@ -76,7 +76,7 @@ static bool inbox_nonempty(void *a)
     return !cds_wfcq_empty(&((rsp__actor *)a)->head, &((rsp__actor *)a)->tail);
 }
 
-static void owner_wait(rsp__actor *a, int kind, uint64_t *budget_out, bool *seen);
+static void owner_wait(rsp__actor *a, int kind, bool spin_ok, uint64_t *budget_out, bool *seen);
 
 /* Owner: note the CPU it runs on, for the posters' shared-core check. */
 static void note_owner_cpu(rsp__actor *a)
@@ -90,11 +90,18 @@ static void note_owner_cpu(rsp__actor *a)
 static void owner_idle(rsp__actor *a)
 {
     const int kind = a->woke_waiter ? RSP__WAIT_OWNER_WOKE : RSP__WAIT_OWNER;
+    /* The last answer was a synchronous call's that could not take the
+     * role (we were awake): park at once, so that its caller's next call,
+     * which usually follows within microseconds, runs in the role instead
+     * of waiting for a spinning owner's answer. Nothing learned: no spin. */
+    const bool park = a->park_now;
+    a->park_now = false;
     const uint64_t start = rsp__now_ns();
     uint64_t budget = 0;
     bool seen = false;
-    owner_wait(a, kind, &budget, &seen);
-    learn_wait(&a->owner_spin[kind], budget, seen, rsp__now_ns() - start, a->spin_ns);
+    owner_wait(a, kind, !park, &budget, &seen);
+    if (!park)
+        learn_wait(&a->owner_spin[kind], budget, seen, rsp__now_ns() - start, a->spin_ns);
     note_owner_cpu(a);
 }
 
@@ -102,8 +109,9 @@ static void owner_idle(rsp__actor *a)
  * unless the last waiter we answered runs on our CPU or such spins kept
  * failing; then as before: spin yielding unless a waiter was just woken.
  * Then F1: announce sleep, full fence, re-check, sleep. *budget and *seen:
- * the learned spin's budget (0: none) and whether it saw a message. */
-static void owner_wait(rsp__actor *a, int kind, uint64_t *budget_out, bool *seen)
+ * the learned spin's budget (0: none) and whether it saw a message.
+ * !spin_ok: no spin at all. */
+static void owner_wait(rsp__actor *a, int kind, bool spin_ok, uint64_t *budget_out, bool *seen)
 {
     /* In the fallback, no spin if an answer woke its waiter: that thread is
      * likely queued on this core (wake-affine), and our spin would hold it
@@ -114,7 +122,7 @@ static void owner_wait(rsp__actor *a, int kind, uint64_t *budget_out, bool *seen
     uint64_t deadline = RSP__NO_DEADLINE;
     if (a->num_held && a->gap_ns < RSP__NO_DEADLINE - a->gap_since) /* else: never */
         deadline = a->gap_since + a->gap_ns;
-    uint64_t budget = a->spin_ns;
+    uint64_t budget = spin_ok ? a->spin_ns : 0;
     if (deadline != RSP__NO_DEADLINE) {
         uint64_t now = rsp__now_ns();
         if (now >= deadline)
@@ -208,6 +216,7 @@ static void settle(rsp__actor *a)
  * answer (H1), so a caller that saw the answer sees it gone. */
 RSP__HOT void finish(rsp__actor *a, rsp_ticket *t)
 {
+    a->park_now = t->call && a->lend; /* the last answer's, see owner_idle */
     if (t->kept) {
         a->partner_cpu = t->cpu;
         settle(a); /* its waiter sees everything handled before its answer */

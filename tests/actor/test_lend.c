@@ -73,12 +73,11 @@ static void gate_set(lend_fake *f, uint32_t v)
     rsp__futex_wake_all(&f->gate);
 }
 
-static rsp__actor *make(lend_fake *f, bool inline_calls, bool ordered)
+static rsp__actor *make_spin(lend_fake *f, bool inline_calls, bool ordered, uint32_t spin_max)
 {
     memset(f, 0, sizeof *f);
     f->gate = 1;
-    /* spin_max 1: the owner sleeps as soon as its inbox is empty. */
-    rsp__actor_config cfg = {.spin_max = 1,
+    rsp__actor_config cfg = {.spin_max = spin_max,
                              .handle = lend_handle,
                              .lent_idle = lend_idle,
                              .ctx = f,
@@ -87,6 +86,12 @@ static rsp__actor *make(lend_fake *f, bool inline_calls, bool ordered)
     rsp__actor *a = NULL;
     assert_int_equal(rsp__actor_create(&cfg, &a, NULL), RSP_OK);
     return a;
+}
+
+/* spin_max 1: the owner sleeps as soon as its inbox is empty. */
+static rsp__actor *make(lend_fake *f, bool inline_calls, bool ordered)
+{
+    return make_spin(f, inline_calls, ordered, 1);
 }
 
 static rsp_ticket *ticket(uint32_t poster, uint32_t seq)
@@ -242,6 +247,25 @@ static void posts_during_a_lent_call_reach_the_owner(void **state)
     assert_int_equal(f.disorder, 0);
 }
 
+/* An owner awake when a call comes (here: a post just woke it, and its
+ * idle spin would outlast the gap to each next call) answers it, then
+ * parks at once instead of spinning: the caller's next calls take the
+ * role. With the owner's usual idle spin (50 us) and calls back to back,
+ * an owner that spun after each answer would answer every call itself. */
+static void owner_parks_after_answering_a_posted_call(void **state)
+{
+    (void)state;
+    lend_fake f;
+    rsp__actor *a = make_spin(&f, true, false, 0);
+    fire(a, 1, 0);
+    caller_arg c = {.a = a, .poster = 0, .count = 2000};
+    caller_main(&c);
+    assert_int_equal(c.wrong, 0);
+    assert_true(rsp__actor_lent_calls(a) > 0);
+    rsp__actor_destroy(a);
+    assert_int_equal(f.handled, 2001);
+}
+
 typedef struct closer_arg {
     rsp__actor *a;
     rsp_status st;
@@ -321,6 +345,7 @@ int main(void)
         cmocka_unit_test(call_is_posted_when_lending_is_off_or_ordered),
         cmocka_unit_test(call_is_posted_while_the_owner_is_busy),
         cmocka_unit_test(posts_during_a_lent_call_reach_the_owner),
+        cmocka_unit_test(owner_parks_after_answering_a_posted_call),
         cmocka_unit_test(close_racing_a_lent_call_waits_for_it),
         cmocka_unit_test(calls_and_posts_keep_each_posters_order),
     };
