@@ -11,8 +11,10 @@ gone to sleep and must be woken).
 
 Prints a table (median us per step of the manager's calls only). The
 package's fast path (the _fast extension) is used when it is built;
-RSP_PY_FAST=0 measures the ctypes path. SPDX-License-Identifier: Apache-2.0
+RSP_PY_FAST=0 measures the ctypes path, RSP_INLINE_CALLS=0 a pool whose
+synchronous calls never run in the sleeping owner's role. SPDX-License-Identifier: Apache-2.0
 """
+import os
 import statistics
 import sys
 import time
@@ -46,7 +48,9 @@ def loop_three(pool, rows, steps, gap):
 
 
 def loop_next(pool, rows, steps, gap):
-    """step_next (commit the previous, admit and plan this one) and a read."""
+    """step_next (commit the previous, admit and plan this one) and a read
+    into the label's persistent tensors (as an engine's state-index buffers
+    for CUDA graphs: valid until the next step is planned)."""
     ids = [f"req-{i}" for i in range(rows)]
     times = []
     prev = None
@@ -56,7 +60,7 @@ def loop_next(pool, rows, steps, gap):
         t0 = time.perf_counter_ns()
         step = rsp.Step(sid, [(r, "main", 1) for r in ids])
         pool.step_next(step, prev=prev)
-        pool.addressing()
+        pool.addressing(persistent=True)
         prev = step
         times.append(time.perf_counter_ns() - t0)
     pool.commit(prev)
@@ -109,9 +113,11 @@ def main():
     steps = 300 if quick else 3000
     gap_steps = 100 if quick else 600
     fast = rsp.pool._fast_enabled()
+    inline = os.environ.get("RSP_INLINE_CALLS", "") != "0"
     print(f"# rsp Python binding step loop, CPU pool, median us/step "
-          f"(fast path {'on' if fast else 'off'}); {steps} steps back to back, "
-          f"{gap_steps} with a {gap_ms:g} ms gap")
+          f"(fast path {'on' if fast else 'off'}, inline calls {'on' if inline else 'off'}); "
+          f"{steps} steps back to back, {gap_steps} with a {gap_ms:g} ms gap; "
+          f"load {os.getloadavg()[0]:.1f}")
     print(f"{'rows':>5} {'mode':>6} {'admit+plan+commit':>18} {'step_next':>10} "
           f"{'dict+free list':>15} {'next/dict':>10}")
     for rows in (1, 16, 64, 256):

@@ -321,8 +321,8 @@ static rsp_host_fence *message_fence(const rsp_msg *m)
     return m->event.handle;
 }
 
-rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uint64_t timeout_ns,
-                    rsp_error *err)
+rsp_status rsp__post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uint64_t timeout_ns,
+                     bool sync, rsp_error *err)
 {
     if (ticket)
         *ticket = NULL;
@@ -376,6 +376,8 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
      * it (and takes no credit). */
     if (!single && msg->kind == RSP_MSG_SHUTDOWN)
         st = rsp__actor_close(pool->actor, t, ticket != NULL, err);
+    else if (sync && ticket)
+        st = rsp__actor_post_call(pool->actor, t, timeout_ns, err);
     else
         st = rsp__actor_post(pool->actor, t, ticket != NULL, timeout_ns, err);
     if (st == RSP_OK && ticket)
@@ -386,6 +388,12 @@ rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uin
                          "where it may not wait for credit (the owner may be waiting for the "
                          "section to end): end it first");
     return st;
+}
+
+rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uint64_t timeout_ns,
+                    rsp_error *err)
+{
+    return rsp__post(pool, msg, ticket, timeout_ns, false, err);
 }
 
 rsp_status rsp_wait(rsp_ticket *ticket, uint64_t timeout_ns, rsp_reply *reply)

@@ -44,7 +44,7 @@ static rsp_status call(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, rsp_error
     if (rsp__in_read_section())
         return rsp__fail_in_section(err, "a synchronous call (it waits for the owner)");
     rsp_ticket *t;
-    rsp_status st = rsp_post(pool, m, &t, RSP_WAIT_FOREVER, err);
+    rsp_status st = rsp__post(pool, m, &t, RSP_WAIT_FOREVER, true, err);
     if (st != RSP_OK && err)
         name_the_arguments(err);
     if (st != RSP_OK)

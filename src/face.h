@@ -31,6 +31,13 @@ static inline bool rsp__face_forked(void)
  * host fence, a reader registration). Any thread. */
 void rsp__face_atfork(void);
 
+/* rsp_post (api.c); sync: the caller passes the ticket to rsp_wait at
+ * once (the synchronous wrappers), so the actor may run the message on
+ * the caller's thread while the owner sleeps (rsp__actor_post_call). Any
+ * thread. */
+rsp_status rsp__post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uint64_t timeout_ns,
+                     bool sync, rsp_error *err);
+
 /* RSP_EINVAL: `what` was called inside a read section, where waiting for
  * the owner could wait for that very section's end (docs/ordering.md).
  * Any thread; the error path only. */

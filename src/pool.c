@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/error.h"
 #include "util/sync.h"
@@ -41,6 +42,16 @@ static void on_order_gap(void *ctx, uint64_t missing)
 /* ------------------------------------------------------------------------ */
 /* Creation and destruction                                                  */
 /* ------------------------------------------------------------------------ */
+
+/* Whether a synchronous call may run on its caller's thread while the
+ * owner sleeps (rsp__actor_post_call): not when the owner is pinned (the
+ * caller asked for the core to run on that CPU), nor with RSP_INLINE_CALLS=0
+ * in the environment (docs/performance.md). */
+static bool inline_calls(const rsp_pool_config *cfg)
+{
+    const char *env = getenv("RSP_INLINE_CALLS");
+    return cfg->owner_cpu == -1 && !(env && strcmp(env, "0") == 0);
+}
 
 rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err)
 {
@@ -99,7 +110,9 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         .handle = rsp__pool_handle,
         .ctx = p,
         .on_idle = rsp__pool_owner_idle,
+        .lent_idle = rsp__pool_lent_idle,
         .settle = settle_gauges,
+        .inline_calls = inline_calls(cfg),
         .pin = cfg->owner_cpu != -1,
         .cpu = cfg->owner_cpu,
         .ordered = cfg->ordered,

@@ -81,7 +81,8 @@ struct rsp_pool {
     bool ordered;          /* rsp_pool_config.ordered: rsp_post checks and numbers messages */
 
     /* Owner thread only (after create hands them over through
-     * pthread_create in rsp__actor_create). */
+     * pthread_create in rsp__actor_create), or the caller holding the
+     * owner's role (rsp__actor_post_call): one at a time. */
     rsp__core *core;
     rsp__work work;
     /* The published staged plan is the core's stage: the handler publishes
@@ -94,6 +95,7 @@ struct rsp_pool {
     char broken_why[RSP_ERROR_MAX];
     rsp__plan_label_src srcs[RSP_MAX_LABELS];
     rsp_msg_kind handling; /* the kind of the message being handled (failure reports) */
+    uint32_t lent_idles;   /* lent calls that gave the role back (rsp__pool_lent_idle) */
 
     /* Immutable after create: the caller's error callback (or NULL). */
     void (*on_error)(void *ctx, const rsp_failure *failure);
@@ -153,6 +155,11 @@ void rsp__storage_release(rsp__storage *s);
  * message's wire form (msg.h). */
 void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *reply);
 void rsp__pool_owner_idle(void *ctx);
+/* The actor's lent_idle: a synchronous call run in the owner's role gives
+ * it back. Hands the retired plans to the reclaimer once every
+ * RSP__LENT_FLUSH_EVERY such calls, not each time (that woke the reclaimer
+ * every steady step). The caller's thread, holding the role. */
+void rsp__pool_lent_idle(void *ctx);
 /* The actor's on_failure (set when the caller gave on_error): a message
  * nobody reads the answer of failed; tells on_error which, and the step it
  * is about. Owner thread. O(1). */

@@ -261,6 +261,20 @@ void rsp__pool_owner_idle(void *ctx)
     rsp__publisher_flush(p->pub);
 }
 
+/* Lent calls between two hand-overs of retired plans: a steady stream of
+ * steps run in the owner's role wakes the reclaimer once per this many
+ * steps (a wake-up, a lock it then contends for, a grace period), and
+ * holds at most this many retired plans beyond the owner's batch rule
+ * until the owner thread next goes idle. */
+#define RSP__LENT_FLUSH_EVERY 32u
+
+void rsp__pool_lent_idle(void *ctx)
+{
+    rsp_pool *p = ctx;
+    if (++p->lent_idles % RSP__LENT_FLUSH_EVERY == 0)
+        rsp__publisher_flush(p->pub);
+}
+
 rsp_status rsp__pool_reserve(void *ctx, const rsp__ext_need *need, rsp_error *err)
 {
     rsp_pool *p = ctx;

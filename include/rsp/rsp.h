@@ -216,8 +216,10 @@ typedef struct rsp_pool_config {
     /**
      * Optional (NULL: none): called for each message whose failure no
      * caller reads (fire-and-forget, or a ticket given up with
-     * rsp_ticket_forget before its answer), on the owner thread, after the
-     * message was handled, with on_error_ctx. It must not block or call the
+     * rsp_ticket_forget before its answer), on the owner thread (or on the
+     * thread of a synchronous call that found the owner asleep and ran in
+     * its role, docs/design.md), after the message was handled, with
+     * on_error_ctx. It must not block or call the
      * pool (the owner handles nothing else while it runs; a call that waits
      * for the owner deadlocks); copy what it needs, the failure lives for
      * the call only. Each such failure is also counted (rsp_stats.posts_failed).
@@ -232,7 +234,8 @@ typedef struct rsp_pool_config {
      * owner a core of its own; -1 (rsp_pool_config_init's default): not
      * pinned. A CPU that is not one of the machine's, or that the process
      * may not use (its cpuset), is RSP_EINVAL naming it, nothing created.
-     * Cost: none per message; the owner then never runs elsewhere, so give
+     * Cost: none per message; the owner then never runs elsewhere (nor do
+     * its messages: no synchronous call runs in its role), so give
      * it a CPU that nothing busy shares (a shared one makes every round
      * trip a context switch, see docs/performance.md). rsp_pool_info's
      * owner_cpu says where it is pinned.
@@ -253,7 +256,8 @@ typedef struct rsp_pool_config {
      * instead of being dropped. */
     bool checkpoint_demote;
     /**
-     * Optional (NULL: none): called on the owner thread, with
+     * Optional (NULL: none): called on the owner thread (or a synchronous
+     * caller's in its role, as on_error), with
      * on_checkpoint_evict_ctx, for every checkpoint evicted to make room, so
      * an engine can prune its prefix tree. Same rules as on_error: it must
      * not block or call the pool. Evictions are counted too

@@ -204,19 +204,39 @@ static PyObject *fast_step_next(PyObject *self, PyObject *const *args, Py_ssize_
                          out.admit.slots_short, out.admit.usable, out.admit.free);
 }
 
+/* A writable buffer of at least need bytes (view held), or 0 with
+ * view->obj NULL when o is None or too small; -1 with an exception when o
+ * is not a writable buffer. */
+static int get_out(PyObject *o, size_t need, Py_buffer *view)
+{
+    view->obj = NULL;
+    if (o == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(o, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if ((size_t)view->len < need) {
+        PyBuffer_Release(view);
+        view->obj = NULL;
+    }
+    return 0;
+}
+
 /*
- * addressing(pool, label, step_id, wait): the live plan's addressing of
- * label (step_id None) or step_id's plan's, read in one read section, as
- * (slot_indices, has_state, num_rows, slot_bytes, has_bytes, step_id,
- * gen_bytes, ready_kind, ready_handle, ready_value): the first two
- * bytearrays (each its own copy, for writable tensors), the others bytes.
- * wait: then wait for the ready event on the host, the GIL released.
+ * addressing(pool, label, step_id, wait[, si_out, hs_out]): the live
+ * plan's addressing of label (step_id None) or step_id's plan's, read in
+ * one read section, as (slot_indices, has_state, num_rows, slot_bytes,
+ * has_bytes, step_id, gen_bytes, ready_kind, ready_handle, ready_value):
+ * the first two bytearrays (each its own copy, for writable tensors), the
+ * others bytes. si_out and hs_out (writable buffers, the persistent
+ * tensors' memory): when both hold the vectors, they are written there in
+ * place and the first two items are None. wait: then wait for the ready
+ * event on the host, the GIL released.
  */
 static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "addressing takes 4 arguments");
+    if (nargs != 4 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "addressing takes 4 or 6 arguments");
         return NULL;
     }
     void *pool;
@@ -265,6 +285,26 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
     if (g_n)
         memcpy(copy + si_n + n, a.generations, g_n);
     lib.read_end();
+    /* The persistent buffers, filled after the section (the copy above is
+     * what the section reads): a buffer's exporter may run Python code. */
+    Py_buffer si_view = {0}, hs_view = {0};
+    if (nargs == 6) {
+        if (get_out(args[4], si_n, &si_view) < 0 || get_out(args[5], n, &hs_view) < 0) {
+            if (si_view.obj)
+                PyBuffer_Release(&si_view);
+            PyMem_RawFree(copy);
+            return NULL;
+        }
+        if (si_view.obj && hs_view.obj) {
+            memcpy(si_view.buf, copy, si_n);
+            memcpy(hs_view.buf, copy + si_n, n);
+        }
+    }
+    const int in_place = si_view.obj && hs_view.obj;
+    if (si_view.obj)
+        PyBuffer_Release(&si_view);
+    if (hs_view.obj)
+        PyBuffer_Release(&hs_view);
     if (wait) {
         Py_BEGIN_ALLOW_THREADS st = lib.event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err);
         Py_END_ALLOW_THREADS if (st != RSP_OK)
@@ -276,10 +316,18 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
     PyObject *handle = a.ready.handle ? PyLong_FromVoidPtr(a.ready.handle) : Py_None;
     if (handle == Py_None)
         Py_INCREF(handle);
-    PyObject *r = Py_BuildValue("(N N I y# y# K y# i N K)",
-                                PyByteArray_FromStringAndSize(copy, (Py_ssize_t)si_n),
-                                PyByteArray_FromStringAndSize(copy + si_n, (Py_ssize_t)n),
-                                a.num_rows, copy, (Py_ssize_t)si_n, copy + si_n, (Py_ssize_t)n,
+    PyObject *si_arr, *hs_arr;
+    if (in_place) {
+        si_arr = Py_None;
+        hs_arr = Py_None;
+        Py_INCREF(si_arr);
+        Py_INCREF(hs_arr);
+    } else {
+        si_arr = PyByteArray_FromStringAndSize(copy, (Py_ssize_t)si_n);
+        hs_arr = PyByteArray_FromStringAndSize(copy + si_n, (Py_ssize_t)n);
+    }
+    PyObject *r = Py_BuildValue("(N N I y# y# K y# i N K)", si_arr, hs_arr, a.num_rows, copy,
+                                (Py_ssize_t)si_n, copy + si_n, (Py_ssize_t)n,
                                 (unsigned long long)a.step_id, copy + si_n + n, (Py_ssize_t)g_n,
                                 (int)a.ready.kind, handle, (unsigned long long)a.ready.value);
     PyMem_RawFree(copy);
@@ -291,7 +339,7 @@ static PyMethodDef methods[] = {
     {"step_next", (PyCFunction)(void (*)(void))fast_step_next, METH_FASTCALL,
      "step_next(pool, step, prev, ev_kind, ev_handle, ev_value)"},
     {"addressing", (PyCFunction)(void (*)(void))fast_addressing, METH_FASTCALL,
-     "addressing(pool, label, step_id, wait)"},
+     "addressing(pool, label, step_id, wait[, si_out, hs_out])"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -306,7 +306,7 @@ class RecurrentAddressing:
     generations) are lists made on first access from bytes copied at the
     read (a 256-row list costs ~10 us; most steps never ask)."""
 
-    __slots__ = ("slot_indices", "has_state", "num_rows", "step_id", "ready", "_si", "_hs",
+    __slots__ = ("slot_indices", "has_state", "num_rows", "step_id", "_ready", "_si", "_hs",
                  "_gen", "_lists")
 
     def __init__(self, slot_indices, has_state, num_rows, si_bytes, hs_bytes, step_id, gen_bytes,
@@ -315,9 +315,20 @@ class RecurrentAddressing:
         self.has_state = has_state
         self.num_rows = num_rows
         self.step_id = step_id
-        self.ready = ready  # the plan's ready event (rsp_event): wait before the forward
+        # The plan's ready event: an ffi.Event, or its (kind, handle, value),
+        # made into one on first use (a ctypes struct costs ~0.2 us, and a
+        # CPU step that waited in addressing() never asks).
+        self._ready = ready
         self._si, self._hs, self._gen = si_bytes, hs_bytes, gen_bytes
         self._lists = None
+
+    @property
+    def ready(self):
+        """The plan's ready event (rsp_event): wait for it before the forward."""
+        r = self._ready
+        if type(r) is tuple:
+            r = self._ready = ffi.Event(*r)
+        return r
 
     def _host(self):
         if self._lists is None:
@@ -688,7 +699,7 @@ def _guarded(method):
         me = _get_ident()
         calls.append(me)
         try:
-            if self._closing or me == self._owner_ident:
+            if self._closing or me in self._in_callback:
                 raise self._refusal(me)
             return method(self, *args, **kw)
         finally:
@@ -697,14 +708,17 @@ def _guarded(method):
     return call
 
 
-_IN_CALLBACK = ("called on the pool's owner thread (inside an on_error or on_checkpoint_evict "
-                "callback): a callback must not call the pool, whose owner cannot answer while "
-                "it runs the callback; copy what it needs and act on another thread")
+_IN_CALLBACK = ("called inside an on_error or on_checkpoint_evict callback (on the pool's owner "
+                "thread, or on the thread of a synchronous call that ran in the owner's role): "
+                "a callback must not call the pool, whose owner cannot answer while it runs "
+                "the callback; copy what it needs and act on another thread")
 
 
 class _Hooks:
     """The pool's Python callbacks (PoolConfig.on_error, on_checkpoint_evict)
-    behind the C function pointers librsp calls on the owner thread.
+    behind the C function pointers librsp calls in the owner's role: on the
+    owner thread, or on the thread of a synchronous call that found the
+    owner asleep and ran in its role (docs/python.md, "Callbacks").
 
     ctypes takes the GIL for each call, so the owner waits for the GIL
     while another thread holds it (up to sys.getswitchinterval()). What a
@@ -728,13 +742,18 @@ class _Hooks:
         self.c_evict = ffi.ON_EVICT(self._evict) if on_evict is not None else None
 
     def _enter(self):
+        """Note this thread as inside a callback (_guarded refuses its pool
+        calls meanwhile); returns the set to leave, or None."""
         pool = self._pool()
-        if pool is not None and pool._owner_ident is None:
-            pool._owner_ident = _get_ident()
+        if pool is None:
+            return None
+        pool._in_callback.add(_get_ident())
+        return pool._in_callback
 
     def _error(self, ctx, failure):
+        inside = None
         try:
-            self._enter()
+            inside = self._enter()
             f = ctypes.cast(failure, ctypes.POINTER(ffi.Failure)).contents
             kind = ffi.MSG_KINDS[f.kind] if 0 <= f.kind < len(ffi.MSG_KINDS) else f.kind
             name = (ffi.STATUS_NAMES[f.status] if 0 <= f.status < len(ffi.STATUS_NAMES)
@@ -743,14 +762,21 @@ class _Hooks:
                                   (f.message or b"").decode("utf-8", "replace")))
         except BaseException as e:  # nothing may escape into the owner loop
             self._caught("on_error", e)
+        finally:
+            if inside is not None:
+                inside.discard(_get_ident())
 
     def _evict(self, ctx, event):
+        inside = None
         try:
-            self._enter()
+            inside = self._enter()
             ev = ctypes.cast(event, ctypes.POINTER(ffi.CheckpointEvent)).contents
             self.on_evict(CheckpointEvent(ev.key, _tier_name(ev.tier), ev.demoted))
         except BaseException as e:
             self._caught("on_checkpoint_evict", e)
+        finally:
+            if inside is not None:
+                inside.discard(_get_ident())
 
     def _caught(self, what, e):
         self.count += 1
@@ -980,8 +1006,12 @@ class RecurrentStatePool:
         # The last marshalled rows of tuples or Rows (immutable) and their
         # bytes: a step whose rows equal them reuses the bytes.
         self._last_rows = None
-        self._owner_ident = None  # the owner thread's, once a callback ran there (_guarded)
+        # Threads inside one of the pool's callbacks now: the owner thread, or
+        # a synchronous call's that ran in the owner's role (_guarded).
+        self._in_callback = set()
         self._hooks = None
+        self._persist = {}  # label id -> _Persistent: addressing(persistent=True)'s tensors
+        self._host = None  # set below: whether the pool's device is the host
         cfg, self._keep = _c_config(device, config)
         self._ordered = config.ordered
         hooks = None
@@ -1001,6 +1031,7 @@ class RecurrentStatePool:
         info = ffi.PoolInfo()
         _check(ffi.pool_info_get(self._pool, ctypes.byref(info), ctypes.byref(err)), err)
         self._info = info
+        self._host = info.device == ffi.DEVICE_HOST
         self.config = config
 
     # -- lifetime --
@@ -1013,7 +1044,7 @@ class RecurrentStatePool:
 
     def _refusal(self, me):
         """The error of a call _guarded refuses."""
-        if me == self._owner_ident:
+        if me in self._in_callback:
             return RspError(ffi.EINVAL, _IN_CALLBACK)
         return RspError(_ESHUTDOWN, "the pool was cleaned up")
 
@@ -1036,7 +1067,7 @@ class RecurrentStatePool:
             if self._pool is None:
                 return
             me = _get_ident()
-            if me in self._calls or me == self._owner_ident:
+            if me in self._calls or me in self._in_callback:
                 # A finaliser or signal handler run inside this thread's own
                 # call would wait for itself; so would the owner thread
                 # (a callback), which the close joins.
@@ -1595,19 +1626,26 @@ class RecurrentStatePool:
     # -- reading --
 
     @_guarded
-    def addressing(self, label="main", step_id=None, wait=True) -> RecurrentAddressing:
+    def addressing(self, label="main", step_id=None, wait=True,
+                   persistent=False) -> RecurrentAddressing:
         """This step's addressing under label: the live plan's, or step_id's
         plan (a pipelined step in flight). The tensors are copies of the
         plan's vectors on a CPU pool (they outlive it) and the pool's
         addressing buffers on a CUDA pool (this step's while it is in
         flight). On a CPU pool, wait=True first waits for the plan's ready
-        event (its zeroing and copies done), as a CUDA stream would."""
+        event (its zeroing and copies done), as a CUDA stream would.
+
+        persistent=True (a CPU pool): the tensors are the label's persistent
+        pair, which every persistent read of the label rewrites in place
+        (an engine's state-index buffers for CUDA graphs): valid until the
+        next step is planned; the same tensor objects while the row count
+        stays the same. Saves two tensors a step."""
         lid = self._known_label(label)
         if step_id is not None:
             _uint(step_id, "step_id", 64)
         _reader.ensure()
-        if _FAST is not None and self._info.device == ffi.DEVICE_HOST:
-            return self._fast_addressing(lid, step_id, wait)
+        if _FAST is not None and self._host:
+            return self._fast_addressing(lid, step_id, wait, persistent)
         err = ffi.Error()
         st = ffi.read_begin()
         if st != ffi.OK:
@@ -1623,9 +1661,24 @@ class RecurrentStatePool:
             out = self._addressing(a)
         finally:
             ffi.read_end()
-        if wait and self._info.device == ffi.DEVICE_HOST:
+        if wait and self._host:
             self._wait(out.ready)
+        if persistent and self._host and out.slot_indices is not None:
+            p = self._persistent(lid, len(out._hs))
+            p.ts.copy_(out.slot_indices)
+            p.th.copy_(out.has_state)
+            out.slot_indices, out.has_state = p.ts, p.th
         return out
+
+    def _persistent(self, lid, n):
+        """The label's persistent tensors, viewed at n entries (grown, with
+        new storage, when n passes their capacity)."""
+        p = self._persist.get(lid)
+        if p is None or n > p.cap:
+            p = self._persist[lid] = _Persistent(max(64, 1 << (n - 1).bit_length()))
+        if p.n != n:
+            p.view(n)
+        return p
 
     @_guarded
     def _ref_addressing(self, ref, label):
@@ -1724,14 +1777,30 @@ class RecurrentStatePool:
                                    ctypes.string_at(a.generations, 8 * a.num_rows),
                                    ffi.Event(a.ready.kind, a.ready.handle, a.ready.value))
 
-    def _fast_addressing(self, lid, step_id, wait):
+    def _fast_addressing(self, lid, step_id, wait, persistent):
         """addressing() of a CPU pool through rsp._fast: the read section,
         the copies and the ready wait in one call; the tensors share
         bytearrays of their own (torch.frombuffer), copies of the plan's
-        vectors as the DLPack exports are."""
-        (si_buf, hs_buf, num_rows, si, hs, sid, gen, kind, handle,
-         value) = _FAST.addressing(self._handle(), lid, step_id, wait)
+        vectors as the DLPack exports are, or (persistent) the label's
+        persistent tensors, written in place."""
+        p = self._persist.get(lid) if persistent else None
+        if p is not None:
+            (si_buf, hs_buf, num_rows, si, hs, sid, gen, kind, handle,
+             value) = _FAST.addressing(self._handle(), lid, step_id, wait, p.si, p.hs)
+        else:
+            (si_buf, hs_buf, num_rows, si, hs, sid, gen, kind, handle,
+             value) = _FAST.addressing(self._handle(), lid, step_id, wait)
         tt = _TENSORS or _tensor_makers()
+        if persistent and tt[0] is not None:
+            n = len(hs)
+            if si_buf is not None:  # no persistent pair yet, or too small
+                p = self._persistent(lid, n)
+                p.si[:4 * n] = si_buf
+                p.hs[:n] = hs_buf
+            elif p.n != n:
+                p.view(n)
+            return RecurrentAddressing(p.ts, p.th, num_rows, si, hs, sid, gen,
+                                       (kind, handle, value))
         if tt[0] is None:
             ts = th = None
         elif si_buf:
@@ -1742,8 +1811,7 @@ class RecurrentStatePool:
             t = _torch()
             ts = t.empty(0, dtype=t.int32)
             th = t.empty(0, dtype=t.bool)
-        return RecurrentAddressing(ts, th, num_rows, si, hs, sid, gen,
-                                   ffi.Event(kind, handle, value))
+        return RecurrentAddressing(ts, th, num_rows, si, hs, sid, gen, (kind, handle, value))
 
     def _addr_tensor(self, a, part):
         out = ctypes.c_void_p()
@@ -1868,6 +1936,28 @@ def _torch_available():
 
 
 _TENSORS = []
+
+
+class _Persistent:
+    """A label's persistent addressing tensors (addressing(persistent=True)):
+    bytearrays of cap entries, the tensors over them, and ts/th, their
+    views at the last read's n entries."""
+
+    __slots__ = ("si", "hs", "cap", "base_s", "base_h", "ts", "th", "n")
+
+    def __init__(self, cap):
+        frombuffer, i32, b8 = _TENSORS or _tensor_makers()
+        self.si = bytearray(4 * cap)
+        self.hs = bytearray(cap)
+        self.cap = cap
+        self.base_s = frombuffer(self.si, dtype=i32)
+        self.base_h = frombuffer(self.hs, dtype=b8)
+        self.n = -1
+
+    def view(self, n):
+        self.ts = self.base_s[:n]
+        self.th = self.base_h[:n]
+        self.n = n
 
 
 def _tensor_makers():

@@ -1007,11 +1007,11 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
 
     # -- reading --
 
-    def addressing(self, label="main", step_id=None, wait=True):
+    def addressing(self, label="main", step_id=None, wait=True, persistent=False):
         """This step's addressing under label: the newest live plan's (a
         staged plan is read from plan()'s return). A label the step did not
         plan raises RspKeyError (a KeyError) naming the labels it planned.
-        step_id (an rsp step id): rsp.Pool.addressing."""
+        step_id (an rsp step id), persistent: rsp.Pool.addressing."""
         live = self._live
         if step_id is None and live is not None:
             found = live.get(label)
@@ -1022,7 +1022,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                                                f"segment in the step declaration.")
             return found
         try:
-            return Pool.addressing(self, label, step_id, wait)
+            return Pool.addressing(self, label, step_id, wait, persistent)
         except RspError as e:
             if e.status in (ffi.ENOPLAN, ffi.ENOLABEL):
                 raise _recast(e, RspKeyError) from None

@@ -77,6 +77,7 @@ rsp_status rsp__actor_create(const rsp__actor_config *cfg, rsp__actor **out, rsp
     a->credits = a->capacity;
     a->wake_threshold = a->capacity / 4 ? a->capacity / 4 : 1;
     a->spin_ns = cfg->spin_max ? cfg->spin_max : RSP__OWNER_SPIN_NS;
+    a->lend = cfg->inline_calls && !cfg->ordered;
     a->partner_cpu = -1;
     a->owner_cpu_now = -1;
     __cds_wfcq_init(&a->head, &a->tail);

@@ -24,8 +24,11 @@
  *   rsp__actor_close               | everything except _destroy (idempotent)
  *   rsp__ticket_wait / _forget     | everything; one caller per ticket, once
  *   rsp__actor_depth / _handled    | everything except _destroy
+ *   rsp__actor_post_call           | everything except _destroy
  *   rsp__actor_destroy             | nothing (after every poster stopped)
- *   handler                        | runs on the owner thread only
+ *   handler and the other callbacks| one holder of the owner's role at a
+ *                                  | time: the owner thread, or a caller
+ *                                  | in rsp__actor_post_call
  *
  * Inbox: liburcu's wfcqueue (wait-free enqueue). The owner is its only
  * consumer and drains it with the non-blocking splice, never a *_blocking
@@ -61,20 +64,25 @@ typedef struct rsp__actor rsp__actor;
 typedef void (*rsp__actor_handler)(void *ctx, void *payload, size_t size, rsp_reply *reply);
 
 typedef struct rsp__actor_config {
-    uint32_t capacity;           /* messages queued at most; 0 = 4096 */
-    uint32_t spin_max;           /* owner's idle spin before it sleeps, in ns;
-                                  * 0 = 50 us. Tests set 1 to make the owner
-                                  * sleep at once. */
-    rsp__actor_handler handle;   /* required */
-    void *ctx;                   /* passed to every callback */
-    void (*on_start)(void *ctx); /* optional: first thing on the owner thread */
-    void (*on_stop)(void *ctx);  /* optional: last thing on the owner thread */
-    void (*on_idle)(void *ctx);  /* optional: the owner found its inbox empty
-                                  * after its spin and is about to sleep */
+    uint32_t capacity;            /* messages queued at most; 0 = 4096 */
+    uint32_t spin_max;            /* owner's idle spin before it sleeps, in ns;
+                                   * 0 = 50 us. Tests set 1 to make the owner
+                                   * sleep at once. */
+    rsp__actor_handler handle;    /* required */
+    void *ctx;                    /* passed to every callback */
+    void (*on_start)(void *ctx);  /* optional: first thing on the owner thread */
+    void (*on_stop)(void *ctx);   /* optional: last thing on the owner thread */
+    void (*on_idle)(void *ctx);   /* optional: the owner found its inbox empty
+                                   * after its spin and is about to sleep */
+    void (*lent_idle)(void *ctx); /* optional: a lent call is about to give
+                                   * the role back (rsp__actor_post_call) */
     /* Pin the owner thread to CPU `cpu` (checked first with
      * rsp__actor_check_cpu; a failure to pin is RSP_EINVAL, nothing made). */
     bool pin;
     int cpu;
+    /* Let rsp__actor_post_call run a call on its caller's thread while
+     * the owner sleeps (see there). Ignored when ordered. */
+    bool inline_calls;
     /* Ordered delivery (see "Ordered delivery" below). */
     bool ordered;
     uint64_t reorder_timeout_ns; /* longest wait for a missing number; 0 = 1 s */
@@ -180,6 +188,31 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
                            rsp_error *err);
 
 /*
+ * rsp__actor_post(a, t, keep = true, ...) for a caller that waits for the
+ * answer at once (rsp__ticket_wait next, as for any kept ticket). When the
+ * actor lends the owner's role (cfg.inline_calls, not ordered), t is
+ * unnumbered, the inbox is open and the owner sleeps, the caller takes the
+ * role (K1) and does the owner's work on its own thread: first whatever
+ * the inbox holds (so a thread's earlier posts are handled before this
+ * call), then t; it gives the role back (K2) and wakes the owner only if
+ * messages arrived meanwhile. t is answered when this returns. The
+ * handler, settle, on_failure and lent_idle then run on the caller's
+ * thread (never on_start, on_stop, on_gap or on_idle: what an idle owner
+ * does waits for its next idle, or lent_idle does it); the owner thread
+ * stays asleep.
+ * Otherwise, and when the owner is awake, it posts t; an owner whose last
+ * answer was such a call's parks at once instead of spinning, so that the
+ * caller's next call (usually microseconds later) takes the role rather
+ * than a round trip to a spinning owner. A close waits for
+ * a caller holding the role (S1), so the last message is never handled
+ * on a caller's thread.
+ * Any thread, concurrently. Cost: a load when the owner is awake (then
+ * rsp__actor_post's); else an RMW, a CAS, the handler, a release store,
+ * a full fence and a futex wake if the inbox filled meanwhile.
+ */
+rsp_status rsp__actor_post_call(rsp__actor *a, rsp_ticket *t, uint64_t timeout_ns, rsp_error *err);
+
+/*
  * Stop accepting posts (later posts: RSP_ESHUTDOWN) and queue a last
  * message behind everything already posted; the owner handles all of it,
  * then stops. t: the last message (kept as by _post; it takes no credit, so
@@ -227,9 +260,12 @@ uint32_t rsp__actor_depth(const rsp__actor *a);
 uint64_t rsp__actor_handled(const rsp__actor *a);
 uint64_t rsp__actor_unwaited_failures(const rsp__actor *a);
 /* Times the owner went to sleep on its futex; whether it has announced
- * sleep now. For tests of the wake-up protocol. Any thread, relaxed. */
+ * sleep now (a caller may hold its role meanwhile); calls a caller ran in
+ * the owner's role (rsp__actor_post_call). For tests of the wake-up
+ * protocol. Any thread, relaxed. */
 uint64_t rsp__actor_sleeps(const rsp__actor *a);
 bool rsp__actor_asleep(const rsp__actor *a);
+uint64_t rsp__actor_lent_calls(const rsp__actor *a);
 
 /*
  * Close (if not yet), join the owner, answer anything left with

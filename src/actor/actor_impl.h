@@ -51,6 +51,17 @@
  *   H1  held reference (rsp__ticket_hold): set by the poster before I1,
  *       dropped by the owner after the handler and before T1 (or by the
  *       poster itself when the post is refused).
+ *   K1/K2/K3  the owner's role lent to a caller (rsp__actor_post_call).
+ *       The word `sleeping` is also the token of the owner's role: AWAKE
+ *       (the owner thread holds it), PARKED (nobody: the owner sleeps),
+ *       LENT (a caller holds it and runs the handler). Whoever gives the
+ *       role up stores PARKED with release (K2: the owner before it
+ *       sleeps, a caller when its call is done); whoever takes it reads
+ *       that store with acquire (K1: a caller's CAS PARKED -> LENT; K3: the
+ *       owner's load of AWAKE after its sleep, written by a poster's or a
+ *       caller's acq_rel CAS PARKED -> AWAKE). So every owner-only field
+ *       (the handler's state included) is written by one holder at a time,
+ *       each after the previous holder's last access.
  *
  * Every atomic here is an __atomic builtin (util/sync.h), which TSan sees:
  * only the edges through liburcu's queue (I1) and Concurrency Kit's
@@ -82,6 +93,15 @@
  * add a visible share to a small message's cost (bench/profile.sh
  * ingest-rsp). */
 #define RSP__HOT static inline __attribute__((always_inline))
+/* The owner's role (the word `sleeping`, K1-K3): the owner thread runs;
+ * it announced sleep and nobody holds the role; a caller holds it
+ * (rsp__actor_post_call). "Owner only" fields below are the holder's. */
+enum {
+    RSP__OWNER_AWAKE = 0,
+    RSP__OWNER_PARKED = 1,
+    RSP__OWNER_LENT = 2,
+};
+
 /* Ordered delivery: the default longest wait for a missing number. */
 #define RSP__REORDER_TIMEOUT_NS 1000000000ull
 
@@ -189,6 +209,7 @@ struct rsp_ticket {
     bool stop_only;            /* immutable: the actor's own stop marker (no handler) */
     bool credited;             /* immutable after post: it took a credit (else O2) */
     bool shared_cpu;           /* poster only: the owner last ran on the poster's CPU */
+    bool call;                 /* immutable after post: rsp__actor_post_call's, waited at once */
     int32_t cpu;               /* immutable after post: the poster's CPU (kept), or -1 */
     uint64_t seq;              /* immutable after post: ordered delivery number, 0 = none */
     /* A reference the message holds (rsp__ticket_hold): the poster sets it
@@ -216,12 +237,14 @@ struct rsp__actor {
 
     /* Owner's side. */
     alignas(RSP__CACHELINE) struct __cds_wfcq_head head; /* dequeue side: owner only */
-    uint32_t sleeping;          /* futex word: 1 = owner announced sleep (F1/F2) */
+    uint32_t sleeping;          /* futex word and the role's token: RSP__OWNER_* (F1/F2, K1-K3) */
     uint64_t handled;           /* owner writes, any thread reads (relaxed) */
     bool unsettled;             /* owner: handled a message since cfg.settle */
     uint64_t unwaited_failures; /* owner writes, any thread reads (relaxed) */
     uint64_t sleeps;            /* owner writes, any thread reads (relaxed) */
+    uint64_t lent_calls;        /* role holder writes, any thread reads (relaxed) */
     bool woke_waiter;           /* owner only: an answer since the last idle woke a waiter */
+    bool park_now;              /* owner only: the last answer was a posted call's (owner_idle) */
     int32_t partner_cpu;        /* owner only: the CPU of the last kept ticket's poster, or -1 */
     uint64_t owner_spin[2];     /* owner only: rsp__spin words, RSP__WAIT_OWNER(_WOKE) */
 
@@ -252,6 +275,7 @@ struct rsp__actor {
     uint64_t spin_ns;        /* owner's idle spin before it sleeps */
     uint32_t wake_threshold; /* credits given back before waiters are woken */
     rsp__actor_config cfg;
+    bool lend; /* calls may take the owner's role (cfg.inline_calls, not ordered) */
     pthread_t thread;
     rsp_ticket *stop_ticket; /* the closer that wins S2 takes it (or frees it) */
 };
@@ -412,6 +436,11 @@ static inline void wake_credit_waiters(rsp__actor *a)
 void rsp__actor_deliver(rsp__actor *a, rsp_ticket *t, uint32_t *owed, bool *stopped);
 void rsp__actor_refuse(rsp__actor *a, rsp_ticket *t, uint32_t *owed, rsp_status st,
                        const char *why);
+/* owner.c: a caller that took the owner's role (K1) runs the owner's
+ * work: what the inbox holds, then t (answered DONE on return); then
+ * gives the role back (K2) and wakes the owner if messages arrived
+ * meanwhile. The caller's thread. */
+void rsp__actor_run_lent(rsp__actor *a, rsp_ticket *t);
 /* owner.c: the owner thread's body; drain the inbox once (destroy drains
  * what is left). */
 void *rsp__actor_owner_main(void *arg);

@@ -93,7 +93,8 @@ static inline rsp_status take_credit(rsp__actor *a, uint64_t seq, uint64_t timeo
     return take_credit_slow(a, seq, timeout_ns, credited, err);
 }
 
-/* Returns whether the owner had announced sleep (and was woken). */
+/* Returns whether the owner had announced sleep (woken now, or by the
+ * caller that holds its role: rsp__actor_run_lent). */
 RSP__HOT bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
 {
     rsp__hb_release(t); /* I1 (TSan mirror: liburcu is not instrumented) */
@@ -104,14 +105,18 @@ RSP__HOT bool enqueue_and_wake(rsp__actor *a, rsp_ticket *t)
      * link) before the load of `sleeping`: either the owner's re-check
      * sees our node, or we see its announcement and wake it. */
     rsp__fence_full();
-    if (rsp__load_relaxed_u32(&a->sleeping) == 1) {
-        /* Relaxed: `sleeping` carries no data (the fences above order the
-         * protocol; the futex compares the word). */
-        if (rsp__cas_relaxed_u32(&a->sleeping, 1, 0))
+    const uint32_t s = rsp__load_relaxed_u32(&a->sleeping);
+    if (s == RSP__OWNER_PARKED) {
+        /* K3's middle: acq_rel, passing the last holder's K2 on to the
+         * owner's acquire load (a CAS that fails carries nothing: a caller
+         * took the role, and its own re-check sees our node). */
+        if (rsp__cas_acq_rel_u32(&a->sleeping, RSP__OWNER_PARKED, RSP__OWNER_AWAKE))
             rsp__futex_wake(&a->sleeping, 1);
         return true;
     }
-    return false;
+    /* LENT: the caller holding the role re-checks the inbox after giving
+     * it back (rsp__actor_run_lent), and wakes the owner for us. */
+    return s == RSP__OWNER_LENT;
 }
 
 static void leave_posting(rsp__actor *a)
@@ -163,6 +168,38 @@ rsp_status rsp__actor_post(rsp__actor *a, rsp_ticket *t, bool keep, uint64_t tim
         rsp__ticket_release(t);
     }
     return st;
+}
+
+/* K1: take the owner's role for one call if it sleeps. The call stays
+ * inside S1 until it gives the role back, so a close waits for it and the
+ * last message is never queued while a caller holds the role. */
+static bool lend(rsp__actor *a)
+{
+    if (rsp__load_relaxed_u32(&a->sleeping) != RSP__OWNER_PARKED)
+        return false;                           /* the usual case when busy: one load */
+    rsp__fetch_add_seq_cst_u32(&a->posting, 1); /* S1, as rsp__actor_post */
+    if (rsp__load_seq_cst_u32(&a->closed)) {
+        leave_posting(a);
+        return false; /* rsp__actor_post refuses it */
+    }
+    /* K1: acquire, pairs with K2 (the owner's or the previous caller's
+     * release store of PARKED): the role's state as its last holder left it. */
+    if (!rsp__cas_acq_rel_u32(&a->sleeping, RSP__OWNER_PARKED, RSP__OWNER_LENT)) {
+        leave_posting(a);
+        return false;
+    }
+    return true;
+}
+
+rsp_status rsp__actor_post_call(rsp__actor *a, rsp_ticket *t, uint64_t timeout_ns, rsp_error *err)
+{
+    if (a->lend && t->seq == 0 && lend(a)) {
+        rsp__actor_run_lent(a, t);
+        leave_posting(a);
+        return RSP_OK;
+    }
+    t->call = true; /* the owner parks at once after answering it (owner_idle) */
+    return rsp__actor_post(a, t, true, timeout_ns, err);
 }
 
 rsp_status rsp__actor_close(rsp__actor *a, rsp_ticket *t, bool keep, rsp_error *err)
@@ -235,5 +272,10 @@ uint64_t rsp__actor_sleeps(const rsp__actor *a)
 
 bool rsp__actor_asleep(const rsp__actor *a)
 {
-    return rsp__load_relaxed_u32((uint32_t *)&a->sleeping) == 1;
+    return rsp__load_relaxed_u32((uint32_t *)&a->sleeping) != RSP__OWNER_AWAKE;
+}
+
+uint64_t rsp__actor_lent_calls(const rsp__actor *a)
+{
+    return rsp__load_relaxed_u64((uint64_t *)&a->lent_calls);
 }

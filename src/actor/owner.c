@@ -76,7 +76,7 @@ static bool inbox_nonempty(void *a)
     return !cds_wfcq_empty(&((rsp__actor *)a)->head, &((rsp__actor *)a)->tail);
 }
 
-static void owner_wait(rsp__actor *a, int kind, uint64_t *budget_out, bool *seen);
+static void owner_wait(rsp__actor *a, int kind, bool spin_ok, uint64_t *budget_out, bool *seen);
 
 /* Owner: note the CPU it runs on, for the posters' shared-core check. */
 static void note_owner_cpu(rsp__actor *a)
@@ -90,11 +90,18 @@ static void note_owner_cpu(rsp__actor *a)
 static void owner_idle(rsp__actor *a)
 {
     const int kind = a->woke_waiter ? RSP__WAIT_OWNER_WOKE : RSP__WAIT_OWNER;
+    /* The last answer was a synchronous call's that could not take the
+     * role (we were awake): park at once, so that its caller's next call,
+     * which usually follows within microseconds, runs in the role instead
+     * of waiting for a spinning owner's answer. Nothing learned: no spin. */
+    const bool park = a->park_now;
+    a->park_now = false;
     const uint64_t start = rsp__now_ns();
     uint64_t budget = 0;
     bool seen = false;
-    owner_wait(a, kind, &budget, &seen);
-    learn_wait(&a->owner_spin[kind], budget, seen, rsp__now_ns() - start, a->spin_ns);
+    owner_wait(a, kind, !park, &budget, &seen);
+    if (!park)
+        learn_wait(&a->owner_spin[kind], budget, seen, rsp__now_ns() - start, a->spin_ns);
     note_owner_cpu(a);
 }
 
@@ -102,8 +109,9 @@ static void owner_idle(rsp__actor *a)
  * unless the last waiter we answered runs on our CPU or such spins kept
  * failing; then as before: spin yielding unless a waiter was just woken.
  * Then F1: announce sleep, full fence, re-check, sleep. *budget and *seen:
- * the learned spin's budget (0: none) and whether it saw a message. */
-static void owner_wait(rsp__actor *a, int kind, uint64_t *budget_out, bool *seen)
+ * the learned spin's budget (0: none) and whether it saw a message.
+ * !spin_ok: no spin at all. */
+static void owner_wait(rsp__actor *a, int kind, bool spin_ok, uint64_t *budget_out, bool *seen)
 {
     /* In the fallback, no spin if an answer woke its waiter: that thread is
      * likely queued on this core (wake-affine), and our spin would hold it
@@ -114,7 +122,7 @@ static void owner_wait(rsp__actor *a, int kind, uint64_t *budget_out, bool *seen
     uint64_t deadline = RSP__NO_DEADLINE;
     if (a->num_held && a->gap_ns < RSP__NO_DEADLINE - a->gap_since) /* else: never */
         deadline = a->gap_since + a->gap_ns;
-    uint64_t budget = a->spin_ns;
+    uint64_t budget = spin_ok ? a->spin_ns : 0;
     if (deadline != RSP__NO_DEADLINE) {
         uint64_t now = rsp__now_ns();
         if (now >= deadline)
@@ -134,30 +142,42 @@ static void owner_wait(rsp__actor *a, int kind, uint64_t *budget_out, bool *seen
     if (a->cfg.on_idle)
         a->cfg.on_idle(a->cfg.ctx);
 
-    /* Relaxed: the fence below orders it. */
-    rsp__store_relaxed_u32(&a->sleeping, 1);
+    /* K2: pairs with K1 in lend (inbox.c) and K3 below. Release: this
+     * thread's owner-state writes happen before a caller's use of the
+     * role. The fence below orders it before the re-check (F1). */
+    rsp__store_release_u32(&a->sleeping, RSP__OWNER_PARKED);
     /* F1: pairs with F2 in enqueue_and_wake. Orders the store of
      * `sleeping` before the emptiness re-check (store->load: only a full
      * fence does that, the re-check being liburcu's loads). */
     rsp__fence_full();
-    if (!cds_wfcq_empty(&a->head, &a->tail)) {
-        rsp__store_relaxed_u32(&a->sleeping, 0);
+    /* K3: acquire, as below (a caller may have taken the role meanwhile:
+     * then wait for it like a sleep). */
+    if (!cds_wfcq_empty(&a->head, &a->tail) &&
+        rsp__cas_acq_rel_u32(&a->sleeping, RSP__OWNER_PARKED, RSP__OWNER_AWAKE))
         return;
-    }
     /* Single writer (the owner): a relaxed read-modify-write is exact. */
     rsp__store_relaxed_u64(&a->sleeps, rsp__load_relaxed_u64(&a->sleeps) + 1);
-    /* The futex compares: a producer that cleared `sleeping` before we got
-     * here makes this return at once. */
-    while (rsp__load_relaxed_u32(&a->sleeping) == 1) {
+    /* The futex compares: a producer that woke us before we got here
+     * makes this return at once. A caller holding the role (LENT) gives
+     * it back as PARKED and wakes us only if a message came meanwhile. */
+    for (;;) {
+        /* K3: pairs with K2 (the last holder's release store of PARKED;
+         * the poster's or caller's CAS to AWAKE is acq_rel, so the chain
+         * holds without release sequences). */
+        const uint32_t s = rsp__load_acquire_u32(&a->sleeping);
+        if (s == RSP__OWNER_AWAKE)
+            return;
         struct timespec ts;
         const struct timespec *rel;
         if (!rsp__time_left(deadline, &ts, &rel)) {
-            /* The gap timed out: awake again (a poster's CAS 1 -> 0 that
-             * races with this only costs a spare wake). */
-            rsp__store_relaxed_u32(&a->sleeping, 0);
-            return;
+            /* The gap timed out (ordered: never lent, so PARKED): awake
+             * again. A poster's CAS that wins the race wakes us as well. */
+            RSP__ASSERT(s == RSP__OWNER_PARKED);
+            if (rsp__cas_acq_rel_u32(&a->sleeping, RSP__OWNER_PARKED, RSP__OWNER_AWAKE))
+                return;
+            continue;
         }
-        rsp__futex_wait(&a->sleeping, 1, rel);
+        rsp__futex_wait(&a->sleeping, s, rel);
     }
 }
 
@@ -196,6 +216,7 @@ static void settle(rsp__actor *a)
  * answer (H1), so a caller that saw the answer sees it gone. */
 RSP__HOT void finish(rsp__actor *a, rsp_ticket *t)
 {
+    a->park_now = t->call && a->lend; /* the last answer's, see owner_idle */
     if (t->kept) {
         a->partner_cpu = t->cpu;
         settle(a); /* its waiter sees everything handled before its answer */
@@ -299,6 +320,45 @@ bool rsp__actor_drain(rsp__actor *a, bool *stopped)
         return false;
     *stopped = handle_batch(a, &lh, &lt, *stopped);
     return true;
+}
+
+/* The caller's half of a lent role (K1 taken in lend, inbox.c). */
+void rsp__actor_run_lent(rsp__actor *a, rsp_ticket *t)
+{
+    /* FIFO with this thread's earlier posts: they are in the inbox (the
+     * owner sleeps, so it took nothing since), handled first. The last
+     * message is never there: close waits for us (S1). */
+    bool stopped = false;
+    rsp__actor_drain(a, &stopped);
+    RSP__ASSERT(!stopped);
+    /* t never entered the inbox: only its waiter's reference, and no
+     * credit taken. */
+    t->kept = true;
+    t->refs = 1;
+    t->credited = false;
+    handle_one(a, t);
+    settle(a); /* the caller sees the gauges of everything it handled */
+    ticket_drop_hold(t);
+    /* Single writer (the role holder): a relaxed read-modify-write is exact. */
+    rsp__store_relaxed_u64(&a->lent_calls, rsp__load_relaxed_u64(&a->lent_calls) + 1);
+    /* Read by this thread's own rsp__ticket_wait: no order needed. */
+    rsp__store_relaxed_u32(&t->state, RSP__TICKET_DONE);
+    /* The role goes back to sleep: the idle work a lent call owes (the
+     * owner's on_idle would wait for its next wake-up). */
+    if (a->cfg.lent_idle)
+        a->cfg.lent_idle(a->cfg.ctx);
+
+    /* K2: pairs with K1 (the next caller) and K3 (the owner): our
+     * owner-state writes happen before theirs. */
+    rsp__store_release_u32(&a->sleeping, RSP__OWNER_PARKED);
+    /* F1 again, for the owner: posters that saw LENT did not wake it.
+     * Orders the store above before the re-check: either a poster's F2
+     * load sees PARKED and wakes the owner, or this re-check sees its
+     * message. */
+    rsp__fence_full();
+    if (!cds_wfcq_empty(&a->head, &a->tail) &&
+        rsp__cas_acq_rel_u32(&a->sleeping, RSP__OWNER_PARKED, RSP__OWNER_AWAKE))
+        rsp__futex_wake(&a->sleeping, 1);
 }
 
 void *rsp__actor_owner_main(void *arg)

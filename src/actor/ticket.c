@@ -218,6 +218,7 @@ rsp_ticket *rsp__actor_ticket_new(rsp__actor *a, size_t size, void **payload)
     t->stop_only = false;
     t->credited = false;
     t->shared_cpu = false;
+    t->call = false;
     t->cpu = -1;
     t->seq = 0;
     t->hold_drop = NULL;

@@ -418,8 +418,15 @@ static void qsbr_plan_stays_until_quiescent(void **state)
     assert_true(retired >= BATCH); /* the batch holding step 1's plan at least */
     assert_true(h.still_equal);
     /* Quiescent (then offline): every retired plan is reclaimed, once the
-     * owner's batch has gone to the reclaimer (it goes when the owner is
-     * idle). No timed assertion: the test's timeout bounds the loop. */
+     * owner's batch has gone to the reclaimer (it goes when the owner
+     * thread is idle; the synchronous calls above may have run in its role
+     * on this thread, which hands it over only every few calls: a posted
+     * message makes the owner thread run and go idle). No timed assertion:
+     * the test's timeout bounds the loop. */
+    rsp_msg m = {.kind = RSP_MSG_BARRIER};
+    rsp_ticket *tk = NULL;
+    assert_int_equal(rsp_post(pool, &m, &tk, RSP_WAIT_FOREVER, &err), RSP_OK);
+    assert_int_equal(rsp_wait(tk, RSP_WAIT_FOREVER, NULL), RSP_OK);
     while (rsp__publisher_retired(pool->pub) != 0)
         sched_yield();
     rsp_pool_destroy(pool);

@@ -158,6 +158,42 @@ def test_addressing_tensors_are_copies_that_outlive_the_step_and_the_pool():
     assert a1.slot_indices.is_contiguous() and a1.slot_indices.device.type == "cpu"
 
 
+@pytest.mark.parametrize("path", ["fast", "ctypes"])
+def test_persistent_addressing_is_one_pair_rewritten_in_place(path, monkeypatch):
+    if path == "ctypes":
+        monkeypatch.setattr(pool_mod, "_FAST", None)
+    elif not pool_mod._fast_enabled():
+        pytest.skip("rsp._fast not built or RSP_PY_FAST=0")
+    p = rsp.RecurrentStatePool("cpu", small_config(max_slots=80))
+    s1 = rsp.Step(1, [("a", "main", 1), ("b", "main", 1)])
+    p.step_next(s1)
+    a1 = p.addressing(persistent=True)
+    assert _addr(a1)[:2] == _addr(p.addressing())[:2]
+    s2 = rsp.Step(2, [("b", "main", 1), ("c", "main", 1)])
+    p.step_next(s2, prev=s1)
+    a2 = p.addressing(persistent=True)
+    # the same tensors, holding step 2's addressing now: valid until the
+    # next step is planned, as docs/python.md says
+    assert a2.slot_indices is a1.slot_indices and a2.has_state is a1.has_state
+    assert a1.slot_indices.tolist() == a2.host_slot_indices != a1.host_slot_indices
+    assert a2.has_state.tolist() == [True, False]
+    assert _addr(a2) == _addr(p.addressing())
+    # another row count: views of the same storage, rewritten in place
+    s3 = rsp.Step(3, [("b", "main", 1)])
+    p.step_next(s3, prev=s2)
+    a3 = p.addressing(persistent=True)
+    assert a3.slot_indices.data_ptr() == a1.slot_indices.data_ptr()
+    assert _addr(a3) == _addr(p.addressing())
+    # past the capacity: new storage, the right contents
+    rows = [(f"r{i}", "main", 1) for i in range(70)]
+    s4 = rsp.Step(4, rows)
+    p.step_next(s4, prev=s3)
+    a4 = p.addressing(persistent=True)
+    assert a4.num_rows == 70 and _addr(a4) == _addr(p.addressing())
+    p.commit(s4)
+    p.cleanup()
+
+
 def test_a_call_after_cleanup_is_refused_on_either_path():
     p = rsp.RecurrentStatePool("cpu", small_config())
     p.step_next(rsp.Step(1, [("a", "main", 1)]))
