@@ -25,10 +25,11 @@
 
 typedef rsp_status (*step_next_fn)(rsp_pool *, const rsp_step *, const rsp_step *,
                                    const rsp_event *, rsp_step_outcome *, rsp_error *);
-typedef rsp_status (*read_begin_fn)(rsp_error *);
+typedef rsp_status (*read_begin_fn)(void);
+typedef rsp_status (*read_explain_fn)(rsp_status, rsp_error *);
 typedef rsp_status (*read_end_fn)(void);
 typedef const rsp_plan *(*plan_live_fn)(const rsp_pool *);
-typedef const rsp_plan *(*plan_get_fn)(const rsp_pool *, uint64_t);
+typedef const rsp_plan *(*plan_of_step_fn)(const rsp_pool *, uint64_t);
 typedef rsp_status (*plan_addressing_fn)(const rsp_plan *, rsp_label_id, rsp_addressing *,
                                          rsp_error *);
 typedef rsp_status (*event_wait_fn)(const rsp_pool *, const rsp_event *, uint64_t, rsp_error *);
@@ -37,9 +38,10 @@ static struct {
     PyObject *error_cls; /* pool.RspError */
     step_next_fn step_next;
     read_begin_fn read_begin;
+    read_explain_fn read_explain;
     read_end_fn read_end;
     plan_live_fn plan_live;
-    plan_get_fn plan_get;
+    plan_of_step_fn plan_of_step;
     plan_addressing_fn plan_addressing;
     event_wait_fn event_wait;
 } lib;
@@ -67,21 +69,21 @@ static int as_ptr(PyObject *o, void **out)
     return *out == NULL && PyErr_Occurred() ? -1 : 0;
 }
 
-/* init(RspError, (step_next, read_begin_err, read_end, plan_live,
- * plan_get, plan_addressing, event_wait)): the addresses of librsp's
- * functions, as ctypes loaded them. */
+/* init(RspError, (step_next, read_begin, read_explain, read_end,
+ * plan_live, plan_of_step, plan_addressing, event_wait)): the addresses of
+ * librsp's functions, as ctypes loaded them. */
 static PyObject *fast_init(PyObject *self, PyObject *args)
 {
     PyObject *cls, *fns;
-    void *p[7];
+    void *p[8];
     (void)self;
     if (!PyArg_ParseTuple(args, "OO!", &cls, &PyTuple_Type, &fns))
         return NULL;
-    if (PyTuple_GET_SIZE(fns) != 7) {
-        PyErr_SetString(PyExc_ValueError, "init: 7 function addresses");
+    if (PyTuple_GET_SIZE(fns) != 8) {
+        PyErr_SetString(PyExc_ValueError, "init: 8 function addresses");
         return NULL;
     }
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (as_ptr(PyTuple_GET_ITEM(fns, i), &p[i]) < 0)
             return NULL;
     Py_INCREF(cls);
@@ -89,11 +91,12 @@ static PyObject *fast_init(PyObject *self, PyObject *args)
     lib.error_cls = cls;
     lib.step_next = (step_next_fn)p[0];
     lib.read_begin = (read_begin_fn)p[1];
-    lib.read_end = (read_end_fn)p[2];
-    lib.plan_live = (plan_live_fn)p[3];
-    lib.plan_get = (plan_get_fn)p[4];
-    lib.plan_addressing = (plan_addressing_fn)p[5];
-    lib.event_wait = (event_wait_fn)p[6];
+    lib.read_explain = (read_explain_fn)p[2];
+    lib.read_end = (read_end_fn)p[3];
+    lib.plan_live = (plan_live_fn)p[4];
+    lib.plan_of_step = (plan_of_step_fn)p[5];
+    lib.plan_addressing = (plan_addressing_fn)p[6];
+    lib.event_wait = (event_wait_fn)p[7];
     Py_RETURN_NONE;
 }
 
@@ -250,13 +253,16 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
         return NULL;
     rsp_error err;
     err.message[0] = '\0';
-    rsp_status st = lib.read_begin(&err);
-    if (st != RSP_OK)
+    rsp_status st = lib.read_begin();
+    if (st != RSP_OK) {
+        /* The words only on a refusal: rsp_read_begin stays the few-ns call. */
+        (void)lib.read_explain(st, &err); /* returns st */
         return raise_rsp(st, err.message);
+    }
     /* Inside the read section only C runs: no Python object is made, so no
      * finaliser can run here (one closing a pool would wait for this very
      * section). */
-    const rsp_plan *plan = live ? lib.plan_live(pool) : lib.plan_get(pool, sid);
+    const rsp_plan *plan = live ? lib.plan_live(pool) : lib.plan_of_step(pool, sid);
     if (plan == NULL) {
         lib.read_end();
         char msg[64];

@@ -1968,10 +1968,9 @@ def _tensor_makers():
     return _TENSORS
 
 
-# rsp_read_begin_err: rsp._fast's read_begin slot takes (rsp_error *), the
-# 0.1 form; the alias stays exported for all of 0.x.
-_FAST_FUNCTIONS = ("rsp_step_next", "rsp_read_begin_err", "rsp_read_end", "rsp_plan_live",
-                   "rsp_plan_of_step", "rsp_plan_addressing", "rsp_event_wait")
+# In the order rsp._fast's init takes them (python/rsp/_fast.c).
+_FAST_FUNCTIONS = ("rsp_step_next", "rsp_read_begin", "rsp_read_explain", "rsp_read_end",
+                   "rsp_plan_live", "rsp_plan_of_step", "rsp_plan_addressing", "rsp_event_wait")
 
 
 def _load_fast():
