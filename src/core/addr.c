@@ -231,7 +231,7 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
     s->num_prows = num_prows;
     s->num_pinned = num_pinned;
     if (!staged)
-        s->plan_all_true = all_has;
+        s->same.plan_all_true = all_has;
     return took;
 }
 

@@ -229,7 +229,8 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
     /* A grouped step collects its rids (and their groups) in this set
      * every time: the copy could fall back to a collect that resets the
      * set, forgetting the pairs counted above. */
-    if (nforks && same && s->fork_rids_ok && !rsp__step_forks_grouped(step))
+    if (nforks && same && rsp__same_has(&c->same, &s->same, RSP__SAME_RIDS) &&
+        !rsp__step_forks_grouped(step))
         RSP__MUST_OK(
             rsp__collect_rids_for(c, step, rec, true)); /* copies the kept rids: cannot fail */
     else if (rsp__collect_rids_in_set(c, step))
@@ -380,7 +381,7 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
         if (rsp__row_addresses(&step->rows[i]))
             take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->valid_rows[i].rec,
                         &s->valid_rows[i].hold);
-    s->row_pins = s->num_pinned; /* the rows' pins come first (admit_same) */
+    s->same.row_pins = s->num_pinned; /* the rows' pins come first (admit_same) */
     if (nforks && rsp__step_forks_grouped(step))
         take_forks_grouped(c, step, rec);
     else
@@ -395,23 +396,17 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
 }
 
 /* The same declaration (rows and step-wide forks) as this record's last
- * admit, and no holding appeared or went since, nor a request
- * (c->hold_epoch; a fork or a reset moves generations and has_state, which
- * an admit does not read): every (rid, label) of the rows and fork
+ * admit, whose pins same.h still holds (ADMIT: no holding appeared or went
+ * since, nor a request; a fork or a reset moves generations and has_state,
+ * which an admit does not read): every (rid, label) of the rows and fork
  * targets is held by the slot that admit pinned, every rid has its
  * record, nothing is fresh. So the admit is: open the record and pin
  * those slots again, in the same order (design.md "Same declaration"). */
-static bool admit_is_same(const rsp__core *c, const rsp_step *step, const rsp__steprec *s,
-                          bool fresh, bool same)
+static bool admit_is_same(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool fresh,
+                          bool same)
 {
-    if (c->fast_off || !fresh || !same || !s->admit_ok || s->admit_hold_epoch != c->hold_epoch ||
-        step->capture || step->num_restores || step->num_checkpoints ||
-        step->num_pre_forks != s->num_apre || step->num_post_forks != s->num_apost)
-        return false;
-    return (!step->num_pre_forks ||
-            !memcmp(step->pre_forks, s->aforks, step->num_pre_forks * sizeof *s->aforks)) &&
-           (!step->num_post_forks || !memcmp(step->post_forks, s->aforks + step->num_pre_forks,
-                                             step->num_post_forks * sizeof *s->aforks));
+    return fresh && same && !step->capture && !step->num_restores && !step->num_checkpoints &&
+           rsp__same_has(&c->same, &s->same, RSP__SAME_ADMIT) && rsp__fork_kept(c, s, step);
 }
 
 /* Keep what admit_is_same compares and admit_same repeats, after a fresh
@@ -419,39 +414,41 @@ static bool admit_is_same(const rsp__core *c, const rsp_step *step, const rsp__s
  * the forks it keeps nothing: never fails. */
 static void admit_keep(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool fresh)
 {
+    rsp__same *m = &s->same;
     uint32_t nforks = step->num_pre_forks + step->num_post_forks;
-    s->admit_ok = fresh && !step->capture && !rsp__step_forks_grouped(step) &&
-                  !rsp__grow((void **)&s->aforks, &s->cap_aforks, nforks, sizeof *s->aforks);
-    s->admit_pins = s->num_pinned;
-    s->admit_epoch = c->epoch;
-    s->admit_hold_epoch = c->hold_epoch;
-    s->fp_ok = false; /* resolved for the forks it had */
-    s->num_apre = step->num_pre_forks;
-    s->num_apost = step->num_post_forks;
-    if (s->admit_ok && step->num_pre_forks)
-        memcpy(s->aforks, step->pre_forks, step->num_pre_forks * sizeof *s->aforks);
-    if (s->admit_ok && step->num_post_forks)
-        memcpy(s->aforks + step->num_pre_forks, step->post_forks,
-               step->num_post_forks * sizeof *s->aforks);
+    /* The forks it had were resolved for the forks it had. */
+    rsp__same_drop(m, RSP__SAME_FORKS | RSP__SAME_ADMIT | RSP__SAME_PAIRS);
+    if (!fresh || step->capture || rsp__step_forks_grouped(step) ||
+        rsp__grow((void **)&m->aforks, &m->cap_aforks, nforks, sizeof *m->aforks))
+        return;
+    m->admit_pins = s->num_pinned;
+    m->num_apre = step->num_pre_forks;
+    m->num_apost = step->num_post_forks;
+    if (step->num_pre_forks)
+        memcpy(m->aforks, step->pre_forks, step->num_pre_forks * sizeof *m->aforks);
+    if (step->num_post_forks)
+        memcpy(m->aforks + step->num_pre_forks, step->post_forks,
+               step->num_post_forks * sizeof *m->aforks);
+    rsp__same_keep(&c->same, m, RSP__SAME_FORKS | RSP__SAME_ADMIT);
 }
 
 static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_admit_outcome *out)
 {
     open_record(c, step, rec);
     rsp__steprec *s = &c->steps[rec];
-    RSP__ASSERT(s->admit_pins <= s->cap_pinned);
-    if (c->ghost == rec && c->ghost_pins == s->admit_pins) {
-        c->ghost = RSP__NONE; /* its commit left exactly these pins set */
-        c->fast.adopted++;
+    const rsp__same *m = &s->same;
+    RSP__ASSERT(m->admit_pins <= s->cap_pinned);
+    if (rsp__same_adopt(&c->same, rec, m->admit_pins)) {
+        c->fast.adopted++; /* its commit left exactly these pins set */
     } else {
-        if (c->ghost != RSP__NONE)
+        if (c->same.ghost != RSP__NONE)
             rsp__ghost_clear(c);
         uint64_t bit = 1ull << rec;
         rsp__slot *slots = c->slots;
         const uint32_t *pinned = s->pinned;
-        for (uint32_t i = 0; i < s->admit_pins; i++)
+        for (uint32_t i = 0; i < m->admit_pins; i++)
             slots[pinned[i]].pins |= bit; /* distinct slots, none pinned by rec yet */
-        for (uint32_t i = 0; i < s->row_pins; i++)
+        for (uint32_t i = 0; i < m->row_pins; i++)
             slots[pinned[i]].writes |= bit; /* the rows' slots (admit_apply) */
     }
     /* The post-fork targets, marked again (their commit cleared them). */
@@ -459,8 +456,7 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
         c->slots[s->post_slots[i]].post_to |= 1ull << rec;
     if (s->num_post_slots)
         c->post_mask |= 1ull << rec;
-    s->num_pinned = s->admit_pins;
-    s->admit_epoch = c->epoch;
+    s->num_pinned = m->admit_pins;
     /* The declaration kept by the last admit (its forks: the same),
      * without the takes and restores this path never has. */
     s->num_dtakes = s->num_drest = 0;
@@ -503,7 +499,7 @@ static void rows_restore(rsp__core *c, uint32_t rec, const saved_rows *k)
 {
     rsp_step back = {.rows = k->rows, .num_rows = k->n};
     RSP__MUST_OK(rsp__step_keep_rows(c, rec, &back, false));
-    c->steps[rec].fork_rids_ok = false;
+    rsp__same_drop(&c->steps[rec].same, RSP__SAME_RIDS);
 }
 
 /* Count, reserve, apply: the general path of an admit whose record holds
@@ -565,7 +561,7 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         admit_same(c, step, rec, out);
         return RSP_OK;
     }
-    if (c->ghost != RSP__NONE)
+    if (c->same.ghost != RSP__NONE)
         rsp__ghost_clear(c); /* nothing adopts it: it goes as at any other call */
     saved_rows k;
     if (rows_save(s, fresh, same, &k) || rsp__step_keep_rows(c, rec, step, same)) {

@@ -111,7 +111,7 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the core");
     c->layout = lay;
     c->max_inflight = inflight;
-    c->ghost = RSP__NONE;
+    c->same.ghost = RSP__NONE;
     /* Zero pages touched as slots are used (util/mem.h): creation and
      * destruction cost the same for any max_slots. */
     c->slots = rsp__lazy_calloc(lay.max_slots, sizeof *c->slots);
@@ -174,15 +174,8 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].dforks);
             free(c->steps[i].dtakes);
             free(c->steps[i].drest);
-            free(c->steps[i].fork_rids);
-            free(c->steps[i].fork_rid_recs);
             free(c->steps[i].raw);
-            free(c->steps[i].aforks);
-            free(c->steps[i].fpairs);
-            free(c->steps[i].fork_pair_recs);
-            free(c->steps[i].pc_slots);
-            free(c->steps[i].pc_has);
-            free(c->steps[i].pc_gens);
+            rsp__same_free(&c->steps[i].same);
         }
     free(c->steps);
     rsp__lazy_free(c->slots, c->layout.max_slots, sizeof *c->slots);
@@ -365,14 +358,12 @@ rsp__hold *rsp__hold_lookup_slow(rsp__core *c, rsp_rid rid, rsp_label_id label, 
 
 void rsp__core_set_fast(rsp__core *c, bool on)
 {
-    c->fast_off = !on;
+    c->same.off = !on;
 }
 
 void rsp__core_rows_fixed(rsp__core *c, bool on)
 {
-    c->rows_fixed = on;
-    c->memo_rows = NULL;
-    c->memo_step = NULL;
+    rsp__same_fix_rows(&c->same, on);
 }
 
 rsp__fast_counts rsp__core_fast_counts(const rsp__core *c)
@@ -442,7 +433,7 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     r->num_holds--;
     c->num_holdings--;
     c->held--;
-    RSP__ASSERT(c->ghost == RSP__NONE); /* a lingering pin would read as a step's */
+    RSP__ASSERT(c->same.ghost == RSP__NONE); /* a lingering pin would read as a step's */
     if (c->slots[slot].pins) {
         /* A forward in flight may still write it: zero and free it when the
          * last step addressing it ends (commit or rollback, after its WAIT). */
@@ -703,18 +694,18 @@ uint32_t rsp__core_free_order(const rsp__core *c, uint32_t *out, uint32_t cap)
     return c->free_top;
 }
 
-/* The lingering pins of a committed record (c->ghost) go: no call other
+/* The lingering pins of a committed record (c->same.ghost) go: no call other
  * than its same-declaration admit may see them (rsp__op_begin). O(pins). */
 void rsp__ghost_clear(rsp__core *c)
 {
-    uint32_t rec = c->ghost;
+    uint32_t rec = c->same.ghost;
     uint64_t bit = 1ull << rec;
     rsp__slot *slots = c->slots;
     const uint32_t *pinned = c->steps[rec].pinned;
     RSP__ASSERT(!c->steps[rec].used);
-    for (uint32_t i = 0; i < c->ghost_pins; i++) {
+    for (uint32_t i = 0; i < c->same.ghost_pins; i++) {
         slots[pinned[i]].pins &= ~bit;
         slots[pinned[i]].writes &= ~bit;
     }
-    c->ghost = RSP__NONE;
+    c->same.ghost = RSP__NONE;
 }

@@ -80,17 +80,18 @@ rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
 
 rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same)
 {
-    const rsp__steprec *s = &c->steps[rec];
+    rsp__steprec *s = &c->steps[rec];
     /* The kept rids carry no groups ("same rows" does not compare them):
      * a grouped step collects its rids and groups every time. */
-    if (same && s->fork_rids_ok && !step->capture &&
+    if (same && rsp__same_has(&c->same, &s->same, RSP__SAME_RIDS) && !step->capture &&
         (step->num_pre_forks || step->num_post_forks) && !rsp__step_forks_grouped(step)) {
         /* c->rids held these once, so it has room for them. */
-        if (s->num_fork_rids) {
-            memcpy(c->rids, s->fork_rids, s->num_fork_rids * sizeof *c->rids);
-            memcpy(c->rid_recs, s->fork_rid_recs, s->num_fork_rids * sizeof *c->rid_recs);
+        const rsp__same *m = &s->same;
+        if (m->num_fork_rids) {
+            memcpy(c->rids, m->fork_rids, m->num_fork_rids * sizeof *c->rids);
+            memcpy(c->rid_recs, m->fork_rid_recs, m->num_fork_rids * sizeof *c->rid_recs);
         }
-        c->num_rids = s->num_fork_rids;
+        c->num_rids = m->num_fork_rids;
         c->rids_rec = rec;
         c->fpairs = NULL;
         return RSP_OK;
@@ -105,60 +106,62 @@ static uint32_t hold_index(const rsp__req *r, rsp_label_id label)
     return h ? (uint32_t)(h - rsp__req_holds((rsp__req *)r)) : RSP__NONE;
 }
 
-/* Are step's forks the step-wide ones record s's admit kept? */
-static bool kept_forks(const rsp__steprec *s, const rsp_step *step)
+/* Are step's forks the step-wide ones record s's admit kept (FORKS)? */
+bool rsp__fork_kept(rsp__core *c, rsp__steprec *s, const rsp_step *step)
 {
+    const rsp__same *m = &s->same;
     uint32_t npre = step->num_pre_forks, npost = step->num_post_forks;
-    return s->admit_ok && npre == s->num_apre && npost == s->num_apost &&
-           (!npre || !memcmp(step->pre_forks, s->aforks, npre * sizeof *s->aforks)) &&
-           (!npost || !memcmp(step->post_forks, s->aforks + npre, npost * sizeof *s->aforks));
+    return rsp__same_has(&c->same, &s->same, RSP__SAME_FORKS) && npre == m->num_apre &&
+           npost == m->num_apost &&
+           (!npre || !memcmp(step->pre_forks, m->aforks, npre * sizeof *m->aforks)) &&
+           (!npost || !memcmp(step->post_forks, m->aforks + npre, npost * sizeof *m->aforks));
 }
 
 void rsp__fork_pairs_prepare(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
+    rsp__same *m = &s->same;
     uint32_t nf = step->num_pre_forks + step->num_post_forks;
     c->fpairs = NULL;
-    if (c->fast_off || !nf || c->rids_rec != rec || !kept_forks(s, step))
+    if (c->same.off || (RSP_SAME_DROP & RSP__SAME_PAIRS) || !nf || c->rids_rec != rec ||
+        !rsp__fork_kept(c, s, step))
         return;
-    if (!s->fp_ok || s->fp_hold_epoch != c->hold_epoch) {
+    if (!rsp__same_has(&c->same, m, RSP__SAME_PAIRS)) {
         uint64_t n = (uint64_t)c->num_rids * nf;
-        if (rsp__grow((void **)&s->fpairs, &s->cap_fpairs, n, sizeof *s->fpairs) ||
-            rsp__grow((void **)&s->fork_pair_recs, &s->cap_fork_pair_recs, c->num_rids,
-                      sizeof *s->fork_pair_recs)) {
-            s->fp_ok = false;
+        if (rsp__grow((void **)&m->fpairs, &m->cap_fpairs, n, sizeof *m->fpairs) ||
+            rsp__grow((void **)&m->fork_pair_recs, &m->cap_fork_pair_recs, c->num_rids,
+                      sizeof *m->fork_pair_recs))
             return; /* found per rid and fork instead */
-        }
         for (uint32_t k = 0; k < c->num_rids; k++) {
             const rsp__req *r = rsp__rid_req(c, k);
-            s->fork_pair_recs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
+            m->fork_pair_recs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
             for (uint32_t i = 0; i < nf; i++) {
-                const rsp_fork *f = &s->aforks[i];
-                s->fpairs[k * nf + i] = (rsp__fpair){hold_index(r, f->from), hold_index(r, f->to)};
+                const rsp_fork *f = &m->aforks[i];
+                m->fpairs[k * nf + i] = (rsp__fpair){hold_index(r, f->from), hold_index(r, f->to)};
             }
         }
-        s->fp_ok = true;
-        s->fp_hold_epoch = c->hold_epoch;
-        s->fp_marks = RSP__NONE;
+        m->fp_marks = RSP__NONE;
+        rsp__same_keep(&c->same, m, RSP__SAME_PAIRS);
     }
-    c->fpairs = s->fpairs;
-    c->fork_pair_recs = s->fork_pair_recs;
+    c->fpairs = m->fpairs;
+    c->fork_pair_recs = m->fork_pair_recs;
     c->fast.fork_pairs++;
 }
 
 void rsp__keep_rids(rsp__core *c, rsp__steprec *s)
 {
-    s->fork_rids_ok = false;
-    if (rsp__grow((void **)&s->fork_rids, &s->cap_fork_rids, c->num_rids, sizeof *s->fork_rids) ||
-        rsp__grow((void **)&s->fork_rid_recs, &s->cap_fork_rid_recs, c->num_rids,
-                  sizeof *s->fork_rid_recs))
+    rsp__same *m = &s->same;
+    rsp__same_drop(m, RSP__SAME_RIDS);
+    if (rsp__grow((void **)&m->fork_rids, &m->cap_fork_rids, c->num_rids, sizeof *m->fork_rids) ||
+        rsp__grow((void **)&m->fork_rid_recs, &m->cap_fork_rid_recs, c->num_rids,
+                  sizeof *m->fork_rid_recs))
         return;
     if (c->num_rids) { /* memcpy of NULL is undefined even for 0 bytes */
-        memcpy(s->fork_rids, c->rids, c->num_rids * sizeof *s->fork_rids);
-        memcpy(s->fork_rid_recs, c->rid_recs, c->num_rids * sizeof *s->fork_rid_recs);
+        memcpy(m->fork_rids, c->rids, c->num_rids * sizeof *m->fork_rids);
+        memcpy(m->fork_rid_recs, c->rid_recs, c->num_rids * sizeof *m->fork_rid_recs);
     }
-    s->num_fork_rids = c->num_rids;
-    s->fork_rids_ok = true;
+    m->num_fork_rids = c->num_rids;
+    rsp__same_keep(&c->same, m, RSP__SAME_RIDS);
 }
 
 rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
@@ -213,7 +216,7 @@ __attribute__((always_inline)) static inline void fork_one(rsp__core *c, const r
  * the generation and the epoch by one. */
 static inline void forks_done(rsp__core *c, uint64_t gen)
 {
-    c->epoch += gen - c->generation;
+    rsp__same_holdings_changed_n(&c->same, gen - c->generation);
     c->generation = gen;
 }
 
@@ -424,18 +427,19 @@ static inline void mark_slot(rsp__slot *slots, uint32_t slot, uint64_t bit, uint
 
 /* rsp__mark_post_forks through the resolved forks (c->fpairs). The slots
  * are the ones the last marks of these resolved forks had, if known
- * (fp_marks): no slot carries rec's bit now (a step's marks go at its
+ * (same.fp_marks): no slot carries rec's bit now (a step's marks go at its
  * end, a released slot loses all), so setting the bits again gives the
  * same list. */
 static uint32_t mark_pairs(rsp__core *c, const rsp_step *step, rsp__steprec *s, uint64_t bit)
 {
     rsp__slot *slots = c->slots;
     uint32_t *fslots = s->fslots;
-    if (s->fp_marks != RSP__NONE) {
-        RSP__ASSERT(s->fp_marks <= s->cap_fslots);
-        for (uint32_t j = 0; j < s->fp_marks; j++)
+    uint32_t known = s->same.fp_marks;
+    if (known != RSP__NONE) {
+        RSP__ASSERT(known <= s->cap_fslots);
+        for (uint32_t j = 0; j < known; j++)
             slots[fslots[j]].fork_pins |= bit;
-        return s->fp_marks;
+        return known;
     }
     uint32_t npre = step->num_pre_forks, npost = step->num_post_forks, nf = npre + npost;
     uint32_t n = 0, nrids = c->num_rids;
@@ -465,15 +469,15 @@ void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
     if (step->capture)
         return;
     if (rsp__forks_grouped(step->post_forks, step->num_post_forks)) {
-        s->fp_marks = RSP__NONE;
+        s->same.fp_marks = RSP__NONE;
         mark_grouped(c, step, s, bit);
         return;
     }
     if (c->fpairs) {
-        s->num_fslots = s->fp_marks = mark_pairs(c, step, s, bit);
+        s->num_fslots = s->same.fp_marks = mark_pairs(c, step, s, bit);
         return;
     }
-    s->fp_marks = RSP__NONE; /* fslots are written below */
+    s->same.fp_marks = RSP__NONE; /* fslots are written below */
     for (uint32_t k = 0; k < c->num_rids; k++)
         for (uint32_t i = 0; i < step->num_post_forks; i++) {
             uint32_t from = rid_slot_of(c, k, step->post_forks[i].from);

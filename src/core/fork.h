@@ -68,10 +68,14 @@ rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any);
 void rsp__apply_forks(rsp__core *c, const rsp_step *step, bool post, uint64_t avoid, bool skips,
                       rsp__work *w);
 
+/* Are step's forks the step-wide ones record s's last admit kept (same.h
+ * FORKS)? O(forks). */
+bool rsp__fork_kept(rsp__core *c, rsp__steprec *s, const rsp_step *step);
+
 /* Point c->fpairs at record rec's resolved forks when c->rids are the
  * record's kept rids and step's forks the step-wide ones its admit kept:
  * resolved again only when a holding or request came or went since
- * (c->hold_epoch), so a steady fork step finds its (rid, fork) holdings
+ * (same.h PAIRS), so a steady fork step finds its (rid, fork) holdings
  * without a lookup. Else c->fpairs = NULL (found per rid and fork). Call
  * it after collecting c->rids, before the first change (it may allocate;
  * without memory it leaves c->fpairs NULL). O(1), O(rids x (forks +

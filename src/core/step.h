@@ -39,7 +39,7 @@ _Static_assert(offsetof(rsp_row, padding) == 16 && offsetof(rsp_row, skip_post_f
  * fork_group is not compared (a grouped step collects and checks its
  * groups on every call: fork.h). Inline: every admit, plan and commit of
  * a steady step runs it over all rows. O(rows). */
-static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *step)
+static inline bool rsp__step_same_rows(rsp__core *c, rsp__steprec *s, const rsp_step *step)
 {
     if (s->num_valid_rows != step->num_rows)
         return false;
@@ -47,7 +47,8 @@ static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *st
         return true;
     /* One block first (the steady step: the caller passes the same array
      * again); rows equal as bytes are equal field by field. */
-    if (s->raw_ok && memcmp(step->rows, s->raw, (size_t)step->num_rows * sizeof *s->raw) == 0)
+    if (rsp__same_has(&c->same, &s->same, RSP__SAME_RAW) &&
+        memcmp(step->rows, s->raw, (size_t)step->num_rows * sizeof *s->raw) == 0)
         return true;
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *a = &step->rows[i];
@@ -64,16 +65,11 @@ static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *st
  * O(1) remembered. */
 static inline bool rsp__step_rows_same(rsp__core *c, uint32_t rec, const rsp_step *step)
 {
-    if (c->memo_rows && step->rows == c->memo_rows && step->num_rows == c->memo_n &&
-        rec == c->memo_rec)
+    if (rsp__same_rows_known(&c->same, step->rows, step->num_rows, rec))
         return true;
-    if (!rsp__step_same_rows(&c->steps[rec], step))
+    if (!rsp__step_same_rows(c, &c->steps[rec], step))
         return false;
-    if (c->rows_fixed) {
-        c->memo_rows = step->rows;
-        c->memo_n = step->num_rows;
-        c->memo_rec = rec;
-    }
+    rsp__same_rows_found(&c->same, step->rows, step->num_rows, rec);
     return true;
 }
 
