@@ -152,32 +152,16 @@ static void need_pair(rsp__core *c, admit_need *n, const rsp__req *r, rsp_rid ri
         n->spills++;
 }
 
-/* Would (c->rids[k], label) take a fresh slot? */
-static void need_fork(rsp__core *c, admit_need *n, uint32_t k, rsp_label_id label)
+/* Would the fork's target (c->rids[k], f->to) take a fresh slot? An
+ * rsp__fork_each visitor (ctx: the admit_need). */
+static bool need_fork(rsp__core *c, void *ctx, uint32_t k, const rsp_fork *f, uint32_t i, bool pre)
 {
+    (void)i;
+    (void)pre;
     rsp__req *r = rsp__rid_req(c, k);
-    if (r && rsp__hold_find(r, label))
-        return;
-    need_pair(c, n, r, c->rids[k], label);
-}
-
-/* need_fork for the forks of each rid's group (per-rid forks), in the
- * order of the step-wide form. need_fork's body is repeated, not called:
- * a second caller costs its step-wide calls an instruction each. */
-RSP__GROUPED static void need_forks_grouped(rsp__core *c, const rsp_step *step, admit_need *n)
-{
-    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
-    for (uint32_t k = 0; k < c->num_rids; k++)
-        for (uint32_t i = 0; i < nforks; i++) {
-            bool pre = i < step->num_pre_forks;
-            const rsp_fork *f =
-                pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
-            if (!rsp__fork_applies(f, c->rid_groups[k]))
-                continue;
-            rsp__req *r = rsp__rid_req(c, k);
-            if (!r || !rsp__hold_find(r, f->to))
-                need_pair(c, n, r, c->rids[k], f->to);
-        }
+    if (!r || !rsp__hold_find(r, f->to))
+        need_pair(c, ctx, r, c->rids[k], f->to);
+    return true;
 }
 
 /* Distinct labels a request may gain in this step: rows' and forks' targets. */
@@ -235,17 +219,7 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
             rsp__collect_rids_for(c, step, rec, true)); /* copies the kept rids: cannot fail */
     else if (rsp__collect_rids_in_set(c, step))
         return RSP_ENOMEM;
-    /* Asked again, not kept across the calls above: a flag live across
-     * them costs the step-wide loop below a register. */
-    if (nforks && rsp__step_forks_grouped(step))
-        need_forks_grouped(c, step, n);
-    else
-        for (uint32_t k = 0; k < c->num_rids; k++) {
-            for (uint32_t i = 0; i < step->num_pre_forks; i++)
-                need_fork(c, n, k, step->pre_forks[i].to);
-            for (uint32_t i = 0; i < step->num_post_forks; i++)
-                need_fork(c, n, k, step->post_forks[i].to);
-        }
+    (void)rsp__fork_each(c, step, true, true, need_fork, n);
     return RSP_OK;
 }
 
@@ -306,40 +280,22 @@ static void mark_post(rsp__core *c, uint32_t rec, uint32_t slot)
     s->post_slots[s->num_post_slots++] = slot;
 }
 
-/* take_hinted for a forking rid c->rids[k]; its record exists (ingest). */
-static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label, bool post)
+/* take_hinted for a fork's target (c->rids[k], f->to), marked when a
+ * post-fork's; the rid's record exists (ingest). An rsp__fork_each visitor
+ * (ctx: the record index). */
+static bool take_fork(rsp__core *c, void *ctx, uint32_t k, const rsp_fork *f, uint32_t i, bool pre)
 {
+    (void)i;
+    uint32_t rec = *(const uint32_t *)ctx;
     rsp__req *r = rsp__rid_req(c, k);
     RSP__ASSERT(r != NULL);
-    rsp__hold *h = rsp__hold_find(r, label);
+    rsp__hold *h = rsp__hold_find(r, f->to);
     if (!h)
-        h = rsp__step_take_fresh(c, rec, r, label);
+        h = rsp__step_take_fresh(c, rec, r, f->to);
     rsp__pin(c, rec, h->slot);
-    if (post)
+    if (!pre)
         mark_post(c, rec, h->slot);
-}
-
-/* take_rid for the forks of each rid's group (per-rid forks), in the
- * order of the step-wide form; take_rid's body repeated (as above). */
-RSP__GROUPED static void take_forks_grouped(rsp__core *c, const rsp_step *step, uint32_t rec)
-{
-    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
-    for (uint32_t k = 0; k < c->num_rids; k++)
-        for (uint32_t i = 0; i < nforks; i++) {
-            bool pre = i < step->num_pre_forks;
-            const rsp_fork *f =
-                pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
-            if (!rsp__fork_applies(f, c->rid_groups[k]))
-                continue;
-            rsp__req *r = rsp__rid_req(c, k);
-            RSP__ASSERT(r != NULL);
-            rsp__hold *h = rsp__hold_find(r, f->to);
-            if (!h)
-                h = rsp__step_take_fresh(c, rec, r, f->to);
-            rsp__pin(c, rec, h->slot);
-            if (!pre)
-                mark_post(c, rec, h->slot);
-        }
+    return true;
 }
 
 /* Open record rec for a step not in flight yet. */
@@ -382,15 +338,7 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
             take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->valid_rows[i].rec,
                         &s->valid_rows[i].hold);
     s->same.row_pins = s->num_pinned; /* the rows' pins come first (admit_same) */
-    if (nforks && rsp__step_forks_grouped(step))
-        take_forks_grouped(c, step, rec);
-    else
-        for (uint32_t k = 0; k < c->num_rids; k++) {
-            for (uint32_t i = 0; i < step->num_pre_forks; i++)
-                take_rid(c, rec, k, step->pre_forks[i].to, false);
-            for (uint32_t i = 0; i < step->num_post_forks; i++)
-                take_rid(c, rec, k, step->post_forks[i].to, true);
-        }
+    (void)rsp__fork_each(c, step, true, true, take_fork, &rec);
     if (nforks)
         rsp__keep_rids(c, s); /* with the records the takes found; never fails */
 }

@@ -37,12 +37,6 @@
 #include "util/assert.h"
 #include "work_impl.h"
 
-/* The per-rid (grouped) variants of the fork loops: kept out of line, so
- * the step-wide loops they sit beside compile as they did before groups
- * existed (inlined, they cost the step-wide fork step register pressure
- * and lost inlining). */
-#define RSP__GROUPED __attribute__((noinline))
-
 /* At most 64 steps in flight: a slot's pins are one bit per step record. */
 #define RSP__MAX_INFLIGHT 64u
 #define RSP__DEFAULT_INFLIGHT 4u

@@ -262,8 +262,7 @@ static inline void rsp__same_plan_kept(const rsp__same_pool *g, rsp__same *m, bo
 
 /* May a commit of record rec leave its num_pinned pins set for the next
  * call (its admit kept them: ADMIT, and no pin was added since)? */
-static inline bool rsp__same_may_linger(const rsp__same_pool *g, rsp__same *m,
-                                        uint32_t num_pinned)
+static inline bool rsp__same_may_linger(const rsp__same_pool *g, rsp__same *m, uint32_t num_pinned)
 {
     return !(RSP_SAME_DROP & RSP__SAME_DROP_GHOST) && rsp__same_has(g, m, RSP__SAME_ADMIT) &&
            num_pinned == m->admit_pins;
