@@ -319,7 +319,7 @@ static void req_forget_at(rsp__core *c, rsp__req *r, uint32_t at)
     uint32_t rec = (uint32_t)(r - c->reqs);
     RSP__ASSERT(c->table.t[at].val == rec && c->table.t[at].key == r->rid);
     rsp__map_del_at(&c->table, at);
-    rsp__hepoch_bump(c); /* a later admit of its rid ingests again */
+    rsp__holders_changed(c); /* a later admit of its rid ingests again */
     r->live = false;
     r->next_free = c->free_rec;
     c->free_rec = rec;
@@ -398,7 +398,7 @@ rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label)
         r->cap_holds = RSP_MAX_LABELS;
     }
     RSP__ASSERT(c->free_top > 0);
-    rsp__hepoch_bump(c); /* a holding appears */
+    rsp__holders_changed(c); /* a holding appears */
     uint32_t slot = free_pop(c);
     c->slots[slot].state = RSP__SLOT_HELD;
     c->held++;
@@ -428,7 +428,7 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     rsp__hold *h = rsp__req_holds(r);
     uint32_t slot = h[i].slot;
     RSP__ASSERT(i < r->num_holds && c->num_holdings > 0 && c->held > 0);
-    rsp__hepoch_bump(c); /* the holding goes; the later ones move down */
+    rsp__holders_changed(c); /* the holding goes; the later ones move down */
     memmove(&h[i], &h[i + 1], (r->num_holds - i - 1) * sizeof *h);
     r->num_holds--;
     c->num_holdings--;

@@ -544,7 +544,7 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w);
 /* Release a slot that is no longer held by anyone: zero and push. */
 void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w);
 /* A holding changed (same.h: the caches that depend on it). */
-static inline void rsp__epoch_bump(rsp__core *c)
+static inline void rsp__holdings_changed(rsp__core *c)
 {
     rsp__same_holdings_changed(&c->same);
 }
@@ -552,7 +552,7 @@ static inline void rsp__epoch_bump(rsp__core *c)
  * every fork of every rid takes one. */
 static inline uint64_t rsp__next_generation(rsp__core *c)
 {
-    rsp__epoch_bump(c);
+    rsp__holdings_changed(c);
     return ++c->generation;
 }
 /* Set or clear a slot's zero_pending, keeping c->zero_pendings (while it
@@ -563,7 +563,7 @@ static inline void rsp__zero_pending(rsp__core *c, rsp__slot *sl, bool on)
     sl->zero_pending = on;
 }
 /* A holding appeared or went, or a request did (same.h). */
-static inline void rsp__hepoch_bump(rsp__core *c)
+static inline void rsp__holders_changed(rsp__core *c)
 {
     rsp__same_holders_changed(&c->same);
 }

@@ -469,7 +469,7 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
             sl->took_zero &= ~bit;
             if (rollback && sl->state == RSP__SLOT_HELD) {
                 rsp__zero_pending(c, sl, true); /* its forward's write does not count */
-                rsp__epoch_bump(c);             /* a later plan takes the zero over */
+                rsp__holdings_changed(c);       /* a later plan takes the zero over */
             }
         }
         sl->writes &= ~bit;
