@@ -364,7 +364,7 @@ static void admit_keep(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool
 {
     rsp__same *m = &s->same;
     uint32_t nforks = step->num_pre_forks + step->num_post_forks;
-    /* The forks it had were resolved for the forks it had. */
+    /* What it kept was its last admit's (PAIRS: resolved for those forks). */
     rsp__same_drop(m, RSP__SAME_FORKS | RSP__SAME_ADMIT | RSP__SAME_PAIRS);
     if (!fresh || step->capture || rsp__step_forks_grouped(step) ||
         rsp__grow((void **)&m->aforks, &m->cap_aforks, nforks, sizeof *m->aforks))
