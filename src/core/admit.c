@@ -358,25 +358,16 @@ static bool admit_is_same(rsp__core *c, const rsp_step *step, rsp__steprec *s, b
 }
 
 /* Keep what admit_is_same compares and admit_same repeats, after a fresh
- * admit of record s (plain or with step-wide forks). Without memory for
- * the forks it keeps nothing: never fails. */
+ * admit of record s (plain or with step-wide forks) kept its declaration
+ * (rsp__step_keep_decl: the forks compared are its dforks). */
 static void admit_keep(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool fresh)
 {
     rsp__same *m = &s->same;
-    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
     /* What it kept was its last admit's (PAIRS: resolved for those forks). */
     rsp__same_drop(m, RSP__SAME_FORKS | RSP__SAME_ADMIT | RSP__SAME_PAIRS);
-    if (!fresh || step->capture || rsp__step_forks_grouped(step) ||
-        rsp__grow((void **)&m->aforks, &m->cap_aforks, nforks, sizeof *m->aforks))
+    if (!fresh || step->capture || rsp__step_forks_grouped(step))
         return;
     m->admit_pins = s->num_pinned;
-    m->num_apre = step->num_pre_forks;
-    m->num_apost = step->num_post_forks;
-    if (step->num_pre_forks)
-        memcpy(m->aforks, step->pre_forks, step->num_pre_forks * sizeof *m->aforks);
-    if (step->num_post_forks)
-        memcpy(m->aforks + step->num_pre_forks, step->post_forks,
-               step->num_post_forks * sizeof *m->aforks);
     rsp__same_keep(&c->same, m, RSP__SAME_FORKS | RSP__SAME_ADMIT);
 }
 
@@ -486,8 +477,8 @@ static rsp_status admit_general(rsp__core *c, const rsp_step *step, uint32_t rec
         admit_apply(c, step, rec, n.new_rids != 0);
     if (step->num_restores)
         rsp__ck_pin_restores(c, step, rec); /* keys checked, pins reserved */
-    admit_keep(c, step, s, fresh);
     rsp__step_keep_decl(s, step);
+    admit_keep(c, step, s, fresh);
     out->ok = true;
     out->free = c->free_top;
     return RSP_OK;

@@ -106,15 +106,15 @@ static uint32_t hold_index(const rsp__req *r, rsp_label_id label)
     return h ? (uint32_t)(h - rsp__req_holds((rsp__req *)r)) : RSP__NONE;
 }
 
-/* Are step's forks the step-wide ones record s's admit kept (FORKS)? */
+/* Are step's forks the step-wide ones record s's plain admit kept (its
+ * declaration's dforks, while same.h keeps FORKS)? */
 bool rsp__fork_kept(rsp__core *c, rsp__steprec *s, const rsp_step *step)
 {
-    const rsp__same *m = &s->same;
     uint32_t npre = step->num_pre_forks, npost = step->num_post_forks;
-    return rsp__same_has(&c->same, &s->same, RSP__SAME_FORKS) && npre == m->num_apre &&
-           npost == m->num_apost &&
-           (!npre || !memcmp(step->pre_forks, m->aforks, npre * sizeof *m->aforks)) &&
-           (!npost || !memcmp(step->post_forks, m->aforks + npre, npost * sizeof *m->aforks));
+    return rsp__same_has(&c->same, &s->same, RSP__SAME_FORKS) && npre == s->num_dpre &&
+           npost == s->num_dpost &&
+           (!npre || !memcmp(step->pre_forks, s->dforks, npre * sizeof *s->dforks)) &&
+           (!npost || !memcmp(step->post_forks, s->dforks + npre, npost * sizeof *s->dforks));
 }
 
 void rsp__fork_pairs_prepare(rsp__core *c, const rsp_step *step, uint32_t rec)
@@ -136,7 +136,7 @@ void rsp__fork_pairs_prepare(rsp__core *c, const rsp_step *step, uint32_t rec)
             const rsp__req *r = rsp__rid_req(c, k);
             m->fork_pair_recs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
             for (uint32_t i = 0; i < nf; i++) {
-                const rsp_fork *f = &m->aforks[i];
+                const rsp_fork *f = &s->dforks[i];
                 m->fpairs[k * nf + i] = (rsp__fpair){hold_index(r, f->from), hold_index(r, f->to)};
             }
         }

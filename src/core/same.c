@@ -10,7 +10,6 @@ void rsp__same_free(rsp__same *m)
 {
     free(m->fork_rids);
     free(m->fork_rid_recs);
-    free(m->aforks);
     free(m->fpairs);
     free(m->fork_pair_recs);
     free(m->pc_slots);

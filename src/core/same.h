@@ -29,8 +29,9 @@
  *   cached (bit)        what it is                    depends on / dropped by
  *   RAW      raw rows   rows compare as one memcmp    rows (none says skip)
  *   RIDS     fork_rids  the rows' forking rids        rows
- *   FORKS    aforks     the last admit's step-wide    rows; an admit with
- *                       forks (plain, not capture)    other forks
+ *   FORKS    (dforks)   the record's admitted forks   rows; an admit that
+ *                       are a plain admit's, step-    is not one (capture,
+ *                       wide                          groups, a re-admit)
  *   ADMIT    pins       the slots that admit pinned   FORKS; hold_epoch;
  *                       (rows first: row_pins)        a lost writes bit
  *                                                     (rsp__same_writes_lost)
@@ -130,14 +131,11 @@ typedef struct rsp__same {
     rsp_rid *fork_rids;
     uint32_t *fork_rid_recs;
     uint32_t num_fork_rids, cap_fork_rids, cap_fork_rid_recs;
-    /* FORKS: that admit's step-wide forks, pre-forks first. */
-    rsp_fork *aforks;
-    uint32_t num_apre, num_apost, cap_aforks;
     /* ADMIT: the record's pinned[0 .. admit_pins) (the list outlives the
      * step), its rows' slots first, [0 .. row_pins) (writes bits). */
     uint32_t admit_pins, row_pins;
     /* PAIRS: per fork_rids[k] its record (fork_pair_recs) and per fork of
-     * aforks its holdings (fpairs, k-major); fp_marks: the record's
+     * the record's dforks its holdings (fpairs, k-major); fp_marks: the record's
      * fslots[0 .. fp_marks) are their post-fork marks (RSP__NONE-like
      * UINT32_MAX: not known). */
     rsp__fpair *fpairs;
