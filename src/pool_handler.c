@@ -640,16 +640,10 @@ static rsp_status step_phases(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
     return undo_admit(p, m, r, changed, st, then);
 }
 
-/* The message's arrays are its own (rsp_post copies them) and stay as
- * they are while it is handled: the core compares the rows its commit,
- * admit and plan share once (rsp__core_rows_fixed). */
 static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     r->committed = r->planned = false; /* a recycled ticket's reply is not cleared */
-    rsp__core_rows_fixed(p->core, true);
-    rsp_status st = step_phases(p, m, r, changed);
-    rsp__core_rows_fixed(p->core, false);
-    return st;
+    return step_phases(p, m, r, changed);
 }
 
 static rsp_status on_build_graph_buffers(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)

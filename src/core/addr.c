@@ -148,7 +148,8 @@ static void lay_out(const rsp__core *c, rsp__addr *a, const uint32_t *lengths, u
 
 /* A staged row's has_state (rsp__inherited_flag): out of line, so the
  * live plan's row loop keeps its registers. */
-RSP__GROUPED static bool staged_flag(const rsp__req *r, const rsp_step *step, const rsp_row *row)
+__attribute__((noinline)) static bool staged_flag(const rsp__req *r, const rsp_step *step,
+                                                  const rsp_row *row)
 {
     return rsp__inherited_flag(r, step->pre_forks, step->num_pre_forks, row->fork_group,
                                row->label);
@@ -231,7 +232,7 @@ bool rsp__build(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, 
     s->num_prows = num_prows;
     s->num_pinned = num_pinned;
     if (!staged)
-        s->plan_all_true = all_has;
+        s->same.plan_all_true = all_has;
     return took;
 }
 

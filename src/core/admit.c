@@ -100,7 +100,7 @@ static rsp_status admit_validate(rsp__core *c, const rsp_step *step, uint32_t *r
     *same = false;
     if (step && (!step->num_rows || step->rows)) { /* else validation says why */
         *rec = admit_record(c, step->step_id);
-        *same = *rec != RSP__NONE && rsp__step_rows_same(c, *rec, step);
+        *same = *rec != RSP__NONE && rsp__step_same_rows(c, &c->steps[*rec], step);
     }
     rsp_status st = rsp__step_validate(c, step, *same, err);
     if (st != RSP_OK)
@@ -152,32 +152,16 @@ static void need_pair(rsp__core *c, admit_need *n, const rsp__req *r, rsp_rid ri
         n->spills++;
 }
 
-/* Would (c->rids[k], label) take a fresh slot? */
-static void need_fork(rsp__core *c, admit_need *n, uint32_t k, rsp_label_id label)
+/* Would the fork's target (c->rids[k], f->to) take a fresh slot? An
+ * rsp__fork_each visitor (ctx: the admit_need). */
+static bool need_fork(rsp__core *c, void *ctx, uint32_t k, const rsp_fork *f, uint32_t i, bool pre)
 {
+    (void)i;
+    (void)pre;
     rsp__req *r = rsp__rid_req(c, k);
-    if (r && rsp__hold_find(r, label))
-        return;
-    need_pair(c, n, r, c->rids[k], label);
-}
-
-/* need_fork for the forks of each rid's group (per-rid forks), in the
- * order of the step-wide form. need_fork's body is repeated, not called:
- * a second caller costs its step-wide calls an instruction each. */
-RSP__GROUPED static void need_forks_grouped(rsp__core *c, const rsp_step *step, admit_need *n)
-{
-    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
-    for (uint32_t k = 0; k < c->num_rids; k++)
-        for (uint32_t i = 0; i < nforks; i++) {
-            bool pre = i < step->num_pre_forks;
-            const rsp_fork *f =
-                pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
-            if (!rsp__fork_applies(f, c->rid_groups[k]))
-                continue;
-            rsp__req *r = rsp__rid_req(c, k);
-            if (!r || !rsp__hold_find(r, f->to))
-                need_pair(c, n, r, c->rids[k], f->to);
-        }
+    if (!r || !rsp__hold_find(r, f->to))
+        need_pair(c, ctx, r, c->rids[k], f->to);
+    return true;
 }
 
 /* Distinct labels a request may gain in this step: rows' and forks' targets. */
@@ -229,22 +213,13 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
     /* A grouped step collects its rids (and their groups) in this set
      * every time: the copy could fall back to a collect that resets the
      * set, forgetting the pairs counted above. */
-    if (nforks && same && s->fork_rids_ok && !rsp__step_forks_grouped(step))
+    if (nforks && same && rsp__same_has(&c->same, &s->same, RSP__SAME_RIDS) &&
+        !rsp__step_forks_grouped(step))
         RSP__MUST_OK(
             rsp__collect_rids_for(c, step, rec, true)); /* copies the kept rids: cannot fail */
     else if (rsp__collect_rids_in_set(c, step))
         return RSP_ENOMEM;
-    /* Asked again, not kept across the calls above: a flag live across
-     * them costs the step-wide loop below a register. */
-    if (nforks && rsp__step_forks_grouped(step))
-        need_forks_grouped(c, step, n);
-    else
-        for (uint32_t k = 0; k < c->num_rids; k++) {
-            for (uint32_t i = 0; i < step->num_pre_forks; i++)
-                need_fork(c, n, k, step->pre_forks[i].to);
-            for (uint32_t i = 0; i < step->num_post_forks; i++)
-                need_fork(c, n, k, step->post_forks[i].to);
-        }
+    (void)rsp__fork_each(c, step, true, true, need_fork, n);
     return RSP_OK;
 }
 
@@ -305,40 +280,22 @@ static void mark_post(rsp__core *c, uint32_t rec, uint32_t slot)
     s->post_slots[s->num_post_slots++] = slot;
 }
 
-/* take_hinted for a forking rid c->rids[k]; its record exists (ingest). */
-static void take_rid(rsp__core *c, uint32_t rec, uint32_t k, rsp_label_id label, bool post)
+/* take_hinted for a fork's target (c->rids[k], f->to), marked when a
+ * post-fork's; the rid's record exists (ingest). An rsp__fork_each visitor
+ * (ctx: the record index). */
+static bool take_fork(rsp__core *c, void *ctx, uint32_t k, const rsp_fork *f, uint32_t i, bool pre)
 {
+    (void)i;
+    uint32_t rec = *(const uint32_t *)ctx;
     rsp__req *r = rsp__rid_req(c, k);
     RSP__ASSERT(r != NULL);
-    rsp__hold *h = rsp__hold_find(r, label);
+    rsp__hold *h = rsp__hold_find(r, f->to);
     if (!h)
-        h = rsp__step_take_fresh(c, rec, r, label);
+        h = rsp__step_take_fresh(c, rec, r, f->to);
     rsp__pin(c, rec, h->slot);
-    if (post)
+    if (!pre)
         mark_post(c, rec, h->slot);
-}
-
-/* take_rid for the forks of each rid's group (per-rid forks), in the
- * order of the step-wide form; take_rid's body repeated (as above). */
-RSP__GROUPED static void take_forks_grouped(rsp__core *c, const rsp_step *step, uint32_t rec)
-{
-    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
-    for (uint32_t k = 0; k < c->num_rids; k++)
-        for (uint32_t i = 0; i < nforks; i++) {
-            bool pre = i < step->num_pre_forks;
-            const rsp_fork *f =
-                pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
-            if (!rsp__fork_applies(f, c->rid_groups[k]))
-                continue;
-            rsp__req *r = rsp__rid_req(c, k);
-            RSP__ASSERT(r != NULL);
-            rsp__hold *h = rsp__hold_find(r, f->to);
-            if (!h)
-                h = rsp__step_take_fresh(c, rec, r, f->to);
-            rsp__pin(c, rec, h->slot);
-            if (!pre)
-                mark_post(c, rec, h->slot);
-        }
+    return true;
 }
 
 /* Open record rec for a step not in flight yet. */
@@ -380,78 +337,57 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
         if (rsp__row_addresses(&step->rows[i]))
             take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->valid_rows[i].rec,
                         &s->valid_rows[i].hold);
-    s->row_pins = s->num_pinned; /* the rows' pins come first (admit_same) */
-    if (nforks && rsp__step_forks_grouped(step))
-        take_forks_grouped(c, step, rec);
-    else
-        for (uint32_t k = 0; k < c->num_rids; k++) {
-            for (uint32_t i = 0; i < step->num_pre_forks; i++)
-                take_rid(c, rec, k, step->pre_forks[i].to, false);
-            for (uint32_t i = 0; i < step->num_post_forks; i++)
-                take_rid(c, rec, k, step->post_forks[i].to, true);
-        }
+    s->same.row_pins = s->num_pinned; /* the rows' pins come first (admit_same) */
+    (void)rsp__fork_each(c, step, true, true, take_fork, &rec);
     if (nforks)
         rsp__keep_rids(c, s); /* with the records the takes found; never fails */
 }
 
 /* The same declaration (rows and step-wide forks) as this record's last
- * admit, and no holding appeared or went since, nor a request
- * (c->hold_epoch; a fork or a reset moves generations and has_state, which
- * an admit does not read): every (rid, label) of the rows and fork
+ * admit, whose pins same.h still holds (ADMIT: no holding appeared or went
+ * since, nor a request; a fork or a reset moves generations and has_state,
+ * which an admit does not read): every (rid, label) of the rows and fork
  * targets is held by the slot that admit pinned, every rid has its
  * record, nothing is fresh. So the admit is: open the record and pin
  * those slots again, in the same order (design.md "Same declaration"). */
-static bool admit_is_same(const rsp__core *c, const rsp_step *step, const rsp__steprec *s,
-                          bool fresh, bool same)
+static bool admit_is_same(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool fresh,
+                          bool same)
 {
-    if (c->fast_off || !fresh || !same || !s->admit_ok || s->admit_hold_epoch != c->hold_epoch ||
-        step->capture || step->num_restores || step->num_checkpoints ||
-        step->num_pre_forks != s->num_apre || step->num_post_forks != s->num_apost)
-        return false;
-    return (!step->num_pre_forks ||
-            !memcmp(step->pre_forks, s->aforks, step->num_pre_forks * sizeof *s->aforks)) &&
-           (!step->num_post_forks || !memcmp(step->post_forks, s->aforks + step->num_pre_forks,
-                                             step->num_post_forks * sizeof *s->aforks));
+    return fresh && same && !step->capture && !step->num_restores && !step->num_checkpoints &&
+           rsp__same_has(&c->same, &s->same, RSP__SAME_ADMIT) && rsp__fork_kept(c, s, step);
 }
 
 /* Keep what admit_is_same compares and admit_same repeats, after a fresh
- * admit of record s (plain or with step-wide forks). Without memory for
- * the forks it keeps nothing: never fails. */
+ * admit of record s (plain or with step-wide forks) kept its declaration
+ * (rsp__step_keep_decl: the forks compared are its dforks). */
 static void admit_keep(rsp__core *c, const rsp_step *step, rsp__steprec *s, bool fresh)
 {
-    uint32_t nforks = step->num_pre_forks + step->num_post_forks;
-    s->admit_ok = fresh && !step->capture && !rsp__step_forks_grouped(step) &&
-                  !rsp__grow((void **)&s->aforks, &s->cap_aforks, nforks, sizeof *s->aforks);
-    s->admit_pins = s->num_pinned;
-    s->admit_epoch = c->epoch;
-    s->admit_hold_epoch = c->hold_epoch;
-    s->fp_ok = false; /* resolved for the forks it had */
-    s->num_apre = step->num_pre_forks;
-    s->num_apost = step->num_post_forks;
-    if (s->admit_ok && step->num_pre_forks)
-        memcpy(s->aforks, step->pre_forks, step->num_pre_forks * sizeof *s->aforks);
-    if (s->admit_ok && step->num_post_forks)
-        memcpy(s->aforks + step->num_pre_forks, step->post_forks,
-               step->num_post_forks * sizeof *s->aforks);
+    rsp__same *m = &s->same;
+    /* What it kept was its last admit's (PAIRS: resolved for those forks). */
+    rsp__same_drop(m, RSP__SAME_FORKS | RSP__SAME_ADMIT | RSP__SAME_PAIRS);
+    if (!fresh || step->capture || rsp__step_forks_grouped(step))
+        return;
+    m->admit_pins = s->num_pinned;
+    rsp__same_keep(&c->same, m, RSP__SAME_FORKS | RSP__SAME_ADMIT);
 }
 
 static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_admit_outcome *out)
 {
     open_record(c, step, rec);
     rsp__steprec *s = &c->steps[rec];
-    RSP__ASSERT(s->admit_pins <= s->cap_pinned);
-    if (c->ghost == rec && c->ghost_pins == s->admit_pins) {
-        c->ghost = RSP__NONE; /* its commit left exactly these pins set */
-        c->fast.adopted++;
+    const rsp__same *m = &s->same;
+    RSP__ASSERT(m->admit_pins <= s->cap_pinned);
+    if (rsp__same_adopt(&c->same, rec, m->admit_pins)) {
+        c->fast.adopted++; /* its commit left exactly these pins set */
     } else {
-        if (c->ghost != RSP__NONE)
+        if (c->same.ghost != RSP__NONE)
             rsp__ghost_clear(c);
         uint64_t bit = 1ull << rec;
         rsp__slot *slots = c->slots;
         const uint32_t *pinned = s->pinned;
-        for (uint32_t i = 0; i < s->admit_pins; i++)
+        for (uint32_t i = 0; i < m->admit_pins; i++)
             slots[pinned[i]].pins |= bit; /* distinct slots, none pinned by rec yet */
-        for (uint32_t i = 0; i < s->row_pins; i++)
+        for (uint32_t i = 0; i < m->row_pins; i++)
             slots[pinned[i]].writes |= bit; /* the rows' slots (admit_apply) */
     }
     /* The post-fork targets, marked again (their commit cleared them). */
@@ -459,8 +395,7 @@ static void admit_same(rsp__core *c, const rsp_step *step, uint32_t rec, rsp_adm
         c->slots[s->post_slots[i]].post_to |= 1ull << rec;
     if (s->num_post_slots)
         c->post_mask |= 1ull << rec;
-    s->num_pinned = s->admit_pins;
-    s->admit_epoch = c->epoch;
+    s->num_pinned = m->admit_pins;
     /* The declaration kept by the last admit (its forks: the same),
      * without the takes and restores this path never has. */
     s->num_dtakes = s->num_drest = 0;
@@ -503,7 +438,7 @@ static void rows_restore(rsp__core *c, uint32_t rec, const saved_rows *k)
 {
     rsp_step back = {.rows = k->rows, .num_rows = k->n};
     RSP__MUST_OK(rsp__step_keep_rows(c, rec, &back, false));
-    c->steps[rec].fork_rids_ok = false;
+    rsp__same_drop(&c->steps[rec].same, RSP__SAME_RIDS);
 }
 
 /* Count, reserve, apply: the general path of an admit whose record holds
@@ -542,8 +477,8 @@ static rsp_status admit_general(rsp__core *c, const rsp_step *step, uint32_t rec
         admit_apply(c, step, rec, n.new_rids != 0);
     if (step->num_restores)
         rsp__ck_pin_restores(c, step, rec); /* keys checked, pins reserved */
-    admit_keep(c, step, s, fresh);
     rsp__step_keep_decl(s, step);
+    admit_keep(c, step, s, fresh);
     out->ok = true;
     out->free = c->free_top;
     return RSP_OK;
@@ -565,7 +500,7 @@ rsp_status rsp__core_admit(rsp__core *c, const rsp_step *step, rsp_admit_outcome
         admit_same(c, step, rec, out);
         return RSP_OK;
     }
-    if (c->ghost != RSP__NONE)
+    if (c->same.ghost != RSP__NONE)
         rsp__ghost_clear(c); /* nothing adopts it: it goes as at any other call */
     saved_rows k;
     if (rows_save(s, fresh, same, &k) || rsp__step_keep_rows(c, rec, step, same)) {

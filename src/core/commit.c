@@ -41,7 +41,7 @@ static void undo_journal(rsp__core *c, uint32_t rec, rsp__work *w)
              * If this step is its last pin, release it here, at its journal
              * position, so the free stack still ends as before the admit. */
             rsp__slot *sl = &c->slots[e->slot];
-            RSP__ASSERT(c->ghost == RSP__NONE);
+            RSP__ASSERT(c->same.ghost == RSP__NONE);
             if (sl->state == RSP__SLOT_PENDING && sl->pins == bit) {
                 sl->pins = 0;
                 sl->writes = sl->post_to = 0;
@@ -178,12 +178,12 @@ static void commit_writes(rsp__core *c, uint32_t rec, uint64_t others, rsp__work
 {
     rsp__steprec *s = &c->steps[rec];
     uint64_t bit = 1ull << rec;
-    if (!c->fast_off && s->plan_epoch == c->epoch) {
+    if (rsp__same_commit_exact(&c->same, &s->same)) {
         /* No holding changed since the plan: every row it addressed still
          * has the holding and generation it saw, and the hints in prows
          * are exact. Every such row had has_state already
          * (plan_all_true), or gets it through its hints. */
-        for (uint32_t i = 0; i < s->num_prows && !s->plan_all_true; i++)
+        for (uint32_t i = 0; i < s->num_prows && !s->same.plan_all_true; i++)
             rsp__req_holds(&c->reqs[s->prows[i].rec])[s->prows[i].hold].has_state = true;
         c->fast.commits++;
     } else {

@@ -111,7 +111,7 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
         return rsp__fail(err, RSP_ENOMEM, "out of memory for the core");
     c->layout = lay;
     c->max_inflight = inflight;
-    c->ghost = RSP__NONE;
+    c->same.ghost = RSP__NONE;
     /* Zero pages touched as slots are used (util/mem.h): creation and
      * destruction cost the same for any max_slots. */
     c->slots = rsp__lazy_calloc(lay.max_slots, sizeof *c->slots);
@@ -174,15 +174,8 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].dforks);
             free(c->steps[i].dtakes);
             free(c->steps[i].drest);
-            free(c->steps[i].fork_rids);
-            free(c->steps[i].fork_rid_recs);
             free(c->steps[i].raw);
-            free(c->steps[i].aforks);
-            free(c->steps[i].fpairs);
-            free(c->steps[i].fork_pair_recs);
-            free(c->steps[i].pc_slots);
-            free(c->steps[i].pc_has);
-            free(c->steps[i].pc_gens);
+            rsp__same_free(&c->steps[i].same);
         }
     free(c->steps);
     rsp__lazy_free(c->slots, c->layout.max_slots, sizeof *c->slots);
@@ -326,7 +319,7 @@ static void req_forget_at(rsp__core *c, rsp__req *r, uint32_t at)
     uint32_t rec = (uint32_t)(r - c->reqs);
     RSP__ASSERT(c->table.t[at].val == rec && c->table.t[at].key == r->rid);
     rsp__map_del_at(&c->table, at);
-    rsp__hepoch_bump(c); /* a later admit of its rid ingests again */
+    rsp__holders_changed(c); /* a later admit of its rid ingests again */
     r->live = false;
     r->next_free = c->free_rec;
     c->free_rec = rec;
@@ -365,14 +358,7 @@ rsp__hold *rsp__hold_lookup_slow(rsp__core *c, rsp_rid rid, rsp_label_id label, 
 
 void rsp__core_set_fast(rsp__core *c, bool on)
 {
-    c->fast_off = !on;
-}
-
-void rsp__core_rows_fixed(rsp__core *c, bool on)
-{
-    c->rows_fixed = on;
-    c->memo_rows = NULL;
-    c->memo_step = NULL;
+    c->same.off = !on;
 }
 
 rsp__fast_counts rsp__core_fast_counts(const rsp__core *c)
@@ -407,7 +393,7 @@ rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label)
         r->cap_holds = RSP_MAX_LABELS;
     }
     RSP__ASSERT(c->free_top > 0);
-    rsp__hepoch_bump(c); /* a holding appears */
+    rsp__holders_changed(c); /* a holding appears */
     uint32_t slot = free_pop(c);
     c->slots[slot].state = RSP__SLOT_HELD;
     c->held++;
@@ -437,12 +423,12 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     rsp__hold *h = rsp__req_holds(r);
     uint32_t slot = h[i].slot;
     RSP__ASSERT(i < r->num_holds && c->num_holdings > 0 && c->held > 0);
-    rsp__hepoch_bump(c); /* the holding goes; the later ones move down */
+    rsp__holders_changed(c); /* the holding goes; the later ones move down */
     memmove(&h[i], &h[i + 1], (r->num_holds - i - 1) * sizeof *h);
     r->num_holds--;
     c->num_holdings--;
     c->held--;
-    RSP__ASSERT(c->ghost == RSP__NONE); /* a lingering pin would read as a step's */
+    RSP__ASSERT(c->same.ghost == RSP__NONE); /* a lingering pin would read as a step's */
     if (c->slots[slot].pins) {
         /* A forward in flight may still write it: zero and free it when the
          * last step addressing it ends (commit or rollback, after its WAIT). */
@@ -703,18 +689,18 @@ uint32_t rsp__core_free_order(const rsp__core *c, uint32_t *out, uint32_t cap)
     return c->free_top;
 }
 
-/* The lingering pins of a committed record (c->ghost) go: no call other
+/* The lingering pins of a committed record (c->same.ghost) go: no call other
  * than its same-declaration admit may see them (rsp__op_begin). O(pins). */
 void rsp__ghost_clear(rsp__core *c)
 {
-    uint32_t rec = c->ghost;
+    uint32_t rec = c->same.ghost;
     uint64_t bit = 1ull << rec;
     rsp__slot *slots = c->slots;
     const uint32_t *pinned = c->steps[rec].pinned;
     RSP__ASSERT(!c->steps[rec].used);
-    for (uint32_t i = 0; i < c->ghost_pins; i++) {
+    for (uint32_t i = 0; i < c->same.ghost_pins; i++) {
         slots[pinned[i]].pins &= ~bit;
         slots[pinned[i]].writes &= ~bit;
     }
-    c->ghost = RSP__NONE;
+    c->same.ghost = RSP__NONE;
 }

@@ -8,6 +8,7 @@
  *
  *   check.h   the rules of a step declaration, pure (also used by api.c)
  *   map.h     the u64 -> u32 hash map (rid table, checkpoint key table)
+ *   same.h    the same-declaration caches: their state, validity, invalidation
  *   core_impl.h, core.c   this state; creation, labels, requests and
  *             holdings, the free stack and slots, ingest / reset / remove,
  *             queries
@@ -32,14 +33,9 @@
 #include "check.h"
 #include "core.h"
 #include "map.h"
+#include "same.h"
 #include "util/assert.h"
 #include "work_impl.h"
-
-/* The per-rid (grouped) variants of the fork loops: kept out of line, so
- * the step-wide loops they sit beside compile as they did before groups
- * existed (inlined, they cost the step-wide fork step register pressure
- * and lost inlining). */
-#define RSP__GROUPED __attribute__((noinline))
 
 /* At most 64 steps in flight: a slot's pins are one bit per step record. */
 #define RSP__MAX_INFLIGHT 64u
@@ -168,12 +164,6 @@ typedef struct rsp__valid_row {
     uint32_t rec, hold;   /* lookup hints (see rsp__hold_lookup) */
 } rsp__valid_row;
 
-/* A forking rid's fork (pre ++ post index): the indices of its source
- * and target holdings in the rid's record, RSP__NONE when not held. */
-typedef struct rsp__fpair {
-    uint32_t from, to;
-} rsp__fpair;
-
 typedef enum rsp__phase {
     RSP__PHASE_ADMITTED = 0,
     RSP__PHASE_PLANNED, /* a live plan was built (or promoted) */
@@ -211,67 +201,18 @@ typedef struct rsp__steprec {
     rsp_restore *drest;
     uint32_t num_drest, cap_drest;
     uint32_t num_valid_rows, cap_valid_rows;
-    /* The forking rids of valid_rows (first appearance) with record hints, kept
-     * by an admit with forks; fork_rids_ok is cleared when valid_rows change. */
-    rsp_rid *fork_rids;
-    uint32_t *fork_rid_recs;
-    uint32_t num_fork_rids, cap_fork_rids, cap_fork_rid_recs;
-    bool fork_rids_ok;
-    /* The same rows as declared (padding bytes too), so the rows of a
-     * steady step compare as one block (rsp__step_same_rows); kept only
-     * when no row says skip_post_forks (raw_ok). */
+    /* The same rows as declared (padding bytes too): the rows a commit
+     * names again, and a steady step's rows compare with them as one block
+     * (rsp__step_same_rows) while same.h keeps RAW. */
     rsp_row *raw;
     uint32_t cap_raw;
-    bool raw_ok;
-    /* The same-declaration path (design.md "The core", "Same declaration").
-     * admit_ok: the last admit of this record was a plain one (no forks,
-     * not capture) of its rows, which pinned pinned[0 .. admit_pins) (the
-     * list's contents outlive the step) with c->epoch at admit_epoch after
-     * it. plan_epoch, plan_all_true, plan_took: the last live plan's epoch,
-     * whether every row it addressed had has_state, whether it took a
-     * pending zero over. pc_*: that plan's vectors (the plan cache), valid
-     * for the record's rows while c->epoch == pc_epoch; its rows stay in
-     * prows[0 .. pc_num_prows). */
-    bool admit_ok;
-    uint32_t admit_pins;
-    uint32_t row_pins; /* pinned[0 .. row_pins): the rows' slots (writes bits) */
     /* The slots whose post_to bit this record set (its post-fork targets);
-     * kept past the step like pinned, for admit_same to mark again. */
+     * kept past the step like pinned, for a same-declaration admit to mark
+     * again. */
     uint32_t *post_slots;
     uint32_t num_post_slots, cap_post_slots;
-    uint64_t admit_epoch, admit_hold_epoch;
-    /* That admit's forks (step-wide ones only: admit_ok needs no group),
-     * pre-forks first. */
-    rsp_fork *aforks;
-    uint32_t num_apre, num_apost, cap_aforks;
-    /* The forks resolved (rsp__fork_pairs_prepare): per fork_rids[k] its record
-     * (fork_pair_recs) and per fork of aforks its holdings (fpairs, k-major),
-     * valid while c->hold_epoch == fp_hold_epoch (no holding or request came or
-     * went), for the rids and forks kept by the record. */
-    rsp__fpair *fpairs;
-    uint32_t *fork_pair_recs;
-    uint32_t cap_fpairs, cap_fork_pair_recs;
-    bool fp_ok;
-    uint64_t fp_hold_epoch;
-    /* fslots[0 .. fp_marks) are the post-fork marks of these resolved
-     * forks (their slots cannot change while they stay resolved);
-     * RSP__NONE: not known. */
-    uint32_t fp_marks;
-    uint64_t plan_epoch;
-    bool plan_all_true, plan_took;
-    bool pc_ok, pc_all_true;
-    /* pc_vhash: the digest's hash of the cached vectors (plan.c
-     * vectors_hash), when pc_vhash_ok. */
-    bool pc_vhash_ok;
-    uint64_t pc_vhash;
-    uint64_t pc_epoch, pc_hold_epoch;
-    uint32_t pc_num_labels, pc_num_prows;
-    uint32_t pc_total, pc_rows;
-    int32_t *pc_slots;
-    bool *pc_has;
-    uint64_t *pc_gens;
-    uint32_t cap_pc_slots, cap_pc_has, cap_pc_gens;
-    rsp__label_plan pc_labels[RSP_MAX_LABELS]; /* label, num_rows, length */
+    bool plan_took; /* its live plan took a pending zero over */
+    rsp__same same; /* the same-declaration caches (same.h) */
 } rsp__steprec;
 
 /* An addressing buffer (device vectors live in the device, keyed by id). */
@@ -399,34 +340,8 @@ struct rsp__core {
     uint32_t num_plan_labels;
     rsp__buf_pick picks[RSP_MAX_LABELS]; /* per label_order entry */
 
-    /* Moved by every change of a holding but a commit's has_state
-     * (assignment, release, reset, a fork into it, removal of a request, a
-     * zero made pending): equal epochs mean the same holdings, slots and
-     * generations, and has_state only went false -> true. */
-    uint64_t epoch;
-    /* Moved only when which slot a (rid, label) holds can change
-     * (assignment, release, removal of a request): what an admit resolves. */
-    uint64_t hold_epoch;
-    bool fast_off; /* rsp__core_set_fast(false): general path only */
+    rsp__same_pool same; /* the same-declaration caches' core part (same.h) */
     rsp__fast_counts fast;
-    /* Lazy unpin (design.md "Same declaration"): a committed record whose
-     * pins a same-declaration admit of it would set again keeps them set
-     * (its `pinned` list, ghost_pins entries, stays as it was) until the
-     * next core call. That admit adopts them; every other call clears them
-     * first (rsp__op_begin), so no other code ever sees one. RSP__NONE:
-     * none. */
-    uint32_t ghost;
-    uint32_t ghost_pins;
-    /* rsp__core_rows_fixed: while on, the last rows found the same as a
-     * record's (memo_rows, memo_n, memo_rec) are the same again at that
-     * address without comparing; memo_rows NULL: none. */
-    bool rows_fixed;
-    const rsp_row *memo_rows;
-    uint32_t memo_n, memo_rec;
-    /* While rows_fixed: the declaration last validated in full, at this
-     * address (validating it again gives the same answer: labels only
-     * come, limits and tiers are fixed). NULL: none. */
-    const rsp_step *memo_step;
 
     rsp__reserve_hook reserve_hook; /* see core.h; NULL: none */
     void *reserve_ctx;
@@ -467,7 +382,7 @@ static inline void rsp__ckpt_report_begin(rsp__core *c)
         .changes = c->rep_changes, .evictions = c->rep_evictions, .skips = c->rep_skips};
 }
 
-/* Clear the lingering pins of c->ghost (core.c). O(its pins). */
+/* Clear the lingering pins of c->same.ghost (core.c). O(its pins). */
 void rsp__ghost_clear(rsp__core *c);
 
 /* What every core call that reads or changes state does first: the
@@ -477,7 +392,7 @@ void rsp__ghost_clear(rsp__core *c);
 static inline void rsp__op_begin(rsp__core *c)
 {
     rsp__ckpt_report_begin(c);
-    if (c->ghost != RSP__NONE)
+    if (c->same.ghost != RSP__NONE)
         rsp__ghost_clear(c);
 }
 
@@ -555,7 +470,7 @@ static inline void rsp__writes_forget(rsp__core *c, rsp__slot *sl)
     uint64_t m = sl->writes ? sl->writes & rsp__planned_mask(c) : 0;
     sl->writes &= ~m;
     for (; m; m &= m - 1)
-        c->steps[__builtin_ctzll(m)].admit_ok = false;
+        rsp__same_writes_lost(&c->steps[__builtin_ctzll(m)].same);
 }
 
 /* --- core.c: requests, holdings, slots ----------------------------------- */
@@ -628,16 +543,16 @@ rsp_status rsp__hold_reserve_spills(rsp__core *c, uint32_t n);
 void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w);
 /* Release a slot that is no longer held by anyone: zero and push. */
 void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w);
-/* A holding changed (see rsp__core.epoch). */
-static inline void rsp__epoch_bump(rsp__core *c)
+/* A holding changed (same.h: the caches that depend on it). */
+static inline void rsp__holdings_changed(rsp__core *c)
 {
-    c->epoch++;
+    rsp__same_holdings_changed(&c->same);
 }
 /* The next pool-wide generation (a holding's generation moves). Inline:
  * every fork of every rid takes one. */
 static inline uint64_t rsp__next_generation(rsp__core *c)
 {
-    rsp__epoch_bump(c);
+    rsp__holdings_changed(c);
     return ++c->generation;
 }
 /* Set or clear a slot's zero_pending, keeping c->zero_pendings (while it
@@ -647,11 +562,10 @@ static inline void rsp__zero_pending(rsp__core *c, rsp__slot *sl, bool on)
     c->zero_pendings += (uint32_t)on - (uint32_t)sl->zero_pending;
     sl->zero_pending = on;
 }
-/* A holding appeared or went, or a request did (rsp__core.hold_epoch). */
-static inline void rsp__hepoch_bump(rsp__core *c)
+/* A holding appeared or went, or a request did (same.h). */
+static inline void rsp__holders_changed(rsp__core *c)
 {
-    c->epoch++;
-    c->hold_epoch++;
+    rsp__same_holders_changed(&c->same);
 }
 
 /* r (swapped out) gives its host-tier slots back to the host tier's free

@@ -80,17 +80,18 @@ rsp_status rsp__collect_rids(rsp__core *c, const rsp_step *step)
 
 rsp_status rsp__collect_rids_for(rsp__core *c, const rsp_step *step, uint32_t rec, bool same)
 {
-    const rsp__steprec *s = &c->steps[rec];
+    rsp__steprec *s = &c->steps[rec];
     /* The kept rids carry no groups ("same rows" does not compare them):
      * a grouped step collects its rids and groups every time. */
-    if (same && s->fork_rids_ok && !step->capture &&
+    if (same && rsp__same_has(&c->same, &s->same, RSP__SAME_RIDS) && !step->capture &&
         (step->num_pre_forks || step->num_post_forks) && !rsp__step_forks_grouped(step)) {
         /* c->rids held these once, so it has room for them. */
-        if (s->num_fork_rids) {
-            memcpy(c->rids, s->fork_rids, s->num_fork_rids * sizeof *c->rids);
-            memcpy(c->rid_recs, s->fork_rid_recs, s->num_fork_rids * sizeof *c->rid_recs);
+        const rsp__same *m = &s->same;
+        if (m->num_fork_rids) {
+            memcpy(c->rids, m->fork_rids, m->num_fork_rids * sizeof *c->rids);
+            memcpy(c->rid_recs, m->fork_rid_recs, m->num_fork_rids * sizeof *c->rid_recs);
         }
-        c->num_rids = s->num_fork_rids;
+        c->num_rids = m->num_fork_rids;
         c->rids_rec = rec;
         c->fpairs = NULL;
         return RSP_OK;
@@ -105,60 +106,62 @@ static uint32_t hold_index(const rsp__req *r, rsp_label_id label)
     return h ? (uint32_t)(h - rsp__req_holds((rsp__req *)r)) : RSP__NONE;
 }
 
-/* Are step's forks the step-wide ones record s's admit kept? */
-static bool kept_forks(const rsp__steprec *s, const rsp_step *step)
+/* Are step's forks the step-wide ones record s's plain admit kept (its
+ * declaration's dforks, while same.h keeps FORKS)? */
+bool rsp__fork_kept(rsp__core *c, rsp__steprec *s, const rsp_step *step)
 {
     uint32_t npre = step->num_pre_forks, npost = step->num_post_forks;
-    return s->admit_ok && npre == s->num_apre && npost == s->num_apost &&
-           (!npre || !memcmp(step->pre_forks, s->aforks, npre * sizeof *s->aforks)) &&
-           (!npost || !memcmp(step->post_forks, s->aforks + npre, npost * sizeof *s->aforks));
+    return rsp__same_has(&c->same, &s->same, RSP__SAME_FORKS) && npre == s->num_dpre &&
+           npost == s->num_dpost &&
+           (!npre || !memcmp(step->pre_forks, s->dforks, npre * sizeof *s->dforks)) &&
+           (!npost || !memcmp(step->post_forks, s->dforks + npre, npost * sizeof *s->dforks));
 }
 
 void rsp__fork_pairs_prepare(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
+    rsp__same *m = &s->same;
     uint32_t nf = step->num_pre_forks + step->num_post_forks;
     c->fpairs = NULL;
-    if (c->fast_off || !nf || c->rids_rec != rec || !kept_forks(s, step))
+    if (c->same.off || (RSP_SAME_DROP & RSP__SAME_PAIRS) || !nf || c->rids_rec != rec ||
+        !rsp__fork_kept(c, s, step))
         return;
-    if (!s->fp_ok || s->fp_hold_epoch != c->hold_epoch) {
+    if (!rsp__same_has(&c->same, m, RSP__SAME_PAIRS)) {
         uint64_t n = (uint64_t)c->num_rids * nf;
-        if (rsp__grow((void **)&s->fpairs, &s->cap_fpairs, n, sizeof *s->fpairs) ||
-            rsp__grow((void **)&s->fork_pair_recs, &s->cap_fork_pair_recs, c->num_rids,
-                      sizeof *s->fork_pair_recs)) {
-            s->fp_ok = false;
+        if (rsp__grow((void **)&m->fpairs, &m->cap_fpairs, n, sizeof *m->fpairs) ||
+            rsp__grow((void **)&m->fork_pair_recs, &m->cap_fork_pair_recs, c->num_rids,
+                      sizeof *m->fork_pair_recs))
             return; /* found per rid and fork instead */
-        }
         for (uint32_t k = 0; k < c->num_rids; k++) {
             const rsp__req *r = rsp__rid_req(c, k);
-            s->fork_pair_recs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
+            m->fork_pair_recs[k] = r ? (uint32_t)(r - c->reqs) : RSP__NONE;
             for (uint32_t i = 0; i < nf; i++) {
-                const rsp_fork *f = &s->aforks[i];
-                s->fpairs[k * nf + i] = (rsp__fpair){hold_index(r, f->from), hold_index(r, f->to)};
+                const rsp_fork *f = &s->dforks[i];
+                m->fpairs[k * nf + i] = (rsp__fpair){hold_index(r, f->from), hold_index(r, f->to)};
             }
         }
-        s->fp_ok = true;
-        s->fp_hold_epoch = c->hold_epoch;
-        s->fp_marks = RSP__NONE;
+        m->fp_marks = RSP__NONE;
+        rsp__same_keep(&c->same, m, RSP__SAME_PAIRS);
     }
-    c->fpairs = s->fpairs;
-    c->fork_pair_recs = s->fork_pair_recs;
+    c->fpairs = m->fpairs;
+    c->fork_pair_recs = m->fork_pair_recs;
     c->fast.fork_pairs++;
 }
 
 void rsp__keep_rids(rsp__core *c, rsp__steprec *s)
 {
-    s->fork_rids_ok = false;
-    if (rsp__grow((void **)&s->fork_rids, &s->cap_fork_rids, c->num_rids, sizeof *s->fork_rids) ||
-        rsp__grow((void **)&s->fork_rid_recs, &s->cap_fork_rid_recs, c->num_rids,
-                  sizeof *s->fork_rid_recs))
+    rsp__same *m = &s->same;
+    rsp__same_drop(m, RSP__SAME_RIDS);
+    if (rsp__grow((void **)&m->fork_rids, &m->cap_fork_rids, c->num_rids, sizeof *m->fork_rids) ||
+        rsp__grow((void **)&m->fork_rid_recs, &m->cap_fork_rid_recs, c->num_rids,
+                  sizeof *m->fork_rid_recs))
         return;
     if (c->num_rids) { /* memcpy of NULL is undefined even for 0 bytes */
-        memcpy(s->fork_rids, c->rids, c->num_rids * sizeof *s->fork_rids);
-        memcpy(s->fork_rid_recs, c->rid_recs, c->num_rids * sizeof *s->fork_rid_recs);
+        memcpy(m->fork_rids, c->rids, c->num_rids * sizeof *m->fork_rids);
+        memcpy(m->fork_rid_recs, c->rid_recs, c->num_rids * sizeof *m->fork_rid_recs);
     }
-    s->num_fork_rids = c->num_rids;
-    s->fork_rids_ok = true;
+    m->num_fork_rids = c->num_rids;
+    rsp__same_keep(&c->same, m, RSP__SAME_RIDS);
 }
 
 rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
@@ -213,7 +216,7 @@ __attribute__((always_inline)) static inline void fork_one(rsp__core *c, const r
  * the generation and the epoch by one. */
 static inline void forks_done(rsp__core *c, uint64_t gen)
 {
-    c->epoch += gen - c->generation;
+    rsp__same_holdings_changed_n(&c->same, gen - c->generation);
     c->generation = gen;
 }
 
@@ -238,51 +241,43 @@ static void apply_pairs(rsp__core *c, uint32_t n, uint32_t off, uint32_t stride,
     forks_done(c, gen);
 }
 
-/* Apply the forks of f[0 .. n) that apply to a rid of `group` (all of them
- * unless `filter`) to request r. Inline in both loops of rsp__apply_forks,
- * so the step-wide one carries no group test. */
-static inline void fork_req(rsp__core *c, rsp__req *r, const rsp_fork *forks, uint32_t n,
-                            bool filter, uint16_t group, uint64_t avoid, rsp__work *w)
+/* What rsp__apply_forks' visitor needs: the steps whose pins a fork
+ * avoids, whether rids may skip, the generation counted locally. */
+typedef struct apply_ctx {
+    uint64_t avoid;
+    bool skips;
+    uint64_t gen;
+    rsp__work *w;
+} apply_ctx;
+
+/* One fork of one rid (an rsp__fork_each visitor). */
+static bool apply_one(rsp__core *c, void *ctx, uint32_t k, const rsp_fork *f, uint32_t i, bool pre)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        if (filter && !rsp__fork_applies(&forks[i], group))
-            continue;
-        rsp__hold *from = rsp__hold_find(r, forks[i].from);
-        rsp__hold *to = rsp__hold_find(r, forks[i].to);
-        if (from && to) { /* else no source: nothing happens (docs/semantics.md 4.6) */
-            uint64_t gen = c->generation;
-            fork_one(c, from, to, avoid, &gen, w);
-            forks_done(c, gen);
-        }
-    }
+    (void)i;
+    (void)pre;
+    apply_ctx *a = ctx;
+    if (a->skips && c->rid_skip[k])
+        return true; /* its draft was rejected: no post-forks */
+    rsp__req *r = rsp__rid_req(c, k);
+    rsp__hold *from = r ? rsp__hold_find(r, f->from) : NULL;
+    rsp__hold *to = from ? rsp__hold_find(r, f->to) : NULL;
+    if (to) /* else no source: nothing happens (docs/semantics.md 4.6) */
+        fork_one(c, from, to, a->avoid, &a->gen, a->w);
+    return true;
 }
 
 void rsp__apply_forks(rsp__core *c, const rsp_step *step, bool post, uint64_t avoid, bool skips,
                       rsp__work *w)
 {
-    const rsp_fork *forks = post ? step->post_forks : step->pre_forks;
-    uint32_t n = post ? step->num_post_forks : step->num_pre_forks;
     if (c->fpairs && !skips) { /* resolved: step-wide forks */
-        apply_pairs(c, n, post ? step->num_pre_forks : 0,
-                    step->num_pre_forks + step->num_post_forks, avoid, w);
+        apply_pairs(c, post ? step->num_post_forks : step->num_pre_forks,
+                    post ? step->num_pre_forks : 0, step->num_pre_forks + step->num_post_forks,
+                    avoid, w);
         return;
     }
-    bool grouped = rsp__forks_grouped(forks, n);
-    if (!grouped && !skips) { /* the step-wide form */
-        for (uint32_t k = 0; k < c->num_rids; k++) {
-            rsp__req *r = rsp__rid_req(c, k);
-            if (r)
-                fork_req(c, r, forks, n, false, 0, avoid, w);
-        }
-        return;
-    }
-    for (uint32_t k = 0; k < c->num_rids; k++) {
-        if (skips && c->rid_skip[k])
-            continue; /* its draft was rejected: no post-forks */
-        rsp__req *r = rsp__rid_req(c, k);
-        if (r)
-            fork_req(c, r, forks, n, grouped, grouped ? c->rid_groups[k] : 0, avoid, w);
-    }
+    apply_ctx a = {avoid, skips, c->generation, w};
+    (void)rsp__fork_each(c, step, !post, post, apply_one, &a);
+    forks_done(c, a.gen);
 }
 
 /* --- pipelined steps ----------------------------------------------------- */
@@ -309,40 +304,42 @@ static uint64_t first_step(const rsp__core *c, uint64_t mask)
     return c->steps[__builtin_ctzll(mask)].step_id;
 }
 
-/* Forks of step (pre-forks now, post-forks at its commit) must not read or
- * write a slot another planned step in `others` pins or will touch with
- * its post-forks. */
-static rsp_status check_forks(rsp__core *c, const rsp_step *step, uint64_t others, rsp_error *err)
+/* What check_fork needs, and its answer. */
+typedef struct check_ctx {
+    const rsp_step *step;
+    uint64_t others;
+    rsp_error *err;
+    rsp_status st;
+} check_ctx;
+
+/* A fork of step (a pre-fork now, a post-fork at its commit) must not read
+ * or write a slot another planned step in `others` pins or will touch with
+ * its post-forks (an rsp__fork_each visitor; stops at the first). */
+static bool check_fork(rsp__core *c, void *ctx, uint32_t k, const rsp_fork *f, uint32_t i, bool pre)
 {
-    bool grouped = rsp__step_forks_grouped(step);
-    for (uint32_t k = 0; k < c->num_rids; k++)
-        for (uint32_t i = 0; i < step->num_pre_forks + step->num_post_forks; i++) {
-            bool pre = i < step->num_pre_forks;
-            const rsp_fork *f =
-                pre ? &step->pre_forks[i] : &step->post_forks[i - step->num_pre_forks];
-            if (grouped && !rsp__fork_applies(f, c->rid_groups[k]))
-                continue; /* not this rid's fork */
-            uint32_t from = rid_slot_of(c, k, f->from);
-            uint32_t to = rid_slot_of(c, k, f->to);
-            if (from == RSP__NONE || to == RSP__NONE)
-                continue; /* nothing happens (docs/semantics.md 4.6) */
-            for (int e = 0; e < 2; e++) {
-                uint32_t slot = e ? to : from;
-                uint64_t busy = (c->slots[slot].pins | c->slots[slot].fork_pins) & others;
-                if (!busy)
-                    continue;
-                uint64_t n = first_step(c, busy);
-                return rsp__fail(
-                    err, RSP_EORDER,
-                    "plan: step %" PRIu64 ": %s[%" PRIu32 "] (rid %" PRIu64
-                    ", \"%s\" -> \"%s\") %s slot %" PRIu32 ", which step %" PRIu64
-                    " (planned, not committed) may still write; commit step %" PRIu64 " first",
-                    step->step_id, pre ? "pre_forks" : "post_forks",
-                    pre ? i : i - step->num_pre_forks, c->rids[k], c->label_names[f->from],
-                    c->label_names[f->to], e ? "writes" : "reads", slot, n, n);
-            }
-        }
-    return RSP_OK;
+    check_ctx *x = ctx;
+    const rsp_step *step = x->step;
+    uint32_t from = rid_slot_of(c, k, f->from);
+    uint32_t to = rid_slot_of(c, k, f->to);
+    if (from == RSP__NONE || to == RSP__NONE)
+        return true; /* nothing happens (docs/semantics.md 4.6) */
+    for (int e = 0; e < 2; e++) {
+        uint32_t slot = e ? to : from;
+        uint64_t busy = (c->slots[slot].pins | c->slots[slot].fork_pins) & x->others;
+        if (!busy)
+            continue;
+        uint64_t n = first_step(c, busy);
+        x->st =
+            rsp__fail(x->err, RSP_EORDER,
+                      "plan: step %" PRIu64 ": %s[%" PRIu32 "] (rid %" PRIu64
+                      ", \"%s\" -> \"%s\") %s slot %" PRIu32 ", which step %" PRIu64
+                      " (planned, not committed) may still write; commit step %" PRIu64 " first",
+                      step->step_id, pre ? "pre_forks" : "post_forks",
+                      pre ? i : i - step->num_pre_forks, c->rids[k], c->label_names[f->from],
+                      c->label_names[f->to], e ? "writes" : "reads", slot, n, n);
+        return false;
+    }
+    return true;
 }
 
 /* docs/semantics.md 5.1, pipelined steps: a live plan's forks (pre-forks now,
@@ -357,9 +354,9 @@ rsp_status rsp__pipeline_check(rsp__core *c, const rsp_step *step, uint32_t rec,
     uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
     if (!others || step->capture)
         return RSP_OK;
-    rsp_status st = check_forks(c, step, others, err);
-    if (st != RSP_OK)
-        return st;
+    check_ctx x = {step, others, err, RSP_OK};
+    if (!rsp__fork_each(c, step, true, true, check_fork, &x))
+        return x.st;
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         if (!rsp__row_addresses(row))
@@ -378,39 +375,6 @@ rsp_status rsp__pipeline_check(rsp__core *c, const rsp_step *step, uint32_t rec,
     return RSP_OK;
 }
 
-/* rid_slot_of for mark_grouped: a third caller of rid_slot_of makes the
- * compiler inline it less in the step-wide loops. */
-RSP__GROUPED static uint32_t grouped_slot_of(rsp__core *c, uint32_t k, rsp_label_id label)
-{
-    const rsp__req *r = rsp__rid_req(c, k);
-    const rsp__hold *h = r ? rsp__hold_find_const(r, label) : NULL;
-    return h ? h->slot : RSP__NONE;
-}
-
-/* rsp__mark_post_forks of a step whose post-forks have groups: each rid
- * gets the forks of its group. */
-RSP__GROUPED static void mark_grouped(rsp__core *c, const rsp_step *step, rsp__steprec *s,
-                                      uint64_t bit)
-{
-    for (uint32_t k = 0; k < c->num_rids; k++)
-        for (uint32_t i = 0; i < step->num_post_forks; i++) {
-            if (!rsp__fork_applies(&step->post_forks[i], c->rid_groups[k]))
-                continue; /* not this rid's fork */
-            uint32_t from = grouped_slot_of(c, k, step->post_forks[i].from);
-            uint32_t to = grouped_slot_of(c, k, step->post_forks[i].to);
-            if (from == RSP__NONE || to == RSP__NONE)
-                continue;
-            for (int e = 0; e < 2; e++) {
-                uint32_t slot = e ? to : from;
-                if (c->slots[slot].fork_pins & bit)
-                    continue;
-                RSP__ASSERT(s->num_fslots < s->cap_fslots);
-                c->slots[slot].fork_pins |= bit;
-                s->fslots[s->num_fslots++] = slot;
-            }
-        }
-}
-
 /* Mark slot for record s (bit) once. On locals: the stores through the
  * slot array would otherwise reload every field per pair. */
 static inline void mark_slot(rsp__slot *slots, uint32_t slot, uint64_t bit, uint32_t *fslots,
@@ -422,20 +386,39 @@ static inline void mark_slot(rsp__slot *slots, uint32_t slot, uint64_t bit, uint
     fslots[(*n)++] = slot;
 }
 
+/* A post-fork's source and target get record s's fork_pins bit (an
+ * rsp__fork_each visitor; ctx: the record). */
+static bool mark_fork(rsp__core *c, void *ctx, uint32_t k, const rsp_fork *f, uint32_t i, bool pre)
+{
+    (void)i;
+    (void)pre;
+    rsp__steprec *s = ctx;
+    uint64_t bit = 1ull << (s - c->steps);
+    uint32_t from = rid_slot_of(c, k, f->from);
+    uint32_t to = rid_slot_of(c, k, f->to);
+    if (from == RSP__NONE || to == RSP__NONE)
+        return true;
+    RSP__ASSERT(s->num_fslots + 2 <= s->cap_fslots);
+    mark_slot(c->slots, from, bit, s->fslots, &s->num_fslots);
+    mark_slot(c->slots, to, bit, s->fslots, &s->num_fslots);
+    return true;
+}
+
 /* rsp__mark_post_forks through the resolved forks (c->fpairs). The slots
  * are the ones the last marks of these resolved forks had, if known
- * (fp_marks): no slot carries rec's bit now (a step's marks go at its
+ * (same.fp_marks): no slot carries rec's bit now (a step's marks go at its
  * end, a released slot loses all), so setting the bits again gives the
  * same list. */
 static uint32_t mark_pairs(rsp__core *c, const rsp_step *step, rsp__steprec *s, uint64_t bit)
 {
     rsp__slot *slots = c->slots;
     uint32_t *fslots = s->fslots;
-    if (s->fp_marks != RSP__NONE) {
-        RSP__ASSERT(s->fp_marks <= s->cap_fslots);
-        for (uint32_t j = 0; j < s->fp_marks; j++)
+    uint32_t known = s->same.fp_marks;
+    if (known != RSP__NONE) {
+        RSP__ASSERT(known <= s->cap_fslots);
+        for (uint32_t j = 0; j < known; j++)
             slots[fslots[j]].fork_pins |= bit;
-        return s->fp_marks;
+        return known;
     }
     uint32_t npre = step->num_pre_forks, npost = step->num_post_forks, nf = npre + npost;
     uint32_t n = 0, nrids = c->num_rids;
@@ -464,29 +447,10 @@ void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
     s->num_fslots = 0;
     if (step->capture)
         return;
-    if (rsp__forks_grouped(step->post_forks, step->num_post_forks)) {
-        s->fp_marks = RSP__NONE;
-        mark_grouped(c, step, s, bit);
+    if (c->fpairs) { /* resolved: step-wide forks */
+        s->num_fslots = s->same.fp_marks = mark_pairs(c, step, s, bit);
         return;
     }
-    if (c->fpairs) {
-        s->num_fslots = s->fp_marks = mark_pairs(c, step, s, bit);
-        return;
-    }
-    s->fp_marks = RSP__NONE; /* fslots are written below */
-    for (uint32_t k = 0; k < c->num_rids; k++)
-        for (uint32_t i = 0; i < step->num_post_forks; i++) {
-            uint32_t from = rid_slot_of(c, k, step->post_forks[i].from);
-            uint32_t to = rid_slot_of(c, k, step->post_forks[i].to);
-            if (from == RSP__NONE || to == RSP__NONE)
-                continue;
-            for (int e = 0; e < 2; e++) {
-                uint32_t slot = e ? to : from;
-                if (c->slots[slot].fork_pins & bit)
-                    continue;
-                RSP__ASSERT(s->num_fslots < s->cap_fslots);
-                c->slots[slot].fork_pins |= bit;
-                s->fslots[s->num_fslots++] = slot;
-            }
-        }
+    s->same.fp_marks = RSP__NONE; /* fslots are written below */
+    (void)rsp__fork_each(c, step, false, true, mark_fork, s);
 }

@@ -33,6 +33,36 @@ static inline rsp__req *rsp__rid_req(rsp__core *c, uint32_t k)
 /* Has any pre- or post-fork of step a group? O(forks). */
 bool rsp__step_forks_grouped(const rsp_step *step);
 
+/* One (forking rid, fork) pair, as rsp__fork_each hands it to its
+ * visitor: c->rids[k] and fork f, index i of pre ++ post (pre: i is a
+ * pre-fork's). Returns false to stop the walk (an error). */
+typedef bool (*rsp__fork_visit)(rsp__core *c, void *ctx, uint32_t k, const rsp_fork *f, uint32_t i,
+                                bool pre);
+
+/* The one fork loop: visit every (rid, fork) pair of step that applies, in
+ * the order every use of forks follows (docs/semantics.md 4.6): per rid of
+ * c->rids (first appearance), its pre-forks (if pre) then its post-forks
+ * (if post), those of its group (all of them when no fork of the step has
+ * one). False when a visit stopped it. Always inline, so each caller's
+ * visitor is inlined into its own copy of the loop. O(rids x forks). */
+__attribute__((always_inline)) static inline bool rsp__fork_each(rsp__core *c, const rsp_step *step,
+                                                                 bool pre, bool post,
+                                                                 rsp__fork_visit visit, void *ctx)
+{
+    uint32_t npre = step->num_pre_forks;
+    uint32_t first = pre ? 0 : npre, end = post ? npre + step->num_post_forks : npre;
+    bool grouped = first < end && rsp__step_forks_grouped(step); /* c->rid_groups filled */
+    for (uint32_t k = 0; k < c->num_rids; k++)
+        for (uint32_t i = first; i < end; i++) {
+            const rsp_fork *f = i < npre ? &step->pre_forks[i] : &step->post_forks[i - npre];
+            if (grouped && !rsp__fork_applies(f, c->rid_groups[k]))
+                continue; /* not this rid's fork */
+            if (!visit(c, ctx, k, f, i, i < npre))
+                return false;
+        }
+    return true;
+}
+
 /* Fill c->rids with the forking rids of step (and c->rid_groups when
  * rsp__step_forks_grouped). The pair set is the caller's,
  * reset with room for the rows (an admit shares it with its own pairs: the
@@ -68,10 +98,14 @@ rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any);
 void rsp__apply_forks(rsp__core *c, const rsp_step *step, bool post, uint64_t avoid, bool skips,
                       rsp__work *w);
 
+/* Are step's forks the step-wide ones record s's last admit kept (same.h
+ * FORKS)? O(forks). */
+bool rsp__fork_kept(rsp__core *c, rsp__steprec *s, const rsp_step *step);
+
 /* Point c->fpairs at record rec's resolved forks when c->rids are the
  * record's kept rids and step's forks the step-wide ones its admit kept:
  * resolved again only when a holding or request came or went since
- * (c->hold_epoch), so a steady fork step finds its (rid, fork) holdings
+ * (same.h PAIRS), so a steady fork step finds its (rid, fork) holdings
  * without a lookup. Else c->fpairs = NULL (found per rid and fork). Call
  * it after collecting c->rids, before the first change (it may allocate;
  * without memory it leaves c->fpairs NULL). O(1), O(rids x (forks +

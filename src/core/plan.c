@@ -22,7 +22,7 @@ typedef struct plan_ctx {
     uint64_t total;                   /* vector entries, all labels */
     uint32_t new_bufs;                /* buffers created */
     uint32_t lengths[RSP_MAX_LABELS]; /* per c->label_order entry */
-    bool cache;                       /* keep this live plan's vectors (pc_*) */
+    bool cache;                       /* keep this live plan's vectors (same.h PLAN) */
 } plan_ctx;
 
 /* --- 1. validate --------------------------------------------------------- */
@@ -109,18 +109,18 @@ static rsp_status lease_length(rsp__core *c, const rsp_step *step, plan_ctx *p, 
 }
 
 /* count_labels from the record's plan cache: it was built from the same
- * rows (a change of the record's rows drops it), whatever the epoch. */
+ * rows (a change of the record's rows drops it). */
 static bool count_labels_kept(rsp__core *c, const rsp_step *step, const plan_ctx *p)
 {
-    const rsp__steprec *s = &c->steps[p->rec];
-    if (c->fast_off || !p->same || !s->pc_ok || step->capture)
+    rsp__same *m = &c->steps[p->rec].same;
+    if (!p->same || step->capture || !rsp__same_has(&c->same, m, RSP__SAME_PLAN))
         return false;
     for (uint32_t L = 0; L < c->num_labels; L++)
         c->label_rows[L] = 0;
-    c->num_plan_labels = s->pc_num_labels;
-    for (uint32_t li = 0; li < s->pc_num_labels; li++) {
-        c->label_order[li] = s->pc_labels[li].label;
-        c->label_rows[s->pc_labels[li].label] = s->pc_labels[li].num_rows;
+    c->num_plan_labels = m->pc_num_labels;
+    for (uint32_t li = 0; li < m->pc_num_labels; li++) {
+        c->label_order[li] = m->pc_labels[li].label;
+        c->label_rows[m->pc_labels[li].label] = m->pc_labels[li].num_rows;
     }
     return true;
 }
@@ -217,49 +217,46 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
         return rsp__fail(err, RSP_ENOMEM, "out of memory planning step %" PRIu64, step->step_id);
     /* Room for the plan cache of a plain live plan; without it the plan
      * simply keeps no cache (the next one takes the general path). */
+    rsp__same *m = &s->same;
     p->cache =
         p->same && !step->preplan && !step->capture && !step->num_restores &&
         !step->num_checkpoints &&
-        !rsp__grow((void **)&s->pc_slots, &s->cap_pc_slots, p->total, sizeof *s->pc_slots) &&
-        !rsp__grow((void **)&s->pc_has, &s->cap_pc_has, p->total, sizeof *s->pc_has) &&
-        !rsp__grow((void **)&s->pc_gens, &s->cap_pc_gens, step->num_rows, sizeof *s->pc_gens);
+        !rsp__grow((void **)&m->pc_slots, &m->cap_pc_slots, p->total, sizeof *m->pc_slots) &&
+        !rsp__grow((void **)&m->pc_has, &m->cap_pc_has, p->total, sizeof *m->pc_has) &&
+        !rsp__grow((void **)&m->pc_gens, &m->cap_pc_gens, step->num_rows, sizeof *m->pc_gens);
     return reserve_ext(c, step, p, ops, (uint32_t)pairs, err);
 }
 
 /* --- the same declaration ------------------------------------------------ */
 
-/* How the live plan of p->rec may use its record's plan cache. Its rows
- * are the record's (p->same), which its admit pinned and the cached plan
- * addressed with no holding or request come or gone since (admit_hold_epoch,
- * pc_hold_epoch): every row resolves to the holding (the prows hints are
- * exact) and slot it had then, and every slot is pinned. COPY: no
- * holding changed at all since the cached plan (pc_epoch), every row it
- * addressed had has_state (it only goes false with the epoch), and no slot
- * has a pending zero (making one moves the epoch; the cached plan took
- * any over): the vectors are the cached ones. DERIVE: generations and
- * has_state may have moved (forks, resets that keep their slots, the
+/* How the live plan of p->rec may use its record's plan cache
+ * (same.h). Its rows are the record's (p->same), which its admit pinned
+ * and the cached plan addressed with no holding or request come or gone
+ * since (ADMIT and PLAN hold): every row resolves to the holding (the
+ * prows hints are exact) and slot it had then, and every slot is pinned.
+ * COPY: no holding changed at all since the cached plan, every row it
+ * addressed had has_state (it only goes false with the epoch), and no
+ * slot has a pending zero (making one moves the epoch; the cached plan
+ * took any over): the vectors are the cached ones. DERIVE: generations
+ * and has_state may have moved (forks, resets that keep their slots, the
  * commit's writes): copy, then read both again per row; no slot anywhere
  * has a pending zero, so there is none to take over. The labels, their
  * rows and vector lengths must match (a lease or graph bucket changes the
  * pad tail). */
-enum { SAME_NO, SAME_COPY, SAME_DERIVE };
-
-static int plan_is_same(const rsp__core *c, const rsp_step *step, const plan_ctx *p)
+static int plan_is_same(rsp__core *c, const rsp_step *step, const plan_ctx *p)
 {
-    const rsp__steprec *s = &c->steps[p->rec];
-    if (c->fast_off || !p->cache || !s->admit_ok || s->admit_hold_epoch != c->hold_epoch ||
-        !s->pc_ok || s->pc_hold_epoch != c->hold_epoch || s->pc_num_labels != c->num_plan_labels ||
-        s->pc_total != p->total || s->pc_rows != step->num_rows)
-        return SAME_NO;
+    rsp__same *m = &c->steps[p->rec].same;
+    if (!p->cache || !rsp__same_has(&c->same, m, RSP__SAME_ADMIT | RSP__SAME_PLAN) ||
+        m->pc_num_labels != c->num_plan_labels || m->pc_total != p->total ||
+        m->pc_rows != step->num_rows)
+        return RSP__SAME_NO;
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
-        const rsp__label_plan *lp = &s->pc_labels[li];
+        const rsp__same_label *lp = &m->pc_labels[li];
         if (lp->label != c->label_order[li] || lp->num_rows != c->label_rows[lp->label] ||
             lp->length != p->lengths[li])
-            return SAME_NO;
+            return RSP__SAME_NO;
     }
-    if (s->pc_epoch == c->epoch && s->pc_all_true)
-        return SAME_COPY;
-    return c->zero_pendings ? SAME_NO : SAME_DERIVE;
+    return rsp__same_plan_how(&c->same, m, c->zero_pendings != 0);
 }
 
 /* memcpy for n bytes that may be 0, when an empty plan's arrays are NULL
@@ -271,16 +268,17 @@ static inline void copy_bytes(void *dst, const void *src, size_t n)
 }
 
 /* has_state and generations of the cached plan's rows read again through
- * their exact hints (SAME_DERIVE), into a and the cache. */
+ * their exact hints (RSP__SAME_DERIVE), into a and the cache. */
 static void plan_derive(rsp__core *c, rsp__addr *a, rsp__steprec *s)
 {
+    rsp__same *m = &s->same;
     bool all = true, moved = false;
     bool *has = a->has_state;
     uint64_t *gens = a->gens;
     rsp__req *reqs = c->reqs;
     const rsp__slot *slots = c->slots;
     uint64_t earlier = rsp__earlier_mask(c, (uint32_t)(s - c->steps)); /* as in rsp__build */
-    for (uint32_t j = 0; j < s->pc_num_prows; j++) {
+    for (uint32_t j = 0; j < m->pc_num_prows; j++) {
         rsp__prow *pr = &s->prows[j];
         const rsp__hold *h = &rsp__req_holds(&reqs[pr->rec])[pr->hold];
         bool f = h->has_state || (slots[h->slot].writes & earlier);
@@ -290,23 +288,25 @@ static void plan_derive(rsp__core *c, rsp__addr *a, rsp__steprec *s)
         all &= h->has_state;
     }
     if (moved)
-        s->pc_vhash_ok = false; /* the digest hashes has_state, not generations */
-    copy_bytes(s->pc_has, has, (size_t)s->pc_total * sizeof *has);
-    copy_bytes(s->pc_gens, gens, (size_t)s->pc_rows * sizeof *gens);
-    s->pc_epoch = c->epoch;
-    s->pc_all_true = all;
-    s->plan_all_true = all;
+        rsp__same_drop(m, RSP__SAME_VHASH); /* the digest hashes has_state, not generations */
+    copy_bytes(m->pc_has, has, (size_t)m->pc_total * sizeof *has);
+    copy_bytes(m->pc_gens, gens, (size_t)m->pc_rows * sizeof *gens);
+    rsp__same_plan_kept(&c->same, m, all);
+    m->plan_all_true = all;
 }
 
 /* rsp__build's result from the plan cache (plan_is_same: how). */
 static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p, int how)
 {
     rsp__steprec *s = &c->steps[p->rec];
+    rsp__same *m = &s->same;
     uint32_t off = 0, goff = 0;
-    a->num_labels = s->pc_num_labels;
+    a->num_labels = m->pc_num_labels;
     for (uint32_t li = 0; li < a->num_labels; li++) {
         rsp__label_plan *lp = &a->labels[li];
-        *lp = s->pc_labels[li];
+        lp->label = m->pc_labels[li].label;
+        lp->num_rows = m->pc_labels[li].num_rows;
+        lp->length = m->pc_labels[li].length;
         lp->buffer = RSP__NONE;
         lp->slot_indices = a->slots + off;
         lp->has_state = a->has_state + off;
@@ -314,12 +314,12 @@ static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p, int how)
         off += lp->length;
         goff += lp->num_rows;
     }
-    copy_bytes(a->slots, s->pc_slots, (size_t)s->pc_total * sizeof *a->slots);
-    copy_bytes(a->has_state, s->pc_has, (size_t)s->pc_total * sizeof *a->has_state);
-    copy_bytes(a->gens, s->pc_gens, (size_t)s->pc_rows * sizeof *a->gens);
-    s->num_prows = s->pc_num_prows; /* prows[] still holds them */
-    s->plan_all_true = true;
-    if (how == SAME_DERIVE)
+    copy_bytes(a->slots, m->pc_slots, (size_t)m->pc_total * sizeof *a->slots);
+    copy_bytes(a->has_state, m->pc_has, (size_t)m->pc_total * sizeof *a->has_state);
+    copy_bytes(a->gens, m->pc_gens, (size_t)m->pc_rows * sizeof *a->gens);
+    s->num_prows = m->pc_num_prows; /* prows[] still holds them */
+    m->plan_all_true = true;
+    if (how == RSP__SAME_DERIVE)
         plan_derive(c, a, s);
     s->plan_took = false;
     c->fast.plans++;
@@ -330,25 +330,25 @@ static void plan_same(rsp__core *c, rsp__addr *a, const plan_ctx *p, int how)
 static void plan_keep(rsp__core *c, const rsp__addr *a, const rsp_step *step, const plan_ctx *p)
 {
     rsp__steprec *s = &c->steps[p->rec];
+    rsp__same *m = &s->same;
     /* plan_all_true: set by rsp__build from the holdings' own flags (an
      * entry may be true through an earlier in-flight step's write, which
      * this step's commit must still record). */
-    s->pc_ok = p->cache;
-    s->pc_vhash_ok = false;
+    rsp__same_drop(m, RSP__SAME_PLAN | RSP__SAME_VHASH);
     if (!p->cache)
         return;
-    s->pc_epoch = c->epoch;
-    s->pc_hold_epoch = c->hold_epoch;
-    s->pc_all_true = s->plan_all_true;
-    s->pc_num_labels = a->num_labels;
+    rsp__same_plan_kept(&c->same, m, m->plan_all_true);
+    m->pc_num_labels = a->num_labels;
     for (uint32_t li = 0; li < a->num_labels; li++)
-        s->pc_labels[li] = a->labels[li];
-    s->pc_total = (uint32_t)p->total;
-    s->pc_rows = step->num_rows;
-    s->pc_num_prows = s->num_prows;
-    copy_bytes(s->pc_slots, a->slots, (size_t)p->total * sizeof *a->slots);
-    copy_bytes(s->pc_has, a->has_state, (size_t)p->total * sizeof *a->has_state);
-    copy_bytes(s->pc_gens, a->gens, (size_t)step->num_rows * sizeof *a->gens);
+        m->pc_labels[li] =
+            (rsp__same_label){a->labels[li].label, a->labels[li].num_rows, a->labels[li].length};
+    m->pc_total = (uint32_t)p->total;
+    m->pc_rows = step->num_rows;
+    m->pc_num_prows = s->num_prows;
+    copy_bytes(m->pc_slots, a->slots, (size_t)p->total * sizeof *a->slots);
+    copy_bytes(m->pc_has, a->has_state, (size_t)p->total * sizeof *a->has_state);
+    copy_bytes(m->pc_gens, a->gens, (size_t)step->num_rows * sizeof *a->gens);
+    rsp__same_keep(&c->same, m, RSP__SAME_PLAN);
 }
 
 /* --- 4. apply ------------------------------------------------------------ */
@@ -365,14 +365,14 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
         rsp__ck_apply_restores(c, step, p->rec, w);
     rsp__apply_forks(c, step, false, 0, false, w);
     int how = plan_is_same(c, step, p);
-    if (how != SAME_NO) {
+    if (how != RSP__SAME_NO) {
         plan_same(c, live, p, how);
     } else {
         s->num_prows = 0;
         s->plan_took = rsp__build(c, live, step, p->rec, false, p->lengths);
         plan_keep(c, live, step, p);
     }
-    s->plan_epoch = c->epoch;
+    rsp__same_planned(&c->same, &s->same);
     rsp__mark_post_forks(c, step, p->rec);
     if (step->num_checkpoints)
         rsp__ck_mark_takes(c, step, p->rec);
@@ -428,17 +428,17 @@ static uint64_t vectors_hash(const rsp__plan_out *out)
  * free stack and the generation. A live plan whose vectors are its
  * record's plan cache (cached) hashes them once for as long as they stay
  * (pc_vhash): a steady step's digest is O(1). */
-static uint64_t plan_digest(rsp__core *c, const rsp__plan_out *out, rsp__steprec *s, bool cached)
+static uint64_t plan_digest(rsp__core *c, const rsp__plan_out *out, rsp__same *m, bool cached)
 {
     uint64_t vh;
-    if (cached && s->pc_vhash_ok) {
-        vh = s->pc_vhash;
+    if (cached && rsp__same_has(&c->same, m, RSP__SAME_VHASH)) {
+        vh = m->pc_vhash;
         RSP__ASSERT(vh == vectors_hash(out)); /* checked builds: the cache is the vectors */
     } else {
         vh = vectors_hash(out);
         if (cached) {
-            s->pc_vhash = vh;
-            s->pc_vhash_ok = true;
+            m->pc_vhash = vh;
+            rsp__same_keep(&c->same, m, RSP__SAME_VHASH);
         }
     }
     uint64_t h = rsp__mix64(rsp__mix64(out->step_id * 2u + (out->staged ? 1u : 0u)) ^ vh);
@@ -469,8 +469,9 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     out->labels = target->labels;
     /* A live plan's vectors are its record's cache when it keeps one (it
      * kept them, or it is the cache's copy). */
-    rsp__steprec *s = &c->steps[p->rec];
-    out->digest = plan_digest(c, out, s, !step->preplan && s->pc_ok);
+    rsp__same *m = &c->steps[p->rec].same;
+    out->digest =
+        plan_digest(c, out, m, !step->preplan && rsp__same_has(&c->same, m, RSP__SAME_PLAN));
 }
 
 rsp_status rsp__core_plan(rsp__core *c, const rsp_step *step, rsp__plan_out *out, rsp__work *w,

@@ -185,12 +185,7 @@ static rsp_status validate(rsp__core *c, const rsp_step *step, bool same, rsp_er
 
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err)
 {
-    if (step && step == c->memo_step)
-        return RSP_OK; /* validated, and unchanged since (rsp__core_rows_fixed) */
-    rsp_status st = validate(c, step, same, err);
-    if (st == RSP_OK && c->rows_fixed)
-        c->memo_step = step;
-    return st;
+    return validate(c, step, same, err);
 }
 
 rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, uint32_t *rec, bool *same,
@@ -200,7 +195,7 @@ rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, uint32_t *re
     *same = false;
     if (step && (!step->num_rows || step->rows)) { /* else validation says why */
         *rec = rsp__step_find(c, step->step_id);
-        *same = *rec != RSP__NONE && rsp__step_rows_same(c, *rec, step);
+        *same = *rec != RSP__NONE && rsp__step_same_rows(c, &c->steps[*rec], step);
     }
     return rsp__step_validate(c, step, *same, err);
 }
@@ -214,15 +209,11 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
                   sizeof *s->valid_rows) ||
         rsp__grow((void **)&s->raw, &s->cap_raw, step->num_rows, sizeof *s->raw))
         return RSP_ENOMEM;
-    c->memo_rows = NULL; /* it may have been this record's */
-    s->raw_ok = true;
-    s->pc_ok = false;    /* its plan was of other rows */
-    s->admit_ok = false; /* so were its pins */
-    s->fp_ok = false;    /* and its forking rids */
+    rsp__same_rows_changed(&s->same); /* its caches were of other rows */
+    bool raw = true;
     for (uint32_t i = s->num_valid_rows; i < step->num_rows; i++)
         s->valid_rows[i].rec = s->valid_rows[i].hold = RSP__NONE;
     s->num_valid_rows = step->num_rows;
-    s->fork_rids_ok = false; /* they were the rids of other rows */
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         rsp__valid_row *a = &s->valid_rows[i];
@@ -231,15 +222,12 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
         a->span = row->span;
         a->padding = row->padding;
         a->skip_post_forks = false;
-        s->raw_ok &= !row->skip_post_forks; /* such rows are never "the same" */
+        raw &= !row->skip_post_forks; /* such rows are never "the same" */
     }
     if (step->num_rows)
         memcpy(s->raw, step->rows, (size_t)step->num_rows * sizeof *s->raw);
-    if (c->rows_fixed && s->raw_ok) { /* these rows are the record's now */
-        c->memo_rows = step->rows;
-        c->memo_n = step->num_rows;
-        c->memo_rec = rec;
-    }
+    if (raw)
+        rsp__same_keep(&c->same, &s->same, RSP__SAME_RAW);
     return RSP_OK;
 }
 
@@ -447,13 +435,12 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
             slots[s->fslots[i]].fork_pins &= ~bit;
         for (uint32_t i = 0; i < s->num_post_slots; i++)
             slots[s->post_slots[i]].post_to &= ~bit;
-        if (!rollback && !c->fast_off && s->admit_ok && s->num_pinned == s->admit_pins) {
+        if (!rollback && rsp__same_may_linger(&c->same, &s->same, s->num_pinned)) {
             /* The pins (and the rows' writes bits) a same-declaration
-             * admit of rec would set again: they linger (c->ghost) until
-             * the next core call, which adopts or clears them. */
-            RSP__ASSERT(c->ghost == RSP__NONE); /* cleared at this call's start */
-            c->ghost = rec;
-            c->ghost_pins = s->num_pinned;
+             * admit of rec would set again: they linger (c->same.ghost)
+             * until the next core call, which adopts or clears them. */
+            RSP__ASSERT(c->same.ghost == RSP__NONE); /* cleared at this call's start */
+            rsp__same_linger(&c->same, rec, s->num_pinned);
             c->fast.ghosts++;
             return;
         }
@@ -464,7 +451,7 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
         return;
     }
     uint64_t others = rsp__planned_mask(c) & ~bit;
-    RSP__ASSERT(c->ghost == RSP__NONE); /* `!sl->pins` below reads every record's */
+    RSP__ASSERT(c->same.ghost == RSP__NONE); /* `!sl->pins` below reads every record's */
     for (uint32_t i = 0; i < s->num_fslots; i++)
         c->slots[s->fslots[i]].fork_pins &= ~bit;
     for (uint32_t i = 0; i < s->num_post_slots; i++)
@@ -475,7 +462,7 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
             sl->took_zero &= ~bit;
             if (rollback && sl->state == RSP__SLOT_HELD) {
                 rsp__zero_pending(c, sl, true); /* its forward's write does not count */
-                rsp__epoch_bump(c);             /* a later plan takes the zero over */
+                rsp__holdings_changed(c);       /* a later plan takes the zero over */
             }
         }
         sl->writes &= ~bit;

@@ -39,7 +39,7 @@ _Static_assert(offsetof(rsp_row, padding) == 16 && offsetof(rsp_row, skip_post_f
  * fork_group is not compared (a grouped step collects and checks its
  * groups on every call: fork.h). Inline: every admit, plan and commit of
  * a steady step runs it over all rows. O(rows). */
-static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *step)
+static inline bool rsp__step_same_rows(rsp__core *c, rsp__steprec *s, const rsp_step *step)
 {
     if (s->num_valid_rows != step->num_rows)
         return false;
@@ -47,32 +47,14 @@ static inline bool rsp__step_same_rows(const rsp__steprec *s, const rsp_step *st
         return true;
     /* One block first (the steady step: the caller passes the same array
      * again); rows equal as bytes are equal field by field. */
-    if (s->raw_ok && memcmp(step->rows, s->raw, (size_t)step->num_rows * sizeof *s->raw) == 0)
+    if (rsp__same_has(&c->same, &s->same, RSP__SAME_RAW) &&
+        memcmp(step->rows, s->raw, (size_t)step->num_rows * sizeof *s->raw) == 0)
         return true;
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *a = &step->rows[i];
         const rsp__valid_row *b = &s->valid_rows[i];
         if (memcmp(a, b, 18) != 0)
             return false;
-    }
-    return true;
-}
-
-/* rsp__step_same_rows of record rec, remembered for the address of the
- * rows while the caller keeps them fixed (rsp__core_rows_fixed): the
- * commit, admit and plan of one RSP_MSG_STEP compare them once. O(rows),
- * O(1) remembered. */
-static inline bool rsp__step_rows_same(rsp__core *c, uint32_t rec, const rsp_step *step)
-{
-    if (c->memo_rows && step->rows == c->memo_rows && step->num_rows == c->memo_n &&
-        rec == c->memo_rec)
-        return true;
-    if (!rsp__step_same_rows(&c->steps[rec], step))
-        return false;
-    if (c->rows_fixed) {
-        c->memo_rows = step->rows;
-        c->memo_n = step->num_rows;
-        c->memo_rec = rec;
     }
     return true;
 }
@@ -85,9 +67,7 @@ static inline bool rsp__step_rows_same(rsp__core *c, uint32_t rec, const rsp_ste
  * the row checks are skipped (labels are never removed: rows valid once
  * stay valid) and only the O(forks) checks run again, in the same order,
  * so every error is the one a full validation gives. O(rows + forks),
- * O(forks) when same; O(1) for the declaration at the address validated
- * last while the caller keeps its arrays fixed (rsp__core_rows_fixed: the
- * plan of one RSP_MSG_STEP validates what its admit did). */
+ * O(forks) when same. */
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err);
 
 /* Validate a step that may be in flight (plan, commit): *rec gets its
@@ -112,7 +92,7 @@ void rsp__step_keep_decl(rsp__steprec *s, const rsp_step *step);
  * (rid, label, span, padding, fork group; skip_post_forks is the commit's
  * own choice), forks, checkpoint takes and restores. RSP_EINVAL naming
  * the first difference. same: the rows are the record's
- * (rsp__step_rows_same). O(forks + decls), O(rows) unless same. */
+ * (rsp__step_same_rows). O(forks + decls), O(rows) unless same. */
 rsp_status rsp__step_check_commit(const rsp__core *c, uint32_t rec, const rsp_step *step, bool same,
                                   rsp_error *err);
 

@@ -31,7 +31,7 @@ static rsp_status swap_req(rsp__core *c, rsp_rid rid, bool want, rsp__req **out,
 static rsp_status check_unpinned(const rsp__core *c, const rsp__req *r, rsp_error *err)
 {
     const rsp__hold *h = rsp__req_holds((rsp__req *)r);
-    RSP__ASSERT(c->ghost == RSP__NONE); /* rsp__op_begin cleared any */
+    RSP__ASSERT(c->same.ghost == RSP__NONE); /* rsp__op_begin cleared any */
     for (uint32_t i = 0; i < r->num_holds; i++) {
         uint64_t pins = c->slots[h[i].slot].pins | c->slots[h[i].slot].fork_pins;
         if (pins)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "core/same.h"
 
 /* Two cores: [0] with the path, [1] without. */
 typedef struct duo {
@@ -516,6 +517,36 @@ static void checkpoint_steps_take_the_general_path(void **state)
     duo_fini(&d);
 }
 
+/* same.h's one check: a cache that names holdings by index (RESOLVED)
+ * goes when a holding or request comes or goes; one that depends on the
+ * rows only stays; a holding that changes in place drops none; the path
+ * off hides the fast ones; a lost writes bit drops only ADMIT. */
+static void resolved_caches_go_with_holders_rows_caches_stay(void **state)
+{
+    (void)state;
+    rsp__same_pool g = {.ghost = UINT32_MAX};
+    rsp__same m = {0};
+    uint32_t all = RSP__SAME_RAW | RSP__SAME_RIDS | RSP__SAME_FORKS | RSP__SAME_ADMIT |
+                   RSP__SAME_PAIRS | RSP__SAME_PLAN | RSP__SAME_VHASH;
+    rsp__same_keep(&g, &m, all);
+    assert_int_equal(rsp__same_valid(&g, &m), all);
+    rsp__same_holdings_changed(&g); /* a fork or reset: slots stay */
+    assert_int_equal(rsp__same_valid(&g, &m), all);
+    rsp__same_writes_lost(&m);
+    assert_int_equal(rsp__same_valid(&g, &m), all & ~(uint32_t)RSP__SAME_ADMIT);
+    rsp__same_keep(&g, &m, RSP__SAME_ADMIT);
+    g.off = true;
+    assert_int_equal(rsp__same_valid(&g, &m), RSP__SAME_RAW | RSP__SAME_RIDS | RSP__SAME_FORKS);
+    g.off = false;
+    rsp__same_holders_changed(&g);
+    assert_int_equal(rsp__same_valid(&g, &m), RSP__SAME_RAW | RSP__SAME_RIDS | RSP__SAME_FORKS);
+    rsp__same_keep(&g, &m, RSP__SAME_PLAN); /* kept again: valid from now */
+    assert_true(rsp__same_has(&g, &m, RSP__SAME_PLAN));
+    assert_false(rsp__same_has(&g, &m, RSP__SAME_PLAN | RSP__SAME_ADMIT));
+    rsp__same_rows_changed(&m);
+    assert_int_equal(rsp__same_valid(&g, &m), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -533,6 +564,7 @@ int main(void)
         cmocka_unit_test(rollback_and_pipelined_steady_steps),
         cmocka_unit_test(steady_fork_steps_take_the_path),
         cmocka_unit_test(checkpoint_steps_take_the_general_path),
+        cmocka_unit_test(resolved_caches_go_with_holders_rows_caches_stay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
