@@ -643,7 +643,10 @@ static rsp_status step_phases(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
 static rsp_status on_step(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     r->committed = r->planned = false; /* a recycled ticket's reply is not cleared */
-    return step_phases(p, m, r, changed);
+    rsp__core_rows_fixed(p->core, true);
+    rsp_status st = step_phases(p, m, r, changed);
+    rsp__core_rows_fixed(p->core, false);
+    return st;
 }
 
 static rsp_status on_build_graph_buffers(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)

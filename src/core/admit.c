@@ -100,7 +100,7 @@ static rsp_status admit_validate(rsp__core *c, const rsp_step *step, uint32_t *r
     *same = false;
     if (step && (!step->num_rows || step->rows)) { /* else validation says why */
         *rec = admit_record(c, step->step_id);
-        *same = *rec != RSP__NONE && rsp__step_same_rows(c, &c->steps[*rec], step);
+        *same = *rec != RSP__NONE && rsp__step_rows_same(c, *rec, step);
     }
     rsp_status st = rsp__step_validate(c, step, *same, err);
     if (st != RSP_OK)

@@ -361,6 +361,11 @@ void rsp__core_set_fast(rsp__core *c, bool on)
     c->same.off = !on;
 }
 
+void rsp__core_rows_fixed(rsp__core *c, bool on)
+{
+    rsp__same_fix_rows(&c->same, on);
+}
+
 rsp__fast_counts rsp__core_fast_counts(const rsp__core *c)
 {
     return c->fast;

@@ -249,6 +249,12 @@ bool rsp__core_ckpt_report_clean(const rsp__core *core);
  * gives; on by default. Off: the general path only (tests run both side
  * by side). Owner thread, O(1). */
 void rsp__core_set_fast(rsp__core *core, bool on);
+/* On: the caller promises that row arrays it passes stay unchanged until
+ * it turns this off (the owner, around one message whose calls share
+ * rows, e.g. RSP_MSG_STEP's commit, admit and plan): rows at an address
+ * already found the same as a record's are not compared again. Off: that
+ * is forgotten. Owner thread, O(1). */
+void rsp__core_rows_fixed(rsp__core *core, bool on);
 /* How often each operation took the same-declaration path (tests: a test
  * of the path asserts it was taken). */
 typedef struct rsp__fast_counts {

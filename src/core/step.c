@@ -185,7 +185,12 @@ static rsp_status validate(rsp__core *c, const rsp_step *step, bool same, rsp_er
 
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err)
 {
-    return validate(c, step, same, err);
+    if (rsp__same_step_known(&c->same, step))
+        return RSP_OK; /* validated, and unchanged since (rsp__core_rows_fixed) */
+    rsp_status st = validate(c, step, same, err);
+    if (st == RSP_OK)
+        rsp__same_step_validated(&c->same, step);
+    return st;
 }
 
 rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, uint32_t *rec, bool *same,
@@ -195,7 +200,7 @@ rsp_status rsp__step_revalidate(rsp__core *c, const rsp_step *step, uint32_t *re
     *same = false;
     if (step && (!step->num_rows || step->rows)) { /* else validation says why */
         *rec = rsp__step_find(c, step->step_id);
-        *same = *rec != RSP__NONE && rsp__step_same_rows(c, &c->steps[*rec], step);
+        *same = *rec != RSP__NONE && rsp__step_rows_same(c, *rec, step);
     }
     return rsp__step_validate(c, step, *same, err);
 }
@@ -209,7 +214,7 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
                   sizeof *s->valid_rows) ||
         rsp__grow((void **)&s->raw, &s->cap_raw, step->num_rows, sizeof *s->raw))
         return RSP_ENOMEM;
-    rsp__same_rows_changed(&s->same); /* its caches were of other rows */
+    rsp__same_rows_changed(&c->same, &s->same); /* its caches were of other rows */
     bool raw = true;
     for (uint32_t i = s->num_valid_rows; i < step->num_rows; i++)
         s->valid_rows[i].rec = s->valid_rows[i].hold = RSP__NONE;
@@ -226,8 +231,10 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
     }
     if (step->num_rows)
         memcpy(s->raw, step->rows, (size_t)step->num_rows * sizeof *s->raw);
-    if (raw)
+    if (raw) {
         rsp__same_keep(&c->same, &s->same, RSP__SAME_RAW);
+        rsp__same_rows_found(&c->same, step->rows, step->num_rows, rec); /* the record's now */
+    }
     return RSP_OK;
 }
 

@@ -59,6 +59,20 @@ static inline bool rsp__step_same_rows(rsp__core *c, rsp__steprec *s, const rsp_
     return true;
 }
 
+/* rsp__step_same_rows of record rec, remembered for the address of the
+ * rows while the caller keeps them fixed (rsp__core_rows_fixed): the
+ * commit, admit and plan of one RSP_MSG_STEP compare them once. O(rows),
+ * O(1) remembered. */
+static inline bool rsp__step_rows_same(rsp__core *c, uint32_t rec, const rsp_step *step)
+{
+    if (rsp__same_rows_known(&c->same, step->rows, step->num_rows, rec))
+        return true;
+    if (!rsp__step_same_rows(c, &c->steps[rec], step))
+        return false;
+    rsp__same_rows_found(&c->same, step->rows, step->num_rows, rec);
+    return true;
+}
+
 /* Validate a declaration (check.h, then duplicate rows, then the rows the
  * checkpoint declarations name: each a row with span > 0, no (rid, label)
  * restored twice, no key taken twice, no take into a tier without slots;
@@ -67,7 +81,9 @@ static inline bool rsp__step_same_rows(rsp__core *c, rsp__steprec *s, const rsp_
  * the row checks are skipped (labels are never removed: rows valid once
  * stay valid) and only the O(forks) checks run again, in the same order,
  * so every error is the one a full validation gives. O(rows + forks),
- * O(forks) when same. */
+ * O(forks) when same; O(1) for the declaration at the address validated
+ * last while the caller keeps its arrays fixed (rsp__core_rows_fixed: the
+ * plan of one RSP_MSG_STEP validates what its admit did). */
 rsp_status rsp__step_validate(rsp__core *c, const rsp_step *step, bool same, rsp_error *err);
 
 /* Validate a step that may be in flight (plan, commit): *rec gets its
@@ -92,7 +108,7 @@ void rsp__step_keep_decl(rsp__steprec *s, const rsp_step *step);
  * (rid, label, span, padding, fork group; skip_post_forks is the commit's
  * own choice), forks, checkpoint takes and restores. RSP_EINVAL naming
  * the first difference. same: the rows are the record's
- * (rsp__step_same_rows). O(forks + decls), O(rows) unless same. */
+ * (rsp__step_rows_same). O(forks + decls), O(rows) unless same. */
 rsp_status rsp__step_check_commit(const rsp__core *c, uint32_t rec, const rsp_step *step, bool same,
                                   rsp_error *err);
 

@@ -543,7 +543,7 @@ static void resolved_caches_go_with_holders_rows_caches_stay(void **state)
     rsp__same_keep(&g, &m, RSP__SAME_PLAN); /* kept again: valid from now */
     assert_true(rsp__same_has(&g, &m, RSP__SAME_PLAN));
     assert_false(rsp__same_has(&g, &m, RSP__SAME_PLAN | RSP__SAME_ADMIT));
-    rsp__same_rows_changed(&m);
+    rsp__same_rows_changed(&g, &m);
     assert_int_equal(rsp__same_valid(&g, &m), 0);
 }
 
