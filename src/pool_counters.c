@@ -39,36 +39,6 @@ void rsp__pool_mirror_gauges(rsp_pool *p)
 #undef MIRROR_CORE
 }
 
-/* Each CORE field is a gauge of the core with the list's width, and the
- * core has no gauge the list misses (its struct is exactly those fields,
- * so the bytes add up). The core's struct is written in core.h, a layer
- * that knows nothing of the pool: these asserts are the tie. */
-#define GAUGE_WIDTH_CORE(bits, name)                                                               \
-    _Static_assert(sizeof(((rsp__core_gauges *)0)->name) * 8 == (bits), #name ": gauge width");
-#define GAUGE_WIDTH_OWNER(bits, name)
-#define GAUGE_WIDTH_LAYOUT(bits, name)
-#define GAUGE_WIDTH_ACTOR(bits, name)
-#define GAUGE_WIDTH(bits, name, kind, source, help) GAUGE_WIDTH_##source(bits, name)
-RSP_STATS_FIELDS(GAUGE_WIDTH)
-#undef GAUGE_WIDTH
-#undef GAUGE_WIDTH_ACTOR
-#undef GAUGE_WIDTH_LAYOUT
-#undef GAUGE_WIDTH_OWNER
-#undef GAUGE_WIDTH_CORE
-#define CORE_BYTES_CORE(bits) +(bits) / 8
-#define CORE_BYTES_OWNER(bits)
-#define CORE_BYTES_LAYOUT(bits)
-#define CORE_BYTES_ACTOR(bits)
-#define CORE_BYTES(bits, name, kind, source, help) CORE_BYTES_##source(bits)
-enum { CORE_GAUGE_BYTES = 0 RSP_STATS_FIELDS(CORE_BYTES) };
-#undef CORE_BYTES
-#undef CORE_BYTES_ACTOR
-#undef CORE_BYTES_LAYOUT
-#undef CORE_BYTES_OWNER
-#undef CORE_BYTES_CORE
-_Static_assert(CORE_GAUGE_BYTES == sizeof(rsp__core_gauges),
-               "rsp__core_gauges has a field that RSP_STATS_FIELDS does not list as CORE");
-
 /* The LAYOUT and ACTOR fields, one reader each by the field's name: a new
  * field of those sources fails to compile until it has one. */
 static uint32_t layout_max_slots(const rsp_pool *p)

@@ -226,14 +226,21 @@ uint32_t rsp__core_free_order(const rsp__core *core, uint32_t *out, uint32_t cap
  * layer are left alone). O(1). */
 void rsp__core_stats(const rsp__core *core, rsp_stats *out);
 
-/* The gauges the pool mirrors when its owner settles (rsp_stats' fields of
- * the same names): what rsp__core_stats fills, without the constants and
- * without a whole rsp_stats to clear. O(1). */
+/* The gauges the pool mirrors when its owner settles: exactly the fields
+ * rsp_stats' list (rsp/rsp_stats.h) gives the source CORE, with their
+ * names and widths, in the list's order, so a field listed there is a
+ * field here. */
+#define RSP__CORE_GAUGE_CORE(bits, name) uint##bits##_t name;
+#define RSP__CORE_GAUGE_OWNER(bits, name)
+#define RSP__CORE_GAUGE_LAYOUT(bits, name)
+#define RSP__CORE_GAUGE_ACTOR(bits, name)
+#define RSP__CORE_GAUGE(bits, name, kind, source, help) RSP__CORE_GAUGE_##source(bits, name)
 typedef struct rsp__core_gauges {
-    uint32_t free_slots, held_slots, pending_release, num_requests, num_holdings;
-    uint32_t checkpoints_device, checkpoints_host, swapped_slots;
-    uint64_t generation;
+    RSP_STATS_FIELDS(RSP__CORE_GAUGE)
 } rsp__core_gauges;
+/* What rsp__core_stats fills, without the constants and without a whole
+ * rsp_stats to clear; the padding is zeroed, so two results compare with
+ * memcmp. O(1). */
 void rsp__core_gauges_get(const rsp__core *core, rsp__core_gauges *out);
 
 /* Whether the last core call's checkpoint report (rsp__core_ckpt_report)
