@@ -120,7 +120,7 @@ void bench_step(const bench_opts *o);
 void bench_read(const bench_opts *o);
 void bench_zero_fork(const bench_opts *o);
 void bench_create(const bench_opts *o);
-/* Checkpoints (issue 12): ckpt.c, prefix.c. */
+/* Checkpoints: ckpt.c, prefix.c. */
 void bench_ckpt_copy(const bench_opts *o);
 void bench_ckpt_lookup(const bench_opts *o);
 void bench_ckpt_churn(const bench_opts *o);

@@ -1,5 +1,5 @@
 /*
- * Checkpoints (issue 12): copy, lookup and churn, each beside a baseline.
+ * Checkpoints: copy, lookup and churn, each beside a baseline.
  * SPDX-License-Identifier: Apache-2.0
  *
  * ckpt_copy   take + restore of one 1 MiB slot, as an engine does it: step

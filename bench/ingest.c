@@ -9,7 +9,7 @@
  * stops when the owner has handled every message. Baseline: bl_ingest /
  * bl_remove, each a lock + core call + unlock. The total work per
  * repetition is the same at every thread count.
- * Vector form (issue 11, rids_per_msg 64): the same rids and the same
+ * Vector form (rids_per_msg 64): the same rids and the same
  * work, posted as RSP_MSG_INGEST / RSP_MSG_REMOVE with a list of 64 rids
  * (msg.rids) each; the baseline is the same per-rid mutex calls (one lock
  * per rid: bench/baseline.c has no batched entry point).

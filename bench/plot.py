@@ -461,7 +461,7 @@ def targets(rows):
         for r in find("step", variant="fork", rows=256, api=api):
             res.append(("fork step, 256 rows, 1 KiB slots (%s) < 50 us" % api,
                         _us(r["median_ns"]), r["median_ns"] < 50000))
-    # Issue 11: the synchronous API at one round trip a step (rsp_step_next).
+    # The synchronous API at one round trip a step (rsp_step_next).
     for r in find("step", variant="one_label", rows=1, api="onetrip"):
         res.append(("step, 1 row, one label (onetrip sync) <= 2.5 us", _us(r["median_ns"]),
                     r["median_ns"] <= 2500))
@@ -496,7 +496,7 @@ def targets(rows):
     for r in find("zero_fork"):
         res.append(("zero_fork, %s %d slots: ratio >= 0.9" % (r["params"]["op"], r["params"]["slots"]),
                     "%.2f" % r["ratio"], r["ratio"] >= 0.9))
-    # Issue 12: checkpoints (docs/checkpoints.md).
+    # Checkpoints (docs/checkpoints.md).
     for r in find("ckpt_copy"):
         p = r["params"]
         how = ("device layer only" if p.get("path") == "device" else

@@ -1,5 +1,5 @@
 /*
- * prefix_reuse (issue 12): requests sharing prefixes, started from
+ * prefix_reuse: requests sharing prefixes, started from
  * checkpoints, against the same workload recomputing the prefix.
  * SPDX-License-Identifier: Apache-2.0
  *

@@ -22,7 +22,7 @@
  *     ckpt-churn                 N takes of distinct keys into a full device
  *                                tier of 1,024 tiny checkpoints (each evicts
  *                                the least recently used), fire-and-forget,
- *                                then a barrier (issue 12: owner time a take)
+ *                                then a barrier (owner time a take)
  *     ckpt-lookup                N rsp_checkpoint_lookup of stored and missing
  *                                keys (one reader, a read section each)
  *
@@ -147,7 +147,7 @@ static void ingest_rsp(uint32_t n)
     printf("ingest-rsp: %u pairs\n", n);
 }
 
-/* Issue 11's vector form: the same n pairs, 64 rids a message. */
+/* The vector form: the same n pairs, 64 rids a message. */
 static void ingest_vector(uint32_t n)
 {
     rsp_pool_config cfg;
@@ -243,7 +243,7 @@ static void steps_rsp(uint32_t n, bool fork)
     printf("%s-rsp: %u steps of %u rows\n", fork ? "fork" : "step", n, STEP_ROWS);
 }
 
-/* Issue 11: the same steady 256-row step through rsp_step_next (one round
+/* The same steady 256-row step through rsp_step_next (one round
  * trip: it commits the previous step and admits and plans this one). */
 static void onetrip_rsp(uint32_t n)
 {
@@ -347,7 +347,7 @@ static void fork_mutex(uint32_t n)
     steps_mutex(n, true, true);
 }
 
-/* Issue 12: a tier of CKPT_TIER checkpoints filled in the set-up (so the
+/* A tier of CKPT_TIER checkpoints filled in the set-up (so the
  * N measured takes all evict), rid 1 holding the 64 B slot they copy. */
 #define CKPT_TIER 1024u
 
@@ -432,10 +432,8 @@ int main(int argc, char **argv)
         {"fork-mutex", fork_mutex},
         {"step-mutex-general", step_mutex_general},
         {"fork-mutex-general", fork_mutex_general},
-        /* issue 11 */
         {"step-onetrip", onetrip_rsp},
         {"ingest-vector", ingest_vector},
-        /* issue 12 */
         {"ckpt-churn", ckpt_churn},
         {"ckpt-lookup", ckpt_lookup},
     };

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The house rules that a compiler does not check (issue 9, docs/design.md).
+"""The house rules that a compiler does not check (docs/design.md).
 
   scripts/check_house.py [--root DIR]
 

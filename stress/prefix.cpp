@@ -1,4 +1,4 @@
-// rsp-stress: the prefix-reuse mode (issue 12). A pool of its own per
+// rsp-stress: the prefix-reuse mode. A pool of its own per
 // thread, with small checkpoint tiers so evictions happen all the time; one
 // thread plays the engine: its radix tree of prefixes (here: a map from
 // key to what the engine believes is stored), requests that share a few

@@ -13,7 +13,7 @@
  * enqueue to the end of a synchronize, so launch and submit costs count.
  * Bandwidth = bytes written (zero) or copied (fork) per second.
  *
- * Targets (issue 4): batched fork of 256 x 8 MiB >= 80 % of the reference
+ * Targets: batched fork of 256 x 8 MiB >= 80 % of the reference
  * bandwidth; batched >= 10x faster than per-region for 256 x 64 KiB.
  * Prints a table and a verdict per target; --strict exits 1 on a miss.
  * Exit 2 without a GPU. Usage: rsp-bench-gpu [--strict] [--quick]

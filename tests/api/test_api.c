@@ -917,7 +917,7 @@ static void wait_poll_then_answer(void **state)
     rsp_pool_destroy(pool);
 }
 
-/* Issue 9: the published staged plan follows the core's stage reports: a
+/* the published staged plan follows the core's stage reports: a
  * commit (a preplanned capture step's), a rollback and clear_preplan each
  * end the stage, and the pool unpublishes it. */
 static bool staged_published(rsp_pool *pool)

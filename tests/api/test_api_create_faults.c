@@ -1,5 +1,5 @@
 /*
- * rsp_pool_create under failure (issue 8, item 8): fail the N-th thread
+ * rsp_pool_create under failure (item 8): fail the N-th thread
  * creation, for every N along creation, and the N-th allocation of the
  * library; each must return a status with nothing left behind (no thread
  * running or unjoined, no allocation live; the ASan build's LeakSanitizer

@@ -1,5 +1,5 @@
 /*
- * DLPack exports (issue 13): rsp_pool_block_dlpack and rsp_addressing_dlpack.
+ * DLPack exports: rsp_pool_block_dlpack and rsp_addressing_dlpack.
  * The tensors describe the pool's memory exactly; a block export keeps the
  * storage after rsp_pool_close until its deleter (ASan: no use after free,
  * no leak), on any thread (TSan); host addressing exports are copies that

@@ -1,5 +1,5 @@
 /*
- * Lifecycle and misuse through the public API (issue 8): typed events,
+ * Lifecycle and misuse through the public API: typed events,
  * host fences dropped right after a post, destroy while a thread waits for
  * a plan, every call in a forked child, rsp_pool_close inside a read
  * section, an unbalanced rsp_read_end.

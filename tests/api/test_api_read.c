@@ -1,5 +1,5 @@
 /*
- * The read path of issue 11: rsp_plan_live_addressing (one call), QSBR readers
+ * The read path: rsp_plan_live_addressing (one call), QSBR readers
  * (rsp_reader_register_qsbr, rsp_reader_quiescent, rsp_reader_offline /
  * _online: a plan stays valid until the reader is quiescent; both flavours
  * at once; the waits an online QSBR reader may not make), and the host

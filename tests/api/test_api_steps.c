@@ -2,7 +2,7 @@
  * Per-step plans (rsp_plan_of_step, rsp_plan_wait_step) and failures that do
  * not vanish (posts_failed, on_error, forward_waits, rsp_pool_close_timed,
  * the commit's forward_done rule, rsp_ticket_forget, rsp_read_explain,
- * messages naming the caller's argument): issue 10, items 1 and 4.
+ * messages naming the caller's argument).
  * Worker threads record; the main thread asserts.
  * SPDX-License-Identifier: Apache-2.0
  */

@@ -32,7 +32,7 @@ typedef struct fx {
 
 void fx_init(fx *f, uint32_t max_slots, bool sink);
 void fx_init_cfg(fx *f, const rsp_pool_config *cfg);
-/* fx_init (sink on) with the checkpoint tiers (issue 12): `device` and
+/* fx_init (sink on) with the checkpoint tiers: `device` and
  * `host` slots, demotion as given. */
 void fx_init_ck(fx *f, uint32_t max_slots, uint32_t device, uint32_t host, bool demote);
 void fx_fini(fx *f);
@@ -56,7 +56,7 @@ void fx_admit_ok(fx *f, const rsp_step *s);
 rsp_status fx_rollback(fx *f, uint64_t step_id, const rsp_event *done);
 rsp_status fx_plan(fx *f, const rsp_step *s);
 rsp_status fx_commit(fx *f, const rsp_step *s, const rsp_event *done);
-/* Checkpoints and swaps (issue 12), the same way. */
+/* Checkpoints and swaps, the same way. */
 rsp_status fx_checkpoint(fx *f, uint64_t key, rsp_rid rid, rsp_label_id label, rsp_tier tier,
                          uint64_t after_step);
 rsp_status fx_ck_drop(fx *f, uint64_t key);

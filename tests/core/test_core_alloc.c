@@ -1,4 +1,4 @@
-/* No allocation per step after warm-up (issue 2, item 4): malloc, calloc and
+/* No allocation per step after warm-up (item 4): malloc, calloc and
  * realloc are wrapped at link time (-Wl,--wrap) and counted while a steady
  * workload runs. SPDX-License-Identifier: Apache-2.0 */
 #include <stdlib.h>

@@ -274,7 +274,7 @@ static void too_many_inflight_steps_is_error(void **state)
     rsp__core_destroy(core);
 }
 
-/* Issue 8, item 9: a size accepted only if it cannot cost unbounded memory. */
+/* A size accepted only if it cannot cost unbounded memory. */
 static void huge_inbox_capacity_is_error(void **state)
 {
     (void)state;

@@ -1,4 +1,4 @@
-/* Allocation failure inside every core operation (issue 8, item 2): the
+/* Allocation failure inside every core operation (item 2): the
  * N-th allocation of the call fails, for every N until the call no longer
  * allocates. The call must then either refuse with RSP_ENOMEM and change
  * nothing (same free stack, holdings, generations, slot bytes, requests),
@@ -395,7 +395,7 @@ static void release_check(fx *f)
     assert_true(fx_slot(f, 2, L[0]) > 0);
 }
 
-/* --- checkpoints and swaps (issue 12) -------------------------------------- */
+/* --- checkpoints and swaps -------------------------------------- */
 
 /* steady_setup, the forwards' bytes, and keys 1, 2 (rids 1, 2) filling the
  * device tier (2 slots). */

@@ -265,7 +265,7 @@ static void build_graph_buffers_keeps_largest(void **state)
     fx_fini(&f);
 }
 
-/* Issue 8, item 1: a capture step that was preplanned and then committed
+/* A capture step that was preplanned and then committed
  * leaves no stage behind. A stale one pointed at a step record the next
  * admit reuses: a later live plan "took the lease from that stage" and
  * handed step 11's leased buffer to step 12 while 11 was in flight. */
@@ -314,7 +314,7 @@ static void committed_capture_step_drops_its_stage(void **state)
     fx_fini(&f);
 }
 
-/* Issue 8, item 9: sizes that would cost gigabytes are refused up front. */
+/* Sizes that would cost gigabytes are refused up front. */
 static void oversized_buckets_are_invalid(void **state)
 {
     (void)state;
@@ -843,7 +843,7 @@ static void staged_flags_match_live_with_self_and_missing_sources(void **state)
 }
 
 /* The operations that never end a stage leave it, and errors report KEPT:
- * the pool follows the reports alone (issue 9). */
+ * the pool follows the reports alone. */
 static void only_plan_commit_rollback_and_clear_end_a_stage(void **state)
 {
     (void)state;

@@ -1,5 +1,5 @@
 /*
- * The same-declaration path (docs/design.md "The core", issue 11): a step
+ * The same-declaration path (docs/design.md "The core"): a step
  * whose rows equal its record's last ones while no holding changed takes
  * the fast path at admit, plan and commit. Every test drives two cores on
  * the same operations, one with the path on and one with it off
@@ -471,7 +471,7 @@ static void steady_fork_steps_take_the_path(void **state)
     duo_fini(&d);
 }
 
-/* Steps that restore or take checkpoints (issue 12) take the general path
+/* Steps that restore or take checkpoints take the general path
  * at admit and plan; the steady steps around them, a swap out and in
  * between, still agree with the general path everywhere. */
 static void checkpoint_steps_take_the_general_path(void **state)

@@ -88,7 +88,7 @@ typedef struct rspm_request {
     bool exists;
     uint32_t num_holdings;
     rspm_holding h[RSPM_MAX_LABELS]; /* insertion order */
-    /* Swapped out (issue 12): no holdings; per holding it had, its label,
+    /* Swapped out: no holdings; per holding it had, its label,
      * content tag and has_state, each in a host-tier slot. */
     bool swapped;
     uint32_t swap_n;
@@ -198,7 +198,7 @@ typedef struct rspm_cov {
     uint64_t overlap_flags;   /* plan rows with state only through an earlier step in flight */
 } rspm_cov;
 
-/* A checkpoint (issue 12): its tier, the content tag of the state it
+/* A checkpoint: its tier, the content tag of the state it
  * holds (like a slot's), the caller's pins and the steps restoring from it
  * (bit i: m->steps[i]). */
 typedef struct rspm_ck {
@@ -275,7 +275,7 @@ void rspm_commit(rspm *m, const rspm_decl *d);
 /* The simulated forward wrote pattern `seed` into slot. */
 void rspm_forward_write(rspm *m, int32_t slot, uint64_t seed);
 
-/* Checkpoints (issue 12; docs/design.md "Checkpoints"):
+/* Checkpoints (docs/design.md "Checkpoints"):
  *   - a take needs the holding (RSP_ENOREQ), a slot no planned step pins
  *     (RSP_EORDER), an unpinned key (RSP_EPINNED), and room: a free slot of
  *     the tier, counting the replaced key's, else its least recently used
@@ -297,7 +297,7 @@ void rspm_ck_init(rspm *m, uint32_t device, uint32_t host, bool demote);
 rsp_status rspm_ck_take(rspm *m, uint64_t key, uint32_t ridx, uint32_t label, uint32_t tier);
 rsp_status rspm_ck_drop(rspm *m, uint64_t key);
 rsp_status rspm_ck_pin(rspm *m, uint64_t key, bool pin);
-/* Swap (issue 12): swap_out needs a host tier (RSP_ECAPACITY, checked
+/* Swap: swap_out needs a host tier (RSP_ECAPACITY, checked
  * first), the request (RSP_ENOREQ), not swapped
  * out, no holding pinned or marked by a step in flight (RSP_EORDER), and
  * a host slot per holding, counting unpinned host checkpoints to evict

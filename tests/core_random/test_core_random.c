@@ -1,5 +1,5 @@
 /*
- * Seeded random-sequence test of the core (issue 2, item 6), plus directed
+ * Seeded random-sequence test of the core (item 6), plus directed
  * regressions for what it found.
  * SPDX-License-Identifier: Apache-2.0
  *
@@ -173,7 +173,7 @@ typedef struct T {
     uint64_t count_lease_refused, count_lease_taken, count_retry, count_readmit;
     uint64_t count_pipeline_refused;
     uint64_t last_committed_id; /* 0: none yet */
-    /* Checkpoints (issue 12): in every mode (every store holds checkpoint
+    /* Checkpoints: in every mode (every store holds checkpoint
      * slots), the device runs included. */
     uint64_t count_ck_ops, count_ck_restores, count_ck_takes, count_ck_skips, count_ck_enokey;
     uint64_t count_ck_demoted, count_swaps_out, count_swaps_in, count_swap_refused;

@@ -641,7 +641,7 @@ void per_rid_forks_skip_and_release(void **)
 
 } // namespace
 
-// Issue 10: per-step plans, a bounded close, forgetting tickets, the
+// per-step plans, a bounded close, forgetting tickets, the
 // read section's message, the error callback.
 void count_failure(void *ctx, const rsp_failure *f)
 {
@@ -715,7 +715,7 @@ void per_step_plans_and_bounded_close(void **)
     assert_non_null(std::strstr(what.c_str(), "rsp_reader_register"));
 }
 
-// One trip a step and vector messages (issue 11): step_next, *_many, and
+// One trip a step and vector messages: step_next, *_many, and
 // their msg builders; errors as results and as exceptions.
 void one_trip_steps_and_vector_messages(void **)
 {
@@ -794,7 +794,7 @@ void one_trip_steps_and_vector_messages(void **)
 }
 
 // Checkpoints through the binding: a take declared in a step, a restore,
-// the wrappers and messages, a swap, the reader's lookup (issue 12).
+// the wrappers and messages, a swap, the reader's lookup.
 static int evicted = 0;
 static void count_evictions(void *, const rsp_checkpoint_event *)
 {

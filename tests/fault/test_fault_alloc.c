@@ -87,7 +87,7 @@ static const rsp_event forward_complete = {.kind = RSP_EVENT_COMPLETE};
 /* ------------------------------------------------------------------------ */
 
 /*
- * Sweeps that find a known defect of issue 8. Each stays in the suite (it
+ * Sweeps that found a defect of "reserve first, then apply". Each stays in the suite (it
  * runs, and its failures are printed) but does not fail it; once its sweep
  * passes, the test fails until the entry is removed. The lead empties this
  * table as the fixes land.
@@ -1249,7 +1249,7 @@ static uint32_t num_failed_ns;
 static bool verbose;
 /* RSP_EDEVICE (a broken pool) counts as a failure: everything the core and
  * the host device allocate is reserved before the core changes state
- * (issue 8's "reserve first, then apply"), so an allocation failure is a
+ * ("reserve first, then apply"), so an allocation failure is a
  * clean RSP_ENOMEM. RSP_FAULT_STRICT=0 accepts it (a device that reserves
  * nothing ahead, such as the CUDA device today, breaks the pool instead). */
 static bool strict = true;

@@ -30,7 +30,7 @@
  *   - at a flush: every free slot reads zero (the harness writes a pattern
  *     into the slots a plan addresses, as a forward would).
  *
- * Issue 8's defects this harness found are fixed; their reproducers are in
+ * The defects this harness found are fixed; their reproducers are in
  * the seed corpus (tests/fuzz/corpus/fuzz_api/defect*), so the corpus
  * replay guards the fixes.
  */
@@ -103,7 +103,7 @@ static const char *const g_label_names[NLAB] = {"main", "draft", "beam1", "beam2
 static const rsp_rid g_rids[NRIDS] = {1, 2, 3, 0, 1ull << 40, UINT64_MAX};
 
 static rsp_pool *g_pool;
-/* Checkpoints (issue 12): a small key universe, two tiers of a few slots. */
+/* Checkpoints: a small key universe, two tiers of a few slots. */
 #define CK_DEV 3
 #define CK_HOST 2
 #define NKEYS 4
@@ -1424,7 +1424,7 @@ static void op_commit(input *in, int e, uint8_t how)
             model_forks(&d, d.post, d.npost, planned_others(e) == 0, true);
         }
         if (g_stage == e)
-            stage_drop(); /* issue 8 defect 1: the commit must drop its stage */
+            stage_drop(); /* the commit must drop its stage */
         bufs_release(e);
         s->used = false;
         s->planned = false;
@@ -1502,7 +1502,7 @@ static void op_rid(uint8_t kind, uint8_t b)
     check(false);
 }
 
-/* Issue 11's vector forms: INGEST, REMOVE or RESET naming a list of the
+/* The vector forms: INGEST, REMOVE or RESET naming a list of the
  * universe's rids (rsp_ingest_many ..., or the message with msg.rids):
  * each rid as the single form, in list order; a rid listed twice refuses
  * the whole list (RSP_EINVAL) and nothing changes. */
@@ -1934,9 +1934,8 @@ static void op_check_memory(void)
         CHECK(held[s] || slot_zero(s), "free slot %d does not read zero", s);
 }
 
-/* Rollback with a forward_done the host pool cannot wait on (issue 8
- * defect 5): a heap block labelled as a host fence (its tag does not match),
- * a handle of kind NONE, a CUDA event, an unknown kind. RSP_EINVAL, and
+/* Rollback with a forward_done the host pool cannot wait on: a heap block labelled as a host fence
+ * (its tag does not match), a handle of kind NONE, a CUDA event, an unknown kind. RSP_EINVAL, and
  * nothing changes. */
 static void op_stray_event(int e, uint8_t how)
 {
@@ -1958,7 +1957,7 @@ static void op_stray_event(int e, uint8_t how)
 }
 
 /* Commit with a fence the caller destroys right after posting (rsp.h: queued
- * work keeps it alive; issue 8 defect 7). */
+ * work keeps it alive). */
 static void op_fence_drop(int e)
 {
     mstep *s = &S[e];

@@ -114,7 +114,7 @@ def release(rid, label):
 
 
 def rid_list(kind, rids, free=False):
-    """Issue 11's vector forms: kind 0 ingest, 1 remove, 2 reset (free or
+    """The vector forms: kind 0 ingest, 1 remove, 2 reset (free or
     keep) of the listed rid indices in one message: op 21 with a % 8 == 2."""
     a = next(x for x in range(256)
              if x % 8 == 2 and (x >> 3) % 3 == kind and bool(x & 0x80) == free)

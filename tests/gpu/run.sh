@@ -95,7 +95,7 @@ if ! cmake -S "$ROOT" -B "$BUILD" -DRSP_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     exit 1
 fi
 CUDA_TARGETS=(test_cuda_kernels test_cuda_device test_cuda_ordering rsp-bench-gpu)
-# The checkpoint tiers (issue 12): their suite (label cuda) and the copy figures.
+# The checkpoint tiers: their suite (label cuda) and the copy figures.
 grep -q 'test_device_tiers' "$ROOT/tests/device/CMakeLists.txt" && CUDA_TARGETS+=(test_device_tiers)
 grep -q 'rsp-gpu-tiers' "$ROOT/tests/cuda/CMakeLists.txt" && CUDA_TARGETS+=(rsp-gpu-tiers)
 grep -q 'test_cuda_pool' "$ROOT/tests/cuda/CMakeLists.txt" &&
