@@ -7,7 +7,9 @@
 # functions that do the work (--toggle-collect), so that idle spinning of
 # the owner, the device worker and waiting clients is left out:
 #   rsp:      the client calls (rsp_post, rsp_read_*, rsp_plan_*), the owner's
-#             message handling (rsp__actor_drain: dequeue, handler, answer) and the host
+#             message handling (rsp__actor_drain: dequeue, handler, answer; or
+#             rsp__actor_run_lent, the same work on a synchronous caller's
+#             thread while the owner sleeps) and the host
 #             device's job submission; ticket waits are left out (spinning).
 #   baseline: its bl_* calls (lock, core, inline device work, unlock).
 # SPDX-License-Identifier: Apache-2.0
@@ -42,7 +44,7 @@ per_op() {
 }
 
 RSP_CLIENT="rsp_post rsp_read_begin rsp_read_end rsp_plan_live rsp_plan_addressing rsp_plan_live_addressing rsp_event_wait"
-RSP_OWNER="rsp__actor_drain"
+RSP_OWNER="rsp__actor_drain rsp__actor_run_lent"
 echo "callgrind, N = $n operations (set-up and tear-down subtracted)"
 per_op read-rsp read rsp_read_begin rsp_read_end rsp_plan_live rsp_plan_addressing
 per_op read-live read rsp_read_begin rsp_read_end rsp_plan_live_addressing
