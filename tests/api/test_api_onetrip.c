@@ -21,6 +21,7 @@
 #include "core/core.h" /* the vector forms' all-or-nothing reserve, on the core alone */
 #include "pool.h"      /* rsp__pool_inject_submit_failures */
 #include "util/error.h"
+#include "../util/small_pool.h"
 
 static rsp_pool *make_pool_cfg(rsp_pool_config *cfg)
 {
@@ -683,15 +684,8 @@ static rsp_status refuse_reserve(void *ctx, const rsp__ext_need *need, rsp_error
 static void lifecycle_many_reserves_for_the_whole_list_first(void **state)
 {
     (void)state;
-    static const rsp_block_config blocks[1] = {
-        {.name = "ssm", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {4}},
-    };
     rsp_pool_config cfg;
-    rsp_pool_config_init(&cfg);
-    cfg.num_layers = 1;
-    cfg.blocks = blocks;
-    cfg.num_blocks = 1;
-    cfg.max_slots = 16;
+    small_pool_config(&cfg, 16);
     rsp__core *core;
     rsp_error err;
     assert_int_equal(rsp__core_create(&cfg, &core, &err), RSP_OK);

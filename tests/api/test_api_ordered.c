@@ -20,18 +20,12 @@
 #include <cmocka.h>
 
 #include <rsp/rsp.h>
+#include "../util/small_pool.h"
 
 static rsp_pool *make_pool(bool ordered, uint32_t inbox_capacity, uint64_t reorder_timeout_ns)
 {
-    static const rsp_block_config blocks[1] = {
-        {.name = "ssm", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {4}},
-    };
     rsp_pool_config cfg;
-    rsp_pool_config_init(&cfg);
-    cfg.num_layers = 1;
-    cfg.blocks = blocks;
-    cfg.num_blocks = 1;
-    cfg.max_slots = 64;
+    small_pool_config(&cfg, 64);
     cfg.inbox_capacity = inbox_capacity;
     cfg.max_inflight_steps = 8;
     cfg.ordered = ordered;

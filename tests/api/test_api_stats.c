@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <rsp/rsp.h>
+#include "../util/small_pool.h"
 
 static void the_table_covers_rsp_stats_in_order(void **state)
 {
@@ -48,15 +49,8 @@ static void the_table_covers_rsp_stats_in_order(void **state)
 static void a_snapshot_reads_the_same_through_the_table(void **state)
 {
     (void)state;
-    static const rsp_block_config blocks[1] = {
-        {.name = "ssm", .dtype = RSP_DTYPE_F32, .ndim = 1, .shape = {4}},
-    };
     rsp_pool_config cfg;
-    rsp_pool_config_init(&cfg);
-    cfg.num_layers = 1;
-    cfg.blocks = blocks;
-    cfg.num_blocks = 1;
-    cfg.max_slots = 8;
+    small_pool_config(&cfg, 8);
     rsp_pool *pool = NULL;
     rsp_error err;
     assert_int_equal(rsp_pool_create(&cfg, &pool, &err), RSP_OK);

@@ -11,16 +11,22 @@ import pytest
 from conftest import PKG
 
 
-def test_pip_install_offline(tmp_path):
+def _venv_and_sources(tmp_path):
+    """A venv that sees the system's packages (Debian's torch) and a copy of
+    the package's sources (building writes build/ and *.egg-info beside
+    them); skips where Python has no venv module."""
     venv = tmp_path / "venv"
     r = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
                        capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"no venv module here: {r.stderr.strip()[:200]}")
-    py = str(venv / "bin" / "python")
-    # From a copy: building writes build/ and *.egg-info beside the sources.
     src = tmp_path / "src"
     shutil.copytree(PKG, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    return venv, str(venv / "bin" / "python"), src
+
+
+def test_pip_install_offline(tmp_path):
+    venv, py, src = _venv_and_sources(tmp_path)
     r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index",
                         "--quiet", str(src)], capture_output=True, text=True, timeout=240,
                        cwd=str(tmp_path))
@@ -44,14 +50,7 @@ def test_pip_install_bundles_librsp_and_fast_path(tmp_path):
         pytest.skip("RSP_LIBRARY does not name a build's librsp")
     build_src = os.path.dirname(os.path.abspath(lib))
     has_fast = any(f.startswith("_fast") and f.endswith(".so") for f in os.listdir(build_src))
-    venv = tmp_path / "venv"
-    r = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"no venv module here: {r.stderr.strip()[:200]}")
-    py = str(venv / "bin" / "python")
-    src = tmp_path / "src"
-    shutil.copytree(PKG, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    venv, py, src = _venv_and_sources(tmp_path)
     env = dict(os.environ, RSP_BUNDLE_DIR=build_src)
     r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index",
                         "--quiet", str(src)], capture_output=True, text=True, timeout=240,
