@@ -76,6 +76,28 @@ static bool inbox_nonempty(void *a)
     return !cds_wfcq_empty(&((rsp__actor *)a)->head, &((rsp__actor *)a)->tail);
 }
 
+/* The owner's role given up, by the owner before it sleeps or by a caller
+ * whose lent call is done; the one place the token goes back to PARKED.
+ * Returns true when a message was queued meanwhile and the role went to
+ * the owner again (AWAKE): the owner then does not sleep, and a caller
+ * wakes it.
+ *   K2: release, pairs with K1 (a caller's CAS in lend, inbox.c) and K3
+ *       (the owner's acquire): this holder's owner-state writes happen
+ *       before the next holder's.
+ *   F1: pairs with F2 in enqueue_and_wake. Orders the store of `sleeping`
+ *       before the emptiness re-check (store->load: only a full fence does
+ *       that, the re-check being liburcu's loads): either a poster's load
+ *       sees PARKED and wakes the owner, or this re-check sees its message.
+ *   K3: the CAS to AWAKE is acq_rel (a caller may have taken the role
+ *       meanwhile: then it fails, and that caller re-checks on its way out). */
+static bool give_up_role(rsp__actor *a)
+{
+    rsp__store_release_u32(&a->sleeping, RSP__OWNER_PARKED);
+    rsp__fence_full();
+    return !cds_wfcq_empty(&a->head, &a->tail) &&
+           rsp__cas_acq_rel_u32(&a->sleeping, RSP__OWNER_PARKED, RSP__OWNER_AWAKE);
+}
+
 static void owner_wait(rsp__actor *a, int kind, bool spin_ok, uint64_t *budget_out, bool *seen);
 
 /* Owner: note the CPU it runs on, for the posters' shared-core check. */
@@ -142,18 +164,9 @@ static void owner_wait(rsp__actor *a, int kind, bool spin_ok, uint64_t *budget_o
     if (a->cfg.on_idle)
         a->cfg.on_idle(a->cfg.ctx);
 
-    /* K2: pairs with K1 in lend (inbox.c) and K3 below. Release: this
-     * thread's owner-state writes happen before a caller's use of the
-     * role. The fence below orders it before the re-check (F1). */
-    rsp__store_release_u32(&a->sleeping, RSP__OWNER_PARKED);
-    /* F1: pairs with F2 in enqueue_and_wake. Orders the store of
-     * `sleeping` before the emptiness re-check (store->load: only a full
-     * fence does that, the re-check being liburcu's loads). */
-    rsp__fence_full();
-    /* K3: acquire, as below (a caller may have taken the role meanwhile:
-     * then wait for it like a sleep). */
-    if (!cds_wfcq_empty(&a->head, &a->tail) &&
-        rsp__cas_acq_rel_u32(&a->sleeping, RSP__OWNER_PARKED, RSP__OWNER_AWAKE))
+    /* A caller may take the role once it is given up: then wait for it
+     * like a sleep (the loop below). */
+    if (give_up_role(a))
         return;
     /* Single writer (the owner): a relaxed read-modify-write is exact. */
     rsp__store_relaxed_u64(&a->sleeps, rsp__load_relaxed_u64(&a->sleeps) + 1);
@@ -348,16 +361,9 @@ void rsp__actor_run_lent(rsp__actor *a, rsp_ticket *t)
     if (a->cfg.lent_idle)
         a->cfg.lent_idle(a->cfg.ctx);
 
-    /* K2: pairs with K1 (the next caller) and K3 (the owner): our
-     * owner-state writes happen before theirs. */
-    rsp__store_release_u32(&a->sleeping, RSP__OWNER_PARKED);
-    /* F1 again, for the owner: posters that saw LENT did not wake it.
-     * Orders the store above before the re-check: either a poster's F2
-     * load sees PARKED and wakes the owner, or this re-check sees its
-     * message. */
-    rsp__fence_full();
-    if (!cds_wfcq_empty(&a->head, &a->tail) &&
-        rsp__cas_acq_rel_u32(&a->sleeping, RSP__OWNER_PARKED, RSP__OWNER_AWAKE))
+    /* Posters that saw LENT did not wake the owner: if one queued a
+     * message meanwhile, the role is the owner's again, and it is woken. */
+    if (give_up_role(a))
         rsp__futex_wake(&a->sleeping, 1);
 }
 
