@@ -813,9 +813,15 @@ RSP_API void rsp_ticket_forget(rsp_ticket *ticket);
  * Synchronous wrappers: rsp_post (waiting forever for credit), then rsp_wait
  * forever. They return the operation's status; err receives its message.
  * Any thread, concurrently, but never inside a read section (RSP_EINVAL,
- * nothing posted: see rsp_read_begin). Cost: the post, a round trip to the
- * owner (a futex wait if the answer is not there within a short spin), plus
- * the owner-side cost named at each. Every one may also fail with
+ * nothing posted: see rsp_read_begin). When the owner thread is asleep
+ * (and the pool is not ordered, its owner not pinned with owner_cpu, and
+ * RSP_INLINE_CALLS was not 0 at creation), the call takes the owner's role
+ * and does the owner's work on the calling thread: first what the inbox
+ * holds (so this thread's earlier posts come first), then its own message;
+ * on_error and on_checkpoint_evict may then run on this thread. Cost: that
+ * work, with no hand-off; otherwise the post and a round trip to the owner
+ * (a futex wait if the answer is not there within a short spin); plus the
+ * owner-side cost named at each. Every one may also fail with
  * RSP_EINVAL/RSP_ENOLABEL (validation, nothing posted), RSP_ESHUTDOWN,
  * RSP_ENOMEM (copying the message) and RSP_EDEVICE (a broken pool).
  */
@@ -934,8 +940,9 @@ typedef struct rsp_step_outcome {
  * rsp_plan_wait_step / rsp_plan_of_step: the fast path for a caller with
  * other work to overlap. Any thread, never inside a read section (as
  * every wrapper); an ordered pool needs the message posted with its seq.
- * Cost: one round trip; owner: rsp_step_commit's + rsp_step_admit's +
- * rsp_step_plan's.
+ * Cost: one round trip, or none when it runs in the sleeping owner's role
+ * (the synchronous wrappers above); owner: rsp_step_commit's +
+ * rsp_step_admit's + rsp_step_plan's.
  */
 RSP_API rsp_status rsp_step_next(rsp_pool *pool, const rsp_step *step, const rsp_step *prev,
                                  const rsp_event *prev_done, rsp_step_outcome *out, rsp_error *err);

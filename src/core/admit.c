@@ -219,7 +219,7 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
             rsp__collect_rids_for(c, step, rec, true)); /* copies the kept rids: cannot fail */
     else if (rsp__collect_rids_in_set(c, step))
         return RSP_ENOMEM;
-    (void)rsp__fork_each(c, step, true, true, need_fork, n);
+    RSP__MUST(rsp__fork_each(c, step, true, true, need_fork, n)); /* need_fork never stops it */
     return RSP_OK;
 }
 
@@ -338,7 +338,7 @@ static void admit_apply(rsp__core *c, const rsp_step *step, uint32_t rec, bool i
             take_hinted(c, rec, step->rows[i].rid, step->rows[i].label, &s->valid_rows[i].rec,
                         &s->valid_rows[i].hold);
     s->same.row_pins = s->num_pinned; /* the rows' pins come first (admit_same) */
-    (void)rsp__fork_each(c, step, true, true, take_fork, &rec);
+    RSP__MUST(rsp__fork_each(c, step, true, true, take_fork, &rec)); /* take_fork never stops it */
     if (nforks)
         rsp__keep_rids(c, s); /* with the records the takes found; never fails */
 }

@@ -276,7 +276,7 @@ void rsp__apply_forks(rsp__core *c, const rsp_step *step, bool post, uint64_t av
         return;
     }
     apply_ctx a = {avoid, skips, c->generation, w};
-    (void)rsp__fork_each(c, step, !post, post, apply_one, &a);
+    RSP__MUST(rsp__fork_each(c, step, !post, post, apply_one, &a)); /* apply_one never stops it */
     forks_done(c, a.gen);
 }
 
@@ -451,6 +451,6 @@ void rsp__mark_post_forks(rsp__core *c, const rsp_step *step, uint32_t rec)
         s->num_fslots = s->same.fp_marks = mark_pairs(c, step, s, bit);
         return;
     }
-    s->same.fp_marks = RSP__NONE; /* fslots are written below */
-    (void)rsp__fork_each(c, step, false, true, mark_fork, s);
+    s->same.fp_marks = RSP__NONE;                                  /* fslots are written below */
+    RSP__MUST(rsp__fork_each(c, step, false, true, mark_fork, s)); /* mark_fork never stops it */
 }

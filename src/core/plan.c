@@ -455,8 +455,8 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
         rsp__stage_drop(c, RSP__STAGE_TAKEN, &out->stage);
     rsp__addr *target = step->preplan ? &c->stage : &c->live;
     if (step->preplan) {
-        (void)rsp__build(c, target, step, p->rec, true,
-                         p->lengths); /* a stage takes no zero over */
+        RSP__MUST(!rsp__build(c, target, step, p->rec, true,
+                              p->lengths)); /* a stage takes no zero over */
         rsp__bind_and_upload(c, target, step, p->rec, w);
         c->stage_active = true;
         c->stage_step = step->step_id;

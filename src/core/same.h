@@ -219,15 +219,21 @@ static inline void rsp__same_drop(rsp__same *m, uint32_t bits)
 
 /* --- the validity check -------------------------------------------------- */
 
-/* The caches of m that hold now: a RESOLVED one only while hold_epoch
- * stays at m's stamp (dropped here when it moved), a FAST one only while
- * the path is on. O(1). */
-static inline uint32_t rsp__same_valid(const rsp__same_pool *g, rsp__same *m)
+/* Bring m's stamp to hold_epoch, dropping its RESOLVED caches when the
+ * epoch moved since they were kept. O(1). */
+static inline void rsp__same_restamp(const rsp__same_pool *g, rsp__same *m)
 {
     if (m->stamp != g->hold_epoch) {
         m->have &= ~(uint32_t)RSP__SAME_RESOLVED;
         m->stamp = g->hold_epoch;
     }
+}
+/* The caches of m that hold now: a RESOLVED one only while hold_epoch
+ * stays at m's stamp (rsp__same_restamp), a FAST one only while the path
+ * is on. O(1). */
+static inline uint32_t rsp__same_valid(const rsp__same_pool *g, rsp__same *m)
+{
+    rsp__same_restamp(g, m);
     uint32_t have = m->have & ~(uint32_t)RSP_SAME_DROP;
     return g->off ? have & ~(uint32_t)RSP__SAME_FAST : have;
 }
@@ -238,7 +244,7 @@ static inline bool rsp__same_has(const rsp__same_pool *g, rsp__same *m, uint32_t
 /* Keep bits, valid from now (the caller filled what they name). O(1). */
 static inline void rsp__same_keep(const rsp__same_pool *g, rsp__same *m, uint32_t bits)
 {
-    (void)rsp__same_valid(g, m);
+    rsp__same_restamp(g, m);
     m->have |= bits;
 }
 
