@@ -121,13 +121,20 @@ static void fire(rsp__actor *a, uint32_t poster, uint32_t seq)
                      RSP_OK);
 }
 
-/* Until the owner has announced sleep (polled with yields; the bound only
- * keeps a broken build from hanging). */
+/* Until the owner has announced sleep and counted it (polled with yields;
+ * the bound only keeps a broken build from hanging). The owner gives up
+ * its role (asleep) before it counts the sleep, so a caller that read the
+ * count as soon as it saw the owner asleep could read it one short. */
+static bool owner_asleep_and_counted(rsp__actor *a)
+{
+    return rsp__actor_asleep(a) && rsp__actor_sleeps(a) > 0;
+}
+
 static void await_asleep(rsp__actor *a)
 {
-    for (long i = 0; i < 10 * 1000 * 1000 && !rsp__actor_asleep(a); i++)
+    for (long i = 0; i < 10 * 1000 * 1000 && !owner_asleep_and_counted(a); i++)
         sched_yield();
-    assert_true(rsp__actor_asleep(a));
+    assert_true(owner_asleep_and_counted(a));
 }
 
 static void await_entered(lend_fake *f, uint32_t n)
