@@ -81,9 +81,9 @@ extern "C" {
  * the end of this header).
  */
 #define RSP_VERSION_MAJOR 0
-#define RSP_VERSION_MINOR 2
+#define RSP_VERSION_MINOR 3
 #define RSP_VERSION_PATCH 0
-/** The three as one number, MAJOR * 10000 + MINOR * 100 + PATCH (0.2.0: 200). */
+/** The three as one number, MAJOR * 10000 + MINOR * 100 + PATCH (0.3.0: 300). */
 #define RSP_VERSION (RSP_VERSION_MAJOR * 10000 + RSP_VERSION_MINOR * 100 + RSP_VERSION_PATCH)
 
 /* ------------------------------------------------------------------------ */

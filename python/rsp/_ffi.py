@@ -235,7 +235,7 @@ def _load():
 
 # The version of rsp.h this mirror follows (its RSP_VERSION_MAJOR, _MINOR,
 # _PATCH; tests/python/test_version.py compares them).
-HEADER_VERSION = (0, 2, 0)
+HEADER_VERSION = (0, 3, 0)
 
 
 def _check_version(lib, major, minor):
