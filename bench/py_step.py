@@ -9,6 +9,14 @@ gone to sleep and must be woken).
 
     RSP_LIBRARY=build/src/librsp.so PYTHONPATH=python /usr/bin/python3 bench/py_step.py [--quick] [--gap-ms N]
 
+The seed's call sequence (admit(step, ctx), plan(step, ctx),
+addressing(label), commit(step, ctx) with the engine's step and context
+objects) runs against rsp.RecurrentStatePool, and against the Python
+original when MSTAR_ANCHOR_DIR names a directory holding its `mstar`
+package (then both get the original's own step, context and config
+classes; rsp takes them by duck typing). Without it, or when the original
+does not import, its column says why and stays empty.
+
 Prints a table (median us per step of the manager's calls only). The
 package's fast path (the _fast extension) is used when it is built;
 RSP_PY_FAST=0 measures the ctypes path, RSP_INLINE_CALLS=0 a pool whose
@@ -105,6 +113,75 @@ def loop_dict(_pool, rows, steps, gap):
     return times
 
 
+# The engine's classes the seed's call sequence needs, by the names the
+# original's callers import them under.
+_ENGINE_NAMES = ("Segment", "RecurrentStep", "StepContext", "RecurrentStateConfig",
+                 "RecurrentBlockConfig")
+_ORIGINAL = "mstar.engine.resources.recurrent.pool"
+_ENGINE_MODULES = ("mstar.engine.resources.step", "mstar.engine.resources.base",
+                   "mstar.engine.resources.recurrent.config", _ORIGINAL)
+
+
+def engine_objects(modules):
+    """The engine's classes, looked up in the given modules (first found)."""
+    eng = {}
+    for mod in modules:
+        for name in _ENGINE_NAMES:
+            if name not in eng and hasattr(mod, name):
+                eng[name] = getattr(mod, name)
+    missing = [n for n in _ENGINE_NAMES if n not in eng]
+    if missing:
+        raise ImportError(f"no {', '.join(missing)} in {[m.__name__ for m in modules]}")
+    return type("Engine", (), eng)
+
+
+def load_original():
+    """(pool class, engine classes) of the Python original, or (None, why)."""
+    anchor = os.environ.get("MSTAR_ANCHOR_DIR")
+    if not anchor:
+        return None, "MSTAR_ANCHOR_DIR not set"
+    import importlib
+
+    sys.path.insert(0, anchor)
+    try:
+        mods = [importlib.import_module(m) for m in _ENGINE_MODULES]
+        return mods[-1].RecurrentStatePool, engine_objects(mods)
+    except Exception as e:  # a copy that does not import: say why, run the rest
+        return None, f"the original did not import from {anchor}: {type(e).__name__}: {e}"
+
+
+def make_seed_pool(cls, eng, rows):
+    cfg = eng.RecurrentStateConfig(
+        num_layers=1, blocks={"ssm": eng.RecurrentBlockConfig(shape=(16,), dtype=torch.float32)},
+        max_slots=2 * rows + 8)
+    return cls(torch.device("cpu"), cfg)
+
+
+def loop_seed(cls, eng, rows, steps, gap):
+    """The seed's calls with the engine's objects: admit, plan, the label's
+    addressing, commit. The engine builds its step and context per step
+    whichever manager it runs, so that is outside the time."""
+    pool = make_seed_pool(cls, eng, rows)
+    ids = tuple(f"req-{i}" for i in range(rows))
+    for r in ids:
+        pool.ingest_request(r)
+    times = []
+    for _ in range(steps):
+        if gap:
+            time.sleep(gap)
+        st = eng.RecurrentStep(segments=tuple(eng.Segment(r, "main", 1) for r in ids))
+        c = eng.StepContext(request_ids=ids, graph_walk="decode", slot=0, capture=False)
+        t0 = time.perf_counter_ns()
+        if not pool.admit(st, c).ok:
+            raise RuntimeError("the steady step did not fit")
+        pool.plan(st, c)
+        pool.addressing("main")
+        pool.commit(st, c)
+        times.append(time.perf_counter_ns() - t0)
+    pool.cleanup()
+    return times
+
+
 def main():
     quick = "--quick" in sys.argv
     gap_ms = 2.0
@@ -118,8 +195,16 @@ def main():
           f"(fast path {'on' if fast else 'off'}, inline calls {'on' if inline else 'off'}); "
           f"{steps} steps back to back, {gap_steps} with a {gap_ms:g} ms gap; "
           f"load {os.getloadavg()[0]:.1f}")
+    orig, why = load_original()
+    if orig is None:
+        print(f"# the Python original: not run ({why})")
+        eng = engine_objects([rsp.seed])
+    else:
+        orig, eng = orig, why
+        print(f"# the Python original: {orig.__module__} from {os.environ['MSTAR_ANCHOR_DIR']}")
     print(f"{'rows':>5} {'mode':>6} {'admit+plan+commit':>18} {'step_next':>10} "
-          f"{'dict+free list':>15} {'next/dict':>10}")
+          f"{'seed calls':>11} {'original':>9} {'dict+free list':>15} {'next/dict':>10} "
+          f"{'orig/seed':>10} {'orig/next':>10}")
     for rows in (1, 16, 64, 256):
         for gap, n in ((0.0, steps), (gap_ms / 1000, gap_steps)):
             res = []
@@ -128,9 +213,15 @@ def main():
                 t = fn(pool, rows, n, gap)[n // 10:]  # warm-up dropped
                 pool.cleanup()
                 res.append(statistics.median(t) / 1000)
+            seed = statistics.median(loop_seed(rsp.RecurrentStatePool, eng, rows, n, gap)[n // 10:])
+            seed /= 1000
+            og = float("nan")
+            if orig is not None:
+                og = statistics.median(loop_seed(orig, eng, rows, n, gap)[n // 10:]) / 1000
             mode = "b2b" if not gap else f"{gap_ms:g}ms"
-            print(f"{rows:>5} {mode:>6} {res[0]:>18.1f} {res[1]:>10.1f} {res[2]:>15.1f} "
-                  f"{res[1] / res[2]:>10.2f}")
+            print(f"{rows:>5} {mode:>6} {res[0]:>18.1f} {res[1]:>10.1f} {seed:>11.1f} "
+                  f"{og:>9.1f} {res[2]:>15.1f} {res[1] / res[2]:>10.2f} {og / seed:>10.1f} "
+                  f"{og / res[1]:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 /*
  * rsp._fast: the Python package's steady step in compiled code.
  *
- * Two calls that the package otherwise makes through ctypes a piece at a
- * time: step_next (rsp_step_next, the GIL released for the round trip)
- * and addressing (the read section, the plan, its addressing and the
- * host copies, then the ready wait with the GIL released). Everything
- * else stays in pool.py, which falls back to ctypes when this module is
- * not built or RSP_PY_FAST=0.
+ * The calls that the package otherwise makes through ctypes a piece at a
+ * time: step (rsp_step_admit, _plan or _commit) and step_next
+ * (rsp_step_next), the GIL released for the round trip, and addressing
+ * (the read section, the plan, its addressing and the host copies, then
+ * the ready wait with the GIL released). Everything else stays in
+ * pool.py, which falls back to ctypes when this module is not built or
+ * RSP_PY_FAST=0.
  *
  * librsp's functions are not linked: pool.py passes the addresses of the
  * library ctypes loaded (init), so both paths call the very same librsp
@@ -33,6 +34,9 @@ typedef const rsp_plan *(*plan_of_step_fn)(const rsp_pool *, uint64_t);
 typedef rsp_status (*plan_addressing_fn)(const rsp_plan *, rsp_label_id, rsp_addressing *,
                                          rsp_error *);
 typedef rsp_status (*event_wait_fn)(const rsp_pool *, const rsp_event *, uint64_t, rsp_error *);
+typedef rsp_status (*step_admit_fn)(rsp_pool *, const rsp_step *, rsp_admit_outcome *, rsp_error *);
+typedef rsp_status (*step_plan_fn)(rsp_pool *, const rsp_step *, rsp_error *);
+typedef rsp_status (*step_commit_fn)(rsp_pool *, const rsp_step *, const rsp_event *, rsp_error *);
 
 static struct {
     PyObject *error_cls; /* pool.RspError */
@@ -44,7 +48,12 @@ static struct {
     plan_of_step_fn plan_of_step;
     plan_addressing_fn plan_addressing;
     event_wait_fn event_wait;
+    step_admit_fn step_admit;
+    step_plan_fn step_plan;
+    step_commit_fn step_commit;
 } lib;
+
+#define FAST_FUNCTIONS 11
 
 /* RspError(status, message) raised, as pool._check does: the message is
  * rsp_error's NUL-terminated text, decoded with errors="replace". */
@@ -70,20 +79,21 @@ static int as_ptr(PyObject *o, void **out)
 }
 
 /* init(RspError, (step_next, read_begin, read_explain, read_end,
- * plan_live, plan_of_step, plan_addressing, event_wait)): the addresses of
- * librsp's functions, as ctypes loaded them. */
+ * plan_live, plan_of_step, plan_addressing, event_wait, step_admit,
+ * step_plan, step_commit)): the addresses of librsp's functions, as ctypes
+ * loaded them. */
 static PyObject *fast_init(PyObject *self, PyObject *args)
 {
     PyObject *cls, *fns;
-    void *p[8];
+    void *p[FAST_FUNCTIONS];
     (void)self;
     if (!PyArg_ParseTuple(args, "OO!", &cls, &PyTuple_Type, &fns))
         return NULL;
-    if (PyTuple_GET_SIZE(fns) != 8) {
-        PyErr_SetString(PyExc_ValueError, "init: 8 function addresses");
+    if (PyTuple_GET_SIZE(fns) != FAST_FUNCTIONS) {
+        PyErr_Format(PyExc_ValueError, "init: %d function addresses", FAST_FUNCTIONS);
         return NULL;
     }
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < FAST_FUNCTIONS; i++)
         if (as_ptr(PyTuple_GET_ITEM(fns, i), &p[i]) < 0)
             return NULL;
     Py_INCREF(cls);
@@ -97,6 +107,9 @@ static PyObject *fast_init(PyObject *self, PyObject *args)
     lib.plan_of_step = (plan_of_step_fn)p[5];
     lib.plan_addressing = (plan_addressing_fn)p[6];
     lib.event_wait = (event_wait_fn)p[7];
+    lib.step_admit = (step_admit_fn)p[8];
+    lib.step_plan = (step_plan_fn)p[9];
+    lib.step_commit = (step_commit_fn)p[10];
     Py_RETURN_NONE;
 }
 
@@ -153,6 +166,84 @@ static void release_step(Py_buffer *view)
         PyBuffer_Release(view);
 }
 
+/* An event given as three arguments (kind, handle or None, value). */
+static int get_event(PyObject *const *args, rsp_event *ev)
+{
+    void *handle = NULL;
+    memset(ev, 0, sizeof *ev);
+    ev->kind = (rsp_event_kind)PyLong_AsLong(args[0]);
+    if (args[1] != Py_None && as_ptr(args[1], &handle) < 0)
+        return -1;
+    ev->handle = handle;
+    ev->value = PyLong_AsUnsignedLongLong(args[2]);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The admit outcome as step_next and step answer it: None when ok, else
+ * (rid, label, slots_short, usable, free). */
+static PyObject *outcome(const rsp_admit_outcome *o)
+{
+    if (o->ok)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(KIIII)", (unsigned long long)o->rid, o->label, o->slots_short, o->usable,
+                         o->free);
+}
+
+/*
+ * step(op, pool, step, ev_kind, ev_handle, ev_value): one of the three
+ * synchronous step calls, the GIL released for it: op 0 rsp_step_admit
+ * (answers outcome()), 1 rsp_step_plan (None), 2 rsp_step_commit with
+ * forward_done the event (None). Raises RspError for a failed status.
+ */
+static PyObject *fast_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "step takes 6 arguments");
+        return NULL;
+    }
+    const long op = PyLong_AsLong(args[0]);
+    void *pool;
+    rsp_event ev;
+    if (op == -1 && PyErr_Occurred())
+        return NULL;
+    if (op < 0 || op > 2) {
+        PyErr_SetString(PyExc_ValueError, "step: op is 0 (admit), 1 (plan) or 2 (commit)");
+        return NULL;
+    }
+    if (as_ptr(args[1], &pool) < 0 || get_event(args + 3, &ev) < 0)
+        return NULL;
+    rsp_step tmp;
+    Py_buffer view;
+    const rsp_step *step;
+    if (get_step(args[2], &tmp, &view, &step) < 0)
+        return NULL;
+    if (step == NULL) {
+        PyErr_SetString(PyExc_TypeError, "step: a step, not None");
+        return NULL;
+    }
+    rsp_admit_outcome out;
+    rsp_error err;
+    memset(&out, 0, sizeof out);
+    err.status = RSP_OK;
+    err.message[0] = '\0';
+    rsp_status st;
+    Py_BEGIN_ALLOW_THREADS;
+    if (op == 0)
+        st = lib.step_admit(pool, step, &out, &err);
+    else if (op == 1)
+        st = lib.step_plan(pool, step, &err);
+    else
+        st = lib.step_commit(pool, step, &ev, &err);
+    Py_END_ALLOW_THREADS;
+    release_step(&view);
+    if (st != RSP_OK)
+        return raise_rsp(st, err.message);
+    if (op == 0)
+        return outcome(&out);
+    Py_RETURN_NONE;
+}
+
 /*
  * step_next(pool, step, prev, ev_kind, ev_handle, ev_value): rsp_step_next
  * with forward_done the event (kind, handle, value). Answers the plan
@@ -167,16 +258,9 @@ static PyObject *fast_step_next(PyObject *self, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_TypeError, "step_next takes 6 arguments");
         return NULL;
     }
-    void *pool, *handle;
-    if (as_ptr(args[0], &pool) < 0)
-        return NULL;
-    rsp_event ev = {0};
-    ev.kind = (rsp_event_kind)PyLong_AsLong(args[3]);
-    if (args[4] != Py_None && as_ptr(args[4], &handle) < 0)
-        return NULL;
-    ev.handle = args[4] != Py_None ? handle : NULL;
-    ev.value = PyLong_AsUnsignedLongLong(args[5]);
-    if (PyErr_Occurred())
+    void *pool;
+    rsp_event ev;
+    if (as_ptr(args[0], &pool) < 0 || get_event(args + 3, &ev) < 0)
         return NULL;
     rsp_step cur_tmp, prev_tmp;
     Py_buffer cur_view, prev_view;
@@ -198,13 +282,9 @@ static PyObject *fast_step_next(PyObject *self, PyObject *const *args, Py_ssize_
     release_step(&prev_view);
     if (st != RSP_OK)
         return raise_rsp(st, err.message);
-    if (out.admit.ok) {
-        if (out.planned)
-            return PyLong_FromUnsignedLongLong(out.plan_digest);
-        Py_RETURN_NONE;
-    }
-    return Py_BuildValue("(KIIII)", (unsigned long long)out.admit.rid, out.admit.label,
-                         out.admit.slots_short, out.admit.usable, out.admit.free);
+    if (out.admit.ok && out.planned)
+        return PyLong_FromUnsignedLongLong(out.plan_digest);
+    return outcome(&out.admit);
 }
 
 /* A writable buffer of at least need bytes (view held), or 0 with
@@ -342,6 +422,8 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
 
 static PyMethodDef methods[] = {
     {"init", fast_init, METH_VARARGS, "init(RspError, function addresses)"},
+    {"step", (PyCFunction)(void (*)(void))fast_step, METH_FASTCALL,
+     "step(op, pool, step, ev_kind, ev_handle, ev_value): admit, plan or commit"},
     {"step_next", (PyCFunction)(void (*)(void))fast_step_next, METH_FASTCALL,
      "step_next(pool, step, prev, ev_kind, ev_handle, ev_value)"},
     {"addressing", (PyCFunction)(void (*)(void))fast_addressing, METH_FASTCALL,

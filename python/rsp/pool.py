@@ -1339,6 +1339,9 @@ class RecurrentStatePool:
         if msg is not None:
             msg.step = m.step
             return self._outcome(self._send(msg).admit, step)
+        if _FAST is not None:
+            r = _FAST.step(_FAST_ADMIT, self._handle(), _fast_step(m), 0, None, 0)
+            return _ADMIT_OK if r is None else self._outcome(ffi.AdmitOutcome(False, *r), step)
         out = ffi.AdmitOutcome()
         err = ffi.Error()
         _check(ffi.step_admit(self._handle(), ctypes.byref(m.step), ctypes.byref(out),
@@ -1384,6 +1387,9 @@ class RecurrentStatePool:
             msg.step = m.step
             self._send(msg)
             return step.step_id
+        if _FAST is not None:
+            _FAST.step(_FAST_PLAN, self._handle(), _fast_step(m), 0, None, 0)
+            return step.step_id
         err = ffi.Error()
         _check(ffi.step_plan(self._handle(), ctypes.byref(m.step), ctypes.byref(err)), err)
         return step.step_id
@@ -1397,13 +1403,16 @@ class RecurrentStatePool:
         (checkpoints_skipped) and reported to on_error."""
         msg = None if seq is None else _msg(ffi.MSG_COMMIT, seq)
         m = self._marshal(step)
-        err = ffi.Error()
         ev = _event(forward_done)
         if msg is not None:
             msg.step = m.step
             msg.event = ev
             self._send(msg)
             return
+        if _FAST is not None:
+            _FAST.step(_FAST_COMMIT, self._handle(), _fast_step(m), ev.kind, ev.handle, ev.value)
+            return
+        err = ffi.Error()
         _check(ffi.step_commit(self._handle(), ctypes.byref(m.step), ctypes.byref(ev),
                                ctypes.byref(err)), err)
 
@@ -1422,15 +1431,8 @@ class RecurrentStatePool:
             else:
                 ev = _event(forward_done)
                 kind, handle, value = ev.kind, ev.handle, ev.value
-            cur = m.lite
-            if cur is None:
-                cur = ctypes.addressof(m.step)
-            if pm is None:
-                pc = None
-            else:
-                pc = pm.lite
-                if pc is None:
-                    pc = ctypes.addressof(pm.step)
+            cur = _fast_step(m)
+            pc = None if pm is None else _fast_step(pm)
             r = _FAST.step_next(self._handle(), cur, pc, kind, handle, value)
             if r is None:
                 return _ADMIT_OK
@@ -1968,9 +1970,20 @@ def _tensor_makers():
     return _TENSORS
 
 
+def _fast_step(m):
+    """A marshalled step as rsp._fast takes it: its rows and flags (a
+    steady step), else the address of its ctypes rsp_step, which m keeps
+    alive for the call."""
+    lite = m.lite
+    return lite if lite is not None else ctypes.addressof(m.step)
+
+
 # In the order rsp._fast's init takes them (python/rsp/_fast.c).
 _FAST_FUNCTIONS = ("rsp_step_next", "rsp_read_begin", "rsp_read_explain", "rsp_read_end",
-                   "rsp_plan_live", "rsp_plan_of_step", "rsp_plan_addressing", "rsp_event_wait")
+                   "rsp_plan_live", "rsp_plan_of_step", "rsp_plan_addressing", "rsp_event_wait",
+                   "rsp_step_admit", "rsp_step_plan", "rsp_step_commit")
+# rsp._fast.step's first argument.
+_FAST_ADMIT, _FAST_PLAN, _FAST_COMMIT = 0, 1, 2
 
 
 def _load_fast():

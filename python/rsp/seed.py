@@ -869,7 +869,10 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         """rsp's plan of rec (staged with preplan), then its addressing read
         into rec.result, ordered after the plan's device work."""
         m = self._marshal(rec.rstep)
-        m.step.preplan = preplan
+        lite = m.lite
+        if preplan:  # the struct carries the flag: the compiled call takes it
+            m.step.preplan = True
+            m.lite = None
         try:
             Pool.plan(self, rec.rstep)
         except RspError as e:
@@ -877,7 +880,13 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 raise _recast(e, RspAssertionError) from None
             raise
         finally:
-            m.step.preplan = False
+            if preplan:
+                m.step.preplan = False
+                m.lite = lite
+        if _pool._FAST is not None and self._host and not preplan:
+            rec.result = self._read_fast(rec)  # waited for the plan's ready event
+            self._dirty = False
+            return
         rec.result = self._read(rec, preplan)
         self._after_ready(rec.result.values())
 
@@ -926,6 +935,33 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 out[name] = _planned(a, si, hs, staged, dev)
         finally:
             ffi.read_end()
+        return out
+
+    def _read_fast(self, rec):
+        """_read of a live plan on a CPU pool through rsp._fast: a label's
+        read section, copies and ready wait are one call."""
+        torch = _pool._torch()
+        _reader.ensure()
+        h = self._handle()
+        out = {}
+        for name in self._labels_of(rec):
+            (si_buf, hs_buf, n, si_b, hs_b, sid, gen, kind, handle,
+             value) = _pool._FAST.addressing(h, self._labels[name], rec.sid, True)
+            if sid != rec.sid:
+                raise RspError(ffi.ENOPLAN, f"the plan of step {rec.sid} is not published")
+            host_si = array.array("i", si_b[:4 * n]).tolist()
+            host_hs = list(map(_BOOLS.__getitem__, hs_b[:n]))
+            si = hs = None
+            if torch is not None:
+                si = torch.frombuffer(si_buf, dtype=torch.int32)
+                hs = torch.frombuffer(hs_buf, dtype=torch.bool)
+            a = RecurrentAddressing(si, hs, n, host_si, host_hs)
+            d = a.__dict__
+            d["step_id"] = sid
+            d["staged"] = False
+            d["_gen"] = gen
+            d["ready"] = ffi.Event(kind, handle, value)
+            out[name] = a
         return out
 
     def _after_ready(self, addrs):

@@ -139,6 +139,81 @@ def test_errors_are_the_ctypes_paths_status_and_message(monkeypatch):
             p.cleanup()
 
 
+@needs_fast
+def test_admit_plan_commit_match_the_ctypes_path(monkeypatch):
+    """The three synchronous step calls (rsp._fast.step): the same
+    outcomes, plans, errors (status and message) and counters."""
+    paths = _Paths(monkeypatch)
+    pools = [rsp.RecurrentStatePool("cpu", small_config(max_slots=4, max_checkpoints=2))
+             for _ in range(2)]
+    try:
+        got = []
+        for p, call in zip(pools, (lambda f, *a, **k: f(*a, **k), paths.slow)):
+            r = []
+            s1 = rsp.Step(1, [("a", "main", 1), ("b", "main", 2)])
+            r.append(call(p.admit, s1))
+            r.append(call(p.plan, s1))
+            r.append(_addr(call(p.addressing)))
+            call(p.commit, s1)
+            # a step with forks and a checkpoint goes by its ctypes struct
+            s2 = rsp.Step(2, [("a", "main", 1), ("a", "draft", 1)],
+                          pre_forks=[rsp.Fork("main", "draft")],
+                          checkpoints=[rsp.Checkpoint("a", "main", 7)])
+            r.append(call(p.admit, s2))
+            call(p.plan, s2)
+            r.append(_addr(call(p.addressing, "draft")))
+            call(p.commit, s2)
+            r.append(p.checkpoint_info(7))
+            # refusals: a duplicate row, a plan and a commit of a step never
+            # admitted, the pool full (an outcome, nothing changed)
+            r.append(_raised(call, p.admit, rsp.Step(3, [("a", "main", 1)] * 2)))
+            r.append(_raised(call, p.plan, rsp.Step(4, [("a", "main", 1)])))
+            r.append(_raised(call, p.commit, rsp.Step(4, [("a", "main", 1)])))
+            full = call(p.admit, rsp.Step(5, [("c", "main", 1), ("d", "main", 1),
+                                               ("e", "main", 1)]))
+            r.append((full, full.reason))
+            r.append(p.stats())
+            got.append(r)
+        assert got[0] == got[1]
+        assert got[0][0].ok and got[0][1] == 1
+        assert got[0][6][1] == "RSP_EDUPROW" and got[0][8][1] != "RSP_OK"
+        assert not got[0][9][0] and got[0][9][0].rid == "c" and got[0][9][0].slots_short == 3
+    finally:
+        for p in pools:
+            p.cleanup()
+
+
+@needs_fast
+def test_the_seed_class_reads_its_plan_as_the_ctypes_path_does(monkeypatch):
+    """The seed's plan() on a CPU pool reads through rsp._fast: the same
+    RecurrentAddressing, tensors and host lists included."""
+    from rsp.seed import RecurrentStep, Segment, StepContext
+
+    paths = _Paths(monkeypatch)
+    pools = [rsp.RecurrentStatePool("cpu", small_config(max_slots=8)) for _ in range(2)]
+    try:
+        got = []
+        for p, call in zip(pools, (lambda f, *a, **k: f(*a, **k), paths.slow)):
+            r = []
+            for segs in ((("a", "main", 3), ("b", "main", 1)), (("a", "main", 1),)):
+                st = RecurrentStep(segments=tuple(Segment(*x) for x in segs))
+                c = StepContext(request_ids=tuple(x[0] for x in segs), graph_walk="decode",
+                                slot=0, capture=False)
+                assert call(p.admit, st, c).ok
+                plan = call(p.plan, st, c)
+                a = plan["main"]
+                r.append((a.slot_indices.tolist(), a.has_state.tolist(), a.num_rows,
+                          list(a.host_slot_indices), list(a.host_has_state), a.generations,
+                          a.ready.kind, a.staged))
+                call(p.commit, st, c)
+            got.append(r)
+        assert got[0] == got[1]
+        assert got[0][1][4] == [True]  # a's state written by the first step
+    finally:
+        for p in pools:
+            p.cleanup()
+
+
 def test_addressing_tensors_are_copies_that_outlive_the_step_and_the_pool():
     p = rsp.RecurrentStatePool("cpu", small_config(max_slots=8))
     s1 = rsp.Step(1, [("a", "main", 1), ("b", "main", 1)])
