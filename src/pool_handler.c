@@ -78,7 +78,9 @@ static void ckpt_report_skip(rsp_pool *p, const rsp__ckpt_skip *k)
                      .kind = p->handling,
                      .step_id = k->step_id,
                      .has_step = true,
-                     .message = msg};
+                     .message = msg,
+                     .checkpoint_key = k->key,
+                     .has_checkpoint_key = true};
     p->on_error(p->on_error_ctx, &f);
 }
 

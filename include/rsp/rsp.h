@@ -696,6 +696,11 @@ struct rsp_failure {
                               else the new step's (msg->step) */
     bool has_step;       /**< whether kind names a step */
     const char *message; /**< why; valid during the call only */
+    /** A checkpoint take declared in step step_id that its commit skipped:
+     * the take's key (has_checkpoint_key true); else 0 and false. Appended
+     * (a callback reads a prefix: docs/abi.md). */
+    uint64_t checkpoint_key;
+    bool has_checkpoint_key;
 };
 
 /** The owner's answer. */

@@ -357,6 +357,8 @@ class Failure(ctypes.Structure):
         ("step_id", ctypes.c_uint64),
         ("has_step", ctypes.c_bool),
         ("message", ctypes.c_char_p),
+        ("checkpoint_key", ctypes.c_uint64),
+        ("has_checkpoint_key", ctypes.c_bool),
     ]
 
 

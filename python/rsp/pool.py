@@ -277,14 +277,16 @@ class CheckpointLoc:
 class Failure:
     """A failure nobody would otherwise see (rsp_failure), as on_error gets
     it: status and name ("RSP_ECAPACITY"), the message kind ("commit",
-    "step", ...), its step id (None when the kind names no step) and rsp's
-    message."""
+    "step", ...), its step id (None when the kind names no step), rsp's
+    message, and checkpoint_key: the key of a take its commit skipped (None
+    for any other failure)."""
 
     status: int
     name: str
     kind: str
     step_id: Optional[int]
     message: str
+    checkpoint_key: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -759,7 +761,8 @@ class _Hooks:
             name = (ffi.STATUS_NAMES[f.status] if 0 <= f.status < len(ffi.STATUS_NAMES)
                     else str(f.status))
             self.on_error(Failure(f.status, name, kind, f.step_id if f.has_step else None,
-                                  (f.message or b"").decode("utf-8", "replace")))
+                                  (f.message or b"").decode("utf-8", "replace"),
+                                  f.checkpoint_key if f.has_checkpoint_key else None))
         except BaseException as e:  # nothing may escape into the owner loop
             self._caught("on_error", e)
         finally:

@@ -97,7 +97,8 @@ int main(void)
     S(rsp_checkpoint_event), F(rsp_checkpoint_event, key), F(rsp_checkpoint_event, tier),
         F(rsp_checkpoint_event, demoted), end();
     S(rsp_failure), F(rsp_failure, status), F(rsp_failure, kind), F(rsp_failure, step_id),
-        F(rsp_failure, has_step), F(rsp_failure, message), end();
+        F(rsp_failure, has_step), F(rsp_failure, message), F(rsp_failure, checkpoint_key),
+        F(rsp_failure, has_checkpoint_key), end();
     S(rsp_checkpoint_info), F(rsp_checkpoint_info, key), F(rsp_checkpoint_info, tier),
         F(rsp_checkpoint_info, slot), F(rsp_checkpoint_info, bytes), F(rsp_checkpoint_info, pins),
         F(rsp_checkpoint_info, user_pins), F(rsp_checkpoint_info, last_use), end();
