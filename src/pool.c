@@ -121,6 +121,7 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         .on_failure = cfg->on_error ? rsp__pool_report_failure : NULL,
     };
     p->ordered = cfg->ordered;
+    p->rank = cfg->rank;
     p->owner_cpu = cfg->owner_cpu;
     st = rsp__actor_create(&acfg, &p->actor, err);
     if (st != RSP_OK)

@@ -786,6 +786,11 @@ static const char *kind_name(rsp_msg_kind k)
     return (unsigned)k < RSP_MSG_KIND_COUNT_ && kinds[k].name ? kinds[k].name : "?";
 }
 
+const char *rsp__pool_kind_name(rsp_msg_kind k)
+{
+    return kind_name(k);
+}
+
 /* The device work (or the plan) of message m failed after the core had
  * already changed: the pool can no longer say "nothing changed", and the
  * core's state (slots freed, a step finished) no longer matches the device
@@ -812,6 +817,7 @@ static rsp_status break_pool(rsp_pool *p, const rsp_msg *m, rsp_reply *r)
 void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
 {
     rsp_pool *p = ctx;
+    const uint64_t t0 = rsp__latency_start(p);
     const rsp_msg *m = rsp__msg_decode(payload, size);
     rsp_error *e = &r->error;
     rsp_status st;
@@ -839,4 +845,6 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     /* The gauges are mirrored by settle_gauges: before the answer of a
      * waited message and once a batch, not after every message. */
     fwd_prune(p);
+    if (t0)
+        rsp__latency_count(p, m->kind, t0);
 }

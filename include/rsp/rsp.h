@@ -1417,6 +1417,39 @@ RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, 
                                   rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Metrics: Prometheus text and latency histograms                           */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * The pool's metrics in the Prometheus text exposition format (0.0.4):
+ * every field of rsp_stats_fields (rsp_stats_peek's values: lock-free, not
+ * a snapshot) as a counter or gauge, then, while latency histograms are
+ * on (rsp_metrics_latency) or once they have counted, the histogram
+ * rsp_owner_seconds, the owner's time per message, labelled by kind. Each
+ * sample carries the labels pool="<name>" (NULL or "": "rsp"; a backslash,
+ * quote or newline escaped as the format says) and rank="<rank>".
+ *
+ * Written like snprintf: at most size bytes into buf, NUL-terminated when
+ * size > 0, and *needed (if not NULL) set to the whole text's length
+ * without the NUL. buf NULL with size 0 asks the size (RSP_OK). A text
+ * that did not fit is RSP_ECAPACITY naming the size it needs, buf holding
+ * its cut start; call again with *needed + 1 bytes. Any thread; no
+ * message, no allocation; O(metrics + kinds * buckets).
+ */
+RSP_API rsp_status rsp_metrics_text(rsp_pool *pool, const char *name, char *buf, size_t size,
+                                    size_t *needed, rsp_error *err);
+
+/**
+ * Turn the owner's latency histograms on or off (off at creation). On,
+ * the owner reads the monotonic clock before and after each message it
+ * handles and counts the time in its kind's histogram (power-of-two
+ * buckets from 1 us to about 1 s): two clock reads and three relaxed
+ * stores per message. Off, each message costs one relaxed load and a
+ * branch. What was counted stays across off and on. Any thread, O(1).
+ */
+RSP_API rsp_status rsp_metrics_latency(rsp_pool *pool, bool on, rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Struct sizes (docs/abi.md)                                                */
 /* ------------------------------------------------------------------------ */
 

@@ -133,11 +133,10 @@ void refused_message_fills_its_number(void **)
 // ranks and the field, and the group refuses what follows.
 void divergence_names_ranks_and_field(void **)
 {
-    rsp::tp_group g =
-        rsp::tp_group::create(config(), 2, [](rsp::pool_config &c, std::uint32_t r) {
-            if (r == 1)
-                c.slots(3);
-        });
+    rsp::tp_group g = rsp::tp_group::create(config(), 2, [](rsp::pool_config &c, std::uint32_t r) {
+        if (r == 1)
+            c.slots(3);
+    });
     const std::vector<rsp::rid> rids = {rsp::rid{1}, rsp::rid{2}, rsp::rid{3}, rsp::rid{4}};
     g.ingest_many(rids);
     rsp::step s(rsp::step_id{1});
@@ -152,7 +151,8 @@ void divergence_names_ranks_and_field(void **)
     auto later = g.try_ingest(rsp::rid{9});
     assert_int_equal(later.status(), RSP_EDEVICE);
     assert_true(mentions(later, "admit.ok"));
-    assert_int_equal(g.rank(0).try_holding(rsp::rid{9}, rsp::label::main).status(), RSP_ENOREQ); // not posted
+    assert_int_equal(g.rank(0).try_holding(rsp::rid{9}, rsp::label::main).status(),
+                     RSP_ENOREQ); // not posted
 }
 
 // A config the group cannot make names the rank.
