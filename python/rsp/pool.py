@@ -677,6 +677,7 @@ _reader = _Reader()
 # --- the pool ------------------------------------------------------------------
 
 _ESHUTDOWN = ffi.STATUS_NAMES.index("RSP_ESHUTDOWN")
+_ECAPACITY = ffi.STATUS_NAMES.index("RSP_ECAPACITY")
 _get_ident = threading.get_ident
 
 
@@ -1843,6 +1844,38 @@ class RecurrentStatePool:
         err = ffi.Error()
         _check(ffi.stats_snapshot(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
         return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
+
+    # -- metrics (rsp_metrics_text, rsp_metrics_latency) --
+
+    @_guarded
+    def metrics_text(self, name="rsp"):
+        """Every counter and gauge, and the owner's latency histograms once
+        turned on, in the Prometheus text format (a str), each sample
+        labelled pool=name and rank (rsp_metrics_text). Any thread, no
+        message."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, not {type(name).__name__}")
+        raw = name.encode()
+        err = ffi.Error()
+        need = ctypes.c_size_t(0)
+        _check(ffi.metrics_text(self._handle(), raw, None, 0, ctypes.byref(need),
+                                ctypes.byref(err)), err)
+        while True:  # the counters move between the calls: grow and retry
+            buf = ctypes.create_string_buffer(need.value + 256)
+            st = ffi.metrics_text(self._handle(), raw, buf, len(buf), ctypes.byref(need),
+                                  ctypes.byref(err))
+            if st != _ECAPACITY:
+                _check(st, err)
+                return buf.value.decode()
+
+    @_guarded
+    def metrics_latency(self, on):
+        """Turn the owner's latency histograms (rsp_owner_seconds, per
+        message kind) on or off (rsp_metrics_latency; off at creation)."""
+        if not isinstance(on, bool):
+            raise TypeError(f"on must be a bool, not {type(on).__name__}")
+        err = ffi.Error()
+        _check(ffi.metrics_latency(self._handle(), on, ctypes.byref(err)), err)
 
     @_guarded
     def counters(self):
