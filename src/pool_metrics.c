@@ -106,9 +106,9 @@ static void put_stats(text *t, const rsp_pool *p, const char *labels)
         } else {
             memcpy(&v, at, sizeof v);
         }
-        put(t, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %llu\n", f[i].metric, f[i].help,
-            f[i].metric, f[i].kind == RSP_METRIC_COUNTER ? "counter" : "gauge",
-            f[i].metric, labels, (unsigned long long)v);
+        put(t, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %llu\n", f[i].metric, f[i].help, f[i].metric,
+            f[i].kind == RSP_METRIC_COUNTER ? "counter" : "gauge", f[i].metric, labels,
+            (unsigned long long)v);
     }
     /* The gauges beyond rsp_stats (it cannot grow: rsp_reply embeds it). */
     put(t,
