@@ -20,6 +20,7 @@
 #include "core/core.h"
 #include "device/device.h"
 #include "pool_metrics.h"
+#include "pool_record.h"
 #include "publish/keys.h"
 #include "publish/publish.h"
 
@@ -98,6 +99,7 @@ struct rsp_pool {
     char broken_why[RSP_ERROR_MAX];
     rsp__plan_label_src srcs[RSP_MAX_LABELS];
     rsp_msg_kind handling; /* the kind of the message being handled (failure reports) */
+    rsp__record *rec;      /* rsp_pool_config.record_path's recording, or NULL */
     uint32_t lent_idles;   /* lent calls that gave the role back (rsp__pool_lent_idle) */
 
     /* Immutable after create: the caller's error callback (or NULL). */

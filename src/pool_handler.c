@@ -258,6 +258,8 @@ void rsp__pool_owner_idle(void *ctx)
 {
     rsp_pool *p = ctx;
     fwd_prune(p);
+    if (p->rec)
+        rsp__record_flush(p->rec);
     /* Retired plans go to the reclaimer in batches; an idle owner hands
      * over the rest, so they do not wait for the next plan to be reclaimed. */
     rsp__publisher_flush(p->pub);
@@ -818,6 +820,8 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
 {
     rsp_pool *p = ctx;
     const uint64_t t0 = rsp__latency_start(p);
+    if (p->rec) /* the wire form, before decoding rewrites it in place */
+        rsp__record_msg(p->rec, payload, size);
     const rsp_msg *m = rsp__msg_decode(payload, size);
     rsp_error *e = &r->error;
     rsp_status st;
@@ -829,6 +833,8 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     if (p->broken && m->kind != RSP_MSG_SHUTDOWN) {
         r->committed = false; /* failed_step reads it (a recycled reply is not cleared) */
         rsp__fail(e, RSP_EDEVICE, "the pool is broken: %s; destroy it", p->broken_why);
+        if (p->rec)
+            rsp__record_reply(p->rec, r);
         return;
     }
     /* api.c validated the kind; the check keeps a bad one from indexing. */
@@ -845,6 +851,8 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     /* The gauges are mirrored by settle_gauges: before the answer of a
      * waited message and once a batch, not after every message. */
     fwd_prune(p);
+    if (p->rec)
+        rsp__record_reply(p->rec, r);
     if (t0)
         rsp__latency_count(p, m->kind, t0);
 }

@@ -265,6 +265,21 @@ typedef struct rsp_pool_config {
      */
     void (*on_checkpoint_evict)(void *ctx, const rsp_checkpoint_event *event);
     void *on_checkpoint_evict_ctx;
+    /* Fields past RSP_POOL_CONFIG_SIZE_0_1 (0.3 on): an older caller's
+     * struct leaves them at their defaults. */
+    /**
+     * Optional (NULL: none): record every message the owner handles, with
+     * its reply, to this file (created or truncated at rsp_pool_create;
+     * unwritable: RSP_EINVAL, nothing created). Messages keep their wire
+     * form (sequence numbers, step declarations, their outcomes; no slot
+     * bytes, events as handles only), in the order the owner handled
+     * them; the file is flushed whenever the owner goes idle and at
+     * close. `rsp-replay FILE` replays it into a fresh pool and checks
+     * every answer and plan digest (docs/guide.md). A write that fails
+     * stops the recording (said on stderr), not the pool. Read at
+     * creation only.
+     */
+    const char *record_path;
 } rsp_pool_config;
 
 /* A call rsp_pool_config_init(cfg) is the macro at the end of this header,
