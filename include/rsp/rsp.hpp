@@ -484,6 +484,14 @@ class pool_config
     {
         return evict_fn_;
     }
+    /// Record every message the owner handles, with its reply, to `path`
+    /// (rsp_pool_config::record_path; rsp-replay replays it). "" records
+    /// nothing. The path is kept here, so the config may outlive `path`.
+    pool_config &record(std::string path)
+    {
+        record_path_ = std::move(path);
+        return *this;
+    }
     /// Ordered posting (rsp.h, at rsp_post): slot-changing messages carry a
     /// number (msg::seq) and are handled in its order; a gap open longer
     /// than reorder_timeout (zero: 1 s) breaks the pool.
@@ -541,6 +549,7 @@ class pool_config
             blocks_[i].name = names_[i].c_str();
         cfg_.blocks = blocks_.data();
         cfg_.num_blocks = static_cast<std::uint32_t>(blocks_.size());
+        cfg_.record_path = record_path_.empty() ? nullptr : record_path_.c_str();
         return cfg_;
     }
     /// The C config's plain fields, for what has no setter.
@@ -555,6 +564,7 @@ class pool_config
     std::vector<std::string> names_;
     error_handler error_fn_;
     evict_handler evict_fn_;
+    std::string record_path_;
 };
 
 // ---------------------------------------------------------------------------
