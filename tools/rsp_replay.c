@@ -183,8 +183,8 @@ static int replay(recording *r, rsp_pool *pool, totals *n)
         rsp_reply got;
         rsp_error err = {0};
         if (replay_one(pool, m, &got, &err) != RSP_OK) {
-            printf("rsp-replay: message %" PRIu64 " (%s): refused at the post: %s\n",
-                   n->messages, rsp__pool_kind_name(m.kind), err.message);
+            printf("rsp-replay: message %" PRIu64 " (%s): refused at the post: %s\n", n->messages,
+                   rsp__pool_kind_name(m.kind), err.message);
             rc = 1;
             break;
         }
@@ -192,8 +192,7 @@ static int replay(recording *r, rsp_pool *pool, totals *n)
         if (d.field) {
             printf("rsp-replay: message %" PRIu64 " (%s) diverged: %s recorded %" PRIu64
                    " (0x%" PRIx64 "), replayed %" PRIu64 " (0x%" PRIx64 ")\n",
-                   n->messages, rsp__pool_kind_name(m.kind), d.field, d.want, d.want, d.got,
-                   d.got);
+                   n->messages, rsp__pool_kind_name(m.kind), d.field, d.want, d.want, d.got, d.got);
             rc = 1;
         }
         n->plans += (m.kind == RSP_MSG_PLAN || (m.kind == RSP_MSG_STEP && got.planned)) &&
