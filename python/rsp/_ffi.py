@@ -98,6 +98,7 @@ class PoolConfig(ctypes.Structure):
         ("checkpoint_demote", ctypes.c_bool),
         ("on_checkpoint_evict", ctypes.c_void_p),
         ("on_checkpoint_evict_ctx", ctypes.c_void_p),
+        ("record_path", ctypes.c_char_p),
     ]
 
 

@@ -127,6 +127,9 @@ class PoolConfig:
     # block or call the pool; what they raise is caught and kept.
     on_error: Optional[Callable] = None
     on_checkpoint_evict: Optional[Callable] = None
+    # Record every message the owner handles to this file (rsp-replay
+    # replays it; docs/guide.md, "Operating"); None: no recording.
+    record_path: Optional[str] = None
 
 
 class Row(NamedTuple):
@@ -973,7 +976,14 @@ def _c_config(device, config):
         fn = getattr(config, f)
         if fn is not None and not callable(fn):
             raise TypeError(f"{f} must be a callable or None, not {type(fn).__name__}")
-    return cfg, (blocks, names)
+    path = None
+    if config.record_path is not None:
+        if not isinstance(config.record_path, str):
+            raise TypeError(f"record_path must be a str or None, "
+                            f"not {type(config.record_path).__name__}")
+        path = config.record_path.encode()
+        cfg.record_path = path
+    return cfg, (blocks, names, path)
 
 
 def _flag(v, what):

@@ -73,8 +73,8 @@ static void record_a_run(void **state)
     OK(rsp_step_commit(p, &s2, &now, E));                                    /* 6 */
     OK(rsp_checkpoint_take(p, 9, 1, RSP_LABEL_MAIN, RSP_TIER_DEVICE, 0, E)); /* 7 */
     rsp_checkpoint_info ci;
-    OK(rsp_checkpoint_query(p, 9, &ci, E));                          /* 8 */
-    OK(rsp_remove(p, 3, E));                                         /* 9 */
+    OK(rsp_checkpoint_query(p, 9, &ci, E));                                         /* 8 */
+    OK(rsp_remove(p, 3, E));                                                        /* 9 */
     assert_int_equal(rsp_holding_get(p, 99, RSP_LABEL_MAIN, &h, NULL), RSP_ENOREQ); /* 10 */
     rsp_stats st;
     OK(rsp_stats_snapshot(p, &st, E)); /* 11 */

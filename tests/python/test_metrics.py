@@ -52,3 +52,16 @@ def test_prometheus_collector():
             PoolCollector(p, 5)
     finally:
         p.cleanup()
+
+
+def test_record_path_writes_a_recording(tmp_path):
+    path = tmp_path / "run.rsprec"
+    p = rsp.Pool("cpu", small_config(record_path=str(path)))
+    try:
+        _step(p, 1)
+    finally:
+        p.cleanup()
+    data = path.read_bytes()
+    assert data.startswith(b"RSPREC1\n") and len(data) > 1000
+    with pytest.raises(TypeError, match="record_path"):
+        rsp.Pool("cpu", small_config(record_path=3))
