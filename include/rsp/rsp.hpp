@@ -2760,6 +2760,9 @@ class tp_group
     result<group_ticket> post_ranks(rsp_msg m, const rsp_event *events,
                                     std::uint64_t credit_ns) noexcept
     {
+        if (ranks_.empty())
+            return detail::failure(RSP_EINVAL, "rsp::tp_group: an empty group (default-made or "
+                                               "moved from)");
         if (result<void> d = diverged(); !d && m.kind != RSP_MSG_SHUTDOWN)
             return d.error();
         group_ticket g;

@@ -165,6 +165,9 @@ void group_creation_names_the_rank(void **)
     assert_int_equal(g.status(), RSP_EINVAL);
     assert_non_null(std::strstr(g.error().message, "rank 1"));
     assert_int_equal(rsp::tp_group::try_create(config(), 0).status(), RSP_EINVAL);
+    rsp::tp_group empty;
+    assert_int_equal(empty.try_ingest(rsp::rid{1}).status(), RSP_EINVAL);
+    assert_int_equal(empty.size(), 0);
 }
 
 // An ordered pool's synchronous calls take the next number themselves, mix
