@@ -125,5 +125,7 @@ void bench_ckpt_copy(const bench_opts *o);
 void bench_ckpt_lookup(const bench_opts *o);
 void bench_ckpt_churn(const bench_opts *o);
 void bench_prefix_reuse(const bench_opts *o);
+/* The owner's latency histograms on against off: metrics.c. */
+void bench_metrics(const bench_opts *o);
 
 #endif

@@ -53,6 +53,22 @@ static bool inline_calls(const rsp_pool_config *cfg)
     return cfg->owner_cpu == -1 && !(env && strcmp(env, "0") == 0);
 }
 
+/* The parts only some pools have: the readers' checkpoint key index (a
+ * pool with checkpoint slots) and the recording (record_path). */
+static rsp_status create_optional(rsp_pool *p, const rsp_pool_config *cfg, rsp_error *err)
+{
+    /* The core checked the sum fits int32. */
+    const uint32_t ckpts = cfg->max_checkpoints + cfg->max_host_checkpoints;
+    if (ckpts) {
+        rsp_status st = rsp__keys_create(p->pub, ckpts, &p->keys, err);
+        if (st != RSP_OK)
+            return st;
+    }
+    if (cfg->record_path)
+        return rsp__record_open(cfg->record_path, cfg, &p->rec, err);
+    return RSP_OK;
+}
+
 rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err)
 {
     /* Before anything is made (the storage may be large). */
@@ -89,13 +105,9 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
     st = rsp__publisher_create(0, &p->pub, err);
     if (st != RSP_OK)
         goto fail;
-    /* The core checked the sum fits int32. */
-    const uint32_t ckpts = cfg->max_checkpoints + cfg->max_host_checkpoints;
-    if (ckpts) {
-        st = rsp__keys_create(p->pub, ckpts, &p->keys, err);
-        if (st != RSP_OK)
-            goto fail;
-    }
+    st = create_optional(p, cfg, err);
+    if (st != RSP_OK)
+        goto fail;
     /* The device job memory and the plan object are reserved inside each
      * core call, before it changes anything (rsp__pool_reserve). */
     rsp__core_set_reserve_hook(p->core, rsp__pool_reserve, p);
@@ -121,6 +133,7 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         .on_failure = cfg->on_error ? rsp__pool_report_failure : NULL,
     };
     p->ordered = cfg->ordered;
+    p->rank = cfg->rank;
     p->owner_cpu = cfg->owner_cpu;
     st = rsp__actor_create(&acfg, &p->actor, err);
     if (st != RSP_OK)
@@ -171,6 +184,7 @@ void rsp__pool_destroy(rsp_pool *p)
         rsp__device_destroy(p->dev); /* a create that failed before the keeper */
     }
     rsp__work_fini(&p->work);
+    rsp__record_close(p->rec); /* after the owner's last message */
     rsp__core_destroy(p->core);
     if (p->fwd_lock_ready)
         pthread_mutex_destroy(&p->fwd_lock);

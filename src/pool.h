@@ -19,6 +19,8 @@
 #include "actor/actor.h"
 #include "core/core.h"
 #include "device/device.h"
+#include "pool_metrics.h"
+#include "pool_record.h"
 #include "publish/keys.h"
 #include "publish/publish.h"
 
@@ -37,6 +39,7 @@
 #define RSP__CTR_FIELD(bits, name, kind, source, help) RSP__CTR_FIELD_##source(bits, name)
 typedef struct rsp__pool_counters {
     RSP_STATS_FIELDS(RSP__CTR_FIELD)
+    uint32_t steps_in_flight; /* CORE, mirrored like the list's; not in rsp_stats */
 } rsp__pool_counters;
 #undef RSP__CTR_FIELD
 #undef RSP__CTR_FIELD_OWNER
@@ -79,6 +82,7 @@ struct rsp_pool {
     rsp__storage *storage; /* dev's holders (exports outlive the pool) */
     int cuda_ordinal;      /* rsp_pool_config.cuda_ordinal (DLPack's device id) */
     bool ordered;          /* rsp_pool_config.ordered: rsp_post checks and numbers messages */
+    uint32_t rank;         /* rsp_pool_config.rank (the metrics' label) */
 
     /* Owner thread only (after create hands them over through
      * pthread_create in rsp__actor_create), or the caller holding the
@@ -95,6 +99,7 @@ struct rsp_pool {
     char broken_why[RSP_ERROR_MAX];
     rsp__plan_label_src srcs[RSP_MAX_LABELS];
     rsp_msg_kind handling; /* the kind of the message being handled (failure reports) */
+    rsp__record *rec;      /* rsp_pool_config.record_path's recording, or NULL */
     uint32_t lent_idles;   /* lent calls that gave the role back (rsp__pool_lent_idle) */
 
     /* Immutable after create: the caller's error callback (or NULL). */
@@ -120,6 +125,7 @@ struct rsp_pool {
     /* Any thread, atomic. */
     uint32_t num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
     rsp__pool_counters ctr;
+    rsp__latency lat; /* the owner's histograms (pool_metrics.h says who touches what) */
     /* Tests: fail this many of the next device submits as out of memory
      * (the only failure left after the core changed). Relaxed atomic. */
     uint32_t inject_submit_failures;
@@ -132,6 +138,15 @@ struct rsp_pool {
  * part made so far is destroyed) and err says why. Any thread.
  */
 rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err);
+
+/* The owner's latency histograms (pool_metrics.c), around each message
+ * rsp__pool_handle handles: start returns 0 while they are off (one
+ * relaxed load), else the clock; count files the time since t0 (t0 != 0)
+ * under kind. Owner, or the thread in its role. */
+uint64_t rsp__latency_start(const rsp_pool *p);
+/* A message kind's name ("step", "checkpoint_query"; "?" for none). Pure. */
+const char *rsp__pool_kind_name(rsp_msg_kind k);
+void rsp__latency_count(rsp_pool *p, rsp_msg_kind kind, uint64_t t0);
 
 /*
  * Tear a pool down: close the inbox and handle what is queued (joins the

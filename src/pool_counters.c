@@ -32,6 +32,7 @@ void rsp__pool_mirror_gauges(rsp_pool *p)
 #define MIRROR_ACTOR(bits, name)
 #define MIRROR(bits, name, kind, source, help) MIRROR_##source(bits, name)
     RSP_STATS_FIELDS(MIRROR)
+    rsp__store_relaxed_u32(&c->steps_in_flight, g.steps_in_flight);
 #undef MIRROR
 #undef MIRROR_ACTOR
 #undef MIRROR_LAYOUT

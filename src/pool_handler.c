@@ -78,7 +78,9 @@ static void ckpt_report_skip(rsp_pool *p, const rsp__ckpt_skip *k)
                      .kind = p->handling,
                      .step_id = k->step_id,
                      .has_step = true,
-                     .message = msg};
+                     .message = msg,
+                     .checkpoint_key = k->key,
+                     .has_checkpoint_key = true};
     p->on_error(p->on_error_ctx, &f);
 }
 
@@ -256,6 +258,8 @@ void rsp__pool_owner_idle(void *ctx)
 {
     rsp_pool *p = ctx;
     fwd_prune(p);
+    if (p->rec)
+        rsp__record_flush(p->rec);
     /* Retired plans go to the reclaimer in batches; an idle owner hands
      * over the rest, so they do not wait for the next plan to be reclaimed. */
     rsp__publisher_flush(p->pub);
@@ -784,6 +788,11 @@ static const char *kind_name(rsp_msg_kind k)
     return (unsigned)k < RSP_MSG_KIND_COUNT_ && kinds[k].name ? kinds[k].name : "?";
 }
 
+const char *rsp__pool_kind_name(rsp_msg_kind k)
+{
+    return kind_name(k);
+}
+
 /* The device work (or the plan) of message m failed after the core had
  * already changed: the pool can no longer say "nothing changed", and the
  * core's state (slots freed, a step finished) no longer matches the device
@@ -810,6 +819,9 @@ static rsp_status break_pool(rsp_pool *p, const rsp_msg *m, rsp_reply *r)
 void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
 {
     rsp_pool *p = ctx;
+    const uint64_t t0 = rsp__latency_start(p);
+    if (p->rec) /* the wire form, before decoding rewrites it in place */
+        rsp__record_msg(p->rec, payload, size);
     const rsp_msg *m = rsp__msg_decode(payload, size);
     rsp_error *e = &r->error;
     rsp_status st;
@@ -821,6 +833,8 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     if (p->broken && m->kind != RSP_MSG_SHUTDOWN) {
         r->committed = false; /* failed_step reads it (a recycled reply is not cleared) */
         rsp__fail(e, RSP_EDEVICE, "the pool is broken: %s; destroy it", p->broken_why);
+        if (p->rec)
+            rsp__record_reply(p->rec, r);
         return;
     }
     /* api.c validated the kind; the check keeps a bad one from indexing. */
@@ -837,4 +851,8 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     /* The gauges are mirrored by settle_gauges: before the answer of a
      * waited message and once a batch, not after every message. */
     fwd_prune(p);
+    if (p->rec)
+        rsp__record_reply(p->rec, r);
+    if (t0)
+        rsp__latency_count(p, m->kind, t0);
 }

@@ -47,7 +47,8 @@ void usage(FILE *f)
         "                 checkpoint tiers (odd ones demote), requests sharing prompts restore\n"
         "                 from checkpoints, every restore verified byte for byte (default 2; 0 = "
         "off)\n"
-        "  --json         also print the summary as one JSON object\n");
+        "  --json         also print the summary as one JSON object\n"
+        "  --record FILE  record the main pool's messages and replies (rsp-replay FILE)\n");
 }
 
 bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -82,6 +83,10 @@ int parse(int argc, char **argv, Options &o)
             o.json = true;
         } else if (a == "--no-sink") {
             o.sink = false;
+        } else if (a == "--record") {
+            if (!(s = value("--record")))
+                return 1;
+            o.record = s;
         } else if (a == "--seconds") {
             if (!(s = value("--seconds")))
                 return 1;
@@ -447,7 +452,7 @@ int run(const Options &opt)
 {
     Context cx(opt);
     rsp::pool_config cfg;
-    cfg.layers(opt.layers).slots(opt.slots).sink(opt.sink).rank(1, 2);
+    cfg.layers(opt.layers).slots(opt.slots).sink(opt.sink).rank(1, 2).record(opt.record);
     add_blocks(cfg);
     rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
     if (!created) {

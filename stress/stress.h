@@ -61,6 +61,7 @@ struct Options {
     unsigned pipeline_readers = 2; // pipelined mode: reader threads of its own pool; 0 = off
     unsigned mixed_threads = 1;    // mixed-batch mode: threads, each with its own pool; 0 = off
     unsigned prefix_threads = 2;   // prefix-reuse mode: threads, each with its own pool; 0 = off
+    std::string record;            // the main pool's recording (rsp-replay), "" = none
 };
 
 // Small deterministic generator (splitmix64); one per thread.

@@ -265,6 +265,21 @@ typedef struct rsp_pool_config {
      */
     void (*on_checkpoint_evict)(void *ctx, const rsp_checkpoint_event *event);
     void *on_checkpoint_evict_ctx;
+    /* Fields past RSP_POOL_CONFIG_SIZE_0_1 (0.3 on): an older caller's
+     * struct leaves them at their defaults. */
+    /**
+     * Optional (NULL: none): record every message the owner handles, with
+     * its reply, to this file (created or truncated at rsp_pool_create;
+     * unwritable: RSP_EINVAL, nothing created). Messages keep their wire
+     * form (sequence numbers, step declarations, their outcomes; no slot
+     * bytes, events as handles only), in the order the owner handled
+     * them; the file is flushed whenever the owner goes idle and at
+     * close. `rsp-replay FILE` replays it into a fresh pool and checks
+     * every answer and plan digest (docs/guide.md). A write that fails
+     * stops the recording (said on stderr), not the pool. Read at
+     * creation only.
+     */
+    const char *record_path;
 } rsp_pool_config;
 
 /* A call rsp_pool_config_init(cfg) is the macro at the end of this header,
@@ -696,6 +711,11 @@ struct rsp_failure {
                               else the new step's (msg->step) */
     bool has_step;       /**< whether kind names a step */
     const char *message; /**< why; valid during the call only */
+    /** A checkpoint take declared in step step_id that its commit skipped:
+     * the take's key (has_checkpoint_key true); else 0 and false. Appended
+     * (a callback reads a prefix: docs/abi.md). */
+    uint64_t checkpoint_key;
+    bool has_checkpoint_key;
 };
 
 /** The owner's answer. */
@@ -1410,6 +1430,39 @@ RSP_API rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t val
  * A kind the pool's device cannot wait on: RSP_EINVAL. Any thread. */
 RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t timeout_ns,
                                   rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Metrics: Prometheus text and latency histograms                           */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * The pool's metrics in the Prometheus text exposition format (0.0.4):
+ * every field of rsp_stats_fields (rsp_stats_peek's values: lock-free, not
+ * a snapshot) as a counter or gauge, then, while latency histograms are
+ * on (rsp_metrics_latency) or once they have counted, the histogram
+ * rsp_owner_seconds, the owner's time per message, labelled by kind. Each
+ * sample carries the labels pool="<name>" (NULL or "": "rsp"; a backslash,
+ * quote or newline escaped as the format says) and rank="<rank>".
+ *
+ * Written like snprintf: at most size bytes into buf, NUL-terminated when
+ * size > 0, and *needed (if not NULL) set to the whole text's length
+ * without the NUL. buf NULL with size 0 asks the size (RSP_OK). A text
+ * that did not fit is RSP_ECAPACITY naming the size it needs, buf holding
+ * its cut start; call again with *needed + 1 bytes. Any thread; no
+ * message, no allocation; O(metrics + kinds * buckets).
+ */
+RSP_API rsp_status rsp_metrics_text(rsp_pool *pool, const char *name, char *buf, size_t size,
+                                    size_t *needed, rsp_error *err);
+
+/**
+ * Turn the owner's latency histograms on or off (off at creation). On,
+ * the owner reads the monotonic clock before and after each message it
+ * handles and counts the time in its kind's histogram (power-of-two
+ * buckets from 1 us to about 1 s): two clock reads and three relaxed
+ * stores per message. Off, each message costs one relaxed load and a
+ * branch. What was counted stays across off and on. Any thread, O(1).
+ */
+RSP_API rsp_status rsp_metrics_latency(rsp_pool *pool, bool on, rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Struct sizes (docs/abi.md)                                                */

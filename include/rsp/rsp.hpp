@@ -21,6 +21,10 @@
 //   - rsp::step: a step declaration that owns its rows and forks, so the
 //     rsp_step it hands to the pool never points at freed memory;
 //     rsp::msg builds the messages pool::post sends from the same types.
+//   - Ordered pools driven synchronously (each pool numbers its own
+//     calls), and rsp::tp_group: the pools of a tensor-parallel group's
+//     ranks, every message to every rank under one number, the answers
+//     compared and a divergence reported naming the ranks.
 //
 // Threads, blocking and costs are those of the C function each method
 // calls (named in its comment); see rsp.h and docs/ordering.md. Nothing here
@@ -32,19 +36,24 @@
 
 #include <rsp/rsp.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,6 +70,9 @@ enum class rid : std::uint64_t {};
 enum class label : std::uint32_t { main = RSP_LABEL_MAIN };
 /// A step id, chosen by the caller, increasing.
 enum class step_id : std::uint64_t {};
+/// A checkpoint's key, chosen by the caller (a prefix hash, say).
+/// rsp::checkpoint_key{h}.
+enum class checkpoint_key : std::uint64_t {};
 
 constexpr std::uint64_t raw(rid r) noexcept
 {
@@ -73,6 +85,10 @@ constexpr std::uint32_t raw(label l) noexcept
 constexpr std::uint64_t raw(step_id s) noexcept
 {
     return static_cast<std::uint64_t>(s);
+}
+constexpr std::uint64_t raw(checkpoint_key k) noexcept
+{
+    return static_cast<std::uint64_t>(k);
 }
 
 // ---------------------------------------------------------------------------
@@ -233,6 +249,24 @@ inline std::uint32_t rid_count(std::size_t n) noexcept
 {
     return n > RSP_MAX_MSG_RIDS ? RSP_MAX_MSG_RIDS + 1 : static_cast<std::uint32_t>(n);
 }
+/// The kinds an ordered pool handles without a number (rsp.h, at rsp_post).
+inline bool seq_exempt(rsp_msg_kind k) noexcept
+{
+    return k == RSP_MSG_STATS || k == RSP_MSG_HOLDING || k == RSP_MSG_CHECKPOINT_QUERY ||
+           k == RSP_MSG_BARRIER || k == RSP_MSG_SHUTDOWN;
+}
+/// A STEP reply as rsp_step_next's outcome.
+inline rsp_step_outcome step_outcome(const rsp_reply &r) noexcept
+{
+    rsp_step_outcome o{};
+    o.committed = r.committed;
+    o.admit = r.admit;
+    o.planned = r.planned;
+    o.plan_step_id = r.plan_step_id;
+    o.plan_staged = r.plan_staged;
+    o.plan_digest = r.plan_digest;
+    return o;
+}
 template <class T> result<T> done(rsp_status st, const rsp_error &e, T v)
 {
     if (st == RSP_OK)
@@ -240,6 +274,35 @@ template <class T> result<T> done(rsp_status st, const rsp_error &e, T v)
     return done(st, e).error();
 }
 } // namespace detail
+
+/// A failure nobody reads an answer of (rsp_failure), typed: what a
+/// pool_config::on_error std::function receives. Valid during the call
+/// only (message points into the pool's buffer).
+struct failure {
+    rsp_status status = RSP_OK;
+    rsp_msg_kind kind = RSP_MSG_INGEST;    ///< the message that failed
+    std::optional<step_id> step;           ///< its step, when the kind names one
+    std::optional<checkpoint_key> skipped; ///< a take its commit skipped: the key
+    std::string_view message;              ///< why
+
+    static failure of(const rsp_failure &f) noexcept
+    {
+        failure out;
+        out.status = f.status;
+        out.kind = f.kind;
+        if (f.has_step)
+            out.step = step_id{f.step_id};
+        if (f.has_checkpoint_key)
+            out.skipped = checkpoint_key{f.checkpoint_key};
+        out.message = f.message ? std::string_view(f.message) : std::string_view();
+        return out;
+    }
+};
+/// The engine's callbacks, as std::function (pool_config::on_error,
+/// on_checkpoint_evict). They run on the owner thread and must not block
+/// or call the pool; what they throw is caught (rsp::pool).
+using error_handler = std::function<void(const failure &)>;
+using evict_handler = std::function<void(const rsp_checkpoint_event &)>;
 
 /// Whether the librsp this program loaded serves code built against rsp
 /// major.minor (rsp_version_check); the default is this header's version.
@@ -351,7 +414,24 @@ class pool_config
     {
         cfg_.on_error = fn;
         cfg_.on_error_ctx = ctx;
+        error_fn_ = nullptr;
         return *this;
+    }
+    /// The same as a std::function taking an rsp::failure (typed: its step
+    /// and the key of a skipped take); replaces a function pointer set
+    /// before, as that replaces this. Kept in the rsp::pool (copied at
+    /// create); get() does not carry it, so a C pool made from get() has
+    /// none.
+    pool_config &on_error(error_handler fn)
+    {
+        error_fn_ = std::move(fn);
+        cfg_.on_error = nullptr;
+        cfg_.on_error_ctx = nullptr;
+        return *this;
+    }
+    const error_handler &error_function() const noexcept
+    {
+        return error_fn_;
     }
     pool_config &inbox(std::uint32_t capacity) noexcept
     {
@@ -389,6 +469,27 @@ class pool_config
     {
         cfg_.on_checkpoint_evict = fn;
         cfg_.on_checkpoint_evict_ctx = ctx;
+        evict_fn_ = nullptr;
+        return *this;
+    }
+    /// The same as a std::function (kept as on_error(error_handler) is).
+    pool_config &on_checkpoint_evict(evict_handler fn)
+    {
+        evict_fn_ = std::move(fn);
+        cfg_.on_checkpoint_evict = nullptr;
+        cfg_.on_checkpoint_evict_ctx = nullptr;
+        return *this;
+    }
+    const evict_handler &evict_function() const noexcept
+    {
+        return evict_fn_;
+    }
+    /// Record every message the owner handles, with its reply, to `path`
+    /// (rsp_pool_config::record_path; rsp-replay replays it). "" records
+    /// nothing. The path is kept here, so the config may outlive `path`.
+    pool_config &record(std::string path)
+    {
+        record_path_ = std::move(path);
         return *this;
     }
     /// Ordered posting (rsp.h, at rsp_post): slot-changing messages carry a
@@ -448,6 +549,7 @@ class pool_config
             blocks_[i].name = names_[i].c_str();
         cfg_.blocks = blocks_.data();
         cfg_.num_blocks = static_cast<std::uint32_t>(blocks_.size());
+        cfg_.record_path = record_path_.empty() ? nullptr : record_path_.c_str();
         return cfg_;
     }
     /// The C config's plain fields, for what has no setter.
@@ -460,6 +562,9 @@ class pool_config
     rsp_pool_config cfg_{};
     std::vector<rsp_block_config> blocks_;
     std::vector<std::string> names_;
+    error_handler error_fn_;
+    evict_handler evict_fn_;
+    std::string record_path_;
 };
 
 // ---------------------------------------------------------------------------
@@ -561,6 +666,39 @@ class step
         x.key = key;
         restores_.push_back(x);
         return *this;
+    }
+    step &checkpoint(rid r, label l, checkpoint_key key, rsp_tier tier = RSP_TIER_DEVICE)
+    {
+        return checkpoint(r, l, raw(key), tier);
+    }
+    step &restore(rid r, label l, checkpoint_key key)
+    {
+        return restore(r, l, raw(key));
+    }
+    /// Drop every row of r, and the checkpoint takes and restores that
+    /// name it (they need a row), keeping the order of the rest: a request
+    /// the engine takes out of a batch (admit found no room for it, it was
+    /// aborted) before the step is admitted again. Returns how many rows
+    /// went. Forks stay (they apply per rid or group, to the rids left).
+    /// O(rows + takes + restores), no allocation.
+    std::size_t drop(rid r) noexcept
+    {
+        const auto mine = [r](const auto &x) { return x.rid == raw(r); };
+        const std::size_t before = rows_.size();
+        rows_.erase(std::remove_if(rows_.begin(), rows_.end(), mine), rows_.end());
+        ckpts_.erase(std::remove_if(ckpts_.begin(), ckpts_.end(), mine), ckpts_.end());
+        restores_.erase(std::remove_if(restores_.begin(), restores_.end(), mine), restores_.end());
+        return before - rows_.size();
+    }
+    /// Drop the row at `index` (of rows()) alone; an index past the end
+    /// drops nothing and returns false. Takes and restores stay: drop(rid)
+    /// is the call that keeps them consistent. O(rows).
+    bool drop_row(std::size_t index) noexcept
+    {
+        if (index >= rows_.size())
+            return false;
+        rows_.erase(rows_.begin() + static_cast<std::ptrdiff_t>(index));
+        return true;
     }
     step &capture(bool on = true) noexcept
     {
@@ -922,6 +1060,24 @@ inline rsp_msg swap_in(rid r) noexcept
     m.rid = raw(r);
     return m;
 }
+/// The checkpoint messages keyed by the strong type.
+inline rsp_msg checkpoint(checkpoint_key key, rid r, label l = label::main,
+                          rsp_tier tier = RSP_TIER_DEVICE, step_id after_step = step_id{0}) noexcept
+{
+    return checkpoint(raw(key), r, l, tier, after_step);
+}
+inline rsp_msg checkpoint_drop(checkpoint_key key) noexcept
+{
+    return checkpoint_drop(raw(key));
+}
+inline rsp_msg checkpoint_pin(checkpoint_key key, bool pin = true) noexcept
+{
+    return checkpoint_pin(raw(key), pin);
+}
+inline rsp_msg checkpoint_query(checkpoint_key key) noexcept
+{
+    return checkpoint_query(raw(key));
+}
 /// m numbered n for an ordered pool (1, 2, 3, ... per pool; rsp.h, "Ordered
 /// posting"): e.g. post(msg::seq(msg::ingest(r), n)).
 inline rsp_msg seq(rsp_msg m, std::uint64_t n) noexcept
@@ -1037,6 +1193,13 @@ struct pool_extra {
     void *on_error_ctx = nullptr;
     void (*on_evict)(void *, const rsp_checkpoint_event *) = nullptr;
     void *on_evict_ctx = nullptr;
+    error_handler error_fn; ///< called instead of on_error when set
+    evict_handler evict_fn; ///< called instead of on_evict when set
+    bool ordered = false;   ///< the pool numbers messages (immutable after create)
+    /// A tp_group's rank: numbered messages come from the group only (a
+    /// number one rank took alone would be a gap on the others).
+    bool grouped = false;
+    std::atomic<std::uint64_t> seq{0};    ///< the last number handed out (any thread)
     std::atomic<std::uint64_t> thrown{0}; ///< exceptions caught (owner writes)
     std::atomic<bool> first_taken{false}; ///< the owner claimed `first`
     std::atomic<bool> first_ready{false}; ///< `first` is written (release)
@@ -1065,11 +1228,14 @@ struct pool_extra {
 /// The C pool's callbacks: the engine's, with every exception caught here,
 /// at the C boundary (one unwinding into the owner's C frames would call
 /// std::terminate), and noted on the pool (pool_extra::caught).
-inline void on_error_trampoline(void *ctx, const rsp_failure *failure) noexcept
+inline void on_error_trampoline(void *ctx, const rsp_failure *f) noexcept
 {
     auto *x = static_cast<pool_extra *>(ctx);
     try {
-        x->on_error(x->on_error_ctx, failure);
+        if (x->error_fn)
+            x->error_fn(failure::of(*f));
+        else
+            x->on_error(x->on_error_ctx, f);
     } catch (const std::exception &e) {
         x->caught("on_error", e.what());
     } catch (...) {
@@ -1080,7 +1246,10 @@ inline void on_evict_trampoline(void *ctx, const rsp_checkpoint_event *event) no
 {
     auto *x = static_cast<pool_extra *>(ctx);
     try {
-        x->on_evict(x->on_evict_ctx, event);
+        if (x->evict_fn)
+            x->evict_fn(*event);
+        else
+            x->on_evict(x->on_evict_ctx, event);
     } catch (const std::exception &e) {
         x->caught("on_checkpoint_evict", e.what());
     } catch (...) {
@@ -1194,13 +1363,28 @@ class pool
         // The callbacks go through the trampolines (exceptions caught at
         // the C boundary), with x as their context.
         rsp_pool_config c = cfg.get();
-        if (c.on_error) {
+        x->ordered = c.ordered;
+        try {
+            x->error_fn = cfg.error_function();
+            x->evict_fn = cfg.evict_function();
+        } catch (...) { // a std::function's copy may allocate
+            return detail::failure(RSP_ENOMEM, "rsp::pool: out of memory");
+        }
+        if (x->error_fn) {
+            c.on_error = detail::on_error_trampoline;
+            c.on_error_ctx = x.get();
+        }
+        if (x->evict_fn) {
+            c.on_checkpoint_evict = detail::on_evict_trampoline;
+            c.on_checkpoint_evict_ctx = x.get();
+        }
+        if (c.on_error && !x->error_fn) {
             x->on_error = c.on_error;
             x->on_error_ctx = c.on_error_ctx;
             c.on_error = detail::on_error_trampoline;
             c.on_error_ctx = x.get();
         }
-        if (c.on_checkpoint_evict) {
+        if (c.on_checkpoint_evict && !x->evict_fn) {
             x->on_evict = c.on_checkpoint_evict;
             x->on_evict_ctx = c.on_checkpoint_evict_ctx;
             c.on_checkpoint_evict = detail::on_evict_trampoline;
@@ -1298,6 +1482,74 @@ class pool
         return x_->first;
     }
 
+    // Ordered pools (rsp.h, "Ordered posting").
+    /// Whether the pool numbers its messages (pool_config::ordered); then
+    /// every synchronous call of a numbered kind takes the next number of
+    /// the pool's counter, posts its message under it and waits (the C
+    /// wrappers carry no number and are refused there). Any thread.
+    bool ordered() const noexcept
+    {
+        return x_ && x_->ordered;
+    }
+    /// The next number of the pool's sequence (1, 2, 3, ...) for a message
+    /// posted by hand: pool.post(msg::seq(m, pool.next_seq())); the
+    /// synchronous calls take theirs from the same counter, so the two mix.
+    /// A number taken must reach the pool (a gap breaks it after
+    /// reorder_timeout): one whose post was refused is closed with
+    /// fill_seq. 0 on an empty pool. Any thread, an atomic add.
+    std::uint64_t next_seq() noexcept
+    {
+        return x_ ? x_->seq.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+    }
+    /// Post a numbered barrier under n, fire-and-forget, waiting for credit
+    /// as long as it takes (the awaited number needs none): it changes
+    /// nothing and closes the gap a number taken but never posted leaves.
+    result<void> try_fill_seq(std::uint64_t n) noexcept
+    {
+        rsp_error e{};
+        const rsp_msg m = msg::seq(msg::barrier(), n);
+        return detail::done(rsp_post(p_, &m, nullptr, RSP_WAIT_FOREVER, &e), e);
+    }
+    void fill_seq(std::uint64_t n)
+    {
+        try_fill_seq(n).value();
+    }
+    /// Post m and wait for its answer (rsp_post with a ticket, rsp_wait):
+    /// on an ordered pool a message of a numbered kind with seq 0 takes
+    /// next_seq() (a refused post fills its number), so any message works
+    /// synchronously there. The reply, or its error; *out (if given) gets
+    /// the reply whatever the status (a STEP's committed). A rank of an
+    /// rsp::tp_group refuses a numbered kind (RSP_EINVAL): the group posts
+    /// those to every rank. Calling thread; one post and one wait.
+    result<rsp_reply> try_call(rsp_msg m, rsp_reply *out = nullptr) noexcept
+    {
+        rsp_error e{};
+        const bool number = ordered() && m.seq == 0 && !detail::seq_exempt(m.kind);
+        if (number && x_->grouped)
+            return detail::failure(RSP_EINVAL, "rsp::pool: a rank of an rsp::tp_group takes "
+                                               "numbered messages from its group only");
+        if (number)
+            m.seq = next_seq();
+        rsp_ticket *t = nullptr;
+        rsp_status st = rsp_post(p_, &m, &t, RSP_WAIT_FOREVER, &e);
+        if (st != RSP_OK) {
+            if (number)
+                (void)try_fill_seq(m.seq);
+            return detail::done(st, e).error();
+        }
+        rsp_reply r{};
+        st = rsp_wait(t, RSP_WAIT_FOREVER, &r);
+        if (out)
+            *out = r;
+        if (st != RSP_OK)
+            return detail::done(st, r.error).error();
+        return r;
+    }
+    rsp_reply call(const rsp_msg &m)
+    {
+        return try_call(m).value();
+    }
+
     // Facts and memory (any thread, no message).
     /// rsp_pool_info_get.
     result<rsp_pool_info> try_info() const noexcept
@@ -1340,6 +1592,8 @@ class pool
     /// rsp_label: the id of a label name, interned on first use.
     result<label> try_intern(const char *name) noexcept
     {
+        if (numbered())
+            return called(msg::intern(name), [](const rsp_reply &r) { return label{r.label}; });
         rsp_label_id id = 0;
         rsp_error e{};
         rsp_status st = rsp_label(p_, name, &id, &e);
@@ -1351,6 +1605,8 @@ class pool
     }
     result<void> try_ingest(rid r) noexcept
     {
+        if (numbered())
+            return called(msg::ingest(r));
         rsp_error e{};
         return detail::done(rsp_ingest(p_, raw(r), &e), e);
     }
@@ -1360,6 +1616,8 @@ class pool
     }
     result<void> try_remove(rid r) noexcept
     {
+        if (numbered())
+            return called(msg::remove(r));
         rsp_error e{};
         return detail::done(rsp_remove(p_, raw(r), &e), e);
     }
@@ -1370,6 +1628,8 @@ class pool
     /// rsp_release: give back r's slot of l, keep the request.
     result<void> try_release(rid r, label l) noexcept
     {
+        if (numbered())
+            return called(msg::release(r, l));
         rsp_error e{};
         return detail::done(rsp_release(p_, raw(r), raw(l), &e), e);
     }
@@ -1379,6 +1639,8 @@ class pool
     }
     result<void> try_reset(rid r, bool free_slots) noexcept
     {
+        if (numbered())
+            return called(msg::reset(r, free_slots));
         rsp_error e{};
         return detail::done(rsp_reset(p_, raw(r), free_slots, &e), e);
     }
@@ -1389,6 +1651,8 @@ class pool
     /// A full pool is ok with outcome.ok == false (then roll the step back).
     result<rsp_admit_outcome> try_admit(const step &s) noexcept
     {
+        if (numbered())
+            return called(msg::admit(s), [](const rsp_reply &r) { return r.admit; });
         rsp_admit_outcome out{};
         rsp_error e{};
         const rsp_step c = s.get();
@@ -1401,6 +1665,8 @@ class pool
     }
     result<void> try_plan(const step &s) noexcept
     {
+        if (numbered())
+            return called(msg::plan(s));
         rsp_error e{};
         const rsp_step c = s.get();
         return detail::done(rsp_step_plan(p_, &c, &e), e);
@@ -1415,6 +1681,8 @@ class pool
     /// (rsp_step_commit).
     result<void> try_commit(const step &s, const rsp_event &forward_done = {}) noexcept
     {
+        if (numbered())
+            return called(msg::commit(s, forward_done));
         rsp_error e{};
         const rsp_step c = s.get();
         return detail::done(rsp_step_commit(p_, &c, &forward_done, &e), e);
@@ -1431,6 +1699,16 @@ class pool
                                            const rsp_event &prev_done = {},
                                            rsp_step_outcome *out = nullptr) noexcept
     {
+        if (numbered()) {
+            rsp_step decl{};
+            rsp_reply r{};
+            auto res = try_call(msg::step_next(s, prev, prev_done, decl), &r);
+            if (out)
+                *out = detail::step_outcome(r);
+            if (!res)
+                return res.error();
+            return detail::step_outcome(r);
+        }
         rsp_step_outcome o{};
         rsp_error e{};
         const rsp_step c = s.get();
@@ -1451,6 +1729,8 @@ class pool
     /// the whole list, all or nothing (a rid listed twice: RSP_EINVAL).
     result<void> try_ingest_many(span<const rid> rids) noexcept
     {
+        if (numbered())
+            return called(msg::ingest_many(rids));
         static_assert(sizeof(rid) == sizeof(rsp_rid), "rid is an rsp_rid");
         rsp_error e{};
         return detail::done(rsp_ingest_many(p_, reinterpret_cast<const rsp_rid *>(rids.data()),
@@ -1463,6 +1743,8 @@ class pool
     }
     result<void> try_remove_many(span<const rid> rids) noexcept
     {
+        if (numbered())
+            return called(msg::remove_many(rids));
         rsp_error e{};
         return detail::done(rsp_remove_many(p_, reinterpret_cast<const rsp_rid *>(rids.data()),
                                             detail::rid_count(rids.size()), &e),
@@ -1474,6 +1756,8 @@ class pool
     }
     result<void> try_reset_many(span<const rid> rids, bool free_slots) noexcept
     {
+        if (numbered())
+            return called(msg::reset_many(rids, free_slots));
         rsp_error e{};
         return detail::done(rsp_reset_many(p_, reinterpret_cast<const rsp_rid *>(rids.data()),
                                            detail::rid_count(rids.size()), free_slots, &e),
@@ -1485,6 +1769,8 @@ class pool
     }
     result<void> try_rollback(step_id id, const rsp_event &forward_done = {}) noexcept
     {
+        if (numbered())
+            return called(msg::rollback(id, forward_done));
         rsp_error e{};
         return detail::done(rsp_step_rollback(p_, raw(id), &forward_done, &e), e);
     }
@@ -1494,6 +1780,8 @@ class pool
     }
     result<void> try_clear_preplan() noexcept
     {
+        if (numbered())
+            return called(msg::clear_preplan());
         rsp_error e{};
         return detail::done(rsp_step_unstage(p_, &e), e);
     }
@@ -1503,6 +1791,8 @@ class pool
     }
     result<void> try_build_graph_buffers(std::uint32_t max_bs, std::uint32_t max_seq_len) noexcept
     {
+        if (numbered())
+            return called(msg::build_graph_buffers(max_bs, max_seq_len));
         rsp_error e{};
         return detail::done(rsp_build_graph_buffers(p_, max_bs, max_seq_len, &e), e);
     }
@@ -1536,6 +1826,8 @@ class pool
                                 rsp_tier tier = RSP_TIER_DEVICE,
                                 step_id after_step = step_id{0}) noexcept
     {
+        if (numbered())
+            return called(msg::checkpoint(key, r, l, tier, after_step));
         rsp_error e{};
         return detail::done(rsp_checkpoint_take(p_, key, raw(r), raw(l), tier, raw(after_step), &e),
                             e);
@@ -1547,6 +1839,8 @@ class pool
     }
     result<void> try_checkpoint_drop(std::uint64_t key) noexcept
     {
+        if (numbered())
+            return called(msg::checkpoint_drop(key));
         rsp_error e{};
         return detail::done(rsp_checkpoint_drop(p_, key, &e), e);
     }
@@ -1556,6 +1850,8 @@ class pool
     }
     result<void> try_checkpoint_pin(std::uint64_t key) noexcept
     {
+        if (numbered())
+            return called(msg::checkpoint_pin(key, true));
         rsp_error e{};
         return detail::done(rsp_checkpoint_pin(p_, key, &e), e);
     }
@@ -1565,6 +1861,8 @@ class pool
     }
     result<void> try_checkpoint_unpin(std::uint64_t key) noexcept
     {
+        if (numbered())
+            return called(msg::checkpoint_pin(key, false));
         rsp_error e{};
         return detail::done(rsp_checkpoint_unpin(p_, key, &e), e);
     }
@@ -1584,8 +1882,54 @@ class pool
     {
         return try_checkpoint_query(key).value();
     }
+    /// The checkpoint calls keyed by the strong type (the same C calls).
+    result<void> try_checkpoint(checkpoint_key key, rid r, label l = label::main,
+                                rsp_tier tier = RSP_TIER_DEVICE,
+                                step_id after_step = step_id{0}) noexcept
+    {
+        return try_checkpoint(raw(key), r, l, tier, after_step);
+    }
+    void checkpoint(checkpoint_key key, rid r, label l = label::main,
+                    rsp_tier tier = RSP_TIER_DEVICE, step_id after_step = step_id{0})
+    {
+        try_checkpoint(raw(key), r, l, tier, after_step).value();
+    }
+    result<void> try_checkpoint_drop(checkpoint_key key) noexcept
+    {
+        return try_checkpoint_drop(raw(key));
+    }
+    void checkpoint_drop(checkpoint_key key)
+    {
+        try_checkpoint_drop(raw(key)).value();
+    }
+    result<void> try_checkpoint_pin(checkpoint_key key) noexcept
+    {
+        return try_checkpoint_pin(raw(key));
+    }
+    void checkpoint_pin(checkpoint_key key)
+    {
+        try_checkpoint_pin(raw(key)).value();
+    }
+    result<void> try_checkpoint_unpin(checkpoint_key key) noexcept
+    {
+        return try_checkpoint_unpin(raw(key));
+    }
+    void checkpoint_unpin(checkpoint_key key)
+    {
+        try_checkpoint_unpin(raw(key)).value();
+    }
+    result<rsp_checkpoint_info> try_checkpoint_query(checkpoint_key key) noexcept
+    {
+        return try_checkpoint_query(raw(key));
+    }
+    rsp_checkpoint_info checkpoint_query(checkpoint_key key)
+    {
+        return try_checkpoint_query(raw(key)).value();
+    }
     result<void> try_swap_out(rid r) noexcept
     {
+        if (numbered())
+            return called(msg::swap_out(r));
         rsp_error e{};
         return detail::done(rsp_swap_out(p_, raw(r), &e), e);
     }
@@ -1596,6 +1940,8 @@ class pool
     /// A pool without room is not an error: the outcome's ok is false.
     result<rsp_admit_outcome> try_swap_in(rid r) noexcept
     {
+        if (numbered())
+            return called(msg::swap_in(r), [](const rsp_reply &r2) { return r2.admit; });
         rsp_admit_outcome o{};
         rsp_error e{};
         rsp_status st = rsp_swap_in(p_, raw(r), &o, &e);
@@ -1688,6 +2034,27 @@ class pool
     pool(rsp_pool *p, std::unique_ptr<detail::pool_extra> x) noexcept : p_(p), x_(std::move(x))
     {
     }
+    friend class tp_group;
+    /// The synchronous calls of numbered kinds go through try_call.
+    bool numbered() const noexcept
+    {
+        return x_ && x_->ordered;
+    }
+    result<void> called(const rsp_msg &m) noexcept
+    {
+        result<rsp_reply> r = try_call(m);
+        if (!r)
+            return r.error();
+        return {};
+    }
+    template <class F>
+    auto called(const rsp_msg &m, F pick) noexcept -> result<decltype(pick(rsp_reply{}))>
+    {
+        result<rsp_reply> r = try_call(m);
+        if (!r)
+            return r.error();
+        return pick(r.value());
+    }
     /// The C pool was closed.
     void gone() noexcept
     {
@@ -1714,6 +2081,763 @@ class pool
     }
     rsp_pool *p_ = nullptr;
     std::unique_ptr<detail::pool_extra> x_;
+};
+
+// ---------------------------------------------------------------------------
+// The tensor-parallel group
+// ---------------------------------------------------------------------------
+
+namespace detail
+{
+/// e's message, formatted (cut at RSP_ERROR_MAX, as the library's are).
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+inline void
+say(rsp_error &e, const char *fmt, ...) noexcept
+{
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+}
+/// The first answer field on which two ranks' replies to one message
+/// differ: `field` null when they agree. Status first; then, per kind, the
+/// fields every rank computes the same way when its pool agrees (a full
+/// pool's admit, the plan digest, a holding, a label, a checkpoint's
+/// place). STATS and the kinds with no answer compare the status only.
+struct reply_diff {
+    const char *field = nullptr;
+    std::uint64_t a = 0, b = 0;
+    void check(const char *name, std::uint64_t x, std::uint64_t y) noexcept
+    {
+        if (!field && x != y) {
+            field = name;
+            a = x;
+            b = y;
+        }
+    }
+    void admit(const rsp_admit_outcome &x, const rsp_admit_outcome &y) noexcept
+    {
+        check("admit.ok", x.ok, y.ok);
+        check("admit.rid", x.rid, y.rid);
+        check("admit.label", x.label, y.label);
+        check("admit.slots_short", x.slots_short, y.slots_short);
+        check("admit.free", x.free, y.free);
+    }
+    void plan(const rsp_reply &x, const rsp_reply &y) noexcept
+    {
+        check("plan_step_id", x.plan_step_id, y.plan_step_id);
+        check("plan_staged", x.plan_staged, y.plan_staged);
+        check("plan_digest", x.plan_digest, y.plan_digest);
+    }
+};
+inline reply_diff compare_replies(rsp_msg_kind k, const rsp_reply &x, const rsp_reply &y) noexcept
+{
+    reply_diff d;
+    d.check("status", static_cast<std::uint64_t>(x.error.status),
+            static_cast<std::uint64_t>(y.error.status));
+    if (k == RSP_MSG_STEP)
+        d.check("committed", x.committed, y.committed);
+    if (d.field || x.error.status != RSP_OK)
+        return d;
+    switch (k) {
+    case RSP_MSG_ADMIT:
+    case RSP_MSG_SWAP_IN: d.admit(x.admit, y.admit); break;
+    case RSP_MSG_PLAN: d.plan(x, y); break;
+    case RSP_MSG_STEP:
+        d.admit(x.admit, y.admit);
+        d.check("planned", x.planned, y.planned);
+        if (x.planned && y.planned)
+            d.plan(x, y);
+        break;
+    case RSP_MSG_LABEL: d.check("label", x.label, y.label); break;
+    case RSP_MSG_HOLDING:
+        d.check("holding.index", static_cast<std::uint32_t>(x.holding.index),
+                static_cast<std::uint32_t>(y.holding.index));
+        d.check("holding.has_state", x.holding.has_state, y.holding.has_state);
+        d.check("holding.generation", x.holding.generation, y.holding.generation);
+        break;
+    case RSP_MSG_CHECKPOINT_QUERY:
+        d.check("checkpoint.tier", x.checkpoint.tier, y.checkpoint.tier);
+        d.check("checkpoint.slot", static_cast<std::uint32_t>(x.checkpoint.slot),
+                static_cast<std::uint32_t>(y.checkpoint.slot));
+        d.check("checkpoint.pins", x.checkpoint.pins, y.checkpoint.pins);
+        d.check("checkpoint.user_pins", x.checkpoint.user_pins, y.checkpoint.user_pins);
+        break;
+    default: break;
+    }
+    return d;
+}
+
+/// A message kind's name for an error message.
+inline const char *kind_name(rsp_msg_kind k) noexcept
+{
+    switch (k) {
+    case RSP_MSG_INGEST: return "ingest";
+    case RSP_MSG_REMOVE: return "remove";
+    case RSP_MSG_RESET: return "reset";
+    case RSP_MSG_ADMIT: return "admit";
+    case RSP_MSG_ROLLBACK: return "rollback";
+    case RSP_MSG_PLAN: return "plan";
+    case RSP_MSG_CLEAR_PREPLAN: return "clear_preplan";
+    case RSP_MSG_COMMIT: return "commit";
+    case RSP_MSG_BUILD_GRAPH_BUFFERS: return "build_graph_buffers";
+    case RSP_MSG_STATS: return "stats";
+    case RSP_MSG_BARRIER: return "barrier";
+    case RSP_MSG_LABEL: return "label";
+    case RSP_MSG_HOLDING: return "holding";
+    case RSP_MSG_SHUTDOWN: return "shutdown";
+    case RSP_MSG_RELEASE: return "release";
+    case RSP_MSG_STEP: return "step";
+    case RSP_MSG_CHECKPOINT: return "checkpoint";
+    case RSP_MSG_CHECKPOINT_DROP: return "checkpoint_drop";
+    case RSP_MSG_CHECKPOINT_PIN: return "checkpoint_pin";
+    case RSP_MSG_CHECKPOINT_QUERY: return "checkpoint_query";
+    case RSP_MSG_SWAP_OUT: return "swap_out";
+    case RSP_MSG_SWAP_IN: return "swap_in";
+    default: return "message";
+    }
+}
+
+/// What a group's pools and tickets share: the one sequence and the first
+/// divergence. Any thread.
+struct group_state {
+    std::atomic<std::uint64_t> seq{0};       ///< the last number handed out
+    std::atomic<bool> diverged_taken{false}; ///< a thread claimed `first`
+    std::atomic<bool> diverged{false};       ///< `first` is written (release)
+    rsp_error first{};                       ///< the first divergence
+
+    /// The ranks disagree: keep the first report (later ones are the same
+    /// divergence seen again). Returns e.
+    const rsp_error &diverge(const rsp_error &e) noexcept
+    {
+        if (!diverged_taken.exchange(true, std::memory_order_relaxed)) {
+            first = e;
+            diverged.store(true, std::memory_order_release);
+        }
+        return e;
+    }
+};
+} // namespace detail
+
+/// The answers of every rank to one message a tp_group posted, collected
+/// once and compared. Move-only; destroyed unwaited, each rank's ticket is
+/// given up (rsp::ticket's rule).
+class group_ticket
+{
+  public:
+    group_ticket() noexcept = default;
+    group_ticket(group_ticket &&) noexcept = default;
+    group_ticket &operator=(group_ticket &&) noexcept = default;
+    group_ticket(const group_ticket &) = delete;
+    group_ticket &operator=(const group_ticket &) = delete;
+    /// The number the message was posted under on every rank (0: none).
+    std::uint64_t seq() const noexcept
+    {
+        return seq_;
+    }
+    bool valid() const noexcept
+    {
+        return !t_.empty();
+    }
+    /// Wait for every rank's answer (rsp_wait on each, in rank order; the
+    /// timeout applies to each wait, and an RSP_EAGAIN / RSP_ETIMEDOUT
+    /// keeps what was collected, the ticket still valid), then compare
+    /// them with rank 0's. Agreed: rank 0's reply, or its error when every
+    /// rank failed alike. Disagreed: RSP_EDEVICE naming both ranks, the
+    /// message and the field ("ranks 0 and 2 diverged on step (message 7):
+    /// plan_digest 0x... vs 0x..."); the group then refuses every later
+    /// message (tp_group::diverged). Calling thread.
+    template <class D = nanoseconds> result<rsp_reply> try_wait(D timeout = forever) noexcept
+    {
+        if (t_.empty())
+            return detail::failure(RSP_EINVAL, "rsp::group_ticket: no ticket (already waited for)");
+        for (std::size_t i = 0; i < t_.size(); i++) {
+            if (got_[i])
+                continue;
+            rsp_ticket *t = t_[i].release();
+            const rsp_status st = rsp_wait(t, timeout_ns(timeout), &r_[i]);
+            if (st == RSP_EAGAIN || st == RSP_ETIMEDOUT) {
+                t_[i] = ticket(t);
+                return detail::failure(st, rsp_strerror(st));
+            }
+            got_[i] = true;
+        }
+        t_.clear();
+        return judge();
+    }
+    template <class D = nanoseconds> rsp_reply wait(D timeout = forever)
+    {
+        return try_wait(timeout).value();
+    }
+    /// Every rank's reply, by rank, once try_wait collected them all.
+    span<const rsp_reply> replies() const noexcept
+    {
+        return t_.empty() ? span<const rsp_reply>(r_.data(), r_.size()) : span<const rsp_reply>();
+    }
+
+  private:
+    friend class tp_group;
+    result<rsp_reply> judge() noexcept
+    {
+        for (std::size_t i = 1; i < r_.size(); i++) {
+            const detail::reply_diff d = detail::compare_replies(kind_, r_[0], r_[i]);
+            if (!d.field)
+                continue;
+            rsp_error e{};
+            e.status = RSP_EDEVICE;
+            if (d.field[0] == 's' && d.field[1] == 't') // "status": say what each answered
+                detail::say(e,
+                            "rsp::tp_group: ranks 0 and %zu diverged on %s (message %llu): "
+                            "rank 0 answered %s, rank %zu %s (%s)",
+                            i, detail::kind_name(kind_), (unsigned long long)seq_,
+                            rsp_strerror(r_[0].error.status), i, rsp_strerror(r_[i].error.status),
+                            r_[r_[0].error.status == RSP_OK ? i : 0].error.message);
+            else
+                detail::say(e,
+                            "rsp::tp_group: ranks 0 and %zu diverged on %s (message %llu): "
+                            "%s 0x%llx vs 0x%llx",
+                            i, detail::kind_name(kind_), (unsigned long long)seq_, d.field,
+                            (unsigned long long)d.a, (unsigned long long)d.b);
+            return state_->diverge(e);
+        }
+        if (r_[0].error.status != RSP_OK)
+            return r_[0].error;
+        return r_[0];
+    }
+    rsp_msg_kind kind_ = RSP_MSG_BARRIER;
+    std::uint64_t seq_ = 0;
+    std::shared_ptr<detail::group_state> state_;
+    std::vector<ticket> t_;
+    std::vector<rsp_reply> r_;
+    std::vector<bool> got_;
+};
+
+/// The pools of a tensor-parallel group's ranks, driven from one process:
+/// every message goes to every rank under one number (the pools are
+/// ordered), and the answers are compared (group_ticket). Each call of
+/// rsp::pool that sends a message is here too, sync and async, with its
+/// try_ twin; a reply is rank 0's once every rank agreed. What is read per
+/// rank (info, counters, blocks, plans, a read section) is read from
+/// rank(i). Move-only; destroying it closes the pools, rank 0 first.
+/// Every method may be called from any thread concurrently except create,
+/// destruction and moves.
+class tp_group
+{
+  public:
+    /// A function that adjusts rank r's copy of the config before its pool
+    /// is created (its CUDA ordinal, say): per_rank(cfg, r).
+    using rank_config = std::function<void(pool_config &, std::uint32_t)>;
+
+    tp_group() noexcept = default;
+    tp_group(tp_group &&) noexcept = default;
+    /// Closes the pools this one held first, as the destructor does.
+    tp_group &operator=(tp_group &&) noexcept = default;
+    tp_group(const tp_group &) = delete;
+    tp_group &operator=(const tp_group &) = delete;
+
+    /// world_size pools from cfg, rank r with cfg.rank(r, world_size),
+    /// ordered (cfg's reorder timeout kept), then per_rank if given. One
+    /// failure closes the pools already made: the error names the rank.
+    static result<tp_group> try_create(const pool_config &cfg, std::uint32_t world_size,
+                                       const rank_config &per_rank = {}) noexcept
+    {
+        if (world_size == 0)
+            return detail::failure(RSP_EINVAL, "rsp::tp_group: world_size is 0");
+        try {
+            tp_group g;
+            g.state_ = std::make_shared<detail::group_state>();
+            g.ranks_.reserve(world_size);
+            for (std::uint32_t r = 0; r < world_size; r++) {
+                pool_config c = cfg;
+                c.rank(r, world_size);
+                c.raw().ordered = true;
+                if (per_rank)
+                    per_rank(c, r);
+                result<pool> p = pool::try_create(c);
+                if (!p) {
+                    rsp_error e = p.error();
+                    detail::say(e, "rsp::tp_group: rank %u: %s", r, p.error().message);
+                    return e;
+                }
+                if (!p.value().ordered())
+                    return detail::failure(RSP_EINVAL,
+                                           "rsp::tp_group: per_rank turned ordered posting off");
+                p.value().x_->grouped = true;
+                g.ranks_.push_back(std::move(p.value()));
+            }
+            return g;
+        } catch (const std::bad_alloc &) {
+            return detail::failure(RSP_ENOMEM, "rsp::tp_group: out of memory");
+        } catch (const std::exception &e) { // thrown by per_rank
+            return detail::failure(RSP_EINVAL, e.what());
+        }
+    }
+    static tp_group create(const pool_config &cfg, std::uint32_t world_size,
+                           const rank_config &per_rank = {})
+    {
+        return try_create(cfg, world_size, per_rank).value();
+    }
+
+    std::uint32_t size() const noexcept
+    {
+        return static_cast<std::uint32_t>(ranks_.size());
+    }
+    /// Rank r's pool, for what is read per rank. Its synchronous calls of
+    /// numbered kinds are refused (RSP_EINVAL): a message one rank took
+    /// alone would leave a gap in the others' sequence.
+    pool &rank(std::uint32_t r) noexcept
+    {
+        return ranks_[r];
+    }
+    /// Ok while the ranks agreed; else the first divergence (RSP_EDEVICE,
+    /// naming the ranks, the message and the field). Any thread.
+    result<void> diverged() const noexcept
+    {
+        if (state_ && state_->diverged.load(std::memory_order_acquire))
+            return state_->first;
+        return {};
+    }
+
+    // Messages, asynchronously.
+    /// m to every rank under the group's next number (m.seq is ignored;
+    /// SHUTDOWN goes unnumbered). credit_timeout is rank 0's wait for
+    /// inbox credit; the later ranks wait as long as it takes (the message
+    /// is already on rank 0: it must reach them all). A refusal on rank 0
+    /// (bad input, no credit) posts nothing anywhere; one on a later rank
+    /// means the ranks' pools differ: the ranks without it get a barrier
+    /// under the number and the group has diverged. Refused after a
+    /// divergence (RSP_EDEVICE). Calling thread; one rsp_post per rank.
+    template <class D = nanoseconds>
+    result<group_ticket> try_post(const rsp_msg &m, D credit_timeout = forever) noexcept
+    {
+        return post_ranks(m, nullptr, timeout_ns(credit_timeout));
+    }
+    template <class D = nanoseconds> group_ticket post(const rsp_msg &m, D credit_timeout = forever)
+    {
+        return try_post(m, credit_timeout).value();
+    }
+    /// The same with rank r's m.event = events[r] (COMMIT, ROLLBACK, STEP:
+    /// each rank's own forward_done); events.size() must be size().
+    template <class D = nanoseconds>
+    result<group_ticket> try_post_each(const rsp_msg &m, span<const rsp_event> events,
+                                       D credit_timeout = forever) noexcept
+    {
+        if (events.size() != ranks_.size())
+            return detail::failure(RSP_EINVAL,
+                                   "rsp::tp_group: one event per rank (events.size() != size())");
+        return post_ranks(m, events.data(), timeout_ns(credit_timeout));
+    }
+    template <class D = nanoseconds>
+    group_ticket post_each(const rsp_msg &m, span<const rsp_event> events,
+                           D credit_timeout = forever)
+    {
+        return try_post_each(m, events, credit_timeout).value();
+    }
+    /// m to every rank, fire-and-forget: nothing compared (a failure is
+    /// each rank's on_error and posts_failed); refusals as try_post's.
+    template <class D = nanoseconds>
+    result<void> try_post_forget(const rsp_msg &m, D credit_timeout = forever) noexcept
+    {
+        result<group_ticket> t = try_post(m, credit_timeout);
+        if (!t)
+            return t.error();
+        for (ticket &x : t.value().t_)
+            x.forget();
+        return {};
+    }
+    template <class D = nanoseconds> void post_forget(const rsp_msg &m, D credit_timeout = forever)
+    {
+        try_post_forget(m, credit_timeout).value();
+    }
+    /// Post m to every rank and wait: the agreed reply (group_ticket::try_wait).
+    result<rsp_reply> try_call(const rsp_msg &m) noexcept
+    {
+        result<group_ticket> t = try_post(m);
+        if (!t)
+            return t.error();
+        return t.value().try_wait();
+    }
+    rsp_reply call(const rsp_msg &m)
+    {
+        return try_call(m).value();
+    }
+
+    // Messages, synchronously: rsp::pool's calls, on every rank.
+    result<label> try_intern(const char *name) noexcept
+    {
+        return pick(msg::intern(name), [](const rsp_reply &r) { return label{r.label}; });
+    }
+    label intern(const char *name)
+    {
+        return try_intern(name).value();
+    }
+    result<void> try_ingest(rid r) noexcept
+    {
+        return sent(msg::ingest(r));
+    }
+    void ingest(rid r)
+    {
+        try_ingest(r).value();
+    }
+    result<void> try_remove(rid r) noexcept
+    {
+        return sent(msg::remove(r));
+    }
+    void remove(rid r)
+    {
+        try_remove(r).value();
+    }
+    result<void> try_release(rid r, label l) noexcept
+    {
+        return sent(msg::release(r, l));
+    }
+    void release(rid r, label l)
+    {
+        try_release(r, l).value();
+    }
+    result<void> try_reset(rid r, bool free_slots) noexcept
+    {
+        return sent(msg::reset(r, free_slots));
+    }
+    void reset(rid r, bool free_slots)
+    {
+        try_reset(r, free_slots).value();
+    }
+    result<void> try_ingest_many(span<const rid> rids) noexcept
+    {
+        return sent(msg::ingest_many(rids));
+    }
+    void ingest_many(span<const rid> rids)
+    {
+        try_ingest_many(rids).value();
+    }
+    result<void> try_remove_many(span<const rid> rids) noexcept
+    {
+        return sent(msg::remove_many(rids));
+    }
+    void remove_many(span<const rid> rids)
+    {
+        try_remove_many(rids).value();
+    }
+    result<void> try_reset_many(span<const rid> rids, bool free_slots) noexcept
+    {
+        return sent(msg::reset_many(rids, free_slots));
+    }
+    void reset_many(span<const rid> rids, bool free_slots)
+    {
+        try_reset_many(rids, free_slots).value();
+    }
+    /// A full pool is ok with outcome.ok == false on every rank (compared).
+    result<rsp_admit_outcome> try_admit(const step &s) noexcept
+    {
+        return pick(msg::admit(s), [](const rsp_reply &r) { return r.admit; });
+    }
+    rsp_admit_outcome admit(const step &s)
+    {
+        return try_admit(s).value();
+    }
+    /// The plan's digest, equal on every rank (compared).
+    result<std::uint64_t> try_plan(const step &s) noexcept
+    {
+        return pick(msg::plan(s), [](const rsp_reply &r) { return r.plan_digest; });
+    }
+    std::uint64_t plan(const step &s)
+    {
+        return try_plan(s).value();
+    }
+    /// One forward_done for every rank (rsp::forward_complete(), a host
+    /// fence the ranks share) ...
+    result<void> try_commit(const step &s, const rsp_event &forward_done = {}) noexcept
+    {
+        return sent(msg::commit(s, forward_done));
+    }
+    void commit(const step &s, const rsp_event &forward_done = {})
+    {
+        try_commit(s, forward_done).value();
+    }
+    /// ... or each rank's own (events[r], size() of them).
+    result<void> try_commit(const step &s, span<const rsp_event> forward_done) noexcept
+    {
+        result<group_ticket> t = try_post_each(msg::commit(s), forward_done);
+        if (!t)
+            return t.error();
+        result<rsp_reply> r = t.value().try_wait();
+        if (!r)
+            return r.error();
+        return {};
+    }
+    void commit(const step &s, span<const rsp_event> forward_done)
+    {
+        try_commit(s, forward_done).value();
+    }
+    /// rsp_step_next on every rank: outcomes compared (the plan digest
+    /// included); *out (if given) is rank 0's even on an error.
+    result<rsp_step_outcome> try_step_next(const step &s, const step *prev = nullptr,
+                                           const rsp_event &prev_done = {},
+                                           rsp_step_outcome *out = nullptr) noexcept
+    {
+        rsp_step decl{};
+        return next(msg::step_next(s, prev, prev_done, decl), nullptr, out);
+    }
+    rsp_step_outcome step_next(const step &s, const step *prev = nullptr,
+                               const rsp_event &prev_done = {})
+    {
+        return try_step_next(s, prev, prev_done).value();
+    }
+    /// The same with each rank's own forward_done for prev.
+    result<rsp_step_outcome> try_step_next(const step &s, const step *prev,
+                                           span<const rsp_event> prev_done,
+                                           rsp_step_outcome *out = nullptr) noexcept
+    {
+        if (prev_done.size() != ranks_.size())
+            return detail::failure(RSP_EINVAL,
+                                   "rsp::tp_group: one event per rank (events.size() != size())");
+        rsp_step decl{};
+        return next(msg::step_next(s, prev, rsp_event{}, decl), prev_done.data(), out);
+    }
+    rsp_step_outcome step_next(const step &s, const step *prev, span<const rsp_event> prev_done)
+    {
+        return try_step_next(s, prev, prev_done).value();
+    }
+    result<void> try_rollback(step_id id, const rsp_event &forward_done = {}) noexcept
+    {
+        return sent(msg::rollback(id, forward_done));
+    }
+    void rollback(step_id id, const rsp_event &forward_done = {})
+    {
+        try_rollback(id, forward_done).value();
+    }
+    result<void> try_clear_preplan() noexcept
+    {
+        return sent(msg::clear_preplan());
+    }
+    void clear_preplan()
+    {
+        try_clear_preplan().value();
+    }
+    result<void> try_build_graph_buffers(std::uint32_t max_bs, std::uint32_t max_seq_len) noexcept
+    {
+        return sent(msg::build_graph_buffers(max_bs, max_seq_len));
+    }
+    void build_graph_buffers(std::uint32_t max_bs, std::uint32_t max_seq_len)
+    {
+        try_build_graph_buffers(max_bs, max_seq_len).value();
+    }
+    /// Every rank's snapshot, taken at the same point of the sequence.
+    result<std::vector<rsp_stats>> try_stats() noexcept
+    {
+        try {
+            std::vector<rsp_stats> out(ranks_.size());
+            result<group_ticket> t = try_post(msg::stats());
+            if (!t)
+                return t.error();
+            result<rsp_reply> r = t.value().try_wait();
+            if (!r)
+                return r.error();
+            for (std::size_t i = 0; i < out.size(); i++)
+                out[i] = t.value().r_[i].stats;
+            return out;
+        } catch (const std::bad_alloc &) {
+            return detail::failure(RSP_ENOMEM, "rsp::tp_group: out of memory");
+        }
+    }
+    std::vector<rsp_stats> stats()
+    {
+        return try_stats().value();
+    }
+    /// Every rank has handled every message numbered before this one.
+    result<void> try_barrier() noexcept
+    {
+        return sent(msg::barrier());
+    }
+    void barrier()
+    {
+        try_barrier().value();
+    }
+    result<rsp_holding> try_holding(rid r, label l = label::main) noexcept
+    {
+        return pick(msg::holding(r, l), [](const rsp_reply &x) { return x.holding; });
+    }
+    rsp_holding holding(rid r, label l = label::main)
+    {
+        return try_holding(r, l).value();
+    }
+    result<void> try_checkpoint(checkpoint_key key, rid r, label l = label::main,
+                                rsp_tier tier = RSP_TIER_DEVICE,
+                                step_id after_step = step_id{0}) noexcept
+    {
+        return sent(msg::checkpoint(key, r, l, tier, after_step));
+    }
+    void checkpoint(checkpoint_key key, rid r, label l = label::main,
+                    rsp_tier tier = RSP_TIER_DEVICE, step_id after_step = step_id{0})
+    {
+        try_checkpoint(key, r, l, tier, after_step).value();
+    }
+    result<void> try_checkpoint_drop(checkpoint_key key) noexcept
+    {
+        return sent(msg::checkpoint_drop(key));
+    }
+    void checkpoint_drop(checkpoint_key key)
+    {
+        try_checkpoint_drop(key).value();
+    }
+    result<void> try_checkpoint_pin(checkpoint_key key) noexcept
+    {
+        return sent(msg::checkpoint_pin(key, true));
+    }
+    void checkpoint_pin(checkpoint_key key)
+    {
+        try_checkpoint_pin(key).value();
+    }
+    result<void> try_checkpoint_unpin(checkpoint_key key) noexcept
+    {
+        return sent(msg::checkpoint_pin(key, false));
+    }
+    void checkpoint_unpin(checkpoint_key key)
+    {
+        try_checkpoint_unpin(key).value();
+    }
+    result<rsp_checkpoint_info> try_checkpoint_query(checkpoint_key key) noexcept
+    {
+        return pick(msg::checkpoint_query(key), [](const rsp_reply &r) { return r.checkpoint; });
+    }
+    rsp_checkpoint_info checkpoint_query(checkpoint_key key)
+    {
+        return try_checkpoint_query(key).value();
+    }
+    result<void> try_swap_out(rid r) noexcept
+    {
+        return sent(msg::swap_out(r));
+    }
+    void swap_out(rid r)
+    {
+        try_swap_out(r).value();
+    }
+    result<rsp_admit_outcome> try_swap_in(rid r) noexcept
+    {
+        return pick(msg::swap_in(r), [](const rsp_reply &x) { return x.admit; });
+    }
+    rsp_admit_outcome swap_in(rid r)
+    {
+        return try_swap_in(r).value();
+    }
+
+    // Plans.
+    /// pool::plan_wait on every rank in turn (timeout each).
+    template <class D = nanoseconds>
+    result<void> try_plan_wait(step_id id, D timeout = forever) noexcept
+    {
+        for (pool &p : ranks_)
+            if (result<void> r = p.try_plan_wait(id, timeout); !r)
+                return r;
+        return {};
+    }
+    template <class D = nanoseconds> void plan_wait(step_id id, D timeout = forever)
+    {
+        try_plan_wait(id, timeout).value();
+    }
+    /// pool::plan_wait_step on every rank in turn (timeout each).
+    template <class D = nanoseconds>
+    result<void> try_plan_wait_step(step_id id, D timeout = forever) noexcept
+    {
+        for (pool &p : ranks_)
+            if (result<void> r = p.try_plan_wait_step(id, timeout); !r)
+                return r;
+        return {};
+    }
+    template <class D = nanoseconds> void plan_wait_step(step_id id, D timeout = forever)
+    {
+        try_plan_wait_step(id, timeout).value();
+    }
+
+  private:
+    /// Post to every rank (events: rank r's m.event, or null). Everything
+    /// fallible (the ticket's vectors) is reserved before a number is
+    /// taken, so a number taken always reaches every rank: as the message
+    /// or as a barrier filling its place.
+    result<group_ticket> post_ranks(rsp_msg m, const rsp_event *events,
+                                    std::uint64_t credit_ns) noexcept
+    {
+        if (ranks_.empty())
+            return detail::failure(RSP_EINVAL, "rsp::tp_group: an empty group (default-made or "
+                                               "moved from)");
+        if (result<void> d = diverged(); !d && m.kind != RSP_MSG_SHUTDOWN)
+            return d.error();
+        group_ticket g;
+        try {
+            g.t_.reserve(ranks_.size());
+            g.r_.resize(ranks_.size());
+            g.got_.assign(ranks_.size(), false);
+        } catch (const std::bad_alloc &) {
+            return detail::failure(RSP_ENOMEM, "rsp::tp_group: out of memory");
+        }
+        g.kind_ = m.kind;
+        g.state_ = state_;
+        m.seq = m.kind == RSP_MSG_SHUTDOWN
+                    ? 0
+                    : state_->seq.fetch_add(1, std::memory_order_relaxed) + 1;
+        g.seq_ = m.seq;
+        for (std::size_t i = 0; i < ranks_.size(); i++) {
+            if (events)
+                m.event = events[i];
+            rsp_ticket *t = nullptr;
+            rsp_error e{};
+            const rsp_status st =
+                rsp_post(ranks_[i].get(), &m, &t, i == 0 ? credit_ns : RSP_WAIT_FOREVER, &e);
+            if (st == RSP_OK) {
+                g.t_.emplace_back(t);
+                continue;
+            }
+            return refused(m.seq, i, detail::done(st, e).error());
+        }
+        return g;
+    }
+    /// Rank i refused message n: ranks i.. get a barrier in its place. A
+    /// refusal after rank 0 took it is a divergence.
+    result<group_ticket> refused(std::uint64_t n, std::size_t i, const rsp_error &why) noexcept
+    {
+        for (std::size_t j = i; n && j < ranks_.size(); j++)
+            (void)ranks_[j].try_fill_seq(n);
+        if (i == 0)
+            return why;
+        rsp_error e{};
+        e.status = RSP_EDEVICE;
+        detail::say(e, "rsp::tp_group: rank %zu refused message %llu that ranks below it took: %s",
+                    i, (unsigned long long)n, why.message);
+        return state_->diverge(e);
+    }
+    result<void> sent(const rsp_msg &m) noexcept
+    {
+        result<rsp_reply> r = try_call(m);
+        if (!r)
+            return r.error();
+        return {};
+    }
+    template <class F> auto pick(const rsp_msg &m, F f) noexcept -> result<decltype(f(rsp_reply{}))>
+    {
+        result<rsp_reply> r = try_call(m);
+        if (!r)
+            return r.error();
+        return f(r.value());
+    }
+    result<rsp_step_outcome> next(const rsp_msg &m, const rsp_event *events,
+                                  rsp_step_outcome *out) noexcept
+    {
+        result<group_ticket> t = post_ranks(m, events, RSP_WAIT_FOREVER);
+        if (!t)
+            return t.error();
+        result<rsp_reply> r = t.value().try_wait();
+        if (out)
+            *out = detail::step_outcome(t.value().r_[0]);
+        if (!r)
+            return r.error();
+        return detail::step_outcome(r.value());
+    }
+
+    std::shared_ptr<detail::group_state> state_;
+    std::vector<pool> ranks_;
 };
 
 // ---------------------------------------------------------------------------

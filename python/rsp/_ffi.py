@@ -98,6 +98,7 @@ class PoolConfig(ctypes.Structure):
         ("checkpoint_demote", ctypes.c_bool),
         ("on_checkpoint_evict", ctypes.c_void_p),
         ("on_checkpoint_evict_ctx", ctypes.c_void_p),
+        ("record_path", ctypes.c_char_p),
     ]
 
 
@@ -357,6 +358,8 @@ class Failure(ctypes.Structure):
         ("step_id", ctypes.c_uint64),
         ("has_step", ctypes.c_bool),
         ("message", ctypes.c_char_p),
+        ("checkpoint_key", ctypes.c_uint64),
+        ("has_checkpoint_key", ctypes.c_bool),
     ]
 
 
@@ -468,6 +471,9 @@ pool_info_get = _proto("rsp_pool_info_get", c_status, vp, P(PoolInfo), PErr)
 pool_block = _proto("rsp_pool_block", c_status, vp, ctypes.c_char_p, ctypes.c_uint32,
                     P(BlockView), PErr)
 stats_peek = _proto("rsp_stats_peek", c_status, vp, P(Stats), PErr)
+metrics_text = _proto("rsp_metrics_text", c_status, vp, ctypes.c_char_p, ctypes.c_char_p,
+                      ctypes.c_size_t, P(ctypes.c_size_t), PErr)
+metrics_latency = _proto("rsp_metrics_latency", c_status, vp, ctypes.c_bool, PErr)
 label = _proto("rsp_label", c_status, vp, ctypes.c_char_p, P(ctypes.c_uint32), PErr)
 ingest = _proto("rsp_ingest", c_status, vp, ctypes.c_uint64, PErr)
 remove = _proto("rsp_remove", c_status, vp, ctypes.c_uint64, PErr)

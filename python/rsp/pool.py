@@ -127,6 +127,9 @@ class PoolConfig:
     # block or call the pool; what they raise is caught and kept.
     on_error: Optional[Callable] = None
     on_checkpoint_evict: Optional[Callable] = None
+    # Record every message the owner handles to this file (rsp-replay
+    # replays it; docs/guide.md, "Operating"); None: no recording.
+    record_path: Optional[str] = None
 
 
 class Row(NamedTuple):
@@ -277,14 +280,16 @@ class CheckpointLoc:
 class Failure:
     """A failure nobody would otherwise see (rsp_failure), as on_error gets
     it: status and name ("RSP_ECAPACITY"), the message kind ("commit",
-    "step", ...), its step id (None when the kind names no step) and rsp's
-    message."""
+    "step", ...), its step id (None when the kind names no step), rsp's
+    message, and checkpoint_key: the key of a take its commit skipped (None
+    for any other failure)."""
 
     status: int
     name: str
     kind: str
     step_id: Optional[int]
     message: str
+    checkpoint_key: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -675,6 +680,7 @@ _reader = _Reader()
 # --- the pool ------------------------------------------------------------------
 
 _ESHUTDOWN = ffi.STATUS_NAMES.index("RSP_ESHUTDOWN")
+_ECAPACITY = ffi.STATUS_NAMES.index("RSP_ECAPACITY")
 _get_ident = threading.get_ident
 
 
@@ -759,7 +765,8 @@ class _Hooks:
             name = (ffi.STATUS_NAMES[f.status] if 0 <= f.status < len(ffi.STATUS_NAMES)
                     else str(f.status))
             self.on_error(Failure(f.status, name, kind, f.step_id if f.has_step else None,
-                                  (f.message or b"").decode("utf-8", "replace")))
+                                  (f.message or b"").decode("utf-8", "replace"),
+                                  f.checkpoint_key if f.has_checkpoint_key else None))
         except BaseException as e:  # nothing may escape into the owner loop
             self._caught("on_error", e)
         finally:
@@ -969,7 +976,14 @@ def _c_config(device, config):
         fn = getattr(config, f)
         if fn is not None and not callable(fn):
             raise TypeError(f"{f} must be a callable or None, not {type(fn).__name__}")
-    return cfg, (blocks, names)
+    path = None
+    if config.record_path is not None:
+        if not isinstance(config.record_path, str):
+            raise TypeError(f"record_path must be a str or None, "
+                            f"not {type(config.record_path).__name__}")
+        path = config.record_path.encode()
+        cfg.record_path = path
+    return cfg, (blocks, names, path)
 
 
 def _flag(v, what):
@@ -1842,6 +1856,38 @@ class RecurrentStatePool:
         err = ffi.Error()
         _check(ffi.stats_snapshot(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
         return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
+
+    # -- metrics (rsp_metrics_text, rsp_metrics_latency) --
+
+    @_guarded
+    def metrics_text(self, name="rsp"):
+        """Every counter and gauge, and the owner's latency histograms once
+        turned on, in the Prometheus text format (a str), each sample
+        labelled pool=name and rank (rsp_metrics_text). Any thread, no
+        message."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, not {type(name).__name__}")
+        raw = name.encode()
+        err = ffi.Error()
+        need = ctypes.c_size_t(0)
+        _check(ffi.metrics_text(self._handle(), raw, None, 0, ctypes.byref(need),
+                                ctypes.byref(err)), err)
+        while True:  # the counters move between the calls: grow and retry
+            buf = ctypes.create_string_buffer(need.value + 256)
+            st = ffi.metrics_text(self._handle(), raw, buf, len(buf), ctypes.byref(need),
+                                  ctypes.byref(err))
+            if st != _ECAPACITY:
+                _check(st, err)
+                return buf.value.decode()
+
+    @_guarded
+    def metrics_latency(self, on):
+        """Turn the owner's latency histograms (rsp_owner_seconds, per
+        message kind) on or off (rsp_metrics_latency; off at creation)."""
+        if not isinstance(on, bool):
+            raise TypeError(f"on must be a bool, not {type(on).__name__}")
+        err = ffi.Error()
+        _check(ffi.metrics_latency(self._handle(), on, ctypes.byref(err)), err)
 
     @_guarded
     def counters(self):

@@ -303,6 +303,7 @@ static void open_record(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
     s->used = true;
+    c->steps_used++;
     s->capture = step->capture;
     s->phase = RSP__PHASE_ADMITTED;
     c->planned_bits &= ~(1ull << rec);

@@ -656,6 +656,7 @@ void rsp__core_gauges_get(const rsp__core *c, rsp__core_gauges *out)
     out->checkpoints_host = c->tiers[RSP_TIER_HOST].count;
     out->swapped_slots = c->swapped_slots;
     out->generation = c->generation;
+    out->steps_in_flight = c->steps_used;
 }
 
 void rsp__core_stats(const rsp__core *c, rsp_stats *out)

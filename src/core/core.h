@@ -237,6 +237,9 @@ void rsp__core_stats(const rsp__core *core, rsp_stats *out);
 #define RSP__CORE_GAUGE(bits, name, kind, source, help) RSP__CORE_GAUGE_##source(bits, name)
 typedef struct rsp__core_gauges {
     RSP_STATS_FIELDS(RSP__CORE_GAUGE)
+    /* Beyond rsp_stats (which rsp_reply embeds, so it cannot grow):
+     * exposed by rsp_metrics_text only. */
+    uint32_t steps_in_flight; /* step records in use */
 } rsp__core_gauges;
 /* What rsp__core_stats fills, without the constants and without a whole
  * rsp_stats to clear; the padding is zeroed, so two results compare with

@@ -290,6 +290,7 @@ struct rsp__core {
     uint32_t num_spare_heaps, cap_spare_heaps;
 
     rsp__steprec *steps; /* [max_inflight] */
+    uint32_t steps_used; /* records with used set: the steps_in_flight gauge */
     uint64_t last_admitted;
     bool any_admitted;
     uint64_t admit_clock; /* moves at every fresh admit (rsp__steprec.admit_seq) */

@@ -490,6 +490,8 @@ void rsp__step_unpin(rsp__core *c, uint32_t rec, bool rollback, rsp__work *w)
 void rsp__step_free(rsp__core *c, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
+    if (s->used)
+        c->steps_used--;
     s->used = false;
     c->post_mask &= ~(1ull << rec);
     c->planned_bits &= ~(1ull << rec);

@@ -42,6 +42,7 @@ typedef struct seen {
     rsp_status fail_status;
     rsp_msg_kind fail_kind;
     uint64_t fail_step;
+    uint64_t fail_key; /* the skipped take's key, UINT64_MAX when the failure names none */
     char fail_msg[RSP_ERROR_MAX];
 } seen;
 
@@ -60,6 +61,7 @@ static void on_error(void *ctx, const rsp_failure *f)
     s->fail_status = f->status;
     s->fail_kind = f->kind;
     s->fail_step = f->step_id;
+    s->fail_key = f->has_checkpoint_key ? f->checkpoint_key : UINT64_MAX;
     snprintf(s->fail_msg, sizeof s->fail_msg, "%s", f->message);
 }
 
@@ -537,6 +539,7 @@ static void a_take_at_commit_without_room_is_skipped_and_reported(void **state)
     assert_int_equal(s.fail_status, RSP_ECAPACITY);
     assert_int_equal(s.fail_kind, RSP_MSG_COMMIT);
     assert_int_equal(s.fail_step, 2);
+    assert_int_equal(s.fail_key, 2);
     assert_non_null(strstr(s.fail_msg, "key 2"));
     rsp_stats st = stats(pool);
     assert_int_equal(st.checkpoints_skipped, 1);

@@ -49,7 +49,8 @@ int main(void)
         F(rsp_pool_config, on_error), F(rsp_pool_config, on_error_ctx),
         F(rsp_pool_config, owner_cpu), F(rsp_pool_config, max_checkpoints),
         F(rsp_pool_config, max_host_checkpoints), F(rsp_pool_config, checkpoint_demote),
-        F(rsp_pool_config, on_checkpoint_evict), F(rsp_pool_config, on_checkpoint_evict_ctx), end();
+        F(rsp_pool_config, on_checkpoint_evict), F(rsp_pool_config, on_checkpoint_evict_ctx),
+        F(rsp_pool_config, record_path), end();
     S(rsp_pool_info), F(rsp_pool_info, num_layers), F(rsp_pool_info, num_blocks),
         F(rsp_pool_info, max_slots), F(rsp_pool_info, usable_slots), F(rsp_pool_info, sink),
         F(rsp_pool_info, pad_index), F(rsp_pool_info, slot_bytes), F(rsp_pool_info, total_bytes),
@@ -97,7 +98,8 @@ int main(void)
     S(rsp_checkpoint_event), F(rsp_checkpoint_event, key), F(rsp_checkpoint_event, tier),
         F(rsp_checkpoint_event, demoted), end();
     S(rsp_failure), F(rsp_failure, status), F(rsp_failure, kind), F(rsp_failure, step_id),
-        F(rsp_failure, has_step), F(rsp_failure, message), end();
+        F(rsp_failure, has_step), F(rsp_failure, message), F(rsp_failure, checkpoint_key),
+        F(rsp_failure, has_checkpoint_key), end();
     S(rsp_checkpoint_info), F(rsp_checkpoint_info, key), F(rsp_checkpoint_info, tier),
         F(rsp_checkpoint_info, slot), F(rsp_checkpoint_info, bytes), F(rsp_checkpoint_info, pins),
         F(rsp_checkpoint_info, user_pins), F(rsp_checkpoint_info, last_use), end();
