@@ -148,6 +148,7 @@ typedef struct rsp__spec_row {
     bool planned;      /* a live plan addressed it (plan_gen is set) */
     bool kept;         /* commit: accepted 0 on the planned holding, whose */
     bool kept_has;     /*   has_state before the commit comes back (spec.c) */
+    bool done;         /* commit: its row was found in the commit's rows */
 } rsp__spec_row;
 
 typedef struct rsp__journal_entry {

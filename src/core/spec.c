@@ -19,24 +19,28 @@ uint64_t rsp__spec_slots_of(const rsp_step *step)
     return n;
 }
 
-/* The record's per-token rows are step's, in order (rid, label, span). */
-static bool same_spec_rows(const rsp__steprec *s, const rsp_step *step, uint32_t *bad)
+/* The next record row at or after *k that is row's (rid, label), or
+ * NULL: a plan's per-token rows are the admit's in their order, some
+ * perhaps dropped (a plan may name fewer rows than its admit). */
+static uint32_t spec_match(const rsp__steprec *s, const rsp_row *row, uint32_t *k)
+{
+    while (*k < s->num_spec_rows) {
+        const rsp__spec_row *sr = &s->spec_rows[(*k)++];
+        if (sr->rid == row->rid && sr->label == row->label)
+            return sr->span == (uint32_t)row->span ? *k - 1 : RSP__NONE;
+    }
+    return RSP__NONE;
+}
+
+/* The first per-token row of step that is not one of the record's, in
+ * order: step->num_rows when there is none. */
+static uint32_t first_unreserved(const rsp__steprec *s, const rsp_step *step)
 {
     uint32_t k = 0;
-    for (uint32_t i = 0; i < step->num_rows; i++) {
-        const rsp_row *row = &step->rows[i];
-        if (!rsp__spec_asks(row) || step->capture)
-            continue;
-        const rsp__spec_row *sr = k < s->num_spec_rows ? &s->spec_rows[k] : NULL;
-        if (!sr || sr->rid != row->rid || sr->label != row->label ||
-            sr->span != (uint32_t)row->span) {
-            *bad = i;
-            return false;
-        }
-        k++;
-    }
-    *bad = step->num_rows;
-    return k == s->num_spec_rows;
+    for (uint32_t i = 0; !s->capture && !step->capture && i < step->num_rows; i++)
+        if (rsp__spec_asks(&step->rows[i]) && spec_match(s, &step->rows[i], &k) == RSP__NONE)
+            return i;
+    return step->num_rows;
 }
 
 /* 9.1: no row names a holding another in-flight step accepts into. */
@@ -62,24 +66,21 @@ static rsp_status check_targets(const rsp__core *c, const rsp_step *step, uint32
     return RSP_OK;
 }
 
-rsp_status rsp__spec_admit_check(const rsp__core *c, const rsp_step *step, uint32_t rec,
-                                 bool fresh, rsp_error *err)
+rsp_status rsp__spec_admit_check(const rsp__core *c, const rsp_step *step, uint32_t rec, bool fresh,
+                                 rsp_error *err)
 {
     rsp_status st = c->spec_mask ? check_targets(c, step, rec, err) : RSP_OK;
     if (st != RSP_OK || fresh || rec == RSP__NONE)
         return st;
-    const rsp__steprec *s = &c->steps[rec];
-    uint32_t bad;
-    if (!s->num_spec_rows && !rsp__spec_slots_of(step))
-        return RSP_OK;
-    if (same_spec_rows(s, step, &bad))
+    uint32_t bad = first_unreserved(&c->steps[rec], step);
+    if (bad == step->num_rows)
         return RSP_OK;
     return rsp__fail(err, RSP_EINVAL,
-                     "admit: step %" PRIu64 " is in flight with %" PRIu32
-                     " per-token rows and its re-admit %s; a re-admit keeps the per-token rows "
-                     "(rid, label, span) as admitted: roll the step back first",
-                     step->step_id, s->num_spec_rows,
-                     bad < step->num_rows ? "changes or adds one" : "drops one");
+                     "admit: step %" PRIu64 " is in flight and its re-admit's rows[%" PRIu32
+                     "] (rid %" PRIu64 ", span %" PRId32
+                     ") asks for per-token states its first admit did not reserve; a re-admit "
+                     "keeps or drops per-token rows, in order: roll the step back first",
+                     step->step_id, bad, step->rows[bad].rid, step->rows[bad].span);
 }
 
 rsp_status rsp__spec_reserve(rsp__steprec *s, const rsp_step *step)
@@ -129,20 +130,14 @@ void rsp__spec_apply(rsp__core *c, const rsp_step *step, uint32_t rec)
 rsp_status rsp__spec_plan_check(const rsp__core *c, const rsp_step *step, uint32_t rec,
                                 rsp_error *err)
 {
-    const rsp__steprec *s = &c->steps[rec];
-    uint32_t bad;
-    if (s->capture || same_spec_rows(s, step, &bad))
+    uint32_t bad = first_unreserved(&c->steps[rec], step);
+    if (bad == step->num_rows)
         return RSP_OK;
-    if (bad < step->num_rows)
-        return rsp__fail(err, RSP_EINVAL,
-                         "plan: step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64
-                         ") asks for per-token states its admit did not reserve (the plan's "
-                         "per-token rows are the admit's)",
-                         step->step_id, bad, step->rows[bad].rid);
     return rsp__fail(err, RSP_EINVAL,
-                     "plan: step %" PRIu64 ": its admit has %" PRIu32
-                     " per-token rows, the plan fewer (the plan's per-token rows are the admit's)",
-                     step->step_id, s->num_spec_rows);
+                     "plan: step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64
+                     ") asks for per-token states its admit did not reserve (span %" PRId32
+                     "); a plan's per-token rows are its admit's, in order",
+                     step->step_id, bad, step->rows[bad].rid, step->rows[bad].span);
 }
 
 /* Per label (c->label_order index) the largest per-token span. */
@@ -175,17 +170,14 @@ rsp_status rsp__spec_plan_reserve(rsp__core *c, rsp__addr *a, const rsp_step *st
     return RSP_OK;
 }
 
-/* The generation of the holding each per-token row addresses now (the
+/* The generation of the holding a per-token row addresses now (the
  * vectors were just built from it). */
-static void note_generations(rsp__core *c, rsp__steprec *s)
+static void note_generation(rsp__core *c, rsp__spec_row *sr)
 {
-    for (uint32_t k = 0; k < s->num_spec_rows; k++) {
-        rsp__spec_row *sr = &s->spec_rows[k];
-        rsp__req *r = rsp__req_find(c, sr->rid);
-        const rsp__hold *h = r ? rsp__hold_find(r, sr->label) : NULL;
-        sr->planned = h != NULL;
-        sr->plan_gen = h ? h->generation : 0;
-    }
+    rsp__req *r = rsp__req_find(c, sr->rid);
+    const rsp__hold *h = r ? rsp__hold_find(r, sr->label) : NULL;
+    sr->planned = h != NULL;
+    sr->plan_gen = h ? h->generation : 0;
 }
 
 void rsp__spec_fill(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool live)
@@ -213,20 +205,23 @@ void rsp__spec_fill(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t r
         }
         at += (size_t)lp->length * width[li];
     }
+    for (uint32_t k = 0; live && k < s->num_spec_rows; k++)
+        s->spec_rows[k].planned = false; /* a row the plan dropped accepts nothing */
     uint32_t k = 0;
     for (uint32_t i = 0; !step->capture && i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         uint32_t li = index_of[row->label];
         uint32_t e = pos[li]++;
-        if (!rsp__spec_asks(row))
-            continue;
-        const rsp__spec_row *sr = &s->spec_rows[k++];
+        uint32_t m = rsp__spec_asks(row) ? spec_match(s, row, &k) : RSP__NONE;
+        rsp__spec_row *sr = m == RSP__NONE ? NULL : &s->spec_rows[m];
+        if (!sr)
+            continue; /* rsp__spec_plan_check: only a plain row */
         int32_t *out = (int32_t *)a->labels[li].spec_indices + (size_t)e * width[li];
         for (uint32_t t = 0; t < sr->span; t++)
             out[1 + t] = (int32_t)s->spec_slots[sr->first + t];
+        if (live)
+            note_generation(c, sr);
     }
-    if (live)
-        note_generations(c, s);
 }
 
 /* Let slot go at this step's end: pending under the record's pin, so
@@ -271,24 +266,31 @@ void rsp__spec_commit(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
     uint32_t k = 0;
-    for (uint32_t i = 0; i < step->num_rows && k < s->num_spec_rows; i++) {
+    for (uint32_t j = 0; j < s->num_spec_rows; j++)
+        s->spec_rows[j].kept = s->spec_rows[j].done = false;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
-        if (!rsp__spec_asks(row))
+        uint32_t m = rsp__spec_asks(row) ? spec_match(s, row, &k) : RSP__NONE;
+        rsp__spec_row *sr = m == RSP__NONE ? NULL : &s->spec_rows[m];
+        if (!sr)
             continue;
-        rsp__spec_row *sr = &s->spec_rows[k++];
         rsp__req *r = rsp__req_find(c, sr->rid);
         rsp__hold *h = r ? rsp__hold_find(r, sr->label) : NULL;
         bool mine = h && sr->planned && h->generation == sr->plan_gen;
         uint32_t a = row->accepted;
+        sr->done = true;
         sr->kept = mine && a == 0;
         sr->kept_has = mine && h->has_state;
-        if (mine && a >= 1) {
+        if (mine && a >= 1)
             accept(c, s, sr, h, a);
-            continue;
-        }
-        for (uint32_t t = 0; t < sr->span; t++)
-            let_go(c, s->spec_slots[sr->first + t]);
+        else
+            for (uint32_t t = 0; t < sr->span; t++)
+                let_go(c, s->spec_slots[sr->first + t]);
     }
+    /* Rows a re-admit dropped: nothing of theirs is accepted. */
+    for (uint32_t j = 0; j < s->num_spec_rows; j++)
+        for (uint32_t t = 0; !s->spec_rows[j].done && t < s->spec_rows[j].span; t++)
+            let_go(c, s->spec_slots[s->spec_rows[j].first + t]);
 }
 
 void rsp__spec_keep_flags(rsp__core *c, uint32_t rec)

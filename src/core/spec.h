@@ -27,8 +27,8 @@ uint64_t rsp__spec_slots_of(const rsp_step *step);
  * flight keeps its output slots only for the very same per-token rows
  * (RSP_EINVAL otherwise). O(rows) while such a step is in flight or the
  * record has per-token rows, else O(1). */
-rsp_status rsp__spec_admit_check(const rsp__core *c, const rsp_step *step, uint32_t rec,
-                                 bool fresh, rsp_error *err);
+rsp_status rsp__spec_admit_check(const rsp__core *c, const rsp_step *step, uint32_t rec, bool fresh,
+                                 rsp_error *err);
 
 /* Admit, reserve: room in record s for step's per-token rows and output
  * slots (its pins are the caller's). RSP_ENOMEM: nothing changed. */
