@@ -24,8 +24,9 @@ uint64_t rsp__spec_slots_of(const rsp_step *step);
 /* Admit, validate: no addressing row names a holding that an in-flight
  * step other than rec accepts per-token states into at its commit
  * (RSP_EORDER naming both, nothing changed); a re-admit of record rec in
- * flight keeps its output slots only for the very same per-token rows
- * (RSP_EINVAL otherwise). O(rows) while such a step is in flight or the
+ * flight keeps its output slots, and its per-token rows are the first
+ * admit's (rid, label, span) in order, some perhaps dropped (RSP_EINVAL
+ * naming the first that is not). O(rows) while such a step is in flight or the
  * record has per-token rows, else O(1). */
 rsp_status rsp__spec_admit_check(const rsp__core *c, const rsp_step *step, uint32_t rec, bool fresh,
                                  rsp_error *err);
@@ -40,9 +41,9 @@ rsp_status rsp__spec_reserve(rsp__steprec *s, const rsp_step *step);
  * output slots). */
 void rsp__spec_apply(rsp__core *c, const rsp_step *step, uint32_t rec);
 
-/* Plan, validate: the plan's per-token rows are the admitted ones, in
- * order (RSP_EINVAL naming the first that is not). O(rows) when either
- * has some. */
+/* Plan, validate: the plan's per-token rows are admitted ones, in order,
+ * some perhaps dropped (RSP_EINVAL naming the first that is not); a
+ * dropped one accepts nothing at commit. O(rows). */
 rsp_status rsp__spec_plan_check(const rsp__core *c, const rsp_step *step, uint32_t rec,
                                 rsp_error *err);
 
