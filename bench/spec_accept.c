@@ -70,8 +70,8 @@ static void declare(form *f, uint32_t n)
                                      .accepted = a};
             continue;
         }
-        f->rows[k++] = (rsp_row){.rid = r + 1, .label = RSP_LABEL_MAIN, .span = SPAN,
-                                 .fork_group = a};
+        f->rows[k++] =
+            (rsp_row){.rid = r + 1, .label = RSP_LABEL_MAIN, .span = SPAN, .fork_group = a};
         for (uint32_t t = 0; t < SPAN; t++)
             f->rows[k++] = (rsp_row){.rid = r + 1, .label = f->tok[t], .span = 1, .fork_group = a};
     }
@@ -141,8 +141,9 @@ void bench_spec_accept(const bench_opts *o)
     BENCH_CHECK(rsp_reader_register(&err), &err); /* wait_ready reads the live plan */
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         uint32_t n = counts[c];
-        uint32_t reps = n == 1 ? (o->quick ? 100 : 500) : n == 64 ? (o->quick ? 10 : 40)
-                                                                  : (o->quick ? 4 : 12);
+        uint32_t reps = n == 1    ? (o->quick ? 100 : 500)
+                        : n == 64 ? (o->quick ? 10 : 40)
+                                  : (o->quick ? 4 : 12);
         form rel, cp;
         form_open(&rel, true, n);
         form_open(&cp, false, n);

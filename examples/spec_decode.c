@@ -49,7 +49,7 @@ int main(void)
     TRY(rsp_pool_block(pool, "tokens", 0, &view, &err));
     TRY(rsp_reader_register(&err));
 
-    int64_t tokens[NREQ] = {0}; /* what each request's state must say */
+    int64_t tokens[NREQ] = {0};                  /* what each request's state must say */
     const rsp_event done = rsp_event_complete(); /* the forward runs inline below */
     for (uint64_t id = 1; id <= 6; id++) {
         rsp_row rows[NREQ];

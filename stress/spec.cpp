@@ -35,8 +35,8 @@ struct SPick {
     unsigned k;
     int32_t span;
     uint16_t accepted;
-    int32_t out[1 + kMaxK];      // output slot of token t at out[t - 1]
-    uint64_t value[1 + kMaxK];   // the state after token t
+    int32_t out[1 + kMaxK];    // output slot of token t at out[t - 1]
+    uint64_t value[1 + kMaxK]; // the state after token t
 };
 
 class Spec
@@ -92,8 +92,9 @@ bool Spec::forward(std::vector<SPick> &picks)
     // What the last commit let go is zero once this plan is ready (FIFO).
     for (int32_t slot : let_go_) {
         std::string why;
-        ck.expect(CHECK_SPEC, st_.is_zero(slot, &why), "spec: slot %d let go at step %" PRIu64
-                  " not zero: %s", slot, id - 1, why.c_str());
+        ck.expect(CHECK_SPEC, st_.is_zero(slot, &why),
+                  "spec: slot %d let go at step %" PRIu64 " not zero: %s", slot, id - 1,
+                  why.c_str());
     }
     let_go_.clear();
     const rsp::spec_indices &si = sx.value();
@@ -115,21 +116,23 @@ bool Spec::forward(std::vector<SPick> &picks)
                        (int)q.has_state))
             return false;
         std::string why;
-        ck.expect(CHECK_CONTENT, q.has_state ? st_.matches(q.slot, q.v, &why)
-                                             : st_.is_zero(q.slot, &why),
-                  "spec step %" PRIu64 " rid %" PRIu64 " initial slot %d: %s", id,
-                  rsp::raw(q.rid), q.slot, why.c_str());
+        ck.expect(CHECK_CONTENT,
+                  q.has_state ? st_.matches(q.slot, q.v, &why) : st_.is_zero(q.slot, &why),
+                  "spec step %" PRIu64 " rid %" PRIu64 " initial slot %d: %s", id, rsp::raw(q.rid),
+                  q.slot, why.c_str());
         uint64_t v = q.has_state ? q.v : 0;
         for (int32_t t = 1; t < (int32_t)si.width(); t++) {
             if (t > k.span) {
-                ck.expect(CHECK_SPEC, row[t] == pad, "spec: rid %" PRIu64 " column %d is %d, "
-                          "not the pad index", rsp::raw(q.rid), t, row[t]);
+                ck.expect(CHECK_SPEC, row[t] == pad,
+                          "spec: rid %" PRIu64 " column %d is %d, "
+                          "not the pad index",
+                          rsp::raw(q.rid), t, row[t]);
                 continue;
             }
             k.out[t - 1] = row[t];
             ck.expect(CHECK_SPEC, row[t] != pad && row[t] != q.slot && st_.is_zero(row[t], &why),
-                      "spec: rid %" PRIu64 " output %d is slot %d: %s", rsp::raw(q.rid), t,
-                      row[t], why.c_str());
+                      "spec: rid %" PRIu64 " output %d is slot %d: %s", rsp::raw(q.rid), t, row[t],
+                      why.c_str());
             v = next_state(q.rid, rsp::label::main, rsp::step_id{id * 8 + uint64_t(t)}, v);
             k.value[t - 1] = v;
             st_.write(row[t], v);
@@ -163,8 +166,8 @@ void Spec::check_after_commit(const std::vector<SPick> &picks)
                   "spec: rid %" PRIu64 " has_state %d, model %d", rsp::raw(q.rid),
                   (int)h.value().has_state, (int)q.has_state);
         std::string why;
-        ck.expect(CHECK_CONTENT, q.has_state ? st_.matches(q.slot, q.v, &why)
-                                             : st_.is_zero(q.slot, &why),
+        ck.expect(CHECK_CONTENT,
+                  q.has_state ? st_.matches(q.slot, q.v, &why) : st_.is_zero(q.slot, &why),
                   "spec: rid %" PRIu64 " after accepting %u, slot %d: %s", rsp::raw(q.rid),
                   (unsigned)k.accepted, q.slot, why.c_str());
         for (int32_t t = 1; t <= k.span; t++)
@@ -179,9 +182,8 @@ void Spec::check_after_commit(const std::vector<SPick> &picks)
         ck.expect(CHECK_STATS,
                   s.value().held_slots == held && s.value().pending_release == 0 &&
                       s.value().free_slots + s.value().held_slots == s.value().usable_slots,
-                  "spec: free %u + held %u (model %u), pending %u, usable %u",
-                  s.value().free_slots, s.value().held_slots, held, s.value().pending_release,
-                  s.value().usable_slots);
+                  "spec: free %u + held %u (model %u), pending %u, usable %u", s.value().free_slots,
+                  s.value().held_slots, held, s.value().pending_release, s.value().usable_slots);
     }
 }
 
@@ -263,8 +265,7 @@ void spec_main(Context &cx, unsigned index)
     cfg.block("tag", RSP_DTYPE_I64, {3}); // Storage: block 0 holds the state value
     cfg.block("ssm", RSP_DTYPE_F32, {2, 3});
     rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
-    if (!cx.checks.expect(CHECK_API, created.ok(), "spec pool create: %s",
-                          created.error().message))
+    if (!cx.checks.expect(CHECK_API, created.ok(), "spec pool create: %s", created.error().message))
         return;
     rsp::pool pool = std::move(created).value();
     Storage storage;
