@@ -19,8 +19,9 @@ uint64_t rsp__spec_slots_of(const rsp_step *step)
     return n;
 }
 
-/* The next record row at or after *k that is row's (rid, label), or
- * NULL: a plan's per-token rows are the admit's in their order, some
+/* The index of the next record row at or after *k that is row's (rid,
+ * label) with its span, RSP__NONE if none (*k moves past it): a plan's or
+ * re-admit's per-token rows are the first admit's in their order, some
  * perhaps dropped (a plan may name fewer rows than its admit). */
 static uint32_t spec_match(const rsp__steprec *s, const rsp_row *row, uint32_t *k)
 {
