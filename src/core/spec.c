@@ -236,25 +236,30 @@ static void let_go(rsp__core *c, uint32_t slot)
     c->pending++;
 }
 
-/* The live plan row of (rid, label) in s, NULL if none. */
-static rsp__prow *find_prow(rsp__steprec *s, rsp_rid rid, rsp_label_id label)
+/* The live plan row of (rid, label) in s at or after *pc, NULL if none.
+ * Plan rows and per-token rows are both in declaration order, so a
+ * commit's accepts walk the plan rows once (*pc moves past the match). */
+static rsp__prow *find_prow(rsp__steprec *s, rsp_rid rid, rsp_label_id label, uint32_t *pc)
 {
-    for (uint32_t i = 0; i < s->num_prows; i++)
-        if (s->prows[i].rid == rid && s->prows[i].label == label)
+    for (uint32_t i = *pc; i < s->num_prows; i++)
+        if (s->prows[i].rid == rid && s->prows[i].label == label) {
+            *pc = i + 1;
             return &s->prows[i];
+        }
     return NULL;
 }
 
 /* Accept a >= 1 tokens of sr into h: output slot a is the holding's
  * slot. The live plan row follows the new generation, so the takes and
  * the write record of this commit see the holding as this step's. */
-static void accept(rsp__core *c, rsp__steprec *s, rsp__spec_row *sr, rsp__hold *h, uint32_t a)
+static void accept(rsp__core *c, rsp__steprec *s, rsp__spec_row *sr, rsp__hold *h, uint32_t a,
+                   uint32_t *pc)
 {
     uint32_t old = h->slot;
     h->slot = s->spec_slots[sr->first + a - 1];
     h->has_state = true;
     h->generation = rsp__next_generation(c);
-    rsp__prow *p = find_prow(s, sr->rid, sr->label);
+    rsp__prow *p = find_prow(s, sr->rid, sr->label, pc);
     if (p)
         p->generation = h->generation;
     let_go(c, old);
@@ -266,7 +271,7 @@ static void accept(rsp__core *c, rsp__steprec *s, rsp__spec_row *sr, rsp__hold *
 void rsp__spec_commit(rsp__core *c, const rsp_step *step, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
-    uint32_t k = 0;
+    uint32_t k = 0, pc = 0;
     for (uint32_t j = 0; j < s->num_spec_rows; j++)
         s->spec_rows[j].kept = s->spec_rows[j].done = false;
     for (uint32_t i = 0; i < step->num_rows; i++) {
@@ -283,7 +288,7 @@ void rsp__spec_commit(rsp__core *c, const rsp_step *step, uint32_t rec)
         sr->kept = mine && a == 0;
         sr->kept_has = mine && h->has_state;
         if (mine && a >= 1)
-            accept(c, s, sr, h, a);
+            accept(c, s, sr, h, a, &pc);
         else
             for (uint32_t t = 0; t < sr->span; t++)
                 let_go(c, s->spec_slots[sr->first + t]);
