@@ -119,6 +119,7 @@ void bench_ingest_remove(const bench_opts *o);
 void bench_step(const bench_opts *o);
 void bench_read(const bench_opts *o);
 void bench_zero_fork(const bench_opts *o);
+void bench_spec_accept(const bench_opts *o);
 void bench_create(const bench_opts *o);
 /* Checkpoints: ckpt.c, prefix.c. */
 void bench_ckpt_copy(const bench_opts *o);

@@ -41,7 +41,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: rsp-bench [--quick] [--json] [--only SCENARIO] [--pin MODE]\n"
                "  scenarios: rtt ingest_remove step read zero_fork create ckpt_copy ckpt_lookup\n"
-               "             ckpt_churn prefix_reuse metrics (default: all)\n"
+               "             ckpt_churn prefix_reuse metrics spec_accept (default: all)
+"
                "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
                "  --json   one JSON object per line instead of a table\n"
                "  --pin    none (default), split (client and owner each on a CPU of\n"
@@ -79,6 +80,7 @@ int main(int argc, char **argv)
         {"step", bench_step},
         {"read", bench_read},
         {"zero_fork", bench_zero_fork},
+        {"spec_accept", bench_spec_accept},
         {"create", bench_create},
         {"ckpt_copy", bench_ckpt_copy},
         {"ckpt_lookup", bench_ckpt_lookup},

@@ -114,6 +114,16 @@ rsp_status rsp_plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_add
     return rsp__plan_addressing(plan, label, out, err);
 }
 
+rsp_status rsp_plan_spec_indices(const rsp_plan *plan, rsp_label_id label, rsp_spec_indices *out,
+                                 rsp_error *err)
+{
+    if (!plan || !out)
+        return rsp__fail(err, RSP_EINVAL, "%s is NULL", !plan ? "plan" : "out");
+    if (rsp__face_forked())
+        return rsp__fail_forked(err);
+    return rsp__plan_spec_indices(plan, label, out, err);
+}
+
 rsp_status rsp_plan_live_addressing(const rsp_pool *pool, rsp_label_id label, rsp_addressing *out,
                                     rsp_error *err)
 {

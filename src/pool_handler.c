@@ -284,7 +284,8 @@ rsp_status rsp__pool_reserve(void *ctx, const rsp__ext_need *need, rsp_error *er
     rsp_pool *p = ctx;
     rsp_status st = rsp__device_reserve(p->dev, need, err);
     if (st == RSP_OK && need->plan)
-        st = rsp__plan_reserve(p->pub, need->plan_labels, need->plan_rows, need->plan_entries, err);
+        st = rsp__plan_reserve(p->pub, need->plan_labels, need->plan_rows, need->plan_entries,
+                               need->plan_spec, err);
     return st;
 }
 
@@ -348,6 +349,7 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
     if (st != RSP_OK)
         return st;
     ckpt_account(p); /* restores copied */
+    bool host_dev = rsp__device_kind(p->dev) == RSP_DEVICE_HOST;
     for (uint32_t i = 0; i < out.num_labels; i++) {
         const rsp__label_plan *lp = &out.labels[i];
         rsp__plan_label_src *s = &p->srcs[i];
@@ -366,6 +368,9 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
             .generations = lp->generations,
             .device_slot_indices = dsi,
             .device_has_state = dhs,
+            .spec_width = lp->spec_width,
+            .spec_indices = lp->spec_indices,
+            .host_device = host_dev,
         };
     }
     rsp_plan *plan = NULL;

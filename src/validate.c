@@ -26,6 +26,8 @@ static rsp_status check_step(const rsp_step *s, uint32_t num_labels, bool rows_c
     rsp_status st = rsp__check_arrays(s, err);
     if (st == RSP_OK && !rows_checked)
         st = rsp__check_row_labels(s, num_labels, err);
+    if (st == RSP_OK && !rows_checked)
+        st = rsp__check_spec_rows(s, NULL, err);
     if (st == RSP_OK)
         st = rsp__check_forks(s, num_labels, err);
     if (st == RSP_OK)
@@ -60,6 +62,8 @@ static rsp_status check_commit(const rsp_pool *pool, const rsp_step *s, const rs
                                uint32_t num_labels, bool rows_checked, rsp_error *err)
 {
     rsp_status st = check_step(s, num_labels, rows_checked, err);
+    if (st == RSP_OK)
+        st = rsp__check_accepted(s, err);
     if (st == RSP_OK)
         st = rsp__device_check_event_kind(pool->dev, ev, "forward_done (msg->event)", err);
     if (st == RSP_OK)

@@ -36,9 +36,10 @@ uint64_t next_state(rsp::rid rid, rsp::label label, rsp::step_id step, uint64_t 
 const char *Checks::name(Check c)
 {
     static const char *const names[CHECK_COUNT_] = {
-        "api",     "invalid", "layout",   "addressing", "unique",  "generation", "stage",
-        "vectors", "zeros",   "content",  "stats",      "refusal", "holding",    "leak",
-        "hang",    "ranks",   "pipeline", "mixed",      "ckpt",    "overlap",    "newest_first",
+        "api",     "invalid", "layout",       "addressing", "unique",   "generation",
+        "stage",   "vectors", "zeros",        "content",    "stats",    "refusal",
+        "holding", "leak",    "hang",         "ranks",      "pipeline", "mixed",
+        "ckpt",    "overlap", "newest_first", "spec",
     };
     return (c >= 0 && c < CHECK_COUNT_) ? names[c] : "?";
 }

@@ -3,7 +3,8 @@
 //
 // Usage: rsp-stress [--seconds S] [--clients N] [--readers N] [--slots N]
 //                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--rank-threads N]
-//                   [--pipeline-readers N] [--mixed-threads N] [--prefix-threads N] [--json]
+//                   [--pipeline-readers N] [--mixed-threads N] [--prefix-threads N]
+//                   [--spec-threads N] [--json]
 // Exit status 0 only when no check failed. The last line of the output is
 // always "N passed, M failed".
 #include "stress.h"
@@ -47,8 +48,16 @@ void usage(FILE *f)
         "                 checkpoint tiers (odd ones demote), requests sharing prompts restore\n"
         "                 from checkpoints, every restore verified byte for byte (default 2; 0 = "
         "off)\n"
-        "  --json         also print the summary as one JSON object\n"
-        "  --record FILE  record the main pool's messages and replies (rsp-replay FILE)\n");
+        "  --spec-threads N  speculative mode: threads, each on its own pool, committing
+"
+        "                 verify steps with per-token states and random accepted counts
+"
+        "                 (default 1; 0 = off)
+"
+        "  --json         also print the summary as one JSON object
+"
+        "  --record FILE  record the main pool's messages and replies (rsp-replay FILE)
+");
 }
 
 bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -98,13 +107,14 @@ int parse(int argc, char **argv, Options &o)
             }
         } else if (a == "--clients" || a == "--readers" || a == "--slots" || a == "--layers" ||
                    a == "--seed" || a == "--max-rows" || a == "--rank-threads" ||
-                   a == "--pipeline-readers" || a == "--mixed-threads" || a == "--prefix-threads") {
+                   a == "--pipeline-readers" || a == "--mixed-threads" || a == "--prefix-threads" ||
+                   a == "--spec-threads") {
             if (!(s = value(a.c_str())))
                 return 1;
             uint64_t lo = a == "--slots" ? 4
                           : a == "--seed" || a == "--clients" || a == "--rank-threads" ||
                                   a == "--pipeline-readers" || a == "--mixed-threads" ||
-                                  a == "--prefix-threads"
+                                  a == "--prefix-threads" || a == "--spec-threads"
                               ? 0
                               : 1;
             uint64_t hi = a == "--seed"      ? UINT64_MAX
@@ -114,7 +124,7 @@ int parse(int argc, char **argv, Options &o)
             if (a == "--readers")
                 hi = 256;
             if (a == "--rank-threads" || a == "--pipeline-readers" || a == "--mixed-threads" ||
-                a == "--prefix-threads")
+                a == "--prefix-threads" || a == "--spec-threads")
                 hi = 16;
             if (!parse_u64(s, lo, hi, &v)) {
                 std::fprintf(stderr, "rsp-stress: bad %s '%s' (allowed %llu..%llu)\n", a.c_str(), s,
@@ -139,6 +149,8 @@ int parse(int argc, char **argv, Options &o)
                 o.mixed_threads = (unsigned)v;
             else if (a == "--prefix-threads")
                 o.prefix_threads = (unsigned)v;
+            else if (a == "--spec-threads")
+                o.spec_threads = (unsigned)v;
             else
                 o.max_rows = (unsigned)v;
         } else {
@@ -291,6 +303,9 @@ void summary(Context &cx, double elapsed)
                 " drafts rejected (skip_post_forks), %" PRIu64 " draft labels released\n",
                 cx.mixed_steps.load(), cx.opt.mixed_threads, cx.mixed_rejected.load(),
                 cx.mixed_released.load());
+    std::printf("spec       %" PRIu64 " verify steps committed (%u threads), %" PRIu64
+                " tokens accepted by relabel\n",
+                cx.spec_steps.load(), cx.opt.spec_threads, cx.spec_accepted.load());
     std::printf("prefix     %" PRIu64 " steps (%u threads), %" PRIu64
                 " restores verified byte for byte (%" PRIu64 " from the host tier), %" PRIu64
                 " takes, %" PRIu64 " evicted + %" PRIu64 " demoted, %" PRIu64
@@ -381,6 +396,8 @@ double run_threads(Context &cx)
         mixers.emplace_back(mixed_main, std::ref(cx), i);
     for (unsigned i = 0; i < opt.prefix_threads; i++) // the prefix-reuse mode
         mixers.emplace_back(prefix_main, std::ref(cx), i);
+    for (unsigned i = 0; i < opt.spec_threads; i++) // the speculative mode
+        mixers.emplace_back(spec_main, std::ref(cx), i);
     for (unsigned c = 0; c < opt.clients; c++)
         clients.emplace_back(client_main, std::ref(cx), c);
 

@@ -62,6 +62,7 @@ struct Options {
     unsigned mixed_threads = 1;    // mixed-batch mode: threads, each with its own pool; 0 = off
     unsigned prefix_threads = 2;   // prefix-reuse mode: threads, each with its own pool; 0 = off
     std::string record;            // the main pool's recording (rsp-replay), "" = none
+    unsigned spec_threads = 1;     // speculative mode: threads, each with its own pool; 0 = off
 };
 
 // Small deterministic generator (splitmix64); one per thread.
@@ -118,6 +119,7 @@ enum Check : int {
     CHECK_CKPT,     // checkpoints: restored bytes, key set, pins, evictions, swaps, typed failures
     CHECK_OVERLAP,  // a row whose request an earlier in-flight step writes: has_state and content
     CHECK_NEWEST_FIRST, // a rollback of a step a later in-flight step depends on is refused
+    CHECK_SPEC,         // per-token states: the accepted output is the holding, the rest freed
     CHECK_COUNT_
 };
 
@@ -324,6 +326,7 @@ struct Context {
     std::atomic<uint32_t> pipe_max_inflight{0};
     // Mixed-batch mode: steps committed, drafts rejected, draft labels released.
     std::atomic<uint64_t> mixed_steps{0}, mixed_rejected{0}, mixed_released{0};
+    std::atomic<uint64_t> spec_steps{0}, spec_accepted{0}; // the speculative mode
     // Prefix-reuse mode: steps committed or rolled back, restores verified
     // byte for byte, takes (in steps and by message), evictions and demotions
     // reported, restores of evicted keys refused RSP_ENOKEY, takes skipped
@@ -357,6 +360,7 @@ void step_main(Context &cx);
 void partition_main(Context &cx, unsigned index);
 void ranks_main(Context &cx);                  // the two-rank mode (ranks.cpp)
 void pipeline_main(Context &cx);               // the pipelined mode (pipeline.cpp)
+void spec_main(Context &cx, unsigned index);   // the speculative mode (spec.cpp)
 void mixed_main(Context &cx, unsigned index);  // the mixed-batch mode (mixed.cpp)
 void prefix_main(Context &cx, unsigned index); // the prefix-reuse mode (prefix.cpp)
 

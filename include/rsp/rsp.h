@@ -441,6 +441,15 @@ typedef struct rsp_row {
     uint16_t fork_group;  /**< forks of group 0 and of this group apply to this rid;
                                in a step with a grouped fork, every non-padding row of
                                one rid carries the same group (else RSP_EINVAL) */
+    /* The two fields below sit in what was tail padding (sizeof stays 24):
+     * zero-fill rows (designated initializers, calloc, memset). */
+    uint8_t per_token_states; /**< 1: the forward writes the state after each of the
+                                   span tokens into an output slot of its own, and the
+                                   commit keeps the accepted one (see "Per-token
+                                   states"); 0: as before; anything else RSP_EINVAL */
+    uint8_t resv_;            /**< reserved, ignored */
+    uint16_t accepted;        /**< commit only, per_token_states rows: the accepted
+                                   count a, 0 .. span; admit and plan ignore it */
 } rsp_row;
 
 /** Copy the `from` label's slot onto the `to` label's slot of the same rid. */
@@ -1463,6 +1472,46 @@ RSP_API rsp_status rsp_metrics_text(rsp_pool *pool, const char *name, char *buf,
  * branch. What was counted stays across off and on. Any thread, O(1).
  */
 RSP_API rsp_status rsp_metrics_latency(rsp_pool *pool, bool on, rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Per-token states (speculative decoding, docs/semantics.md 9.3)            */
+/* ------------------------------------------------------------------------ */
+
+/** The largest span of a row with per_token_states (output slots a row asks for). */
+#define RSP_SPEC_MAX_TOKENS 64
+
+/**
+ * One label's per-token state indices in a plan: what a kernel written for
+ * vLLM's speculative state indices reads. `indices` is [length][width]
+ * int32, row-major, the rows in the order of rsp_addressing's vectors: for
+ * entry i, indices[i * width] is the initial state's slot (slot_indices[i],
+ * read with has_state[i]) and indices[i * width + t], t = 1 .. span, the
+ * output slot for the state after token t of a per_token_states row. Every
+ * other entry (a plain row's tail, a short row's tail, pad rows) is the
+ * pad index (the sink). width = 1 + the largest per-token span among the
+ * label's rows (1 when it has none).
+ */
+typedef struct rsp_spec_indices {
+    rsp_label_id label;
+    uint64_t step_id;
+    uint32_t num_rows;      /**< as rsp_addressing */
+    uint32_t length;        /**< as rsp_addressing */
+    uint32_t width;         /**< 1 + K */
+    const int32_t *indices; /**< host copy, [length * width]; lives as long as the plan */
+    void *device_indices;   /**< device int32 [length * width]: on the host device the
+                                 host copy; NULL on a CUDA device (not uploaded: copy
+                                 `indices` to the device yourself) */
+    rsp_event ready;        /**< the plan's ready event */
+} rsp_spec_indices;
+
+/**
+ * The per-token state indices of `label` in `plan` (a live, staged or
+ * referenced plan). Errors as rsp_plan_addressing (RSP_ENOPLAN, RSP_ENOLABEL,
+ * RSP_EINVAL for NULL arguments). Any reader holding the plan (a read
+ * section or a reference), O(1): one struct fill.
+ */
+RSP_API rsp_status rsp_plan_spec_indices(const rsp_plan *plan, rsp_label_id label,
+                                         rsp_spec_indices *out, rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Struct sizes (docs/abi.md)                                                */

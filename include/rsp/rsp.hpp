@@ -643,6 +643,25 @@ class step
                 x.skip_post_forks = on;
         return *this;
     }
+    /// A verify row (docs/semantics.md 9.3): `span` tokens of (r, l) whose
+    /// forward writes the state after each token into an output slot of its
+    /// own (1 <= span <= RSP_SPEC_MAX_TOKENS); the commit keeps the accepted
+    /// one (accept()). The plan's spec_indices(l) gives the slots.
+    step &verify_row(rid r, label l, std::int32_t span, std::uint16_t fork_group = 0)
+    {
+        row(r, l, span, fork_group);
+        rows_.back().per_token_states = 1;
+        return *this;
+    }
+    /// At commit: r's verify row of l accepted `accepted` tokens (0 .. span;
+    /// 0 keeps the state before the step). Admit and plan ignore it. O(rows).
+    step &accept(rid r, label l, std::uint16_t accepted) noexcept
+    {
+        for (auto &x : rows_)
+            if (x.rid == raw(r) && x.label == raw(l) && x.per_token_states)
+                x.accepted = accepted;
+        return *this;
+    }
     /// At commit, take a checkpoint of (r, l) under key in tier: the state
     /// the forward left. (r, l) must be a row of the step with span > 0.
     step &checkpoint(rid r, label l, std::uint64_t key, rsp_tier tier = RSP_TIER_DEVICE)
@@ -3004,6 +3023,31 @@ struct addressing {
     }
 };
 
+/// One label's per-token state indices (rsp_plan_spec_indices): a
+/// [length][width] int32 tensor, row-major; column 0 the initial state's
+/// slot, columns 1..span a verify row's output slots, the pad index
+/// elsewhere.
+struct spec_indices {
+    rsp_spec_indices raw;
+    std::uint32_t width() const noexcept
+    {
+        return raw.width;
+    }
+    std::uint32_t length() const noexcept
+    {
+        return raw.length;
+    }
+    /// Entry i's row: width slot ids.
+    span<const std::int32_t> row(std::uint32_t i) const noexcept
+    {
+        return {raw.indices + static_cast<std::size_t>(i) * raw.width, raw.width};
+    }
+    span<const std::int32_t> all() const noexcept
+    {
+        return {raw.indices, static_cast<std::size_t>(raw.length) * raw.width};
+    }
+};
+
 /// A published plan seen through a read section or a reference. Trivially
 /// copyable; valid as long as the section or reference it came from.
 class plan_view
@@ -3041,6 +3085,18 @@ class plan_view
     addressing at(label l) const
     {
         return try_addressing(l).value();
+    }
+    /// rsp_plan_spec_indices; errors as try_addressing.
+    result<spec_indices> try_spec_indices(label l) const noexcept
+    {
+        spec_indices x{};
+        rsp_error e{};
+        rsp_status st = rsp_plan_spec_indices(p_, raw(l), &x.raw, &e);
+        return detail::done(st, e, x);
+    }
+    spec_indices spec(label l) const
+    {
+        return try_spec_indices(l).value();
     }
     const rsp_plan *get() const noexcept
     {

@@ -22,3 +22,6 @@ from .pool import (Checkpoint, CheckpointEvent, CheckpointInfo, CheckpointLoc, F
 
 __all__ += ["Checkpoint", "CheckpointEvent", "CheckpointInfo", "CheckpointLoc", "Failure",
             "Restore"]
+from .pool import SpecIndices
+
+__all__ += ["SpecIndices"]

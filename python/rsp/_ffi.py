@@ -135,6 +135,9 @@ class Row(ctypes.Structure):
         ("padding", ctypes.c_bool),
         ("skip_post_forks", ctypes.c_bool),
         ("fork_group", ctypes.c_uint16),
+        ("per_token_states", ctypes.c_uint8),
+        ("resv_", ctypes.c_uint8),
+        ("accepted", ctypes.c_uint16),
     ]
 
 
@@ -317,6 +320,19 @@ class Addressing(ctypes.Structure):
     ]
 
 
+class SpecIndices(ctypes.Structure):
+    _fields_ = [
+        ("label", ctypes.c_uint32),
+        ("step_id", ctypes.c_uint64),
+        ("num_rows", ctypes.c_uint32),
+        ("length", ctypes.c_uint32),
+        ("width", ctypes.c_uint32),
+        ("indices", ctypes.POINTER(ctypes.c_int32)),
+        ("device_indices", ctypes.c_void_p),
+        ("ready", Event),
+    ]
+
+
 class StepOutcome(ctypes.Structure):
     _fields_ = [
         ("committed", ctypes.c_bool),
@@ -436,7 +452,7 @@ STRUCTS = {
     "rsp_step_outcome": StepOutcome, "rsp_checkpoint_event": CheckpointEvent,
     "rsp_failure": Failure, "rsp_checkpoint_info": CheckpointInfo,
     "rsp_checkpoint_loc": CheckpointLoc, "rsp_msg": Msg, "rsp_reply": Reply,
-    "rsp_close_report": CloseReport,
+    "rsp_close_report": CloseReport, "rsp_spec_indices": SpecIndices,
 }
 
 # --- loading ----------------------------------------------------------------
@@ -503,6 +519,8 @@ plan_unref = _proto("rsp_plan_unref", None, vp)
 plan_step_id = _proto("rsp_plan_step_id", ctypes.c_uint64, vp)
 plan_addressing = _proto("rsp_plan_addressing", c_status, vp, ctypes.c_uint32, P(Addressing),
                          PErr)
+plan_spec_indices = _proto("rsp_plan_spec_indices", c_status, vp, ctypes.c_uint32,
+                           P(SpecIndices), PErr)
 plan_wait_step = _proto("rsp_plan_wait_step", c_status, vp, ctypes.c_uint64, ctypes.c_uint64,
                         PErr)
 event_wait = _proto("rsp_event_wait", c_status, vp, P(Event), ctypes.c_uint64, PErr)

@@ -141,6 +141,10 @@ class Row(NamedTuple):
     padding: bool = False
     skip_post_forks: bool = False
     fork_group: int = 0
+    # Speculative decoding (docs/semantics.md 9.3): per-token states, and at
+    # commit the accepted count (0 .. span).
+    per_token_states: bool = False
+    accepted: int = 0
 
 
 class Fork(NamedTuple):
@@ -303,6 +307,27 @@ class CheckpointEvent:
     demoted: bool
 
 
+class SpecIndices(NamedTuple):
+    """One label's per-token state indices in a plan (docs/semantics.md 9.3):
+    [length][width] int32, row-major, the rows in addressing order; column 0
+    the initial state's slot, columns 1..span a per-token row's output
+    slots, the pad index elsewhere. indices: a torch.int32 tensor of shape
+    (length, width) (a copy; None without torch); raw: the same as bytes."""
+
+    indices: object
+    width: int
+    num_rows: int
+    length: int
+    raw: bytes
+
+    def row(self, i):
+        """Entry i's width slot ids, as ints."""
+        if not 0 <= i < self.length:
+            raise ValueError(f"i = {i}: the tensor has {self.length} rows")
+        w = self.width
+        return list(struct.unpack_from(f"={w}i", self.raw, 4 * w * i))
+
+
 class RecurrentAddressing:
     """Where one label's rows live this step: the pool's whole plan output.
 
@@ -384,7 +409,7 @@ def _column(get, keys, slow):
 
 def _fill_rows(pool, rows, buf):
     """rows (tuples or lists (rid, label, span[, padding, skip_post_forks,
-    fork_group]) or Rows) -> rsp_row[len(rows)] in buf. Returns whether every
+    fork_group, per_token_states, accepted]) or Rows) -> rsp_row[len(rows)] in buf. Returns whether every
     row is a tuple or a Row (immutable: the last-rows cache may keep them).
 
     Each column is converted at C speed; only when a conversion fails are
@@ -426,8 +451,8 @@ def _fill_rows(pool, rows, buf):
     except (TypeError, OverflowError):
         _name_bad(col, "span", functools.partial(_int, what="span", bits=32))
         raise
-    if lens != {3}:  # flags: only Rows (or 4- to 6-tuples) carry them
-        full = [r if len(r) == 6 else Row(*r) for r in rows]
+    if lens != {3}:  # flags: only Rows (or 4- to 8-tuples) carry them
+        full = [r if len(r) == 8 else Row(*r) for r in rows]
         mv[16::w] = _bools(list(map(_item3, full)), "padding")
         mv[17::w] = _bools(list(map(_item4, full)), "skip_post_forks")
         col = list(map(_item5, full))
@@ -436,14 +461,22 @@ def _fill_rows(pool, rows, buf):
         except (TypeError, OverflowError):
             _name_bad(col, "fork_group", functools.partial(_uint, what="fork_group", bits=16))
             raise
+        mv[20::w] = _bools(list(map(_item6, full)), "per_token_states")
+        col = list(map(_item7, full))
+        try:
+            mv.cast("H")[11::w // 2] = array.array("H", col)
+        except (TypeError, OverflowError):
+            _name_bad(col, "accepted", functools.partial(_uint, what="accepted", bits=16))
+            raise
     assert len(mv) == n * w
     return _FROZEN_ROWS.issuperset(types)
 
 
-_item0, _item1, _item2, _item3, _item4, _item5 = (operator.itemgetter(i) for i in range(6))
+_item0, _item1, _item2, _item3, _item4, _item5, _item6, _item7 = (
+    operator.itemgetter(i) for i in range(8))
 _BOOL = frozenset((bool,))
 _ROW_TYPES = frozenset((tuple, list, Row))
-_ROW_LENS = frozenset((3, 4, 5, 6))
+_ROW_LENS = frozenset((3, 4, 5, 6, 7, 8))
 _FROZEN_ROWS = frozenset((tuple, Row))  # the row types the last-rows cache keeps
 
 
@@ -466,9 +499,10 @@ def _bad_row(rows):
         if not isinstance(r, (tuple, list)) or isinstance(r, (str, bytes)):
             raise TypeError(f"rows[{i}]: a row is a (rid, label, span) tuple or a Row, not "
                             f"{type(r).__name__} {r!r}")
-        if not 3 <= len(r) <= 6:
+        if not 3 <= len(r) <= 8:
             raise ValueError(f"rows[{i}]: a row is (rid, label, span[, padding, "
-                             f"skip_post_forks, fork_group]), not {len(r)} items {tuple(r)!r}")
+                             f"skip_post_forks, fork_group, per_token_states, accepted]), not "
+                             f"{len(r)} items {tuple(r)!r}")
     raise AssertionError("no bad row")  # pragma: no cover
 
 
@@ -1640,6 +1674,41 @@ class RecurrentStatePool:
         _check(ffi.barrier(self._handle(), ctypes.byref(err)), err)
 
     # -- reading --
+
+    @_guarded
+    def spec_indices(self, label="main", step_id=None, wait=True) -> SpecIndices:
+        """The per-token state indices of label in the live plan (or step_id's
+        plan, a step in flight): what a kernel written for vLLM's
+        speculative state indices reads (rsp_plan_spec_indices). A copy, on
+        the host. wait=True on a CPU pool first waits for the plan's ready
+        event, as addressing() does."""
+        lid = self._known_label(label)
+        if step_id is not None:
+            _uint(step_id, "step_id", 64)
+        _reader.ensure()
+        err = ffi.Error()
+        st = ffi.read_begin()
+        if st != ffi.OK:
+            _check(ffi.read_explain(st, ctypes.byref(err)), err)
+        try:
+            plan = (ffi.plan_live(self._handle()) if step_id is None
+                    else ffi.plan_of_step(self._handle(), step_id))
+            if not plan:
+                raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
+                               else f"no plan of step {step_id}")
+            x = ffi.SpecIndices()
+            _check(ffi.plan_spec_indices(plan, lid, ctypes.byref(x), ctypes.byref(err)), err)
+            raw = ctypes.string_at(x.indices, 4 * x.length * x.width)
+            ready = ffi.Event(x.ready.kind, x.ready.handle, x.ready.value)
+        finally:
+            ffi.read_end()
+        if wait and self._host:
+            self._wait(ready)
+        t = None
+        if _torch_available():
+            t = _torch().frombuffer(bytearray(raw), dtype=_torch().int32)
+            t = t.reshape(x.length, x.width)
+        return SpecIndices(t, x.width, x.num_rows, x.length, raw)
 
     @_guarded
     def addressing(self, label="main", step_id=None, wait=True,

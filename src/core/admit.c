@@ -9,6 +9,7 @@
 
 #include "ckpt.h"
 #include "fork.h"
+#include "spec.h"
 #include "util/error.h"
 #include "util/mem.h"
 
@@ -111,6 +112,8 @@ static rsp_status admit_validate(rsp__core *c, const rsp_step *step, uint32_t *r
         st = check_swapped(c, step, err);
     if (st == RSP_OK && c->post_mask)
         st = check_post_targets(c, step, *rec, err);
+    if (st == RSP_OK)
+        st = rsp__spec_admit_check(c, step, *rec, *fresh, err);
     return st == RSP_OK && step->num_restores ? rsp__ck_check_restores(c, step, err) : st;
 }
 
@@ -132,6 +135,7 @@ typedef struct admit_need {
     uint32_t new_rids; /* non-padding rids without a record (implicit ingest) */
     uint32_t spills;   /* requests whose holdings outgrow the inline ones */
     uint32_t labels;   /* distinct labels a rid of this step may gain */
+    uint32_t spec;     /* output slots of per-token rows (spec.h) */
 } admit_need;
 
 /* Count (rid, label) as a fresh holding, once; r: its record (NULL: new). */
@@ -179,6 +183,24 @@ static uint32_t step_labels(const rsp_step *step)
 }
 _Static_assert(RSP_MAX_LABELS <= 64, "step_labels keeps labels in a 64-bit mask");
 
+/* The output slots of per-token rows, taken after the fresh holdings;
+ * the first row that does not fit is the short one. Bounded by
+ * RSP_SPEC_MAX_TOKENS per row, so the count fits. */
+static void need_spec(const rsp_step *step, admit_need *n)
+{
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (!rsp__spec_asks(row))
+            continue;
+        n->spec += (uint32_t)row->span;
+        if (!n->short_found && n->slots + n->spec > n->free) {
+            n->short_found = true;
+            n->rid = row->rid;
+            n->label = row->label;
+        }
+    }
+}
+
 /* Fresh holdings, new rids and spills of a non-capture step; fills c->rids
  * (forking rids). Changes nothing but scratch and hints. */
 static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, bool same,
@@ -220,6 +242,8 @@ static rsp_status admit_count(rsp__core *c, const rsp_step *step, uint32_t rec, 
     else if (rsp__collect_rids_in_set(c, step))
         return RSP_ENOMEM;
     RSP__MUST(rsp__fork_each(c, step, true, true, need_fork, n)); /* need_fork never stops it */
+    if (!s->used)
+        need_spec(step, n); /* a re-admit keeps the output slots it has */
     return RSP_OK;
 }
 
@@ -232,7 +256,7 @@ static rsp_status admit_reserve(rsp__core *c, const rsp_step *step, rsp__steprec
                                 const admit_need *n)
 {
     uint32_t nforks = step->num_pre_forks + step->num_post_forks;
-    uint64_t pins = (uint64_t)step->num_rows + (uint64_t)c->num_rids * nforks;
+    uint64_t pins = (uint64_t)step->num_rows + (uint64_t)c->num_rids * nforks + n->spec;
     if (pins > c->layout.max_slots)
         pins = c->layout.max_slots;
     uint64_t posts = (uint64_t)s->num_post_slots + (uint64_t)c->num_rids * step->num_post_forks;
@@ -242,7 +266,7 @@ static rsp_status admit_reserve(rsp__core *c, const rsp_step *step, rsp__steprec
         (step->num_post_forks &&
          rsp__grow((void **)&s->post_slots, &s->cap_post_slots, posts, sizeof *s->post_slots)) ||
         rsp__hold_reserve_spills(c, n->spills) || rsp__ck_reserve_pins(s, step->num_restores) ||
-        rsp__step_reserve_decl(s, step))
+        rsp__step_reserve_decl(s, step) || (n->spec && rsp__spec_reserve(s, step)))
         return RSP_ENOMEM;
     return RSP_OK;
 }
@@ -355,7 +379,8 @@ static bool admit_is_same(rsp__core *c, const rsp_step *step, rsp__steprec *s, b
                           bool same)
 {
     return fresh && same && !step->capture && !step->num_restores && !step->num_checkpoints &&
-           rsp__same_has(&c->same, &s->same, RSP__SAME_ADMIT) && rsp__fork_kept(c, s, step);
+           rsp__same_has(&c->same, &s->same, RSP__SAME_ADMIT) && rsp__fork_kept(c, s, step) &&
+           !rsp__spec_slots_of(step); /* output slots are new at every admit */
 }
 
 /* Keep what admit_is_same compares and admit_same repeats, after a fresh
@@ -457,11 +482,11 @@ static rsp_status admit_general(rsp__core *c, const rsp_step *step, uint32_t rec
         return rsp__fail(err, RSP_ENOMEM, "out of memory admitting step %" PRIu64, step->step_id);
     memset(out, 0, sizeof *out);
     out->usable = c->layout.usable_slots;
-    if (n.slots > c->free_top) {
+    if (n.slots + n.spec > c->free_top) {
         out->ok = false;
         out->rid = n.rid;
         out->label = n.label;
-        out->slots_short = n.slots - c->free_top;
+        out->slots_short = n.slots + n.spec - c->free_top;
         out->free = c->free_top;
         return RSP_OK;
     }
@@ -476,6 +501,8 @@ static rsp_status admit_general(rsp__core *c, const rsp_step *step, uint32_t rec
     }
     if (!step->capture)
         admit_apply(c, step, rec, n.new_rids != 0);
+    if (fresh && n.spec)
+        rsp__spec_apply(c, step, rec); /* a re-admit keeps its output slots */
     if (step->num_restores)
         rsp__ck_pin_restores(c, step, rec); /* keys checked, pins reserved */
     rsp__step_keep_decl(s, step);

@@ -124,6 +124,45 @@ rsp_status rsp__check_rows(const rsp_step *step, uint32_t num_labels, uint32_t m
     return RSP_OK;
 }
 
+rsp_status rsp__check_spec_rows(const rsp_step *step, bool *any, rsp_error *err)
+{
+    bool seen = false;
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *r = &step->rows[i];
+        if (!r->per_token_states)
+            continue;
+        if (r->per_token_states != 1)
+            return rsp__fail(err, RSP_EINVAL,
+                             "step %" PRIu64 ": rows[%" PRIu32 "].per_token_states = %u: 0 or 1 "
+                             "(zero-fill rows: the field was tail padding before 0.3)",
+                             step->step_id, i, (unsigned)r->per_token_states);
+        if (r->padding || r->span < 1 || r->span > RSP_SPEC_MAX_TOKENS)
+            return rsp__fail(err, RSP_EINVAL,
+                             "step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64
+                             ") asks for per-token states with span %" PRId32
+                             "%s: a per-token row is no padding and has 1 <= span <= %d",
+                             step->step_id, i, r->rid, r->span, r->padding ? " as padding" : "",
+                             RSP_SPEC_MAX_TOKENS);
+        seen = true;
+    }
+    if (any)
+        *any = seen;
+    return RSP_OK;
+}
+
+rsp_status rsp__check_accepted(const rsp_step *step, rsp_error *err)
+{
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *r = &step->rows[i];
+        if (r->per_token_states == 1 && r->accepted > r->span)
+            return rsp__fail(err, RSP_EINVAL,
+                             "commit: step %" PRIu64 ": rows[%" PRIu32 "] (rid %" PRIu64
+                             ").accepted = %u: at most its span %" PRId32,
+                             step->step_id, i, r->rid, (unsigned)r->accepted, r->span);
+    }
+    return RSP_OK;
+}
+
 rsp_status rsp__check_forks(const rsp_step *step, uint32_t num_labels, rsp_error *err)
 {
     for (int k = 0; k < 2; k++) {

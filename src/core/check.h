@@ -80,6 +80,16 @@ rsp_status rsp__check_row_labels(const rsp_step *step, uint32_t num_labels, rsp_
 rsp_status rsp__check_rows(const rsp_step *step, uint32_t num_labels, uint32_t max_rows,
                            const char (*names)[RSP_NAME_MAX], rsp_error *err);
 
+/* Rows with per-token states (docs/semantics.md 9.3): per_token_states
+ * is 0 or 1, and a row with 1 is no padding row and has 1 <= span <=
+ * RSP_SPEC_MAX_TOKENS (RSP_EINVAL naming the row). *any (may be NULL):
+ * whether some row has it. O(rows). */
+rsp_status rsp__check_spec_rows(const rsp_step *step, bool *any, rsp_error *err);
+
+/* A commit's accepted counts: at most the row's span on a per-token row
+ * (RSP_EINVAL naming the row); ignored elsewhere. O(rows). */
+rsp_status rsp__check_accepted(const rsp_step *step, rsp_error *err);
+
 /* Every pre- and post-fork's from and to are interned (RSP_ENOLABEL).
  * O(forks). */
 rsp_status rsp__check_forks(const rsp_step *step, uint32_t num_labels, rsp_error *err);

@@ -8,6 +8,7 @@
 
 #include "addr.h"
 #include "ckpt.h"
+#include "spec.h"
 #include "util/error.h"
 
 /* Record rec's step has ended: a stage built for it ends too (it must never
@@ -111,7 +112,9 @@ rsp_status rsp__core_rollback(rsp__core *c, uint64_t step_id, const rsp_event *f
     rsp__work_freeze(w);
     if (forward_done)
         RSP__MUST_OK(rsp__work_wait(w, forward_done));
+    rsp__spec_rollback(c, rec, w); /* popped after the journal's holdings */
     undo_journal(c, rec, w);
+    rsp__spec_end(c, rec);
     rsp__ck_unpin_step(c, rec); /* its restores' pins: every count as before the admit */
     rsp__step_unpin(c, rec, true, w);
     end_step(c, rec, stage);
@@ -139,7 +142,8 @@ static rsp_status commit_validate(rsp__core *c, const rsp_step *step, uint32_t *
     if (!s->capture && s->phase != RSP__PHASE_PLANNED)
         return rsp__fail(err, RSP_EORDER, "commit: step %" PRIu64 " was admitted but not planned",
                          step->step_id);
-    return rsp__step_check_commit(c, *rec, step, *same, err);
+    st = rsp__step_check_commit(c, *rec, step, *same, err);
+    return st == RSP_OK && s->num_spec_rows ? rsp__check_accepted(step, err) : st;
 }
 
 /* Count the work (a WAIT; up to two ZEROs per pinned slot; a COPY or ZERO
@@ -243,7 +247,14 @@ rsp_status rsp__core_commit(rsp__core *c, const rsp_step *step, const rsp_event 
      * record, no forks, no restores or takes (check.h). */
     if (!c->steps[rec].capture) {
         uint64_t others = rsp__planned_mask(c) & ~(1ull << rec);
+        bool spec = c->steps[rec].num_spec_rows != 0;
+        if (spec)
+            rsp__spec_commit(c, step, rec); /* the accepted slots, before anything reads them */
         commit_writes(c, rec, others, w);
+        if (spec) {
+            rsp__spec_keep_flags(c, rec);
+            rsp__spec_end(c, rec);
+        }
         /* Its restores were queued at its plan: their pins go, so a take
          * below may replace a key this step restored from. Then its takes,
          * the state the forward left, before the post-forks. */

@@ -152,6 +152,7 @@ static void addr_free(rsp__addr *a)
     free(a->slots);
     free(a->has_state);
     free(a->gens);
+    free(a->spec);
 }
 
 void rsp__core_destroy(rsp__core *c)
@@ -175,6 +176,8 @@ void rsp__core_destroy(rsp__core *c)
             free(c->steps[i].dtakes);
             free(c->steps[i].drest);
             free(c->steps[i].raw);
+            free(c->steps[i].spec_rows);
+            free(c->steps[i].spec_slots);
             rsp__same_free(&c->steps[i].same);
         }
     free(c->steps);
@@ -409,6 +412,15 @@ rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label)
     h->generation = rsp__next_generation(c);
     c->num_holdings++;
     return h;
+}
+
+uint32_t rsp__slot_take(rsp__core *c)
+{
+    RSP__ASSERT(c->free_top > 0);
+    uint32_t slot = free_pop(c);
+    c->slots[slot].state = RSP__SLOT_HELD;
+    c->held++;
+    return slot;
 }
 
 void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w)

@@ -49,6 +49,7 @@ typedef struct rsp__ext_need {
     uint32_t plan_labels;       /*   its labels, */
     uint64_t plan_rows;         /*   rows (generations) and */
     uint64_t plan_entries;      /*   vector entries (sum of lengths) */
+    uint64_t plan_spec;         /*   per-token index entries past them (spec.h) */
 } rsp__ext_need;
 /* The hook reads need (and its arrays) during the call only. */
 typedef rsp_status (*rsp__reserve_hook)(void *ctx, const rsp__ext_need *need, rsp_error *err);
@@ -141,6 +142,8 @@ typedef struct rsp__label_plan {
     const int32_t *slot_indices; /* [length] */
     const bool *has_state;       /* [length] */
     const uint64_t *generations; /* [num_rows] */
+    uint32_t spec_width;         /* 1 + the largest per-token span (spec.h) */
+    const int32_t *spec_indices; /* [length * spec_width] */
 } rsp__label_plan;
 
 typedef struct rsp__plan_out {

@@ -129,7 +129,27 @@ typedef struct rsp__slot {
     /* bit r: step record r's post-forks write this slot at its commit
      * (set at its admit): a later admit naming it is refused until then. */
     uint64_t post_to;
+    /* bit r: step record r accepts per-token states into the holding on
+     * this slot at its commit (spec.h); a later admit naming it is
+     * refused until then, as for post_to. */
+    uint64_t spec_to;
 } rsp__slot;
+
+/* A row with per-token states of a step record (spec.h): its holding, its
+ * span and where its output slots start in the record's spec_slots; the
+ * holding's slot when admitted (its spec_to bit). */
+typedef struct rsp__spec_row {
+    rsp_rid rid;
+    rsp_label_id label;
+    uint32_t span;
+    uint32_t first;
+    uint32_t hold_slot;
+    uint64_t plan_gen; /* the holding's generation its live plan addressed */
+    bool planned;      /* a live plan addressed it (plan_gen is set) */
+    bool kept;         /* commit: accepted 0 on the planned holding, whose */
+    bool kept_has;     /*   has_state before the commit comes back (spec.c) */
+    bool done;         /* commit: its row was found in the commit's rows */
+} rsp__spec_row;
 
 typedef struct rsp__journal_entry {
     rsp_rid rid;
@@ -158,10 +178,11 @@ typedef struct rsp__valid_row {
     rsp_label_id label;
     int32_t span;
     bool padding;
-    bool skip_post_forks; /* always false: a row that says skip is never "the
-                           * same" (step.h), so a commit whose rows are the
-                           * same needs no look for skips */
-    uint32_t rec, hold;   /* lookup hints (see rsp__hold_lookup) */
+    bool skip_post_forks;     /* always false: a row that says skip is never "the
+                               * same" (step.h), so a commit whose rows are the
+                               * same needs no look for skips */
+    uint8_t per_token_states; /* compared apart (step.h rsp__step_same_rows) */
+    uint32_t rec, hold;       /* lookup hints (see rsp__hold_lookup) */
 } rsp__valid_row;
 
 typedef enum rsp__phase {
@@ -212,6 +233,12 @@ typedef struct rsp__steprec {
     uint32_t *post_slots;
     uint32_t num_post_slots, cap_post_slots;
     bool plan_took; /* its live plan took a pending zero over */
+    /* Its per-token rows and their output slots, back to back (spec.h);
+     * held by the record, pinned by it, from admit to commit or rollback. */
+    rsp__spec_row *spec_rows;
+    uint32_t num_spec_rows, cap_spec_rows;
+    uint32_t *spec_slots;
+    uint32_t num_spec_slots, cap_spec_slots;
     rsp__same same; /* the same-declaration caches (same.h) */
 } rsp__steprec;
 
@@ -248,6 +275,8 @@ typedef struct rsp__addr {
     bool *has_state;
     uint64_t *gens;
     uint32_t cap_slots, cap_has_state, cap_gens;
+    int32_t *spec; /* all labels' per-token indices back to back (spec.h) */
+    uint32_t cap_spec;
 } rsp__addr;
 
 struct rsp__core {
@@ -299,6 +328,7 @@ struct rsp__core {
      * recorded its writes, or when the record ends). */
     uint64_t planned_bits;
     uint64_t post_mask;      /* bit r: step record r set post_to marks */
+    uint64_t spec_mask;      /* bit r: step record r set spec_to marks (spec.h) */
     uint64_t last_committed; /* highest committed id: never admitted again */
     bool any_committed;
 
@@ -542,6 +572,9 @@ rsp_status rsp__hold_reserve_spills(rsp__core *c, uint32_t n);
 /* Drop r's holding at position i (order of the others kept) and release its
  * slot: pinned -> pending, otherwise zero (into w) and push. */
 void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w);
+/* Pop a free slot for a step record's own use (spec.h output slots):
+ * HELD, no holding. The caller checked there is one. O(1). */
+uint32_t rsp__slot_take(rsp__core *c);
 /* Release a slot that is no longer held by anyone: zero and push. */
 void rsp__slot_release(rsp__core *c, uint32_t slot, rsp__work *w);
 /* A holding changed (same.h: the caches that depend on it). */

@@ -10,6 +10,7 @@
 
 #include "addr.h"
 #include "ckpt.h"
+#include "spec.h"
 #include "util/error.h"
 #include "util/mem.h"
 
@@ -23,6 +24,7 @@ typedef struct plan_ctx {
     uint32_t new_bufs;                /* buffers created */
     uint32_t lengths[RSP_MAX_LABELS]; /* per c->label_order entry */
     bool cache;                       /* keep this live plan's vectors (same.h PLAN) */
+    uint64_t spec;                    /* per-token index entries past the vectors (spec.h) */
 } plan_ctx;
 
 /* --- 1. validate --------------------------------------------------------- */
@@ -45,7 +47,8 @@ static rsp_status plan_validate(rsp__core *c, const rsp_step *step, plan_ctx *p,
                          "clear_preplan first",
                          c->stage_step);
     p->promote = !step->preplan && c->stage_active && c->stage_step == step->step_id;
-    return RSP_OK;
+    /* Rows as validated at admit have its per-token rows. */
+    return p->same ? RSP_OK : rsp__spec_plan_check(c, step, p->rec, err);
 }
 
 /* --- 2. count ------------------------------------------------------------ */
@@ -163,7 +166,8 @@ static rsp_status reserve_ext(rsp__core *c, const rsp_step *step, const plan_ctx
                           .plan = true,
                           .plan_labels = c->num_plan_labels,
                           .plan_rows = step->num_rows,
-                          .plan_entries = p->total};
+                          .plan_entries = p->total,
+                          .plan_spec = p->spec};
     for (uint32_t li = 0; li < c->num_plan_labels; li++)
         if (c->picks[li].capacity) {
             ids[need.num_buffers] = c->picks[li].id;
@@ -209,6 +213,8 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
     rsp__steprec *s = &c->steps[p->rec];
     if (pairs > UINT32_MAX / 4 ||
         rsp__addr_reserve(step->preplan ? &c->stage : &c->live, p->total, step->num_rows) ||
+        rsp__spec_plan_reserve(c, step->preplan ? &c->stage : &c->live, step, p->lengths,
+                               &p->spec) ||
         rsp__bufs_reserve(c, p->new_bufs) || rsp__step_reserve(s, 0, step->num_rows) ||
         rsp__step_reserve_plan(s, step->num_rows, (uint32_t)fslots) ||
         rsp__work_reserve(w, ops, (uint32_t)pairs, (uint32_t)pairs) ||
@@ -220,7 +226,7 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
     rsp__same *m = &s->same;
     p->cache =
         p->same && !step->preplan && !step->capture && !step->num_restores &&
-        !step->num_checkpoints &&
+        !step->num_checkpoints && !s->num_spec_rows && /* output slots: new every admit */
         !rsp__grow((void **)&m->pc_slots, &m->cap_pc_slots, p->total, sizeof *m->pc_slots) &&
         !rsp__grow((void **)&m->pc_has, &m->cap_pc_has, p->total, sizeof *m->pc_has) &&
         !rsp__grow((void **)&m->pc_gens, &m->cap_pc_gens, step->num_rows, sizeof *m->pc_gens);
@@ -420,6 +426,9 @@ static uint64_t vectors_hash(const rsp__plan_out *out)
         h = rsp__mix64(h ^ ((uint64_t)lp->label << 32 | lp->num_rows));
         h = hash_bytes(h, lp->slot_indices, (size_t)lp->num_rows * sizeof(int32_t));
         h = hash_bytes(h, lp->has_state, (size_t)lp->num_rows * sizeof(bool));
+        if (lp->spec_width > 1) /* the output slots (a plain label's are its vector) */
+            h = hash_bytes(h, lp->spec_indices,
+                           (size_t)lp->num_rows * lp->spec_width * sizeof(int32_t));
     }
     return h;
 }
@@ -465,6 +474,7 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     } else {
         apply_live(c, step, p, out, w);
     }
+    rsp__spec_fill(c, target, step, p->rec, !step->preplan);
     out->num_labels = target->num_labels;
     out->labels = target->labels;
     /* A live plan's vectors are its record's cache when it keeps one (it

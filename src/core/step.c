@@ -170,6 +170,8 @@ static rsp_status validate(rsp__core *c, const rsp_step *step, bool same, rsp_er
         st = rsp__check_limits(step, max_rows, err);
     if (st == RSP_OK && !same)
         st = rsp__check_rows(step, c->num_labels, max_rows, c->label_names, err);
+    if (st == RSP_OK && !same)
+        st = rsp__check_spec_rows(step, NULL, err);
     if (st == RSP_OK)
         st = rsp__check_forks(step, c->num_labels, err);
     if (st == RSP_OK && (step->num_checkpoints || step->num_restores))
@@ -227,6 +229,7 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
         a->span = row->span;
         a->padding = row->padding;
         a->skip_post_forks = false;
+        a->per_token_states = row->per_token_states;
         raw &= !row->skip_post_forks; /* such rows are never "the same" */
     }
     if (step->num_rows)
@@ -287,6 +290,8 @@ static const char *row_differs(const rsp_row *a, const rsp_row *b, bool groups)
         return "span";
     if (a->padding != b->padding)
         return "padding";
+    if (a->per_token_states != b->per_token_states)
+        return "per_token_states";
     return groups && a->fork_group != b->fork_group ? "fork_group" : NULL;
 }
 

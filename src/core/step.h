@@ -53,7 +53,7 @@ static inline bool rsp__step_same_rows(rsp__core *c, rsp__steprec *s, const rsp_
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *a = &step->rows[i];
         const rsp__valid_row *b = &s->valid_rows[i];
-        if (memcmp(a, b, 18) != 0)
+        if (memcmp(a, b, 18) != 0 || a->per_token_states != b->per_token_states)
             return false;
     }
     return true;

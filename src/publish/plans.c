@@ -111,26 +111,28 @@ void rsp__plan_recycled_free(rsp_plan *plan)
 
 /* Byte offsets of a plan's parts in its one allocation; returns its size. */
 typedef struct plan_offsets {
-    size_t gens, idx, flags;
+    size_t gens, idx, flags, spec;
 } plan_offsets;
 
-static size_t plan_layout(uint32_t num_labels, size_t gens, size_t entries, plan_offsets *o)
+static size_t plan_layout(uint32_t num_labels, size_t gens, size_t entries, size_t spec,
+                          plan_offsets *o)
 {
     o->gens = rsp__align_up(sizeof(rsp_plan) + (size_t)num_labels * sizeof(rsp__plan_label),
                             alignof(uint64_t));
     o->idx = rsp__align_up(o->gens + gens * sizeof(uint64_t), alignof(int32_t));
     o->flags = o->idx + entries * sizeof(int32_t);
-    return o->flags + entries * sizeof(bool);
+    o->spec = rsp__align_up(o->flags + entries * sizeof(bool), alignof(int32_t));
+    return o->spec + spec * sizeof(int32_t);
 }
 
 rsp_status rsp__plan_reserve(rsp__publisher *p, uint32_t num_labels, uint64_t rows,
-                             uint64_t entries, rsp_error *err)
+                             uint64_t entries, uint64_t spec_entries, rsp_error *err)
 {
-    if (rows > SIZE_MAX / 16 || entries > SIZE_MAX / 16)
+    if (rows > SIZE_MAX / 16 || entries > SIZE_MAX / 16 || spec_entries > SIZE_MAX / 16)
         return rsp__fail(err, RSP_ENOMEM, "out of memory for a plan of %llu entries",
                          (unsigned long long)entries);
     plan_offsets o;
-    size_t bytes = plan_layout(num_labels, (size_t)rows, (size_t)entries, &o);
+    size_t bytes = plan_layout(num_labels, (size_t)rows, (size_t)entries, (size_t)spec_entries, &o);
     if (p->spare_size >= bytes)
         return RSP_OK;
     free(p->spare);
@@ -163,17 +165,44 @@ static unsigned char *plan_memory(rsp__publisher *p, size_t bytes, size_t *alloc
     return malloc(bytes);
 }
 
+/* Label l's per-token indices: a plain label's are its slot_indices copy
+ * si (width 1); others are copied to *sp, which moves past them. On the
+ * host device the device reads the host copy. */
+static void plan_spec(rsp__plan_label *l, const rsp__plan_label_src *s, const int32_t *si,
+                      int32_t **sp, uint64_t step_id, rsp_event ready)
+{
+    uint32_t width = s->spec_width > 1 ? s->spec_width : 1;
+    const int32_t *idx = si;
+    if (width > 1) {
+        size_t n = (size_t)s->length * width;
+        memcpy(*sp, s->spec_indices, n * sizeof **sp);
+        idx = *sp;
+        *sp += n;
+    }
+    l->spec = (rsp_spec_indices){
+        .label = s->label,
+        .step_id = step_id,
+        .num_rows = s->num_rows,
+        .length = s->length,
+        .width = width,
+        .indices = idx,
+        .device_indices = s->host_device ? (void *)idx : NULL,
+        .ready = ready,
+    };
+}
+
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
                          const rsp__plan_label_src *labels, uint32_t num_labels, rsp_plan **out,
                          rsp_error *err)
 {
-    size_t gens = 0, idx = 0;
+    size_t gens = 0, idx = 0, spec = 0;
     for (uint32_t i = 0; i < num_labels; i++) {
         gens += labels[i].num_rows;
         idx += labels[i].length;
+        spec += labels[i].spec_width > 1 ? (size_t)labels[i].length * labels[i].spec_width : 0;
     }
     plan_offsets off;
-    const size_t bytes = plan_layout(num_labels, gens, idx, &off);
+    const size_t bytes = plan_layout(num_labels, gens, idx, spec, &off);
     size_t alloc_bytes;
     unsigned char *mem = plan_memory(p, bytes, &alloc_bytes);
     if (!mem)
@@ -194,6 +223,7 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
     uint64_t *g = (uint64_t *)(mem + off.gens);
     int32_t *si = (int32_t *)(mem + off.idx);
     bool *hs = (bool *)(mem + off.flags);
+    int32_t *sp = (int32_t *)(mem + off.spec);
     for (uint32_t i = 0; i < num_labels; i++) {
         const rsp__plan_label_src *s = &labels[i];
         rsp__plan_label *l = &plan->labels[i];
@@ -222,6 +252,7 @@ rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_e
             .device_has_state = s->device_has_state,
             .ready = ready,
         };
+        plan_spec(l, s, si, &sp, step_id, ready);
         if (s->label < RSP_MAX_LABELS && plan->label_index[s->label] == NO_INDEX)
             plan->label_index[s->label] = (uint8_t)i;
         g += s->num_rows;
@@ -296,6 +327,16 @@ rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_ad
     if (__builtin_expect(i == NO_INDEX, 0))
         return addressing_refused(plan, label, err);
     *out = plan->labels[i].addr;
+    return RSP_OK;
+}
+
+rsp_status rsp__plan_spec_indices(const rsp_plan *plan, rsp_label_id label, rsp_spec_indices *out,
+                                  rsp_error *err)
+{
+    const uint32_t i = label < RSP_MAX_LABELS ? plan->label_index[label] : NO_INDEX;
+    if (i == NO_INDEX)
+        return addressing_refused(plan, label, err);
+    *out = plan->labels[i].spec;
     return RSP_OK;
 }
 

@@ -73,6 +73,9 @@ typedef struct rsp__plan_label_src {
     const uint64_t *generations; /* [num_rows] */
     void *device_slot_indices;   /* not owned */
     void *device_has_state;      /* not owned */
+    uint32_t spec_width;         /* per-token indices (core/spec.h): 1: the vector */
+    const int32_t *spec_indices; /* [length * spec_width] */
+    bool host_device;            /* the device reads host memory: the copy is its own */
 } rsp__plan_label_src;
 
 /* Allocate now the memory of a plan of num_labels labels, `rows` rows
@@ -82,7 +85,7 @@ typedef struct rsp__plan_label_src {
  * changed. Owner thread only. One allocation when the reserved memory is
  * too small or was taken, none otherwise. */
 rsp_status rsp__plan_reserve(rsp__publisher *p, uint32_t num_labels, uint64_t rows,
-                             uint64_t entries, rsp_error *err);
+                             uint64_t entries, uint64_t spec_entries, rsp_error *err);
 /* Build an unpublished plan (one allocation). Owner thread.
  * RSP_ENOMEM if the allocation fails. Cost: the copy of the vectors. */
 rsp_status rsp__plan_new(rsp__publisher *p, uint64_t step_id, bool staged, rsp_event ready,
@@ -243,6 +246,10 @@ bool rsp__plan_is_staged(const rsp_plan *plan);
 void rsp__plan_set_digest(rsp_plan *plan, uint64_t digest);
 uint64_t rsp__plan_digest(const rsp_plan *plan);
 /* O(1): one load of the label's index in the plan, one struct copy. */
+/* The per-token indices of label in plan (rsp.h rsp_plan_spec_indices);
+ * refusals as rsp__plan_addressing. Any reader holding the plan, O(1). */
+rsp_status rsp__plan_spec_indices(const rsp_plan *plan, rsp_label_id label, rsp_spec_indices *out,
+                                  rsp_error *err);
 rsp_status rsp__plan_addressing(const rsp_plan *plan, rsp_label_id label, rsp_addressing *out,
                                 rsp_error *err);
 /* Take a reference (inside a read section, or while holding one). */

@@ -129,6 +129,7 @@ typedef struct rsp__plan_label {
     /* The answer of rsp__plan_addressing, built once with the plan: a read
      * is one struct copy (its vectors point into the plan's allocation). */
     rsp_addressing addr;
+    rsp_spec_indices spec; /* the same for rsp__plan_spec_indices */
     char name[RSP_NAME_MAX];
 } rsp__plan_label;
 
@@ -149,7 +150,7 @@ struct rsp_plan {
     /* labels[] entry of each label id, NO_INDEX when the plan does not
      * address it: a read finds its label with one load, not a scan. */
     uint8_t label_index[RSP_MAX_LABELS];
-    rsp__plan_label labels[]; /* then generations, slot_indices, has_state */
+    rsp__plan_label labels[]; /* then generations, slot_indices, has_state, spec */
 };
 
 /* Stripes of the callers' reference count (rsp__publisher.user_refs). */

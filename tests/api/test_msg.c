@@ -104,6 +104,35 @@ static void step_arrays_are_copied_and_the_callers_may_change(void **state)
     }
 }
 
+/* The per-token fields sit in rsp_row's former tail padding: the row keeps
+ * its size and they travel byte for byte, in a STEP's commit too. */
+static void per_token_rows_travel_byte_exact(void **state)
+{
+    (void)state;
+    _Static_assert(sizeof(rsp_row) == 24, "rsp_row keeps its 0.1 size");
+    _Static_assert(offsetof(rsp_row, per_token_states) == 20 && offsetof(rsp_row, accepted) == 22,
+                   "the per-token fields fill the former tail padding");
+    rsp_row rows[2];
+    memset(rows, 0, sizeof rows);
+    rows[0] = (rsp_row){.rid = 1, .span = 5, .per_token_states = 1, .accepted = 4};
+    rows[1] = (rsp_row){.rid = 2, .span = 1, .label = 1};
+    rsp_row commit_rows[2];
+    memcpy(commit_rows, rows, sizeof rows);
+    commit_rows[0].accepted = 3;
+    rsp_step commit = {.step_id = 8, .rows = commit_rows, .num_rows = 2};
+    rsp_msg m = {.kind = RSP_MSG_STEP,
+                 .event = {.kind = RSP_EVENT_COMPLETE},
+                 .commit = &commit,
+                 .step = {.step_id = 9, .rows = rows, .num_rows = 2}};
+    void *b;
+    size_t size;
+    const rsp_msg *d = round_trip(&m, &b, &size);
+    assert_memory_equal(d->step.rows, rows, sizeof rows);
+    assert_memory_equal(d->commit->rows, commit_rows, sizeof commit_rows);
+    assert_int_equal(d->commit->rows[0].accepted, 3);
+    free(b);
+}
+
 static void empty_arrays_decode_as_null(void **state)
 {
     (void)state;
@@ -436,6 +465,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(step_arrays_are_copied_and_the_callers_may_change),
+        cmocka_unit_test(per_token_rows_travel_byte_exact),
         cmocka_unit_test(empty_arrays_decode_as_null),
         cmocka_unit_test(label_name_is_copied),
         cmocka_unit_test(a_step_message_shares_the_rows_both_declarations_name),

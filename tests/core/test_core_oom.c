@@ -527,6 +527,90 @@ static void swap_in_check(fx *f)
     assert_true(fx_has_state(f, 2, L[0]) && fx_has_state(f, 2, L[1]));
 }
 
+/* --- per-token states (docs/semantics.md 9.3) ------------------------------ */
+
+/* Step 2 after steady_setup: verify rows of rids 1 and 2 (span 3, rid 2's
+ * holding is new), a plain row of rid 3, a take of rid 1's accepted state. */
+static stepb spec_step;
+
+static void spec_setup(fx *f)
+{
+    steady_setup(f);
+    sb_init(&spec_step, 2);
+    sb_row(&spec_step, 1, L[0], 3);
+    spec_step.rows[0].per_token_states = 1;
+    sb_row(&spec_step, 2, L[2], 3);
+    spec_step.rows[1].per_token_states = 1;
+    sb_row(&spec_step, 3, L[0], 1);
+    sb_take(&spec_step, 1, L[0], 1, RSP_TIER_DEVICE);
+}
+
+static rsp_status spec_admit_op(fx *f)
+{
+    rsp_admit_outcome out;
+    rsp_status st = fx_admit(f, &spec_step.s, &out);
+    assert_true(st != RSP_OK || out.ok);
+    return st;
+}
+
+static void spec_admit_check(fx *f)
+{
+    assert_int_equal(fx_stats(f).held_slots, 6 + 1 + 6); /* steady, rid 2's l2, outputs */
+}
+
+static void spec_admitted(fx *f)
+{
+    spec_setup(f);
+    fx_admit_ok(f, &spec_step.s);
+}
+
+static rsp_status spec_plan_op(fx *f)
+{
+    return fx_plan(f, &spec_step.s);
+}
+
+static void spec_plan_check(fx *f)
+{
+    const rsp__label_plan *lp = fx_plan_label(f, L[0]);
+    assert_int_equal(lp->spec_width, 4);
+    assert_int_equal(lp->spec_indices[0], fx_slot(f, 1, L[0]));
+}
+
+static void spec_planned(fx *f)
+{
+    spec_admitted(f);
+    assert_int_equal(fx_plan(f, &spec_step.s), RSP_OK);
+    const int32_t *out = fx_plan_label(f, L[0])->spec_indices;
+    rsp_test_store_fill_pattern(f->store, (uint32_t)out[2], 77); /* token 2 of rid 1 */
+    spec_step.rows[0].accepted = 2;
+    spec_step.rows[1].accepted = 0;
+}
+
+static rsp_status spec_commit_op(fx *f)
+{
+    return fx_commit(f, &spec_step.s, &done_ev);
+}
+
+static void spec_commit_check(fx *f)
+{
+    assert_true(fx_has_state(f, 1, L[0]));
+    assert_false(fx_has_state(f, 2, L[2]));
+    assert_int_equal(fx_stats(f).held_slots, 7);
+    assert_int_equal(rsp_test_store_checksum(f->store, (uint32_t)fx_ck(f, 1).slot),
+                     rsp_test_store_checksum(f->store, (uint32_t)fx_slot(f, 1, L[0])));
+}
+
+static rsp_status spec_rollback_op(fx *f)
+{
+    return fx_rollback(f, 2, &done_ev);
+}
+
+static void spec_rollback_check(fx *f)
+{
+    assert_int_equal(fx_stats(f).held_slots, 6);
+    assert_int_equal(fx_slot(f, 2, L[2]), -1);
+}
+
 static const scenario scenarios[] = {
     {"checkpoint_take_demote", ck_setup, take_op, take_check},
     {"checkpoint_drop", ck_setup, drop_op, drop_check},
@@ -538,6 +622,10 @@ static const scenario scenarios[] = {
     {"admit_grouped", group_setup, group_admit_op, group_admit_check},
     {"plan_grouped", group_admitted, group_plan_op, group_plan_check},
     {"commit_grouped_skip", group_planned, group_commit_op, group_commit_check},
+    {"admit_per_token", spec_setup, spec_admit_op, spec_admit_check},
+    {"plan_per_token", spec_admitted, spec_plan_op, spec_plan_check},
+    {"commit_per_token_accept", spec_planned, spec_commit_op, spec_commit_check},
+    {"rollback_per_token", spec_planned, spec_rollback_op, spec_rollback_check},
     {"release", steady_setup, release_op, release_check},
     {"release_in_flight", planned_setup, release_op, release_check},
     {"admit_spill", spill_setup, spill_op, spill_check},

@@ -492,6 +492,43 @@ static void pin(rspm *m, rspm_step *st, int32_t s)
     m->slot[s].pins++;
 }
 
+/* Does row r ask for per-token states? */
+static bool spec_row(const rspm_row *r)
+{
+    return r->per_token && !r->padding && r->span > 0;
+}
+
+/* The output slots of d's per-token rows, in row order, pinned; their
+ * holdings' slots marked. */
+static void take_outputs(rspm *m, rspm_step *st, const rspm_decl *d)
+{
+    st->num_spec = 0;
+    for (uint32_t i = 0; i < d->num_rows; i++) {
+        const rspm_row *r = &d->rows[i];
+        if (!spec_row(r))
+            continue;
+        assert(r->span <= RSPM_SPEC_MAX);
+        rspm_spec *sp = &st->spec[st->num_spec++];
+        *sp = (rspm_spec){.row = i, .ridx = r->ridx, .label = r->label, .span = (uint32_t)r->span};
+        const rspm_holding *h = find(m, r->ridx, r->label);
+        assert(h);
+        st->spec_to[h->slot] = true;
+        for (int32_t k = 0; k < r->span; k++) {
+            sp->out[k] = pop_slot(m);
+            pin(m, st, sp->out[k]);
+        }
+    }
+}
+
+int32_t rspm_spec_out(const rspm *m, uint64_t step_id, uint32_t row, uint32_t t)
+{
+    const rspm_step *st = step_find((rspm *)m, step_id);
+    for (uint32_t k = 0; st && k < st->num_spec; k++)
+        if (st->spec[k].row == row && t >= 1 && t <= st->spec[k].span)
+            return st->spec[k].out[t - 1];
+    return -1;
+}
+
 rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
 {
     rspm_admit out = {.ok = true, .free = m->num_free};
@@ -516,11 +553,25 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
                 out.label = w[i].label;
             }
         }
+        /* Output slots after them; a re-admit keeps the ones it has. */
+        for (uint32_t i = 0; !st && i < d->num_rows; i++) {
+            const rspm_row *r = &d->rows[i];
+            if (!spec_row(r))
+                continue;
+            fresh += (uint32_t)r->span;
+            if (fresh > m->num_free && !failed) {
+                failed = true;
+                out.ok = false;
+                out.ridx = r->ridx;
+                out.label = r->label;
+            }
+        }
         if (failed) {
             out.slots_short = fresh - m->num_free;
             return out;
         }
     }
+    bool fresh_rec = !st;
     if (!st) {
         for (uint32_t i = 0; i < RSPM_MAX_STEPS && !st; i++)
             if (!m->steps[i].used)
@@ -559,6 +610,8 @@ rspm_admit rspm_admit_step(rspm *m, const rspm_decl *d)
         if (h)
             st->writes[h->slot] = true;
     }
+    if (fresh_rec)
+        take_outputs(m, st, d);
     uint32_t fr[RSPM_MAX_ROWS];
     uint32_t nfr = d->num_post ? forking_rids(d, fr) : 0;
     for (uint32_t i = 0; i < nfr; i++)
@@ -658,7 +711,8 @@ uint64_t rspm_admit_blocker(const rspm *m, const rspm_decl *d)
         const rspm_holding *h =
             r->padding || r->span <= 0 ? NULL : rspm_holding_get(m, r->ridx, r->label);
         for (uint32_t k = 0; h && k < RSPM_MAX_STEPS; k++)
-            if (m->steps[k].used && &m->steps[k] != self && m->steps[k].post_to[h->slot])
+            if (m->steps[k].used && &m->steps[k] != self &&
+                (m->steps[k].post_to[h->slot] || m->steps[k].spec_to[h->slot]))
                 return m->steps[k].step_id;
     }
     return 0;
@@ -685,6 +739,13 @@ void rspm_rollback(rspm *m, uint64_t step_id)
     rspm_step *st = step_find(m, step_id);
     if (!st)
         return;
+    /* The output slots first (popped last), newest first. */
+    for (uint32_t k = st->num_spec; k-- > 0;)
+        for (uint32_t j = st->spec[k].span; j-- > 0;) {
+            unpin_one(m, st, st->spec[k].out[j]);
+            push_slot(m, st->spec[k].out[j]);
+        }
+    st->num_spec = 0;
     /* Reverse allocation order, so the free stack ends as before the admit.
      * An entry whose holding is gone (request removed) is skipped. */
     for (uint32_t i = st->num_journal; i-- > 0;) {
@@ -963,15 +1024,57 @@ static void commit_takes(rspm *m, const rspm_decl *d, const rspm_step *st)
     }
 }
 
+/* The accepts of st's per-token rows (d names its admitted rows): a >= 1
+ * on the planned holding relabels output slot a into it; everything else
+ * is let go. kept[p]: prow p accepted nothing on the planned holding,
+ * whose has_state stays. */
+static void accept_outputs(rspm *m, const rspm_decl *d, rspm_step *st, bool *kept)
+{
+    for (uint32_t k = 0; k < st->num_spec; k++) {
+        rspm_spec *sp = &st->spec[k];
+        /* Its row in the commit (a re-admit may have dropped it: then
+         * nothing of it is accepted). */
+        const rspm_row *row = NULL;
+        for (uint32_t i = 0; i < d->num_rows && !row; i++)
+            if (d->rows[i].per_token && !d->rows[i].padding && d->rows[i].span > 0 &&
+                d->rows[i].ridx == sp->ridx && d->rows[i].label == sp->label)
+                row = &d->rows[i];
+        uint32_t a = row ? row->accepted : 0;
+        rspm_holding *h = row ? find(m, sp->ridx, sp->label) : NULL;
+        int32_t p = -1;
+        for (uint32_t i = 0; h && i < st->num_prows; i++)
+            if (st->prows[i].ridx == sp->ridx && st->prows[i].label == sp->label)
+                p = st->prows[i].gen == h->gen ? (int32_t)i : -1;
+        if (p >= 0 && a == 0)
+            kept[p] = true;
+        if (p >= 0 && a >= 1) {
+            int32_t old = h->slot;
+            h->slot = sp->out[a - 1];
+            h->has_state = true;
+            h->gen = ++m->gen;
+            h->gen_moved = true;
+            st->prows[p].gen = h->gen;
+            let_go(m, old);
+        }
+        for (uint32_t j = 0; j < sp->span; j++)
+            if (p < 0 || a == 0 || j != a - 1)
+                let_go(m, sp->out[j]);
+    }
+}
+
 void rspm_commit(rspm *m, const rspm_decl *d)
 {
     rspm_step *st = step_find(m, d->step_id);
     assert(st);
     if (!d->capture) {
+        bool kept[RSPM_MAX_ROWS] = {0};
+        accept_outputs(m, d, st, kept);
         /* The rows its live plan addressed, if the holding is still the one
          * addressed (generation unchanged): this forward's write counts. */
         for (uint32_t i = 0; i < st->num_prows; i++) {
             rspm_holding *h = find(m, st->prows[i].ridx, st->prows[i].label);
+            if (kept[i])
+                continue; /* the forward wrote only output slots */
             if (h && h->gen == st->prows[i].gen)
                 h->has_state = true;
             else

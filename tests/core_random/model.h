@@ -46,7 +46,13 @@
  *   - a plan's has_state counts the writes of in-flight steps admitted
  *     earlier; a later admit naming an in-flight post-fork target, and a
  *     rollback while a later step pins a held slot of the step, are
- *     refused (RSP_EORDER); a commit names its admitted declaration.
+ *     refused (RSP_EORDER); a commit names its admitted declaration;
+ *   - a per-token row's span output slots are popped after every fresh
+ *     holding of the admit (rows, then forks), in row order; the commit
+ *     relabels output slot a into the holding (when it is the planned
+ *     one) and lets the others and the old slot go; a rollback frees the
+ *     output slots newest first, before the journal; a later admit naming
+ *     the holding is refused (RSP_EORDER) while the step is in flight.
  *
  * Requests are small indices (0 .. num_rids-1); the test maps them to rids.
  * Labels are the core's label ids (< RSPM_MAX_LABELS).
@@ -113,7 +119,17 @@ typedef struct rspm_row {
     bool padding;
     uint16_t fork_group;  /* per-rid forks: one group per rid */
     bool skip_post_forks; /* read at commit only */
+    bool per_token;       /* per-token states (span 1 .. RSPM_SPEC_MAX, no padding) */
+    uint16_t accepted;    /* read at commit only, per-token rows */
 } rspm_row;
+
+/* A per-token row's output slots (docs/semantics.md 9.3). */
+#define RSPM_SPEC_MAX 3
+typedef struct rspm_spec {
+    uint32_t row; /* index into the admitted declaration's rows */
+    uint32_t ridx, label, span;
+    int32_t out[RSPM_SPEC_MAX];
+} rspm_spec;
 
 /* A restore (tier unused) or a take declared in a step. */
 typedef struct rspm_ckdecl {
@@ -161,6 +177,12 @@ typedef struct rspm_step {
     uint64_t seq;
     bool writes[RSPM_MAX_SLOTS];
     bool post_to[RSPM_MAX_SLOTS];
+    /* Per-token rows: their output slots, popped after the admit's fresh
+     * holdings; spec_to: the holding's slot, which the commit may relabel
+     * (a later admit naming it is refused until then). */
+    uint32_t num_spec;
+    rspm_spec spec[RSPM_MAX_ROWS];
+    bool spec_to[RSPM_MAX_SLOTS];
 } rspm_step;
 
 /* Expected addressing of one label. */
@@ -254,6 +276,10 @@ uint64_t rspm_admit_blocker(const rspm *m, const rspm_decl *d);
  * step id of a later-admitted step in flight that pins a held slot this
  * step pins; 0 when none (or the step is not in flight). */
 uint64_t rspm_rollback_blocker(const rspm *m, uint64_t step_id);
+
+/* The output slot of token t (1 .. span) of row i of in-flight step
+ * step_id, -1 when row i asked for none. */
+int32_t rspm_spec_out(const rspm *m, uint64_t step_id, uint32_t row, uint32_t t);
 
 /* docs/semantics.md 3. */
 void rspm_ingest(rspm *m, uint32_t ridx);

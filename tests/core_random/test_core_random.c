@@ -171,6 +171,7 @@ typedef struct T {
     uint64_t count_two_live; /* plans made live while the older step was live */
     uint64_t count_three;    /* operations done with three steps in flight */
     uint64_t count_lease_refused, count_lease_taken, count_retry, count_readmit;
+    uint64_t count_spec_forwards, count_accepts; /* per-token rows written, accepted */
     uint64_t count_pipeline_refused;
     uint64_t last_committed_id; /* 0: none yet */
     /* Checkpoints: in every mode (every store holds checkpoint
@@ -343,7 +344,9 @@ static void to_step(const T *t, const dstep *s, bool preplan, rsp_row *rows, rsp
                             .span = s->d.rows[i].span,
                             .padding = s->d.rows[i].padding,
                             .fork_group = s->d.rows[i].fork_group,
-                            .skip_post_forks = s->d.rows[i].skip_post_forks};
+                            .skip_post_forks = s->d.rows[i].skip_post_forks,
+                            .per_token_states = s->d.rows[i].per_token,
+                            .accepted = s->d.rows[i].accepted};
     memcpy(pre, s->d.pre, s->d.num_pre * sizeof *pre);
     memcpy(post, s->d.post, s->d.num_post * sizeof *post);
     out->rows = rows;
@@ -1001,6 +1004,15 @@ static void gen_decl(T *t, dstep *s)
         for (uint32_t i = 0; i < nrows; i++)
             d->rows[i].skip_post_forks = below(t, 100) < 15;
     }
+    /* Per-token states on some rows of a verify step (docs/semantics.md 9.3). */
+    bool verify = below(t, 100) < 25;
+    for (uint32_t i = 0; i < nrows && verify; i++) {
+        rspm_row *r = &d->rows[i];
+        if (r->padding || r->span <= 0 || below(t, 2))
+            continue;
+        r->per_token = true;
+        r->span = 1 + (int32_t)below(t, RSPM_SPEC_MAX);
+    }
     if (!d->capture && below(t, 100) < 30)
         gen_ck_decls(t, d);
     s->phase = PH_NONE;
@@ -1025,6 +1037,35 @@ static uint32_t lease_expected(T *t, const dstep *s, uint32_t label, uint32_t ro
     if (rows > len)
         len = rows;
     return len;
+}
+
+/* The per-token index tensor of one label: column 0 the vector, then the
+ * model's output slots of each per-token row, the pad index elsewhere;
+ * width 1 + the largest per-token span. */
+static void check_spec_indices(T *t, const dstep *s, const rsp__label_plan *lp,
+                               const rspm_label_plan *wl, const char *what)
+{
+    uint32_t w = 1;
+    for (uint32_t i = 0; i < lp->num_rows && !s->d.capture; i++) {
+        const rspm_row *r = &s->d.rows[wl->row_of[i]];
+        if (r->per_token && !r->padding && r->span > 0 && 1u + (uint32_t)r->span > w)
+            w = 1u + (uint32_t)r->span;
+    }
+    CHECK(t, lp->spec_width == w, "%s: label %u spec width %u, model %u", what, lp->label,
+          lp->spec_width, w);
+    for (uint32_t i = 0; i < lp->length && lp->spec_width == w; i++) {
+        const int32_t *e = lp->spec_indices + (size_t)i * w;
+        CHECK(t, e[0] == lp->slot_indices[i], "%s: label %u spec row %u column 0 is %d, not %d",
+              what, lp->label, i, e[0], lp->slot_indices[i]);
+        for (uint32_t k = 1; k < w; k++) {
+            int32_t o = i < lp->num_rows && !s->d.capture
+                            ? rspm_spec_out(&t->m, s->d.step_id, wl->row_of[i], k)
+                            : -1;
+            CHECK(t, e[k] == (o < 0 ? t->m.pad : o),
+                  "%s: label %u spec row %u column %u is %d, model %d", what, lp->label, i, k, e[k],
+                  o < 0 ? t->m.pad : o);
+        }
+    }
 }
 
 static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out, const rspm_plan *want,
@@ -1089,6 +1130,7 @@ static void check_plan(T *t, dstep *s, bool staged, const rsp__plan_out *out, co
         if (s->has_lease)
             CHECK(t, rsp_test_store_buffer_moves(t->store, lp->buffer) == 0,
                   "%s: leased buffer %u moved", what, lp->buffer);
+        check_spec_indices(t, s, lp, wl, what);
         /* Row generations of a live plan are the holdings' generations. */
         if (!staged)
             for (uint32_t i = 0; i < lp->num_rows; i++) {
@@ -1507,6 +1549,16 @@ static void op_forward(T *t, dstep *s)
                 continue;
             const rspm_row *row = &s->d.rows[s->row_of[j][i]];
             uint64_t seed = pattern_seed(row->ridx, row->label, s->d.step_id);
+            if (row->per_token && !s->d.capture) {
+                /* A verify kernel: the state after token k into output k. */
+                for (uint32_t k = 1; k <= (uint32_t)row->span; k++) {
+                    int32_t o = rspm_spec_out(&t->m, s->d.step_id, s->row_of[j][i], k);
+                    rsp_test_store_fill_pattern(t->store, (uint32_t)o, seed + 7919 * k);
+                    rspm_forward_write(&t->m, o, seed + 7919 * k);
+                }
+                t->count_spec_forwards++;
+                continue;
+            }
             rsp_test_store_fill_pattern(t->store, (uint32_t)slot, seed);
             rspm_forward_write(&t->m, slot, seed);
         }
@@ -1560,6 +1612,11 @@ static void commit_mismatch(T *t, dstep *s)
 static void op_commit(T *t, dstep *s)
 {
     s->d.num_rows = s->admitted_rows;
+    for (uint32_t i = 0; i < s->d.num_rows; i++)
+        if (s->d.rows[i].per_token) {
+            s->d.rows[i].accepted = (uint16_t)below(t, (uint32_t)s->d.rows[i].span + 1);
+            t->count_accepts += s->d.rows[i].accepted > 0;
+        }
     if (below(t, 16) == 0)
         commit_mismatch(t, s);
     STEP_VARS(t, s, false);
@@ -2097,6 +2154,8 @@ static void run(const run_cfg *cfg, uint64_t ops)
         (unsigned long long)t->count_three, (unsigned long long)t->count_lease_refused,
         (unsigned long long)t->count_lease_taken, (unsigned long long)t->count_retry,
         (unsigned long long)t->count_readmit, (unsigned long long)t->count_pipeline_refused);
+    print_message("  per-token rows written %llu, accepted (a >= 1) %llu\n",
+                  (unsigned long long)t->count_spec_forwards, (unsigned long long)t->count_accepts);
     const rspm_cov *cv = &t->m.cov;
     print_message(
         "  pending %llu (freed at step end %llu), deferred zeroes %llu (taken over by a "

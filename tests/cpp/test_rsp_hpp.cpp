@@ -639,6 +639,42 @@ void per_rid_forks_skip_and_release(void **)
     assert_int_equal(pool.try_holding(plain, rsp::label::main).status(), RSP_ENOREQ);
 }
 
+// Verify rows (per-token states) and accepted counts through the builder;
+// the plan's spec indices; the accept makes the output slot the holding's.
+void verify_rows_and_accept(void **)
+{
+    rsp::pool_config cfg = small_config();
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::reader reg;
+    const rsp::rid a{1}, b{2};
+    rsp::step s(rsp::step_id{1});
+    s.verify_row(a, rsp::label::main, 3).row(b);
+    assert_int_equal(s.rows()[0].per_token_states, 1);
+    assert_int_equal(s.rows()[1].per_token_states, 0);
+    assert_true(pool.admit(s).ok);
+    pool.plan(s);
+    int32_t out2 = -1, col0 = -1, plain1 = -1;
+    const int32_t held = pool.holding(a).index, pad = pool.info().pad_index;
+    {
+        rsp::read_section section; // no synchronous call inside it
+        rsp::plan_view p = section.plan(pool, s.id());
+        rsp::spec_indices x = p.spec(rsp::label::main);
+        assert_int_equal(x.width(), 4);
+        col0 = x.row(0)[0];
+        plain1 = x.row(1)[1];
+        out2 = x.row(0)[2];
+    }
+    assert_int_equal(col0, held);
+    assert_int_equal(plain1, pad);                                   // a plain row
+    s.accept(a, rsp::label::main, 2).accept(b, rsp::label::main, 1); // b: not a verify row
+    assert_int_equal(s.rows()[0].accepted, 2);
+    assert_int_equal(s.rows()[1].accepted, 0);
+    pool.commit(s, rsp::forward_complete());
+    assert_int_equal(pool.holding(a).index, out2);
+    assert_true(pool.holding(a).has_state);
+    assert_int_equal(pool.counters().held_slots, 2);
+}
+
 } // namespace
 
 // per-step plans, a bounded close, forgetting tickets, the
@@ -1204,6 +1240,7 @@ int main()
         cmocka_unit_test(owner_cpu_through_the_builder),
         cmocka_unit_test(shard_shapes),
         cmocka_unit_test(per_rid_forks_skip_and_release),
+        cmocka_unit_test(verify_rows_and_accept),
         cmocka_unit_test(step_reset_reuses_the_object),
         cmocka_unit_test(ordered_posting_and_digests),
         cmocka_unit_test(per_step_plans_and_bounded_close),

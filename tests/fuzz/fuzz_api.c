@@ -232,6 +232,13 @@ typedef struct mstep {
      * its commit; the declaration of its last successful admit. */
     uint64_t seq;
     uint32_t npins, nposts;
+    /* docs/semantics.md 9.3: output slots its first admit took (held until
+     * its end), and the holdings its per-token rows accept into. */
+    uint32_t nout, nspecs;
+    struct {
+        uint8_t ri, li;
+        uint64_t inst;
+    } specs[MAX_ROWS];
     struct {
         uint8_t ri, li;
         uint64_t inst;
@@ -622,8 +629,12 @@ static void check_full(bool failed, bool full)
     CHECK(st->free_slots + st->held_slots + st->pending_release + sink == st->max_slots,
           "free %u + held %u + pending %u + sink %u != max_slots %u", st->free_slots,
           st->held_slots, st->pending_release, sink, st->max_slots);
-    CHECK(st->held_slots == st->num_holdings, "held_slots %u != num_holdings %u", st->held_slots,
-          st->num_holdings);
+    uint32_t outs = 0; /* per-token output slots of steps in flight */
+    for (int e = 0; e < MAX_STEPS; e++)
+        outs += S[e].used ? S[e].nout : 0;
+    CHECK(st->held_slots == st->num_holdings + outs,
+          "held_slots %u != num_holdings %u + output slots %u", st->held_slots, st->num_holdings,
+          outs);
     uint32_t holders = 0, reqs = 0;
     bool used[MAX_SLOTS] = {0};
     for (int ri = 0; ri < NRIDS; ri++) {
@@ -825,6 +836,13 @@ static void decode_decl(input *in, decl *d)
         d->rows[i].padding = (b & 0x30) == 0x30;
         d->rows[i].fork_group = (b >> 6) & 1; /* read only with grouped forks */
         d->rows[i].skip_post_forks = b >> 7;  /* read only at commit */
+        /* Without forks skip_post_forks means nothing: the bit asks for
+         * per-token states there instead (a verify step), so the inputs
+         * that had forks decode as before. */
+        if ((b >> 7) && !d->npre && !d->npost) {
+            d->rows[i].skip_post_forks = false;
+            d->rows[i].per_token_states = 1;
+        }
     }
     for (uint32_t i = 0; i < d->npre; i++) {
         uint8_t a = u8(in);
@@ -879,6 +897,10 @@ static rsp_status decl_invalid_post(const decl *d)
     for (uint32_t i = 0; i < d->nrows; i++)
         if (d->rows[i].label >= g_num_labels)
             return RSP_ENOLABEL;
+    for (uint32_t i = 0; i < d->nrows; i++)
+        if (d->rows[i].per_token_states &&
+            (d->rows[i].padding || d->rows[i].span < 1 || d->rows[i].span > RSP_SPEC_MAX_TOKENS))
+            return RSP_EINVAL; /* a per-token row is no padding, 1 <= span <= 64 */
     for (int k = 0; k < 2; k++) {
         const rsp_fork *f = k ? d->post : d->pre;
         for (uint32_t i = 0; i < (k ? d->npost : d->npre); i++)
@@ -925,10 +947,47 @@ static void expect_status(rsp_status got, rsp_status want, const rsp_error *err)
 }
 
 /* Slots d's admit needs that are not held (docs/semantics.md 4.1). */
-static uint32_t admit_needs(const decl *d)
+static bool spec_asks(const rsp_row *r)
+{
+    return r->per_token_states == 1 && addresses(r);
+}
+
+/* The output slots d's per-token rows take at a first admit. */
+static uint32_t spec_outs(const decl *d)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < d->nrows && !d->capture; i++)
+        n += spec_asks(&d->rows[i]) ? (uint32_t)d->rows[i].span : 0;
+    return n;
+}
+
+/* Are d's per-token rows those of the admitted a, in order, some perhaps
+ * dropped (a plan or a re-admit may name fewer rows)? */
+static bool spec_reserved(const decl *d, const decl *a)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < d->nrows && !d->capture && !a->capture; i++) {
+        if (!spec_asks(&d->rows[i]))
+            continue;
+        bool found = false;
+        while (k < a->nrows && !found) {
+            const rsp_row *x = &a->rows[k++];
+            if (spec_asks(x) && x->rid == d->rows[i].rid && x->label == d->rows[i].label) {
+                if (x->span != d->rows[i].span)
+                    return false;
+                found = true;
+            }
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+static uint32_t admit_needs(const decl *d, bool fresh)
 {
     bool need[NRIDS][NLAB] = {{false}};
-    uint32_t n = 0;
+    uint32_t n = fresh ? spec_outs(d) : 0;
     if (d->capture)
         return 0;
     for (uint32_t i = 0; i < d->nrows; i++) {
@@ -1006,6 +1065,11 @@ static int post_blocker(const decl *d, int self)
                 if (S[e].posts[k].ri == ri && S[e].posts[k].li == li &&
                     S[e].posts[k].inst == H[ri][li].inst)
                     return e;
+        for (int e = 0; e < MAX_STEPS; e++)
+            for (uint32_t k = 0; e != self && S[e].used && k < S[e].nspecs; k++)
+                if (S[e].specs[k].ri == ri && S[e].specs[k].li == li &&
+                    S[e].specs[k].inst == H[ri][li].inst)
+                    return e; /* it accepts per-token states at its commit */
     }
     return -1;
 }
@@ -1045,7 +1109,8 @@ static bool decl_differs(const decl *a, const decl *b)
     for (uint32_t i = 0; i < a->nrows; i++) {
         const rsp_row *x = &a->rows[i], *y = &b->rows[i];
         if (x->rid != y->rid || x->label != y->label || x->span != y->span ||
-            x->padding != y->padding || (groups && x->fork_group != y->fork_group))
+            x->padding != y->padding || x->per_token_states != y->per_token_states ||
+            (groups && x->fork_group != y->fork_group))
             return true;
     }
     for (uint32_t i = 0; i < a->npre + a->npost; i++) {
@@ -1094,6 +1159,39 @@ static void model_admit(int e, const decl *d)
     model_pins(s, d);
 }
 
+/* A first admit's output slots and the holdings its per-token rows
+ * accept into (after model_admit assigned them). */
+static void model_spec(mstep *s, const decl *d)
+{
+    s->nout = spec_outs(d);
+    s->nspecs = 0;
+    for (uint32_t i = 0; i < d->nrows && !d->capture; i++) {
+        int ri = d->rid_ix[i];
+        uint32_t li = d->rows[i].label;
+        if (!spec_asks(&d->rows[i]) || li >= NLAB)
+            continue;
+        s->specs[s->nspecs].ri = (uint8_t)ri;
+        s->specs[s->nspecs].li = (uint8_t)li;
+        s->specs[s->nspecs++].inst = H[ri][li].inst;
+    }
+}
+
+/* The holdings d's per-token rows accept into at commit: has_state and
+ * the slot are the accept's (the accepted count and whether the holding
+ * is still the planned one decide), so the model stops knowing them. */
+static void model_accept(const decl *d)
+{
+    for (uint32_t i = 0; i < d->nrows && !d->capture; i++) {
+        int ri = d->rid_ix[i];
+        uint32_t li = d->rows[i].label;
+        if (!spec_asks(&d->rows[i]) || li >= NLAB || !H[ri][li].held)
+            continue;
+        H[ri][li].hs = HS_UNKNOWN;
+        H[ri][li].seen = false; /* output slot a may be its slot now */
+        hold_gen_moves(&H[ri][li]);
+    }
+}
+
 static int entry_of(uint64_t id)
 {
     for (int i = 0; i < MAX_STEPS; i++)
@@ -1139,7 +1237,9 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
     }
     if (want == RSP_OK && post_blocker(&d, ee) >= 0)
         want = RSP_EORDER; /* a row names an in-flight post-fork target */
-    uint32_t needs = want == RSP_OK ? admit_needs(&d) : 0;
+    if (want == RSP_OK && in_flight && !spec_reserved(&d, &S[ee].ad))
+        want = RSP_EINVAL; /* a re-admit asks for output slots its first admit did not take */
+    uint32_t needs = want == RSP_OK ? admit_needs(&d, !in_flight) : 0;
     if (S[in_flight ? ee : e].njournal + needs > MAX_JOURNAL)
         return; /* the model's journal is full */
     uint32_t free_before = g_prev.st.free_slots;
@@ -1169,6 +1269,8 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
                 g_any_admitted = true;
             }
             model_admit(in_flight ? ee : e, &d);
+            if (!in_flight)
+                model_spec(s, &d);
             S[in_flight ? ee : e].ad = d;
         }
     }
@@ -1238,6 +1340,8 @@ static void op_plan(input *in, int e, uint8_t how)
             want = RSP_EORDER;
         else if (d.preplan && g_stage >= 0)
             want = RSP_ESTAGED;
+        else if (!spec_reserved(&d, &S[ee].ad))
+            want = RSP_EINVAL; /* per-token rows its admit did not reserve */
     }
     uint32_t labels[MAX_ROWS], rows[MAX_ROWS], nl = 0;
     if (want == RSP_OK) {
@@ -1376,6 +1480,13 @@ static void op_commit(input *in, int e, uint8_t how)
     decl d = s->d;
     if ((how & 0x30) == 0x30)
         decode_decl(in, &d);
+    /* Accepted counts: 0 .. span, now and then one past it (RSP_EINVAL). */
+    bool bad_accept = false;
+    for (uint32_t i = 0; i < d.nrows; i++)
+        if (d.rows[i].per_token_states == 1 && d.rows[i].span >= 0) {
+            d.rows[i].accepted = (uint16_t)((how + 7u * i) % ((uint32_t)d.rows[i].span + 2));
+            bad_accept |= d.rows[i].accepted > d.rows[i].span;
+        }
     rsp_step step;
     to_step(&d, s->id, &step);
     rsp_event ev;
@@ -1392,6 +1503,8 @@ static void op_commit(input *in, int e, uint8_t how)
         g_touch |= 1u << s->prows[i].ri;
     /* rsp_post validates, then the owner checks the event, then the core. */
     rsp_status want = decl_invalid_post(&d);
+    if (want == RSP_OK && bad_accept)
+        want = RSP_EINVAL; /* an accepted count past its row's span */
     if (want == RSP_OK && !use && step_wrote(&step))
         want = RSP_EINVAL; /* rsp_post: a commit that wrote names its forward_done */
     if (want == RSP_OK)
@@ -1421,6 +1534,7 @@ static void op_commit(input *in, int e, uint8_t how)
                 if (h->held && h->inst == s->prows[i].inst && h->epoch == s->prows[i].epoch)
                     h->hs = HS_TRUE; /* the forward wrote the holding it addressed */
             }
+            model_accept(&d);
             model_forks(&d, d.post, d.npost, planned_others(e) == 0, true);
         }
         if (g_stage == e)
@@ -1428,6 +1542,7 @@ static void op_commit(input *in, int e, uint8_t how)
         bufs_release(e);
         s->used = false;
         s->planned = false;
+        s->nout = s->nspecs = 0;
     }
     check(st != RSP_OK);
 }
@@ -1465,6 +1580,7 @@ static void op_rollback(int e, uint8_t how)
         bufs_release(ee);
         x->used = false;
         x->planned = false;
+        x->nout = x->nspecs = 0;
     }
     check(st != RSP_OK);
 }
@@ -2215,7 +2331,7 @@ static void cleanup(void)
     /* Memory only the harness's forwards write: without one this input
      * left every byte as the last check found it (zero). */
     for (int e = 0; e < MAX_STEPS; e++)
-        S[e].used = false;
+        S[e].used = false, S[e].nout = S[e].nspecs = 0;
     ck_clear();
     if (g_wrote)
         CHECK(flush(), "flush after cleanup");

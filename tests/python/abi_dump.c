@@ -58,7 +58,8 @@ int main(void)
     S(rsp_block_view), F(rsp_block_view, data), F(rsp_block_view, dtype), F(rsp_block_view, ndim),
         F(rsp_block_view, shape), F(rsp_block_view, strides), end();
     S(rsp_row), F(rsp_row, rid), F(rsp_row, label), F(rsp_row, span), F(rsp_row, padding),
-        F(rsp_row, skip_post_forks), F(rsp_row, fork_group), end();
+        F(rsp_row, skip_post_forks), F(rsp_row, fork_group), F(rsp_row, per_token_states),
+        F(rsp_row, resv_), F(rsp_row, accepted), end();
     S(rsp_fork), F(rsp_fork, from), F(rsp_fork, to), F(rsp_fork, group), end();
     S(rsp_lease), F(rsp_lease, bucket_bs), F(rsp_lease, bucket_id), F(rsp_lease, lease_slot), end();
     S(rsp_checkpoint_decl), F(rsp_checkpoint_decl, rid), F(rsp_checkpoint_decl, label),
@@ -92,6 +93,10 @@ int main(void)
         F(rsp_addressing, slot_indices), F(rsp_addressing, has_state),
         F(rsp_addressing, generations), F(rsp_addressing, device_slot_indices),
         F(rsp_addressing, device_has_state), F(rsp_addressing, ready), end();
+    S(rsp_spec_indices), F(rsp_spec_indices, label), F(rsp_spec_indices, step_id),
+        F(rsp_spec_indices, num_rows), F(rsp_spec_indices, length), F(rsp_spec_indices, width),
+        F(rsp_spec_indices, indices), F(rsp_spec_indices, device_indices),
+        F(rsp_spec_indices, ready), end();
     S(rsp_step_outcome), F(rsp_step_outcome, committed), F(rsp_step_outcome, admit),
         F(rsp_step_outcome, planned), F(rsp_step_outcome, plan_step_id),
         F(rsp_step_outcome, plan_staged), F(rsp_step_outcome, plan_digest), end();
