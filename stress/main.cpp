@@ -48,16 +48,11 @@ void usage(FILE *f)
         "                 checkpoint tiers (odd ones demote), requests sharing prompts restore\n"
         "                 from checkpoints, every restore verified byte for byte (default 2; 0 = "
         "off)\n"
-        "  --spec-threads N  speculative mode: threads, each on its own pool, committing
-"
-        "                 verify steps with per-token states and random accepted counts
-"
-        "                 (default 1; 0 = off)
-"
-        "  --json         also print the summary as one JSON object
-"
-        "  --record FILE  record the main pool's messages and replies (rsp-replay FILE)
-");
+        "  --spec-threads N  speculative mode: threads, each on its own pool, committing\n"
+        "                 verify steps with per-token states and random accepted counts\n"
+        "                 (default 1; 0 = off)\n"
+        "  --json         also print the summary as one JSON object\n"
+        "  --record FILE  record the main pool's messages and replies (rsp-replay FILE)\n");
 }
 
 bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
