@@ -69,7 +69,7 @@ rsp_status rsp__pool_on_import(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool
     case RSP__XFER_BEGIN:
         for (uint32_t i = 0; i < h->num_holdings; i++)
             memcpy(names[i], h->holdings[i].label, RSP_NAME_MAX);
-        st = rsp__core_import_begin(p->core, x->rid, (const char (*)[RSP_NAME_MAX])names,
+        st = rsp__core_import_begin(p->core, x->rid, (const char(*)[RSP_NAME_MAX])names,
                                     h->num_holdings, x->holds, &x->created, &r->error);
         if (st == RSP_OK) {
             x->n = h->num_holdings;

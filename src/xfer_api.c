@@ -40,14 +40,16 @@ static rsp_status check_target(const rsp__layout *lay, const rsp_export_spec *s,
     *tw = s->target_world_size ? s->target_world_size : lay->world_size;
     if (s->target_rank >= *tw)
         return rsp__fail(err, RSP_EINVAL,
-                         "spec->target_rank %" PRIu32 " is not below the target world size %" PRIu32,
+                         "spec->target_rank %" PRIu32
+                         " is not below the target world size %" PRIu32,
                          s->target_rank, *tw);
     for (uint32_t b = 0; b < lay->num_blocks; b++)
         for (uint32_t d = 0; d < lay->blocks[b].ndim; d++)
             if ((lay->blocks[b].shard_mask >> d & 1) && lay->blocks[b].full_shape[d] % *tw)
                 return rsp__fail(err, RSP_EINVAL,
-                                 "spec->target_world_size %" PRIu32 " does not divide blocks[%" PRIu32
-                                 "].shape[%" PRIu32 "] = %" PRId64,
+                                 "spec->target_world_size %" PRIu32
+                                 " does not divide blocks[%" PRIu32 "].shape[%" PRIu32
+                                 "] = %" PRId64,
                                  *tw, b, d, lay->blocks[b].full_shape[d]);
     return RSP_OK;
 }
@@ -142,8 +144,12 @@ rsp_status rsp_export_open(rsp_pool *pool, const rsp_export_spec *spec, rsp_expo
     rsp_export *e = calloc(1, sizeof *e);
     if (!e)
         return rsp__fail(err, RSP_ENOMEM, "out of memory opening an export");
-    e->x = (rsp__xfer){.tag = RSP__XFER_TAG, .pool = pool, .op = RSP__XFER_EXPORT,
-                       .what = spec->what, .rid = spec->rid, .key = spec->key,
+    e->x = (rsp__xfer){.tag = RSP__XFER_TAG,
+                       .pool = pool,
+                       .op = RSP__XFER_EXPORT,
+                       .what = spec->what,
+                       .rid = spec->rid,
+                       .key = spec->key,
                        .labels = spec->labels};
     st = export_pin(e, spec->timeout_ns, err);
     if (st == RSP_OK) {
@@ -220,8 +226,12 @@ rsp_status rsp_import_begin(rsp_pool *pool, const rsp_xfer_header *h, rsp_rid ri
     if (!imp)
         return rsp__fail(err, RSP_ENOMEM, "out of memory beginning an import");
     imp->h = *h;
-    imp->x = (rsp__xfer){.tag = RSP__XFER_TAG, .pool = pool, .op = RSP__XFER_BEGIN,
-                         .what = RSP_XFER_REQUEST, .rid = rid, .header = &imp->h};
+    imp->x = (rsp__xfer){.tag = RSP__XFER_TAG,
+                         .pool = pool,
+                         .op = RSP__XFER_BEGIN,
+                         .what = RSP_XFER_REQUEST,
+                         .rid = rid,
+                         .header = &imp->h};
     st = xfer_call(&imp->x, RSP_MSG_IMPORT, seq, err);
     if (st != RSP_OK) {
         free(imp);
@@ -237,8 +247,9 @@ rsp_status rsp_import_extents(const rsp_import *imp, uint32_t src_world_size, ui
     if (!imp || !count || (cap && !out))
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !imp ? "imp" : !count ? "count" : "out");
     if (src_rank >= src_world_size)
-        return rsp__fail(err, RSP_EINVAL, "src_rank %" PRIu32 " is not below src_world_size %" PRIu32,
-                         src_rank, src_world_size);
+        return rsp__fail(err, RSP_EINVAL,
+                         "src_rank %" PRIu32 " is not below src_world_size %" PRIu32, src_rank,
+                         src_world_size);
     const rsp__layout *lay = imp->x.pool->layout;
     for (uint32_t b = 0; b < lay->num_blocks; b++)
         for (uint32_t d = 0; d < lay->blocks[b].ndim; d++)
@@ -251,8 +262,8 @@ rsp_status rsp_import_extents(const rsp_import *imp, uint32_t src_world_size, ui
     uint32_t slots[RSP_MAX_LABELS];
     for (uint32_t i = 0; i < imp->x.n; i++)
         slots[i] = imp->x.holds[i].slot;
-    uint64_t n = rsp__xfer_extents(lay, slots, imp->x.n, src_world_size, src_rank,
-                                   lay->world_size, lay->rank, false, out, cap);
+    uint64_t n = rsp__xfer_extents(lay, slots, imp->x.n, src_world_size, src_rank, lay->world_size,
+                                   lay->rank, false, out, cap);
     if (n > UINT32_MAX)
         return rsp__fail(err, RSP_EINVAL, "more than 2^32 extents");
     *count = (uint32_t)n;

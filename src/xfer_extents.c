@@ -64,9 +64,9 @@ uint64_t rsp_xfer_header_fingerprint(const rsp_xfer_header *h)
         return 0;
     uint64_t f = 0xcbf29ce484222325ull; /* FNV-1a, 64 bits */
     const unsigned char *p = (const unsigned char *)&h->num_layers;
-    size_t n = offsetof(rsp_xfer_header, blocks) - offsetof(rsp_xfer_header, num_layers) +
-               (h->num_blocks <= RSP_MAX_BLOCKS ? h->num_blocks : RSP_MAX_BLOCKS) *
-                   sizeof(rsp_xfer_block);
+    size_t n =
+        offsetof(rsp_xfer_header, blocks) - offsetof(rsp_xfer_header, num_layers) +
+        (h->num_blocks <= RSP_MAX_BLOCKS ? h->num_blocks : RSP_MAX_BLOCKS) * sizeof(rsp_xfer_block);
     for (size_t i = 0; i < n; i++)
         f = (f ^ p[i]) * 0x100000001b3ull;
     return f;
@@ -119,14 +119,13 @@ static rsp_status check_block(const rsp_xfer_block *mine, const rsp_xfer_block *
                              b, mine->name, d, mine->shape[d], x->shape[d]);
     if (mine->shard_mask != x->shard_mask)
         return rsp__fail(err, RSP_EINVAL,
-                         "import: layout differs: blocks[%" PRIu32 "] (\"%s\") shard axes 0x%" PRIx32
-                         " here, 0x%" PRIx32 " in the export",
+                         "import: layout differs: blocks[%" PRIu32
+                         "] (\"%s\") shard axes 0x%" PRIx32 " here, 0x%" PRIx32 " in the export",
                          b, mine->name, mine->shard_mask, x->shard_mask);
     return RSP_OK;
 }
 
-rsp_status rsp__xfer_check_layout(const rsp__layout *lay, const rsp_xfer_header *h,
-                                  rsp_error *err)
+rsp_status rsp__xfer_check_layout(const rsp__layout *lay, const rsp_xfer_header *h, rsp_error *err)
 {
     if (h->format != RSP_XFER_FORMAT)
         return rsp__fail(err, RSP_EINVAL,
@@ -210,8 +209,8 @@ static uint64_t box_runs(const rsp__block_layout *bl, const xfer_box *x, uint32_
         for (uint32_t d = 0; d < j; d++)
             off += (x->off[d] + idx[d]) * stride[d];
         if (out && k < cap)
-            out[k] = (rsp_extent){.region = reg, .offset = base + (uint64_t)off * bl->elem_size,
-                                  .length = run};
+            out[k] = (rsp_extent){
+                .region = reg, .offset = base + (uint64_t)off * bl->elem_size, .length = run};
         k++;
         uint32_t d = j; /* next index over the axes before the run axis */
         while (d > 0 && ++idx[d - 1] == x->ext[d - 1])
@@ -221,9 +220,9 @@ static uint64_t box_runs(const rsp__block_layout *bl, const xfer_box *x, uint32_
     }
 }
 
-uint64_t rsp__xfer_extents(const rsp__layout *lay, const uint32_t *slots, uint32_t n,
-                           uint32_t sw, uint32_t sr, uint32_t tw, uint32_t tr, bool source,
-                           rsp_extent *out, uint64_t cap)
+uint64_t rsp__xfer_extents(const rsp__layout *lay, const uint32_t *slots, uint32_t n, uint32_t sw,
+                           uint32_t sr, uint32_t tw, uint32_t tr, bool source, rsp_extent *out,
+                           uint64_t cap)
 {
     uint64_t k = 0;
     for (uint32_t i = 0; i < n; i++) {

@@ -42,10 +42,10 @@ typedef struct rsp__xfer {
     uint32_t n;
     rsp__xfer_hold holds[RSP_MAX_LABELS];
     char names[RSP_MAX_LABELS][RSP_NAME_MAX]; /* export: the holdings' label names */
-    bool created;    /* import: begin created the request */
-    bool open;       /* the owner holds pins or slots for it */
-    rsp_event done;  /* export: completes once the bytes are final */
-    const rsp_xfer_header *header; /* import begin: the header's names */
+    bool created;                             /* import: begin created the request */
+    bool open;                                /* the owner holds pins or slots for it */
+    rsp_event done;                           /* export: completes once the bytes are final */
+    const rsp_xfer_header *header;            /* import begin: the header's names */
 } rsp__xfer;
 
 struct rsp_export {
@@ -64,15 +64,14 @@ struct rsp_import {
  * world size and rank) from lay. Any thread. O(blocks). */
 void rsp__xfer_describe(const rsp__layout *lay, rsp_xfer_header *h);
 /* h's layout against lay: RSP_EINVAL naming the first difference. */
-rsp_status rsp__xfer_check_layout(const rsp__layout *lay, const rsp_xfer_header *h,
-                                  rsp_error *err);
+rsp_status rsp__xfer_check_layout(const rsp__layout *lay, const rsp_xfer_header *h, rsp_error *err);
 /* The extents of slot ids holds[0..n) in lay's regions for the share that
  * source rank (sw, sr) gives target rank (tw, tr); this pool is the source
  * when `source`, else the target. Writes up to cap into out (NULL: count
  * only); returns how many there are. O(extents). */
-uint64_t rsp__xfer_extents(const rsp__layout *lay, const uint32_t *slots, uint32_t n,
-                           uint32_t sw, uint32_t sr, uint32_t tw, uint32_t tr, bool source,
-                           rsp_extent *out, uint64_t cap);
+uint64_t rsp__xfer_extents(const rsp__layout *lay, const uint32_t *slots, uint32_t n, uint32_t sw,
+                           uint32_t sr, uint32_t tw, uint32_t tr, bool source, rsp_extent *out,
+                           uint64_t cap);
 
 /* The owner's handlers of EXPORT, EXPORT_CLOSE and IMPORT (pool_xfer.c). */
 rsp_status rsp__pool_on_export(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed);

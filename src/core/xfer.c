@@ -12,15 +12,14 @@
 
 /* Whether rid's holding h may be exported now: not being imported, no
  * step in flight addressing or forking into it, room in its pin count. */
-static rsp_status export_check(const rsp__core *c, rsp_rid rid, const rsp__hold *h,
-                               rsp_error *err)
+static rsp_status export_check(const rsp__core *c, rsp_rid rid, const rsp__hold *h, rsp_error *err)
 {
     const rsp__slot *s = &c->slots[h->slot];
     const char *name = c->label_names[h->label];
     if (s->importing)
         return rsp__fail(err, RSP_EPINNED,
-                         "export: rid %" PRIu64 " \"%s\" is being imported; commit it first",
-                         rid, name);
+                         "export: rid %" PRIu64 " \"%s\" is being imported; commit it first", rid,
+                         name);
     uint64_t pins = s->pins | s->fork_pins;
     if (pins)
         return rsp__fail(err, RSP_EAGAIN,
@@ -59,8 +58,7 @@ rsp_status rsp__core_export(rsp__core *c, rsp_rid rid, uint64_t mask, rsp__xfer_
     }
     uint64_t missing = mask & ~found;
     if (missing)
-        return rsp__fail(err, RSP_ENOREQ, "export: rid %" PRIu64 " holds no slot of label %s",
-                         rid,
+        return rsp__fail(err, RSP_ENOREQ, "export: rid %" PRIu64 " holds no slot of label %s", rid,
                          __builtin_ctzll(missing) < (int)c->num_labels
                              ? c->label_names[__builtin_ctzll(missing)]
                              : "(not interned)");
@@ -169,8 +167,7 @@ rsp_status rsp__core_import_abort(rsp__core *c, rsp_rid rid, const rsp__xfer_hol
     rsp__req *r = rsp__req_find(c, rid);
     RSP__ASSERT(r);
     if (rsp__work_reserve(w, 1, n, 0))
-        return rsp__fail(err, RSP_ENOMEM, "out of memory aborting the import of rid %" PRIu64,
-                         rid);
+        return rsp__fail(err, RSP_ENOMEM, "out of memory aborting the import of rid %" PRIu64, rid);
     rsp_status st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = n}, err);
     if (st)
         return st;

@@ -37,9 +37,17 @@ static rsp_error last_err;
 /* conv: split on its last axis (runs of 2 of 8); h: split on its first
  * (one run); ssm: replicated. */
 static const rsp_block_config blocks[3] = {
-    {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2, .shape = {3, 8}, .num_shard_dims = 1,
+    {.name = "conv",
+     .dtype = RSP_DTYPE_F32,
+     .ndim = 2,
+     .shape = {3, 8},
+     .num_shard_dims = 1,
      .shard_dims = {1}},
-    {.name = "h", .dtype = RSP_DTYPE_U8, .ndim = 2, .shape = {4, 5}, .num_shard_dims = 1,
+    {.name = "h",
+     .dtype = RSP_DTYPE_U8,
+     .ndim = 2,
+     .shape = {4, 5},
+     .num_shard_dims = 1,
      .shard_dims = {0}},
     {.name = "ssm", .dtype = RSP_DTYPE_U8, .ndim = 1, .shape = {6}},
 };
@@ -316,8 +324,7 @@ static void refused_import_changes_nothing(void **state)
     rsp_stats before, after;
     OK(rsp_stats_snapshot(full, &before, E));
     rsp_import *imp = (rsp_import *)1;
-    assert_int_equal(rsp_import_begin(full, rsp_export_header(e), 50, 0, &imp, E),
-                     RSP_ECAPACITY);
+    assert_int_equal(rsp_import_begin(full, rsp_export_header(e), 50, 0, &imp, E), RSP_ECAPACITY);
     assert_null(imp);
     /* A rid that already holds the label. */
     rsp_pool *b = make_pool(8);
