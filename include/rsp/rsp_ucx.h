@@ -47,9 +47,10 @@ RSP_API rsp_status rsp_ucx_send(rsp_ucx *u, const rsp_export *exp, uint64_t time
  * the begin's and the commit's or abort's numbers in an ordered pool,
  * else 0): all of it committed (RSP_OK) or nothing (the import aborted,
  * the status says why; after a transport failure the endpoint is closed
- * and the rsp_ucx needs a new connection). */
+ * and the rsp_ucx needs a new connection). header (optional) gets the
+ * offer's header (its tag, the exporter's generations). */
 RSP_API rsp_status rsp_ucx_receive(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin, uint64_t seq_end,
-                                   uint64_t timeout_ns, rsp_error *err);
+                                   uint64_t timeout_ns, rsp_xfer_header *header, rsp_error *err);
 
 #ifdef __cplusplus
 }

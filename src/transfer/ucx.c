@@ -93,13 +93,21 @@ static rsp_status sock_wait_io(int fd, void *buf, size_t n, bool out, uint64_t d
         if (now >= deadline)
             return fail(err, RSP_ETIMEDOUT, "rsp_ucx: the socket timed out");
         uint64_t left_ms = (deadline - now) / 1000000u + 1;
-        struct pollfd pfd = {.fd = fd, .events = out ? POLLOUT : POLLIN};
-        int r = poll(&pfd, 1, worker ? 0 : left_ms > 1000 ? 1000 : (int)left_ms);
+        /* With a worker: progress until it has nothing to do, then sleep on
+         * the socket and the worker's event fd alike (ucp_worker_arm). */
+        int efd = -1;
+        if (worker) {
+            while (ucp_worker_progress(worker))
+                ;
+            if (ucp_worker_get_efd(worker, &efd) != UCS_OK || ucp_worker_arm(worker) != UCS_OK)
+                efd = -2; /* busy or no wake-up: look again at once */
+        }
+        struct pollfd pfd[2] = {{.fd = fd, .events = out ? POLLOUT : POLLIN},
+                                {.fd = efd, .events = POLLIN}};
+        int r = poll(pfd, efd >= 0 ? 2 : 1, efd == -2 ? 0 : left_ms > 1000 ? 1000 : (int)left_ms);
         if (r < 0 && errno != EINTR)
             return fail(err, RSP_EDEVICE, "rsp_ucx: poll: %s", strerror(errno));
-        if (r == 0 && worker)
-            ucp_worker_progress(worker);
-        if (r <= 0)
+        if (r <= 0 || !(pfd[0].revents & (out ? POLLOUT : POLLIN | POLLHUP | POLLERR)))
             continue;
         ssize_t k = out ? write(fd, p, n) : read(fd, p, n);
         if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN))
@@ -155,7 +163,8 @@ rsp_status rsp_ucx_create(rsp_pool *pool, rsp_ucx **out, rsp_error *err)
         return fail(err, RSP_ENOMEM, "rsp_ucx_create: out of memory");
     u->pool = pool;
     u->fd = -1;
-    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_RMA};
+    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                       .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP};
     ucs_status_t s = ucp_init(&pp, NULL, &u->ctx);
     rsp_status st = s == UCS_OK ? RSP_OK : ucs_fail(err, "ucp_init", s);
     if (st == RSP_OK) {
@@ -273,8 +282,8 @@ static rsp_status read_hello(rsp_ucx *u, uint64_t deadline, rsp_error *err)
         if (s != UCS_OK) {
             /* Shared memory transports (sysv, posix, cma) cannot detect a
              * dead peer: without that mode a failure shows as a timeout. */
-            ep.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                                         UCP_EP_PARAM_FIELD_ERR_HANDLER);
+            ep.field_mask &=
+                ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
             s = ucp_ep_create(u->worker, &ep, &u->ep);
         }
         if (s != UCS_OK)
@@ -340,14 +349,16 @@ rsp_status rsp_ucx_send(rsp_ucx *u, const rsp_export *exp, uint64_t timeout_ns, 
 {
     if (!u || !exp || !u->ep)
         return fail(err, RSP_EINVAL, "rsp_ucx_send: %s",
-                    !u ? "u is NULL" : !exp ? "exp is NULL" : "not connected");
+                    !u     ? "u is NULL"
+                    : !exp ? "exp is NULL"
+                           : "not connected");
     uint64_t deadline = deadline_of(timeout_ns);
     uint32_t n, magic = OFFER_MAGIC;
     const rsp_extent *x = rsp_export_extents(exp, &n);
     rsp_status st = sock_io(u->fd, &magic, sizeof magic, true, deadline, err);
     if (st == RSP_OK)
-        st = sock_io(u->fd, (void *)rsp_export_header(exp), sizeof(rsp_xfer_header), true,
-                     deadline, err);
+        st = sock_io(u->fd, (void *)rsp_export_header(exp), sizeof(rsp_xfer_header), true, deadline,
+                     err);
     if (st == RSP_OK)
         st = sock_io(u->fd, &n, sizeof n, true, deadline, err);
     if (st == RSP_OK)
@@ -457,8 +468,7 @@ static rsp_status pull(rsp_ucx *u, rsp_import *imp, const rsp_xfer_header *h,
     rsp_status st = rsp_import_extents(imp, h->world_size, h->rank, to, n, &m, err);
     if (st == RSP_OK && m != n)
         st = fail(err, RSP_EINVAL,
-                  "rsp_ucx: the offer lists %" PRIu32 " extents, this pool expects %" PRIu32, n,
-                  m);
+                  "rsp_ucx: the offer lists %" PRIu32 " extents, this pool expects %" PRIu32, n, m);
     if (st == RSP_OK)
         st = check_pairs(u, from, to, n, err);
     if (st == RSP_OK)
@@ -468,7 +478,7 @@ static rsp_status pull(rsp_ucx *u, rsp_import *imp, const rsp_xfer_header *h,
 }
 
 rsp_status rsp_ucx_receive(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin, uint64_t seq_end,
-                           uint64_t timeout_ns, rsp_error *err)
+                           uint64_t timeout_ns, rsp_xfer_header *header, rsp_error *err)
 {
     if (!u || !u->ep)
         return fail(err, RSP_EINVAL, "rsp_ucx_receive: %s", !u ? "u is NULL" : "not connected");
@@ -479,6 +489,8 @@ rsp_status rsp_ucx_receive(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin, uint64_t
     rsp_error why = {0};
     rsp_import *imp = NULL;
     rsp_status st = read_offer(u, &h, &from, &n, deadline, &why);
+    if (st == RSP_OK && header)
+        *header = h;
     if (st == RSP_OK)
         st = rsp_import_begin(u->pool, &h, rid, seq_begin, &imp, &why);
     bool transport = false;

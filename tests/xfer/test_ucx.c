@@ -161,7 +161,7 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
         die_in(die_us);
     rsp_error err;
     for (rsp_rid r = 1; r <= REQS; r++) {
-        rsp_status st = rsp_ucx_receive(u, 100 + r, 0, 0, TIMEOUT, &err);
+        rsp_status st = rsp_ucx_receive(u, 100 + r, 0, 0, TIMEOUT, NULL, &err);
         if (st != RSP_OK) {
             rsp_ucx_destroy(u);
             return 5;
