@@ -115,10 +115,10 @@ static void raw_open(raw *r, rsp_pool *pool, int fd)
                        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP};
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SINGLE};
-    ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-        .address = reg.base,
-        .length = reg.length};
+    ucp_mem_map_params_t mp = {.field_mask =
+                                   UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = reg.base,
+                               .length = reg.length};
     ucp_address_t *addr;
     size_t alen, rlen;
     void *rk;
