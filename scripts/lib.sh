@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 RSP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RSP_DEBS=(cmake make gcc g++ pkg-config python3 liburcu-dev libck-dev libcmocka-dev libdlpack-dev)
+RSP_DEBS=(cmake make gcc g++ pkg-config python3 liburcu-dev libck-dev libcmocka-dev libdlpack-dev libucx-dev)
 RSP_JOBS=${RSP_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # rsp_ensure_deps [extra-debs...]: install the Debian packages that are

@@ -169,6 +169,9 @@ void rsp__storage_release(rsp__storage *s);
 /* The actor's callbacks (owner thread). ctx is the rsp_pool; payload is a
  * message's wire form (msg.h). */
 void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *reply);
+/* Submit the pool's work list (p->work) to the device, counting what it
+ * zeroes and copies; done (optional) completes once it ran. Owner. */
+rsp_status rsp__pool_submit(rsp_pool *p, rsp_event *done, rsp_error *err);
 void rsp__pool_owner_idle(void *ctx);
 /* The actor's lent_idle: a synchronous call run in the owner's role gives
  * it back. Hands the retired plans to the reclaimer once every

@@ -18,6 +18,7 @@
 #include "util/error.h"
 #include "util/mem.h"
 #include "util/sync.h"
+#include "xfer_impl.h"
 
 /* Single writer (the owner): a relaxed load + store is an exact increment,
  * and readers see each value whole (relaxed atomic loads). */
@@ -315,6 +316,11 @@ static rsp_status submit(rsp_pool *p, rsp_event *done, rsp_error *err)
     bump(&p->ctr.bytes_zeroed, zeroed * p->layout->slot_bytes);
     bump(&p->ctr.bytes_copied, copied * p->layout->slot_bytes);
     return RSP_OK;
+}
+
+rsp_status rsp__pool_submit(rsp_pool *p, rsp_event *done, rsp_error *err)
+{
+    return submit(p, done, err);
 }
 
 void rsp__pool_inject_submit_failures(rsp_pool *p, uint32_t n)
@@ -786,6 +792,9 @@ static const struct {
     [RSP_MSG_CHECKPOINT_QUERY] = {"checkpoint_query", on_checkpoint_query},
     [RSP_MSG_SWAP_OUT] = {"swap_out", on_swap_out},
     [RSP_MSG_SWAP_IN] = {"swap_in", on_swap_in},
+    [RSP_MSG_EXPORT] = {"export", rsp__pool_on_export},
+    [RSP_MSG_EXPORT_CLOSE] = {"export_close", rsp__pool_on_export_close},
+    [RSP_MSG_IMPORT] = {"import", rsp__pool_on_import},
 };
 
 static const char *kind_name(rsp_msg_kind k)

@@ -13,6 +13,7 @@
 #include "device/device.h"
 #include "util/error.h"
 #include "util/sync.h"
+#include "xfer_impl.h"
 
 /* The core's own rules (core/check.h): one place, one message, here and
  * from the owner. The other rules of a step (duplicate rows, rows per
@@ -151,6 +152,17 @@ rsp_status rsp__msg_validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *
                              RSP_NAME_MAX - 1);
         return RSP_OK;
     }
+    case RSP_MSG_EXPORT:
+    case RSP_MSG_EXPORT_CLOSE:
+    case RSP_MSG_IMPORT: {
+        /* The owner follows this pointer: only this pool's live objects. */
+        const rsp__xfer *x = m->xfer;
+        if (!x || x->tag != RSP__XFER_TAG || x->pool != pool)
+            return rsp__fail(err, RSP_EINVAL,
+                             "msg->xfer is not an export or import of this pool: post these "
+                             "kinds through rsp_export_open / _close and rsp_import_*");
+        return RSP_OK;
+    }
     case RSP_MSG_BUILD_GRAPH_BUFFERS:
         if (m->max_bs == 0)
             return rsp__fail(err, RSP_EINVAL, "msg->max_bs is 0 (a graph batch has >= 1 row)");
@@ -164,7 +176,8 @@ rsp_status rsp__msg_validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *
 static bool seq_exempt(rsp_msg_kind k)
 {
     return k == RSP_MSG_STATS || k == RSP_MSG_HOLDING || k == RSP_MSG_CHECKPOINT_QUERY ||
-           k == RSP_MSG_BARRIER || k == RSP_MSG_SHUTDOWN;
+           k == RSP_MSG_BARRIER || k == RSP_MSG_SHUTDOWN || k == RSP_MSG_EXPORT ||
+           k == RSP_MSG_EXPORT_CLOSE;
 }
 
 rsp_status rsp__msg_check_seq(const rsp_pool *pool, const rsp_msg *m, rsp_error *err)
@@ -173,7 +186,8 @@ rsp_status rsp__msg_check_seq(const rsp_pool *pool, const rsp_msg *m, rsp_error 
         return RSP_OK;
     return rsp__fail(err, RSP_EINVAL,
                      "msg->seq is 0, but the pool is ordered (rsp_pool_config.ordered): every "
-                     "message but STATS, HOLDING, CHECKPOINT_QUERY, BARRIER and SHUTDOWN carries "
+                     "message but STATS, HOLDING, CHECKPOINT_QUERY, BARRIER, SHUTDOWN, EXPORT and "
+                     "EXPORT_CLOSE carries "
                      "its number (1, 2, "
                      "3, ...); the synchronous wrappers carry none: post it with rsp_post");
 }

@@ -45,6 +45,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "rsp_stats.h"
 
@@ -672,6 +673,9 @@ typedef enum rsp_msg_kind {
     RSP_MSG_CHECKPOINT_QUERY, /**< key -> reply.checkpoint (rsp_checkpoint_query) */
     RSP_MSG_SWAP_OUT,         /**< rid (rsp_swap_out) */
     RSP_MSG_SWAP_IN,          /**< rid -> reply.admit (pool full: ok false) (rsp_swap_in) */
+    RSP_MSG_EXPORT,           /**< xfer: an rsp_export_open's object (posted by it only) */
+    RSP_MSG_EXPORT_CLOSE,     /**< xfer: an open export (posted by rsp_export_close only) */
+    RSP_MSG_IMPORT,           /**< xfer: an import's begin, commit or abort (rsp_import_*) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
 
@@ -709,6 +713,9 @@ typedef struct rsp_msg {
     uint64_t after_step;
     /** CHECKPOINT_PIN: true pins (one more caller pin), false unpins. */
     bool pin;
+    /** EXPORT, EXPORT_CLOSE, IMPORT: the library's export or import object
+     * (those calls fill it; rsp_post refuses any other pointer). */
+    void *xfer;
 } rsp_msg;
 
 /** A failure reported to rsp_pool_config.on_error. */
@@ -1512,6 +1519,167 @@ typedef struct rsp_spec_indices {
  */
 RSP_API rsp_status rsp_plan_spec_indices(const rsp_plan *plan, rsp_label_id label,
                                          rsp_spec_indices *out, rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Export and import: moving state between pools (docs/semantics.md 9.4,    */
+/* docs/transfer.md)                                                         */
+/* ------------------------------------------------------------------------ */
+
+/** The header's format version (rsp_xfer_header.format). */
+#define RSP_XFER_FORMAT 1u
+
+/** Which storage a region is: request slots or a checkpoint tier. */
+typedef enum rsp_region_space {
+    RSP_REGION_SLOTS = 0,
+    RSP_REGION_DEVICE_TIER,
+    RSP_REGION_HOST_TIER,
+} rsp_region_space;
+
+/** One allocation of the pool's storage: [num_layers, count, *local shape]
+ * of one block. A transport registers each once per pool. */
+typedef struct rsp_region {
+    void *base;             /**< host or device address (memory) */
+    uint64_t length;        /**< bytes */
+    rsp_device_kind memory; /**< RSP_DEVICE_HOST or RSP_DEVICE_CUDA memory */
+    uint32_t block;         /**< the block's index in the config */
+    rsp_region_space space;
+} rsp_region;
+
+/** Bytes inside a region: what a transport reads or writes. */
+typedef struct rsp_extent {
+    uint32_t region; /**< index into rsp_pool_regions' list */
+    uint32_t reserved;
+    uint64_t offset;
+    uint64_t length;
+} rsp_extent;
+
+/** One block of the layout as an export describes it (unsharded). */
+typedef struct rsp_xfer_block {
+    char name[RSP_NAME_MAX];
+    uint32_t dtype; /**< rsp_dtype */
+    uint32_t ndim;
+    int64_t shape[RSP_MAX_DIMS]; /**< unsharded */
+    uint32_t shard_mask;         /**< bit d: axis d is split across ranks */
+    uint32_t reserved;
+} rsp_xfer_block;
+
+/** One exported holding. */
+typedef struct rsp_xfer_holding {
+    char label[RSP_NAME_MAX]; /**< the label's name (ids are per pool) */
+    uint64_t generation;      /**< the exporter's */
+    bool has_state;
+} rsp_xfer_holding;
+
+/** What an export carries: a request's holdings or a checkpoint. */
+typedef enum rsp_xfer_what { RSP_XFER_REQUEST = 0, RSP_XFER_CHECKPOINT = 1 } rsp_xfer_what;
+
+/**
+ * An export's header: plain data, sent between processes as its bytes
+ * (both ends little-endian with this header's ABI). The importer checks
+ * format and layout against its pool (rsp_import_begin).
+ */
+typedef struct rsp_xfer_header {
+    uint32_t format;           /**< RSP_XFER_FORMAT */
+    uint32_t what;             /**< rsp_xfer_what */
+    uint64_t fingerprint;      /**< hash of num_layers and blocks[] (rsp_xfer_header_fingerprint) */
+    uint32_t world_size, rank; /**< the exporter's */
+    uint32_t target_world_size, target_rank; /**< the rank whose share the extents hold */
+    rsp_rid rid;                             /**< RSP_XFER_REQUEST */
+    uint64_t key;                            /**< RSP_XFER_CHECKPOINT */
+    uint64_t tag;                            /**< the caller's (e.g. the token position) */
+    uint32_t num_layers, num_blocks;
+    rsp_xfer_block blocks[RSP_MAX_BLOCKS];
+    uint32_t num_holdings; /**< a checkpoint: 1 (label "" ) */
+    rsp_xfer_holding holdings[RSP_MAX_LABELS];
+} rsp_xfer_header;
+
+/** What to export. Fill with rsp_export_spec_init (it stamps struct_size). */
+typedef struct rsp_export_spec {
+    uint32_t struct_size;
+    rsp_xfer_what what;
+    rsp_rid rid;                /**< RSP_XFER_REQUEST */
+    uint64_t labels;            /**< bit l: label id l; 0: every holding the rid has */
+    uint64_t key;               /**< RSP_XFER_CHECKPOINT */
+    uint64_t tag;               /**< copied into the header */
+    uint32_t target_world_size; /**< 0: the pool's world_size */
+    uint32_t target_rank;       /**< < target_world_size */
+    uint64_t timeout_ns;        /**< how long to wait for steps in flight (RSP_ETIMEDOUT) */
+} rsp_export_spec;
+
+/** Defaults: a request, every holding, the pool's own sharding, wait
+ * forever; struct_size stamped with the caller's sizeof. */
+static inline void rsp_export_spec_init(rsp_export_spec *s)
+{
+    rsp_export_spec zero;
+    memset(&zero, 0, sizeof zero);
+    *s = zero;
+    s->struct_size = (uint32_t)sizeof *s;
+    s->timeout_ns = UINT64_MAX;
+}
+
+typedef struct rsp_export rsp_export;
+typedef struct rsp_import rsp_import;
+
+/**
+ * The pool's storage as regions, in a fixed order (per space: request
+ * slots, device tier, host tier; per block in config order; a tier of no
+ * slots has none): at most 3 x num_blocks. *count gets how many there are;
+ * up to cap are written. Any thread (immutable after create), O(regions).
+ */
+RSP_API rsp_status rsp_pool_regions(const rsp_pool *pool, rsp_region *out, uint32_t cap,
+                                    uint32_t *count, rsp_error *err);
+
+/** The fingerprint of a header's layout part (num_layers, num_blocks,
+ * blocks[]): FNV-1a over their bytes. Any thread, O(blocks). */
+RSP_API uint64_t rsp_xfer_header_fingerprint(const rsp_xfer_header *h);
+
+/**
+ * Open an export: pins what it names (no step may write it; release,
+ * reset, remove and swap-out of it are RSP_EPINNED; a checkpoint gets one
+ * caller pin) until rsp_export_close. A request addressed by a step in
+ * flight is waited for (its commit, then its forward) up to
+ * spec->timeout_ns: RSP_ETIMEDOUT naming the step, nothing pinned. Returns
+ * once the bytes are final. RSP_ENOREQ (no such rid, or it lacks a label
+ * asked for), RSP_ENOKEY, RSP_EORDER (swapped out), RSP_EPINNED (being
+ * imported), RSP_EINVAL (spec). A synchronous call (not in a read
+ * section); O(holdings x blocks x layers).
+ */
+RSP_API rsp_status rsp_export_open(rsp_pool *pool, const rsp_export_spec *spec, rsp_export **out,
+                                   rsp_error *err);
+/** The export's header (valid until close). Any thread, O(1). */
+RSP_API const rsp_xfer_header *rsp_export_header(const rsp_export *exp);
+/** The export's extents in this pool's regions, in the order of
+ * docs/design.md "Export and import" (valid until close). Any thread, O(1). */
+RSP_API const rsp_extent *rsp_export_extents(const rsp_export *exp, uint32_t *count);
+/** Unpin and free. NULL: a no-op. A closed pool: only freed. Synchronous. */
+RSP_API rsp_status rsp_export_close(rsp_export *exp, rsp_error *err);
+
+/**
+ * Begin an import of h (any source rank's header) as request rid (or
+ * checkpoint key h->key): checks the format and the layout (RSP_EINVAL
+ * naming the first difference), that every label is interned here
+ * (RSP_ENOLABEL), that rid holds none of them and is not swapped
+ * (RSP_EINVAL, RSP_EORDER), then gives rid a zeroed slot per holding,
+ * which nothing may address until the commit (RSP_EPINNED). Pool full:
+ * RSP_ECAPACITY, nothing changed. seq: the message's number in an ordered
+ * pool, else 0. Checkpoint imports are RSP_EINVAL (not built). Synchronous.
+ */
+RSP_API rsp_status rsp_import_begin(rsp_pool *pool, const rsp_xfer_header *h, rsp_rid rid,
+                                    uint64_t seq, rsp_import **out, rsp_error *err);
+/**
+ * The extents of this pool that receive source rank src_rank's share (a
+ * source of src_world_size ranks; its rsp_export_extents for this pool's
+ * world size and rank lists the same lengths in the same order). *count
+ * gets how many; up to cap are written. Any thread, O(extents).
+ */
+RSP_API rsp_status rsp_import_extents(const rsp_import *imp, uint32_t src_world_size,
+                                      uint32_t src_rank, rsp_extent *out, uint32_t cap,
+                                      uint32_t *count, rsp_error *err);
+/** Make the import visible (has_state as exported, new generations) and
+ * free imp. seq as in begin. A failure leaves imp open (abort it). */
+RSP_API rsp_status rsp_import_commit(rsp_import *imp, uint64_t seq, rsp_error *err);
+/** Zero and free what begin reserved, and free imp. NULL: a no-op. */
+RSP_API rsp_status rsp_import_abort(rsp_import *imp, uint64_t seq, rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Struct sizes (docs/abi.md)                                                */

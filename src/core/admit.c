@@ -63,6 +63,45 @@ static rsp_status check_swapped(const rsp__core *c, const rsp_step *step, rsp_er
     return RSP_OK;
 }
 
+/* The holding (rid, label) is exported or being imported: RSP_EPINNED
+ * naming where the step names it. */
+static rsp_status fail_xfer(const rsp__core *c, const rsp_step *step, rsp_rid rid,
+                            rsp_label_id label, const char *where, uint32_t i, rsp_error *err)
+{
+    const rsp__req *r = rsp__req_find(c, rid);
+    const rsp__hold *h = r ? rsp__hold_find_const(r, label) : NULL;
+    if (!h || !rsp__xfer_held(c, h->slot))
+        return RSP_OK;
+    return rsp__fail(err, RSP_EPINNED,
+                     "admit: step %" PRIu64 ": %s[%" PRIu32 "]: (rid %" PRIu64
+                     ", label %s) is %s; no step may write it until %s",
+                     step->step_id, where, i, rid, c->label_names[label],
+                     c->slots[h->slot].importing ? "being imported" : "exported",
+                     c->slots[h->slot].importing ? "its import commits" : "its exports are closed");
+}
+
+/* No row with span > 0 and no fork of its rid writes an exported holding
+ * or one being imported. Looked for only while there is one (xfer_slots);
+ * O(rows x forks) then. */
+static rsp_status check_xfer(const rsp__core *c, const rsp_step *step, rsp_error *err)
+{
+    for (uint32_t i = 0; i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (row->padding)
+            continue;
+        rsp_status st = rsp__row_addresses(row)
+                            ? fail_xfer(c, step, row->rid, row->label, "rows", i, err)
+                            : RSP_OK;
+        for (uint32_t f = 0; st == RSP_OK && f < step->num_pre_forks; f++)
+            st = fail_xfer(c, step, row->rid, step->pre_forks[f].to, "pre_forks", f, err);
+        for (uint32_t f = 0; st == RSP_OK && f < step->num_post_forks; f++)
+            st = fail_xfer(c, step, row->rid, step->post_forks[f].to, "post_forks", f, err);
+        if (st)
+            return st;
+    }
+    return RSP_OK;
+}
+
 /* No row names a holding whose bytes an in-flight step's post-forks replace at
  * its commit (docs/semantics.md 9.1): what this step's forward would read or
  * write there is not the state the request will have. RSP_EORDER naming the
@@ -114,6 +153,8 @@ static rsp_status admit_validate(rsp__core *c, const rsp_step *step, uint32_t *r
         st = check_post_targets(c, step, *rec, err);
     if (st == RSP_OK)
         st = rsp__spec_admit_check(c, step, *rec, *fresh, err);
+    if (st == RSP_OK && c->xfer_slots)
+        st = check_xfer(c, step, err);
     return st == RSP_OK && step->num_restores ? rsp__ck_check_restores(c, step, err) : st;
 }
 

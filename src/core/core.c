@@ -528,6 +528,9 @@ static rsp_status reset_req(rsp__core *c, rsp__req *r, bool free, rsp__work *w, 
 {
     if (!r->num_holds && !r->swap)
         return RSP_OK;
+    rsp_status xst = rsp__xfer_check_req(c, r, RSP__NONE, free ? "remove" : "reset", err);
+    if (xst)
+        return xst;
     if (rsp__work_reserve(w, 1, r->num_holds, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory resetting rid %" PRIu64, r->rid);
     rsp_status st =
@@ -604,6 +607,9 @@ rsp_status rsp__core_release(rsp__core *c, rsp_rid rid, rsp_label_id label, rsp_
     rsp__hold *h = r ? rsp__hold_find(r, label) : NULL;
     if (!h)
         return RSP_OK; /* like remove: nothing held there is nothing to give back */
+    st = rsp__xfer_check_req(c, r, label, "release", err);
+    if (st)
+        return st;
     if (rsp__work_reserve(w, 1, 1, 0))
         return rsp__fail(err, RSP_ENOMEM, "out of memory releasing rid %" PRIu64, rid);
     st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = 1}, err);

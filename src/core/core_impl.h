@@ -30,11 +30,14 @@
 #ifndef RSP_CORE_CORE_IMPL_H
 #define RSP_CORE_CORE_IMPL_H
 
+#include <inttypes.h>
+
 #include "check.h"
 #include "core.h"
 #include "map.h"
 #include "same.h"
 #include "util/assert.h"
+#include "util/error.h"
 #include "work_impl.h"
 
 /* At most 64 steps in flight: a slot's pins are one bit per step record. */
@@ -110,9 +113,16 @@ typedef struct rsp__swap {
 } rsp__swap;
 
 typedef struct rsp__slot {
-    uint8_t state;      /* rsp__slot_state */
-    bool zero_pending;  /* reset(free = false) while a planned step's forward
-                         * may write it: zero once no planned step pins it */
+    uint8_t state;     /* rsp__slot_state */
+    bool zero_pending; /* reset(free = false) while a planned step's forward
+                        * may write it: zero once no planned step pins it */
+    /* Open exports of this slot's holding (xfer.c): while > 0 no step may
+     * write it and it may not be released (RSP_EPINNED). In the padding
+     * before pins: the record does not grow. */
+    uint16_t xpins;
+    /* Reserved by an import's begin and not committed yet (xfer.c):
+     * nothing may address, release or reset it. */
+    bool importing;
     uint64_t pins;      /* bit r: step record r addresses this slot */
     uint64_t took_zero; /* bit r: step r's live plan took over the pending
                          * zero (its forward rewrites the slot from zeros);
@@ -398,7 +408,40 @@ struct rsp__core {
     rsp_checkpoint_event *rep_evictions;
     rsp__ckpt_skip *rep_skips;
     uint32_t cap_rep_changes, cap_rep_evictions, cap_rep_skips;
+
+    /* Slots with xpins > 0 or importing (xfer.c): while 0, admit, release,
+     * reset, remove and swap-out skip their looks for them. */
+    uint32_t xfer_slots;
 };
+
+/* Whether slot is exported or being imported (xfer.c): a step may not
+ * write it, nobody may free it. O(1). */
+static inline bool rsp__xfer_held(const rsp__core *c, uint32_t slot)
+{
+    return c->slots[slot].xpins || c->slots[slot].importing;
+}
+
+/* r holds a slot that is exported or being imported: the refusal of a
+ * release (label: that one) or reset/remove/swap (label RSP__NONE: any),
+ * RSP_EPINNED naming it; RSP_OK otherwise. Refused rather than deferred:
+ * the engine learns the transfer's outcome at the export's close, and
+ * may export the same holdings again after a failed transfer. O(1) while
+ * nothing is exported, else O(holdings). */
+static inline rsp_status rsp__xfer_check_req(const rsp__core *c, const rsp__req *r, uint32_t label,
+                                             const char *what, rsp_error *err)
+{
+    const rsp__hold *h = c->xfer_slots ? (r->heap ? r->heap : r->inl) : NULL;
+    for (uint32_t i = 0; h && i < r->num_holds; i++) {
+        if ((label != RSP__NONE && h[i].label != label) || !rsp__xfer_held(c, h[i].slot))
+            continue;
+        return rsp__fail(
+            err, RSP_EPINNED, "%s: rid %" PRIu64 " \"%s\" (slot %" PRIu32 ") is %s; %s first", what,
+            r->rid, c->label_names[h[i].label], h[i].slot,
+            c->slots[h[i].slot].importing ? "being imported" : "exported",
+            c->slots[h[i].slot].importing ? "commit or abort the import" : "close its exports");
+    }
+    return RSP_OK;
+}
 
 /* Every core call that changes state starts with an empty checkpoint
  * report (core.h rsp__core_ckpt_report); a failed call leaves it so.

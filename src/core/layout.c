@@ -258,6 +258,8 @@ rsp_status rsp__layout_build(const rsp_pool_config *cfg, rsp__layout *out, rsp_e
     out->usable_slots = cfg->max_slots - (cfg->sink ? 1u : 0u);
     out->pad_index = cfg->sink ? RSP_SINK_SLOT : RSP_NO_SLOT;
     out->num_blocks = cfg->num_blocks;
+    out->world_size = cfg->world_size;
+    out->rank = cfg->rank;
     uint64_t slot_bytes_all = 0;
     for (uint32_t b = 0; b < cfg->num_blocks; b++) {
         const rsp_block_config *bc = &cfg->blocks[b];
@@ -266,6 +268,9 @@ rsp_status rsp__layout_build(const rsp_pool_config *cfg, rsp__layout *out, rsp_e
         bl->dtype = bc->dtype;
         bl->elem_size = (uint32_t)rsp_dtype_size(bc->dtype);
         bl->ndim = bc->ndim;
+        memcpy(bl->full_shape, bc->shape, sizeof bl->full_shape);
+        for (uint32_t d = 0; d < bc->num_shard_dims; d++)
+            bl->shard_mask |= 1u << bc->shard_dims[d];
         uint64_t n = bl->elem_size;
         for (uint32_t d = 0; d < bc->ndim; d++) {
             bl->shape[d] = local[b][d];

@@ -14,10 +14,12 @@ typedef struct rsp__block_layout {
     rsp_dtype dtype;
     uint32_t elem_size;
     uint32_t ndim;
-    int64_t shape[RSP_MAX_DIMS]; /* local (sharded) shape */
-    uint64_t slot_bytes;         /* bytes of one slot of one layer */
-    uint64_t layer_bytes;        /* slot_bytes * max_slots */
-    uint64_t bytes;              /* layer_bytes * num_layers: one allocation */
+    int64_t shape[RSP_MAX_DIMS];      /* local (sharded) shape */
+    uint64_t slot_bytes;              /* bytes of one slot of one layer */
+    uint64_t layer_bytes;             /* slot_bytes * max_slots */
+    uint64_t bytes;                   /* layer_bytes * num_layers: one allocation */
+    int64_t full_shape[RSP_MAX_DIMS]; /* unsharded (exports describe it) */
+    uint32_t shard_mask;              /* bit d: axis d is split across ranks */
 } rsp__block_layout;
 
 typedef struct rsp__layout {
@@ -37,6 +39,7 @@ typedef struct rsp__layout {
     uint32_t max_checkpoints, max_host_checkpoints;
     uint32_t num_ids;
     uint64_t tier_bytes[RSP_TIER_COUNT_];
+    uint32_t world_size, rank; /* tensor parallelism (exports' headers) */
 } rsp__layout;
 
 /* The storage a slot id lives in. */

@@ -32,6 +32,9 @@ static rsp_status check_unpinned(const rsp__core *c, const rsp__req *r, rsp_erro
 {
     const rsp__hold *h = rsp__req_holds((rsp__req *)r);
     RSP__ASSERT(c->same.ghost == RSP__NONE); /* rsp__op_begin cleared any */
+    rsp_status st = rsp__xfer_check_req(c, r, RSP__NONE, "swap out", err);
+    if (st)
+        return st;
     for (uint32_t i = 0; i < r->num_holds; i++) {
         uint64_t pins = c->slots[h[i].slot].pins | c->slots[h[i].slot].fork_pins;
         if (pins)

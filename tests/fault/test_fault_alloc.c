@@ -1114,6 +1114,50 @@ static rsp_status op_label_behind_a_post(ctx *c, rsp_error *e)
     return st;
 }
 
+/* --- import (docs/semantics.md 9.4) ------------------------------------------ */
+
+/* The header of A's 6 holdings, exported from the same pool and closed,
+ * and the import the op opened (reachable: LeakSanitizer does not count
+ * it; the child ends with it open). */
+#define IMPORT_RID H
+static rsp_xfer_header import_header;
+static rsp_import *import_open;
+
+static void setup_import(ctx *c)
+{
+    hold_labels(c, 0, 1, A, 6);
+    rsp_export_spec spec;
+    rsp_export_spec_init(&spec);
+    spec.rid = A;
+    rsp_export *e = NULL;
+    SETUP(rsp_export_open(c->pool, &spec, &e, NULL));
+    import_header = *rsp_export_header(e);
+    SETUP(rsp_export_close(e, NULL));
+    paint(c);
+}
+
+/* A new rid with 6 labels: its record, a spill array, the slots. */
+static rsp_status op_import_begin(ctx *c, rsp_error *e)
+{
+    return rsp_import_begin(c->pool, &import_header, IMPORT_RID, 0, &import_open, e);
+}
+
+static void setup_import_abort(ctx *c)
+{
+    setup_import(c);
+    SETUP(rsp_import_begin(c->pool, &import_header, IMPORT_RID, 0, &import_open, NULL));
+}
+
+/* The abort's zeroes: work list room and the device's job. */
+static rsp_status op_import_abort(ctx *c, rsp_error *e)
+{
+    (void)c;
+    rsp_status st = rsp_import_abort(import_open, 0, e);
+    if (st == RSP_OK)
+        import_open = NULL;
+    return st;
+}
+
 /* --- destroy: a pool with everything in it -------------------------------------- */
 
 static void setup_destroy(ctx *c)
@@ -1211,6 +1255,8 @@ static const scenario scenarios[] = {
     {"reset_busy", POOL_OP, false, WIDE_LABELS, setup_reset_wide, op_reset},
     {"reset_free_busy", POOL_OP, false, WIDE_LABELS, setup_reset_wide, op_reset_free},
     {"remove_busy", POOL_OP, false, WIDE_LABELS, setup_reset_wide, op_remove},
+    {"import_begin", POOL_OP, false, 0, setup_import, op_import_begin},
+    {"import_abort", POOL_OP, false, 0, setup_import_abort, op_import_abort},
     {"destroy", DESTROY, false, 0, setup_destroy, NULL},
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof scenarios[0])

@@ -1,0 +1,99 @@
+/*
+ * The owner's handlers of EXPORT, EXPORT_CLOSE and IMPORT: the core's
+ * pins and reservations (core/xfer.h) for the face's objects
+ * (xfer_impl.h), and the device work they need.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pool.h"
+#include "util/error.h"
+#include "xfer_impl.h"
+
+/* A checkpoint export: one caller pin (drop, eviction and replacement
+ * wait for the close), and its slot id. */
+static rsp_status export_checkpoint(rsp_pool *p, rsp__xfer *x, rsp_error *e)
+{
+    rsp_checkpoint_info info;
+    rsp_status st = rsp__core_checkpoint_query(p->core, x->key, &info, e);
+    if (st == RSP_OK)
+        st = rsp__core_checkpoint_pin(p->core, x->key, true, e);
+    if (st != RSP_OK)
+        return st;
+    x->n = 1;
+    x->holds[0] = (rsp__xfer_hold){.slot = (uint32_t)info.slot, .has_state = true};
+    return RSP_OK;
+}
+
+rsp_status rsp__pool_on_export(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)changed; /* nothing fails after the pins */
+    rsp__xfer *x = m->xfer;
+    /* The done event first: it completes once everything submitted before
+     * (the forwards of committed steps, their zeros and copies) ran, and
+     * the pins below let nothing be queued on these slots after it. */
+    rsp_status st = rsp__pool_submit(p, &x->done, &r->error);
+    if (st != RSP_OK)
+        return st;
+    st = x->what == RSP_XFER_CHECKPOINT
+             ? export_checkpoint(p, x, &r->error)
+             : rsp__core_export(p->core, x->rid, x->labels, x->holds, &x->n, &r->error);
+    x->open = st == RSP_OK;
+    for (uint32_t i = 0; st == RSP_OK && x->what == RSP_XFER_REQUEST && i < x->n; i++)
+        snprintf(x->names[i], RSP_NAME_MAX, "%s", rsp__core_label_name(p->core, x->holds[i].label));
+    return st;
+}
+
+rsp_status rsp__pool_on_export_close(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)changed;
+    rsp__xfer *x = m->xfer;
+    if (!x->open)
+        return RSP_OK;
+    x->open = false;
+    if (x->what == RSP_XFER_CHECKPOINT)
+        return rsp__core_checkpoint_pin(p->core, x->key, false, &r->error);
+    rsp__core_export_close(p->core, x->holds, x->n);
+    return RSP_OK;
+}
+
+rsp_status rsp__pool_on_import(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    rsp__xfer *x = m->xfer;
+    const rsp_xfer_header *h = x->header;
+    char names[RSP_MAX_LABELS][RSP_NAME_MAX];
+    rsp_status st = RSP_OK;
+    switch ((rsp__xfer_op)x->op) {
+    case RSP__XFER_BEGIN:
+        for (uint32_t i = 0; i < h->num_holdings; i++)
+            memcpy(names[i], h->holdings[i].label, RSP_NAME_MAX);
+        st = rsp__core_import_begin(p->core, x->rid, (const char(*)[RSP_NAME_MAX])names,
+                                    h->num_holdings, x->holds, &x->created, &r->error);
+        if (st == RSP_OK) {
+            x->n = h->num_holdings;
+            x->open = true;
+        }
+        return st;
+    case RSP__XFER_COMMIT:
+        if (!x->open)
+            return rsp__fail(&r->error, RSP_EINVAL, "import commit: the import is not open");
+        for (uint32_t i = 0; i < x->n; i++)
+            x->holds[i].has_state = h->holdings[i].has_state;
+        rsp__core_import_commit(p->core, x->rid, x->holds, x->n);
+        x->open = false;
+        return RSP_OK;
+    case RSP__XFER_ABORT:
+        if (!x->open)
+            return RSP_OK;
+        st = rsp__core_import_abort(p->core, x->rid, x->holds, x->n, x->created, &p->work,
+                                    &r->error);
+        if (st != RSP_OK)
+            return st;
+        x->open = false;
+        *changed = true;
+        return rsp__pool_submit(p, NULL, &r->error);
+    default: return rsp__fail(&r->error, RSP_EINVAL, "import: op %u", (unsigned)x->op);
+    }
+}

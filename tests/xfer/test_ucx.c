@@ -1,0 +1,276 @@
+/*
+ * The UCX transport between two processes (rsp_ucx.h): a prefill process
+ * fills requests with a known pattern and offers them; the decode process
+ * imports them, every byte checked. Killing either side mid-transfer
+ * leaves the surviving pool consistent: every import whole or absent, no
+ * slot lost. UCX_TLS (ctest's environment) picks shared memory or TCP.
+ * The parent asserts; the child reports by its exit status.
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <rsp/rsp.h>
+#include <rsp/rsp_ucx.h>
+
+#define LAYERS 4
+#define REQS 16
+#define TIMEOUT (20ull * 1000000000ull)
+/* 64 KiB a request: two blocks of 4 layers. */
+static const rsp_block_config blocks[2] = {
+    {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2, .shape = {16, 128}},
+    {.name = "ssm", .dtype = RSP_DTYPE_U8, .ndim = 1, .shape = {8192}},
+};
+static const size_t block_bytes[2] = {16 * 128 * 4, 8192};
+
+static rsp_pool *make_pool(void)
+{
+    rsp_pool_config cfg;
+    rsp_pool_config_init(&cfg);
+    cfg.num_layers = LAYERS;
+    cfg.blocks = blocks;
+    cfg.num_blocks = 2;
+    cfg.max_slots = REQS + 2;
+    rsp_pool *pool = NULL;
+    return rsp_pool_create(&cfg, &pool, NULL) == RSP_OK ? pool : NULL;
+}
+
+static uint8_t pattern(rsp_rid rid, uint32_t b, uint32_t l, size_t i)
+{
+    return (uint8_t)(rid * 131u + b * 17u + l * 7u + i * 13u + (i >> 8) + 1u);
+}
+
+/* Fill or check (count wrong bytes of) rid's main slot with seed's
+ * pattern. */
+static size_t pattern_seed_io(rsp_pool *pool, rsp_rid rid, rsp_rid seed, bool fill)
+{
+    rsp_holding h;
+    if (rsp_holding_get(pool, rid, RSP_LABEL_MAIN, &h, NULL) != RSP_OK)
+        return SIZE_MAX;
+    size_t wrong = 0;
+    for (uint32_t b = 0; b < 2; b++)
+        for (uint32_t l = 0; l < LAYERS; l++) {
+            rsp_block_view v;
+            if (rsp_pool_block(pool, blocks[b].name, l, &v, NULL) != RSP_OK)
+                return SIZE_MAX;
+            uint8_t *at = (uint8_t *)v.data + (size_t)h.index * block_bytes[b];
+            for (size_t i = 0; i < block_bytes[b]; i++) {
+                if (fill)
+                    at[i] = pattern(seed, b, l, i);
+                else
+                    wrong += at[i] != pattern(seed, b, l, i);
+            }
+        }
+    return wrong;
+}
+
+static size_t pattern_io(rsp_pool *pool, rsp_rid rid, bool fill)
+{
+    return pattern_seed_io(pool, rid, rid, fill);
+}
+
+/* rid holds main with state (a committed step of one row). */
+static bool run_step(rsp_pool *pool, uint64_t id, rsp_rid rid)
+{
+    rsp_row row = {.rid = rid, .label = RSP_LABEL_MAIN, .span = 1};
+    rsp_step s = {.step_id = id, .rows = &row, .num_rows = 1};
+    rsp_admit_outcome a;
+    rsp_event done = rsp_event_complete();
+    return rsp_step_admit(pool, &s, &a, NULL) == RSP_OK && a.ok &&
+           rsp_step_plan(pool, &s, NULL) == RSP_OK &&
+           rsp_step_commit(pool, &s, &done, NULL) == RSP_OK;
+}
+
+/* SIGKILL this process after us microseconds (a thread of its own). */
+static void *killer(void *arg)
+{
+    struct timespec ts = {0, (long)(uintptr_t)arg * 1000};
+    nanosleep(&ts, NULL);
+    raise(SIGKILL);
+    return NULL;
+}
+
+static void die_in(unsigned us)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, killer, (void *)(uintptr_t)us) == 0)
+        pthread_detach(t);
+}
+
+/* The prefill side on pool: REQS requests filled and offered in order,
+ * each export closed whatever the answer. Returns 0 when all were
+ * committed by the peer. */
+static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
+{
+    rsp_ucx *u = NULL;
+    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL))
+        return 2;
+    for (rsp_rid r = 1; r <= REQS; r++) {
+        if (!run_step(pool, r, r))
+            return 3;
+        pattern_io(pool, r, true);
+    }
+    if (die_us)
+        die_in(die_us);
+    int code = 0;
+    for (rsp_rid r = 1; r <= REQS && !code; r++) {
+        rsp_export_spec s;
+        rsp_export_spec_init(&s);
+        s.rid = r;
+        rsp_export *e = NULL;
+        if (rsp_export_open(pool, &s, &e, NULL) != RSP_OK)
+            return 4;
+        code = rsp_ucx_send(u, e, TIMEOUT, NULL) == RSP_OK ? 0 : 5;
+        if (rsp_export_close(e, NULL) != RSP_OK)
+            return 6;
+    }
+    rsp_ucx_destroy(u);
+    return code;
+}
+
+static int prefill(int fd, unsigned die_us)
+{
+    rsp_pool *pool = make_pool();
+    int code = pool ? prefill_on(pool, fd, die_us) : 2;
+    return pool && rsp_pool_close(pool, NULL) != RSP_OK ? 7 : code;
+}
+
+/* The decode side: receive until REQS imports or a failure; *done gets
+ * how many committed. */
+static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
+{
+    rsp_ucx *u = NULL;
+    *done = 0;
+    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL))
+        return 2;
+    if (die_us)
+        die_in(die_us);
+    rsp_error err;
+    for (rsp_rid r = 1; r <= REQS; r++) {
+        rsp_status st = rsp_ucx_receive(u, 100 + r, 0, 0, TIMEOUT, NULL, &err);
+        if (st != RSP_OK) {
+            rsp_ucx_destroy(u);
+            return 5;
+        }
+        ++*done;
+    }
+    rsp_ucx_destroy(u);
+    return 0;
+}
+
+static pid_t spawn(int *fd, bool child_prefills, unsigned die_us)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(sv[0]);
+        uint32_t n;
+        rsp_pool *pool = child_prefills ? NULL : make_pool();
+        _exit(child_prefills ? prefill(sv[1], die_us) : decode(pool, sv[1], die_us, &n));
+    }
+    close(sv[1]);
+    *fd = sv[0];
+    return pid;
+}
+
+/* Every committed import holds its pattern; nothing else is held. */
+static void assert_consistent(rsp_pool *pool, uint32_t committed)
+{
+    rsp_stats st;
+    assert_int_equal(rsp_stats_snapshot(pool, &st, NULL), RSP_OK);
+    assert_int_equal(st.held_slots, committed);
+    assert_int_equal(st.num_requests, committed);
+    for (rsp_rid r = 1; r <= committed; r++) {
+        size_t wrong = pattern_seed_io(pool, 100 + r, r, false);
+        assert_int_equal(wrong, 0);
+    }
+}
+
+static void every_byte_arrives(void **state)
+{
+    (void)state;
+    int fd;
+    pid_t pid = spawn(&fd, true, 0);
+    rsp_pool *pool = make_pool();
+    assert_non_null(pool);
+    uint32_t done;
+    assert_int_equal(decode(pool, fd, 0, &done), 0);
+    assert_int_equal(done, REQS);
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+    assert_consistent(pool, REQS);
+    close(fd);
+    assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
+}
+
+static void killed_prefill_leaves_no_half_import(void **state)
+{
+    (void)state;
+    /* Several kill times: before, during and between transfers. */
+    static const unsigned die_us[] = {1, 300, 2000, 8000};
+    for (size_t k = 0; k < sizeof die_us / sizeof die_us[0]; k++) {
+        int fd;
+        pid_t pid = spawn(&fd, true, die_us[k]);
+        rsp_pool *pool = make_pool();
+        assert_non_null(pool);
+        uint32_t done;
+        (void)decode(pool, fd, 0, &done);
+        int ws;
+        assert_int_equal(waitpid(pid, &ws, 0), pid);
+        assert_consistent(pool, done);
+        close(fd);
+        assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
+    }
+}
+
+static void killed_decode_leaves_the_exports_closed(void **state)
+{
+    (void)state;
+    static const unsigned die_us[] = {1, 500, 3000};
+    for (size_t k = 0; k < sizeof die_us / sizeof die_us[0]; k++) {
+        int fd;
+        pid_t pid = spawn(&fd, false, die_us[k]);
+        rsp_pool *pool = make_pool(); /* this process offers */
+        assert_non_null(pool);
+        int code = prefill_on(pool, fd, 0);
+        /* All committed, or the peer died before the connection or during a send. */
+        assert_true(code == 0 || code == 2 || code == 5);
+        int ws;
+        assert_int_equal(waitpid(pid, &ws, 0), pid);
+        /* Every export was closed: each request can go, and every slot with it. */
+        for (rsp_rid r = 1; r <= REQS; r++)
+            assert_int_equal(rsp_remove(pool, r, NULL), RSP_OK);
+        assert_consistent(pool, 0);
+        close(fd);
+        assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
+    }
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* a dead peer's socket: EPIPE, not a signal */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_byte_arrives),
+        cmocka_unit_test(killed_prefill_leaves_no_half_import),
+        cmocka_unit_test(killed_decode_leaves_the_exports_closed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
