@@ -136,7 +136,7 @@ static rsp_status export_describe(rsp_export *e, const rsp_export_spec *s, uint3
 rsp_status rsp_export_open(rsp_pool *pool, const rsp_export_spec *spec, rsp_export **out,
                            rsp_error *err)
 {
-    uint32_t tw;
+    uint32_t tw = 0; /* set by check_spec on RSP_OK; gcc cannot see it */
     rsp_status st = check_spec(pool, spec, out, &tw, err);
     if (st != RSP_OK)
         return st;
