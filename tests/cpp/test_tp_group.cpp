@@ -108,6 +108,44 @@ void group_posts_and_collects(void **)
     assert_int_equal(g.rank(1).stats().commits, 1);
 }
 
+// Checkpoints, swaps and per-rank forward_done through the group: every
+// rank answers alike.
+void group_checkpoints_swaps_and_rank_events(void **)
+{
+    rsp::pool_config cfg = config();
+    cfg.checkpoints(2, 2);
+    rsp::tp_group g = rsp::tp_group::create(cfg, 2);
+    g.ingest(rsp::rid{1});
+    g.ingest(rsp::rid{2});
+    rsp::step s1(rsp::step_id{1});
+    s1.row(rsp::rid{1}).row(rsp::rid{2});
+    g.step_next(s1);
+    rsp::host_fence f0 = rsp::host_fence::create(), f1 = rsp::host_fence::create();
+    f0.signal(1);
+    f1.signal(1);
+    const std::vector<rsp_event> done = {f0.at(1), f1.at(1)};
+    rsp::step s2(rsp::step_id{2});
+    s2.row(rsp::rid{1});
+    rsp_step_outcome o = g.step_next(s2, &s1, done);
+    assert_true(o.committed && o.planned);
+    g.commit(s2, rsp::forward_complete());
+    const rsp::checkpoint_key k{42};
+    g.checkpoint(k, rsp::rid{1});
+    rsp_checkpoint_info i = g.checkpoint_query(k);
+    assert_int_equal(i.key, 42);
+    assert_int_equal(g.rank(1).checkpoint_query(k).slot, i.slot);
+    g.checkpoint_pin(k);
+    g.checkpoint_unpin(k);
+    g.checkpoint_drop(k);
+    assert_int_equal(g.try_checkpoint_query(k).status(), RSP_ENOKEY); // every rank alike
+    g.swap_out(rsp::rid{2});
+    assert_true(g.swap_in(rsp::rid{2}).ok);
+    g.reset(rsp::rid{2}, true);
+    g.clear_preplan();
+    g.plan_wait(rsp::step_id{2});
+    assert_true(g.diverged().ok());
+}
+
 // A message every rank refuses leaves no gap: the group fills its number
 // on every rank and goes on (a gap would time out the next message).
 void refused_message_fills_its_number(void **)
@@ -297,6 +335,7 @@ int main()
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(group_runs_steps_on_every_rank),
         cmocka_unit_test(group_posts_and_collects),
+        cmocka_unit_test(group_checkpoints_swaps_and_rank_events),
         cmocka_unit_test(refused_message_fills_its_number),
         cmocka_unit_test(divergence_names_ranks_and_field),
         cmocka_unit_test(group_creation_names_the_rank),
