@@ -30,7 +30,7 @@ static rsp_status export_checkpoint(rsp_pool *p, rsp__xfer *x, rsp_error *e)
 rsp_status rsp__pool_on_export(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     (void)changed; /* nothing fails after the pins */
-    rsp__xfer *x = m->xfer;
+    rsp__xfer *x = (rsp__xfer *)(uintptr_t)m->key;
     /* The done event first: it completes once everything submitted before
      * (the forwards of committed steps, their zeros and copies) ran, and
      * the pins below let nothing be queued on these slots after it. */
@@ -49,7 +49,7 @@ rsp_status rsp__pool_on_export(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool
 rsp_status rsp__pool_on_export_close(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     (void)changed;
-    rsp__xfer *x = m->xfer;
+    rsp__xfer *x = (rsp__xfer *)(uintptr_t)m->key;
     if (!x->open)
         return RSP_OK;
     x->open = false;
@@ -61,7 +61,7 @@ rsp_status rsp__pool_on_export_close(rsp_pool *p, const rsp_msg *m, rsp_reply *r
 
 rsp_status rsp__pool_on_import(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
-    rsp__xfer *x = m->xfer;
+    rsp__xfer *x = (rsp__xfer *)(uintptr_t)m->key;
     const rsp_xfer_header *h = x->header;
     char names[RSP_MAX_LABELS][RSP_NAME_MAX];
     rsp_status st = RSP_OK;

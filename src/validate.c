@@ -156,10 +156,10 @@ rsp_status rsp__msg_validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *
     case RSP_MSG_EXPORT_CLOSE:
     case RSP_MSG_IMPORT: {
         /* The owner follows this pointer: only this pool's live objects. */
-        const rsp__xfer *x = m->xfer;
+        const rsp__xfer *x = (const rsp__xfer *)(uintptr_t)m->key;
         if (!x || x->tag != RSP__XFER_TAG || x->pool != pool)
             return rsp__fail(err, RSP_EINVAL,
-                             "msg->xfer is not an export or import of this pool: post these "
+                             "msg->key is not an export or import of this pool: post these "
                              "kinds through rsp_export_open / _close and rsp_import_*");
         return RSP_OK;
     }

@@ -20,7 +20,7 @@ static rsp_status xfer_call(rsp__xfer *x, rsp_msg_kind kind, uint64_t seq, rsp_e
         return rsp__fail_forked(err);
     if (rsp__in_read_section())
         return rsp__fail_in_section(err, "an export or import call (it waits for the owner)");
-    rsp_msg m = {.kind = kind, .seq = seq, .xfer = x};
+    rsp_msg m = {.kind = kind, .seq = seq, .key = (uint64_t)(uintptr_t)x};
     rsp_ticket *t;
     rsp_status st = rsp__post(x->pool, &m, &t, RSP_WAIT_FOREVER, true, err);
     if (st != RSP_OK)

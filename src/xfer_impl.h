@@ -5,10 +5,10 @@
  *
  * An object is the face's: rsp_export_open / rsp_import_begin allocate it,
  * fill what the owner needs (rid, labels, names) and post it as
- * rsp_msg.xfer; the owner's handler writes its answer (the holdings, a
- * done event) into it before answering the ticket, which orders those
- * writes before the waiter's reads (T1/T2, docs/ordering.md). After that
- * the face reads it alone until the next message naming it.
+ * rsp_msg.key (rsp_msg does not grow: docs/abi.md); the owner's handler writes its answer (the
+ * holdings, a done event) into it before answering the ticket, which orders those writes before the
+ * waiter's reads (T1/T2, docs/ordering.md). After that the face reads it alone until the next
+ * message naming it.
  */
 #ifndef RSP_XFER_IMPL_H
 #define RSP_XFER_IMPL_H
@@ -17,7 +17,7 @@
 
 #include "core/xfer.h"
 
-/* The tag rsp_post checks before the owner follows rsp_msg.xfer. */
+/* The tag rsp_post checks before the owner follows rsp_msg.key. */
 #define RSP__XFER_TAG 0x7273702d78666572ull /* "rsp-xfer" */
 
 typedef enum rsp__xfer_op {

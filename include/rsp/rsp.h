@@ -673,9 +673,9 @@ typedef enum rsp_msg_kind {
     RSP_MSG_CHECKPOINT_QUERY, /**< key -> reply.checkpoint (rsp_checkpoint_query) */
     RSP_MSG_SWAP_OUT,         /**< rid (rsp_swap_out) */
     RSP_MSG_SWAP_IN,          /**< rid -> reply.admit (pool full: ok false) (rsp_swap_in) */
-    RSP_MSG_EXPORT,           /**< xfer: an rsp_export_open's object (posted by it only) */
-    RSP_MSG_EXPORT_CLOSE,     /**< xfer: an open export (posted by rsp_export_close only) */
-    RSP_MSG_IMPORT,           /**< xfer: an import's begin, commit or abort (rsp_import_*) */
+    RSP_MSG_EXPORT,           /**< key: an rsp_export_open's object (posted by it only) */
+    RSP_MSG_EXPORT_CLOSE,     /**< key: an open export (posted by rsp_export_close only) */
+    RSP_MSG_IMPORT,           /**< key: an import's begin, commit or abort (rsp_import_*) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
 
@@ -704,7 +704,11 @@ typedef struct rsp_msg {
      * forward_done; NULL: no commit. Copied by rsp_post, arrays included.
      * See rsp_step_next. */
     const rsp_step *commit;
-    /** CHECKPOINT, CHECKPOINT_DROP, _PIN, _QUERY: the checkpoint's key. */
+    /** CHECKPOINT, CHECKPOINT_DROP, _PIN, _QUERY: the checkpoint's key.
+     * EXPORT, EXPORT_CLOSE, IMPORT: the library's export or import object
+     * (rsp_export_open, rsp_export_close and rsp_import_* fill it; rsp_post
+     * refuses any other value). rsp_msg does not grow: an older program's
+     * smaller struct would be read past its end. */
     uint64_t key;
     /** CHECKPOINT: the tier to store it in (a valid rsp_tier, else RSP_EINVAL). */
     rsp_tier tier;
@@ -713,9 +717,6 @@ typedef struct rsp_msg {
     uint64_t after_step;
     /** CHECKPOINT_PIN: true pins (one more caller pin), false unpins. */
     bool pin;
-    /** EXPORT, EXPORT_CLOSE, IMPORT: the library's export or import object
-     * (those calls fill it; rsp_post refuses any other pointer). */
-    void *xfer;
 } rsp_msg;
 
 /** A failure reported to rsp_pool_config.on_error. */
@@ -1651,7 +1652,8 @@ RSP_API const rsp_xfer_header *rsp_export_header(const rsp_export *exp);
 /** The export's extents in this pool's regions, in the order of
  * docs/design.md "Export and import" (valid until close). Any thread, O(1). */
 RSP_API const rsp_extent *rsp_export_extents(const rsp_export *exp, uint32_t *count);
-/** Unpin and free. NULL: a no-op. A closed pool: only freed. Synchronous. */
+/** Unpin and free. NULL: a no-op. Close every export, and commit or abort
+ * every import, before rsp_pool_close: they name the pool. Synchronous. */
 RSP_API rsp_status rsp_export_close(rsp_export *exp, rsp_error *err);
 
 /**

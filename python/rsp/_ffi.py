@@ -414,7 +414,6 @@ class Msg(ctypes.Structure):
         ("tier", c_enum),
         ("after_step", ctypes.c_uint64),
         ("pin", ctypes.c_bool),
-        ("xfer", ctypes.c_void_p),
     ]
 
 

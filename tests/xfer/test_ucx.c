@@ -117,11 +117,15 @@ static void die_in(unsigned us)
 static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
 {
     rsp_ucx *u = NULL;
-    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL))
+    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL)) {
+        rsp_ucx_destroy(u);
         return 2;
+    }
     for (rsp_rid r = 1; r <= REQS; r++) {
-        if (!run_step(pool, r, r))
+        if (!run_step(pool, r, r)) {
+            rsp_ucx_destroy(u);
             return 3;
+        }
         pattern_io(pool, r, true);
     }
     if (die_us)
@@ -132,11 +136,13 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
         rsp_export_spec_init(&s);
         s.rid = r;
         rsp_export *e = NULL;
-        if (rsp_export_open(pool, &s, &e, NULL) != RSP_OK)
-            return 4;
+        if (rsp_export_open(pool, &s, &e, NULL) != RSP_OK) {
+            code = 4;
+            break;
+        }
         code = rsp_ucx_send(u, e, TIMEOUT, NULL) == RSP_OK ? 0 : 5;
         if (rsp_export_close(e, NULL) != RSP_OK)
-            return 6;
+            code = 6;
     }
     rsp_ucx_destroy(u);
     return code;
@@ -155,8 +161,10 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
 {
     rsp_ucx *u = NULL;
     *done = 0;
-    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL))
+    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL)) {
+        rsp_ucx_destroy(u);
         return 2;
+    }
     if (die_us)
         die_in(die_us);
     rsp_error err;
