@@ -98,6 +98,8 @@ class PoolConfig(ctypes.Structure):
         ("checkpoint_demote", ctypes.c_bool),
         ("on_checkpoint_evict", ctypes.c_void_p),
         ("on_checkpoint_evict_ctx", ctypes.c_void_p),
+        ("checkpoint_policy", ctypes.c_uint32),
+        ("checkpoint_value_weight", ctypes.c_double),
     ]
 
 
@@ -298,6 +300,9 @@ def _stats_struct():
 
 
 Stats, STATS_FIELDS = _stats_struct()
+# rsp_reply.stats is rsp_stats_0_1: 0.1's fields, up to swaps_in (rsp.h).
+Stats01 = type("Stats01", (ctypes.Structure,), {"_fields_": Stats._fields_[
+    :[name for name, _ in Stats._fields_].index("swaps_in") + 1]})
 
 
 class Addressing(ctypes.Structure):
@@ -395,6 +400,7 @@ class Msg(ctypes.Structure):
         ("tier", c_enum),
         ("after_step", ctypes.c_uint64),
         ("pin", ctypes.c_bool),
+        ("value", ctypes.c_uint64),
     ]
 
 
@@ -409,7 +415,7 @@ class Reply(ctypes.Structure):
         ("planned", ctypes.c_bool),
         ("label", ctypes.c_uint32),
         ("holding", Holding),
-        ("stats", Stats),
+        ("stats", Stats01),
         ("checkpoint", CheckpointInfo),
     ]
 
@@ -467,7 +473,13 @@ pool_close = _proto("rsp_pool_close", c_status, vp, PErr)
 pool_info_get = _proto("rsp_pool_info_get", c_status, vp, P(PoolInfo), PErr)
 pool_block = _proto("rsp_pool_block", c_status, vp, ctypes.c_char_p, ctypes.c_uint32,
                     P(BlockView), PErr)
-stats_peek = _proto("rsp_stats_peek", c_status, vp, P(Stats), PErr)
+_stats_peek_size = _proto("rsp_stats_peek_size", c_status, vp, P(Stats), ctypes.c_size_t, PErr)
+
+
+def stats_peek(pool, out, err):
+    """rsp.h's rsp_stats_peek macro: every field the mirror has."""
+    return _stats_peek_size(pool, out, ctypes.sizeof(Stats), err)
+
 label = _proto("rsp_label", c_status, vp, ctypes.c_char_p, P(ctypes.c_uint32), PErr)
 ingest = _proto("rsp_ingest", c_status, vp, ctypes.c_uint64, PErr)
 remove = _proto("rsp_remove", c_status, vp, ctypes.c_uint64, PErr)
@@ -482,7 +494,14 @@ step_next = _proto("rsp_step_next", c_status, vp, P(Step), P(Step), P(Event), P(
                    PErr)
 build_graph_buffers = _proto("rsp_build_graph_buffers", c_status, vp, ctypes.c_uint32,
                              ctypes.c_uint32, PErr)
-stats_snapshot = _proto("rsp_stats_snapshot", c_status, vp, P(Stats), PErr)
+_stats_snapshot_size = _proto("rsp_stats_snapshot_size", c_status, vp, P(Stats), ctypes.c_size_t,
+                              PErr)
+
+
+def stats_snapshot(pool, out, err):
+    """rsp.h's rsp_stats_snapshot macro: every field the mirror has."""
+    return _stats_snapshot_size(pool, out, ctypes.sizeof(Stats), err)
+
 holding_get = _proto("rsp_holding_get", c_status, vp, ctypes.c_uint64, ctypes.c_uint32,
                      P(Holding), PErr)
 reader_register = _proto("rsp_reader_register", c_status, PErr)

@@ -398,7 +398,7 @@ void messages_and_const_steps(void **)
     pool.post_forget(rsp::msg::clear_preplan());
     pool.post_forget(rsp::msg::remove(r));
     assert_int_equal(pool.post(rsp::msg::barrier()).wait().error.status, RSP_OK);
-    rsp_stats st = pool.post(rsp::msg::stats()).wait().stats;
+    rsp_stats_0_1 st = pool.post(rsp::msg::stats()).wait().stats;
     assert_int_equal(st.num_requests, 0);
     assert_int_equal(st.commits, 1);
     assert_int_equal(st.rollbacks, 1);
