@@ -342,11 +342,14 @@ MSG_KINDS = (
     "ingest", "remove", "reset", "admit", "rollback", "plan", "clear_preplan", "commit",
     "build_graph_buffers", "stats", "barrier", "label", "holding", "shutdown", "release", "step",
     "checkpoint", "checkpoint_drop", "checkpoint_pin", "checkpoint_query", "swap_out", "swap_in",
+    "checkpoint_value",
 )
 (MSG_INGEST, MSG_REMOVE, MSG_RESET, MSG_ADMIT, MSG_ROLLBACK, MSG_PLAN, MSG_CLEAR_PREPLAN,
  MSG_COMMIT, MSG_BUILD_GRAPH_BUFFERS, MSG_STATS, MSG_BARRIER, MSG_LABEL, MSG_HOLDING,
  MSG_SHUTDOWN, MSG_RELEASE, MSG_STEP, MSG_CHECKPOINT, MSG_CHECKPOINT_DROP, MSG_CHECKPOINT_PIN,
- MSG_CHECKPOINT_QUERY, MSG_SWAP_OUT, MSG_SWAP_IN) = range(len(MSG_KINDS))
+ MSG_CHECKPOINT_QUERY, MSG_SWAP_OUT, MSG_SWAP_IN, MSG_CHECKPOINT_VALUE) = range(len(MSG_KINDS))
+# rsp_checkpoint_policy
+CHECKPOINT_POLICIES = ("lru", "value")
 MAX_MSG_RIDS = 65536
 CLOSE_REPORT_MAX = 64
 
@@ -542,6 +545,8 @@ checkpoint_take = _proto("rsp_checkpoint_take", c_status, vp, ctypes.c_uint64, c
 checkpoint_drop = _proto("rsp_checkpoint_drop", c_status, vp, ctypes.c_uint64, PErr)
 checkpoint_pin = _proto("rsp_checkpoint_pin", c_status, vp, ctypes.c_uint64, PErr)
 checkpoint_unpin = _proto("rsp_checkpoint_unpin", c_status, vp, ctypes.c_uint64, PErr)
+checkpoint_value = _proto("rsp_checkpoint_value", c_status, vp, ctypes.c_uint64, ctypes.c_uint64,
+                          PErr)
 checkpoint_query = _proto("rsp_checkpoint_query", c_status, vp, ctypes.c_uint64,
                           P(CheckpointInfo), PErr)
 checkpoint_lookup = _proto("rsp_checkpoint_lookup", c_status, vp, ctypes.c_uint64,
