@@ -4,7 +4,6 @@
  */
 #include "ckpt_value.h"
 
-
 /* Whether record a goes before record b: lower score, then lower seq (the
  * list's order, which breaks every tie: seqs are distinct). */
 static bool before(const rsp__core *c, uint32_t a, uint32_t b)

@@ -292,8 +292,8 @@ static void restores_are_counted(void **state)
     uint64_t id = 2;
     for (uint64_t key = 1; key <= 2; key++) {
         r.key = key;
-        rsp_step st = {.step_id = id++, .rows = &row, .num_rows = 1, .restores = &r,
-                       .num_restores = 1};
+        rsp_step st = {
+            .step_id = id++, .rows = &row, .num_rows = 1, .restores = &r, .num_restores = 1};
         rsp_admit_outcome a;
         OK(rsp_step_admit(pool, &st, &a, E));
         OK(rsp_step_plan(pool, &st, E));
