@@ -125,5 +125,7 @@ void bench_ckpt_copy(const bench_opts *o);
 void bench_ckpt_lookup(const bench_opts *o);
 void bench_ckpt_churn(const bench_opts *o);
 void bench_prefix_reuse(const bench_opts *o);
+/* The value policy against LRU on workload traces: prefix_trace.c. */
+void bench_prefix_trace(const bench_opts *o);
 
 #endif
