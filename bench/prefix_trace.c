@@ -39,7 +39,7 @@
 
 typedef enum pt_workload { PT_CHAT = 0, PT_SHARED, PT_AGENT, PT_WORKLOADS } pt_workload;
 static const char *const pt_workload_names[PT_WORKLOADS] = {"multi_turn", "shared_prompts",
-                                                             "agentic"};
+                                                            "agentic"};
 /* Checkpoint capacity (device + host) at the small, medium and large tier,
  * per workload; the working set is in the comment of each generator. */
 static const uint32_t pt_tiers[PT_WORKLOADS][3] = {{16, 48, 128}, {6, 16, 48}, {12, 32, 96}};
