@@ -128,5 +128,7 @@ void bench_ckpt_churn(const bench_opts *o);
 void bench_prefix_reuse(const bench_opts *o);
 /* The owner's latency histograms on against off: metrics.c. */
 void bench_metrics(const bench_opts *o);
+/* The value policy against LRU on workload traces: prefix_trace.c. */
+void bench_prefix_trace(const bench_opts *o);
 
 #endif

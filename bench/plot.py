@@ -354,6 +354,43 @@ def plot_raster(steps, reads, outdir, title_suffix, sync_steps=None, onetrip_ste
 
 
 # --------------------------------------------------------------------------
+# prefix_trace: token hit rate against the store's size, LRU and value
+# --------------------------------------------------------------------------
+
+TRACE_TIERS = ("small", "medium", "large")
+
+
+def trace_series(rows):
+    """{(workload, policy): [(tier index 1..3, token_hit_rate), ...]}."""
+    out = {}
+    for r in rows:
+        if r["bench"] != "prefix_trace":
+            continue
+        p = r["params"]
+        out.setdefault((p["workload"], p["policy"]), []).append(
+            (TRACE_TIERS.index(p["tier"]) + 1, r["token_hit_rate"]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def plot_trace(rows, outdir, title_suffix):
+    """prefix_trace.png (built-in rasteriser): one colour a workload, LRU
+    dashed, value solid; x: the small, medium and large store."""
+    series = trace_series(rows)
+    if not series:
+        return None
+    workloads = sorted({w for w, _ in series})
+    out = []
+    for (w, policy), pts in sorted(series.items()):
+        c = COLOURS[workloads.index(w) % len(COLOURS)]
+        out.append(("%s, %s" % (w, policy), c, policy == "lru", pts))
+    path = os.path.join(outdir, "prefix_trace.png")
+    raster_plot(path, "prefix_trace: token hit rate, LRU (dashed) and value" + title_suffix,
+                "store: 1 small, 2 medium, 3 large", "token hit rate", out, xlog=False,
+                ylog=False, ymin0=True)
+    return path
+
+
+# --------------------------------------------------------------------------
 # Markdown tables and the target check (docs/performance.md)
 # --------------------------------------------------------------------------
 
@@ -429,6 +466,18 @@ def markdown(rows):
                 r["params"]["prefix_tokens"], _us(r["median_ns"]), _us(r["baseline_median_ns"]),
                 r["ratio"], _us(r.get("step_ns_saved", 0)), r.get("tokens_saved_per_step", 0),
                 r.get("state_bytes_saved_per_step", 0), r.get("bytes_restored_per_step", 0)))
+        out.append("")
+    if "prefix_trace" in by:
+        out += ["### prefix_trace (token hit rate)", "",
+                "| workload | tier (checkpoints) | LRU | value | value / LRU |",
+                "| --- | --- | --- | --- | --- |"]
+        for r in by["prefix_trace"]:
+            p = r["params"]
+            if p["policy"] == "value":
+                lru = r.get("lru_token_hit_rate", 0)
+                out.append("| %s | %s (%d) | %.3f | %.3f | %s |" % (
+                    p["workload"], p["tier"], p["checkpoints"], lru, r["token_hit_rate"],
+                    "%.2fx" % (r["token_hit_rate"] / lru) if lru else "-"))
         out.append("")
     if "zero_fork" in by:
         out += ["### zero_fork (1 MiB slots)", "",
@@ -542,6 +591,12 @@ def main():
     steps, reads = step_series(rows), read_series(rows)
     sync_steps = step_series(rows, "sync")
     onetrip_steps = step_series(rows, "onetrip")
+    os.makedirs(args.out, exist_ok=True)
+    trace = plot_trace(rows, args.out, (" (%s)" % args.title) if args.title else "")
+    if trace:
+        print("plot.py: wrote %s (built-in rasteriser)" % trace)
+        if not steps and not reads:
+            return 0
     if not steps or not reads:
         print("plot.py: no step or read lines in %s" % args.jsonl, file=sys.stderr)
         return 1

@@ -290,14 +290,31 @@ rsp_status rsp_pool_block(const rsp_pool *pool, const char *name, uint32_t layer
     return RSP_OK;
 }
 
-rsp_status rsp_stats_peek(const rsp_pool *pool, rsp_stats *out, rsp_error *err)
+/* rsp_stats begins with 0.1's fields, laid out alike: rsp_reply.stats
+ * is copied into it as bytes. */
+_Static_assert(sizeof(rsp_stats_0_1) <= sizeof(rsp_stats) &&
+                   offsetof(rsp_stats_0_1, swaps_in) == offsetof(rsp_stats, swaps_in),
+               "rsp_stats starts with rsp_stats_0_1");
+
+rsp_status rsp_stats_peek_size(const rsp_pool *pool, rsp_stats *out, size_t size, rsp_error *err)
 {
     if (!pool || !out)
         return rsp__fail(err, RSP_EINVAL, "%s is NULL", !pool ? "pool" : "out");
+    if (size < sizeof(rsp_stats_0_1))
+        return rsp__fail(err, RSP_EINVAL, "size = %zu: below 0.1's rsp_stats (%zu bytes)", size,
+                         sizeof(rsp_stats_0_1));
     if (rsp__face_forked())
         return rsp__fail_forked(err);
-    rsp__pool_read_counters(pool, out);
+    rsp_stats all;
+    rsp__pool_read_counters(pool, &all);
+    memcpy(out, &all, size < sizeof all ? size : sizeof all);
     return RSP_OK;
+}
+
+/* The exported name: what a program built against 0.1 or 0.2 calls. */
+rsp_status(rsp_stats_peek)(const rsp_pool *pool, rsp_stats *out, rsp_error *err)
+{
+    return rsp_stats_peek_size(pool, out, sizeof(rsp_stats_0_1), err);
 }
 
 /* ------------------------------------------------------------------------ */

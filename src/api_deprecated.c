@@ -11,12 +11,12 @@
 
 rsp_status rsp_pool_counters(const rsp_pool *pool, rsp_stats *out, rsp_error *err)
 {
-    return rsp_stats_peek(pool, out, err);
+    return (rsp_stats_peek)(pool, out, err); /* 0.1's struct */
 }
 
 rsp_status rsp_stats_get(rsp_pool *pool, rsp_stats *out, rsp_error *err)
 {
-    return rsp_stats_snapshot(pool, out, err);
+    return (rsp_stats_snapshot)(pool, out, err); /* 0.1's struct */
 }
 
 rsp_status rsp_clear_preplan(rsp_pool *pool, rsp_error *err)

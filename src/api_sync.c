@@ -207,16 +207,33 @@ rsp_status rsp_build_graph_buffers(rsp_pool *pool, uint32_t max_bs, uint32_t max
     return call(pool, &m, &r, err);
 }
 
-rsp_status rsp_stats_snapshot(rsp_pool *pool, rsp_stats *out, rsp_error *err)
+rsp_status rsp_stats_snapshot_size(rsp_pool *pool, rsp_stats *out, size_t size, rsp_error *err)
 {
     if (!out)
         return rsp__fail(err, RSP_EINVAL, "out is NULL");
+    if (size < sizeof(rsp_stats_0_1))
+        return rsp__fail(err, RSP_EINVAL, "size = %zu: below 0.1's rsp_stats (%zu bytes)", size,
+                         sizeof(rsp_stats_0_1));
     rsp_msg m = {.kind = RSP_MSG_STATS};
     rsp_reply r;
     rsp_status st = call(pool, &m, &r, err);
-    if (st == RSP_OK)
-        *out = r.stats;
-    return st;
+    if (st != RSP_OK)
+        return st;
+    /* The fields past 0.1's are not in the reply (its layout is frozen):
+     * read after the answer, they include every message before it. */
+    rsp_stats all;
+    st = rsp_stats_peek_size(pool, &all, sizeof all, err);
+    if (st != RSP_OK)
+        return st;
+    memcpy(&all, &r.stats, sizeof r.stats);
+    memcpy(out, &all, size < sizeof all ? size : sizeof all);
+    return RSP_OK;
+}
+
+/* The exported name: what a program built against 0.1 or 0.2 calls. */
+rsp_status(rsp_stats_snapshot)(rsp_pool *pool, rsp_stats *out, rsp_error *err)
+{
+    return rsp_stats_snapshot_size(pool, out, sizeof(rsp_stats_0_1), err);
 }
 
 rsp_status rsp_barrier(rsp_pool *pool, rsp_error *err)
@@ -242,6 +259,13 @@ rsp_status rsp_checkpoint_take(rsp_pool *pool, uint64_t key, rsp_rid rid, rsp_la
 rsp_status rsp_checkpoint_drop(rsp_pool *pool, uint64_t key, rsp_error *err)
 {
     rsp_msg m = {.kind = RSP_MSG_CHECKPOINT_DROP, .key = key};
+    rsp_reply r;
+    return call(pool, &m, &r, err);
+}
+
+rsp_status rsp_checkpoint_value(rsp_pool *pool, uint64_t key, uint64_t value, rsp_error *err)
+{
+    rsp_msg m = {.kind = RSP_MSG_CHECKPOINT_VALUE, .key = key, .value = value};
     rsp_reply r;
     return call(pool, &m, &r, err);
 }

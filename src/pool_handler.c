@@ -99,10 +99,18 @@ static void ckpt_account(rsp_pool *p)
     bump(&c->checkpoints_restored, rep->restored);
     bump(&c->checkpoints_dropped, rep->dropped);
     bump(&c->checkpoints_skipped, rep->num_skips);
+    bump(&c->checkpoint_hits_device, rep->restored - rep->restored_host);
+    bump(&c->checkpoint_hits_host, rep->restored_host);
+    bump(&c->checkpoint_bytes_restored, rep->bytes_restored);
+    bump(&c->checkpoint_value_restored, rep->value_restored);
     ckpt_index(p, rep);
     for (uint32_t i = 0; i < rep->num_evictions; i++) {
         const rsp_checkpoint_event *ev = &rep->evictions[i];
         bump(ev->demoted ? &c->checkpoints_demoted : &c->checkpoints_evicted, 1);
+        if (!ev->demoted)
+            bump(ev->tier == RSP_TIER_HOST ? &c->checkpoints_evicted_host
+                                           : &c->checkpoints_evicted_device,
+                 1);
         if (p->on_checkpoint_evict)
             p->on_checkpoint_evict(p->on_checkpoint_evict_ctx, ev);
     }
@@ -483,6 +491,8 @@ static rsp_status admit_step(rsp_pool *p, const rsp_step *step, rsp_reply *r, bo
     st = submit_after(p, st, changed, &r->error);
     if (st == RSP_OK)
         bump(r->admit.ok ? &p->ctr.admits_ok : &p->ctr.admits_refused, 1);
+    else if (st == RSP_ENOKEY)
+        bump(&p->ctr.checkpoint_misses, 1);
     step_admitted(p, step->step_id, st == RSP_OK && r->admit.ok);
     return st;
 }
@@ -674,8 +684,10 @@ static rsp_status on_build_graph_buffers(rsp_pool *p, const rsp_msg *m, rsp_repl
 static rsp_status on_stats(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     (void)m, (void)changed;
-    rsp__pool_read_counters(p, &r->stats);
-    rsp__core_stats(p->core, &r->stats); /* exact: the owner is not mutating now */
+    rsp_stats all;
+    rsp__pool_read_counters(p, &all);
+    rsp__core_stats(p->core, &all);           /* exact: the owner is not mutating now */
+    memcpy(&r->stats, &all, sizeof r->stats); /* 0.1's fields: rsp_reply's layout is frozen */
     return RSP_OK;
 }
 
@@ -741,6 +753,12 @@ static rsp_status on_checkpoint_pin(rsp_pool *p, const rsp_msg *m, rsp_reply *r,
     return rsp__core_checkpoint_pin(p->core, m->key, m->pin, &r->error);
 }
 
+static rsp_status on_checkpoint_value(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
+{
+    (void)changed; /* no device work, no key moves */
+    return rsp__core_checkpoint_value(p->core, m->key, m->value, &r->error);
+}
+
 static rsp_status on_checkpoint_query(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     (void)changed;
@@ -795,6 +813,7 @@ static const struct {
     [RSP_MSG_EXPORT] = {"export", rsp__pool_on_export},
     [RSP_MSG_EXPORT_CLOSE] = {"export_close", rsp__pool_on_export_close},
     [RSP_MSG_IMPORT] = {"import", rsp__pool_on_import},
+    [RSP_MSG_CHECKPOINT_VALUE] = {"checkpoint_value", on_checkpoint_value},
 };
 
 static const char *kind_name(rsp_msg_kind k)

@@ -281,6 +281,18 @@ typedef struct rsp_pool_config {
      * creation only.
      */
     const char *record_path;
+    /**
+     * Which checkpoint a full tier evicts or demotes (docs/checkpoints.md,
+     * "Value"): RSP_CHECKPOINT_LRU (0, the default) the least recently
+     * used unpinned one; RSP_CHECKPOINT_VALUE the unpinned one of lowest
+     * score = recency + checkpoint_value_weight x value / bytes, where
+     * recency counts the tier's uses and value is what rsp_checkpoint_value
+     * set (0 until then). Another value: RSP_EINVAL naming it.
+     */
+    uint32_t checkpoint_policy;
+    /** RSP_CHECKPOINT_VALUE: how many uses a unit of value per byte is
+     * worth; finite, >= 0 (else RSP_EINVAL). 0 evicts exactly as LRU. */
+    double checkpoint_value_weight;
 } rsp_pool_config;
 
 /* A call rsp_pool_config_init(cfg) is the macro at the end of this header,
@@ -607,8 +619,14 @@ RSP_API rsp_event rsp_event_complete(void);
 typedef struct rsp_stats {
 #define RSP__STATS_FIELD(bits, name, kind, source, help) uint##bits##_t name;
     RSP_STATS_FIELDS(RSP__STATS_FIELD)
-#undef RSP__STATS_FIELD
 } rsp_stats;
+
+/** rsp_stats as release 0.1 had it (RSP_STATS_FIELDS_0_1): the type of
+ * rsp_reply.stats, whose place in rsp_reply is frozen (docs/abi.md). */
+typedef struct rsp_stats_0_1 {
+    RSP_STATS_FIELDS_0_1(RSP__STATS_FIELD)
+#undef RSP__STATS_FIELD
+} rsp_stats_0_1;
 
 /** Whether a field only grows (a Prometheus counter) or goes both ways. */
 typedef enum rsp_metric_kind { RSP_METRIC_GAUGE = 0, RSP_METRIC_COUNTER = 1 } rsp_metric_kind;
@@ -676,6 +694,7 @@ typedef enum rsp_msg_kind {
     RSP_MSG_EXPORT,           /**< key: an rsp_export_open's object (posted by it only) */
     RSP_MSG_EXPORT_CLOSE,     /**< key: an open export (posted by rsp_export_close only) */
     RSP_MSG_IMPORT,           /**< key: an import's begin, commit or abort (rsp_import_*) */
+    RSP_MSG_CHECKPOINT_VALUE, /**< key, value (rsp_checkpoint_value) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
 
@@ -712,9 +731,16 @@ typedef struct rsp_msg {
     uint64_t key;
     /** CHECKPOINT: the tier to store it in (a valid rsp_tier, else RSP_EINVAL). */
     rsp_tier tier;
-    /** CHECKPOINT: 0 = the slot as the device queue has it now; else a
-     * committed step's id: the state that step's forward left. */
-    uint64_t after_step;
+    /* One field for two kinds: rsp_msg does not grow (rsp_post copies the
+     * caller's struct, and an older program's is the older size). */
+    union {
+        /** CHECKPOINT: 0 = the slot as the device queue has it now; else a
+         * committed step's id: the state that step's forward left. */
+        uint64_t after_step;
+        /** CHECKPOINT_VALUE: what restoring the checkpoint saves (the
+         * caller's unit: tokens, FLOPs). */
+        uint64_t value;
+    };
     /** CHECKPOINT_PIN: true pins (one more caller pin), false unpins. */
     bool pin;
 } rsp_msg;
@@ -746,7 +772,7 @@ typedef struct rsp_reply {
     bool planned;         /**< STEP: msg->step was admitted and planned (plan_* are set) */
     rsp_label_id label;
     rsp_holding holding;
-    rsp_stats stats;
+    rsp_stats_0_1 stats;            /**< STATS: 0.1's fields (every field: rsp_stats_snapshot) */
     rsp_checkpoint_info checkpoint; /**< CHECKPOINT_QUERY */
 } rsp_reply;
 
@@ -1684,6 +1710,30 @@ RSP_API rsp_status rsp_import_commit(rsp_import *imp, uint64_t seq, rsp_error *e
 RSP_API rsp_status rsp_import_abort(rsp_import *imp, uint64_t seq, rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Checkpoints ranked by value (docs/checkpoints.md, "Value")               */
+/* ------------------------------------------------------------------------ */
+
+/** rsp_pool_config.checkpoint_policy. */
+typedef enum rsp_checkpoint_policy {
+    RSP_CHECKPOINT_LRU = 0,   /**< evict the least recently used unpinned checkpoint */
+    RSP_CHECKPOINT_VALUE = 1, /**< evict the lowest recency + weight x value / bytes */
+    RSP_CHECKPOINT_POLICY_COUNT_
+} rsp_checkpoint_policy;
+
+/**
+ * Set what restoring the checkpoint under key saves (the caller's
+ * estimate, in a unit of its choice: tokens, FLOPs), the value the
+ * RSP_CHECKPOINT_VALUE policy ranks it by. Not a use (its recency stays);
+ * a take starts at value 0, so set it right after the take (for a take
+ * declared in a step: after the commit, posted fire-and-forget in order
+ * behind it). Under RSP_CHECKPOINT_LRU it is stored and ranks nothing.
+ * RSP_ENOKEY (no such key). Message RSP_MSG_CHECKPOINT_VALUE; ordered
+ * pools: it carries seq (post it). Owner: O(log checkpoints of its tier).
+ */
+RSP_API rsp_status rsp_checkpoint_value(rsp_pool *pool, uint64_t key, uint64_t value,
+                                        rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Struct sizes (docs/abi.md)                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -1703,6 +1753,25 @@ RSP_API rsp_status rsp_import_abort(rsp_import *imp, uint64_t seq, rsp_error *er
  * sizeof (the macro below). Any thread, O(size), touches nothing else.
  */
 RSP_API rsp_status rsp_pool_config_init_size(rsp_pool_config *cfg, size_t size);
+
+/**
+ * rsp_stats_peek and rsp_stats_snapshot for a struct of `size` bytes, the
+ * caller's sizeof(rsp_stats): the library writes min(size, its own) bytes,
+ * so an older caller's smaller struct gets the fields it has. The fields
+ * past 0.1's (RSP_STATS_FIELDS_0_1) of a snapshot are read as
+ * rsp_stats_peek reads them, right after the owner's answer: each exact,
+ * the set after every message handled before the snapshot. size below
+ * sizeof(rsp_stats_0_1): RSP_EINVAL. The names without _size are macros
+ * over these with the caller's sizeof; the exported functions of those
+ * names write 0.1's struct (what a 0.1 or 0.2 program calls).
+ */
+RSP_API rsp_status rsp_stats_peek_size(const rsp_pool *pool, rsp_stats *out, size_t size,
+                                       rsp_error *err);
+RSP_API rsp_status rsp_stats_snapshot_size(rsp_pool *pool, rsp_stats *out, size_t size,
+                                           rsp_error *err);
+#define rsp_stats_peek(pool, out, err) rsp_stats_peek_size((pool), (out), sizeof *(out), (err))
+#define rsp_stats_snapshot(pool, out, err)                                                         \
+    rsp_stats_snapshot_size((pool), (out), sizeof *(out), (err))
 
 /* A caller's rsp_pool_config_init(cfg) passes its own struct's size, so a
  * newer library never writes past an older caller's struct. (A pointer to

@@ -461,6 +461,14 @@ class pool_config
         cfg_.checkpoint_demote = demote;
         return *this;
     }
+    /// rsp_pool_config::checkpoint_policy and checkpoint_value_weight: which
+    /// checkpoint a full tier evicts (RSP_CHECKPOINT_LRU or _VALUE).
+    pool_config &checkpoint_policy(rsp_checkpoint_policy policy, double weight = 0) noexcept
+    {
+        cfg_.checkpoint_policy = policy;
+        cfg_.checkpoint_value_weight = weight;
+        return *this;
+    }
     /// rsp_pool_config::on_checkpoint_evict: called on the owner thread for
     /// each checkpoint evicted for room. Must not block or call the pool;
     /// an exception is caught and kept as on_error's (the eviction stands).
@@ -1866,6 +1874,16 @@ class pool
     void checkpoint_drop(std::uint64_t key)
     {
         try_checkpoint_drop(key).value();
+    }
+    /// rsp_checkpoint_value: what restoring key saves (the value policy's rank).
+    result<void> try_checkpoint_value(std::uint64_t key, std::uint64_t value) noexcept
+    {
+        rsp_error e{};
+        return detail::done(rsp_checkpoint_value(p_, key, value, &e), e);
+    }
+    void checkpoint_value(std::uint64_t key, std::uint64_t value)
+    {
+        try_checkpoint_value(key, value).value();
     }
     result<void> try_checkpoint_pin(std::uint64_t key) noexcept
     {

@@ -25,7 +25,10 @@
 #ifndef RSP_RSP_STATS_H
 #define RSP_RSP_STATS_H
 
-#define RSP_STATS_FIELDS(X)                                                                        \
+/* Release 0.1's fields: rsp_reply embeds their struct (rsp_stats_0_1),
+ * so this part of the list is frozen; new fields go at the end of
+ * RSP_STATS_FIELDS below. */
+#define RSP_STATS_FIELDS_0_1(X)                                                                    \
     X(32, max_slots, GAUGE, LAYOUT, "slots in the pool, the sink slot included")                   \
     X(32, usable_slots, GAUGE, LAYOUT, "slots that can hold state (max_slots less the sink)")      \
     X(32, free_slots, GAUGE, CORE, "slots free for assignment")                                    \
@@ -67,5 +70,19 @@
     X(64, checkpoints_skipped, COUNTER, OWNER, "takes declared in a step that found no room")      \
     X(64, swaps_out, COUNTER, OWNER, "requests swapped out to the host tier")                      \
     X(64, swaps_in, COUNTER, OWNER, "requests swapped back in")
+
+#define RSP_STATS_FIELDS(X)                                                                        \
+    RSP_STATS_FIELDS_0_1(X)                                                                        \
+    X(64, checkpoint_hits_device, COUNTER, OWNER, "restores copied from the device tier")          \
+    X(64, checkpoint_hits_host, COUNTER, OWNER, "restores copied from the host tier")              \
+    X(64, checkpoint_misses, COUNTER, OWNER,                                                       \
+      "admits refused because a restore named a key not stored (RSP_ENOKEY)")                      \
+    X(64, checkpoints_evicted_device, COUNTER, OWNER,                                              \
+      "checkpoints dropped for room from the device tier")                                         \
+    X(64, checkpoints_evicted_host, COUNTER, OWNER,                                                \
+      "checkpoints dropped for room from the host tier")                                           \
+    X(64, checkpoint_bytes_restored, COUNTER, OWNER, "bytes copied by restores")                   \
+    X(64, checkpoint_value_restored, COUNTER, OWNER,                                               \
+      "the values (rsp_checkpoint_value) of the checkpoints restored, summed: recompute saved")
 
 #endif

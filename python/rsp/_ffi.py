@@ -99,6 +99,8 @@ class PoolConfig(ctypes.Structure):
         ("on_checkpoint_evict", ctypes.c_void_p),
         ("on_checkpoint_evict_ctx", ctypes.c_void_p),
         ("record_path", ctypes.c_char_p),
+        ("checkpoint_policy", ctypes.c_uint32),
+        ("checkpoint_value_weight", ctypes.c_double),
     ]
 
 
@@ -302,6 +304,9 @@ def _stats_struct():
 
 
 Stats, STATS_FIELDS = _stats_struct()
+# rsp_reply.stats is rsp_stats_0_1: 0.1's fields, up to swaps_in (rsp.h).
+Stats01 = type("Stats01", (ctypes.Structure,), {"_fields_": Stats._fields_[
+    :[name for name, _ in Stats._fields_].index("swaps_in") + 1]})
 
 
 class Addressing(ctypes.Structure):
@@ -354,11 +359,14 @@ MSG_KINDS = (
     "ingest", "remove", "reset", "admit", "rollback", "plan", "clear_preplan", "commit",
     "build_graph_buffers", "stats", "barrier", "label", "holding", "shutdown", "release", "step",
     "checkpoint", "checkpoint_drop", "checkpoint_pin", "checkpoint_query", "swap_out", "swap_in",
+    "checkpoint_value",
 )
 (MSG_INGEST, MSG_REMOVE, MSG_RESET, MSG_ADMIT, MSG_ROLLBACK, MSG_PLAN, MSG_CLEAR_PREPLAN,
  MSG_COMMIT, MSG_BUILD_GRAPH_BUFFERS, MSG_STATS, MSG_BARRIER, MSG_LABEL, MSG_HOLDING,
  MSG_SHUTDOWN, MSG_RELEASE, MSG_STEP, MSG_CHECKPOINT, MSG_CHECKPOINT_DROP, MSG_CHECKPOINT_PIN,
- MSG_CHECKPOINT_QUERY, MSG_SWAP_OUT, MSG_SWAP_IN) = range(len(MSG_KINDS))
+ MSG_CHECKPOINT_QUERY, MSG_SWAP_OUT, MSG_SWAP_IN, MSG_CHECKPOINT_VALUE) = range(len(MSG_KINDS))
+# rsp_checkpoint_policy
+CHECKPOINT_POLICIES = ("lru", "value")
 MAX_MSG_RIDS = 65536
 CLOSE_REPORT_MAX = 64
 
@@ -395,6 +403,13 @@ class CheckpointLoc(ctypes.Structure):
     _fields_ = [("key", ctypes.c_uint64), ("tier", c_enum), ("slot", ctypes.c_int32)]
 
 
+class _MsgAfterOrValue(ctypes.Union):
+    """rsp_msg's anonymous union: after_step (CHECKPOINT) or value
+    (CHECKPOINT_VALUE)."""
+
+    _fields_ = [("after_step", ctypes.c_uint64), ("value", ctypes.c_uint64)]
+
+
 class Msg(ctypes.Structure):
     _fields_ = [
         ("kind", c_enum),
@@ -412,9 +427,10 @@ class Msg(ctypes.Structure):
         ("commit", ctypes.POINTER(Step)),
         ("key", ctypes.c_uint64),
         ("tier", c_enum),
-        ("after_step", ctypes.c_uint64),
+        ("_u", _MsgAfterOrValue),
         ("pin", ctypes.c_bool),
     ]
+    _anonymous_ = ("_u",)
 
 
 class Reply(ctypes.Structure):
@@ -428,7 +444,7 @@ class Reply(ctypes.Structure):
         ("planned", ctypes.c_bool),
         ("label", ctypes.c_uint32),
         ("holding", Holding),
-        ("stats", Stats),
+        ("stats", Stats01),
         ("checkpoint", CheckpointInfo),
     ]
 
@@ -486,7 +502,13 @@ pool_close = _proto("rsp_pool_close", c_status, vp, PErr)
 pool_info_get = _proto("rsp_pool_info_get", c_status, vp, P(PoolInfo), PErr)
 pool_block = _proto("rsp_pool_block", c_status, vp, ctypes.c_char_p, ctypes.c_uint32,
                     P(BlockView), PErr)
-stats_peek = _proto("rsp_stats_peek", c_status, vp, P(Stats), PErr)
+_stats_peek_size = _proto("rsp_stats_peek_size", c_status, vp, P(Stats), ctypes.c_size_t, PErr)
+
+
+def stats_peek(pool, out, err):
+    """rsp.h's rsp_stats_peek macro: every field the mirror has."""
+    return _stats_peek_size(pool, out, ctypes.sizeof(Stats), err)
+
 metrics_text = _proto("rsp_metrics_text", c_status, vp, ctypes.c_char_p, ctypes.c_char_p,
                       ctypes.c_size_t, P(ctypes.c_size_t), PErr)
 metrics_latency = _proto("rsp_metrics_latency", c_status, vp, ctypes.c_bool, PErr)
@@ -504,7 +526,14 @@ step_next = _proto("rsp_step_next", c_status, vp, P(Step), P(Step), P(Event), P(
                    PErr)
 build_graph_buffers = _proto("rsp_build_graph_buffers", c_status, vp, ctypes.c_uint32,
                              ctypes.c_uint32, PErr)
-stats_snapshot = _proto("rsp_stats_snapshot", c_status, vp, P(Stats), PErr)
+_stats_snapshot_size = _proto("rsp_stats_snapshot_size", c_status, vp, P(Stats), ctypes.c_size_t,
+                              PErr)
+
+
+def stats_snapshot(pool, out, err):
+    """rsp.h's rsp_stats_snapshot macro: every field the mirror has."""
+    return _stats_snapshot_size(pool, out, ctypes.sizeof(Stats), err)
+
 holding_get = _proto("rsp_holding_get", c_status, vp, ctypes.c_uint64, ctypes.c_uint32,
                      P(Holding), PErr)
 reader_register = _proto("rsp_reader_register", c_status, PErr)
@@ -547,6 +576,8 @@ checkpoint_take = _proto("rsp_checkpoint_take", c_status, vp, ctypes.c_uint64, c
 checkpoint_drop = _proto("rsp_checkpoint_drop", c_status, vp, ctypes.c_uint64, PErr)
 checkpoint_pin = _proto("rsp_checkpoint_pin", c_status, vp, ctypes.c_uint64, PErr)
 checkpoint_unpin = _proto("rsp_checkpoint_unpin", c_status, vp, ctypes.c_uint64, PErr)
+checkpoint_value = _proto("rsp_checkpoint_value", c_status, vp, ctypes.c_uint64, ctypes.c_uint64,
+                          PErr)
 checkpoint_query = _proto("rsp_checkpoint_query", c_status, vp, ctypes.c_uint64,
                           P(CheckpointInfo), PErr)
 checkpoint_lookup = _proto("rsp_checkpoint_lookup", c_status, vp, ctypes.c_uint64,

@@ -118,6 +118,10 @@ class PoolConfig:
     max_checkpoints: int = 0
     max_host_checkpoints: int = 0
     checkpoint_demote: bool = False
+    # Which checkpoint a full tier evicts: "lru" or "value" (recency +
+    # checkpoint_value_weight x value per byte; Pool.checkpoint_value).
+    checkpoint_policy: str = "lru"
+    checkpoint_value_weight: float = 0.0
     # Ordered posting: every slot-changing call then carries seq= (see
     # "Ordered posting" in docs/python.md); 0: the default gap timeout (1 s).
     ordered: bool = False
@@ -971,6 +975,21 @@ _CONFIG_UINTS = ("num_layers", "max_slots", "world_size", "rank", "max_inflight_
                  "inbox_capacity", "max_checkpoints", "max_host_checkpoints")
 
 
+def _c_checkpoint_policy(cfg, config):
+    """checkpoint_policy and checkpoint_value_weight into cfg, checked."""
+    policy, weight = config.checkpoint_policy, config.checkpoint_value_weight
+    if not isinstance(policy, str):
+        raise TypeError(f"checkpoint_policy must be a str, not {type(policy).__name__}")
+    if policy not in ffi.CHECKPOINT_POLICIES:
+        raise ValueError(f"checkpoint_policy {policy!r}: 'lru' or 'value'")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise TypeError(f"checkpoint_value_weight must be a number, not {type(weight).__name__}")
+    if not (0 <= weight < float("inf")):
+        raise ValueError(f"checkpoint_value_weight {weight!r}: finite and >= 0")
+    cfg.checkpoint_policy = ffi.CHECKPOINT_POLICIES.index(policy)
+    cfg.checkpoint_value_weight = float(weight)
+
+
 def _c_config(device, config):
     """An rsp_pool_config for (device, config), and what it points into
     (kept alive by the pool). Each field is checked here, since ctypes
@@ -1004,6 +1023,7 @@ def _c_config(device, config):
         raise ValueError(f"device {device!r}: 'cpu' or 'cuda[:N]'")
     cfg.owner_cpu = _int(config.owner_cpu, "owner_cpu")
     cfg.checkpoint_demote = config.checkpoint_demote
+    _c_checkpoint_policy(cfg, config)
     cfg.ordered = _flag(config.ordered, "ordered")
     cfg.reorder_timeout_ns = _uint(config.reorder_timeout_ns, "reorder_timeout_ns", 64)
     for f in ("on_error", "on_checkpoint_evict"):
@@ -1582,6 +1602,23 @@ class RecurrentStatePool:
         """Undo one checkpoint_pin. RSP_ENOKEY; RSP_EINVAL when the caller
         holds no pin on key (nothing changed)."""
         self._key_call(ffi.MSG_CHECKPOINT_PIN, ffi.checkpoint_unpin, key, seq, False)
+
+    @_guarded
+    def checkpoint_value(self, key, value, seq=None):
+        """Set what restoring the checkpoint under key saves (a u64 in the
+        caller's unit: tokens, FLOPs), the value checkpoint_policy "value"
+        ranks it by (rsp_checkpoint_value). Not a use. A take starts at 0:
+        set it right after the take, or after the commit of a step that
+        declared it. RSP_ENOKEY: none stored."""
+        msg = None if seq is None else _msg(ffi.MSG_CHECKPOINT_VALUE, seq)
+        key = _uint(key, "key", 64)
+        value = _uint(value, "value", 64)
+        if msg is not None:
+            msg.key, msg.value = key, value
+            self._send(msg)
+            return
+        err = ffi.Error()
+        _check(ffi.checkpoint_value(self._handle(), key, value, ctypes.byref(err)), err)
 
     @_guarded
     def checkpoint_info(self, key) -> Optional[CheckpointInfo]:

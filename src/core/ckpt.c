@@ -5,6 +5,8 @@
  */
 #include "ckpt.h"
 
+#include "ckpt_value.h"
+
 #include <inttypes.h>
 
 #include "util/error.h"
@@ -37,6 +39,7 @@ static void lru_push_head(rsp__core *c, uint32_t i)
 {
     rsp__ckrec *k = &c->ck[i];
     rsp__tier *t = &c->tiers[k->tier];
+    k->seq = ++c->ck_seq;
     k->prev = RSP__NONE;
     k->next = t->head;
     if (t->head != RSP__NONE)
@@ -46,16 +49,26 @@ static void lru_push_head(rsp__core *c, uint32_t i)
     t->head = i;
 }
 
+/* The value policy's heap follows record i (ckpt_value.h): in it while
+ * used and unpinned. Nothing under LRU. */
+static void value_sync(rsp__core *c, uint32_t i)
+{
+    if (c->ck_value)
+        rsp__ckv_sync(c, i, c->ck[i].used && !rsp__ck_pinned(&c->ck[i]));
+}
+
 /* A use: the clock moves, the record goes to the head of its LRU list. */
 static void touch(rsp__core *c, uint32_t i)
 {
     c->ck[i].last_use = ++c->ck_clock;
     lru_unlink(c, i);
     lru_push_head(c, i);
+    value_sync(c, i);
 }
 
 /* Store key in record i (its slot was popped), at the head of its tier. */
-static void rec_set(rsp__core *c, uint32_t i, uint64_t key, rsp_tier tier, uint64_t last_use)
+static void rec_set(rsp__core *c, uint32_t i, uint64_t key, rsp_tier tier, uint64_t last_use,
+                    uint64_t value)
 {
     rsp__ckrec *k = &c->ck[i];
     k->key = key;
@@ -64,9 +77,11 @@ static void rec_set(rsp__core *c, uint32_t i, uint64_t key, rsp_tier tier, uint6
     k->step_pins = 0;
     k->user_pins = 0;
     k->last_use = last_use;
+    k->value = value;
     lru_push_head(c, i);
     rsp__map_put(&c->keys, key, i); /* sized for every record: never grows */
     c->tiers[tier].count++;
+    value_sync(c, i);
 }
 
 /* Forget record i: key, LRU place, and its slot back to its tier. */
@@ -77,13 +92,17 @@ static void rec_free(rsp__core *c, uint32_t i)
     rsp__map_del(&c->keys, k->key);
     lru_unlink(c, i);
     k->used = false;
+    value_sync(c, i); /* out of the heap */
     c->tiers[k->tier].count--;
     rsp__tier_push(c, (rsp_tier)k->tier, rec_slot(c, i));
 }
 
-/* The least recently used unpinned record of tier t, RSP__NONE. */
+/* The record of tier t a take evicts for room: the least recently used
+ * unpinned one (LRU), or the lowest score's (value); RSP__NONE. */
 static uint32_t lru_victim(const rsp__core *c, rsp_tier t)
 {
+    if (c->ck_value)
+        return rsp__ckv_victim(c, t);
     uint32_t i = c->tiers[t].tail;
     while (i != RSP__NONE && rsp__ck_pinned(&c->ck[i]))
         i = c->ck[i].prev;
@@ -140,11 +159,11 @@ static void demote(rsp__core *c, uint32_t i, uint32_t hv, rsp__work *w)
 {
     if (hv != RSP__NONE)
         evict_drop(c, hv);
-    uint64_t key = c->ck[i].key, last = c->ck[i].last_use;
+    uint64_t key = c->ck[i].key, last = c->ck[i].last_use, value = c->ck[i].value;
     uint32_t hs = rsp__tier_pop(c, RSP_TIER_HOST);
     RSP__MUST_OK(rsp__work_copy(w, rec_slot(c, i), hs)); /* reserved, frozen */
     rec_free(c, i);
-    rec_set(c, hs - c->layout.max_slots, key, RSP_TIER_HOST, last);
+    rec_set(c, hs - c->layout.max_slots, key, RSP_TIER_HOST, last, value);
     rep_change(c, key, true, RSP_TIER_HOST, hs);
     rep_evict(c, key, RSP_TIER_DEVICE, true);
 }
@@ -204,7 +223,7 @@ void rsp__ck_take_apply(rsp__core *c, uint64_t key, rsp_tier tier, const rsp__ta
     RSP__ASSERT(!c->slots[src].zero_pending);
     RSP__MUST_OK(rsp__work_copy(w, src, slot)); /* reserved, in a frozen list */
     uint32_t i = slot - c->layout.max_slots;
-    rec_set(c, i, key, tier, ++c->ck_clock);
+    rec_set(c, i, key, tier, ++c->ck_clock, 0);
     rep_change(c, key, true, tier, slot);
     c->rep.taken++;
 }
@@ -266,6 +285,7 @@ void rsp__ck_pin_restores(rsp__core *c, const rsp_step *step, uint32_t rec)
         if (c->ck[k].step_pins & bit)
             continue;
         c->ck[k].step_pins |= bit;
+        value_sync(c, k); /* out of the heap */
         RSP__ASSERT(s->num_ckrecs < s->cap_ckrecs);
         s->ckrecs[s->num_ckrecs++] = k;
     }
@@ -274,8 +294,10 @@ void rsp__ck_pin_restores(rsp__core *c, const rsp_step *step, uint32_t rec)
 void rsp__ck_unpin_step(rsp__core *c, uint32_t rec)
 {
     rsp__steprec *s = &c->steps[rec];
-    for (uint32_t i = 0; i < s->num_ckrecs; i++)
+    for (uint32_t i = 0; i < s->num_ckrecs; i++) {
         c->ck[s->ckrecs[i]].step_pins &= ~(1ull << rec);
+        value_sync(c, s->ckrecs[i]); /* back in the heap when no pin is left */
+    }
     s->num_ckrecs = 0;
 }
 
@@ -328,6 +350,9 @@ void rsp__ck_apply_restores(rsp__core *c, const rsp_step *step, uint32_t rec, rs
         rsp__writes_forget(c, &c->slots[h->slot]);
         touch(c, k);
         c->rep.restored++;
+        c->rep.restored_host += c->ck[k].tier == RSP_TIER_HOST;
+        c->rep.value_restored += c->ck[k].value;
+        c->rep.bytes_restored += c->layout.slot_bytes;
     }
 }
 
@@ -520,6 +545,8 @@ rsp_status rsp__core_checkpoint_pin(rsp__core *c, uint64_t key, bool pin, rsp_er
     k->user_pins += pin ? 1u : (uint32_t)-1;
     if (pin)
         touch(c, i);
+    else
+        value_sync(c, i); /* back in the heap when no pin is left */
     return RSP_OK;
 }
 
@@ -540,5 +567,17 @@ rsp_status rsp__core_checkpoint_query(const rsp__core *c, uint64_t key, rsp_chec
         out->user_pins = k->user_pins;
         out->last_use = k->last_use;
     }
+    return RSP_OK;
+}
+
+rsp_status rsp__core_checkpoint_value(rsp__core *c, uint64_t key, uint64_t value, rsp_error *err)
+{
+    rsp__op_begin(c);
+    uint32_t i;
+    rsp_status st = find_key(c, key, &i, err);
+    if (st != RSP_OK)
+        return st;
+    c->ck[i].value = value;
+    value_sync(c, i); /* a new score, the same recency */
     return RSP_OK;
 }

@@ -71,6 +71,8 @@ static rsp_status ck_create(rsp__core *c)
     c->ck = calloc(n ? n : 1, sizeof *c->ck);
     if (!c->ck || rsp__map_init(&c->keys, n))
         return RSP_ENOMEM;
+    for (uint64_t i = 0; i < n; i++)
+        c->ck[i].hpos = RSP__NONE;
     uint32_t first = lay->max_slots;
     for (int t = 0; t < RSP_TIER_COUNT_; t++) {
         rsp__tier *tr = &c->tiers[t];
@@ -78,7 +80,9 @@ static rsp_status ck_create(rsp__core *c)
         tr->first = first;
         tr->head = tr->tail = RSP__NONE;
         tr->free = calloc(tr->size ? tr->size : 1, sizeof *tr->free);
-        if (!tr->free)
+        /* The value policy's heap (ckpt_value.h): one entry a record. */
+        tr->heap = c->ck_value ? malloc((tr->size ? tr->size : 1) * sizeof *tr->heap) : NULL;
+        if (!tr->free || (c->ck_value && !tr->heap))
             return RSP_ENOMEM;
         /* Descending, so a fresh tier pops its first id first. */
         for (uint32_t i = tr->size; i-- > 0;)
@@ -122,6 +126,8 @@ rsp_status rsp__core_create(const rsp_pool_config *cfg, rsp__core **out, rsp_err
         rsp__core_destroy(c);
         return rsp__fail(err, RSP_ENOMEM, "out of memory for %" PRIu32 " slots", lay.max_slots);
     }
+    c->ck_value = cfg->checkpoint_policy == RSP_CHECKPOINT_VALUE;
+    c->ck_weight_byte = cfg->checkpoint_value_weight / (double)lay.slot_bytes;
     if (ck_create(c)) {
         rsp__core_destroy(c);
         return rsp__fail(err, RSP_ENOMEM,
@@ -196,8 +202,10 @@ void rsp__core_destroy(rsp__core *c)
     free(c->rid_skip);
     free(c->ck);
     rsp__map_fini(&c->keys);
-    for (int t = 0; t < RSP_TIER_COUNT_; t++)
+    for (int t = 0; t < RSP_TIER_COUNT_; t++) {
         free(c->tiers[t].free);
+        free(c->tiers[t].heap);
+    }
     free(c->swaps);
     free(c->rep_changes);
     free(c->rep_evictions);

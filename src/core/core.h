@@ -309,6 +309,9 @@ typedef struct rsp__ckpt_report {
     const rsp__ckpt_skip *skips; /* commit: declared takes not done */
     uint32_t num_skips;
     uint32_t taken, restored, dropped; /* counts for rsp_stats */
+    uint32_t restored_host;            /* of restored, from the host tier */
+    uint64_t value_restored;           /* the restored checkpoints' values, summed */
+    uint64_t bytes_restored;
 } rsp__ckpt_report;
 /* The report of the last core call (core scratch, valid until the next
  * call). O(1). */
@@ -329,6 +332,10 @@ rsp_status rsp__core_checkpoint_drop(rsp__core *core, uint64_t key, rsp_error *e
 /* Caller pin (pin) or unpin (!pin) of key: RSP_ENOKEY; RSP_EINVAL
  * unpinning a checkpoint the caller has not pinned. O(1). */
 rsp_status rsp__core_checkpoint_pin(rsp__core *core, uint64_t key, bool pin, rsp_error *err);
+/* Set key's value (RSP_ENOKEY): not a use; under the value policy a new
+ * score. O(log checkpoints of its tier). */
+rsp_status rsp__core_checkpoint_value(rsp__core *core, uint64_t key, uint64_t value,
+                                      rsp_error *err);
 /* RSP_ENOKEY. O(1). */
 rsp_status rsp__core_checkpoint_query(const rsp__core *core, uint64_t key, rsp_checkpoint_info *out,
                                       rsp_error *err);

@@ -89,6 +89,14 @@ typedef struct rsp__ckrec {
     uint32_t prev, next; /* its tier's LRU list (record indices; RSP__NONE ends) */
     uint8_t tier;        /* rsp_tier */
     bool used;
+    /* The value policy (ckpt_value.h): seq is c->ck_seq when it last
+     * entered its list's head (so seq order is list order), value the
+     * caller's, score = seq + weight x value / bytes, hpos its place in its
+     * tier's heap (RSP__NONE: not there, i.e. pinned, unused or LRU). */
+    uint32_t hpos;
+    uint64_t seq;
+    uint64_t value;
+    double score;
 } rsp__ckrec;
 
 /* One checkpoint tier: its slot ids [first, first + size), a free stack
@@ -99,6 +107,8 @@ typedef struct rsp__tier {
     uint32_t free_top, size, first;
     uint32_t head, tail;
     uint32_t count;
+    uint32_t *heap; /* value policy: unpinned records, a min-heap by (score, seq) */
+    uint32_t heap_n;
 } rsp__tier;
 
 /* A swapped-out request's state (swap.c): per holding it had, in label
@@ -394,7 +404,10 @@ struct rsp__core {
     rsp__tier tiers[RSP_TIER_COUNT_];
     rsp__map keys;
     uint64_t ck_clock;
-    bool ck_demote; /* config checkpoint_demote */
+    bool ck_demote;        /* config checkpoint_demote */
+    bool ck_value;         /* config checkpoint_policy == RSP_CHECKPOINT_VALUE */
+    uint64_t ck_seq;       /* pushes to a list head (rsp__ckrec.seq) */
+    double ck_weight_byte; /* checkpoint_value_weight / slot_bytes */
     rsp__swap *swaps;
     uint32_t num_swap_recs, cap_swaps, free_swap;
     uint32_t num_swapped;   /* requests swapped out */

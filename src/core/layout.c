@@ -5,6 +5,7 @@
  */
 #include "layout.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -106,6 +107,14 @@ static rsp_status layout_checkpoints(const rsp_pool_config *cfg, rsp__layout *ou
                          "max_slots + max_checkpoints + max_host_checkpoints = %" PRIu64
                          ": at most %d (slot ids are int32)",
                          ids, INT32_MAX);
+    if (cfg->checkpoint_policy >= RSP_CHECKPOINT_POLICY_COUNT_)
+        return rsp__fail(err, RSP_EINVAL,
+                         "checkpoint_policy = %" PRIu32 ": not an rsp_checkpoint_policy",
+                         cfg->checkpoint_policy);
+    /* Not NaN, not infinite, not negative: a score must order. */
+    if (!(cfg->checkpoint_value_weight >= 0 && cfg->checkpoint_value_weight <= DBL_MAX))
+        return rsp__fail(err, RSP_EINVAL, "checkpoint_value_weight = %g: must be finite and >= 0",
+                         cfg->checkpoint_value_weight);
     out->max_checkpoints = cfg->max_checkpoints;
     out->max_host_checkpoints = cfg->max_host_checkpoints;
     out->num_ids = (uint32_t)ids;

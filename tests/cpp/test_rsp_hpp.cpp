@@ -398,7 +398,7 @@ void messages_and_const_steps(void **)
     pool.post_forget(rsp::msg::clear_preplan());
     pool.post_forget(rsp::msg::remove(r));
     assert_int_equal(pool.post(rsp::msg::barrier()).wait().error.status, RSP_OK);
-    rsp_stats st = pool.post(rsp::msg::stats()).wait().stats;
+    rsp_stats_0_1 st = pool.post(rsp::msg::stats()).wait().stats;
     assert_int_equal(st.num_requests, 0);
     assert_int_equal(st.commits, 1);
     assert_int_equal(st.rollbacks, 1);
@@ -829,6 +829,28 @@ void one_trip_steps_and_vector_messages(void **)
     assert_int_equal(failures, 1);
 }
 
+// The value policy through the binding: the lowest value is evicted.
+static void checkpoint_values_rank_evictions(void **)
+{
+    rsp::pool_config cfg = small_config();
+    cfg.checkpoints(2).checkpoint_policy(RSP_CHECKPOINT_VALUE, 1e9);
+    rsp::pool pool = rsp::pool::create(cfg);
+    rsp::step s1(rsp::step_id{1});
+    s1.row(rsp::rid{1});
+    pool.admit(s1);
+    pool.plan(s1);
+    pool.commit(s1, rsp::forward_complete());
+    pool.checkpoint(1, rsp::rid{1});
+    pool.checkpoint_value(1, 50);
+    pool.checkpoint(2, rsp::rid{1});
+    pool.checkpoint_value(2, 10);
+    pool.checkpoint(3, rsp::rid{1}); // evicts 2, the lower value, though newer
+    assert_int_equal(pool.try_checkpoint_query(2).status(), RSP_ENOKEY);
+    assert_int_equal(pool.checkpoint_query(1).key, 1);
+    assert_int_equal(pool.try_checkpoint_value(9, 1).status(), RSP_ENOKEY);
+    assert_int_equal(pool.stats().checkpoints_evicted_device, 1);
+}
+
 // Checkpoints through the binding: a take declared in a step, a restore,
 // the wrappers and messages, a swap, the reader's lookup.
 static int evicted = 0;
@@ -1246,6 +1268,7 @@ int main()
         cmocka_unit_test(per_step_plans_and_bounded_close),
         cmocka_unit_test(one_trip_steps_and_vector_messages),
         cmocka_unit_test(checkpoints_and_swaps),
+        cmocka_unit_test(checkpoint_values_rank_evictions),
         cmocka_unit_test(close_timed_is_bounded_by_own_plan_ref),
         cmocka_unit_test(pool_destroyed_in_a_section_closes_when_it_ends),
         cmocka_unit_test(callback_exceptions_are_caught_and_kept),

@@ -581,7 +581,8 @@ static void observe(snapshot *s, bool full)
         rsp_reply rs;
         if (rsp_wait(ts, RSP_WAIT_FOREVER, &rs) != RSP_OK)
             fail("STATS: %s", rs.error.message);
-        s->st = rs.stats;
+        memset(&s->st, 0, sizeof s->st); /* the reply has 0.1's fields only */
+        memcpy(&s->st, &rs.stats, sizeof rs.stats);
     } else if (rsp_stats_peek(g_pool, &s->st, &err) != RSP_OK) {
         fail("rsp_stats_peek: %s", err.message);
     }

@@ -50,7 +50,8 @@ int main(void)
         F(rsp_pool_config, owner_cpu), F(rsp_pool_config, max_checkpoints),
         F(rsp_pool_config, max_host_checkpoints), F(rsp_pool_config, checkpoint_demote),
         F(rsp_pool_config, on_checkpoint_evict), F(rsp_pool_config, on_checkpoint_evict_ctx),
-        F(rsp_pool_config, record_path), end();
+        F(rsp_pool_config, record_path),
+        F(rsp_pool_config, checkpoint_policy), F(rsp_pool_config, checkpoint_value_weight), end();
     S(rsp_pool_info), F(rsp_pool_info, num_layers), F(rsp_pool_info, num_blocks),
         F(rsp_pool_info, max_slots), F(rsp_pool_info, usable_slots), F(rsp_pool_info, sink),
         F(rsp_pool_info, pad_index), F(rsp_pool_info, slot_bytes), F(rsp_pool_info, total_bytes),
@@ -87,7 +88,11 @@ int main(void)
         F(rsp_stats, swapped_slots), F(rsp_stats, checkpoints_taken),
         F(rsp_stats, checkpoints_restored), F(rsp_stats, checkpoints_evicted),
         F(rsp_stats, checkpoints_demoted), F(rsp_stats, checkpoints_dropped),
-        F(rsp_stats, checkpoints_skipped), F(rsp_stats, swaps_out), F(rsp_stats, swaps_in), end();
+        F(rsp_stats, checkpoints_skipped), F(rsp_stats, swaps_out), F(rsp_stats, swaps_in),
+        F(rsp_stats, checkpoint_hits_device), F(rsp_stats, checkpoint_hits_host),
+        F(rsp_stats, checkpoint_misses), F(rsp_stats, checkpoints_evicted_device),
+        F(rsp_stats, checkpoints_evicted_host), F(rsp_stats, checkpoint_bytes_restored),
+        F(rsp_stats, checkpoint_value_restored), end();
     S(rsp_addressing), F(rsp_addressing, label), F(rsp_addressing, step_id),
         F(rsp_addressing, staged), F(rsp_addressing, num_rows), F(rsp_addressing, length),
         F(rsp_addressing, slot_indices), F(rsp_addressing, has_state),
@@ -114,7 +119,7 @@ int main(void)
         F(rsp_msg, label_name), F(rsp_msg, step), F(rsp_msg, event), F(rsp_msg, max_bs),
         F(rsp_msg, max_seq_len), F(rsp_msg, seq), F(rsp_msg, rids), F(rsp_msg, num_rids),
         F(rsp_msg, commit), F(rsp_msg, key), F(rsp_msg, tier), F(rsp_msg, after_step),
-        F(rsp_msg, pin), end();
+        F(rsp_msg, pin), end(); /* after_step: the union with value (_ffi: _u) */
     S(rsp_reply), F(rsp_reply, error), F(rsp_reply, admit), F(rsp_reply, plan_step_id),
         F(rsp_reply, plan_staged), F(rsp_reply, plan_digest), F(rsp_reply, committed),
         F(rsp_reply, planned), F(rsp_reply, label), F(rsp_reply, holding), F(rsp_reply, stats),
