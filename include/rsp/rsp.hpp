@@ -2673,8 +2673,16 @@ class tp_group
             result<rsp_reply> r = t.value().try_wait();
             if (!r)
                 return r.error();
-            for (std::size_t i = 0; i < out.size(); i++)
-                out[i] = t.value().r_[i].stats;
+            // The reply carries 0.1's fields (its layout is frozen); the
+            // later ones are read after the answer, as rsp_stats_snapshot
+            // reads them, so they include every message before it.
+            for (std::size_t i = 0; i < out.size(); i++) {
+                rsp_error e{};
+                const rsp_status st = rsp_stats_peek_size(ranks_[i].get(), &out[i], sizeof out[i], &e);
+                if (st != RSP_OK)
+                    return detail::done(st, e).error();
+                std::memcpy(&out[i], &t.value().r_[i].stats, sizeof(rsp_stats_0_1));
+            }
             return out;
         } catch (const std::bad_alloc &) {
             return detail::failure(RSP_ENOMEM, "rsp::tp_group: out of memory");
