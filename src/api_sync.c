@@ -307,3 +307,17 @@ rsp_status rsp_holding_get(rsp_pool *pool, rsp_rid rid, rsp_label_id label, rsp_
         *out = r.holding;
     return st;
 }
+
+rsp_status rsp_pool_dump(rsp_pool *pool, char *buf, size_t size, size_t *needed, rsp_error *err)
+{
+    if (!buf && size)
+        return rsp__fail(err, RSP_EINVAL, "buf is NULL but size is %zu", size);
+    rsp_msg m = {.kind = RSP_MSG_DUMP, .dump_buf = buf, .dump_size = size};
+    rsp_reply r;
+    rsp_status st = call(pool, &m, &r, err);
+    /* Only the dump's own answers carry the size (a recycled reply's
+     * field is stale otherwise). */
+    if (needed && (st == RSP_OK || st == RSP_ECAPACITY))
+        *needed = r.dump_needed;
+    return st;
+}

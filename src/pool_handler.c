@@ -376,6 +376,8 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
         rsp__publish_live(p->pub, plan);
         sync_stage(p, &out.stage); /* the stage it promoted, replaced or took */
         bump(&p->ctr.plans, 1);
+        if (p->guard)
+            rsp__guard_plan(p, out.step_id);
         if (out.promoted)
             bump(&p->ctr.promotions, 1);
     }
@@ -492,6 +494,8 @@ static rsp_status on_rollback(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* the step's own stage ends with it */
         rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_ROLLED_BACK);
+        if (p->guard)
+            rsp__guard_end(p, m->step.step_id);
         bump(&p->ctr.rollbacks, 1);
     }
     return st;
@@ -517,6 +521,10 @@ static rsp_status commit_step(rsp_pool *p, const rsp_step *step, const rsp_event
 {
     rsp_status st = rsp__device_check_event(p->dev, ev, &r->error); /* as for rollback */
     rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
+    /* Guard mode checks what the forward wrote before the commit's own
+     * zeros and post-forks change slots. */
+    if (st == RSP_OK && p->guard && rsp__core_step_in_flight(p->core, step->step_id))
+        rsp__guard_commit(p, step->step_id, ev);
     if (st == RSP_OK)
         st = fwd_reserve(p, ev, step->step_id, &r->error);
     if (st == RSP_OK)
@@ -527,6 +535,8 @@ static rsp_status commit_step(rsp_pool *p, const rsp_step *step, const rsp_event
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* a committed step's stage (a capture's) ends with it */
         rsp__publisher_step_finished(p->pub, step->step_id, RSP__STEP_COMMITTED);
+        if (p->guard)
+            rsp__guard_end(p, step->step_id);
         bump(&p->ctr.commits, 1);
     }
     return st;
@@ -578,6 +588,8 @@ static rsp_status undo_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
                          what, cause, rb.message, then);
     sync_stage(p, &stage);
     rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_ROLLED_BACK);
+    if (p->guard)
+        rsp__guard_end(p, m->step.step_id);
     bump(&p->ctr.rollbacks, 1);
     return rsp__fail(&r->error, plan_st, "%s, so its admit was rolled back: %s%s", what, cause,
                      then);
@@ -777,6 +789,7 @@ static const struct {
     [RSP_MSG_CHECKPOINT_QUERY] = {"checkpoint_query", on_checkpoint_query},
     [RSP_MSG_SWAP_OUT] = {"swap_out", on_swap_out},
     [RSP_MSG_SWAP_IN] = {"swap_in", on_swap_in},
+    [RSP_MSG_DUMP] = {"dump", rsp__pool_on_dump},
 };
 
 static const char *kind_name(rsp_msg_kind k)

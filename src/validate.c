@@ -151,6 +151,11 @@ rsp_status rsp__msg_validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *
         if (m->max_bs == 0)
             return rsp__fail(err, RSP_EINVAL, "msg->max_bs is 0 (a graph batch has >= 1 row)");
         return RSP_OK;
+    case RSP_MSG_DUMP:
+        if (!m->dump_buf && m->dump_size)
+            return rsp__fail(err, RSP_EINVAL, "msg->dump_buf is NULL but msg->dump_size is %zu",
+                             m->dump_size);
+        return RSP_OK;
     default: return RSP_OK;
     }
 }
@@ -160,16 +165,17 @@ rsp_status rsp__msg_validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *
 static bool seq_exempt(rsp_msg_kind k)
 {
     return k == RSP_MSG_STATS || k == RSP_MSG_HOLDING || k == RSP_MSG_CHECKPOINT_QUERY ||
-           k == RSP_MSG_BARRIER || k == RSP_MSG_SHUTDOWN;
+           k == RSP_MSG_BARRIER || k == RSP_MSG_SHUTDOWN || k == RSP_MSG_DUMP;
 }
 
 rsp_status rsp__msg_check_seq(const rsp_pool *pool, const rsp_msg *m, rsp_error *err)
 {
     if (!pool->ordered || m->seq != 0 || seq_exempt(m->kind))
         return RSP_OK;
-    return rsp__fail(err, RSP_EINVAL,
-                     "msg->seq is 0, but the pool is ordered (rsp_pool_config.ordered): every "
-                     "message but STATS, HOLDING, CHECKPOINT_QUERY, BARRIER and SHUTDOWN carries "
-                     "its number (1, 2, "
-                     "3, ...); the synchronous wrappers carry none: post it with rsp_post");
+    return rsp__fail(
+        err, RSP_EINVAL,
+        "msg->seq is 0, but the pool is ordered (rsp_pool_config.ordered): every "
+        "message but STATS, HOLDING, CHECKPOINT_QUERY, BARRIER, SHUTDOWN and DUMP carries "
+        "its number (1, 2, "
+        "3, ...); the synchronous wrappers carry none: post it with rsp_post");
 }

@@ -265,6 +265,22 @@ typedef struct rsp_pool_config {
      */
     void (*on_checkpoint_evict)(void *ctx, const rsp_checkpoint_event *event);
     void *on_checkpoint_evict_ctx;
+    /**
+     * Guard mode, for debugging an engine's kernels (docs/semantics.md 9.6,
+     * docs/guide.md "Debugging"); false (the default): off, nothing checked,
+     * nothing costs. On: at each commit, once its forward_done has fired,
+     * the pool checks that the forward wrote no slot it did not address:
+     * free slots still zero, and held slots no in-flight step addresses
+     * unchanged since the step's plan (a checksum per slot, block and
+     * layer); writes into the sink are allowed. Each slot found is reported
+     * through on_error (failure->guard names it) and counted
+     * (rsp_stats.guard_violations); nothing else changes. Cost: the owner
+     * waits for the device at every live plan and commit and checksums
+     * every free and unaddressed held slot twice a step (docs/performance.md
+     * "Guard mode"), so a host-fence forward_done of a commit must fire
+     * without the caller waiting for a later answer of the pool.
+     */
+    bool guard;
 } rsp_pool_config;
 
 /* A call rsp_pool_config_init(cfg) is the macro at the end of this header,
@@ -648,6 +664,7 @@ typedef enum rsp_msg_kind {
     RSP_MSG_CHECKPOINT_QUERY, /**< key -> reply.checkpoint (rsp_checkpoint_query) */
     RSP_MSG_SWAP_OUT,         /**< rid (rsp_swap_out) */
     RSP_MSG_SWAP_IN,          /**< rid -> reply.admit (pool full: ok false) (rsp_swap_in) */
+    RSP_MSG_DUMP,             /**< dump_buf, dump_size -> reply.dump_needed (rsp_pool_dump) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
 
@@ -685,6 +702,11 @@ typedef struct rsp_msg {
     uint64_t after_step;
     /** CHECKPOINT_PIN: true pins (one more caller pin), false unpins. */
     bool pin;
+    /** DUMP: the caller's buffer for the JSON text, dump_size bytes (NULL
+     * with 0: only the size is answered). The owner writes it while handling
+     * the message: it must stay valid until the answer (rsp_wait). */
+    char *dump_buf;
+    size_t dump_size;
 } rsp_msg;
 
 /** A failure reported to rsp_pool_config.on_error. */
@@ -696,6 +718,10 @@ struct rsp_failure {
                               else the new step's (msg->step) */
     bool has_step;       /**< whether kind names a step */
     const char *message; /**< why; valid during the call only */
+    /** A guard mode finding (kind COMMIT or STEP, status RSP_EDEVICE): the
+     * slot and who held it; NULL for every other failure. Valid during the
+     * call only. */
+    const struct rsp_guard_violation *guard;
 };
 
 /** The owner's answer. */
@@ -711,6 +737,7 @@ typedef struct rsp_reply {
     rsp_holding holding;
     rsp_stats stats;
     rsp_checkpoint_info checkpoint; /**< CHECKPOINT_QUERY */
+    size_t dump_needed;             /**< DUMP: bytes the JSON text needs, its NUL included */
 } rsp_reply;
 
 typedef struct rsp_ticket rsp_ticket;
@@ -1410,6 +1437,48 @@ RSP_API rsp_status rsp_host_fence_wait(const rsp_host_fence *fence, uint64_t val
  * A kind the pool's device cannot wait on: RSP_EINVAL. Any thread. */
 RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, uint64_t timeout_ns,
                                   rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Guard mode and the state dump (docs/semantics.md 9.6)                     */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * One slot that a forward wrote without addressing it, found by guard mode
+ * (rsp_pool_config.guard) at the commit of step_id and handed to on_error
+ * as rsp_failure.guard. The writer is a forward that ran before that
+ * commit's check: usually step_id's own, or one in flight beside it.
+ */
+typedef struct rsp_guard_violation {
+    uint32_t slot; /**< the request slot written */
+    bool held;     /**< true: a holding's slot that no in-flight step addresses,
+                        changed since step_id's plan; false: a free slot, not zero */
+    rsp_rid rid;   /**< held: its holder */
+    rsp_label_id label;
+    uint64_t step_id; /**< the commit whose check found it */
+    uint32_t block;   /**< the first (block, layer) that differs, in block order */
+    uint32_t layer;
+    uint32_t regions; /**< (block, layer) regions of the slot that differ */
+} rsp_guard_violation;
+
+/**
+ * The pool's state as JSON, for bug reports and debuggers: labels, slot
+ * counts and the generation, requests and their holdings (slot, has_state,
+ * generation), the free stack (top first, then the never-used range),
+ * pending slots, checkpoints per tier (most recently used first), steps in
+ * flight (phase, the slots they pin, fresh allocations, restores pinned)
+ * and the stage; the format is in docs/guide.md "Debugging". Consistent:
+ * taken in one owner turn (a message, RSP_MSG_DUMP); changes nothing.
+ *
+ * Size negotiation as snprintf: *needed (may be NULL) receives the bytes
+ * the text needs, its NUL included. buf NULL with size 0 asks only the
+ * size (RSP_OK). A buffer too small is RSP_ECAPACITY naming both sizes,
+ * buf[0] = '\0'; the state may grow between two calls, so ask with room
+ * to spare. buf NULL with size > 0: RSP_EINVAL. Any thread but a read
+ * section's; waits for the owner. O(requests + holdings + released slots
+ * + checkpoints + pins).
+ */
+RSP_API rsp_status rsp_pool_dump(rsp_pool *pool, char *buf, size_t size, size_t *needed,
+                                 rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Struct sizes (docs/abi.md)                                                */

@@ -37,6 +37,7 @@ ENOLABEL = STATUS_NAMES.index("RSP_ENOLABEL")
 ENOREQ = STATUS_NAMES.index("RSP_ENOREQ")
 ENOPLAN = STATUS_NAMES.index("RSP_ENOPLAN")
 ENOKEY = STATUS_NAMES.index("RSP_ENOKEY")
+ECAPACITY = STATUS_NAMES.index("RSP_ECAPACITY")
 
 # rsp_dtype
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
@@ -98,6 +99,7 @@ class PoolConfig(ctypes.Structure):
         ("checkpoint_demote", ctypes.c_bool),
         ("on_checkpoint_evict", ctypes.c_void_p),
         ("on_checkpoint_evict_ctx", ctypes.c_void_p),
+        ("guard", ctypes.c_bool),
     ]
 
 
@@ -337,17 +339,31 @@ MSG_KINDS = (
     "ingest", "remove", "reset", "admit", "rollback", "plan", "clear_preplan", "commit",
     "build_graph_buffers", "stats", "barrier", "label", "holding", "shutdown", "release", "step",
     "checkpoint", "checkpoint_drop", "checkpoint_pin", "checkpoint_query", "swap_out", "swap_in",
+    "dump",
 )
 (MSG_INGEST, MSG_REMOVE, MSG_RESET, MSG_ADMIT, MSG_ROLLBACK, MSG_PLAN, MSG_CLEAR_PREPLAN,
  MSG_COMMIT, MSG_BUILD_GRAPH_BUFFERS, MSG_STATS, MSG_BARRIER, MSG_LABEL, MSG_HOLDING,
  MSG_SHUTDOWN, MSG_RELEASE, MSG_STEP, MSG_CHECKPOINT, MSG_CHECKPOINT_DROP, MSG_CHECKPOINT_PIN,
- MSG_CHECKPOINT_QUERY, MSG_SWAP_OUT, MSG_SWAP_IN) = range(len(MSG_KINDS))
+ MSG_CHECKPOINT_QUERY, MSG_SWAP_OUT, MSG_SWAP_IN, MSG_DUMP) = range(len(MSG_KINDS))
 MAX_MSG_RIDS = 65536
 CLOSE_REPORT_MAX = 64
 
 
 class CheckpointEvent(ctypes.Structure):
     _fields_ = [("key", ctypes.c_uint64), ("tier", c_enum), ("demoted", ctypes.c_bool)]
+
+
+class GuardViolation(ctypes.Structure):
+    _fields_ = [
+        ("slot", ctypes.c_uint32),
+        ("held", ctypes.c_bool),
+        ("rid", ctypes.c_uint64),
+        ("label", ctypes.c_uint32),
+        ("step_id", ctypes.c_uint64),
+        ("block", ctypes.c_uint32),
+        ("layer", ctypes.c_uint32),
+        ("regions", ctypes.c_uint32),
+    ]
 
 
 class Failure(ctypes.Structure):
@@ -357,6 +373,7 @@ class Failure(ctypes.Structure):
         ("step_id", ctypes.c_uint64),
         ("has_step", ctypes.c_bool),
         ("message", ctypes.c_char_p),
+        ("guard", ctypes.POINTER(GuardViolation)),
     ]
 
 
@@ -395,6 +412,8 @@ class Msg(ctypes.Structure):
         ("tier", c_enum),
         ("after_step", ctypes.c_uint64),
         ("pin", ctypes.c_bool),
+        ("dump_buf", ctypes.c_void_p),
+        ("dump_size", ctypes.c_size_t),
     ]
 
 
@@ -411,6 +430,7 @@ class Reply(ctypes.Structure):
         ("holding", Holding),
         ("stats", Stats),
         ("checkpoint", CheckpointInfo),
+        ("dump_needed", ctypes.c_size_t),
     ]
 
 
@@ -431,7 +451,8 @@ STRUCTS = {
     "rsp_step": Step, "rsp_admit_outcome": AdmitOutcome, "rsp_holding": Holding,
     "rsp_event": Event, "rsp_stats": Stats, "rsp_addressing": Addressing,
     "rsp_step_outcome": StepOutcome, "rsp_checkpoint_event": CheckpointEvent,
-    "rsp_failure": Failure, "rsp_checkpoint_info": CheckpointInfo,
+    "rsp_failure": Failure, "rsp_guard_violation": GuardViolation,
+    "rsp_checkpoint_info": CheckpointInfo,
     "rsp_checkpoint_loc": CheckpointLoc, "rsp_msg": Msg, "rsp_reply": Reply,
     "rsp_close_report": CloseReport,
 }
@@ -529,6 +550,8 @@ checkpoint_lookup = _proto("rsp_checkpoint_lookup", c_status, vp, ctypes.c_uint6
                            P(CheckpointLoc), PErr)
 swap_out = _proto("rsp_swap_out", c_status, vp, ctypes.c_uint64, PErr)
 swap_in = _proto("rsp_swap_in", c_status, vp, ctypes.c_uint64, P(AdmitOutcome), PErr)
+pool_dump = _proto("rsp_pool_dump", c_status, vp, ctypes.c_char_p, ctypes.c_size_t,
+                   P(ctypes.c_size_t), PErr)
 ingest_many = _proto("rsp_ingest_many", c_status, vp, PRid, ctypes.c_uint32, PErr)
 remove_many = _proto("rsp_remove_many", c_status, vp, PRid, ctypes.c_uint32, PErr)
 reset_many = _proto("rsp_reset_many", c_status, vp, PRid, ctypes.c_uint32, ctypes.c_bool, PErr)

@@ -49,7 +49,8 @@ int main(void)
         F(rsp_pool_config, on_error), F(rsp_pool_config, on_error_ctx),
         F(rsp_pool_config, owner_cpu), F(rsp_pool_config, max_checkpoints),
         F(rsp_pool_config, max_host_checkpoints), F(rsp_pool_config, checkpoint_demote),
-        F(rsp_pool_config, on_checkpoint_evict), F(rsp_pool_config, on_checkpoint_evict_ctx), end();
+        F(rsp_pool_config, on_checkpoint_evict), F(rsp_pool_config, on_checkpoint_evict_ctx),
+        F(rsp_pool_config, guard), end();
     S(rsp_pool_info), F(rsp_pool_info, num_layers), F(rsp_pool_info, num_blocks),
         F(rsp_pool_info, max_slots), F(rsp_pool_info, usable_slots), F(rsp_pool_info, sink),
         F(rsp_pool_info, pad_index), F(rsp_pool_info, slot_bytes), F(rsp_pool_info, total_bytes),
@@ -97,7 +98,11 @@ int main(void)
     S(rsp_checkpoint_event), F(rsp_checkpoint_event, key), F(rsp_checkpoint_event, tier),
         F(rsp_checkpoint_event, demoted), end();
     S(rsp_failure), F(rsp_failure, status), F(rsp_failure, kind), F(rsp_failure, step_id),
-        F(rsp_failure, has_step), F(rsp_failure, message), end();
+        F(rsp_failure, has_step), F(rsp_failure, message), F(rsp_failure, guard), end();
+    S(rsp_guard_violation), F(rsp_guard_violation, slot), F(rsp_guard_violation, held),
+        F(rsp_guard_violation, rid), F(rsp_guard_violation, label), F(rsp_guard_violation, step_id),
+        F(rsp_guard_violation, block), F(rsp_guard_violation, layer),
+        F(rsp_guard_violation, regions), end();
     S(rsp_checkpoint_info), F(rsp_checkpoint_info, key), F(rsp_checkpoint_info, tier),
         F(rsp_checkpoint_info, slot), F(rsp_checkpoint_info, bytes), F(rsp_checkpoint_info, pins),
         F(rsp_checkpoint_info, user_pins), F(rsp_checkpoint_info, last_use), end();
@@ -107,11 +112,11 @@ int main(void)
         F(rsp_msg, label_name), F(rsp_msg, step), F(rsp_msg, event), F(rsp_msg, max_bs),
         F(rsp_msg, max_seq_len), F(rsp_msg, seq), F(rsp_msg, rids), F(rsp_msg, num_rids),
         F(rsp_msg, commit), F(rsp_msg, key), F(rsp_msg, tier), F(rsp_msg, after_step),
-        F(rsp_msg, pin), end();
+        F(rsp_msg, pin), F(rsp_msg, dump_buf), F(rsp_msg, dump_size), end();
     S(rsp_reply), F(rsp_reply, error), F(rsp_reply, admit), F(rsp_reply, plan_step_id),
         F(rsp_reply, plan_staged), F(rsp_reply, plan_digest), F(rsp_reply, committed),
         F(rsp_reply, planned), F(rsp_reply, label), F(rsp_reply, holding), F(rsp_reply, stats),
-        F(rsp_reply, checkpoint), end();
+        F(rsp_reply, checkpoint), F(rsp_reply, dump_needed), end();
     S(rsp_close_report), F(rsp_close_report, closed), F(rsp_close_report, forward_waits),
         F(rsp_close_report, num_steps), F(rsp_close_report, step_ids), end();
     printf("}\n");
