@@ -14,17 +14,18 @@ rsp_status rsp__pool_on_dump(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
 {
     (void)changed;
     rsp__jw w = {.buf = m->dump_buf, .size = m->dump_size};
-    rsp__jw_put(&w, "{\"pool\":{\"device\":\"%s\",\"num_layers\":%u,\"num_blocks\":%u,"
-                    "\"ordered\":%s},",
+    rsp__jw_put(&w,
+                "{\"pool\":{\"device\":\"%s\",\"num_layers\":%u,\"num_blocks\":%u,"
+                "\"ordered\":%s,",
                 p->device_kind == RSP_DEVICE_CUDA ? "cuda" : "host", p->layout->num_layers,
                 p->layout->num_blocks, p->ordered ? "true" : "false");
     if (p->guard) {
         uint64_t checks, violations;
         rsp__guard_counts(p->guard, &checks, &violations);
-        rsp__jw_put(&w, "\"guard\":{\"checks\":%llu,\"violations\":%llu},",
+        rsp__jw_put(&w, "\"guard\":{\"checks\":%llu,\"violations\":%llu}},",
                     (unsigned long long)checks, (unsigned long long)violations);
     } else {
-        rsp__jw_put(&w, "\"guard\":null,");
+        rsp__jw_put(&w, "\"guard\":null},");
     }
     rsp__core_dump(p->core, &w);
     rsp__jw_put(&w, "}");

@@ -134,7 +134,8 @@ static rsp_status sum_slots(rsp_pool *p, const uint32_t *slots, uint32_t n, uint
 {
     for (uint32_t i = 0; i < n; i += GUARD_BATCH) {
         uint32_t k = n - i < GUARD_BATCH ? n - i : GUARD_BATCH;
-        rsp_status st = rsp__device_checksum(p->dev, slots + i, k, out + (uint64_t)i * p->guard->per, e);
+        rsp_status st =
+            rsp__device_checksum(p->dev, slots + i, k, out + (uint64_t)i * p->guard->per, e);
         if (st != RSP_OK)
             return st;
     }
@@ -151,7 +152,8 @@ static rsp_status snap_collect(rsp__guard *g, guard_snap *s)
             g->pinned_at[slot] = s->seq;
         if (v->state != RSP__SLOT_HELD || v->pinned)
             continue;
-        if (rsp__grow((void **)&s->entries, &s->cap_entries, s->n + 1, sizeof *s->entries) != RSP_OK)
+        if (rsp__grow((void **)&s->entries, &s->cap_entries, s->n + 1, sizeof *s->entries) !=
+            RSP_OK)
             return RSP_ENOMEM;
         s->entries[s->n++] = (guard_entry){slot, v->label, v->rid, v->generation};
     }
@@ -235,9 +237,8 @@ static void compare(rsp_pool *p, uint64_t step_id, uint32_t slot, const uint64_t
 static bool entry_live(const rsp__guard *g, const guard_snap *s, const guard_entry *x)
 {
     const rsp__guard_slot *v = &g->view[x->slot];
-    return v->state == RSP__SLOT_HELD && !v->pinned && v->rid == x->rid &&
-           v->label == x->label && v->generation == x->generation &&
-           g->pinned_at[x->slot] <= s->seq;
+    return v->state == RSP__SLOT_HELD && !v->pinned && v->rid == x->rid && v->label == x->label &&
+           v->generation == x->generation && g->pinned_at[x->slot] <= s->seq;
 }
 
 /* Checksum and compare batch[0 .. k): idx[j] is the snapshot entry of

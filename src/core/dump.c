@@ -34,8 +34,7 @@ static void dump_requests(const rsp__core *c, rsp__jw *w)
         first = false;
         const rsp__hold *h = r->heap ? r->heap : r->inl;
         for (uint32_t k = 0; k < r->num_holds; k++)
-            rsp__jw_put(w,
-                        "%s{\"label\":%u,\"slot\":%u,\"has_state\":%s,\"generation\":%llu}",
+            rsp__jw_put(w, "%s{\"label\":%u,\"slot\":%u,\"has_state\":%s,\"generation\":%llu}",
                         k ? "," : "", h[k].label, h[k].slot, h[k].has_state ? "true" : "false",
                         (unsigned long long)h[k].generation);
         rsp__jw_put(w, "]");
@@ -114,8 +113,7 @@ static void dump_step(const rsp__core *c, const rsp__steprec *s, rsp__jw *w)
     rsp__jw_put(w, "],\"fresh\":[");
     for (uint32_t k = 0; k < s->num_journal; k++)
         rsp__jw_put(w, "%s{\"rid\":%llu,\"label\":%u,\"slot\":%u}", k ? "," : "",
-                    (unsigned long long)s->journal[k].rid, s->journal[k].label,
-                    s->journal[k].slot);
+                    (unsigned long long)s->journal[k].rid, s->journal[k].label, s->journal[k].slot);
     rsp__jw_put(w, "],\"restores_pinned\":[");
     for (uint32_t k = 0; k < s->num_ckrecs; k++)
         rsp__jw_put(w, "%s%llu", k ? "," : "", (unsigned long long)c->ck[s->ckrecs[k]].key);

@@ -23,7 +23,8 @@ typedef struct rsp__jw {
 
 /* Append printf-formatted text: written while it fits (buf stays
  * NUL-terminated), counted always. O(text). */
-static inline void rsp__jw_put(rsp__jw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void rsp__jw_put(rsp__jw *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static inline void rsp__jw_put(rsp__jw *w, const char *fmt, ...)
 {
     va_list ap;

@@ -148,8 +148,8 @@ static guard_counts counts(rsp_pool *pool)
     guard_counts c = {0};
     const char *g = strstr(buf, "\"guard\":");
     assert_non_null(g);
-    c.on = sscanf(g, "\"guard\":{\"checks\":%llu,\"violations\":%llu}", &c.checks,
-                  &c.violations) == 2;
+    c.on =
+        sscanf(g, "\"guard\":{\"checks\":%llu,\"violations\":%llu}", &c.checks, &c.violations) == 2;
     if (!c.on)
         assert_memory_equal(g, "\"guard\":null", 12);
     return c;
@@ -281,7 +281,7 @@ static void each_slot_is_one_report_and_nothing_else_changes(void **state)
     rsp_step s;
     plan(pool, 2, rids, 2, &s, rows);
     write_all(pool, slot_of(pool, 3), 8.0f); /* every region of the neighbour */
-    write_slot(pool, "ssm", 0, 5, 2.0f);      /* a free slot past the batch */
+    write_slot(pool, "ssm", 0, 5, 2.0f);     /* a free slot past the batch */
     uint32_t free_before = stats(pool).free_slots;
     commit(pool, &s);
     assert_int_equal(num_reps, 2);
