@@ -153,6 +153,9 @@ rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out,
 #ifdef RSP_HAVE_CUDA
 rsp_status rsp__cuda_device_create(int ordinal, const rsp__layout *layout, rsp__device **out,
                                    rsp_error *err);
+/* The CUDA device's checksum entry (cuda_guard.c). */
+rsp_status rsp__cuda_checksum(rsp__device *dev, const uint32_t *slots, uint32_t n, uint64_t *out,
+                              rsp_error *err);
 #endif
 
 #endif
