@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 EXPECTED = {"rtt": 2, "ingest_remove": 8, "step": 32, "read": 4, "read_qsbr": 4, "zero_fork": 6,
-            "create": 6, "ckpt_copy": 6, "ckpt_lookup": 4, "ckpt_churn": 2, "prefix_reuse": 2}
+            "create": 6, "ckpt_copy": 6, "ckpt_lookup": 4, "ckpt_churn": 2, "prefix_reuse": 2,
+            "guard": 4}
 NUMBERS = ("median_ns", "p99_ns", "ops_per_s", "baseline_median_ns", "ratio")
 
 

@@ -41,7 +41,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: rsp-bench [--quick] [--json] [--only SCENARIO] [--pin MODE]\n"
                "  scenarios: rtt ingest_remove step read zero_fork create ckpt_copy ckpt_lookup\n"
-               "             ckpt_churn prefix_reuse (default: all)\n"
+               "             ckpt_churn prefix_reuse guard (default: all)\n"
                "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
                "  --json   one JSON object per line instead of a table\n"
                "  --pin    none (default), split (client and owner each on a CPU of\n"
@@ -84,6 +84,7 @@ int main(int argc, char **argv)
         {"ckpt_lookup", bench_ckpt_lookup},
         {"ckpt_churn", bench_ckpt_churn},
         {"prefix_reuse", bench_prefix_reuse},
+        {"guard", bench_guard},
     };
     print_machine("start");
     bool ran = false;

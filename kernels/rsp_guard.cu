@@ -6,7 +6,8 @@
  */
 #include "rsp_guard.h"
 
-namespace {
+namespace
+{
 
 constexpr unsigned kThreads = 256;
 constexpr unsigned kMaxGrid = 4096;
@@ -42,8 +43,8 @@ __global__ void checksum_kernel(rsp__kgeom geom, const uint32_t *slots, uint32_t
     for (unsigned long long r = blockIdx.x; r < regions; r += gridDim.x) {
         const unsigned l = static_cast<unsigned>(r % geom.num_layers);
         const unsigned b = static_cast<unsigned>((r / geom.num_layers) % geom.num_blocks);
-        const unsigned long long i = r / (static_cast<unsigned long long>(geom.num_layers) *
-                                          geom.num_blocks);
+        const unsigned long long i =
+            r / (static_cast<unsigned long long>(geom.num_layers) * geom.num_blocks);
         const rsp__kblock &bl = geom.blocks[b];
         const unsigned char *p = bl.base + l * bl.layer_bytes + slots[i] * bl.slot_bytes;
         const unsigned long long words = (bl.slot_bytes + 7) / 8;

@@ -43,8 +43,8 @@ static cudaError_t run(const rsp__device *dev, const uint32_t *slots, uint32_t n
     cudaStream_t s = cudaStreamPerThread;
     rsp__kgeom g;
     geom_of(dev, &g);
-    cudaError_t e = cudaMemcpyAsync(d_slots, slots, (size_t)n * sizeof *slots,
-                                    cudaMemcpyHostToDevice, s);
+    cudaError_t e =
+        cudaMemcpyAsync(d_slots, slots, (size_t)n * sizeof *slots, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(d_out, 0, out_bytes, s);
     if (e == cudaSuccess)
