@@ -113,12 +113,24 @@ static guard_snap *snap_of(rsp__guard *g, uint64_t step_id)
     return NULL;
 }
 
-static guard_snap *snap_new(rsp__guard *g, uint64_t step_id)
+/* A table full of snapshots: one whose step is no longer in flight (it
+ * ended on a path that did not say so, such as a broken pool's) is taken. */
+static guard_snap *snap_stale(rsp__guard *g, const rsp__core *core)
+{
+    for (uint32_t i = 0; i < GUARD_MAX_SNAPS; i++)
+        if (!rsp__core_step_in_flight(core, g->snaps[i].step_id))
+            return &g->snaps[i];
+    return NULL;
+}
+
+static guard_snap *snap_new(rsp__guard *g, const rsp__core *core, uint64_t step_id)
 {
     guard_snap *s = snap_of(g, step_id);
     for (uint32_t i = 0; !s && i < GUARD_MAX_SNAPS; i++)
         if (!g->snaps[i].used)
             s = &g->snaps[i];
+    if (!s)
+        s = snap_stale(g, core);
     if (s) { /* a step planned again (after a refused plan) takes a new one */
         s->used = true;
         s->lost = false;
@@ -163,9 +175,9 @@ static rsp_status snap_collect(rsp__guard *g, guard_snap *s)
 void rsp__guard_plan(rsp_pool *p, uint64_t step_id)
 {
     rsp__guard *g = p->guard;
-    guard_snap *s = snap_new(g, step_id);
+    guard_snap *s = snap_new(g, p->core, step_id);
     if (!s)
-        return; /* more steps than pins allow: the core refuses the admit first */
+        return; /* 64 steps in flight: the pins' bound, the core refuses the 65th */
     s->seq = ++g->seq;
     rsp__core_guard_slots(p->core, g->view);
     rsp_error e = {0};
