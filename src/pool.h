@@ -95,7 +95,7 @@ struct rsp_pool {
     char broken_why[RSP_ERROR_MAX];
     rsp__plan_label_src srcs[RSP_MAX_LABELS];
     rsp_msg_kind handling;    /* the kind of the message being handled (failure reports) */
-    struct rsp__guard *guard; /* guard mode's snapshots (pool_guard.c); NULL: guard off */
+    struct rsp__guard *guard; /* guard mode's baselines (pool_guard.c); NULL: guard off */
     uint32_t lent_idles;      /* lent calls that gave the role back (rsp__pool_lent_idle) */
 
     /* Immutable after create: the caller's error callback (or NULL). */
@@ -196,19 +196,21 @@ rsp_status rsp__pool_forward_waits(rsp_pool *pool, uint64_t timeout_ns, rsp_clos
 /*
  * Guard mode (pool_guard.c; docs/design.md "Guard mode and the state
  * dump"). Owner thread only, and only when pool->guard is set:
- *   _create: the guard of a pool of this layout, RSP_ENOMEM; _destroy: NULL is a no-op (any thread,
- * after the owner). _plan: after step_id's live plan was published, snapshot the checksums of the
- * held slots no in-flight step pins (waits for the device). _commit: before step_id's commit
- * changes anything, wait for forward_done (NULL: none) and check; reports through on_error and the
- * counters, changes nothing else, cannot fail. _end: step_id ended (committed, rolled back,
- * refused): drop its snapshot. _counts: commits checked and slots found so far (the dump's).
+ *   _create: the guard of a pool of this layout (its baselines: 8 bytes a
+ *     slot, block and layer), RSP_ENOMEM; _destroy: NULL is a no-op (any
+ *     thread, after the owner).
+ *   _plan: after step_id's live plan was published, note the slots in
+ *     flight steps address (their baselines no longer hold). O(max_slots).
+ *   _commit: before step_id's commit changes anything, wait for
+ *     forward_done (NULL: none) and check; reports through on_error and
+ *     the counts, changes nothing else, cannot fail.
+ *   _counts: commits checked and slots found so far (the dump's).
  */
 typedef struct rsp__guard rsp__guard;
 rsp_status rsp__guard_create(const rsp__layout *lay, rsp__guard **out, rsp_error *err);
 void rsp__guard_destroy(rsp__guard *g);
 void rsp__guard_plan(rsp_pool *pool, uint64_t step_id);
 void rsp__guard_commit(rsp_pool *pool, uint64_t step_id, const rsp_event *forward_done);
-void rsp__guard_end(rsp_pool *pool, uint64_t step_id);
 void rsp__guard_counts(const rsp__guard *g, uint64_t *checks, uint64_t *violations);
 
 /* RSP_MSG_DUMP's handler (pool_dump.c): the state as JSON into the

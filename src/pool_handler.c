@@ -494,8 +494,6 @@ static rsp_status on_rollback(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* the step's own stage ends with it */
         rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_ROLLED_BACK);
-        if (p->guard)
-            rsp__guard_end(p, m->step.step_id);
         bump(&p->ctr.rollbacks, 1);
     }
     return st;
@@ -535,8 +533,6 @@ static rsp_status commit_step(rsp_pool *p, const rsp_step *step, const rsp_event
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* a committed step's stage (a capture's) ends with it */
         rsp__publisher_step_finished(p->pub, step->step_id, RSP__STEP_COMMITTED);
-        if (p->guard)
-            rsp__guard_end(p, step->step_id);
         bump(&p->ctr.commits, 1);
     }
     return st;
@@ -588,8 +584,6 @@ static rsp_status undo_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
                          what, cause, rb.message, then);
     sync_stage(p, &stage);
     rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_ROLLED_BACK);
-    if (p->guard)
-        rsp__guard_end(p, m->step.step_id);
     bump(&p->ctr.rollbacks, 1);
     return rsp__fail(&r->error, plan_st, "%s, so its admit was rolled back: %s%s", what, cause,
                      then);

@@ -271,14 +271,16 @@ typedef struct rsp_pool_config {
      * nothing costs. On: at each commit, once its forward_done has fired,
      * the pool checks that the forward wrote no slot it did not address:
      * free slots still zero, and held slots no in-flight step addresses
-     * unchanged since the step's plan (a checksum per slot, block and
-     * layer); writes into the sink are allowed. Each slot found is reported
-     * through on_error (failure->guard names it) and counted
-     * (rsp_stats.guard_violations); nothing else changes. Cost: the owner
-     * waits for the device at every live plan and commit and checksums
-     * every free and unaddressed held slot twice a step (docs/performance.md
-     * "Guard mode"), so a host-fence forward_done of a commit must fire
-     * without the caller waiting for a later answer of the pool.
+     * unchanged since the previous commit's check (a checksum per slot,
+     * block and layer); writes into the sink are allowed. Each slot found
+     * is reported through on_error (failure->guard names it) and counted
+     * (rsp_pool_dump's "guard"); nothing else changes. Cost: at every
+     * commit the owner waits for forward_done and the device, and checksums
+     * every free and unaddressed held slot (docs/performance.md "Guard
+     * mode"); messages behind the commit wait for the forward too, so a
+     * host-fence forward_done must fire without the caller waiting for any
+     * later answer of the pool. Memory: 8 bytes per slot, block and
+     * layer.
      */
     bool guard;
 } rsp_pool_config;
@@ -1451,7 +1453,7 @@ RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, 
 typedef struct rsp_guard_violation {
     uint32_t slot; /**< the request slot written */
     bool held;     /**< true: a holding's slot that no in-flight step addresses,
-                        changed since step_id's plan; false: a free slot, not zero */
+                        changed since the previous check; false: a free slot, not zero */
     rsp_rid rid;   /**< held: its holder */
     rsp_label_id label;
     uint64_t step_id; /**< the commit whose check found it */

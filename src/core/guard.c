@@ -1,17 +1,25 @@
 /*
  * Guard mode's question to the core: what each request slot is now (free,
- * sink, held, pending), whether an in-flight step addresses it, and whose
- * holding it is. The pool's guard (pool_guard.c) decides from it which
- * slots to checksum; the core reads no slot bytes.
+ * sink, held, pending), whether an in-flight step addresses it (and one
+ * other than a given step), whether a zero waits for it, and whose holding
+ * it is. The pool's guard (pool_guard.c) decides from it which slots to
+ * checksum; the core reads no slot bytes.
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "core_impl.h"
+#include "step.h"
 
-void rsp__core_guard_slots(const rsp__core *c, rsp__guard_slot *out)
+void rsp__core_guard_slots(const rsp__core *c, uint64_t step_id, rsp__guard_slot *out)
 {
-    uint32_t n = c->layout.max_slots;
-    for (uint32_t s = 0; s < n; s++)
-        out[s] = (rsp__guard_slot){.state = c->slots[s].state, .pinned = c->slots[s].pins != 0};
+    const uint32_t n = c->layout.max_slots, rec = rsp__step_find(c, step_id);
+    const uint64_t mine = rec == RSP__NONE ? 0 : 1ull << rec;
+    for (uint32_t s = 0; s < n; s++) {
+        const rsp__slot *sl = &c->slots[s];
+        out[s] = (rsp__guard_slot){.state = sl->state,
+                                   .pinned = sl->pins != 0,
+                                   .others = (sl->pins & ~mine) != 0,
+                                   .zero_pending = sl->zero_pending};
+    }
     /* Holders from the records: the core keeps no slot -> holder map, and
      * guard mode is the only reader that needs one. */
     for (uint32_t i = 0; i < c->num_recs; i++) {
