@@ -312,12 +312,11 @@ rsp_status rsp_pool_dump(rsp_pool *pool, char *buf, size_t size, size_t *needed,
 {
     if (!buf && size)
         return rsp__fail(err, RSP_EINVAL, "buf is NULL but size is %zu", size);
-    rsp_msg m = {.kind = RSP_MSG_DUMP, .dump_buf = buf, .dump_size = size};
+    rsp__dump_args args = {.buf = buf, .size = size, .needed = 0};
+    rsp_msg m = {.kind = RSP_MSG_DUMP, .key = (uint64_t)(uintptr_t)&args};
     rsp_reply r;
     rsp_status st = call(pool, &m, &r, err);
-    /* Only the dump's own answers carry the size (a recycled reply's
-     * field is stale otherwise). */
     if (needed && (st == RSP_OK || st == RSP_ECAPACITY))
-        *needed = r.dump_needed;
+        *needed = args.needed;
     return st;
 }

@@ -213,8 +213,18 @@ void rsp__guard_plan(rsp_pool *pool, uint64_t step_id);
 void rsp__guard_commit(rsp_pool *pool, uint64_t step_id, const rsp_event *forward_done);
 void rsp__guard_counts(const rsp__guard *g, uint64_t *checks, uint64_t *violations);
 
+/* RSP_MSG_DUMP's arguments: rsp_pool_dump's, on its stack while it waits
+ * for the answer; the message's `key` carries their address, so the dump
+ * needs no field of rsp_msg or rsp_reply (whose sizes an older program
+ * compiled in, docs/abi.md). The owner writes buf and needed. */
+typedef struct rsp__dump_args {
+    char *buf;     /* NULL with size 0: the size only */
+    size_t size;   /* bytes of buf */
+    size_t needed; /* out: bytes the text needs, its NUL included */
+} rsp__dump_args;
+
 /* RSP_MSG_DUMP's handler (pool_dump.c): the state as JSON into the
- * message's buffer. Owner thread. */
+ * caller's buffer (rsp__dump_args). Owner thread. */
 rsp_status rsp__pool_on_dump(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, bool *changed);
 
 /* Fill *out from the counters: any thread, relaxed (not a snapshot). */

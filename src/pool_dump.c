@@ -13,7 +13,8 @@
 rsp_status rsp__pool_on_dump(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     (void)changed;
-    rsp__jw w = {.buf = m->dump_buf, .size = m->dump_size};
+    rsp__dump_args *args = (rsp__dump_args *)(uintptr_t)m->key;
+    rsp__jw w = {.buf = args->buf, .size = args->size};
     rsp__jw_put(&w,
                 "{\"pool\":{\"device\":\"%s\",\"num_layers\":%u,\"num_blocks\":%u,"
                 "\"ordered\":%s,",
@@ -29,11 +30,11 @@ rsp_status rsp__pool_on_dump(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
     }
     rsp__core_dump(p->core, &w);
     rsp__jw_put(&w, "}");
-    r->dump_needed = w.len + 1;
-    if (w.len < m->dump_size || !m->dump_buf)
+    args->needed = w.len + 1;
+    if (w.len < args->size || !args->buf)
         return RSP_OK;
-    m->dump_buf[0] = '\0';
+    args->buf[0] = '\0';
     return rsp__fail(&r->error, RSP_ECAPACITY,
-                     "rsp_pool_dump: the buffer holds %zu bytes, the dump needs %zu", m->dump_size,
+                     "rsp_pool_dump: the buffer holds %zu bytes, the dump needs %zu", args->size,
                      w.len + 1);
 }

@@ -151,11 +151,6 @@ rsp_status rsp__msg_validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *
         if (m->max_bs == 0)
             return rsp__fail(err, RSP_EINVAL, "msg->max_bs is 0 (a graph batch has >= 1 row)");
         return RSP_OK;
-    case RSP_MSG_DUMP:
-        if (!m->dump_buf && m->dump_size)
-            return rsp__fail(err, RSP_EINVAL, "msg->dump_buf is NULL but msg->dump_size is %zu",
-                             m->dump_size);
-        return RSP_OK;
     default: return RSP_OK;
     }
 }

@@ -666,7 +666,7 @@ typedef enum rsp_msg_kind {
     RSP_MSG_CHECKPOINT_QUERY, /**< key -> reply.checkpoint (rsp_checkpoint_query) */
     RSP_MSG_SWAP_OUT,         /**< rid (rsp_swap_out) */
     RSP_MSG_SWAP_IN,          /**< rid -> reply.admit (pool full: ok false) (rsp_swap_in) */
-    RSP_MSG_DUMP,             /**< dump_buf, dump_size -> reply.dump_needed (rsp_pool_dump) */
+    RSP_MSG_DUMP,             /**< sent by rsp_pool_dump only (rsp_post refuses it) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
 
@@ -704,11 +704,6 @@ typedef struct rsp_msg {
     uint64_t after_step;
     /** CHECKPOINT_PIN: true pins (one more caller pin), false unpins. */
     bool pin;
-    /** DUMP: the caller's buffer for the JSON text, dump_size bytes (NULL
-     * with 0: only the size is answered). The owner writes it while handling
-     * the message: it must stay valid until the answer (rsp_wait). */
-    char *dump_buf;
-    size_t dump_size;
 } rsp_msg;
 
 /** A failure reported to rsp_pool_config.on_error. */
@@ -739,7 +734,6 @@ typedef struct rsp_reply {
     rsp_holding holding;
     rsp_stats stats;
     rsp_checkpoint_info checkpoint; /**< CHECKPOINT_QUERY */
-    size_t dump_needed;             /**< DUMP: bytes the JSON text needs, its NUL included */
 } rsp_reply;
 
 typedef struct rsp_ticket rsp_ticket;

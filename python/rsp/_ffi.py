@@ -412,8 +412,6 @@ class Msg(ctypes.Structure):
         ("tier", c_enum),
         ("after_step", ctypes.c_uint64),
         ("pin", ctypes.c_bool),
-        ("dump_buf", ctypes.c_void_p),
-        ("dump_size", ctypes.c_size_t),
     ]
 
 
@@ -430,7 +428,6 @@ class Reply(ctypes.Structure):
         ("holding", Holding),
         ("stats", Stats),
         ("checkpoint", CheckpointInfo),
-        ("dump_needed", ctypes.c_size_t),
     ]
 
 

@@ -112,11 +112,11 @@ int main(void)
         F(rsp_msg, label_name), F(rsp_msg, step), F(rsp_msg, event), F(rsp_msg, max_bs),
         F(rsp_msg, max_seq_len), F(rsp_msg, seq), F(rsp_msg, rids), F(rsp_msg, num_rids),
         F(rsp_msg, commit), F(rsp_msg, key), F(rsp_msg, tier), F(rsp_msg, after_step),
-        F(rsp_msg, pin), F(rsp_msg, dump_buf), F(rsp_msg, dump_size), end();
+        F(rsp_msg, pin), end();
     S(rsp_reply), F(rsp_reply, error), F(rsp_reply, admit), F(rsp_reply, plan_step_id),
         F(rsp_reply, plan_staged), F(rsp_reply, plan_digest), F(rsp_reply, committed),
         F(rsp_reply, planned), F(rsp_reply, label), F(rsp_reply, holding), F(rsp_reply, stats),
-        F(rsp_reply, checkpoint), F(rsp_reply, dump_needed), end();
+        F(rsp_reply, checkpoint), end();
     S(rsp_close_report), F(rsp_close_report, closed), F(rsp_close_report, forward_waits),
         F(rsp_close_report, num_steps), F(rsp_close_report, step_ids), end();
     printf("}\n");
