@@ -117,6 +117,7 @@ const char *bench_shape_name(bench_shape shape);
 void bench_rtt(const bench_opts *o);
 void bench_ingest_remove(const bench_opts *o);
 void bench_step(const bench_opts *o);
+void bench_guard(const bench_opts *o);
 void bench_read(const bench_opts *o);
 void bench_zero_fork(const bench_opts *o);
 void bench_spec_accept(const bench_opts *o);

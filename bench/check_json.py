@@ -11,7 +11,7 @@ import sys
 EXPECTED = {"rtt": 2, "ingest_remove": 8, "step": 32, "read": 4, "read_qsbr": 4, "zero_fork": 6,
             "create": 6, "ckpt_copy": 6, "ckpt_lookup": 4, "ckpt_churn": 2, "prefix_reuse": 2,
             "metrics": 2, "spec_accept": 3,
-            "prefix_trace": 18}
+            "prefix_trace": 18, "guard": 4}
 NUMBERS = ("median_ns", "p99_ns", "ops_per_s", "baseline_median_ns", "ratio")
 
 

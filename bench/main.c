@@ -42,7 +42,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: rsp-bench [--quick] [--json] [--only SCENARIO] [--pin MODE]\n"
                "  scenarios: rtt ingest_remove step read zero_fork create ckpt_copy ckpt_lookup\n"
                "             ckpt_churn prefix_reuse metrics spec_accept\n"
-               "             prefix_trace (default: all)\n"
+               "             prefix_trace guard (default: all)\n"
                "  --quick  fewer repetitions (under 60 s on a 2-core machine)\n"
                "  --json   one JSON object per line instead of a table\n"
                "  --pin    none (default), split (client and owner each on a CPU of\n"
@@ -88,6 +88,7 @@ int main(int argc, char **argv)
         {"prefix_reuse", bench_prefix_reuse},
         {"metrics", bench_metrics},
         {"prefix_trace", bench_prefix_trace},
+        {"guard", bench_guard},
     };
     print_machine("start");
     bool ran = false;

@@ -410,6 +410,11 @@ rsp_status rsp__post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, ui
 rsp_status rsp_post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, uint64_t timeout_ns,
                     rsp_error *err)
 {
+    /* The dump's owner writes into its caller's memory while the caller
+     * waits: rsp_pool_dump's own post only (pool.h, rsp__dump_args). */
+    if (msg && msg->kind == RSP_MSG_DUMP)
+        return rsp__fail(err, RSP_EINVAL,
+                         "msg->kind RSP_MSG_DUMP is sent by rsp_pool_dump only (call it)");
     return rsp__post(pool, msg, ticket, timeout_ns, false, err);
 }
 

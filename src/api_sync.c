@@ -331,3 +331,16 @@ rsp_status rsp_holding_get(rsp_pool *pool, rsp_rid rid, rsp_label_id label, rsp_
         *out = r.holding;
     return st;
 }
+
+rsp_status rsp_pool_dump(rsp_pool *pool, char *buf, size_t size, size_t *needed, rsp_error *err)
+{
+    if (!buf && size)
+        return rsp__fail(err, RSP_EINVAL, "buf is NULL but size is %zu", size);
+    rsp__dump_args args = {.buf = buf, .size = size, .needed = 0};
+    rsp_msg m = {.kind = RSP_MSG_DUMP, .key = (uint64_t)(uintptr_t)&args};
+    rsp_reply r;
+    rsp_status st = call(pool, &m, &r, err);
+    if (needed && (st == RSP_OK || st == RSP_ECAPACITY))
+        *needed = args.needed;
+    return st;
+}

@@ -69,6 +69,15 @@ static rsp_status create_optional(rsp_pool *p, const rsp_pool_config *cfg, rsp_e
     return RSP_OK;
 }
 
+/* The caller's callbacks, immutable from here on. */
+static void take_callbacks(rsp_pool *p, const rsp_pool_config *cfg)
+{
+    p->on_error = cfg->on_error;
+    p->on_error_ctx = cfg->on_error_ctx;
+    p->on_checkpoint_evict = cfg->on_checkpoint_evict;
+    p->on_checkpoint_evict_ctx = cfg->on_checkpoint_evict_ctx;
+}
+
 rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_error *err)
 {
     /* Before anything is made (the storage may be large). */
@@ -83,14 +92,13 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
         return rsp__fail(err, RSP_ENOMEM, "cannot create the pool's forward-wait lock");
     }
     p->fwd_lock_ready = true;
-    p->on_error = cfg->on_error;
-    p->on_error_ctx = cfg->on_error_ctx;
-    p->on_checkpoint_evict = cfg->on_checkpoint_evict;
-    p->on_checkpoint_evict_ctx = cfg->on_checkpoint_evict_ctx;
+    take_callbacks(p, cfg);
     rsp_status st = rsp__core_create(cfg, &p->core, err);
     if (st != RSP_OK)
         goto fail;
     p->layout = rsp__core_layout(p->core);
+    if (cfg->guard && (st = rsp__guard_create(p->layout, &p->guard, err)) != RSP_OK)
+        goto fail;
     p->device_kind = cfg->device;
     st = rsp__device_create(cfg->device, cfg->cuda_ordinal, p->layout, &p->dev, err);
     if (st != RSP_OK)
@@ -185,6 +193,7 @@ void rsp__pool_destroy(rsp_pool *p)
     }
     rsp__work_fini(&p->work);
     rsp__record_close(p->rec); /* after the owner's last message */
+    rsp__guard_destroy(p->guard);
     rsp__core_destroy(p->core);
     if (p->fwd_lock_ready)
         pthread_mutex_destroy(&p->fwd_lock);

@@ -98,9 +98,10 @@ struct rsp_pool {
     bool broken;
     char broken_why[RSP_ERROR_MAX];
     rsp__plan_label_src srcs[RSP_MAX_LABELS];
-    rsp_msg_kind handling; /* the kind of the message being handled (failure reports) */
-    rsp__record *rec;      /* rsp_pool_config.record_path's recording, or NULL */
-    uint32_t lent_idles;   /* lent calls that gave the role back (rsp__pool_lent_idle) */
+    rsp_msg_kind handling;    /* the kind of the message being handled (failure reports) */
+    rsp__record *rec;         /* rsp_pool_config.record_path's recording, or NULL */
+    struct rsp__guard *guard; /* guard mode's baselines (pool_guard.c); NULL: guard off */
+    uint32_t lent_idles;      /* lent calls that gave the role back (rsp__pool_lent_idle) */
 
     /* Immutable after create: the caller's error callback (or NULL). */
     void (*on_error)(void *ctx, const rsp_failure *failure);
@@ -209,6 +210,40 @@ void rsp__pool_inject_submit_failures(rsp_pool *pool, uint32_t n);
  */
 rsp_status rsp__pool_forward_waits(rsp_pool *pool, uint64_t timeout_ns, rsp_close_report *out,
                                    rsp_error *err);
+
+/*
+ * Guard mode (pool_guard.c; docs/design.md "Guard mode and the state
+ * dump"). Owner thread only, and only when pool->guard is set:
+ *   _create: the guard of a pool of this layout (its baselines: 8 bytes a
+ *     slot, block and layer), RSP_ENOMEM; _destroy: NULL is a no-op (any
+ *     thread, after the owner).
+ *   _plan: after step_id's live plan was published, note the slots in
+ *     flight steps address (their baselines no longer hold). O(max_slots).
+ *   _commit: before step_id's commit changes anything, wait for
+ *     forward_done (NULL: none) and check; reports through on_error and
+ *     the counts, changes nothing else, cannot fail.
+ *   _counts: commits checked and slots found so far (the dump's).
+ */
+typedef struct rsp__guard rsp__guard;
+rsp_status rsp__guard_create(const rsp__layout *lay, rsp__guard **out, rsp_error *err);
+void rsp__guard_destroy(rsp__guard *g);
+void rsp__guard_plan(rsp_pool *pool, uint64_t step_id);
+void rsp__guard_commit(rsp_pool *pool, uint64_t step_id, const rsp_event *forward_done);
+void rsp__guard_counts(const rsp__guard *g, uint64_t *checks, uint64_t *violations);
+
+/* RSP_MSG_DUMP's arguments: rsp_pool_dump's, on its stack while it waits
+ * for the answer; the message's `key` carries their address, so the dump
+ * needs no field of rsp_msg or rsp_reply (whose sizes an older program
+ * compiled in, docs/abi.md). The owner writes buf and needed. */
+typedef struct rsp__dump_args {
+    char *buf;     /* NULL with size 0: the size only */
+    size_t size;   /* bytes of buf */
+    size_t needed; /* out: bytes the text needs, its NUL included */
+} rsp__dump_args;
+
+/* RSP_MSG_DUMP's handler (pool_dump.c): the state as JSON into the
+ * caller's buffer (rsp__dump_args). Owner thread. */
+rsp_status rsp__pool_on_dump(rsp_pool *pool, const rsp_msg *m, rsp_reply *r, bool *changed);
 
 /* Fill *out from the counters: any thread, relaxed (not a snapshot). */
 void rsp__pool_read_counters(const rsp_pool *pool, rsp_stats *out);

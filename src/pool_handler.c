@@ -399,6 +399,8 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
         rsp__publish_live(p->pub, plan);
         sync_stage(p, &out.stage); /* the stage it promoted, replaced or took */
         bump(&p->ctr.plans, 1);
+        if (p->guard)
+            rsp__guard_plan(p, out.step_id);
         if (out.promoted)
             bump(&p->ctr.promotions, 1);
     }
@@ -542,6 +544,10 @@ static rsp_status commit_step(rsp_pool *p, const rsp_step *step, const rsp_event
 {
     rsp_status st = rsp__device_check_event(p->dev, ev, &r->error); /* as for rollback */
     rsp__stage_change stage = {RSP__STAGE_KEPT, 0};
+    /* Guard mode checks what the forward wrote before the commit's own
+     * zeros and post-forks change slots. */
+    if (st == RSP_OK && p->guard && rsp__core_step_in_flight(p->core, step->step_id))
+        rsp__guard_commit(p, step->step_id, ev);
     if (st == RSP_OK)
         st = fwd_reserve(p, ev, step->step_id, &r->error);
     if (st == RSP_OK)
@@ -814,6 +820,7 @@ static const struct {
     [RSP_MSG_EXPORT_CLOSE] = {"export_close", rsp__pool_on_export_close},
     [RSP_MSG_IMPORT] = {"import", rsp__pool_on_import},
     [RSP_MSG_CHECKPOINT_VALUE] = {"checkpoint_value", on_checkpoint_value},
+    [RSP_MSG_DUMP] = {"dump", rsp__pool_on_dump},
 };
 
 static const char *kind_name(rsp_msg_kind k)

@@ -177,7 +177,7 @@ static bool seq_exempt(rsp_msg_kind k)
 {
     return k == RSP_MSG_STATS || k == RSP_MSG_HOLDING || k == RSP_MSG_CHECKPOINT_QUERY ||
            k == RSP_MSG_BARRIER || k == RSP_MSG_SHUTDOWN || k == RSP_MSG_EXPORT ||
-           k == RSP_MSG_EXPORT_CLOSE;
+           k == RSP_MSG_EXPORT_CLOSE || k == RSP_MSG_DUMP;
 }
 
 rsp_status rsp__msg_check_seq(const rsp_pool *pool, const rsp_msg *m, rsp_error *err)
@@ -186,8 +186,8 @@ rsp_status rsp__msg_check_seq(const rsp_pool *pool, const rsp_msg *m, rsp_error 
         return RSP_OK;
     return rsp__fail(err, RSP_EINVAL,
                      "msg->seq is 0, but the pool is ordered (rsp_pool_config.ordered): every "
-                     "message but STATS, HOLDING, CHECKPOINT_QUERY, BARRIER, SHUTDOWN, EXPORT and "
-                     "EXPORT_CLOSE carries "
+                     "message but STATS, HOLDING, CHECKPOINT_QUERY, BARRIER, SHUTDOWN, EXPORT, "
+                     "EXPORT_CLOSE and DUMP carries "
                      "its number (1, 2, "
                      "3, ...); the synchronous wrappers carry none: post it with rsp_post");
 }

@@ -293,6 +293,24 @@ typedef struct rsp_pool_config {
     /** RSP_CHECKPOINT_VALUE: how many uses a unit of value per byte is
      * worth; finite, >= 0 (else RSP_EINVAL). 0 evicts exactly as LRU. */
     double checkpoint_value_weight;
+    /**
+     * Guard mode, for debugging an engine's kernels (docs/semantics.md 9.6,
+     * docs/guide.md "Debugging"); false (the default): off, nothing checked,
+     * nothing costs. On: at each commit, once its forward_done has fired,
+     * the pool checks that the forward wrote no slot it did not address:
+     * free slots still zero, and held slots no in-flight step addresses
+     * unchanged since the previous commit's check (a checksum per slot,
+     * block and layer); writes into the sink are allowed. Each slot found
+     * is reported through on_error (failure->guard names it) and counted
+     * (rsp_pool_dump's "guard"); nothing else changes. Cost: at every
+     * commit the owner waits for forward_done and the device, and checksums
+     * every free and unaddressed held slot (docs/performance.md "Guard
+     * mode"); messages behind the commit wait for the forward too, so a
+     * host-fence forward_done must fire without the caller waiting for any
+     * later answer of the pool. Memory: 8 bytes per slot, block and
+     * layer.
+     */
+    bool guard;
 } rsp_pool_config;
 
 /* A call rsp_pool_config_init(cfg) is the macro at the end of this header,
@@ -695,6 +713,7 @@ typedef enum rsp_msg_kind {
     RSP_MSG_EXPORT_CLOSE,     /**< key: an open export (posted by rsp_export_close only) */
     RSP_MSG_IMPORT,           /**< key: an import's begin, commit or abort (rsp_import_*) */
     RSP_MSG_CHECKPOINT_VALUE, /**< key, value (rsp_checkpoint_value) */
+    RSP_MSG_DUMP,             /**< sent by rsp_pool_dump only (rsp_post refuses it) */
     RSP_MSG_KIND_COUNT_
 } rsp_msg_kind;
 
@@ -759,6 +778,10 @@ struct rsp_failure {
      * (a callback reads a prefix: docs/abi.md). */
     uint64_t checkpoint_key;
     bool has_checkpoint_key;
+    /** A guard mode finding (kind COMMIT or STEP, status RSP_EDEVICE): the
+     * slot and who held it; NULL for every other failure. Valid during the
+     * call only. */
+    const struct rsp_guard_violation *guard;
 };
 
 /** The owner's answer. */
@@ -1732,6 +1755,48 @@ typedef enum rsp_checkpoint_policy {
  */
 RSP_API rsp_status rsp_checkpoint_value(rsp_pool *pool, uint64_t key, uint64_t value,
                                         rsp_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Guard mode and the state dump (docs/semantics.md 9.6)                     */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * One slot that a forward wrote without addressing it, found by guard mode
+ * (rsp_pool_config.guard) at the commit of step_id and handed to on_error
+ * as rsp_failure.guard. The writer is a forward that ran before that
+ * commit's check: usually step_id's own, or one in flight beside it.
+ */
+typedef struct rsp_guard_violation {
+    uint32_t slot; /**< the request slot written */
+    bool held;     /**< true: a holding's slot that no in-flight step addresses,
+                        changed since the previous check; false: a free slot, not zero */
+    rsp_rid rid;   /**< held: its holder */
+    rsp_label_id label;
+    uint64_t step_id; /**< the commit whose check found it */
+    uint32_t block;   /**< the first (block, layer) that differs, in block order */
+    uint32_t layer;
+    uint32_t regions; /**< (block, layer) regions of the slot that differ */
+} rsp_guard_violation;
+
+/**
+ * The pool's state as JSON, for bug reports and debuggers: labels, slot
+ * counts and the generation, requests and their holdings (slot, has_state,
+ * generation), the free stack (top first, then the never-used range),
+ * pending slots, checkpoints per tier (most recently used first), steps in
+ * flight (phase, the slots they pin, fresh allocations, restores pinned)
+ * and the stage; the format is in docs/guide.md "Debugging". Consistent:
+ * taken in one owner turn (a message, RSP_MSG_DUMP); changes nothing.
+ *
+ * Size negotiation as snprintf: *needed (may be NULL) receives the bytes
+ * the text needs, its NUL included. buf NULL with size 0 asks only the
+ * size (RSP_OK). A buffer too small is RSP_ECAPACITY naming both sizes,
+ * buf[0] = '\0'; the state may grow between two calls, so ask with room
+ * to spare. buf NULL with size > 0: RSP_EINVAL. Any thread but a read
+ * section's; waits for the owner. O(requests + holdings + released slots
+ * + checkpoints + pins).
+ */
+RSP_API rsp_status rsp_pool_dump(rsp_pool *pool, char *buf, size_t size, size_t *needed,
+                                 rsp_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Struct sizes (docs/abi.md)                                                */

@@ -509,6 +509,14 @@ class pool_config
         cfg_.reorder_timeout_ns = static_cast<std::uint64_t>(reorder_timeout.count());
         return *this;
     }
+    /// Guard mode (rsp_pool_config::guard, docs/guide.md "Debugging"): each
+    /// commit checks that the forward wrote no slot it did not address; each
+    /// slot found goes to on_error (rsp_failure::guard). For debugging runs.
+    pool_config &guard(bool on = true) noexcept
+    {
+        cfg_.guard = on;
+        return *this;
+    }
     /// A block of `shape` per slot per layer, sharded over the tensor-parallel
     /// group along `shard_dims`. Checked by the pool at creation, not here
     /// (a name too long or too many dims is the pool's RSP_EINVAL).
@@ -1838,6 +1846,25 @@ class pool
     rsp_stats stats()
     {
         return try_stats().value();
+    }
+    /// rsp_pool_dump: the pool's state as JSON (docs/guide.md "Debugging"),
+    /// taken in one owner turn; the string grows until the text fits (the
+    /// state may grow between two tries). Throws rsp::error as the others.
+    std::string dump()
+    {
+        std::string s(4096, '\0');
+        for (;;) {
+            std::size_t need = 0;
+            rsp_error e{};
+            rsp_status st = rsp_pool_dump(p_, s.data(), s.size(), &need, &e);
+            if (st == RSP_ECAPACITY) {
+                s.resize(need + need / 4);
+                continue;
+            }
+            detail::done(st, e).value();
+            s.resize(need - 1);
+            return s;
+        }
     }
     result<void> try_barrier() noexcept
     {

@@ -37,6 +37,7 @@ ENOLABEL = STATUS_NAMES.index("RSP_ENOLABEL")
 ENOREQ = STATUS_NAMES.index("RSP_ENOREQ")
 ENOPLAN = STATUS_NAMES.index("RSP_ENOPLAN")
 ENOKEY = STATUS_NAMES.index("RSP_ENOKEY")
+ECAPACITY = STATUS_NAMES.index("RSP_ECAPACITY")
 
 # rsp_dtype
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
@@ -101,6 +102,7 @@ class PoolConfig(ctypes.Structure):
         ("record_path", ctypes.c_char_p),
         ("checkpoint_policy", ctypes.c_uint32),
         ("checkpoint_value_weight", ctypes.c_double),
+        ("guard", ctypes.c_bool),
     ]
 
 
@@ -359,12 +361,13 @@ MSG_KINDS = (
     "ingest", "remove", "reset", "admit", "rollback", "plan", "clear_preplan", "commit",
     "build_graph_buffers", "stats", "barrier", "label", "holding", "shutdown", "release", "step",
     "checkpoint", "checkpoint_drop", "checkpoint_pin", "checkpoint_query", "swap_out", "swap_in",
-    "checkpoint_value",
+    "export", "export_close", "import", "checkpoint_value", "dump",
 )
 (MSG_INGEST, MSG_REMOVE, MSG_RESET, MSG_ADMIT, MSG_ROLLBACK, MSG_PLAN, MSG_CLEAR_PREPLAN,
  MSG_COMMIT, MSG_BUILD_GRAPH_BUFFERS, MSG_STATS, MSG_BARRIER, MSG_LABEL, MSG_HOLDING,
  MSG_SHUTDOWN, MSG_RELEASE, MSG_STEP, MSG_CHECKPOINT, MSG_CHECKPOINT_DROP, MSG_CHECKPOINT_PIN,
- MSG_CHECKPOINT_QUERY, MSG_SWAP_OUT, MSG_SWAP_IN, MSG_CHECKPOINT_VALUE) = range(len(MSG_KINDS))
+ MSG_CHECKPOINT_QUERY, MSG_SWAP_OUT, MSG_SWAP_IN, MSG_EXPORT, MSG_EXPORT_CLOSE, MSG_IMPORT,
+ MSG_CHECKPOINT_VALUE, MSG_DUMP) = range(len(MSG_KINDS))
 # rsp_checkpoint_policy
 CHECKPOINT_POLICIES = ("lru", "value")
 MAX_MSG_RIDS = 65536
@@ -373,6 +376,19 @@ CLOSE_REPORT_MAX = 64
 
 class CheckpointEvent(ctypes.Structure):
     _fields_ = [("key", ctypes.c_uint64), ("tier", c_enum), ("demoted", ctypes.c_bool)]
+
+
+class GuardViolation(ctypes.Structure):
+    _fields_ = [
+        ("slot", ctypes.c_uint32),
+        ("held", ctypes.c_bool),
+        ("rid", ctypes.c_uint64),
+        ("label", ctypes.c_uint32),
+        ("step_id", ctypes.c_uint64),
+        ("block", ctypes.c_uint32),
+        ("layer", ctypes.c_uint32),
+        ("regions", ctypes.c_uint32),
+    ]
 
 
 class Failure(ctypes.Structure):
@@ -384,6 +400,7 @@ class Failure(ctypes.Structure):
         ("message", ctypes.c_char_p),
         ("checkpoint_key", ctypes.c_uint64),
         ("has_checkpoint_key", ctypes.c_bool),
+        ("guard", ctypes.POINTER(GuardViolation)),
     ]
 
 
@@ -466,7 +483,8 @@ STRUCTS = {
     "rsp_step": Step, "rsp_admit_outcome": AdmitOutcome, "rsp_holding": Holding,
     "rsp_event": Event, "rsp_stats": Stats, "rsp_addressing": Addressing,
     "rsp_step_outcome": StepOutcome, "rsp_checkpoint_event": CheckpointEvent,
-    "rsp_failure": Failure, "rsp_checkpoint_info": CheckpointInfo,
+    "rsp_failure": Failure, "rsp_guard_violation": GuardViolation,
+    "rsp_checkpoint_info": CheckpointInfo,
     "rsp_checkpoint_loc": CheckpointLoc, "rsp_msg": Msg, "rsp_reply": Reply,
     "rsp_close_report": CloseReport, "rsp_spec_indices": SpecIndices,
 }
@@ -584,6 +602,8 @@ checkpoint_lookup = _proto("rsp_checkpoint_lookup", c_status, vp, ctypes.c_uint6
                            P(CheckpointLoc), PErr)
 swap_out = _proto("rsp_swap_out", c_status, vp, ctypes.c_uint64, PErr)
 swap_in = _proto("rsp_swap_in", c_status, vp, ctypes.c_uint64, P(AdmitOutcome), PErr)
+pool_dump = _proto("rsp_pool_dump", c_status, vp, ctypes.c_char_p, ctypes.c_size_t,
+                   P(ctypes.c_size_t), PErr)
 ingest_many = _proto("rsp_ingest_many", c_status, vp, PRid, ctypes.c_uint32, PErr)
 remove_many = _proto("rsp_remove_many", c_status, vp, PRid, ctypes.c_uint32, PErr)
 reset_many = _proto("rsp_reset_many", c_status, vp, PRid, ctypes.c_uint32, ctypes.c_bool, PErr)

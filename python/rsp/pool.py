@@ -4,6 +4,7 @@
 import array
 import ctypes
 import functools
+import json
 import operator
 import os
 import struct
@@ -126,6 +127,10 @@ class PoolConfig:
     # "Ordered posting" in docs/python.md); 0: the default gap timeout (1 s).
     ordered: bool = False
     reorder_timeout_ns: int = 0
+    # Guard mode (docs/guide.md, "Debugging"): each commit checks that the
+    # forward wrote no slot it did not address; findings go to on_error
+    # (Failure.guard). Costs a device wait and checksums per plan and commit.
+    guard: bool = False
     # Called on the pool's owner thread (docs/python.md, "Callbacks"):
     # on_error(Failure), on_checkpoint_evict(CheckpointEvent). They must not
     # block or call the pool; what they raise is caught and kept.
@@ -298,6 +303,9 @@ class Failure:
     step_id: Optional[int]
     message: str
     checkpoint_key: Optional[int] = None
+    # Guard mode's finding (rsp_guard_violation as a dict: slot, held, rid,
+    # label, step_id, block, layer, regions); None for any other failure.
+    guard: Optional[dict] = None
 
 
 @dataclass(frozen=True)
@@ -802,9 +810,13 @@ class _Hooks:
             kind = ffi.MSG_KINDS[f.kind] if 0 <= f.kind < len(ffi.MSG_KINDS) else f.kind
             name = (ffi.STATUS_NAMES[f.status] if 0 <= f.status < len(ffi.STATUS_NAMES)
                     else str(f.status))
+            guard = None
+            if f.guard:
+                g = f.guard.contents
+                guard = {n: getattr(g, n) for n, _ in ffi.GuardViolation._fields_}
             self.on_error(Failure(f.status, name, kind, f.step_id if f.has_step else None,
                                   (f.message or b"").decode("utf-8", "replace"),
-                                  f.checkpoint_key if f.has_checkpoint_key else None))
+                                  f.checkpoint_key if f.has_checkpoint_key else None, guard))
         except BaseException as e:  # nothing may escape into the owner loop
             self._caught("on_error", e)
         finally:
@@ -1026,6 +1038,7 @@ def _c_config(device, config):
     _c_checkpoint_policy(cfg, config)
     cfg.ordered = _flag(config.ordered, "ordered")
     cfg.reorder_timeout_ns = _uint(config.reorder_timeout_ns, "reorder_timeout_ns", 64)
+    cfg.guard = _flag(config.guard, "guard")
     for f in ("on_error", "on_checkpoint_evict"):
         fn = getattr(config, f)
         if fn is not None and not callable(fn):
@@ -2005,6 +2018,27 @@ class RecurrentStatePool:
         err = ffi.Error()
         _check(ffi.stats_peek(self._handle(), ctypes.byref(s), ctypes.byref(err)), err)
         return {f: getattr(s, f) for f, _ in ffi.Stats._fields_}
+
+    # --- the state dump -------------------------------------------------------
+
+    @_guarded
+    def dump(self):
+        """The pool's state as a dict (rsp_pool_dump's JSON, parsed): taken in
+        one owner turn, changes nothing. Keys: pool (device, layers, blocks,
+        ordered, guard: its counts or None), labels, slots, free_stack,
+        free_fresh, pending, requests, checkpoints, steps, stage; the format
+        is in docs/guide.md, "Debugging". Waits for the owner."""
+        size = 16384
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            needed = ctypes.c_size_t(0)
+            err = ffi.Error()
+            st = ffi.pool_dump(self._handle(), buf, size, ctypes.byref(needed), ctypes.byref(err))
+            if st == ffi.ECAPACITY:
+                size = max(needed.value + needed.value // 4, size * 2)  # it may grow meanwhile
+                continue
+            _check(st, err)
+            return json.loads(buf.value.decode("utf-8"))
 
     def info(self):
         """The pool's immutable facts (rsp_pool_info, a dict): num_layers,

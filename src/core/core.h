@@ -350,4 +350,32 @@ rsp_status rsp__core_swap_out(rsp__core *core, rsp_rid rid, rsp__work *work, rsp
 rsp_status rsp__core_swap_in(rsp__core *core, rsp_rid rid, rsp_admit_outcome *out, rsp__work *work,
                              rsp_error *err);
 
+/* --- Guard mode and the state dump (guard.c, dump.c) --------------------- */
+
+/* What one request slot is, for guard mode (pool_guard.c decides from it
+ * which slots to checksum). */
+typedef struct rsp__guard_slot {
+    uint8_t state;       /* rsp__slot_state */
+    bool pinned;         /* a step in flight (or a committed step's lingering
+                          * pins, same.h) addresses it */
+    bool others;         /* pinned by a step other than the one asked about */
+    bool zero_pending;   /* a zero waits for a planned step's end */
+    rsp_label_id label;  /* HELD: the holder */
+    rsp_rid rid;         /* HELD */
+    uint64_t generation; /* HELD: the holding's */
+} rsp__guard_slot;
+/* Fill out[0 .. max_slots) (the caller's array); `others` leaves out the
+ * pins of step step_id (none if it is not in flight). Owner. O(max_slots
+ * + holdings); no allocation. */
+void rsp__core_guard_slots(const rsp__core *core, uint64_t step_id, rsp__guard_slot *out);
+
+/* Append the core's state as JSON object members (no braces) to w: labels,
+ * slot counts, requests and their holdings (slot, has_state, generation),
+ * the free stack (top first), pending slots, checkpoints per tier (most
+ * recently used first), steps in flight and what they pin, the stage.
+ * Reads only. Owner. O(records + holdings + released slots + checkpoints
+ * + pins). */
+struct rsp__jw;
+void rsp__core_dump(const rsp__core *core, struct rsp__jw *w);
+
 #endif

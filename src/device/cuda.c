@@ -747,6 +747,7 @@ static const rsp__device_ops rsp__cuda_ops = {
     .sync = rsp__cuda_sync,
     .event_wait = rsp__cuda_event_wait,
     .read = rsp__cuda_read,
+    .checksum = rsp__cuda_checksum,
 };
 
 /* Is `ordinal` a CUDA device of this machine? RSP_ENODEV when not. */

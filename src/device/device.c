@@ -152,6 +152,19 @@ rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, ui
     return dev->ops->read(dev, block, layer, slot, dst, err);
 }
 
+rsp_status rsp__device_checksum(rsp__device *dev, const uint32_t *slots, uint32_t n, uint64_t *out,
+                                rsp_error *err)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (slots[i] >= dev->layout->max_slots)
+            return rsp__fail(err, RSP_EINVAL, "device checksum: slots[%u] = %u: not a request slot",
+                             i, slots[i]);
+    if (!dev->ops->checksum)
+        return rsp__fail(err, RSP_ENODEV, "device checksum: this device cannot checksum slots");
+    rsp_status st = dev->ops->sync(dev, err);
+    return st == RSP_OK ? dev->ops->checksum(dev, slots, n, out, err) : st;
+}
+
 rsp_status rsp__device_check_ids(const rsp__layout *lay, const rsp__work *w, uint32_t i,
                                  rsp_error *err)
 {

@@ -42,6 +42,7 @@
  *   kind, block_base      | rsp_pool_block                 | any (immutable)
  *   sync, read            | tests, benchmarks              | sync: owner;
  *                         |                                | read: any thread
+ *   checksum              | guard mode (pool_guard.c)      | owner
  *
  * "Owner" means one thread at a time: the pool's owner thread, or a test
  * that drives a device directly. Starting the owner (pthread_create)
@@ -159,6 +160,18 @@ rsp_status rsp__device_event_wait(const rsp__device *dev, const rsp_event *event
  * NULL. For tests and benchmarks. Any thread. */
 rsp_status rsp__device_read(rsp__device *dev, uint32_t block, uint32_t layer, uint32_t slot,
                             void *dst, rsp_error *err);
+
+/*
+ * Guard mode: once everything submitted so far has run (FIFO: every queued
+ * zero and copy), one checksum per (request slot slots[i], block b, layer
+ * l) into out[((uint64_t)i * num_blocks + b) * num_layers + l]
+ * (rsp__sum_bytes, device_impl.h: zero bytes sum to 0). RSP_EINVAL for a
+ * slot >= max_slots (nothing written); RSP_EDEVICE (CUDA). Owner; waits
+ * for the device. Host device: O(bytes) on the owner thread; CUDA: one
+ * kernel and a copy of n x blocks x layers sums.
+ */
+rsp_status rsp__device_checksum(rsp__device *dev, const uint32_t *slots, uint32_t n, uint64_t *out,
+                                rsp_error *err);
 
 /* Jobs the host device dev has handed to its worker so far (the others ran
  * inline in submit, or had nothing to run). Tests only: they pin which

@@ -22,6 +22,8 @@
 #ifndef RSP_DEVICE_IMPL_H
 #define RSP_DEVICE_IMPL_H
 
+#include <string.h>
+
 #include "device.h"
 
 typedef struct rsp__device_ops {
@@ -42,6 +44,10 @@ typedef struct rsp__device_ops {
                        rsp_error *err);
     /* rsp__device_check_event; NULL = every non-NULL handle is accepted. */
     rsp_status (*check_event)(const rsp__device *dev, const rsp_event *event, rsp_error *err);
+    /* rsp__device_checksum, called after rsp__device_sync: slots are in
+     * range. */
+    rsp_status (*checksum)(rsp__device *dev, const uint32_t *slots, uint32_t n, uint64_t *out,
+                           rsp_error *err);
 } rsp__device_ops;
 
 /* Common head of every device; implementations embed it first. */
@@ -102,6 +108,37 @@ static inline uint64_t rsp__space_block_bytes(const rsp__layout *lay, rsp__space
 }
 
 /*
+ * Guard mode's checksum of one region: over its 8-byte little-endian words
+ * w_i (the last one zero-padded), the sum mod 2^64 of mix(w_i) * (2i + 1).
+ * mix(0) = 0, so zero bytes sum to 0; an odd weight keeps every nonzero
+ * word's term nonzero and tells positions apart; a sum is order-free, so
+ * the CUDA kernel (kernels/rsp_guard.cu, the same formula) reduces in any
+ * order and gets the same value. O(bytes).
+ */
+static inline uint64_t rsp__sum_mix(uint64_t x)
+{
+    x *= 0x9e3779b97f4a7c15ull;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    return x ^ (x >> 29);
+}
+static inline uint64_t rsp__sum_bytes(const unsigned char *p, uint64_t n)
+{
+    uint64_t h = 0, i = 0;
+    for (; (i + 1) * 8 <= n; i++) {
+        uint64_t w;
+        memcpy(&w, p + i * 8, 8);
+        h += rsp__sum_mix(w) * (2 * i + 1);
+    }
+    if (i * 8 < n) {
+        uint64_t w = 0;
+        memcpy(&w, p + i * 8, n - i * 8);
+        h += rsp__sum_mix(w) * (2 * i + 1);
+    }
+    return h;
+}
+
+/*
  * The range check of a submit, shared by both devices (device.c): op i of
  * w, a ZERO or a COPY, has its entries inside the list, and every id they
  * name (ZERO slots, both ends of COPY pairs) is < num_ids: request slots
@@ -116,6 +153,9 @@ rsp_status rsp__host_device_create(const rsp__layout *layout, rsp__device **out,
 #ifdef RSP_HAVE_CUDA
 rsp_status rsp__cuda_device_create(int ordinal, const rsp__layout *layout, rsp__device **out,
                                    rsp_error *err);
+/* The CUDA device's checksum entry (cuda_guard.c). */
+rsp_status rsp__cuda_checksum(rsp__device *dev, const uint32_t *slots, uint32_t n, uint64_t *out,
+                              rsp_error *err);
 #endif
 
 #endif

@@ -146,6 +146,7 @@ static const rsp__device_ops host_ops = {
     .event_wait = host_event_wait,
     .read = host_read,
     .check_event = rsp__host_check_event,
+    .checksum = rsp__host_checksum,
 };
 
 /* Create step: every block of the three storages (request slots, then the

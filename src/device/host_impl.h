@@ -224,6 +224,9 @@ void rsp__host_run_job(rsp__host_device *dev, const host_job *job);
 rsp_status rsp__host_reserve(rsp__device *base, const rsp__ext_need *need, rsp_error *err);
 rsp_status rsp__host_check_event(const rsp__device *base, const rsp_event *ev, rsp_error *err);
 rsp_status rsp__host_submit(rsp__device *base, const rsp__work *w, rsp_event *done, rsp_error *err);
+/* rsp__device_checksum (host_guard.c). */
+rsp_status rsp__host_checksum(rsp__device *dev, const uint32_t *slots, uint32_t n, uint64_t *out,
+                              rsp_error *err);
 void rsp__host_spare_bufs_free(rsp__host_device *dev);
 
 #endif

@@ -51,7 +51,8 @@ int main(void)
         F(rsp_pool_config, max_host_checkpoints), F(rsp_pool_config, checkpoint_demote),
         F(rsp_pool_config, on_checkpoint_evict), F(rsp_pool_config, on_checkpoint_evict_ctx),
         F(rsp_pool_config, record_path),
-        F(rsp_pool_config, checkpoint_policy), F(rsp_pool_config, checkpoint_value_weight), end();
+        F(rsp_pool_config, checkpoint_policy), F(rsp_pool_config, checkpoint_value_weight),
+        F(rsp_pool_config, guard), end();
     S(rsp_pool_info), F(rsp_pool_info, num_layers), F(rsp_pool_info, num_blocks),
         F(rsp_pool_info, max_slots), F(rsp_pool_info, usable_slots), F(rsp_pool_info, sink),
         F(rsp_pool_info, pad_index), F(rsp_pool_info, slot_bytes), F(rsp_pool_info, total_bytes),
@@ -109,7 +110,11 @@ int main(void)
         F(rsp_checkpoint_event, demoted), end();
     S(rsp_failure), F(rsp_failure, status), F(rsp_failure, kind), F(rsp_failure, step_id),
         F(rsp_failure, has_step), F(rsp_failure, message), F(rsp_failure, checkpoint_key),
-        F(rsp_failure, has_checkpoint_key), end();
+        F(rsp_failure, has_checkpoint_key), F(rsp_failure, guard), end();
+    S(rsp_guard_violation), F(rsp_guard_violation, slot), F(rsp_guard_violation, held),
+        F(rsp_guard_violation, rid), F(rsp_guard_violation, label), F(rsp_guard_violation, step_id),
+        F(rsp_guard_violation, block), F(rsp_guard_violation, layer),
+        F(rsp_guard_violation, regions), end();
     S(rsp_checkpoint_info), F(rsp_checkpoint_info, key), F(rsp_checkpoint_info, tier),
         F(rsp_checkpoint_info, slot), F(rsp_checkpoint_info, bytes), F(rsp_checkpoint_info, pins),
         F(rsp_checkpoint_info, user_pins), F(rsp_checkpoint_info, last_use), end();
