@@ -2705,7 +2705,8 @@ class tp_group
             // reads them, so they include every message before it.
             for (std::size_t i = 0; i < out.size(); i++) {
                 rsp_error e{};
-                const rsp_status st = rsp_stats_peek_size(ranks_[i].get(), &out[i], sizeof out[i], &e);
+                const rsp_status st =
+                    rsp_stats_peek_size(ranks_[i].get(), &out[i], sizeof out[i], &e);
                 if (st != RSP_OK)
                     return detail::done(st, e).error();
                 std::memcpy(&out[i], &t.value().r_[i].stats, sizeof(rsp_stats_0_1));

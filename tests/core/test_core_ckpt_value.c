@@ -99,8 +99,8 @@ static void heaps_follow_every_operation(void **state)
         case 4: (void)fx_ck_drop(&f, key); break;
         default: {
             bool stored = rsp__ck_find(f.core, key) != RSP__NONE;
-            restores += run_step(&f, step++, stored ? key : 0, 1 + (x >> 32) % 16) == RSP_OK &&
-                        stored;
+            restores +=
+                run_step(&f, step++, stored ? key : 0, 1 + (x >> 32) % 16) == RSP_OK && stored;
         }
         }
         check_heaps(f.core, wb);

@@ -50,9 +50,8 @@ int main(void)
         F(rsp_pool_config, owner_cpu), F(rsp_pool_config, max_checkpoints),
         F(rsp_pool_config, max_host_checkpoints), F(rsp_pool_config, checkpoint_demote),
         F(rsp_pool_config, on_checkpoint_evict), F(rsp_pool_config, on_checkpoint_evict_ctx),
-        F(rsp_pool_config, record_path),
-        F(rsp_pool_config, checkpoint_policy), F(rsp_pool_config, checkpoint_value_weight),
-        F(rsp_pool_config, guard), end();
+        F(rsp_pool_config, record_path), F(rsp_pool_config, checkpoint_policy),
+        F(rsp_pool_config, checkpoint_value_weight), F(rsp_pool_config, guard), end();
     S(rsp_pool_info), F(rsp_pool_info, num_layers), F(rsp_pool_info, num_blocks),
         F(rsp_pool_info, max_slots), F(rsp_pool_info, usable_slots), F(rsp_pool_info, sink),
         F(rsp_pool_info, pad_index), F(rsp_pool_info, slot_bytes), F(rsp_pool_info, total_bytes),
