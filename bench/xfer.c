@@ -49,7 +49,7 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void die(const char *what, const rsp_error *e)
+_Noreturn static void die(const char *what, const rsp_error *e)
 {
     fprintf(stderr, "rsp-bench-xfer: %s%s%s\n", what, e ? ": " : "", e ? e->message : "");
     exit(1);
