@@ -110,23 +110,8 @@ static rsp_status check_xfer(const rsp__core *c, const rsp_step *step, rsp_error
 static rsp_status check_post_targets(const rsp__core *c, const rsp_step *step, uint32_t rec,
                                      rsp_error *err)
 {
-    uint64_t others = c->post_mask & (rec == RSP__NONE ? ~0ull : ~(1ull << rec));
-    for (uint32_t i = 0; others && !step->capture && i < step->num_rows; i++) {
-        const rsp_row *row = &step->rows[i];
-        if (!rsp__row_addresses(row))
-            continue;
-        const rsp__req *r = rsp__req_find(c, row->rid);
-        const rsp__hold *h = r ? rsp__hold_find_const(r, row->label) : NULL;
-        uint64_t m = h ? c->slots[h->slot].post_to & others : 0;
-        uint64_t by = m ? c->steps[__builtin_ctzll(m)].step_id : 0;
-        if (m)
-            return rsp__fail(err, RSP_EORDER,
-                             "admit: step %" PRIu64 ": rows[%" PRIu32 "]: (rid %" PRIu64
-                             ", label %s) is a post-fork target of step %" PRIu64
-                             " in flight; commit step %" PRIu64 " first",
-                             step->step_id, i, row->rid, c->label_names[row->label], by, by);
-    }
-    return RSP_OK;
+    const uint64_t others = c->post_mask & (rec == RSP__NONE ? ~0ull : ~(1ull << rec));
+    return rsp__step_check_marks(c, step, others, RSP__MARK_POST, err);
 }
 
 /* The declaration, then the order of a new step. *rec: the record it uses;

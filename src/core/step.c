@@ -506,3 +506,29 @@ void rsp__step_free(rsp__core *c, uint32_t rec)
     s->num_fslots = 0;
     RSP__ASSERT(s->num_ckrecs == 0); /* unpinned at its commit or rollback */
 }
+
+rsp_status rsp__step_check_marks(const rsp__core *c, const rsp_step *step, uint64_t others,
+                                 rsp__mark mark, rsp_error *err)
+{
+    for (uint32_t i = 0; others && !step->capture && i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        if (!rsp__row_addresses(row))
+            continue;
+        const rsp__req *r = rsp__req_find(c, row->rid);
+        const rsp__hold *h = r ? rsp__hold_find_const(r, row->label) : NULL;
+        const rsp__slot *s = h ? &c->slots[h->slot] : NULL;
+        uint64_t m = s ? (mark == RSP__MARK_POST ? s->post_to : s->spec_to) & others : 0;
+        if (!m)
+            continue;
+        const uint64_t by = c->steps[__builtin_ctzll(m)].step_id;
+        return rsp__fail(err, RSP_EORDER,
+                         "admit: step %" PRIu64 ": rows[%" PRIu32 "]: (rid %" PRIu64
+                         ", label %s) %s step %" PRIu64 " in flight; commit step %" PRIu64 " first",
+                         step->step_id, i, row->rid, c->label_names[row->label],
+                         mark == RSP__MARK_POST
+                             ? "is a post-fork target of"
+                             : "takes per-token states accepted at the commit of",
+                         by, by);
+    }
+    return RSP_OK;
+}

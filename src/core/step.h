@@ -17,6 +17,19 @@
  * O(max_inflight). */
 uint32_t rsp__step_find(const rsp__core *c, uint64_t step_id);
 
+/* What a later step may not name while an in-flight step is to replace a
+ * holding's bytes at its commit (docs/semantics.md 9.1): a post-fork
+ * target (rsp__slot.post_to) or a holding that accepts per-token states
+ * (rsp__slot.spec_to). */
+typedef enum rsp__mark { RSP__MARK_POST, RSP__MARK_SPEC } rsp__mark;
+
+/* The first row of step naming a holding whose slot carries a `mark` of a
+ * record in `others` (record bits; the caller leaves its own out):
+ * RSP_EORDER naming the row, the holding and the step to commit first;
+ * nothing changed. O(rows) when others is not 0. */
+rsp_status rsp__step_check_marks(const rsp__core *c, const rsp_step *step, uint64_t others,
+                                 rsp__mark mark, rsp_error *err);
+
 /* rsp__valid_row starts like rsp_row, so (rid, label, span) compare as 16 bytes
  * (no padding inside them). */
 _Static_assert(offsetof(rsp_row, rid) == offsetof(rsp__valid_row, rid) &&
