@@ -1733,25 +1733,15 @@ class RecurrentStatePool:
         the host. wait=True on a CPU pool first waits for the plan's ready
         event, as addressing() does."""
         lid = self._known_label(label)
-        if step_id is not None:
-            _uint(step_id, "step_id", 64)
-        _reader.ensure()
-        err = ffi.Error()
-        st = ffi.read_begin()
-        if st != ffi.OK:
-            _check(ffi.read_explain(st, ctypes.byref(err)), err)
-        try:
-            plan = (ffi.plan_live(self._handle()) if step_id is None
-                    else ffi.plan_of_step(self._handle(), step_id))
-            if not plan:
-                raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
-                               else f"no plan of step {step_id}")
+
+        def read(plan):
             x = ffi.SpecIndices()
+            err = ffi.Error()
             _check(ffi.plan_spec_indices(plan, lid, ctypes.byref(x), ctypes.byref(err)), err)
-            raw = ctypes.string_at(x.indices, 4 * x.length * x.width)
-            ready = ffi.Event(x.ready.kind, x.ready.handle, x.ready.value)
-        finally:
-            ffi.read_end()
+            return (x, ctypes.string_at(x.indices, 4 * x.length * x.width),
+                    ffi.Event(x.ready.kind, x.ready.handle, x.ready.value))
+
+        x, raw, ready = self._with_plan(step_id, read)
         if wait and self._host:
             self._wait(ready)
         t = None
