@@ -244,6 +244,10 @@ typedef struct mstep {
         uint64_t inst;
     } pins[MAX_ROWS * (1 + 2 * MAX_FORKS)], posts[MAX_ROWS * MAX_FORKS];
     decl ad;
+    /* The first admit's declaration: a re-admit or plan is held to its
+     * per-token rows and capture flag (docs/semantics.md 9.3), while ad
+     * follows each successful re-admit. */
+    decl first;
 } mstep;
 
 static mstep S[MAX_STEPS];
@@ -962,7 +966,7 @@ static uint32_t spec_outs(const decl *d)
     return n;
 }
 
-/* Are d's per-token rows those of the admitted a, in order, some perhaps
+/* Are d's per-token rows those of the first admit a, in order, some perhaps
  * dropped (a plan or a re-admit may name fewer rows)? */
 static bool spec_reserved(const decl *d, const decl *a)
 {
@@ -1238,7 +1242,7 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
     }
     if (want == RSP_OK && post_blocker(&d, ee) >= 0)
         want = RSP_EORDER; /* a row names an in-flight post-fork target */
-    if (want == RSP_OK && in_flight && !spec_reserved(&d, &S[ee].ad))
+    if (want == RSP_OK && in_flight && !spec_reserved(&d, &S[ee].first))
         want = RSP_EINVAL; /* a re-admit asks for output slots its first admit did not take */
     uint32_t needs = want == RSP_OK ? admit_needs(&d, !in_flight) : 0;
     if (S[in_flight ? ee : e].njournal + needs > MAX_JOURNAL)
@@ -1270,8 +1274,10 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
                 g_any_admitted = true;
             }
             model_admit(in_flight ? ee : e, &d);
-            if (!in_flight)
+            if (!in_flight) {
                 model_spec(s, &d);
+                s->first = d;
+            }
             S[in_flight ? ee : e].ad = d;
         }
     }
@@ -1341,7 +1347,7 @@ static void op_plan(input *in, int e, uint8_t how)
             want = RSP_EORDER;
         else if (d.preplan && g_stage >= 0)
             want = RSP_ESTAGED;
-        else if (!spec_reserved(&d, &S[ee].ad))
+        else if (!spec_reserved(&d, &S[ee].first))
             want = RSP_EINVAL; /* per-token rows its admit did not reserve */
     }
     uint32_t labels[MAX_ROWS], rows[MAX_ROWS], nl = 0;
