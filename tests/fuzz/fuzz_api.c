@@ -434,6 +434,25 @@ static int g_pipe_mode = -1; /* RSP_FUZZ_PIPE=0/1: never/always; unset: the inpu
 static rsp_ticket *g_pre[NRIDS][NLAB];
 static uint32_t g_pre_mask;
 
+/* With RSP_FUZZ_VERBOSE, d's rows and forks: a finding's replay shows
+ * what each call declared. */
+static void dump_decl(const decl *d)
+{
+    if (!g_verbose)
+        return;
+    for (uint32_t i = 0; i < d->nrows; i++)
+        fprintf(stderr, "    row %u: rid %" PRIu64 " label %u span %d%s%s accepted %u group %u\n",
+                i, d->rows[i].rid, d->rows[i].label, (int)d->rows[i].span,
+                d->rows[i].padding ? " padding" : "",
+                d->rows[i].per_token_states ? " per-token" : "", (unsigned)d->rows[i].accepted,
+                (unsigned)d->rows[i].fork_group);
+    for (uint32_t i = 0; i < d->npre + d->npost; i++) {
+        const rsp_fork *f = i < d->npre ? &d->pre[i] : &d->post[i - d->npre];
+        fprintf(stderr, "    %s fork: %u -> %u group %u\n", i < d->npre ? "pre" : "post", f->from,
+                f->to, (unsigned)f->group);
+    }
+}
+
 static void touch_decl(const decl *d)
 {
     for (uint32_t i = 0; i < d->nrows; i++)
@@ -1231,6 +1250,7 @@ static void op_admit(input *in, int e, bool fresh_decl, uint8_t idsel)
         fprintf(stderr,
                 "  admit entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n", e,
                 id, d.nrows, d.capture, d.preplan, d.has_lease);
+    dump_decl(&d);
     int ee = entry_of(id); /* a backwards id may name another entry's step */
     bool in_flight = ee >= 0;
     rsp_status want = decl_invalid(&d);
@@ -1332,6 +1352,7 @@ static void op_plan(input *in, int e, uint8_t how)
         fprintf(stderr,
                 "  plan entry %d step %" PRIu64 ": %u rows, capture %d preplan %d lease %d\n", e,
                 s->id, d.nrows, d.capture, d.preplan, d.has_lease);
+    dump_decl(&d);
     int ee = entry_of(s->id);
     if (ee >= 0 && ee != e) {
         e = ee; /* the step in flight under this id is another entry's */
@@ -1526,6 +1547,7 @@ static void op_commit(input *in, int e, uint8_t how)
         fprintf(stderr, "  commit: %u rows (admitted %u), %u/%u forks (admitted %u/%u)\n", d.nrows,
                 S[ee < 0 ? e : ee].ad.nrows, d.npre, d.npost, S[ee < 0 ? e : ee].ad.npre,
                 S[ee < 0 ? e : ee].ad.npost);
+    dump_decl(&d);
     rsp_error err;
     g_op = "commit";
     g_force_query = true; /* has_state moves without a counter */
