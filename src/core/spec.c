@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 
+#include "check.h"
 #include "util/error.h"
 #include "util/mem.h"
 
@@ -44,12 +45,45 @@ static uint32_t first_unreserved(const rsp__steprec *s, const rsp_step *step)
     return step->num_rows;
 }
 
-/* 9.1: no row names a holding another in-flight step accepts into. */
+/* 9.1: no fork of step writes a holding another in-flight step (in
+ * others) accepts into. A fork's post_to mark would sit on the holding's
+ * slot, which the accept replaces: a later row could then name the holding
+ * before the fork's copy lands. A fork of group g applies to the rids whose
+ * rows carry g (validated: one group per rid). O(rows x forks). */
+static rsp_status check_fork_targets(const rsp__core *c, const rsp_step *step, uint64_t others,
+                                     rsp_error *err)
+{
+    const uint32_t npre = step->num_pre_forks, n = npre + step->num_post_forks;
+    for (uint32_t i = 0; n && !step->capture && i < step->num_rows; i++) {
+        const rsp_row *row = &step->rows[i];
+        const rsp__req *r = row->padding ? NULL : rsp__req_find(c, row->rid);
+        for (uint32_t j = 0; r && j < n; j++) {
+            const rsp_fork *f = j < npre ? &step->pre_forks[j] : &step->post_forks[j - npre];
+            const rsp__hold *h =
+                rsp__fork_applies(f, row->fork_group) ? rsp__hold_find_const(r, f->to) : NULL;
+            const uint64_t m = h ? c->slots[h->slot].spec_to & others : 0;
+            if (!m)
+                continue;
+            const uint64_t by = c->steps[__builtin_ctzll(m)].step_id;
+            return rsp__fail(err, RSP_EORDER,
+                             "admit: step %" PRIu64 ": %s[%" PRIu32 "]: (rid %" PRIu64
+                             ", label %s) takes per-token states accepted at the commit of "
+                             "step %" PRIu64 " in flight; commit step %" PRIu64 " first",
+                             step->step_id, j < npre ? "pre_forks" : "post_forks",
+                             j < npre ? j : j - npre, row->rid, c->label_names[f->to], by, by);
+        }
+    }
+    return RSP_OK;
+}
+
+/* 9.1: no row names and no fork writes a holding another in-flight step
+ * accepts into. */
 static rsp_status check_targets(const rsp__core *c, const rsp_step *step, uint32_t rec,
                                 rsp_error *err)
 {
     const uint64_t others = c->spec_mask & (rec == RSP__NONE ? ~0ull : ~(1ull << rec));
-    return rsp__step_check_marks(c, step, others, RSP__MARK_SPEC, err);
+    rsp_status st = rsp__step_check_marks(c, step, others, RSP__MARK_SPEC, err);
+    return st ? st : check_fork_targets(c, step, others, err);
 }
 
 rsp_status rsp__spec_admit_check(const rsp__core *c, const rsp_step *step, uint32_t rec, bool fresh,

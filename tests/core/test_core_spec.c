@@ -243,6 +243,56 @@ static void later_step_naming_the_holding_is_order_error(void **state)
     fx_fini(&f);
 }
 
+/* A later step's fork into a holding an in-flight step accepts into is
+ * refused as a row on it is: the accept moves the holding to another
+ * slot, and the fork's target mark must not be left on the old one. */
+static void later_fork_into_the_holding_is_order_error(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f, 16, true);
+    rsp_label_id draft = fx_label(&f, "draft");
+    stepb a, b;
+    spec_row(&a, 1, 5, 2);
+    fx_admit_ok(&f, &a.s);
+    for (int pre = 0; pre < 2; pre++) {
+        sb_init(&b, 2);
+        sb_row(&b, 5, draft, 1);
+        if (pre)
+            sb_pre(&b, draft, RSP_LABEL_MAIN);
+        else
+            sb_post(&b, draft, RSP_LABEL_MAIN);
+        snap before, after;
+        snap_take(&f, &before);
+        rsp_admit_outcome out;
+        assert_int_equal(fx_admit(&f, &b.s, &out), RSP_EORDER);
+        assert_non_null(strstr(f.err.message, pre ? "pre_forks[0]: (rid 5, label main)"
+                                                  : "post_forks[0]: (rid 5, label main)"));
+        assert_non_null(strstr(f.err.message, "per-token states accepted at the commit of step 1"));
+        snap_take(&f, &after);
+        snap_assert_equal(&before, &after);
+    }
+    /* A fork into another label is fine; into main once step 1 committed. */
+    sb_init(&b, 2);
+    sb_row(&b, 5, draft, 1);
+    sb_post(&b, RSP_LABEL_MAIN, draft);
+    fx_admit_ok(&f, &b.s);
+    assert_int_equal(fx_plan(&f, &a.s), RSP_OK);
+    forward(&f, 0, 2);
+    a.rows[0].accepted = 2;
+    assert_int_equal(fx_commit(&f, &a.s, &done_ev), RSP_OK);
+    assert_int_equal(fx_plan(&f, &b.s), RSP_OK);
+    assert_int_equal(fx_commit(&f, &b.s, &done_ev), RSP_OK);
+    assert_true(rsp_test_store_checksum(f.store, (uint32_t)fx_slot(&f, 5, draft)) ==
+                filled_sum(&f, 0x12));
+    sb_init(&b, 3);
+    sb_row(&b, 5, draft, 1);
+    sb_post(&b, draft, RSP_LABEL_MAIN);
+    fx_admit_ok(&f, &b.s);
+    fx_check_invariants(&f);
+    fx_fini(&f);
+}
+
 static void checkpoint_take_takes_the_accepted_state(void **state)
 {
     (void)state;
@@ -416,6 +466,7 @@ int main(void)
         cmocka_unit_test(accept_zero_keeps_the_old_state),
         cmocka_unit_test(rollback_restores_free_stack_order),
         cmocka_unit_test(later_step_naming_the_holding_is_order_error),
+        cmocka_unit_test(later_fork_into_the_holding_is_order_error),
         cmocka_unit_test(checkpoint_take_takes_the_accepted_state),
         cmocka_unit_test(post_fork_reads_the_accepted_state),
         cmocka_unit_test(reset_during_the_step_frees_every_output),

@@ -715,6 +715,19 @@ uint64_t rspm_admit_blocker(const rspm *m, const rspm_decl *d)
                 (m->steps[k].post_to[h->slot] || m->steps[k].spec_to[h->slot]))
                 return m->steps[k].step_id;
     }
+    /* A fork may not write a holding another step accepts into: the
+     * accept moves its slot. */
+    uint32_t fr[RSPM_MAX_ROWS];
+    uint32_t nfr = d->capture ? 0 : forking_rids(d, fr);
+    for (uint32_t i = 0; i < nfr; i++)
+        for (uint32_t f = 0; f < d->num_pre + d->num_post; f++) {
+            const rsp_fork *fk = f < d->num_pre ? &d->pre[f] : &d->post[f - d->num_pre];
+            const rspm_holding *h =
+                fork_applies(d, fk, fr[i]) ? rspm_holding_get(m, fr[i], fk->to) : NULL;
+            for (uint32_t k = 0; h && k < RSPM_MAX_STEPS; k++)
+                if (m->steps[k].used && &m->steps[k] != self && m->steps[k].spec_to[h->slot])
+                    return m->steps[k].step_id;
+        }
     return 0;
 }
 

@@ -268,8 +268,9 @@ void rspm_init(rspm *m, uint32_t max_slots, bool sink, uint32_t num_rids);
 uint64_t rspm_plan_blocker(const rspm *m, const rspm_decl *d);
 
 /* An admit of d that must be refused (RSP_EORDER, docs/semantics.md 9.1): the
- * step id of another in-flight step whose post-forks replace a holding a row of
- * d names; 0 when none. */
+ * step id of another in-flight step whose post-forks replace, or whose accept
+ * of per-token states moves, a holding a row of d names, or whose accept moves
+ * one a fork of d writes; 0 when none. */
 uint64_t rspm_admit_blocker(const rspm *m, const rspm_decl *d);
 
 /* A rollback of step_id that must be refused (RSP_EORDER, newest first): the

@@ -1074,9 +1074,10 @@ static void model_pins(mstep *s, const decl *d)
         }
 }
 
-/* The step whose post-forks replace a holding a row of d names (the admit
- * is refused RSP_EORDER until its commit), -1 if none. self: the entry of
- * d's step when it is in flight. */
+/* The step whose post-forks replace, or whose accept of per-token states
+ * moves, a holding a row of d names, or whose accept moves one a fork of d
+ * writes (the admit is refused RSP_EORDER until its commit), -1 if none.
+ * self: the entry of d's step when it is in flight. */
 static int post_blocker(const decl *d, int self)
 {
     for (uint32_t i = 0; i < d->nrows && !d->capture; i++) {
@@ -1095,6 +1096,22 @@ static int post_blocker(const decl *d, int self)
                     S[e].specs[k].inst == H[ri][li].inst)
                     return e; /* it accepts per-token states at its commit */
     }
+    /* Nor may a fork write such a holding: the accept replaces its slot. */
+    int rids[MAX_ROWS];
+    uint32_t nr = forking_rids(d, rids);
+    for (uint32_t k = 0; k < nr; k++)
+        for (uint32_t i = 0; i < d->npre + d->npost; i++) {
+            const rsp_fork *f = i < d->npre ? &d->pre[i] : &d->post[i - d->npre];
+            int ri = rids[k];
+            uint32_t li = f->to;
+            if (li >= NLAB || !fork_applies(d, f, ri) || !H[ri][li].held)
+                continue;
+            for (int e = 0; e < MAX_STEPS; e++)
+                for (uint32_t j = 0; e != self && S[e].used && j < S[e].nspecs; j++)
+                    if (S[e].specs[j].ri == ri && S[e].specs[j].li == li &&
+                        S[e].specs[j].inst == H[ri][li].inst)
+                        return e;
+        }
     return -1;
 }
 
