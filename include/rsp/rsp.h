@@ -285,9 +285,10 @@ typedef struct rsp_pool_config {
      * Which checkpoint a full tier evicts or demotes (docs/checkpoints.md,
      * "Value"): RSP_CHECKPOINT_LRU (0, the default) the least recently
      * used unpinned one; RSP_CHECKPOINT_VALUE the unpinned one of lowest
-     * score = recency + checkpoint_value_weight x value / bytes, where
-     * recency counts the tier's uses and value is what rsp_checkpoint_value
-     * set (0 until then). Another value: RSP_EINVAL naming it.
+     * score = recency + checkpoint_value_weight x f x value / bytes, where
+     * recency counts the tier's uses, value is what rsp_checkpoint_value
+     * set (0 until then) and f = 1 + floor(log2(restores from it)), 1
+     * before its second restore. Another value: RSP_EINVAL naming it.
      */
     uint32_t checkpoint_policy;
     /** RSP_CHECKPOINT_VALUE: how many uses a unit of value per byte is
@@ -1739,7 +1740,7 @@ RSP_API rsp_status rsp_import_abort(rsp_import *imp, uint64_t seq, rsp_error *er
 /** rsp_pool_config.checkpoint_policy. */
 typedef enum rsp_checkpoint_policy {
     RSP_CHECKPOINT_LRU = 0,   /**< evict the least recently used unpinned checkpoint */
-    RSP_CHECKPOINT_VALUE = 1, /**< evict the lowest recency + weight x value / bytes */
+    RSP_CHECKPOINT_VALUE = 1, /**< evict the lowest recency + weight x f x value / bytes */
     RSP_CHECKPOINT_POLICY_COUNT_
 } rsp_checkpoint_policy;
 

@@ -120,7 +120,8 @@ class PoolConfig:
     max_host_checkpoints: int = 0
     checkpoint_demote: bool = False
     # Which checkpoint a full tier evicts: "lru" or "value" (recency +
-    # checkpoint_value_weight x value per byte; Pool.checkpoint_value).
+    # checkpoint_value_weight x f x value per byte, f growing with the log
+    # of its restores; Pool.checkpoint_value).
     checkpoint_policy: str = "lru"
     checkpoint_value_weight: float = 0.0
     # Ordered posting: every slot-changing call then carries seq= (see

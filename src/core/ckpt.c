@@ -66,9 +66,10 @@ static void touch(rsp__core *c, uint32_t i)
     value_sync(c, i);
 }
 
-/* Store key in record i (its slot was popped), at the head of its tier. */
+/* Store key in record i (its slot was popped), at the head of its tier;
+ * value and restores: 0 for a take, the victim's for a demotion. */
 static void rec_set(rsp__core *c, uint32_t i, uint64_t key, rsp_tier tier, uint64_t last_use,
-                    uint64_t value)
+                    uint64_t value, uint32_t restores)
 {
     rsp__ckrec *k = &c->ck[i];
     k->key = key;
@@ -78,6 +79,7 @@ static void rec_set(rsp__core *c, uint32_t i, uint64_t key, rsp_tier tier, uint6
     k->user_pins = 0;
     k->last_use = last_use;
     k->value = value;
+    k->restores = restores;
     lru_push_head(c, i);
     rsp__map_put(&c->keys, key, i); /* sized for every record: never grows */
     c->tiers[tier].count++;
@@ -160,10 +162,11 @@ static void demote(rsp__core *c, uint32_t i, uint32_t hv, rsp__work *w)
     if (hv != RSP__NONE)
         evict_drop(c, hv);
     uint64_t key = c->ck[i].key, last = c->ck[i].last_use, value = c->ck[i].value;
+    uint32_t restores = c->ck[i].restores;
     uint32_t hs = rsp__tier_pop(c, RSP_TIER_HOST);
     RSP__MUST_OK(rsp__work_copy(w, rec_slot(c, i), hs)); /* reserved, frozen */
     rec_free(c, i);
-    rec_set(c, hs - c->layout.max_slots, key, RSP_TIER_HOST, last, value);
+    rec_set(c, hs - c->layout.max_slots, key, RSP_TIER_HOST, last, value, restores);
     rep_change(c, key, true, RSP_TIER_HOST, hs);
     rep_evict(c, key, RSP_TIER_DEVICE, true);
 }
@@ -223,7 +226,7 @@ void rsp__ck_take_apply(rsp__core *c, uint64_t key, rsp_tier tier, const rsp__ta
     RSP__ASSERT(!c->slots[src].zero_pending);
     RSP__MUST_OK(rsp__work_copy(w, src, slot)); /* reserved, in a frozen list */
     uint32_t i = slot - c->layout.max_slots;
-    rec_set(c, i, key, tier, ++c->ck_clock, 0);
+    rec_set(c, i, key, tier, ++c->ck_clock, 0, 0);
     rep_change(c, key, true, tier, slot);
     c->rep.taken++;
 }
@@ -348,6 +351,7 @@ void rsp__ck_apply_restores(rsp__core *c, const rsp_step *step, uint32_t rec, rs
         h->has_state = true;
         h->generation = rsp__next_generation(c);
         rsp__writes_forget(c, &c->slots[h->slot]);
+        c->ck[k].restores += c->ck[k].restores != UINT32_MAX; /* scored by the touch */
         touch(c, k);
         c->rep.restored++;
         c->rep.restored_host += c->ck[k].tier == RSP_TIER_HOST;

@@ -41,11 +41,20 @@ static void fix(rsp__core *c, rsp__tier *t, uint32_t pos)
     place(c, t, pos, rec);
 }
 
+/* Record k's score: its seq plus its value per byte in uses, times f = 1
+ * + floor(log2(restores)): the first restore, its own request's
+ * continuation, adds nothing; each doubling after it one value more. */
+static double score(const rsp__core *c, const rsp__ckrec *k)
+{
+    double f = k->restores ? (double)(32 - __builtin_clz(k->restores)) : 1.0;
+    return (double)k->seq + c->ck_weight_byte * f * (double)k->value;
+}
+
 void rsp__ckv_sync(rsp__core *c, uint32_t i, bool want)
 {
     rsp__ckrec *k = &c->ck[i];
     rsp__tier *t = &c->tiers[k->tier];
-    k->score = (double)k->seq + c->ck_weight_byte * (double)k->value;
+    k->score = score(c, k);
     if (k->hpos == RSP__NONE && want) {
         RSP__ASSERT(t->heap_n < t->size);
         place(c, t, t->heap_n++, i);

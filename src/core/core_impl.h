@@ -91,9 +91,12 @@ typedef struct rsp__ckrec {
     bool used;
     /* The value policy (ckpt_value.h): seq is c->ck_seq when it last
      * entered its list's head (so seq order is list order), value the
-     * caller's, score = seq + weight x value / bytes, hpos its place in its
-     * tier's heap (RSP__NONE: not there, i.e. pinned, unused or LRU). */
+     * caller's, restores the live plans' copies from it since its take
+     * (saturating; kept by a demotion), score = seq + weight x f x value /
+     * bytes with f from restores, hpos its place in its tier's heap
+     * (RSP__NONE: not there, i.e. pinned, unused or LRU). */
     uint32_t hpos;
+    uint32_t restores;
     uint64_t seq;
     uint64_t value;
     double score;

@@ -2,8 +2,10 @@
  * takes, values, pins, unpins, drops and restores in steps, with demotion:
  * after every call each tier's heap holds exactly its used, unpinned
  * records, each at the place its hpos says, in (score, seq) order, each
- * score seq + weight x value / slot_bytes. SPDX-License-Identifier:
- * Apache-2.0 */
+ * score seq + weight x f x value / slot_bytes, f = 1 + floor(log2
+ * restores); and the restores' count at work: a checkpoint restored again
+ * outlives a dearer one never restored, one restored once does not.
+ * SPDX-License-Identifier: Apache-2.0 */
 #include <string.h>
 
 #include "core/ckpt.h"
@@ -34,7 +36,10 @@ static void check_heaps(const rsp__core *c, double weight_byte)
         in[k->tier]++;
         assert_true(k->hpos < t->heap_n);
         assert_int_equal(t->heap[k->hpos], i);
-        assert_true(k->score == (double)k->seq + weight_byte * (double)k->value);
+        double f = 1.0;
+        for (uint32_t r = k->restores; r > 1; r /= 2)
+            f += 1.0;
+        assert_true(k->score == (double)k->seq + weight_byte * f * (double)k->value);
         if (k->hpos > 0)
             assert_false(heap_before(c, i, t->heap[(k->hpos - 1) / 2]));
     }
@@ -106,15 +111,69 @@ static void heaps_follow_every_operation(void **state)
         check_heaps(f.core, wb);
         full += f.core->tiers[RSP_TIER_HOST].count == f.core->tiers[RSP_TIER_HOST].size;
     }
-    /* The trace restored and filled both tiers (so it evicted and demoted). */
-    assert_true(restores > 100 && full > 100);
+    /* The trace restored and filled both tiers (so it evicted and demoted),
+     * and some checkpoint lived through several restores (f > 1 scored). */
+    uint32_t most = 0, n = rsp__core_layout(f.core)->max_checkpoints +
+                           rsp__core_layout(f.core)->max_host_checkpoints;
+    for (uint32_t i = 0; i < n; i++)
+        most = f.core->ck[i].used && f.core->ck[i].restores > most ? f.core->ck[i].restores : most;
+    assert_true(restores > 100 && full > 100 && most >= 2);
     fx_fini(&f);
+}
+
+/* A device tier of 2, no host tier, weight = slot_bytes (so a unit of value
+ * is worth one push). Key 1 (value 10) restored `restores` times, then key
+ * 2 (value 15, taken after those restores, never restored), then key 3:
+ * the tier is full, and the victim is 1 or 2. */
+static uint64_t victim_after_restores(uint32_t restores)
+{
+    fx shape, f;
+    fx_init_ck(&shape, 4, 2, 0, false);
+    rsp_pool_config cfg = shape.cfg;
+    cfg.checkpoint_policy = RSP_CHECKPOINT_VALUE;
+    cfg.checkpoint_value_weight = (double)rsp__core_layout(shape.core)->slot_bytes;
+    fx_fini(&shape);
+    fx_init_cfg(&f, &cfg);
+    uint64_t step = 1;
+    assert_int_equal(run_step(&f, step++, 0, 1), RSP_OK);
+    assert_int_equal(rsp__core_checkpoint_value(f.core, 1, 10, &f.err), RSP_OK);
+    for (uint32_t i = 0; i < restores; i++)
+        assert_int_equal(run_step(&f, step++, 1, 0), RSP_OK);
+    assert_int_equal(run_step(&f, step++, 0, 2), RSP_OK);
+    assert_int_equal(rsp__core_checkpoint_value(f.core, 2, 15, &f.err), RSP_OK);
+    assert_int_equal(run_step(&f, step++, 0, 3), RSP_OK);
+    bool kept1 = rsp__ck_find(f.core, 1) != RSP__NONE, kept2 = rsp__ck_find(f.core, 2) != RSP__NONE;
+    assert_true(kept1 != kept2 && rsp__ck_find(f.core, 3) != RSP__NONE);
+    fx_fini(&f);
+    return kept1 ? 2 : 1;
+}
+
+/* Restored twice (f = 2): key 1 scores its push + 20 against key 2's
+ * later push + 15, so the dearer checkpoint never restored goes. Without
+ * the count key 1 would score + 10 and go. */
+static void a_restored_again_checkpoint_outlives_a_dearer_one(void **state)
+{
+    (void)state;
+    assert_int_equal(victim_after_restores(2), 2);
+    assert_int_equal(victim_after_restores(3), 2); /* floor(log2 3) = 1: f = 2 still */
+}
+
+/* Restored once (f = 1): the first restore continues the request that
+ * took it and only refreshes its recency, so key 1 (+ 10) goes before key
+ * 2 (+ 15) as without the count. */
+static void the_first_restore_counts_only_as_a_use(void **state)
+{
+    (void)state;
+    assert_int_equal(victim_after_restores(1), 1);
+    assert_int_equal(victim_after_restores(0), 1);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(heaps_follow_every_operation),
+        cmocka_unit_test(a_restored_again_checkpoint_outlives_a_dearer_one),
+        cmocka_unit_test(the_first_restore_counts_only_as_a_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

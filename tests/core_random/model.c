@@ -138,11 +138,26 @@ static void lru_remove(rspm *m, uint64_t key)
     m->lru_n[t]--;
 }
 
+void rspm_ck_value_policy(rspm *m, double weight_byte)
+{
+    m->value = true;
+    m->weight_byte = weight_byte;
+}
+
+rsp_status rspm_ck_value(rspm *m, uint64_t key, uint64_t value)
+{
+    if (!m->ck[key].present)
+        return RSP_ENOKEY;
+    m->ck[key].value = value;
+    return RSP_OK;
+}
+
 /* A use: key becomes its tier's most recent. */
 static void ck_touch(rspm *m, uint64_t key)
 {
     lru_remove(m, key);
     m->lru[m->ck[key].tier][m->lru_n[m->ck[key].tier]++] = key;
+    m->ck[key].seq = ++m->ck_seq;
 }
 
 static void ck_forget(rspm *m, uint64_t key)
@@ -152,20 +167,50 @@ static void ck_forget(rspm *m, uint64_t key)
     m->ck[key].present = false;
 }
 
-static void ck_store(rspm *m, uint64_t key, uint32_t tier, uint64_t content)
+/* Store key in tier as its most recent, with value and restores (0 for a
+ * take, a demoted key's own). */
+static void ck_store(rspm *m, uint64_t key, uint32_t tier, uint64_t content, uint64_t value,
+                     uint32_t restores)
 {
-    m->ck[key] = (rspm_ck){.present = true, .tier = tier, .content = content};
+    m->ck[key] = (rspm_ck){.present = true,
+                           .tier = tier,
+                           .content = content,
+                           .seq = ++m->ck_seq,
+                           .value = value,
+                           .restores = restores};
     m->lru[tier][m->lru_n[tier]++] = key;
     m->tier_count[tier]++;
 }
 
-/* The least recently used unpinned key of tier t, 0 when none. */
-static uint64_t lru_victim(const rspm *m, uint32_t t)
+/* The value policy's score of key, as the core computes it. */
+static double ck_score(const rspm *m, uint64_t key)
 {
-    for (uint32_t i = 0; i < m->lru_n[t]; i++)
-        if (!ck_pinned(&m->ck[m->lru[t][i]]))
-            return m->lru[t][i];
-    return 0;
+    const rspm_ck *k = &m->ck[key];
+    double f = 1.0;
+    for (uint32_t r = k->restores; r > 1; r /= 2)
+        f += 1.0;
+    return (double)k->seq + m->weight_byte * f * (double)k->value;
+}
+
+/* The unpinned key of tier t a full tier gives up, 0 when none: the least
+ * recently used (LRU), or the lowest (score, seq) (value). */
+static uint64_t lru_victim(rspm *m, uint32_t t)
+{
+    uint64_t best = 0, first = 0;
+    for (uint32_t i = 0; i < m->lru_n[t]; i++) {
+        uint64_t k = m->lru[t][i];
+        if (ck_pinned(&m->ck[k]))
+            continue;
+        if (!m->value)
+            return k;
+        if (!first)
+            first = k;
+        if (!best || ck_score(m, k) < ck_score(m, best) ||
+            (ck_score(m, k) == ck_score(m, best) && m->ck[k].seq < m->ck[best].seq))
+            best = k;
+    }
+    m->value_not_lru += best != first;
+    return best;
 }
 
 /* Slots of tier t in use: its checkpoints, and on the host tier the
@@ -198,16 +243,16 @@ static rsp_status take(rspm *m, uint64_t key, uint32_t tier, uint64_t content)
         ck_forget(m, key);
     if (victim) {
         m->evictions++;
-        uint64_t vc = m->ck[victim].content;
+        rspm_ck v = m->ck[victim];
         ck_forget(m, victim);
         if (hv) {
             ck_forget(m, hv);
             m->evictions++;
         }
         if (demote)
-            ck_store(m, victim, 1, vc);
+            ck_store(m, victim, 1, v.content, v.value, v.restores);
     }
-    ck_store(m, key, tier, content);
+    ck_store(m, key, tier, content, 0, 0);
     return RSP_OK;
 }
 
@@ -941,6 +986,7 @@ static void restore(rspm *m, const rspm_decl *d)
         h->gen = ++m->gen;
         h->gen_moved = true;
         forget_writes(m, h->slot);
+        m->ck[c->key].restores++;
         ck_touch(m, c->key);
     }
 }

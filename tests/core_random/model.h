@@ -229,6 +229,9 @@ typedef struct rspm_ck {
     uint64_t content;
     uint32_t user_pins;
     uint32_t step_pins;
+    /* The value policy: its last push (m->ck_seq), value and restores. */
+    uint64_t seq, value;
+    uint32_t restores;
 } rspm_ck;
 
 typedef struct rspm {
@@ -238,6 +241,12 @@ typedef struct rspm {
      * demotions) of the last call. */
     uint32_t tier_size[2], tier_count[2];
     bool demote;
+    /* The value policy (weight_byte: weight / slot_bytes), and the pushes
+     * to a tier's most recent end so far. */
+    bool value;
+    double weight_byte;
+    uint64_t ck_seq;
+    uint64_t value_not_lru; /* victims of the value policy LRU would have kept */
     rspm_ck ck[RSPM_MAX_KEYS];
     uint64_t lru[2][RSPM_MAX_KEYS];
     uint32_t lru_n[2];
@@ -319,6 +328,13 @@ void rspm_forward_write(rspm *m, int32_t slot, uint64_t seed);
  *     pinned by another planned step, the key pinned, no room).
  * rspm_ck_init once after rspm_init. */
 void rspm_ck_init(rspm *m, uint32_t device, uint32_t host, bool demote);
+/* The value policy from now on (rspm_ck_init first): a victim is the
+ * unpinned key of its tier with the lowest (seq + weight_byte x f x
+ * value, seq), f = 1 + floor(log2(restores)); a restore counts, a take
+ * starts at value 0 and 0 restores, a demotion keeps both. */
+void rspm_ck_value_policy(rspm *m, double weight_byte);
+/* Set key's value: RSP_ENOKEY, else RSP_OK (not a use). */
+rsp_status rspm_ck_value(rspm *m, uint64_t key, uint64_t value);
 /* A take message of (ridx, label) under key (after_step valid): the
  * status the core must answer; applied when RSP_OK. */
 rsp_status rspm_ck_take(rspm *m, uint64_t key, uint32_t ridx, uint32_t label, uint32_t tier);

@@ -178,6 +178,7 @@ typedef struct T {
      * slots), the device runs included. */
     uint64_t count_ck_ops, count_ck_restores, count_ck_takes, count_ck_skips, count_ck_enokey;
     uint64_t count_ck_demoted, count_swaps_out, count_swaps_in, count_swap_refused;
+    uint64_t count_ck_values; /* values set (the value policy's runs) */
     uint64_t count_post_refused, count_rollback_refused, count_commit_mismatch;
 } T;
 
@@ -649,6 +650,15 @@ static rsp_status tw_ck_pin(T *t, uint64_t key, bool pin, rsp_error *err)
     rsp_status a = rsp__core_checkpoint_pin(t->core, key, pin, &ea);
     rsp_status b = rsp__core_checkpoint_pin(t->slow, key, pin, &eb);
     twin_status(t, "checkpoint_pin", a, b, &ea, &eb, err);
+    return a;
+}
+
+static rsp_status tw_ck_value(T *t, uint64_t key, uint64_t value, rsp_error *err)
+{
+    rsp_error ea = {0}, eb = {0};
+    rsp_status a = rsp__core_checkpoint_value(t->core, key, value, &ea);
+    rsp_status b = rsp__core_checkpoint_value(t->slow, key, value, &eb);
+    twin_status(t, "checkpoint_value", a, b, &ea, &eb, err);
     return a;
 }
 
@@ -1917,14 +1927,22 @@ static void op_swap(T *t, bool out)
 }
 
 /* A checkpoint message: take (after now, the last committed step, or a
- * step in flight: RSP_EORDER), drop, pin or unpin, against the model. */
+ * step in flight: RSP_EORDER), value (the value policy: half of the
+ * takes' share; 0-8 units of slot_bytes / weight, so scores compete with
+ * a few pushes), drop, pin or unpin, against the model. */
 static void op_ckpt(T *t)
 {
     uint64_t key = 1 + below(t, RSPM_MAX_KEYS - 1);
     uint32_t x = below(t, 100);
     rsp_status rc, want;
     t->count_ck_ops++;
-    if (x < 60) {
+    if (t->m.value && x < 30) {
+        uint64_t value = below(t, 9) * rsp__core_layout(t->core)->slot_bytes;
+        note(t, "checkpoint_value %llu = %llu", (unsigned long long)key, (unsigned long long)value);
+        rc = tw_ck_value(t, key, value, NULL);
+        want = rspm_ck_value(&t->m, key, value);
+        t->count_ck_values += rc == RSP_OK;
+    } else if (x < 60) {
         uint32_t ridx = below(t, NUM_RIDS), label = pick_label(t), tier = below(t, 2);
         uint32_t y = below(t, 10);
         uint64_t after = y < 3 ? t->last_committed_id : 0;
@@ -2067,6 +2085,11 @@ static void run(const run_cfg *cfg, uint64_t ops)
     pc.max_checkpoints = 2;
     pc.max_host_checkpoints = 2;
     pc.checkpoint_demote = cfg->seed & 1;
+    /* Seed bit 1: the value policy, weight 1 or (with demotion) 4. */
+    if (cfg->seed & 2) {
+        pc.checkpoint_policy = RSP_CHECKPOINT_VALUE;
+        pc.checkpoint_value_weight = cfg->seed & 1 ? 4.0 : 1.0;
+    }
     rsp_error err;
     rsp_status rc = rsp__core_create(&pc, &t->core, &err);
     if (rc != RSP_OK)
@@ -2081,6 +2104,9 @@ static void run(const run_cfg *cfg, uint64_t ops)
     t->ref = rsp_test_store_new(rsp__core_layout(t->core));
     rspm_init(&t->m, cfg->max_slots, cfg->sink, NUM_RIDS);
     rspm_ck_init(&t->m, pc.max_checkpoints, pc.max_host_checkpoints, pc.checkpoint_demote);
+    if (pc.checkpoint_policy == RSP_CHECKPOINT_VALUE)
+        rspm_ck_value_policy(&t->m, pc.checkpoint_value_weight /
+                                        (double)rsp__core_layout(t->core)->slot_bytes);
     static const char *names[NUM_LABELS] = {"main", "draft", "beam1"};
     for (uint32_t i = 0; i < NUM_LABELS; i++) {
         rc = rsp__core_label(t->core, names[i], &t->labels[i], NULL);
@@ -2189,6 +2215,12 @@ static void run(const run_cfg *cfg, uint64_t ops)
           ops < 10000 || (t->count_ck_takes && t->count_ck_skips && t->count_ck_restores &&
                           t->count_ck_enokey),
           "checkpoint paths too rare");
+    if (t->m.value)
+        print_message("  value policy: %llu values set, %llu victims LRU would have kept\n",
+                      (unsigned long long)t->count_ck_values,
+                      (unsigned long long)t->m.value_not_lru);
+    CHECK(t, ops < 10000 || !t->m.value || (t->count_ck_values && t->m.value_not_lru),
+          "value policy paths too rare");
     /* "Pool full" must be common, or the test does not test much. */
     CHECK(t, ops < 10000 || t->count_admit_full * 20 > t->count_admit_ok,
           "pool full too rare: %llu of %llu", (unsigned long long)t->count_admit_full,
