@@ -445,12 +445,14 @@ static rsp_status get_all(rsp_ucx *u, const rsp_extent *from, const rsp_extent *
             break;
     }
     if (f && s == UCS_INPROGRESS) {
-        ucp_request_cancel(u->worker, f);
-        while (ucp_request_check_status(f) == UCS_INPROGRESS)
-            ucp_worker_progress(u->worker);
-        ucp_request_free(f);
-        return u->ep_status != UCS_OK ? ucs_fail(err, "the peer failed", u->ep_status)
-                                      : fail(err, RSP_ETIMEDOUT, "rsp_ucx: the gets timed out");
+        /* A flush cannot be cancelled, and over shared memory a dead peer
+         * never completes it: the forced close cancels the gets and the
+         * flush alike, and nothing progresses them after it. */
+        ucs_status_t why = u->ep_status;
+        close_ep(u);
+        ucp_request_free(f); /* released by UCX once it completes */
+        return why != UCS_OK ? ucs_fail(err, "the peer failed", why)
+                             : fail(err, RSP_ETIMEDOUT, "rsp_ucx: the gets timed out");
     }
     if (f)
         ucp_request_free(f);
