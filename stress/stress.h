@@ -10,6 +10,8 @@
 //   client        | --clients  | ingest / remove / holding (post + sync mixed)
 //   step          | 1          | admit / plan / commit / rollback / reset; owns the shadow
 //   partition     | --readers  | plan_wait, read sections, slot memory (the "forward")
+//   disagg        | 1 + links  | a decode pool of its own, rsp_ucx imports (disagg.cpp); the
+//                 |            | prefill pool lives in a process it spawns (disagg_prefill.cpp)
 //
 // Every pool call is a try_ call: a failure is a counted check, never an
 // exception (one escaping a thread would end the run without a summary).
