@@ -73,59 +73,72 @@ bool fd_io(int fd, void *buf, size_t n, bool out, std::chrono::steady_clock::tim
     return true;
 }
 
-// Check each row's addressing and content, then write its next state.
-static void forward_rows(Context &cx, Storage &st, const rsp::addressing &ad, rsp::label l,
+// Check each row's addressing for label l and learn the slots not known.
+static void address_rows(Context &cx, const rsp::addressing &ad, rsp::label l,
                          std::vector<FRow> &rows, uint64_t id, const char *side)
 {
-    Checks &ck = cx.checks;
     uint32_t pos = 0;
     for (FRow &r : rows) {
         if (r.label != l)
             continue;
         const uint32_t at = pos++;
-        if (!ck.expect(CHECK_ADDRESSING,
-                       at < ad.num_rows() && (r.slot < 0 || ad.slots()[at] == r.slot) &&
-                           ad.has_state()[at] == r.has_state,
-                       "%s step %" PRIu64 " rid %" PRIu64 " label %u: slot %d has_state %d, "
-                       "model %d %d",
-                       side, id, rsp::raw(r.rid), rsp::raw(l),
-                       at < ad.num_rows() ? ad.slots()[at] : -9,
-                       at < ad.num_rows() ? (int)ad.has_state()[at] : -1, r.slot, (int)r.has_state))
-            continue;
-        r.slot = ad.slots()[at];
+        const bool ok = at < ad.num_rows() && (r.slot < 0 || ad.slots()[at] == r.slot) &&
+                        ad.has_state()[at] == r.has_state;
+        if (cx.checks.expect(
+                CHECK_ADDRESSING, ok,
+                "%s step %" PRIu64 " rid %" PRIu64 " label %u: slot %d has_state %d, "
+                "model %d %d",
+                side, id, rsp::raw(r.rid), rsp::raw(l), at < ad.num_rows() ? ad.slots()[at] : -9,
+                at < ad.num_rows() ? (int)ad.has_state()[at] : -1, r.slot, (int)r.has_state))
+            r.slot = ad.slots()[at];
+    }
+}
+
+void disagg_run_rows(Context &cx, Storage &st, std::vector<FRow> &rows, rsp::step_id id,
+                     const char *side)
+{
+    for (FRow &r : rows) {
+        if (r.slot < 0)
+            continue; // its addressing check failed
         std::string why;
         const bool ok = r.has_state ? st.matches(r.slot, r.v_read, &why) : st.is_zero(r.slot, &why);
-        ck.expect(CHECK_CONTENT, ok,
-                  "%s step %" PRIu64 " rid %" PRIu64 " label %u slot %d: %s (tag %016" PRIx64 ")",
-                  side, id, rsp::raw(r.rid), rsp::raw(l), r.slot, why.c_str(), st.read_tag(r.slot));
+        cx.checks.expect(CHECK_CONTENT, ok,
+                         "%s step %" PRIu64 " rid %" PRIu64 " label %u slot %d: %s (tag %016" PRIx64
+                         ")",
+                         side, rsp::raw(id), rsp::raw(r.rid), rsp::raw(r.label), r.slot,
+                         why.c_str(), st.read_tag(r.slot));
         st.write(r.slot, r.v_write);
     }
 }
 
 bool disagg_forward(Context &cx, rsp::pool &pool, Storage &st, rsp::step_id id,
-                    std::vector<FRow> &rows, const char *side)
+                    std::vector<FRow> &rows, const char *side, bool run)
 {
     Checks &ck = cx.checks;
-    rsp::read_section section(std::nothrow);
-    rsp::plan_view p = section ? section.plan(pool, id) : rsp::plan_view(nullptr);
-    if (!ck.expect(CHECK_API, p && p.id() == id, "%s: step %" PRIu64 "'s plan missing", side,
-                   rsp::raw(id)))
-        return false;
-    std::vector<rsp::label> labels;
-    for (const FRow &r : rows)
-        if (std::find(labels.begin(), labels.end(), r.label) == labels.end())
-            labels.push_back(r.label);
-    for (rsp::label l : labels) {
-        rsp::result<rsp::addressing> ad = p.try_addressing(l);
-        if (!ck.expect(CHECK_API, ad.ok(), "%s: addressing: %s", side, ad.error().message))
+    {
+        rsp::read_section section(std::nothrow);
+        rsp::plan_view p = section ? section.plan(pool, id) : rsp::plan_view(nullptr);
+        if (!ck.expect(CHECK_API, p && p.id() == id, "%s: step %" PRIu64 "'s plan missing", side,
+                       rsp::raw(id)))
             return false;
-        rsp::result<void> w = pool.try_event_wait(ad.value().ready(), kHang);
-        if (!ck.expect(CHECK_HANG, w.ok(), "%s: ready: %s", side, rsp_strerror(w.status()))) {
-            cx.abort.store(true);
-            return false;
+        std::vector<rsp::label> labels;
+        for (const FRow &r : rows)
+            if (std::find(labels.begin(), labels.end(), r.label) == labels.end())
+                labels.push_back(r.label);
+        for (rsp::label l : labels) {
+            rsp::result<rsp::addressing> ad = p.try_addressing(l);
+            if (!ck.expect(CHECK_API, ad.ok(), "%s: addressing: %s", side, ad.error().message))
+                return false;
+            rsp::result<void> w = pool.try_event_wait(ad.value().ready(), kHang);
+            if (!ck.expect(CHECK_HANG, w.ok(), "%s: ready: %s", side, rsp_strerror(w.status()))) {
+                cx.abort.store(true);
+                return false;
+            }
+            address_rows(cx, ad.value(), l, rows, rsp::raw(id), side);
         }
-        forward_rows(cx, st, ad.value(), l, rows, rsp::raw(id), side);
     }
+    if (run)
+        disagg_run_rows(cx, st, rows, id, side);
     return true;
 }
 
@@ -149,8 +162,9 @@ struct GenCounts {
 class Decode
 {
   public:
-    Decode(Context &cx, rsp::pool &pool, Storage &st, rsp::label draft)
-        : cx_(cx), pool_(pool), st_(st), draft_(draft), links_(cx.opt.disagg_links)
+    Decode(Context &cx, rsp::pool &pool, Storage &st, rsp::label draft, rsp::host_fence &fence)
+        : cx_(cx), pool_(pool), st_(st), draft_(draft), fence_(fence), links_(cx.opt.disagg_links),
+          rng_(mix64(cx.opt.seed * 2053u + 17))
     {
     }
     ~Decode();
@@ -178,9 +192,12 @@ class Decode
     rsp::pool &pool_;
     Storage &st_;
     rsp::label draft_;
+    rsp::host_fence &fence_; // the decode forwards' forward_done timeline
     std::vector<Link> links_;
+    Rng rng_; // this thread's
     std::vector<rsp_region> regions_;
     std::shared_mutex import_mu_; // shared: an import in progress; exclusive: abort + probe
+    std::mutex gate_; // held by a prober waiting for import_mu_: no new import starves it
     std::mutex arr_mu_;
     std::vector<DReq> arrivals_; // committed and verified, not decoding yet
     std::vector<DReq> live_;     // this thread's
@@ -347,6 +364,9 @@ bool Decode::receive_one(unsigned index, Rng &rng, bool dying)
     Link &l = links_[index];
     const rsp::rid rid{(uint64_t(index + 1) << 48) + ++l.next_rid};
     const bool abort_it = rng.chance(0.125);
+    {
+        std::lock_guard<std::mutex> wait_for_probe(gate_);
+    }
     std::shared_lock<std::shared_mutex> shared(import_mu_);
     rsp_xfer_header h{};
     rsp_import *imp = nullptr;
@@ -418,7 +438,9 @@ void Decode::abort_and_probe(rsp_ucx *u, rsp_import *imp, const rsp_xfer_header 
 {
     Checks &ck = cx_.checks;
     shared.unlock();
+    std::unique_lock<std::mutex> first(gate_);
     std::unique_lock<std::shared_mutex> alone(import_mu_);
+    first.unlock();
     rsp_error err{};
     rsp_status st = rsp_ucx_receive_end(u, imp, kAbortOnPurpose, 0, kXferTimeoutNs, &err);
     ck.expect(CHECK_DISAGG, st == kAbortOnPurpose, "decode: abort on purpose answered %s: %s",
@@ -500,10 +522,16 @@ bool Decode::step()
                    out.ok() ? "refused" : out.error().message))
         return false;
     rsp::result<void> r = pool_.try_plan(decl);
-    if (!ck.expect(CHECK_DISAGG, r.ok(), "decode: plan: %s", r.error().message) ||
-        !disagg_forward(cx_, pool_, st_, decl.id(), rows, "decode"))
+    if (!ck.expect(CHECK_DISAGG, r.ok(), "decode: plan: %s", r.error().message))
         return false;
-    r = pool_.try_commit(decl, rsp::forward_complete());
+    // With --disagg-ahead half the commits go before the forward's writes,
+    // with a forward_done the forward signals after them (the CPU ahead of
+    // the device), and the requests done are removed at once: the zeroing
+    // of their slots queues behind that wait while imports go on.
+    const bool ahead = cx_.opt.disagg_ahead && rng_.chance(0.5);
+    if (!disagg_forward(cx_, pool_, st_, decl.id(), rows, "decode", !ahead))
+        return false;
+    r = pool_.try_commit(decl, ahead ? fence_.at(rsp::raw(decl.id())) : rsp::forward_complete());
     if (!ck.expect(CHECK_DISAGG, r.ok(), "decode: commit: %s", r.error().message))
         return false;
     cx_.disagg_decode_steps.fetch_add(1, std::memory_order_relaxed);
@@ -521,6 +549,10 @@ bool Decode::step()
         ck.expect(CHECK_DISAGG, r.ok(), "decode: remove: %s", r.error().message);
         live_[j] = std::move(live_.back());
         live_.pop_back();
+    }
+    if (ahead) {
+        disagg_run_rows(cx_, st_, rows, decl.id(), "decode");
+        fence_.signal(rsp::raw(decl.id()));
     }
     return true;
 }
@@ -582,6 +614,9 @@ void Decode::drop_live()
 
 void disagg_main(Context &cx)
 {
+    rsp::result<rsp::host_fence> fence = rsp::host_fence::try_create(); // outlives the pool
+    if (!cx.checks.expect(CHECK_API, fence.ok(), "decode fence: %s", fence.error().message))
+        return;
     rsp::pool_config cfg;
     disagg_config(cfg, kDecodeSlots);
     rsp::result<rsp::pool> created = rsp::pool::try_create(cfg);
@@ -597,7 +632,7 @@ void disagg_main(Context &cx)
     if (!cx.checks.expect(CHECK_API, reader.ok(), "decode reader: %s", reader.error().message))
         return;
     {
-        Decode d(cx, pool, storage, draft.value());
+        Decode d(cx, pool, storage, draft.value(), fence.value());
         if (d.setup())
             d.run();
     }

@@ -66,11 +66,16 @@ struct FRow {
     uint64_t v_read, v_write;
 };
 
-// Run step id's forward from its own plan on this thread: every row's
-// addressing (declaration order per label), its content, then its write.
-// Fills unknown slots. false when the plan was not readable.
+// Step id's forward from its own plan on this thread: every row's
+// addressing (declaration order per label, after its ready event; fills
+// unknown slots), then, if run, disagg_run_rows. false when the plan was
+// not readable.
 bool disagg_forward(Context &cx, rsp::pool &pool, Storage &st, rsp::step_id id,
-                    std::vector<FRow> &rows, const char *side);
+                    std::vector<FRow> &rows, const char *side, bool run);
+// The forward's memory part: check every row's content, write its next
+// state (a forward that runs after its step's commit has no plan to read).
+void disagg_run_rows(Context &cx, Storage &st, std::vector<FRow> &rows, rsp::step_id id,
+                     const char *side);
 
 // The prefill process (rsp-stress --disagg-child CTL,FD...): its exit status.
 int disagg_child_main(const Options &opt);

@@ -91,7 +91,7 @@ bool Prefill::step(std::vector<PReq> &live)
     rsp::result<void> r = pool_.try_plan(decl);
     if (!ck.expect(CHECK_DISAGG, r.ok(), "prefill: plan: %s", r.error().message))
         return false;
-    if (!disagg_forward(cx_, pool_, st_, decl.id(), rows, "prefill"))
+    if (!disagg_forward(cx_, pool_, st_, decl.id(), rows, "prefill", true))
         return false;
     r = pool_.try_commit(decl, rsp::forward_complete());
     if (!ck.expect(CHECK_DISAGG, r.ok(), "prefill: commit: %s", r.error().message))

@@ -4,7 +4,8 @@
 // Usage: rsp-stress [--seconds S] [--clients N] [--readers N] [--slots N]
 //                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--rank-threads N]
 //                   [--pipeline-readers N] [--mixed-threads N] [--prefix-threads N]
-//                   [--spec-threads N] [--disagg-links N] [--disagg-kill] [--json]
+//                   [--spec-threads N] [--disagg-links N] [--disagg-kill] [--disagg-ahead]
+//                   [--json]
 // Exit status 0 only when no check failed. The last line of the output is
 // always "N passed, M failed".
 #include "stress.h"
@@ -60,6 +61,8 @@ void usage(FILE *f)
         "                 every byte checked (default 0 = off; needs librsp_ucx)\n"
         "  --disagg-kill  disaggregated mode: kill the first prefill process mid-run, spawn "
         "another\n"
+        "  --disagg-ahead disaggregated mode: half the decode commits go before the forward's\n"
+        "                 writes (forward_done signalled after them), removals at once\n"
         "  --json         also print the summary as one JSON object\n"
         "  --record FILE  record the main pool's messages and replies (rsp-replay FILE)\n");
 }
@@ -98,6 +101,8 @@ int parse(int argc, char **argv, Options &o)
             o.sink = false;
         } else if (a == "--disagg-kill") {
             o.disagg_kill = true;
+        } else if (a == "--disagg-ahead") {
+            o.disagg_ahead = true;
         } else if (a == "--disagg-child") { // set by the decode side for its prefill process
             if (!(s = value("--disagg-child")))
                 return 1;

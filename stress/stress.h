@@ -67,6 +67,7 @@ struct Options {
     unsigned spec_threads = 1;     // speculative mode: threads, each with its own pool; 0 = off
     unsigned disagg_links = 0;  // disaggregated mode: transfer links to a prefill process; 0 = off
     bool disagg_kill = false;   // disaggregated mode: the first prefill process dies mid-run
+    bool disagg_ahead = false;  // disaggregated mode: decode commits before the forward's writes
     std::string disagg_child;   // set in the prefill process: "CTL,FD0,FD1,..."
     unsigned disagg_die_ms = 0; // prefill process: SIGKILL itself after this (0 = never)
 };
