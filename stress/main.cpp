@@ -4,12 +4,17 @@
 // Usage: rsp-stress [--seconds S] [--clients N] [--readers N] [--slots N]
 //                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--rank-threads N]
 //                   [--pipeline-readers N] [--mixed-threads N] [--prefix-threads N]
-//                   [--spec-threads N] [--json]
+//                   [--spec-threads N] [--disagg-links N] [--disagg-kill] [--disagg-ahead]
+//                   [--json]
 // Exit status 0 only when no check failed. The last line of the output is
 // always "N passed, M failed".
 #include "stress.h"
+#ifdef RSP_STRESS_UCX
+#include "disagg.h"
+#endif
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -51,6 +56,13 @@ void usage(FILE *f)
         "  --spec-threads N  speculative mode: threads, each on its own pool, committing\n"
         "                 verify steps with per-token states and random accepted counts\n"
         "                 (default 1; 0 = off)\n"
+        "  --disagg-links N  disaggregated mode: a prefill process (spawned) and a decode pool\n"
+        "                 here, requests moved over UCX (UCX_TLS picks sm or tcp) on N links,\n"
+        "                 every byte checked (default 0 = off; needs librsp_ucx)\n"
+        "  --disagg-kill  disaggregated mode: kill the first prefill process mid-run, spawn "
+        "another\n"
+        "  --disagg-ahead disaggregated mode: half the decode commits go before the forward's\n"
+        "                 writes (forward_done signalled after them), removals at once\n"
         "  --json         also print the summary as one JSON object\n"
         "  --record FILE  record the main pool's messages and replies (rsp-replay FILE)\n");
 }
@@ -87,6 +99,14 @@ int parse(int argc, char **argv, Options &o)
             o.json = true;
         } else if (a == "--no-sink") {
             o.sink = false;
+        } else if (a == "--disagg-kill") {
+            o.disagg_kill = true;
+        } else if (a == "--disagg-ahead") {
+            o.disagg_ahead = true;
+        } else if (a == "--disagg-child") { // set by the decode side for its prefill process
+            if (!(s = value("--disagg-child")))
+                return 1;
+            o.disagg_child = s;
         } else if (a == "--record") {
             if (!(s = value("--record")))
                 return 1;
@@ -103,13 +123,14 @@ int parse(int argc, char **argv, Options &o)
         } else if (a == "--clients" || a == "--readers" || a == "--slots" || a == "--layers" ||
                    a == "--seed" || a == "--max-rows" || a == "--rank-threads" ||
                    a == "--pipeline-readers" || a == "--mixed-threads" || a == "--prefix-threads" ||
-                   a == "--spec-threads") {
+                   a == "--spec-threads" || a == "--disagg-links" || a == "--disagg-die-ms") {
             if (!(s = value(a.c_str())))
                 return 1;
             uint64_t lo = a == "--slots" ? 4
                           : a == "--seed" || a == "--clients" || a == "--rank-threads" ||
                                   a == "--pipeline-readers" || a == "--mixed-threads" ||
-                                  a == "--prefix-threads" || a == "--spec-threads"
+                                  a == "--prefix-threads" || a == "--spec-threads" ||
+                                  a == "--disagg-links" || a == "--disagg-die-ms"
                               ? 0
                               : 1;
             uint64_t hi = a == "--seed"      ? UINT64_MAX
@@ -121,6 +142,10 @@ int parse(int argc, char **argv, Options &o)
             if (a == "--rank-threads" || a == "--pipeline-readers" || a == "--mixed-threads" ||
                 a == "--prefix-threads" || a == "--spec-threads")
                 hi = 16;
+            if (a == "--disagg-links")
+                hi = 8;
+            if (a == "--disagg-die-ms")
+                hi = 1u << 30;
             if (!parse_u64(s, lo, hi, &v)) {
                 std::fprintf(stderr, "rsp-stress: bad %s '%s' (allowed %llu..%llu)\n", a.c_str(), s,
                              (unsigned long long)lo, (unsigned long long)hi);
@@ -146,6 +171,10 @@ int parse(int argc, char **argv, Options &o)
                 o.prefix_threads = (unsigned)v;
             else if (a == "--spec-threads")
                 o.spec_threads = (unsigned)v;
+            else if (a == "--disagg-links")
+                o.disagg_links = (unsigned)v;
+            else if (a == "--disagg-die-ms")
+                o.disagg_die_ms = (unsigned)v;
             else
                 o.max_rows = (unsigned)v;
         } else {
@@ -314,6 +343,16 @@ void summary(Context &cx, double elapsed)
                 cx.prefix_pins.load(), cx.prefix_swaps.load(), cx.prefix_rollbacks.load(),
                 cx.prefix_full.load(), cx.prefix_lookups.load(), cx.prefix_lookup_hits.load(),
                 cx.prefix_rewinds.load());
+    std::printf("disagg     %" PRIu64 " requests moved (%" PRIu64 " bytes) on %u links, %" PRIu64
+                " aborted on purpose (%" PRIu64 " probes read zeros), %" PRIu64
+                " refused for room, %" PRIu64 " transfers failed; %" PRIu64
+                " decode steps; %" PRIu64 " prefill processes (%" PRIu64 " killed), %" PRIu64
+                " prefill steps, %" PRIu64 " checks passed there\n",
+                cx.disagg_moved.load(), cx.disagg_bytes.load(), cx.opt.disagg_links,
+                cx.disagg_aborted.load(), cx.disagg_probes.load(), cx.disagg_refused.load(),
+                cx.disagg_failed.load(), cx.disagg_decode_steps.load(), cx.disagg_processes.load(),
+                cx.disagg_kills.load(), cx.disagg_prefill_steps.load(),
+                cx.disagg_prefill_checks.load());
     std::printf("checks     %-12s %12s %8s\n", "kind", "passed", "failed");
     for (int c = 0; c < CHECK_COUNT_; c++)
         std::printf("           %-12s %12" PRIu64 " %8" PRIu64 "%s\n", Checks::name((Check)c),
@@ -339,9 +378,12 @@ void summary(Context &cx, double elapsed)
             ",\"evicted\":%" PRIu64 ",\"demoted\":%" PRIu64 ",\"enokey\":%" PRIu64
             ",\"skipped\":%" PRIu64 ",\"pins\":%" PRIu64 ",\"swaps\":%" PRIu64
             ",\"rollbacks\":%" PRIu64 ",\"full\":%" PRIu64 ",\"lookups\":%" PRIu64
-            ",\"lookup_hits\":%" PRIu64 ",\"rewinds\":%" PRIu64 "},\"pool\":{\"plans\":%" PRIu64
-            ",\"stages\":%" PRIu64 ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64
-            ",\"forks\":%" PRIu64 ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
+            ",\"lookup_hits\":%" PRIu64 ",\"rewinds\":%" PRIu64 "},\"disagg\":{\"moved\":%" PRIu64
+            ",\"bytes\":%" PRIu64 ",\"aborted\":%" PRIu64 ",\"refused\":%" PRIu64
+            ",\"failed\":%" PRIu64 ",\"decode_steps\":%" PRIu64 ",\"processes\":%" PRIu64
+            ",\"killed\":%" PRIu64 "},\"pool\":{\"plans\":%" PRIu64 ",\"stages\":%" PRIu64
+            ",\"promotions\":%" PRIu64 ",\"commits\":%" PRIu64 ",\"forks\":%" PRIu64
+            ",\"rollbacks\":%" PRIu64 "},\"checks\":{",
             elapsed, cx.opt.clients, cx.opt.readers, cx.opt.slots, cx.opt.layers,
             cx.opt.sink ? "true" : "false", cx.opt.seed, cx.steps.load(), cx.refused.load(),
             cx.captures.load(), cx.preplanned.load(), cx.abandoned.load(), cx.overlapped.load(),
@@ -357,7 +399,10 @@ void summary(Context &cx, double elapsed)
             cx.prefix_enokey.load(), cx.prefix_skipped.load(), cx.prefix_pins.load(),
             cx.prefix_swaps.load(), cx.prefix_rollbacks.load(), cx.prefix_full.load(),
             cx.prefix_lookups.load(), cx.prefix_lookup_hits.load(), cx.prefix_rewinds.load(),
-            s.plans, s.stages, s.promotions, s.commits, s.forks, s.rollbacks);
+            cx.disagg_moved.load(), cx.disagg_bytes.load(), cx.disagg_aborted.load(),
+            cx.disagg_refused.load(), cx.disagg_failed.load(), cx.disagg_decode_steps.load(),
+            cx.disagg_processes.load(), cx.disagg_kills.load(), s.plans, s.stages, s.promotions,
+            s.commits, s.forks, s.rollbacks);
         for (int c = 0; c < CHECK_COUNT_; c++)
             std::printf("%s\"%s\":{\"passed\":%" PRIu64 ",\"failed\":%" PRIu64 "}", c ? "," : "",
                         Checks::name((Check)c), cx.checks.passed((Check)c),
@@ -393,6 +438,10 @@ double run_threads(Context &cx)
         mixers.emplace_back(prefix_main, std::ref(cx), i);
     for (unsigned i = 0; i < opt.spec_threads; i++) // the speculative mode
         mixers.emplace_back(spec_main, std::ref(cx), i);
+#ifdef RSP_STRESS_UCX
+    if (opt.disagg_links) // the disaggregated mode
+        mixers.emplace_back(disagg_main, std::ref(cx));
+#endif
     for (unsigned c = 0; c < opt.clients; c++)
         clients.emplace_back(client_main, std::ref(cx), c);
 
@@ -564,6 +613,17 @@ int main(int argc, char **argv)
         return 0;
     if (r == 1)
         return 2;
+    if (!opt.disagg_child.empty() || opt.disagg_links) {
+#ifdef RSP_STRESS_UCX
+        if (!opt.disagg_child.empty())
+            return stress::disagg_child_main(opt);
+        std::signal(SIGPIPE, SIG_IGN); // a dead prefill process's socket: EPIPE, not a signal
+#else
+        std::fprintf(stderr, "rsp-stress: the disaggregated mode needs librsp_ucx, which this "
+                             "build lacks (no UCX found)\n");
+        return 2;
+#endif
+    }
     if (opt.readers == 0) {
         std::fprintf(stderr, "rsp-stress: --readers must be at least 1\n");
         return 2;

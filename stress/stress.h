@@ -10,6 +10,8 @@
 //   client        | --clients  | ingest / remove / holding (post + sync mixed)
 //   step          | 1          | admit / plan / commit / rollback / reset; owns the shadow
 //   partition     | --readers  | plan_wait, read sections, slot memory (the "forward")
+//   disagg        | 1 + links  | a decode pool of its own, rsp_ucx imports (disagg.cpp); the
+//                 |            | prefill pool lives in a process it spawns (disagg_prefill.cpp)
 //
 // Every pool call is a try_ call: a failure is a counted check, never an
 // exception (one escaping a thread would end the run without a summary).
@@ -63,6 +65,11 @@ struct Options {
     unsigned prefix_threads = 2;   // prefix-reuse mode: threads, each with its own pool; 0 = off
     std::string record;            // the main pool's recording (rsp-replay), "" = none
     unsigned spec_threads = 1;     // speculative mode: threads, each with its own pool; 0 = off
+    unsigned disagg_links = 0;  // disaggregated mode: transfer links to a prefill process; 0 = off
+    bool disagg_kill = false;   // disaggregated mode: the first prefill process dies mid-run
+    bool disagg_ahead = false;  // disaggregated mode: decode commits before the forward's writes
+    std::string disagg_child;   // set in the prefill process: "CTL,FD0,FD1,..."
+    unsigned disagg_die_ms = 0; // prefill process: SIGKILL itself after this (0 = never)
 };
 
 // Small deterministic generator (splitmix64); one per thread.
@@ -120,6 +127,7 @@ enum Check : int {
     CHECK_OVERLAP,  // a row whose request an earlier in-flight step writes: has_state and content
     CHECK_NEWEST_FIRST, // a rollback of a step a later in-flight step depends on is refused
     CHECK_SPEC,         // per-token states: the accepted output is the holding, the rest freed
+    CHECK_DISAGG,       // two processes over UCX: transfers, frames, both sides' counts equal
     CHECK_COUNT_
 };
 
@@ -338,6 +346,13 @@ struct Context {
         prefix_demoted{0}, prefix_enokey{0}, prefix_skipped{0}, prefix_pins{0}, prefix_swaps{0},
         prefix_rollbacks{0}, prefix_host_restores{0}, prefix_full{0}, prefix_lookups{0},
         prefix_lookup_hits{0}, prefix_rewinds{0};
+    // Disaggregated mode: imports committed (and their bytes), aborted on
+    // purpose, refused for room, failed with the transport; probe imports
+    // that read zeros after an abort; decode steps; prefill processes
+    // spawned and killed; the prefill processes' steps and passed checks.
+    std::atomic<uint64_t> disagg_moved{0}, disagg_bytes{0}, disagg_aborted{0}, disagg_refused{0},
+        disagg_failed{0}, disagg_probes{0}, disagg_decode_steps{0}, disagg_processes{0},
+        disagg_kills{0}, disagg_prefill_steps{0}, disagg_prefill_checks{0};
 };
 
 // Remember the largest pending_release seen (evidence that removal during a
@@ -363,6 +378,7 @@ void pipeline_main(Context &cx);               // the pipelined mode (pipeline.c
 void spec_main(Context &cx, unsigned index);   // the speculative mode (spec.cpp)
 void mixed_main(Context &cx, unsigned index);  // the mixed-batch mode (mixed.cpp)
 void prefix_main(Context &cx, unsigned index); // the prefix-reuse mode (prefix.cpp)
+void disagg_main(Context &cx);                 // the disaggregated mode (disagg.cpp)
 
 } // namespace stress
 

@@ -45,12 +45,30 @@ RSP_API rsp_status rsp_ucx_send(rsp_ucx *u, const rsp_export *exp, uint64_t time
 
 /** Importer: receive one offer and import it as rid (seq_begin, seq_end:
  * the begin's and the commit's or abort's numbers in an ordered pool,
- * else 0): all of it committed (RSP_OK) or nothing (the import aborted,
+ * else 0; rsp_ucx_receive_begin, then _end with RSP_OK): all of it
+ * committed (RSP_OK) or nothing (the import aborted,
  * the status says why; after a transport failure the endpoint is closed
  * and the rsp_ucx needs a new connection). header (optional) gets the
  * offer's header (its tag, the exporter's generations). */
 RSP_API rsp_status rsp_ucx_receive(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin, uint64_t seq_end,
                                    uint64_t timeout_ns, rsp_xfer_header *header, rsp_error *err);
+
+/** Importer, first half: receive one offer, begin its import as rid and
+ * pull every byte into it; *imp gets the open import, which the caller may
+ * read (rsp_import_extents) before it ends it with rsp_ucx_receive_end;
+ * the exporter waits meanwhile. A refused begin answers the exporter and
+ * leaves *imp NULL. A failed transfer closes the endpoint (every get
+ * cancelled) and leaves *imp open: end it to abort it. */
+RSP_API rsp_status rsp_ucx_receive_begin(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin,
+                                         uint64_t timeout_ns, rsp_xfer_header *header,
+                                         rsp_import **imp, rsp_error *err);
+/** Importer, second half: commit imp when verdict is RSP_OK and the pull
+ * succeeded, else abort it (its slots zeroed and freed), and answer the
+ * exporter with the outcome (its rsp_ucx_send returns verdict for an abort
+ * the caller chose). Returns RSP_OK once committed, else the status the
+ * exporter got. imp is freed either way. */
+RSP_API rsp_status rsp_ucx_receive_end(rsp_ucx *u, rsp_import *imp, rsp_status verdict,
+                                       uint64_t seq_end, uint64_t timeout_ns, rsp_error *err);
 
 #ifdef __cplusplus
 }

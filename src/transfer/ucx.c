@@ -50,6 +50,7 @@ struct rsp_ucx {
     ucp_ep_h ep;
     int fd;
     ucs_status_t ep_status; /* the endpoint's error handler's last status */
+    bool answer_due;        /* an offer's bytes arrived; the exporter waits for the answer */
     uint32_t num_peer;
     peer_region peer[MAX_REGIONS];
 };
@@ -190,6 +191,7 @@ static void close_ep(rsp_ucx *u)
     for (uint32_t i = 0; i < u->num_peer; i++)
         ucp_rkey_destroy(u->peer[i].rkey);
     u->num_peer = 0;
+    u->answer_due = false;
     if (!u->ep)
         return;
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
@@ -443,12 +445,14 @@ static rsp_status get_all(rsp_ucx *u, const rsp_extent *from, const rsp_extent *
             break;
     }
     if (f && s == UCS_INPROGRESS) {
-        ucp_request_cancel(u->worker, f);
-        while (ucp_request_check_status(f) == UCS_INPROGRESS)
-            ucp_worker_progress(u->worker);
-        ucp_request_free(f);
-        return u->ep_status != UCS_OK ? ucs_fail(err, "the peer failed", u->ep_status)
-                                      : fail(err, RSP_ETIMEDOUT, "rsp_ucx: the gets timed out");
+        /* A flush cannot be cancelled, and over shared memory a dead peer
+         * never completes it: the forced close cancels the gets and the
+         * flush alike, and nothing progresses them after it. */
+        ucs_status_t why = u->ep_status;
+        close_ep(u);
+        ucp_request_free(f); /* released by UCX once it completes */
+        return why != UCS_OK ? ucs_fail(err, "the peer failed", why)
+                             : fail(err, RSP_ETIMEDOUT, "rsp_ucx: the gets timed out");
     }
     if (f)
         ucp_request_free(f);
@@ -477,37 +481,78 @@ static rsp_status pull(rsp_ucx *u, rsp_import *imp, const rsp_xfer_header *h,
     return st;
 }
 
-rsp_status rsp_ucx_receive(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin, uint64_t seq_end,
-                           uint64_t timeout_ns, rsp_xfer_header *header, rsp_error *err)
+rsp_status rsp_ucx_receive_begin(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin, uint64_t timeout_ns,
+                                 rsp_xfer_header *header, rsp_import **imp, rsp_error *err)
 {
-    if (!u || !u->ep)
-        return fail(err, RSP_EINVAL, "rsp_ucx_receive: %s", !u ? "u is NULL" : "not connected");
+    if (imp)
+        *imp = NULL;
+    if (!u || !u->ep || !imp)
+        return fail(err, RSP_EINVAL, "rsp_ucx_receive_begin: %s",
+                    !u     ? "u is NULL"
+                    : !imp ? "imp is NULL"
+                           : "not connected");
     uint64_t deadline = deadline_of(timeout_ns);
     rsp_xfer_header h;
     rsp_extent *from = NULL;
     uint32_t n = 0;
     rsp_error why = {0};
-    rsp_import *imp = NULL;
     rsp_status st = read_offer(u, &h, &from, &n, deadline, &why);
     if (st == RSP_OK && header)
         *header = h;
-    if (st == RSP_OK)
-        st = rsp_import_begin(u->pool, &h, rid, seq_begin, &imp, &why);
-    bool transport = false;
     if (st == RSP_OK) {
-        st = pull(u, imp, &h, from, n, deadline, &why);
-        transport = st != RSP_OK;
+        st = rsp_import_begin(u->pool, &h, rid, seq_begin, imp, &why);
+        if (st != RSP_OK)
+            (void)send_answer(u, st, &why, deadline);
+    }
+    if (st == RSP_OK) {
+        st = pull(u, *imp, &h, from, n, deadline, &why);
+        if (st != RSP_OK)
+            close_ep(u); /* cancels every get in flight before the slots are freed */
+        u->answer_due = st == RSP_OK;
     }
     free(from);
-    if (transport)
-        close_ep(u); /* cancels every get in flight before the slots are freed */
-    if (imp && st == RSP_OK)
-        st = rsp_import_commit(imp, seq_end, &why);
-    if (imp && st != RSP_OK)
-        (void)rsp_import_abort(imp, seq_end, NULL);
-    if (!transport)
-        (void)send_answer(u, st, &why, deadline);
     if (st != RSP_OK && err)
         *err = why;
+    return st;
+}
+
+rsp_status rsp_ucx_receive_end(rsp_ucx *u, rsp_import *imp, rsp_status verdict, uint64_t seq_end,
+                               uint64_t timeout_ns, rsp_error *err)
+{
+    if (!u || !imp)
+        return fail(err, RSP_EINVAL, "rsp_ucx_receive_end: %s is NULL", !u ? "u" : "imp");
+    uint64_t deadline = deadline_of(timeout_ns);
+    rsp_error why = {0};
+    rsp_status st = verdict;
+    if (st == RSP_OK && !u->answer_due)
+        st = fail(&why, RSP_EDEVICE, "rsp_ucx: the transfer failed; the import is aborted");
+    else if (st == RSP_OK)
+        st = rsp_import_commit(imp, seq_end, &why);
+    else
+        (void)fail(&why, verdict, "rsp_ucx: the importer aborted the import (%s)",
+                   rsp_strerror(verdict));
+    if (st != RSP_OK)
+        (void)rsp_import_abort(imp, seq_end, NULL);
+    if (u->answer_due)
+        (void)send_answer(u, st, &why, deadline);
+    u->answer_due = false;
+    if (st != RSP_OK && err)
+        *err = why;
+    return st;
+}
+
+rsp_status rsp_ucx_receive(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin, uint64_t seq_end,
+                           uint64_t timeout_ns, rsp_xfer_header *header, rsp_error *err)
+{
+    rsp_import *imp = NULL;
+    uint64_t deadline = deadline_of(timeout_ns);
+    rsp_status st = rsp_ucx_receive_begin(u, rid, seq_begin, timeout_ns, header, &imp, err);
+    if (imp) {
+        uint64_t now = now_ns();
+        /* A failed pull keeps its own message: the end only aborts. */
+        rsp_status end = rsp_ucx_receive_end(
+            u, imp, st, seq_end, deadline > now ? deadline - now : 0, st == RSP_OK ? err : NULL);
+        st = st == RSP_OK ? end : st;
+    }
     return st;
 }
