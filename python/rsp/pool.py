@@ -1972,9 +1972,8 @@ class RecurrentStatePool:
     def metrics_text(self, name="rsp"):
         """Every counter and gauge (holdings per label included), and the
         latency histograms once turned on, in the Prometheus text format
-        (a str), each sample
-        labelled pool=name and rank (rsp_metrics_text). Any thread, no
-        message."""
+        (a str), each sample labelled pool=name and rank
+        (rsp_metrics_text). Any thread, no message."""
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, not {type(name).__name__}")
         raw = name.encode()
