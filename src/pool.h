@@ -53,7 +53,7 @@ typedef struct rsp__pool_counters {
 typedef struct rsp__fwd_wait {
     uint64_t step_id;
     rsp_event done;
-    uint64_t queued_ns; /* the latency clock when queued (device lag), 0 while off */
+    uint64_t queued_ns; /* device lag's start: lat.t0 of the commit, 0 while off */
 } rsp__fwd_wait;
 
 /*
@@ -155,13 +155,14 @@ void rsp__latency_count(rsp_pool *p, rsp_msg_kind kind, uint64_t t0);
  * thread, in rsp_post. */
 uint64_t rsp__latency_stamp(const rsp_pool *p, const rsp_msg *m);
 /* rsp__msg_decode of a message about to be handled, and the owner's side
- * of its stamp: with t0 (rsp__latency_start's) not 0, the stamp is kept,
+ * of its stamp: t0 (rsp__latency_start's) is kept in lat.t0 (where a
+ * commit's device lag starts); with t0 not 0, the stamp is kept,
  * with the count of plans published so far, for rsp__latency_count,
  * which files the time from it to the end of handling under post-to-plan
  * if a plan (live or staged) was published in between. Owner. O(1). */
 const rsp_msg *rsp__latency_decode(rsp_pool *p, void *wire, size_t size, uint64_t t0);
-/* Device lag: file the time from queued_ns (rsp__latency_start's when a
- * commit's forward_done work was queued; 0: nothing to file) to now (a
+/* Device lag: file the time from queued_ns (the clock when the owner took
+ * up the commit that queued the work; 0: nothing to file) to now (a
  * clock read of an earlier call, or 0 to take one), which it returns for
  * the next done event the same look finds. Owner. O(1). */
 uint64_t rsp__latency_lag_done(rsp_pool *p, uint64_t queued_ns, uint64_t now);

@@ -195,7 +195,7 @@ static rsp_status submit_forward(rsp_pool *p, rsp_status st, bool *changed, uint
     if (st != RSP_OK)
         return st;
     pthread_mutex_lock(&p->fwd_lock); /* FW1 */
-    p->fwd[p->fwd_len++] = (rsp__fwd_wait){step_id, done, rsp__latency_start(p)};
+    p->fwd[p->fwd_len++] = (rsp__fwd_wait){step_id, done, p->lat.t0};
     fwd_gauge(p);
     pthread_mutex_unlock(&p->fwd_lock);
     ckpt_account(p);

@@ -49,6 +49,7 @@ const rsp_msg *rsp__latency_decode(rsp_pool *p, void *wire, size_t size, uint64_
 {
     uint64_t post_ns;
     const rsp_msg *m = rsp__msg_decode_stamped(wire, size, &post_ns);
+    p->lat.t0 = t0;
     /* Turned off since the post (t0 0): the stamp is not used. */
     p->lat.post_ns = t0 ? post_ns : 0;
     if (p->lat.post_ns) {

@@ -34,9 +34,10 @@ typedef struct rsp__latency {
      * poster's read counted when the owner decodes it. Tests read it: off
      * reads none. */
     uint64_t clock_reads;
-    /* Owner only: the post stamp of the message being handled (0: none)
-     * and the plans and stages published before it. */
-    uint64_t post_ns, plans_before;
+    /* Owner only, of the message being handled: the clock when its
+     * handling began (0: off; a commit's device lag starts there), its
+     * post stamp (0: none), the plans and stages published before it. */
+    uint64_t t0, post_ns, plans_before;
 } rsp__latency;
 
 /* The holdings per label, mirrored from the core when the owner settles
