@@ -170,7 +170,8 @@ static void step_histograms_count_the_steps_run(void **state)
     assert_int_equal(sample(t, "rsp_device_lag_seconds_count", ""), fenced);
     assert_int_equal(sample(t, "rsp_device_lag_seconds_bucket", ",le=\"+Inf\""), fenced);
     assert_non_null(strstr(t, "rsp_post_to_plan_seconds_sum{pool=\"m\",rank=\"0\"} "));
-    assert_non_null(strstr(t, "rsp_device_lag_seconds_bucket{pool=\"m\",rank=\"0\",le=\"1e-06\"} "));
+    assert_non_null(
+        strstr(t, "rsp_device_lag_seconds_bucket{pool=\"m\",rank=\"0\",le=\"1e-06\"} "));
     /* Cumulative buckets, ending at the count. */
     long long prev = 0;
     for (const char *at = strstr(t, "rsp_post_to_plan_seconds_bucket{"); at;
