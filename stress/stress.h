@@ -63,6 +63,7 @@ struct Options {
     unsigned prefix_threads = 2;   // prefix-reuse mode: threads, each with its own pool; 0 = off
     std::string record;            // the main pool's recording (rsp-replay), "" = none
     unsigned spec_threads = 1;     // speculative mode: threads, each with its own pool; 0 = off
+    unsigned guard_threads = 1;    // guard mode: threads, each with its own guarded pool; 0 = off
 };
 
 // Small deterministic generator (splitmix64); one per thread.
@@ -120,6 +121,7 @@ enum Check : int {
     CHECK_OVERLAP,  // a row whose request an earlier in-flight step writes: has_state and content
     CHECK_NEWEST_FIRST, // a rollback of a step a later in-flight step depends on is refused
     CHECK_SPEC,         // per-token states: the accepted output is the holding, the rest freed
+    CHECK_GUARD,        // guard mode: each deliberately wrong write reported once, nothing else
     CHECK_COUNT_
 };
 
@@ -327,6 +329,7 @@ struct Context {
     // Mixed-batch mode: steps committed, drafts rejected, draft labels released.
     std::atomic<uint64_t> mixed_steps{0}, mixed_rejected{0}, mixed_released{0};
     std::atomic<uint64_t> spec_steps{0}, spec_accepted{0}; // the speculative mode
+    std::atomic<uint64_t> guard_steps{0}, guard_wrong{0};  // guard mode: steps, wrong writes
     // Prefix-reuse mode: steps committed or rolled back, restores verified
     // byte for byte, takes (in steps and by message), evictions and demotions
     // reported, restores of evicted keys refused RSP_ENOKEY, takes skipped
@@ -363,6 +366,7 @@ void pipeline_main(Context &cx);               // the pipelined mode (pipeline.c
 void spec_main(Context &cx, unsigned index);   // the speculative mode (spec.cpp)
 void mixed_main(Context &cx, unsigned index);  // the mixed-batch mode (mixed.cpp)
 void prefix_main(Context &cx, unsigned index); // the prefix-reuse mode (prefix.cpp)
+void guard_main(Context &cx, unsigned index);  // the guard mode (guard.cpp)
 
 } // namespace stress
 
