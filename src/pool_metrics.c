@@ -1,7 +1,8 @@
 /*
  * Metrics: the Prometheus text exposition of the pool's counters and
- * gauges (from rsp_stats_fields, the one list) and of the owner's latency
- * histograms, which this file also keeps (pool_metrics.h).
+ * gauges (from rsp_stats_fields, the one list), of the holdings per label
+ * and of the latency histograms (per message kind, post to plan, device
+ * lag); this file also keeps the last two (pool_metrics.h).
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <stdarg.h>
