@@ -367,14 +367,21 @@ rsp_status rsp__post(rsp_pool *pool, const rsp_msg *msg, rsp_ticket **ticket, ui
      * cross-thread malloc/free per message); kept ones are freed by their
      * waiter, on its own thread, and may outlive the pool. */
     void *wire;
-    rsp_ticket *t = rsp__actor_ticket_new(ticket ? NULL : pool->actor,
-                                          single ? sizeof *msg : rsp__msg_wire_size(msg), &wire);
+    /* A PLAN or STEP carries its post time while the latency histograms
+     * are on (post to plan published); off, no clock is read. */
+    const uint64_t stamp = single ? 0 : rsp__latency_stamp(pool, msg);
+    size_t wire_size = single ? sizeof *msg : rsp__msg_wire_size(msg);
+    if (stamp)
+        wire_size = rsp__msg_stamped_size(wire_size);
+    rsp_ticket *t = rsp__actor_ticket_new(ticket ? NULL : pool->actor, wire_size, &wire);
     if (!t)
         return rsp__fail(err, RSP_ENOMEM, "out of memory copying the message");
     if (single)
         rsp__msg_encode_head(msg, wire);
     else
         rsp__msg_encode(msg, wire);
+    if (stamp)
+        rsp__msg_stamp(wire, wire_size, stamp);
     /* Ordered pools: the transport delivers in this number's order (a
      * shutdown is the inbox's last message and never waits). */
     if (pool->ordered && msg->kind != RSP_MSG_SHUTDOWN)

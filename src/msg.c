@@ -214,8 +214,16 @@ _Static_assert(offsetof(rsp_msg, kind) < HEAD_BYTES && offsetof(rsp_msg, rid) < 
                    offsetof(rsp_msg, label) < HEAD_BYTES && offsetof(rsp_msg, free) < HEAD_BYTES,
                "the head holds kind, rid, label and free");
 
-/* Decode's half for a message with arrays: point m at their copies. */
-__attribute__((noinline)) static void decode_arrays(rsp_msg *m, unsigned a, size_t size)
+void rsp__msg_stamp(void *wire, size_t stamped_size, uint64_t ns)
+{
+    RSP__ASSERT(schema[((rsp_msg *)wire)->kind] & STEP_ARRAYS);
+    memcpy((unsigned char *)wire + stamped_size - sizeof ns, &ns, sizeof ns);
+}
+
+/* Decode's half for a message with arrays: point m at their copies; a
+ * stamp past them (rsp__msg_stamp) into *stamp. */
+__attribute__((noinline)) static void decode_arrays(rsp_msg *m, unsigned a, size_t size,
+                                                    uint64_t *stamp)
 {
     unsigned char *w = (unsigned char *)m;
     (void)size;
@@ -226,7 +234,9 @@ __attribute__((noinline)) static void decode_arrays(rsp_msg *m, unsigned a, size
     }
     bool shared;
     const wire_offsets o = wire_offsets_of(m, a, w, &shared);
-    RSP__ASSERT(size == o.end);
+    RSP__ASSERT(size == o.end || ((a & STEP_ARRAYS) && size == rsp__msg_stamped_size(o.end)));
+    if (size != o.end)
+        memcpy(stamp, w + size - sizeof *stamp, sizeof *stamp);
     if (a & COMMIT) { /* first: the caller's pointers decide `shared` above */
         rsp_step *c = (rsp_step *)(w + o.commit_decl);
         point_step(w, &o.commit, c);
@@ -242,7 +252,14 @@ __attribute__((noinline)) static void decode_arrays(rsp_msg *m, unsigned a, size
 
 const rsp_msg *rsp__msg_decode(void *wire, size_t size)
 {
+    uint64_t stamp;
+    return rsp__msg_decode_stamped(wire, size, &stamp);
+}
+
+const rsp_msg *rsp__msg_decode_stamped(void *wire, size_t size, uint64_t *stamp)
+{
     rsp_msg *m = wire;
+    *stamp = 0;
     RSP__ASSERT(size >= sizeof *m);
     /* The caller's pointers came along with the copy: none may be followed
      * (the flags read m's commit pointer and counts, not what they point
@@ -274,6 +291,6 @@ const rsp_msg *rsp__msg_decode(void *wire, size_t size)
         m->num_rids = 0;
     }
     if (a)
-        decode_arrays(m, a, size);
+        decode_arrays(m, a, size, stamp);
     return m;
 }

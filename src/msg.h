@@ -25,6 +25,9 @@
  *   LABEL:
  *   right after it        m.label_name and its NUL
  *
+ *   PLAN, STEP posted while the pool's latency histograms are on:
+ *   then, aligned to 8    the post stamp (uint64_t ns; rsp__msg_stamp)
+ *
  *   INGEST, REMOVE, RESET without a list (the frequent small messages):
  *   sizeof(rsp_msg) bytes, of which only m's head (kind, rid, label,
  *   free: the fields before label_name) is written (rsp__msg_encode_head);
@@ -77,5 +80,18 @@ static inline void rsp__msg_encode_head(const rsp_msg *m, void *dst)
  * while wire is. size: the payload's bytes (checked in debug builds). The
  * handler's thread; O(1). */
 const rsp_msg *rsp__msg_decode(void *wire, size_t size);
+
+/* The post stamp a wire form may end with: bytes of the wire form of m
+ * (rsp__msg_wire_size's) with one, and the stamp written there. Only a
+ * kind with a step's arrays (PLAN, STEP) carries one: decode tells it
+ * from its size. Any thread; O(1). */
+static inline size_t rsp__msg_stamped_size(size_t wire_size)
+{
+    return ((wire_size + 7) & ~(size_t)7) + sizeof(uint64_t);
+}
+void rsp__msg_stamp(void *wire, size_t stamped_size, uint64_t ns);
+
+/* rsp__msg_decode, and the stamp the wire form carries (0: none). */
+const rsp_msg *rsp__msg_decode_stamped(void *wire, size_t size, uint64_t *stamp);
 
 #endif

@@ -53,6 +53,7 @@ typedef struct rsp__pool_counters {
 typedef struct rsp__fwd_wait {
     uint64_t step_id;
     rsp_event done;
+    uint64_t queued_ns; /* device lag's start: lat.t0 of the commit, 0 while off */
 } rsp__fwd_wait;
 
 /*
@@ -126,7 +127,8 @@ struct rsp_pool {
     /* Any thread, atomic. */
     uint32_t num_labels; /* L1: owner store-release after interning; rsp_post load-acquire */
     rsp__pool_counters ctr;
-    rsp__latency lat; /* the owner's histograms (pool_metrics.h says who touches what) */
+    rsp__latency lat;          /* the owner's histograms (pool_metrics.h says who touches what) */
+    rsp__label_metrics labels; /* holdings per label (pool_metrics.h, likewise) */
     /* Tests: fail this many of the next device submits as out of memory
      * (the only failure left after the core changed). Relaxed atomic. */
     uint32_t inject_submit_failures;
@@ -144,10 +146,30 @@ rsp_status rsp__pool_create(const rsp_pool_config *cfg, rsp_pool **out, rsp_erro
  * rsp__pool_handle handles: start returns 0 while they are off (one
  * relaxed load), else the clock; count files the time since t0 (t0 != 0)
  * under kind. Owner, or the thread in its role. */
-uint64_t rsp__latency_start(const rsp_pool *p);
+uint64_t rsp__latency_start(rsp_pool *p);
 /* A message kind's name ("step", "checkpoint_query"; "?" for none). Pure. */
 const char *rsp__pool_kind_name(rsp_msg_kind k);
 void rsp__latency_count(rsp_pool *p, rsp_msg_kind kind, uint64_t t0);
+/* A PLAN's or STEP's post stamp (pool_metrics.c): the clock while the
+ * histograms are on, else 0 (one relaxed load, no clock). The poster's
+ * thread, in rsp_post. */
+uint64_t rsp__latency_stamp(const rsp_pool *p, const rsp_msg *m);
+/* rsp__msg_decode of a message about to be handled, and the owner's side
+ * of its stamp: t0 (rsp__latency_start's) is kept in lat.t0 (where a
+ * commit's device lag starts); with t0 not 0, the stamp is kept,
+ * with the count of plans published so far, for rsp__latency_count,
+ * which files the time from it to the end of handling under post-to-plan
+ * if a plan (live or staged) was published in between. Owner. O(1). */
+const rsp_msg *rsp__latency_decode(rsp_pool *p, void *wire, size_t size, uint64_t t0);
+/* Device lag: file the time from queued_ns (the clock when the owner took
+ * up the commit that queued the work; 0: nothing to file) to now (a
+ * clock read of an earlier call, or 0 to take one), which it returns for
+ * the next done event the same look finds. Owner. O(1). */
+uint64_t rsp__latency_lag_done(rsp_pool *p, uint64_t queued_ns, uint64_t now);
+/* Copy the core's holdings per label, and the names of labels interned
+ * since the last call, into pool->labels (LM1). Owner, from
+ * rsp__pool_mirror_gauges. O(labels). */
+void rsp__metrics_mirror_labels(rsp_pool *p);
 
 /*
  * Tear a pool down: close the inbox and handle what is queued (joins the
@@ -221,15 +243,14 @@ rsp_status rsp__pool_forward_waits(rsp_pool *pool, uint64_t timeout_ns, rsp_clos
  *     flight steps address (their baselines no longer hold). O(max_slots).
  *   _commit: before step_id's commit changes anything, wait for
  *     forward_done (NULL: none) and check; reports through on_error and
- *     the counts, changes nothing else, cannot fail.
- *   _counts: commits checked and slots found so far (the dump's).
+ *     the counts (rsp_stats' guard_checks, guard_violations in
+ *     pool->ctr), changes nothing else, cannot fail.
  */
 typedef struct rsp__guard rsp__guard;
 rsp_status rsp__guard_create(const rsp__layout *lay, rsp__guard **out, rsp_error *err);
 void rsp__guard_destroy(rsp__guard *g);
 void rsp__guard_plan(rsp_pool *pool, uint64_t step_id);
 void rsp__guard_commit(rsp_pool *pool, uint64_t step_id, const rsp_event *forward_done);
-void rsp__guard_counts(const rsp__guard *g, uint64_t *checks, uint64_t *violations);
 
 /* RSP_MSG_DUMP's arguments: rsp_pool_dump's, on its stack while it waits
  * for the answer; the message's `key` carries their address, so the dump

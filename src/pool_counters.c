@@ -23,6 +23,10 @@ void rsp__pool_mirror_gauges(rsp_pool *p)
      * round trip measured (rtt "owner busy", split). */
     if (p->mirrored_ok && memcmp(&g, &p->mirrored, sizeof g) == 0)
         return;
+    /* The per-label copies move only with a holding or a label. */
+    if (!p->mirrored_ok || g.holding_moves != p->mirrored.holding_moves ||
+        g.num_labels != p->mirrored.num_labels)
+        rsp__metrics_mirror_labels(p);
     p->mirrored = g;
     p->mirrored_ok = true;
     rsp__pool_counters *c = &p->ctr;

@@ -8,6 +8,7 @@
 #include "pool.h"
 
 #include "util/error.h"
+#include "util/sync.h"
 #include "util/json.h"
 
 rsp_status rsp__pool_on_dump(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
@@ -21,10 +22,9 @@ rsp_status rsp__pool_on_dump(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
                 p->device_kind == RSP_DEVICE_CUDA ? "cuda" : "host", p->layout->num_layers,
                 p->layout->num_blocks, p->ordered ? "true" : "false");
     if (p->guard) {
-        uint64_t checks, violations;
-        rsp__guard_counts(p->guard, &checks, &violations);
         rsp__jw_put(&w, "\"guard\":{\"checks\":%llu,\"violations\":%llu}},",
-                    (unsigned long long)checks, (unsigned long long)violations);
+                    (unsigned long long)rsp__load_relaxed_u64(&p->ctr.guard_checks),
+                    (unsigned long long)rsp__load_relaxed_u64(&p->ctr.guard_violations));
     } else {
         rsp__jw_put(&w, "\"guard\":null},");
     }

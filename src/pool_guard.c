@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/sync.h"
 
 /* Slots checksummed per device call: bounds the scratch, not the work. */
 #define GUARD_BATCH 256u
@@ -47,11 +48,14 @@ struct rsp__guard {
     bool compare[GUARD_BATCH]; /* a held slot whose baseline is compared */
     bool is_free[GUARD_BATCH];
     uint64_t *sums; /* [GUARD_BATCH * per] */
-    /* Commits checked and slots found. Not rsp_stats fields: rsp_stats
-     * cannot grow before its fillers learn the caller's size (docs/abi.md);
-     * the dump carries them (rsp__guard_counts). */
-    uint64_t checks, violations;
 };
+
+/* The counts (commits checked, slots found) are rsp_stats fields, kept in
+ * the pool's counters: the owner is their one writer. */
+static void count(uint64_t *c)
+{
+    rsp__store_relaxed_u64(c, rsp__load_relaxed_u64(c) + 1);
+}
 
 rsp_status rsp__guard_create(const rsp__layout *lay, rsp__guard **out, rsp_error *err)
 {
@@ -85,12 +89,6 @@ void rsp__guard_destroy(rsp__guard *g)
     free(g->base_sums);
     free(g->sums);
     free(g);
-}
-
-void rsp__guard_counts(const rsp__guard *g, uint64_t *checks, uint64_t *violations)
-{
-    *checks = g->checks;
-    *violations = g->violations;
 }
 
 void rsp__guard_plan(rsp_pool *p, uint64_t step_id)
@@ -151,7 +149,7 @@ static void compare(rsp_pool *p, uint64_t step_id, uint32_t slot, const uint64_t
              "block-layer regions differ): a forward wrote a slot it did not address",
              (unsigned long long)step_id, slot, who,
              holder ? "changed since the last check" : "is not zero", v.block, v.layer, regions);
-    g->violations++;
+    count(&p->ctr.guard_violations);
     report(p, step_id, &v, text);
 }
 
@@ -229,7 +227,7 @@ void rsp__guard_commit(rsp_pool *p, uint64_t step_id, const rsp_event *forward_d
         st = check_slots(p, step_id, &e);
     }
     if (st == RSP_OK) {
-        g->checks++;
+        count(&p->ctr.guard_checks);
         return;
     }
     for (uint32_t s = 0; s < g->max_slots; s++)

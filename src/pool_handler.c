@@ -165,9 +165,10 @@ static void fwd_prune(rsp_pool *p)
     if (p->fwd_head == p->fwd_len)
         return;
     pthread_mutex_lock(&p->fwd_lock); /* FW1 */
+    uint64_t now = 0;                 /* device lag: one clock read a look */
     while (p->fwd_head < p->fwd_len &&
            rsp__device_event_wait(p->dev, &p->fwd[p->fwd_head].done, 0, NULL) == RSP_OK)
-        p->fwd_head++;
+        now = rsp__latency_lag_done(p, p->fwd[p->fwd_head++].queued_ns, now);
     if (p->fwd_head == p->fwd_len)
         p->fwd_head = p->fwd_len = 0;
     fwd_gauge(p);
@@ -194,7 +195,7 @@ static rsp_status submit_forward(rsp_pool *p, rsp_status st, bool *changed, uint
     if (st != RSP_OK)
         return st;
     pthread_mutex_lock(&p->fwd_lock); /* FW1 */
-    p->fwd[p->fwd_len++] = (rsp__fwd_wait){.step_id = step_id, .done = done};
+    p->fwd[p->fwd_len++] = (rsp__fwd_wait){step_id, done, p->lat.t0};
     fwd_gauge(p);
     pthread_mutex_unlock(&p->fwd_lock);
     ckpt_account(p);
@@ -862,7 +863,7 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *r)
     const uint64_t t0 = rsp__latency_start(p);
     if (p->rec) /* the wire form, before decoding rewrites it in place */
         rsp__record_msg(p->rec, payload, size);
-    const rsp_msg *m = rsp__msg_decode(payload, size);
+    const rsp_msg *m = rsp__latency_decode(p, payload, size, t0);
     rsp_error *e = &r->error;
     rsp_status st;
     /* Set once the core has changed: a failure after it breaks the pool. */

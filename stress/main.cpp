@@ -4,8 +4,8 @@
 // Usage: rsp-stress [--seconds S] [--clients N] [--readers N] [--slots N]
 //                   [--layers N] [--seed N] [--max-rows N] [--no-sink] [--rank-threads N]
 //                   [--pipeline-readers N] [--mixed-threads N] [--prefix-threads N]
-//                   [--spec-threads N] [--disagg-links N] [--disagg-kill] [--disagg-ahead]
-//                   [--json]
+//                   [--spec-threads N] [--guard-threads N] [--disagg-links N] [--disagg-kill]
+//                   [--disagg-ahead] [--json]
 // Exit status 0 only when no check failed. The last line of the output is
 // always "N passed, M failed".
 #include "stress.h"
@@ -55,6 +55,9 @@ void usage(FILE *f)
         "off)\n"
         "  --spec-threads N  speculative mode: threads, each on its own pool, committing\n"
         "                 verify steps with per-token states and random accepted counts\n"
+        "                 (default 1; 0 = off)\n"
+        "  --guard-threads N  guard mode: threads, each on its own pool with guard mode on,\n"
+        "                 a deliberately wrong forward now and then, every write reported\n"
         "                 (default 1; 0 = off)\n"
         "  --disagg-links N  disaggregated mode: a prefill process (spawned) and a decode pool\n"
         "                 here, requests moved over UCX (UCX_TLS picks sm or tcp) on N links,\n"
@@ -123,14 +126,16 @@ int parse(int argc, char **argv, Options &o)
         } else if (a == "--clients" || a == "--readers" || a == "--slots" || a == "--layers" ||
                    a == "--seed" || a == "--max-rows" || a == "--rank-threads" ||
                    a == "--pipeline-readers" || a == "--mixed-threads" || a == "--prefix-threads" ||
-                   a == "--spec-threads" || a == "--disagg-links" || a == "--disagg-die-ms") {
+                   a == "--spec-threads" || a == "--guard-threads" || a == "--disagg-links" ||
+                   a == "--disagg-die-ms") {
             if (!(s = value(a.c_str())))
                 return 1;
             uint64_t lo = a == "--slots" ? 4
                           : a == "--seed" || a == "--clients" || a == "--rank-threads" ||
                                   a == "--pipeline-readers" || a == "--mixed-threads" ||
                                   a == "--prefix-threads" || a == "--spec-threads" ||
-                                  a == "--disagg-links" || a == "--disagg-die-ms"
+                                  a == "--guard-threads" || a == "--disagg-links" ||
+                                  a == "--disagg-die-ms"
                               ? 0
                               : 1;
             uint64_t hi = a == "--seed"      ? UINT64_MAX
@@ -140,7 +145,7 @@ int parse(int argc, char **argv, Options &o)
             if (a == "--readers")
                 hi = 256;
             if (a == "--rank-threads" || a == "--pipeline-readers" || a == "--mixed-threads" ||
-                a == "--prefix-threads" || a == "--spec-threads")
+                a == "--prefix-threads" || a == "--spec-threads" || a == "--guard-threads")
                 hi = 16;
             if (a == "--disagg-links")
                 hi = 8;
@@ -171,6 +176,8 @@ int parse(int argc, char **argv, Options &o)
                 o.prefix_threads = (unsigned)v;
             else if (a == "--spec-threads")
                 o.spec_threads = (unsigned)v;
+            else if (a == "--guard-threads")
+                o.guard_threads = (unsigned)v;
             else if (a == "--disagg-links")
                 o.disagg_links = (unsigned)v;
             else if (a == "--disagg-die-ms")
@@ -330,6 +337,9 @@ void summary(Context &cx, double elapsed)
     std::printf("spec       %" PRIu64 " verify steps committed (%u threads), %" PRIu64
                 " tokens accepted by relabel\n",
                 cx.spec_steps.load(), cx.opt.spec_threads, cx.spec_accepted.load());
+    std::printf("guard      %" PRIu64 " steps committed and checked (%u threads), %" PRIu64
+                " deliberately wrong writes, each reported\n",
+                cx.guard_steps.load(), cx.opt.guard_threads, cx.guard_wrong.load());
     std::printf("prefix     %" PRIu64 " steps (%u threads), %" PRIu64
                 " restores verified byte for byte (%" PRIu64 " from the host tier), %" PRIu64
                 " takes, %" PRIu64 " evicted + %" PRIu64 " demoted, %" PRIu64
@@ -438,6 +448,8 @@ double run_threads(Context &cx)
         mixers.emplace_back(prefix_main, std::ref(cx), i);
     for (unsigned i = 0; i < opt.spec_threads; i++) // the speculative mode
         mixers.emplace_back(spec_main, std::ref(cx), i);
+    for (unsigned i = 0; i < opt.guard_threads; i++) // the guard mode
+        mixers.emplace_back(guard_main, std::ref(cx), i);
 #ifdef RSP_STRESS_UCX
     if (opt.disagg_links) // the disaggregated mode
         mixers.emplace_back(disagg_main, std::ref(cx));

@@ -70,6 +70,7 @@ struct Options {
     bool disagg_ahead = false;  // disaggregated mode: decode commits before the forward's writes
     std::string disagg_child;   // set in the prefill process: "CTL,FD0,FD1,..."
     unsigned disagg_die_ms = 0; // prefill process: SIGKILL itself after this (0 = never)
+    unsigned guard_threads = 1;    // guard mode: threads, each with its own guarded pool; 0 = off
 };
 
 // Small deterministic generator (splitmix64); one per thread.
@@ -128,6 +129,7 @@ enum Check : int {
     CHECK_NEWEST_FIRST, // a rollback of a step a later in-flight step depends on is refused
     CHECK_SPEC,         // per-token states: the accepted output is the holding, the rest freed
     CHECK_DISAGG,       // two processes over UCX: transfers, frames, both sides' counts equal
+    CHECK_GUARD,        // guard mode: each deliberately wrong write reported once, nothing else
     CHECK_COUNT_
 };
 
@@ -335,6 +337,7 @@ struct Context {
     // Mixed-batch mode: steps committed, drafts rejected, draft labels released.
     std::atomic<uint64_t> mixed_steps{0}, mixed_rejected{0}, mixed_released{0};
     std::atomic<uint64_t> spec_steps{0}, spec_accepted{0}; // the speculative mode
+    std::atomic<uint64_t> guard_steps{0}, guard_wrong{0};  // guard mode: steps, wrong writes
     // Prefix-reuse mode: steps committed or rolled back, restores verified
     // byte for byte, takes (in steps and by message), evictions and demotions
     // reported, restores of evicted keys refused RSP_ENOKEY, takes skipped
@@ -379,6 +382,7 @@ void spec_main(Context &cx, unsigned index);   // the speculative mode (spec.cpp
 void mixed_main(Context &cx, unsigned index);  // the mixed-batch mode (mixed.cpp)
 void prefix_main(Context &cx, unsigned index); // the prefix-reuse mode (prefix.cpp)
 void disagg_main(Context &cx);                 // the disaggregated mode (disagg.cpp)
+void guard_main(Context &cx, unsigned index);  // the guard mode (guard.cpp)
 
 } // namespace stress
 

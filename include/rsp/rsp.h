@@ -1505,29 +1505,39 @@ RSP_API rsp_status rsp_event_wait(const rsp_pool *pool, const rsp_event *event, 
 /**
  * The pool's metrics in the Prometheus text exposition format (0.0.4):
  * every field of rsp_stats_fields (rsp_stats_peek's values: lock-free, not
- * a snapshot) as a counter or gauge, then, while latency histograms are
- * on (rsp_metrics_latency) or once they have counted, the histogram
- * rsp_owner_seconds, the owner's time per message, labelled by kind. Each
- * sample carries the labels pool="<name>" (NULL or "": "rsp"; a backslash,
- * quote or newline escaped as the format says) and rank="<rank>".
+ * a snapshot) as a counter or gauge, rsp_steps_in_flight, the gauge
+ * rsp_holdings{label="<label's name>"} for every label interned (as of
+ * the owner's last settle, like the CORE fields), then, while latency
+ * histograms are on (rsp_metrics_latency) or once they have counted, the
+ * histograms rsp_owner_seconds (the owner's time per message, labelled
+ * by kind), rsp_post_to_plan_seconds and rsp_device_lag_seconds
+ * (docs/semantics.md 9.7). Each sample carries the labels pool="<name>"
+ * (NULL or "": "rsp"; a backslash, quote or newline escaped as the format
+ * says) and rank="<rank>".
  *
  * Written like snprintf: at most size bytes into buf, NUL-terminated when
  * size > 0, and *needed (if not NULL) set to the whole text's length
  * without the NUL. buf NULL with size 0 asks the size (RSP_OK). A text
  * that did not fit is RSP_ECAPACITY naming the size it needs, buf holding
  * its cut start; call again with *needed + 1 bytes. Any thread; no
- * message, no allocation; O(metrics + kinds * buckets).
+ * message, no allocation; O(metrics + labels + kinds * buckets).
  */
 RSP_API rsp_status rsp_metrics_text(rsp_pool *pool, const char *name, char *buf, size_t size,
                                     size_t *needed, rsp_error *err);
 
 /**
- * Turn the owner's latency histograms on or off (off at creation). On,
- * the owner reads the monotonic clock before and after each message it
- * handles and counts the time in its kind's histogram (power-of-two
- * buckets from 1 us to about 1 s): two clock reads and three relaxed
- * stores per message. Off, each message costs one relaxed load and a
- * branch. What was counted stays across off and on. Any thread, O(1).
+ * Turn the latency histograms on or off (off at creation); power-of-two
+ * buckets from 1 us to about 1 s. On: the owner reads the monotonic clock
+ * before and after each message it handles and counts the time in its
+ * kind's histogram (two clock reads, three relaxed stores); rsp_post
+ * stamps each PLAN and STEP with the clock, and the owner counts the time
+ * from that stamp to the end of the handling that published its plan
+ * (rsp_post_to_plan_seconds); a commit or rollback naming a forward_done
+ * keeps the clock of its handling's start, and the owner counts the time
+ * to when it sees that commit's device work done (rsp_device_lag_seconds:
+ * one clock read per look that finds some done). Off: no clock is read;
+ * each message costs a few relaxed loads and branches. What was counted
+ * stays across off and on. Any thread, O(1).
  */
 RSP_API rsp_status rsp_metrics_latency(rsp_pool *pool, bool on, rsp_error *err);
 

@@ -83,6 +83,10 @@
       "checkpoints dropped for room from the host tier")                                           \
     X(64, checkpoint_bytes_restored, COUNTER, OWNER, "bytes copied by restores")                   \
     X(64, checkpoint_value_restored, COUNTER, OWNER,                                               \
-      "the values (rsp_checkpoint_value) of the checkpoints restored, summed: recompute saved")
+      "the values (rsp_checkpoint_value) of the checkpoints restored, summed: recompute saved")    \
+    X(64, guard_checks, COUNTER, OWNER, "commits guard mode checked")                              \
+    X(64, guard_violations, COUNTER, OWNER,                                                        \
+      "slots guard mode found written by a forward that did not address them (each one "           \
+      "reported to on_error)")
 
 #endif

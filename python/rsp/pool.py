@@ -1971,10 +1971,10 @@ class RecurrentStatePool:
 
     @_guarded
     def metrics_text(self, name="rsp"):
-        """Every counter and gauge, and the owner's latency histograms once
-        turned on, in the Prometheus text format (a str), each sample
-        labelled pool=name and rank (rsp_metrics_text). Any thread, no
-        message."""
+        """Every counter and gauge (holdings per label included), and the
+        latency histograms once turned on, in the Prometheus text format
+        (a str), each sample labelled pool=name and rank
+        (rsp_metrics_text). Any thread, no message."""
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, not {type(name).__name__}")
         raw = name.encode()
@@ -1992,8 +1992,10 @@ class RecurrentStatePool:
 
     @_guarded
     def metrics_latency(self, on):
-        """Turn the owner's latency histograms (rsp_owner_seconds, per
-        message kind) on or off (rsp_metrics_latency; off at creation)."""
+        """Turn the latency histograms on or off (rsp_metrics_latency; off
+        at creation): rsp_owner_seconds per message kind,
+        rsp_post_to_plan_seconds and rsp_device_lag_seconds. Off, no clock
+        is read."""
         if not isinstance(on, bool):
             raise TypeError(f"on must be a bool, not {type(on).__name__}")
         err = ffi.Error()

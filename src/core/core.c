@@ -419,6 +419,8 @@ rsp__hold *rsp__hold_assign(rsp__core *c, rsp__req *r, rsp_label_id label)
     h->has_state = false; /* free slots read zeros */
     h->generation = rsp__next_generation(c);
     c->num_holdings++;
+    c->label_holdings[label]++;
+    c->holding_moves++;
     return h;
 }
 
@@ -448,6 +450,9 @@ void rsp__hold_drop(rsp__core *c, rsp__req *r, uint32_t i, rsp__work *w)
     rsp__hold *h = rsp__req_holds(r);
     uint32_t slot = h[i].slot;
     RSP__ASSERT(i < r->num_holds && c->num_holdings > 0 && c->held > 0);
+    RSP__ASSERT(c->label_holdings[h[i].label] > 0);
+    c->label_holdings[h[i].label]--;
+    c->holding_moves++;
     rsp__holders_changed(c); /* the holding goes; the later ones move down */
     memmove(&h[i], &h[i + 1], (r->num_holds - i - 1) * sizeof *h);
     r->num_holds--;
@@ -683,6 +688,13 @@ void rsp__core_gauges_get(const rsp__core *c, rsp__core_gauges *out)
     out->swapped_slots = c->swapped_slots;
     out->generation = c->generation;
     out->steps_in_flight = c->steps_used;
+    out->num_labels = c->num_labels;
+    out->holding_moves = c->holding_moves;
+}
+
+const uint32_t *rsp__core_label_holdings(const rsp__core *c)
+{
+    return c->label_holdings;
 }
 
 void rsp__core_stats(const rsp__core *c, rsp_stats *out)

@@ -64,6 +64,10 @@ rsp_status rsp__core_label(rsp__core *core, const char *name, rsp_label_id *out,
 uint32_t rsp__core_num_labels(const rsp__core *core);
 /* Name of an interned label, NULL if unknown. */
 const char *rsp__core_label_name(const rsp__core *core, rsp_label_id id);
+/* The holdings of each label, indexed by label id: rsp__core_num_labels
+ * entries, the core's own array (valid while the core is; it moves with
+ * every holding made or dropped). Owner. O(1). */
+const uint32_t *rsp__core_label_holdings(const rsp__core *core);
 
 /* docs/semantics.md 3. */
 rsp_status rsp__core_ingest(rsp__core *core, rsp_rid rid, rsp_error *err);
@@ -243,6 +247,8 @@ typedef struct rsp__core_gauges {
     /* Beyond rsp_stats (which rsp_reply embeds, so it cannot grow):
      * exposed by rsp_metrics_text only. */
     uint32_t steps_in_flight; /* step records in use */
+    uint32_t num_labels;      /* labels interned */
+    uint64_t holding_moves;   /* holdings made plus dropped, ever */
 } rsp__core_gauges;
 /* What rsp__core_stats fills, without the constants and without a whole
  * rsp_stats to clear; the padding is zeroed, so two results compare with

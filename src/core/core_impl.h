@@ -335,6 +335,10 @@ struct rsp__core {
     uint32_t num_free_recs; /* length of the free_rec list */
     rsp__map table;         /* rid -> record index (map.h) */
     uint32_t num_requests, num_holdings;
+    /* num_holdings by label, and holdings made plus dropped (the pool's
+     * metrics mirror the first when the second moved). */
+    uint32_t label_holdings[RSP_MAX_LABELS];
+    uint64_t holding_moves;
     /* Spill arrays (RSP_MAX_LABELS holdings each) allocated ahead by an
      * admit's reserve phase (rsp__hold_reserve_spills), so a request that
      * outgrows its inline holdings during the apply phase cannot fail. */

@@ -266,6 +266,10 @@ static void write_past_the_batch_into_a_free_slot_is_reported(void **state)
     guard_counts c = counts(pool);
     assert_int_equal(c.violations, 2);
     assert_int_equal(c.checks, 4);
+    /* The same counts are rsp_stats fields (and so metrics). */
+    rsp_stats st = stats(pool);
+    assert_int_equal(st.guard_violations, 2);
+    assert_int_equal(st.guard_checks, 4);
     assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
 }
 

@@ -461,6 +461,54 @@ static void checkpoint_kinds_carry_their_fields_only(void **state)
     }
 }
 
+/* A PLAN or STEP may end with a post stamp: it decodes as the same
+ * message, arrays in place, and gives the stamp back; without one, 0. */
+static void a_post_stamp_rides_after_the_arrays(void **state)
+{
+    (void)state;
+    rsp_row rows[3] = {{.rid = 1, .span = 3}, {.rid = 2, .span = 1}, {.rid = 3}};
+    rsp_step commit = {.step_id = 4, .rows = rows, .num_rows = 1};
+    const rsp_msg msgs[] = {
+        {.kind = RSP_MSG_PLAN, .step = {.step_id = 5, .rows = rows, .num_rows = 3}},
+        {.kind = RSP_MSG_PLAN, .step = {.step_id = 6}}, /* no rows: the stamp alone */
+        {.kind = RSP_MSG_STEP,
+         .step = {.step_id = 7, .rows = rows + 1, .num_rows = 2},
+         .commit = &commit},
+    };
+    for (size_t k = 0; k < sizeof msgs / sizeof msgs[0]; k++) {
+        const rsp_msg *m = &msgs[k];
+        const size_t plain = rsp__msg_wire_size(m);
+        const size_t size = rsp__msg_stamped_size(plain);
+        assert_true(size >= plain + sizeof(uint64_t) && size % 8 == 0);
+        const size_t a = alignof(max_align_t);
+        unsigned char *b = aligned_alloc(a, (size + a - 1) / a * a);
+        assert_non_null(b);
+        rsp__msg_encode(m, b);
+        rsp__msg_stamp(b, size, 0x1122334455667788ull + k);
+        uint64_t stamp = 0;
+        const rsp_msg *d = rsp__msg_decode_stamped(b, size, &stamp);
+        assert_true(stamp == 0x1122334455667788ull + k);
+        assert_int_equal(d->kind, m->kind);
+        assert_int_equal(d->step.step_id, m->step.step_id);
+        assert_int_equal(d->step.num_rows, m->step.num_rows);
+        for (uint32_t i = 0; i < d->step.num_rows; i++) {
+            assert_true(inside(&d->step.rows[i], b, plain));
+            assert_true(d->step.rows[i].rid == m->step.rows[i].rid);
+        }
+        if (m->commit) {
+            assert_non_null(d->commit);
+            assert_true(d->commit->rows[0].rid == 1);
+        }
+        /* The same message unstamped: no stamp. */
+        rsp__msg_encode(m, b);
+        uint64_t none = 1;
+        d = rsp__msg_decode_stamped(b, plain, &none);
+        assert_true(none == 0);
+        assert_int_equal(d->step.num_rows, m->step.num_rows);
+        free(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +522,7 @@ int main(void)
         cmocka_unit_test(rid_lists_are_copied),
         cmocka_unit_test(step_checkpoints_and_restores_are_copied),
         cmocka_unit_test(checkpoint_kinds_carry_their_fields_only),
+        cmocka_unit_test(a_post_stamp_rides_after_the_arrays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

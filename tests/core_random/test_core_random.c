@@ -808,6 +808,7 @@ static void check_all(T *t, const char *what)
 
     /* Every holding of every (rid, label): no slot twice, as the model says. */
     uint32_t held_by[RSPM_MAX_SLOTS] = {0};
+    uint32_t per_label[NUM_LABELS] = {0};
     for (uint32_t r = 0; r < NUM_RIDS; r++) {
         bool exists = rsp__core_has_request(t->core, rid_of(r));
         CHECK(t, exists == m->req[r].exists, "%s: rid %u exists=%d, model %d", what, rid_of(r),
@@ -833,6 +834,7 @@ static void check_all(T *t, const char *what)
             CHECK(t, h.index >= 0 && (uint32_t)h.index < max, "%s: slot %d out of range", what,
                   h.index);
             CHECK(t, held_by[h.index]++ == 0, "%s: slot %d held twice", what, h.index);
+            per_label[li]++;
             CHECK(t, rsp__core_slot_state(t->core, (uint32_t)h.index) == RSP__SLOT_HELD,
                   "%s: slot %d held but not in state held", what, h.index);
             uint64_t last = t->last_gen[r][label];
@@ -854,6 +856,11 @@ static void check_all(T *t, const char *what)
           st.num_requests, rspm_num_requests(m));
     CHECK(t, st.num_holdings == rspm_num_holdings(m), "%s: %u holdings, model %u", what,
           st.num_holdings, rspm_num_holdings(m));
+    /* The metrics' holdings per label: the core's counts are the walk's. */
+    const uint32_t *by_label = rsp__core_label_holdings(t->core);
+    for (uint32_t li = 0; li < NUM_LABELS; li++)
+        CHECK(t, by_label[t->labels[li]] == per_label[li], "%s: label %u: %u holdings, walk %u",
+              what, t->labels[li], by_label[t->labels[li]], per_label[li]);
 
     /* Bytes: free slots zero; held slots exactly what the model says. */
     for (uint32_t s = 0; s < max; s++) {

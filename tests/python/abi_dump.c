@@ -92,7 +92,8 @@ int main(void)
         F(rsp_stats, checkpoint_hits_device), F(rsp_stats, checkpoint_hits_host),
         F(rsp_stats, checkpoint_misses), F(rsp_stats, checkpoints_evicted_device),
         F(rsp_stats, checkpoints_evicted_host), F(rsp_stats, checkpoint_bytes_restored),
-        F(rsp_stats, checkpoint_value_restored), end();
+        F(rsp_stats, checkpoint_value_restored), F(rsp_stats, guard_checks),
+        F(rsp_stats, guard_violations), end();
     S(rsp_addressing), F(rsp_addressing, label), F(rsp_addressing, step_id),
         F(rsp_addressing, staged), F(rsp_addressing, num_rows), F(rsp_addressing, length),
         F(rsp_addressing, slot_indices), F(rsp_addressing, has_state),

@@ -536,7 +536,7 @@ def test_counters_are_the_stats_fields_read_without_a_message(pool):
     pool.commit(step)
     s = pool.stats()
     c = pool.counters()
-    assert set(c) == set(s) and len(c) == 40  # every rsp_stats field
+    assert set(c) == set(s) and len(c) == 42  # every rsp_stats field
     for k in ("free_slots", "held_slots", "commits", "admits_ok", "generation", "posts_failed",
               "checkpoints_taken", "swaps_in", "forward_waits"):
         assert c[k] == s[k], k
