@@ -368,9 +368,10 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
     for (uint32_t i = 0; i < out.num_labels; i++) {
         const rsp__label_plan *lp = &out.labels[i];
         rsp__plan_label_src *s = &p->srcs[i];
-        void *dsi = NULL, *dhs = NULL;
-        uint32_t cap = 0;
-        st = rsp__device_buffer(p->dev, lp->buffer, &dsi, &dhs, &cap, e);
+        void *dsi = NULL, *dhs = NULL, *dsp = NULL;
+        st = rsp__device_buffer(p->dev, lp->buffer, &dsi, &dhs, NULL, e);
+        if (st == RSP_OK && lp->spec_buffer != UINT32_MAX) /* a leased per-token tensor */
+            st = rsp__device_buffer(p->dev, lp->spec_buffer, &dsp, NULL, NULL, e);
         if (st != RSP_OK)
             return st;
         *s = (rsp__plan_label_src){
@@ -385,6 +386,7 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
             .device_has_state = dhs,
             .spec_width = lp->spec_width,
             .spec_indices = lp->spec_indices,
+            .device_spec_indices = dsp,
             .host_device = host_dev,
         };
     }

@@ -1557,7 +1557,17 @@ RSP_API rsp_status rsp_metrics_latency(rsp_pool *pool, bool on, rsp_error *err);
  * output slot for the state after token t of a per_token_states row. Every
  * other entry (a plain row's tail, a short row's tail, pad rows) is the
  * pad index (the sink). width = 1 + the largest per-token span among the
- * label's rows (1 when it has none).
+ * label's rows (1 when it has none); under a lease, once the key (bucket_id,
+ * lease_slot, label) has an index tensor, its fixed width (below).
+ *
+ * Under a lease the device copy is a CUDA-graph-stable buffer: created by
+ * the key's first plan whose rows of the label ask for per-token states
+ * (a capture's dummy rows included), length rows of width 1 + the largest
+ * span asked then, never moved or resized, and rewritten by every later
+ * plan of the key (uploaded on the pool's stream right after the key's
+ * slot_indices, the tail rows pads); a per-token row wider than it is
+ * RSP_ECAPACITY. Without a lease there is no buffer: device_indices is the
+ * host copy on the host device and NULL on a CUDA device.
  */
 typedef struct rsp_spec_indices {
     rsp_label_id label;
@@ -1566,9 +1576,10 @@ typedef struct rsp_spec_indices {
     uint32_t length;        /**< as rsp_addressing */
     uint32_t width;         /**< 1 + K */
     const int32_t *indices; /**< host copy, [length * width]; lives as long as the plan */
-    void *device_indices;   /**< device int32 [length * width]: on the host device the
-                                 host copy; NULL on a CUDA device (not uploaded: copy
-                                 `indices` to the device yourself) */
+    void *device_indices;   /**< device int32 [length * width]: under a lease the key's
+                                 tensor buffer, valid while the step is in flight (as
+                                 device_slot_indices); else the host copy on the host
+                                 device and NULL on a CUDA device */
     rsp_event ready;        /**< the plan's ready event */
 } rsp_spec_indices;
 

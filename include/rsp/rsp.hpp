@@ -3100,6 +3100,13 @@ struct spec_indices {
     {
         return {raw.indices, static_cast<std::size_t>(raw.length) * raw.width};
     }
+    /// The device copy, int32 [length * width]: under a lease the key's
+    /// graph-stable buffer (this step's while it is in flight); else the
+    /// host copy on the host device and nullptr on a CUDA device.
+    void *device() const noexcept
+    {
+        return raw.device_indices;
+    }
 };
 
 /// A published plan seen through a read section or a reference. Trivially

@@ -325,13 +325,18 @@ class SpecIndices(NamedTuple):
     [length][width] int32, row-major, the rows in addressing order; column 0
     the initial state's slot, columns 1..span a per-token row's output
     slots, the pad index elsewhere. indices: a torch.int32 tensor of shape
-    (length, width) (a copy; None without torch); raw: the same as bytes."""
+    (length, width) (a copy; None without torch); raw: the same as bytes.
+    device: under a lease, the (length, width) tensor over rsp's own buffer
+    of the key, on the pool's device (no copy): the address a captured
+    graph keeps, this step's while it is in flight; None without a lease
+    or without torch."""
 
     indices: object
     width: int
     num_rows: int
     length: int
     raw: bytes
+    device: object = None
 
     def row(self, i):
         """Entry i's width slot ids, as ints."""
@@ -339,6 +344,26 @@ class SpecIndices(NamedTuple):
             raise ValueError(f"i = {i}: the tensor has {self.length} rows")
         w = self.width
         return list(struct.unpack_from(f"={w}i", self.raw, 4 * w * i))
+
+
+class _CudaArray:
+    """__cuda_array_interface__ over rsp's device memory: torch.as_tensor
+    wraps it without a copy (and without owning it)."""
+
+    def __init__(self, addr, shape):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<i4", "data": (addr, False),
+                                         "version": 3, "strides": None}
+
+
+def _buffer_tensor(addr, length, width, cuda):
+    """An int32 (length, width) torch tensor over rsp's buffer at addr: on
+    the GPU (cuda) or in host memory. Not owned: valid while rsp keeps the
+    buffer's contents for the step (semantics.md 9.3)."""
+    torch = _torch()
+    if cuda:
+        return torch.as_tensor(_CudaArray(addr, (length, width)))  # the pointer names its GPU
+    arr = (ctypes.c_int32 * (length * width)).from_address(addr)
+    return torch.frombuffer(arr, dtype=torch.int32).reshape(length, width)
 
 
 class RecurrentAddressing:
@@ -1745,11 +1770,15 @@ class RecurrentStatePool:
         x, raw, ready = self._with_plan(step_id, read)
         if wait and self._host:
             self._wait(ready)
-        t = None
+        t = dev = None
         if _torch_available():
             t = _torch().frombuffer(bytearray(raw), dtype=_torch().int32)
             t = t.reshape(x.length, x.width)
-        return SpecIndices(t, x.width, x.num_rows, x.length, raw)
+            # A device copy other than the host copy is a leased key's buffer.
+            host = ctypes.cast(x.indices, ctypes.c_void_p).value
+            if x.device_indices and x.device_indices != host:
+                dev = _buffer_tensor(x.device_indices, x.length, x.width, not self._host)
+        return SpecIndices(t, x.width, x.num_rows, x.length, raw, dev)
 
     @_guarded
     def addressing(self, label="main", step_id=None, wait=True,

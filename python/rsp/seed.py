@@ -118,6 +118,11 @@ class RecurrentAddressing:
     staged = False  # a staged (preplanned) plan
     ready = None    # the rsp event the plan's device work completes
     _gen = b""
+    # A live plan of a step with per-token rows (step.per_token_states): the
+    # [length, 1 + K] int32 state index tensor on the pool's device (under a
+    # lease rsp's graph-stable buffer) and its num_rows real rows as lists.
+    spec_state_indices = None
+    host_spec_state_indices = None
 
     @property
     def generations(self):
@@ -279,6 +284,56 @@ def _rows(segs):
             or (kinds == _TUPLE and _LEN3.issuperset(map(len, segs)))):
         return list(segs)
     return [_segment(s, i) for i, s in enumerate(segs)]
+
+
+class _SpecRows(list):
+    """A step's rows after _per_token: some ask for per-token states (rsp's
+    7-field rows). Its type says so, so a plain step pays no scan."""
+
+
+def _per_token(rows, spec):
+    """rows with per-token states asked for the segments the step's
+    per_token_states names: True, every row that is no padding; else a
+    collection of request ids (a verify step's speculative requests)."""
+    if spec is not True:
+        if isinstance(spec, (str, bytes, bool)) or not hasattr(spec, "__contains__"):
+            raise TypeError(f"step.per_token_states must be True or a collection of request "
+                            f"ids, not {type(spec).__name__} {spec!r}")
+    out = _SpecRows()
+    for r in rows:
+        if (len(r) < 4 or not r[3]) and (spec is True or r[0] in spec):
+            out.append((r[0], r[1], r[2], False, False, 0, True))
+        else:
+            out.append(r)
+    return out
+
+
+def _accepted_rows(rows, counts):
+    """rows with each per-token row's accepted count from counts: a mapping
+    request id -> count, or a sequence (a list, a tensor) with one count per
+    segment or one per per-token segment (vLLM's num_accepted_tokens)."""
+    if hasattr(counts, "tolist") and not isinstance(counts, Mapping):
+        counts = counts.tolist()
+    spec = [i for i, r in enumerate(rows) if len(r) > 6 and r[6]]
+    if isinstance(counts, Mapping):
+        get = {i: counts.get(rows[i][0]) for i in spec}
+    elif isinstance(counts, (list, tuple)) and len(counts) in (len(rows), len(spec)):
+        get = {i: counts[i if len(counts) == len(rows) else k] for k, i in enumerate(spec)}
+    else:
+        raise TypeError(f"num_accepted_tokens: a mapping request id -> count or a sequence of "
+                        f"{len(rows)} (one per segment) or {len(spec)} (one per per-token "
+                        f"segment) counts, not {type(counts).__name__} {counts!r}")
+    out = list(rows)
+    for i in spec:
+        a = get[i]
+        if a is None:
+            raise ValueError(f"num_accepted_tokens: no count for request {rows[i][0]!r} "
+                             f"(step.segments[{i}] asks for per-token states)")
+        if isinstance(a, bool) or not isinstance(a, int) or not 0 <= a <= rows[i][2]:
+            raise ValueError(f"num_accepted_tokens: request {rows[i][0]!r} accepted {a!r}: "
+                             f"an int 0 .. {rows[i][2]} (its span)")
+        out[i] = rows[i][:7] + (a,)
+    return out
 
 
 # --- step records --------------------------------------------------------------
@@ -661,6 +716,9 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             pads = _padding(rows, ctx)
             if pads:
                 rows = [(r[0], r[1], r[2], True) if r[0] in pads else r for r in rows]
+        spec = _attr(step, "per_token_states", None)
+        if spec and rows:
+            rows = _per_token(rows, spec)
         return (rows, _forks(step, "pre_forks"), _forks(step, "post_forks"), capture,
                 self._lease(ctx))
 
@@ -886,9 +944,25 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         if _pool._FAST is not None and self._host and not preplan:
             rec.result = self._read_fast(rec)  # waited for the plan's ready event
             self._dirty = False
+            if type(rec.decl[0]) is _SpecRows:
+                self._attach_spec(rec)
             return
         rec.result = self._read(rec, preplan)
         self._after_ready(rec.result.values())
+        if type(rec.decl[0]) is _SpecRows and not preplan:
+            self._attach_spec(rec)
+
+    def _attach_spec(self, rec):
+        """A verify step's state index tensors onto its live plan's
+        addressing (spec_state_indices, host_spec_state_indices)."""
+        for name, a in rec.result.items():
+            x = Pool.spec_indices(self, name, step_id=rec.sid, wait=False)
+            t = x.device
+            if t is None and x.indices is not None:
+                t = x.indices if self._host else x.indices.to(a.slot_indices.device)
+            d = a.__dict__
+            d["spec_state_indices"] = t
+            d["host_spec_state_indices"] = [x.row(i) for i in range(x.num_rows)]
 
     def _labels_of(self, rec):
         """rec's labels in first-appearance order; the previous step's when
@@ -989,10 +1063,14 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._done = ev
         return ev
 
-    def commit(self, step, ctx=None, forward_done=None, seq=None):
+    def commit(self, step, ctx=None, forward_done=None, seq=None, num_accepted_tokens=None):
         """Record the step's consumption: its written rows now hold state,
         then its post-forks copy them. forward_done: the forward's event
-        (default: none on a CPU pool; torch's current stream on CUDA)."""
+        (default: none on a CPU pool; torch's current stream on CUDA).
+        A verify step (step.per_token_states): each per-token row keeps the
+        state after its accepted token, from num_accepted_tokens (else the
+        step's): a mapping request id -> count, or a sequence per segment
+        or per per-token segment; 0 keeps the state before the step."""
         if isinstance(step, Step):
             return Pool.commit(self, step, ctx, forward_done, seq)
         self._engine = True
@@ -1005,7 +1083,17 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 rec = self._admit_now(step, ctx, decl, "commit")
             if rec.phase != _PLANNED:  # the original commits a step it never planned
                 self._plan_live(rec)
-            Pool.commit(self, rec.rstep, None, self._forward_done(forward_done))
+            rstep = rec.rstep
+            if type(rec.decl[0]) is _SpecRows and not rec.decl[3]:  # a verify step's counts
+                counts = (num_accepted_tokens if num_accepted_tokens is not None
+                          else _attr(step, "num_accepted_tokens", None))
+                if counts is None:
+                    raise TypeError("commit: the step asks for per-token states "
+                                    "(step.per_token_states) but names no num_accepted_tokens")
+                rows, pre, post, capture, lease = rec.decl
+                rstep = Step(rec.sid, _accepted_rows(rows, counts), pre, post, capture, False,
+                             lease)
+            Pool.commit(self, rstep, None, self._forward_done(forward_done))
             self._forget(rec)
             self._dirty = True
             if self._removed:

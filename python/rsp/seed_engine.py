@@ -277,7 +277,13 @@ class RecurrentStateSpec:
 @dataclass(frozen=True)
 class RecurrentStep(ResourceStep):
     """One step's work against the pool: its segments, and forks as
-    (from_label, to_label) pairs (pre: copied at plan; post: at commit)."""
+    (from_label, to_label) pairs (pre: copied at plan; post: at commit).
+    A verify step of speculative decoding names its per-token segments
+    (per_token_states: True, or their request ids) and, for the commit,
+    num_accepted_tokens (request id -> count, or one per segment or per
+    per-token segment)."""
 
     pre_forks: Tuple[Tuple[str, str], ...] = ()
     post_forks: Tuple[Tuple[str, str], ...] = ()
+    per_token_states: Any = None
+    num_accepted_tokens: Any = None

@@ -25,7 +25,7 @@ uint32_t rsp__lease_find(const rsp__core *c, const rsp_lease *l, rsp_label_id la
 {
     for (uint32_t i = 0; i < c->num_bufs; i++) {
         const rsp__buf *b = &c->bufs[i];
-        if (b->leased && b->label == label && b->bucket_id == l->bucket_id &&
+        if (b->leased && !b->width && b->label == label && b->bucket_id == l->bucket_id &&
             b->lease_slot == l->lease_slot)
             return i;
     }
@@ -101,6 +101,7 @@ void rsp__bind_and_upload(rsp__core *c, rsp__addr *a, const rsp_step *step, uint
             b->bucket_id = step->has_lease ? step->lease.bucket_id : 0;
             b->lease_slot = step->has_lease ? step->lease.lease_slot : 0;
             b->capacity = pk->capacity;
+            b->width = 0;
             RSP__MUST_OK(rsp__work_buffer(w, id, b->capacity));
         } else if (pk->capacity) {
             c->bufs[id].capacity = pk->capacity;
@@ -252,6 +253,12 @@ bool rsp__same_addressing(const rsp__core *c, const rsp__addr *live, const rsp__
             return false;
         if (memcmp(x->slot_indices, y->slot_indices, x->length * sizeof *x->slot_indices) ||
             memcmp(x->has_state, y->has_state, x->length * sizeof *x->has_state))
+            return false;
+        /* The per-token tensors (spec.h): a stage may drop a per-token row
+         * the live plan keeps, with equal vectors. */
+        if (x->spec_width != y->spec_width ||
+            (x->spec_width > 1 && memcmp(x->spec_indices, y->spec_indices,
+                                         (size_t)x->length * x->spec_width * sizeof(int32_t))))
             return false;
     }
     return true;

@@ -14,7 +14,8 @@
  * not appends). RSP_ENOMEM: a's contents are kept. */
 rsp_status rsp__addr_reserve(rsp__addr *a, uint64_t entries, uint64_t gens);
 
-/* The buffer of leased key (l, label), RSP__NONE if none. O(buffers). */
+/* The vector buffer of leased key (l, label), RSP__NONE if none (its index
+ * tensor's buffer is spec.c's). O(buffers). */
 uint32_t rsp__lease_find(const rsp__core *c, const rsp_lease *l, rsp_label_id label);
 
 /* Room for `more` buffer records. RSP_ENOMEM: nothing changed. */
@@ -46,7 +47,8 @@ void rsp__bind_and_upload(rsp__core *c, rsp__addr *a, const rsp_step *step, uint
                           rsp__work *w);
 
 /* Does the live addressing equal the stage's (labels, rows, lengths,
- * vectors, and for a lease the buffer of its key)? O(entries). */
+ * vectors, per-token tensors, and for a lease the buffer of its key)?
+ * O(entries). */
 bool rsp__same_addressing(const rsp__core *c, const rsp__addr *live, const rsp__addr *stage,
                           const rsp_step *step);
 

@@ -146,8 +146,12 @@ typedef struct rsp__label_plan {
     const int32_t *slot_indices; /* [length] */
     const bool *has_state;       /* [length] */
     const uint64_t *generations; /* [num_rows] */
-    uint32_t spec_width;         /* 1 + the largest per-token span (spec.h) */
+    uint32_t spec_width;         /* 1 + the largest per-token span, or a leased
+                                  * key's fixed width (spec.h) */
     const int32_t *spec_indices; /* [length * spec_width] */
+    uint32_t spec_buffer;        /* a leased key's index tensor buffer, UINT32_MAX: none */
+    bool spec_outputs;           /* some row's output slots are in it (else the vector
+                                  * and pads: a plain step under a tensor's lease) */
 } rsp__label_plan;
 
 typedef struct rsp__plan_out {

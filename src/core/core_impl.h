@@ -273,6 +273,8 @@ typedef struct rsp__buf {
     uint32_t capacity;
     uint32_t owner; /* step record whose plan (live or staged) it holds while
                      * that step is in flight; RSP__NONE when free */
+    uint32_t width; /* 0: a vector buffer; else a leased key's per-token index
+                     * tensor, capacity rows of width entries (spec.h) */
 } rsp__buf;
 
 /* (rid, label) scratch set: entries are live when stamp == set_epoch, so it
@@ -288,6 +290,12 @@ typedef struct rsp__buf_pick {
     uint32_t id;
     bool create;       /* a new buffer (id == num_bufs at bind) */
     uint32_t capacity; /* its capacity when created or grown; 0: as it is */
+    /* The per-token index tensor (spec.h), picked in the plan's count
+     * phase: its width (1: the vector alone) and, under a lease, its
+     * buffer (RSP__NONE: none) and whether the plan creates it. */
+    uint32_t spec_width;
+    uint32_t spec_id;
+    bool spec_create;
 } rsp__buf_pick;
 
 /* A built addressing: label plans plus the arrays they point into. */

@@ -25,6 +25,7 @@ typedef struct plan_ctx {
     uint32_t lengths[RSP_MAX_LABELS]; /* per c->label_order entry */
     bool cache;                       /* keep this live plan's vectors (same.h PLAN) */
     uint64_t spec;                    /* per-token index entries past the vectors (spec.h) */
+    uint64_t tensors;                 /* of them, entries uploaded to tensor buffers */
 } plan_ctx;
 
 /* --- 1. validate --------------------------------------------------------- */
@@ -146,7 +147,7 @@ static rsp_status plan_count(rsp__core *c, const rsp_step *step, plan_ctx *p, rs
         }
         p->total += p->lengths[li];
     }
-    return RSP_OK;
+    return rsp__spec_widths(c, step, p->lengths, err);
 }
 
 /* --- 3. reserve ---------------------------------------------------------- */
@@ -156,11 +157,11 @@ static rsp_status plan_count(rsp__core *c, const rsp_step *step, plan_ctx *p, rs
 static rsp_status reserve_ext(rsp__core *c, const rsp_step *step, const plan_ctx *p, uint32_t ops,
                               uint32_t pairs, rsp_error *err)
 {
-    uint32_t ids[RSP_MAX_LABELS], caps[RSP_MAX_LABELS]; /* [0, num_buffers) set */
+    uint32_t ids[2 * RSP_MAX_LABELS], caps[2 * RSP_MAX_LABELS]; /* [0, num_buffers) set */
     rsp__ext_need need = {.ops = ops,
                           .slots = pairs,
                           .pairs = pairs,
-                          .upload_entries = p->total,
+                          .upload_entries = p->total + p->tensors,
                           .buffer_id = ids,
                           .buffer_cap = caps,
                           .plan = true,
@@ -172,6 +173,11 @@ static rsp_status reserve_ext(rsp__core *c, const rsp_step *step, const plan_ctx
         if (c->picks[li].capacity) {
             ids[need.num_buffers] = c->picks[li].id;
             caps[need.num_buffers++] = c->picks[li].capacity;
+        }
+    for (uint32_t li = 0; li < c->num_plan_labels; li++)
+        if (c->picks[li].spec_create) {
+            ids[need.num_buffers] = c->picks[li].spec_id;
+            caps[need.num_buffers++] = p->lengths[li] * c->picks[li].spec_width;
         }
     return rsp__core_reserve_ext(c, &need, err);
 }
@@ -209,12 +215,17 @@ static rsp_status plan_reserve(rsp__core *c, const rsp_step *step, plan_ctx *p, 
      * this live plan takes) leaves its buffers free for this plan. */
     uint32_t freed = p->promote || p->take_stage ? c->stage_rec : RSP__NONE;
     p->new_bufs = rsp__choose_buffers(c, step, p->lengths, freed);
-    uint32_t ops = 2 * (uint32_t)pairs + 2 * c->num_plan_labels + 1;
+    p->new_bufs += rsp__spec_number(c, c->num_bufs + p->new_bufs);
+    p->tensors = 0;
+    for (uint32_t li = 0; li < c->num_plan_labels; li++)
+        if (c->picks[li].spec_id != RSP__NONE)
+            p->tensors += (uint64_t)p->lengths[li] * c->picks[li].spec_width;
+    /* A BUFFER and an UPLOAD per label, twice with a tensor buffer. */
+    uint32_t ops = 2 * (uint32_t)pairs + 4 * c->num_plan_labels + 1;
     rsp__steprec *s = &c->steps[p->rec];
     if (pairs > UINT32_MAX / 4 ||
         rsp__addr_reserve(step->preplan ? &c->stage : &c->live, p->total, step->num_rows) ||
-        rsp__spec_plan_reserve(c, step->preplan ? &c->stage : &c->live, step, p->lengths,
-                               &p->spec) ||
+        rsp__spec_plan_reserve(c, step->preplan ? &c->stage : &c->live, p->lengths, &p->spec) ||
         rsp__bufs_reserve(c, p->new_bufs) || rsp__step_reserve(s, 0, step->num_rows) ||
         rsp__step_reserve_plan(s, step->num_rows, (uint32_t)fslots) ||
         rsp__work_reserve(w, ops, (uint32_t)pairs, (uint32_t)pairs) ||
@@ -378,20 +389,24 @@ static void apply_live(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
         s->plan_took = rsp__build(c, live, step, p->rec, false, p->lengths);
         plan_keep(c, live, step, p);
     }
+    rsp__spec_fill(c, live, step, p->rec, true); /* a promotion compares it */
     rsp__same_planned(&c->same, &s->same);
     rsp__mark_post_forks(c, step, p->rec);
     if (step->num_checkpoints)
         rsp__ck_mark_takes(c, step, p->rec);
     if (p->promote && rsp__same_addressing(c, live, &c->stage, step)) {
         /* The stage's uploaded buffers already hold exactly this. */
-        for (uint32_t li = 0; li < live->num_labels; li++)
+        for (uint32_t li = 0; li < live->num_labels; li++) {
             live->labels[li].buffer = c->stage.labels[li].buffer;
+            live->labels[li].spec_buffer = c->stage.labels[li].spec_buffer;
+        }
         rsp__stage_drop(c, RSP__STAGE_PROMOTED, &out->stage);
         out->promoted = true;
     } else {
         if (p->promote)
             rsp__stage_drop(c, RSP__STAGE_REPLACED, &out->stage);
         rsp__bind_and_upload(c, live, step, p->rec, w);
+        rsp__spec_bind(c, live, step, p->rec, w);
     }
     s->phase = RSP__PHASE_PLANNED;
     if (!s->capture)
@@ -426,7 +441,7 @@ static uint64_t vectors_hash(const rsp__plan_out *out)
         h = rsp__mix64(h ^ ((uint64_t)lp->label << 32 | lp->num_rows));
         h = hash_bytes(h, lp->slot_indices, (size_t)lp->num_rows * sizeof(int32_t));
         h = hash_bytes(h, lp->has_state, (size_t)lp->num_rows * sizeof(bool));
-        if (lp->spec_width > 1) /* the output slots (a plain label's are its vector) */
+        if (lp->spec_outputs) /* the output slots (else the tensor is the vector and pads) */
             h = hash_bytes(h, lp->spec_indices,
                            (size_t)lp->num_rows * lp->spec_width * sizeof(int32_t));
     }
@@ -466,7 +481,9 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     if (step->preplan) {
         RSP__MUST(!rsp__build(c, target, step, p->rec, true,
                               p->lengths)); /* a stage takes no zero over */
+        rsp__spec_fill(c, target, step, p->rec, false);
         rsp__bind_and_upload(c, target, step, p->rec, w);
+        rsp__spec_bind(c, target, step, p->rec, w);
         c->stage_active = true;
         c->stage_step = step->step_id;
         c->stage_rec = p->rec;
@@ -474,7 +491,6 @@ static void plan_apply(rsp__core *c, const rsp_step *step, const plan_ctx *p, rs
     } else {
         apply_live(c, step, p, out, w);
     }
-    rsp__spec_fill(c, target, step, p->rec, !step->preplan);
     out->num_labels = target->num_labels;
     out->labels = target->labels;
     /* A live plan's vectors are its record's cache when it keeps one (it

@@ -160,15 +160,17 @@ rsp_status rsp__spec_plan_check(const rsp__core *c, const rsp_step *step, uint32
                      step->step_id, bad, step->rows[bad].rid, step->rows[bad].span);
 }
 
-/* Per label (c->label_order index) the largest per-token span. */
-static void label_widths(const rsp__core *c, const rsp_step *step, uint32_t *width)
+/* Per label (c->label_order index) 1 + the largest per-token span. A
+ * capture's rows count only when `dummies`: they reserve nothing, but
+ * under a lease they declare the width its graph is captured with. */
+static void label_widths(const rsp__core *c, const rsp_step *step, bool dummies, uint32_t *width)
 {
     uint32_t index_of[RSP_MAX_LABELS];
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
         index_of[c->label_order[li]] = li;
         width[li] = 1;
     }
-    for (uint32_t i = 0; !step->capture && i < step->num_rows; i++) {
+    for (uint32_t i = 0; (dummies || !step->capture) && i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         uint32_t li = index_of[row->label];
         if (rsp__spec_asks(row) && 1u + (uint32_t)row->span > width[li])
@@ -176,14 +178,79 @@ static void label_widths(const rsp__core *c, const rsp_step *step, uint32_t *wid
     }
 }
 
-rsp_status rsp__spec_plan_reserve(rsp__core *c, rsp__addr *a, const rsp_step *step,
-                                  const uint32_t *lengths, uint64_t *entries)
+/* The index tensor buffer of leased key (l, label), RSP__NONE if none. */
+static uint32_t tensor_find(const rsp__core *c, const rsp_lease *l, rsp_label_id label)
 {
-    uint32_t width[RSP_MAX_LABELS];
-    label_widths(c, step, width);
-    uint64_t n = 0;
+    for (uint32_t i = 0; i < c->num_bufs; i++) {
+        const rsp__buf *b = &c->bufs[i];
+        if (b->width && b->label == label && b->bucket_id == l->bucket_id &&
+            b->lease_slot == l->lease_slot)
+            return i;
+    }
+    return RSP__NONE;
+}
+
+/* The refusal of a per-token row wider than its leased key's tensor. */
+static rsp_status too_narrow(const rsp__core *c, const rsp_step *step, rsp_label_id L,
+                             uint32_t want, uint32_t width, rsp_error *err)
+{
+    return rsp__fail(err, RSP_ECAPACITY,
+                     "plan: step %" PRIu64
+                     ": label \"%s\" asks for an index tensor of width %" PRIu32
+                     " but its lease (bucket %" PRIu32 ", lease slot %" PRIu32
+                     ") is too small: its tensor has width %" PRIu32
+                     ", fixed by the key's first per-token plan (capture the bucket with the "
+                     "widest span, or use another lease slot)",
+                     step->step_id, c->label_names[L], want, step->lease.bucket_id,
+                     step->lease.lease_slot, width);
+}
+
+rsp_status rsp__spec_widths(rsp__core *c, const rsp_step *step, const uint32_t *lengths,
+                            rsp_error *err)
+{
+    uint32_t want[RSP_MAX_LABELS];
+    label_widths(c, step, step->has_lease, want);
+    for (uint32_t li = 0; li < c->num_plan_labels; li++) {
+        rsp__buf_pick *pk = &c->picks[li];
+        rsp_label_id L = c->label_order[li];
+        pk->spec_width = want[li];
+        pk->spec_id = RSP__NONE;
+        pk->spec_create = false;
+        uint32_t id = step->has_lease ? tensor_find(c, &step->lease, L) : RSP__NONE;
+        if (id != RSP__NONE && want[li] > c->bufs[id].width)
+            return too_narrow(c, step, L, want[li], c->bufs[id].width, err);
+        if (id != RSP__NONE) {
+            pk->spec_width = c->bufs[id].width; /* the graph's stride, whatever the rows ask */
+            pk->spec_id = id;
+        } else if (step->has_lease && want[li] > 1) {
+            if ((uint64_t)lengths[li] * want[li] > UINT32_MAX)
+                return rsp__fail(err, RSP_ECAPACITY,
+                                 "plan: step %" PRIu64 ": label \"%s\": an index tensor of %" PRIu32
+                                 " x %" PRIu32 " entries is more than a buffer holds",
+                                 step->step_id, c->label_names[L], lengths[li], want[li]);
+            pk->spec_create = true;
+        }
+    }
+    return RSP_OK;
+}
+
+uint32_t rsp__spec_number(rsp__core *c, uint32_t next)
+{
+    uint32_t n = 0;
     for (uint32_t li = 0; li < c->num_plan_labels; li++)
-        n += width[li] > 1 ? (uint64_t)lengths[li] * width[li] : 0;
+        if (c->picks[li].spec_create)
+            c->picks[li].spec_id = next + n++;
+    return n;
+}
+
+rsp_status rsp__spec_plan_reserve(rsp__core *c, rsp__addr *a, const uint32_t *lengths,
+                                  uint64_t *entries)
+{
+    uint64_t n = 0;
+    for (uint32_t li = 0; li < c->num_plan_labels; li++) {
+        uint32_t width = c->picks[li].spec_width;
+        n += width > 1 ? (uint64_t)lengths[li] * width : 0;
+    }
     *entries = n;
     if (n && rsp__grow((void **)&a->spec, &a->cap_spec, n, sizeof *a->spec))
         return RSP_ENOMEM;
@@ -204,7 +271,8 @@ void rsp__spec_fill(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t r
 {
     rsp__steprec *s = &c->steps[rec];
     uint32_t width[RSP_MAX_LABELS], pos[RSP_MAX_LABELS], index_of[RSP_MAX_LABELS];
-    label_widths(c, step, width);
+    for (uint32_t li = 0; li < a->num_labels; li++)
+        width[li] = c->picks[li].spec_width;
     int32_t *at = a->spec;
     int32_t pad = c->layout.pad_index;
     for (uint32_t li = 0; li < a->num_labels; li++) {
@@ -213,6 +281,8 @@ void rsp__spec_fill(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t r
         index_of[lp->label] = li;
         pos[li] = 0;
         lp->spec_width = width[li];
+        lp->spec_buffer = RSP__NONE; /* rsp__spec_bind's */
+        lp->spec_outputs = false;
         if (width[li] == 1) {
             lp->spec_indices = lp->slot_indices; /* column 0 alone: the vector itself */
             continue;
@@ -236,11 +306,42 @@ void rsp__spec_fill(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t r
         rsp__spec_row *sr = m == RSP__NONE ? NULL : &s->spec_rows[m];
         if (!sr)
             continue; /* rsp__spec_plan_check: only a plain row */
+        a->labels[li].spec_outputs = true;
         int32_t *out = (int32_t *)a->labels[li].spec_indices + (size_t)e * width[li];
         for (uint32_t t = 0; t < sr->span; t++)
             out[1 + t] = (int32_t)s->spec_slots[sr->first + t];
         if (live)
             note_generation(c, sr);
+    }
+}
+
+void rsp__spec_bind(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, rsp__work *w)
+{
+    /* The room (2 ops per label, the buffer records) was reserved and the
+     * list frozen: the appends cannot fail, their statuses are dropped. */
+    for (uint32_t li = 0; li < a->num_labels; li++) {
+        const rsp__buf_pick *pk = &c->picks[li];
+        rsp__label_plan *lp = &a->labels[li];
+        uint32_t id = pk->spec_id;
+        if (id == RSP__NONE)
+            continue;
+        if (pk->spec_create) {
+            RSP__ASSERT(id == c->num_bufs && c->num_bufs < c->cap_bufs);
+            c->num_bufs++;
+            c->bufs[id] = (rsp__buf){.leased = true,
+                                     .label = lp->label,
+                                     .bucket_id = step->lease.bucket_id,
+                                     .lease_slot = step->lease.lease_slot,
+                                     .capacity = lp->length,
+                                     .width = pk->spec_width};
+            RSP__MUST_OK(rsp__work_buffer(w, id, lp->length * pk->spec_width));
+        }
+        /* Bound with the key's vector buffer at every plan of the key, so
+         * both always hold the same step's plan. */
+        RSP__ASSERT(c->bufs[id].capacity == lp->length && c->bufs[lp->buffer].owner == rec);
+        c->bufs[id].owner = rec;
+        lp->spec_buffer = id;
+        RSP__MUST_OK(rsp__work_upload(w, id, lp->spec_indices, NULL, lp->length * pk->spec_width));
     }
 }
 

@@ -47,17 +47,38 @@ void rsp__spec_apply(rsp__core *c, const rsp_step *step, uint32_t rec);
 rsp_status rsp__spec_plan_check(const rsp__core *c, const rsp_step *step, uint32_t rec,
                                 rsp_error *err);
 
+/* Plan, count (after the vector lengths): per label (c->label_order,
+ * lengths[li]) the index tensor's width and buffer in c->picks. Without a
+ * lease: 1 + the largest per-token span, no buffer. Under a lease: the
+ * key's tensor buffer's fixed width if it has one (a wider per-token row:
+ * RSP_ECAPACITY "lease too small", nothing changed), else 1 + the largest
+ * span its rows ask, capture rows included, and a buffer to create when
+ * that is above 1. O(rows + labels x buffers). */
+rsp_status rsp__spec_widths(rsp__core *c, const rsp_step *step, const uint32_t *lengths,
+                            rsp_error *err);
+
+/* Plan, reserve (after rsp__choose_buffers): ids from `next` on for the
+ * tensor buffers the plan creates; returns how many. O(labels). */
+uint32_t rsp__spec_number(rsp__core *c, uint32_t next);
+
 /* Plan, reserve: int32 entries of the index tensors of the plan's labels
- * (c->label_order, lengths[li]) beyond their slot_indices, and room for
- * them in a. RSP_ENOMEM: a's contents kept. O(rows). */
-rsp_status rsp__spec_plan_reserve(rsp__core *c, rsp__addr *a, const rsp_step *step,
-                                  const uint32_t *lengths, uint64_t *entries);
+ * (c->label_order, lengths[li], the widths of rsp__spec_widths) beyond
+ * their slot_indices, and room for them in a. RSP_ENOMEM: a's contents
+ * kept. O(labels). */
+rsp_status rsp__spec_plan_reserve(rsp__core *c, rsp__addr *a, const uint32_t *lengths,
+                                  uint64_t *entries);
 
 /* Plan, apply (after the vectors are built): each label's spec_width and
- * spec_indices in a; a live plan records each per-token row's generation
- * (the commit accepts only into the holding it addressed). Cannot fail.
- * O(rows + entries). */
+ * spec_indices in a (spec_buffer RSP__NONE until rsp__spec_bind); a live
+ * plan records each per-token row's generation (the commit accepts only
+ * into the holding it addressed). Cannot fail. O(rows + entries). */
 void rsp__spec_fill(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, bool live);
+
+/* Plan, apply (after rsp__bind_and_upload): under a lease, bind each
+ * label's tensor buffer to record rec, creating it, and upload the
+ * tensor (indices only) behind the vectors. The records and work room
+ * were reserved: cannot fail. O(labels). */
+void rsp__spec_bind(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t rec, rsp__work *w);
 
 /* Commit, apply (after the WAIT, before the rows' writes are recorded,
  * the takes and the post-forks): per per-token row with accepted count a >= 1 whose

@@ -18,7 +18,8 @@
  *           (creates it, or grows it; growth may move it). Handled at submit
  *           time, so rsp__device_buffer() sees the result immediately.
  *   UPLOAD  copy host vectors (slot_indices, has_state)[0 .. count) into
- *           addressing buffer `buffer`.
+ *           addressing buffer `buffer`; has_state NULL: slot_indices only
+ *           (a per-token index tensor's buffer, whose bool half is unused).
  */
 #ifndef RSP_CORE_WORK_H
 #define RSP_CORE_WORK_H
@@ -46,7 +47,7 @@ typedef struct rsp__op {
     uint32_t capacity;           /* BUFFER */
     rsp_event event;             /* WAIT */
     const int32_t *slot_indices; /* UPLOAD, host, [count] */
-    const bool *has_state;       /* UPLOAD, host, [count] */
+    const bool *has_state;       /* UPLOAD, host, [count]; NULL: indices only */
     uint32_t stamp;              /* COPY: batch identity for the conflict marks;
                                   * the list's own bookkeeping, devices ignore it */
 } rsp__op;

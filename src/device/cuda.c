@@ -453,7 +453,7 @@ static rsp_status rsp__cuda_plan_ops(rsp__cuda_device *cd, const rsp__work *w, s
             return rsp__fail(err, RSP_EINVAL,
                              "CUDA device: UPLOAD of %u entries into buffer %u of %llu", op->count,
                              op->buffer, (unsigned long long)cap);
-        if (op->count && (!op->slot_indices || !op->has_state))
+        if (op->count && !op->slot_indices) /* has_state NULL: indices only (work.h) */
             return rsp__fail(err, RSP_EINVAL, "CUDA device: UPLOAD %u without vectors", i);
         cd->op_offset[i] = off;
         off = rsp__align_up(off + (size_t)op->count * sizeof(int32_t), RSP__CUDA_ALIGN);
@@ -471,16 +471,18 @@ static rsp_status rsp__cuda_upload(rsp__cuda_device *cd, const rsp__op *op,
 {
     rsp__cuda_buffer *buf = &cd->buffers[op->buffer];
     const size_t ns = (size_t)op->count * sizeof(int32_t);
-    const size_t nh = (size_t)op->count * sizeof(bool);
+    /* has_state NULL: an index tensor (work.h), no bools; the shadow stands in */
+    const bool *has = op->has_state ? op->has_state : buf->shadow_has;
+    const size_t nh = op->has_state ? (size_t)op->count * sizeof(bool) : 0;
     if (op->count == 0)
         return RSP_OK; /* nothing to write; the entries it holds stay true */
     if (buf->shadow_count == op->count && memcmp(buf->shadow_slots, op->slot_indices, ns) == 0 &&
-        memcmp(buf->shadow_has, op->has_state, nh) == 0)
+        memcmp(buf->shadow_has, has, nh) == 0)
         return RSP_OK;
     unsigned char *hs = s->host + off;
     unsigned char *hh = s->host + rsp__align_up(off + ns, RSP__CUDA_ALIGN);
     memcpy(hs, op->slot_indices, ns);
-    memcpy(hh, op->has_state, nh);
+    memcpy(hh, has, nh);
     RSP__CUDA_TRY(err, cudaMemcpyAsync(buf->mem, hs, ns, cudaMemcpyHostToDevice, cd->stream),
                   "cudaMemcpyAsync (slot_indices upload)");
     RSP__CUDA_TRY(err,
@@ -488,7 +490,7 @@ static rsp_status rsp__cuda_upload(rsp__cuda_device *cd, const rsp__op *op,
                                   cudaMemcpyHostToDevice, cd->stream),
                   "cudaMemcpyAsync (has_state upload)");
     memcpy(buf->shadow_slots, op->slot_indices, ns);
-    memcpy(buf->shadow_has, op->has_state, nh);
+    memmove(buf->shadow_has, has, nh);
     buf->shadow_count = op->count;
     return RSP_OK;
 }

@@ -180,7 +180,7 @@ typedef struct rsp__host_device {
         uint32_t id, capacity;
         int32_t *slot_indices;
         bool *has_state;
-    } spare_bufs[RSP_MAX_LABELS];
+    } spare_bufs[2 * RSP_MAX_LABELS]; /* a plan's vector and index tensor buffers */
     uint32_t num_spare_bufs;
     pthread_t worker;
 

@@ -126,7 +126,7 @@ static rsp_status check_upload(const rsp__host_device *dev, const rsp__work *w, 
                          "device submit: op %u UPLOAD of %u entries into buffer %u of capacity "
                          "%lld",
                          i, op->count, op->buffer, (long long)cap);
-    if (op->count && (!op->slot_indices || !op->has_state))
+    if (op->count && !op->slot_indices) /* has_state NULL: indices only (work.h) */
         return rsp__fail(err, RSP_EINVAL, "device submit: op %u UPLOAD with NULL vectors", i);
     return RSP_OK;
 }
@@ -542,10 +542,11 @@ static void copy_op(const rsp__host_device *dev, const rsp__work *w, const rsp__
         RSP__ASSERT(op->kind == RSP__OP_UPLOAD);
         const host_buffer *hb = &dev->buffers[op->buffer];
         memcpy(c->idx, op->slot_indices, (size_t)op->count * sizeof *c->idx);
-        memcpy(c->has, op->has_state, (size_t)op->count * sizeof *c->has);
+        if (op->has_state) /* NULL: an index tensor's upload, indices only */
+            memcpy(c->has, op->has_state, (size_t)op->count * sizeof *c->has);
         h->kind = HOP_UPLOAD;
         h->u.up.src_idx = c->idx;
-        h->u.up.src_has = c->has;
+        h->u.up.src_has = op->has_state ? c->has : NULL;
         h->u.up.dst_idx = hb->slot_indices;
         h->u.up.dst_has = hb->has_state;
         c->idx += op->count;

@@ -123,7 +123,8 @@ void rsp__host_run_job(rsp__host_device *dev, const host_job *job)
         case HOP_COPY: run_copy(&dev->base, op->u.pairs, op->count); break;
         case HOP_UPLOAD:
             memcpy(op->u.up.dst_idx, op->u.up.src_idx, (size_t)op->count * sizeof(int32_t));
-            memcpy(op->u.up.dst_has, op->u.up.src_has, (size_t)op->count * sizeof(bool));
+            if (op->u.up.src_has) /* NULL: an index tensor, indices only */
+                memcpy(op->u.up.dst_has, op->u.up.src_has, (size_t)op->count * sizeof(bool));
             break;
         case HOP_RETIRE:
             /* Earlier uploads into the old arrays have run (FIFO), so the

@@ -166,8 +166,9 @@ static unsigned char *plan_memory(rsp__publisher *p, size_t bytes, size_t *alloc
 }
 
 /* Label l's per-token indices: a plain label's are its slot_indices copy
- * si (width 1); others are copied to *sp, which moves past them. On the
- * host device the device reads the host copy. */
+ * si (width 1); others are copied to *sp, which moves past them. The
+ * device copy is a leased key's tensor buffer; without one the host
+ * device reads the host copy. */
 static void plan_spec(rsp__plan_label *l, const rsp__plan_label_src *s, const int32_t *si,
                       int32_t **sp, uint64_t step_id, rsp_event ready)
 {
@@ -186,7 +187,9 @@ static void plan_spec(rsp__plan_label *l, const rsp__plan_label_src *s, const in
         .length = s->length,
         .width = width,
         .indices = idx,
-        .device_indices = s->host_device ? (void *)idx : NULL,
+        .device_indices = s->device_spec_indices ? s->device_spec_indices
+                          : s->host_device       ? (void *)idx
+                                                 : NULL,
         .ready = ready,
     };
 }

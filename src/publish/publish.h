@@ -75,6 +75,7 @@ typedef struct rsp__plan_label_src {
     void *device_has_state;      /* not owned */
     uint32_t spec_width;         /* per-token indices (core/spec.h): 1: the vector */
     const int32_t *spec_indices; /* [length * spec_width] */
+    void *device_spec_indices;   /* a leased key's tensor buffer, not owned; NULL: none */
     bool host_device;            /* the device reads host memory: the copy is its own */
 } rsp__plan_label_src;
 

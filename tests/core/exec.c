@@ -525,7 +525,7 @@ static bool check_op(rsp_test_store *s, const rsp__work *w, uint32_t i)
         if (op->count > b->capacity)
             return bad(s, "op %u: UPLOAD of %u entries into buffer %u of %u", i, op->count,
                        op->buffer, b->capacity);
-        if (op->count && (!op->slot_indices || !op->has_state))
+        if (op->count && !op->slot_indices) /* has_state NULL: an index tensor's */
             return bad(s, "op %u: UPLOAD with NULL vectors", i);
         return true;
     }
@@ -589,7 +589,8 @@ static void emulate_op(rsp_test_store *s, const rsp__work *w, const rsp__op *op)
         test_buffer *b = &s->buffers[op->buffer];
         if (op->count) {
             memcpy(b->slots, op->slot_indices, (size_t)op->count * sizeof *b->slots);
-            memcpy(b->has_state, op->has_state, (size_t)op->count * sizeof *b->has_state);
+            if (op->has_state) /* NULL: a per-token index tensor, indices only */
+                memcpy(b->has_state, op->has_state, (size_t)op->count * sizeof *b->has_state);
         }
         break;
     }

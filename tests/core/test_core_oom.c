@@ -576,6 +576,25 @@ static void spec_plan_check(fx *f)
     assert_int_equal(lp->spec_indices[0], fx_slot(f, 1, L[0]));
 }
 
+/* The same plan under a lease: it creates the key's vector buffer and its
+ * per-token tensor buffer. */
+static void spec_admitted_leased(fx *f)
+{
+    spec_admitted(f);
+    spec_step.s.has_lease = true;
+    spec_step.s.lease = (rsp_lease){.bucket_bs = 4, .bucket_id = 0, .lease_slot = 0};
+}
+
+static void spec_plan_leased_check(fx *f)
+{
+    const rsp__label_plan *lp = fx_plan_label(f, L[0]);
+    assert_int_equal(lp->spec_width, 4);
+    assert_int_equal(lp->length, 4);
+    assert_true(lp->spec_buffer != UINT32_MAX);
+    assert_memory_equal(rsp_test_store_buffer_slots(f->store, lp->spec_buffer), lp->spec_indices,
+                        (size_t)lp->length * lp->spec_width * sizeof(int32_t));
+}
+
 static void spec_planned(fx *f)
 {
     spec_admitted(f);
@@ -624,6 +643,7 @@ static const scenario scenarios[] = {
     {"commit_grouped_skip", group_planned, group_commit_op, group_commit_check},
     {"admit_per_token", spec_setup, spec_admit_op, spec_admit_check},
     {"plan_per_token", spec_admitted, spec_plan_op, spec_plan_check},
+    {"plan_per_token_leased", spec_admitted_leased, spec_plan_op, spec_plan_leased_check},
     {"commit_per_token_accept", spec_planned, spec_commit_op, spec_commit_check},
     {"rollback_per_token", spec_planned, spec_rollback_op, spec_rollback_check},
     {"release", steady_setup, release_op, release_check},

@@ -132,6 +132,7 @@ typedef struct lease_len {
     uint32_t length;
     uint64_t holder; /* step id, 0 = none */
     bool holder_staged;
+    uint32_t width; /* its per-token index tensor's, fixed at creation; 0: none yet */
 } lease_len;
 
 typedef struct T {
@@ -435,10 +436,12 @@ static void twin_work(T *t, const char *what)
                   x->event.handle == y->event.handle && x->event.value == y->event.value,
               "%s: twin op %u differs (kind %d/%d)", what, i, (int)x->kind, (int)y->kind);
         if (x->kind == RSP__OP_UPLOAD)
-            CHECK(t,
-                  !memcmp(x->slot_indices, y->slot_indices, x->count * sizeof(int32_t)) &&
-                      !memcmp(x->has_state, y->has_state, x->count * sizeof(bool)),
-                  "%s: twin upload %u differs", what, i);
+            CHECK(
+                t,
+                !memcmp(x->slot_indices, y->slot_indices, x->count * sizeof(int32_t)) &&
+                    !x->has_state == !y->has_state && /* NULL: an index tensor's */
+                    (!x->has_state || !memcmp(x->has_state, y->has_state, x->count * sizeof(bool))),
+                "%s: twin upload %u differs", what, i);
     }
 }
 
@@ -1056,17 +1059,50 @@ static uint32_t lease_expected(T *t, const dstep *s, uint32_t label, uint32_t ro
     return len;
 }
 
-/* The per-token index tensor of one label: column 0 the vector, then the
- * model's output slots of each per-token row, the pad index elsewhere;
- * width 1 + the largest per-token span. */
-static void check_spec_indices(T *t, const dstep *s, const rsp__label_plan *lp,
-                               const rspm_label_plan *wl, const char *what)
+/* 1 + the largest per-token span of a label's rows; a capture's rows
+ * count only under a lease (they fix the key's tensor width). */
+static uint32_t asked_width(const dstep *s, const rspm_label_plan *wl)
 {
     uint32_t w = 1;
-    for (uint32_t i = 0; i < lp->num_rows && !s->d.capture; i++) {
+    for (uint32_t i = 0; i < wl->num_rows && (!s->d.capture || s->has_lease); i++) {
         const rspm_row *r = &s->d.rows[wl->row_of[i]];
         if (r->per_token && !r->padding && r->span > 0 && 1u + (uint32_t)r->span > w)
             w = 1u + (uint32_t)r->span;
+    }
+    return w;
+}
+
+/* Under a lease, the tensor buffer holds the host tensor and never moves. */
+static void check_spec_buffer(T *t, const rsp__label_plan *lp, const char *what)
+{
+    CHECK(t, lp->spec_width > 1 && lp->spec_buffer != UINT32_MAX,
+          "%s: leased label %u has no index tensor buffer", what, lp->label);
+    const int32_t *dev = rsp_test_store_buffer_slots(t->store, lp->spec_buffer);
+    size_t n = (size_t)lp->length * lp->spec_width;
+    CHECK(t,
+          rsp_test_store_buffer_capacity(t->store, lp->spec_buffer) >= n &&
+              memcmp(dev, lp->spec_indices, n * sizeof *dev) == 0,
+          "%s: tensor buffer %u does not hold label %u's index tensor", what, lp->spec_buffer,
+          lp->label);
+    CHECK(t, rsp_test_store_buffer_moves(t->store, lp->spec_buffer) == 0,
+          "%s: tensor buffer %u moved", what, lp->spec_buffer);
+}
+
+/* The per-token index tensor of one label: column 0 the vector, then the
+ * model's output slots of each per-token row, the pad index elsewhere;
+ * width 1 + the largest per-token span, under a lease the key's width
+ * fixed by its first per-token plan (with its own buffer). */
+static void check_spec_indices(T *t, const dstep *s, const rsp__label_plan *lp,
+                               const rspm_label_plan *wl, const char *what)
+{
+    uint32_t w = asked_width(s, wl);
+    if (s->has_lease) {
+        lease_len *ll = &t->lease[s->lease.bucket_id][s->lease.lease_slot][lp->label];
+        if (!ll->width && w > 1)
+            ll->width = w;
+        w = ll->width ? ll->width : 1;
+        if (w > 1)
+            check_spec_buffer(t, lp, what);
     }
     CHECK(t, lp->spec_width == w, "%s: label %u spec width %u, model %u", what, lp->label,
           lp->spec_width, w);
@@ -1254,8 +1290,10 @@ static bool lease_overflows(T *t, const dstep *s, const rspm_plan *want)
     for (uint32_t j = 0; j < want->num_labels; j++) {
         bool over;
         lease_expected(t, s, want->labels[j].label, want->labels[j].num_rows, &over);
-        if (over)
-            return true;
+        const lease_len *ll =
+            &t->lease[s->lease.bucket_id][s->lease.lease_slot][want->labels[j].label];
+        if (over || (ll->width && asked_width(s, &want->labels[j]) > ll->width))
+            return true; /* more rows than its buffer, or rows wider than its tensor */
     }
     return false;
 }

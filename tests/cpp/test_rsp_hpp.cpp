@@ -660,6 +660,7 @@ void verify_rows_and_accept(void **)
         rsp::plan_view p = section.plan(pool, s.id());
         rsp::spec_indices x = p.spec(rsp::label::main);
         assert_int_equal(x.width(), 4);
+        assert_ptr_equal(x.device(), x.all().data()); // no lease: the host copy
         col0 = x.row(0)[0];
         plain1 = x.row(1)[1];
         out2 = x.row(0)[2];

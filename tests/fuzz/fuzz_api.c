@@ -257,7 +257,8 @@ static int g_stage = -1; /* entry whose stage is published */
 /* Leased buffers of this input (bucket ids are fresh per input). */
 typedef struct mbuf {
     uint32_t bucket, lslot, label, cap;
-    int owner; /* entry, -1 none */
+    uint32_t width; /* its per-token index tensor's, 0: none yet */
+    int owner;      /* entry, -1 none */
 } mbuf;
 #define MAX_BUFS 32
 static mbuf B[MAX_BUFS];
@@ -1334,6 +1335,17 @@ static mbuf *buf_find(uint32_t bucket, uint32_t lslot, uint32_t label)
     return NULL;
 }
 
+/* 1 + the largest per-token span of label's rows, capture rows included:
+ * under a lease they fix the key's index tensor width. */
+static uint32_t spec_width_of(const decl *d, uint32_t label)
+{
+    uint32_t w = 1;
+    for (uint32_t i = 0; i < d->nrows; i++)
+        if (d->rows[i].label == label && spec_asks(&d->rows[i]) && 1u + d->rows[i].span > w)
+            w = 1u + (uint32_t)d->rows[i].span;
+    return w;
+}
+
 /* Labels with rows of d, first appearance; counts in rows[]. */
 static uint32_t plan_labels(const decl *d, uint32_t *labels, uint32_t *rows)
 {
@@ -1401,6 +1413,8 @@ static void op_plan(input *in, int e, uint8_t how)
                 }
                 if (rows[k] > b->cap)
                     want = RSP_ECAPACITY;
+                else if (b->width && spec_width_of(&d, labels[k]) > b->width)
+                    want = RSP_ECAPACITY; /* the lease's index tensor is too narrow */
                 else if (b->owner >= 0 && b->owner != e) {
                     if (!d.preplan && g_stage >= 0 && g_stage == b->owner)
                         take_stage = true;
@@ -1469,7 +1483,10 @@ static void op_plan(input *in, int e, uint8_t how)
                     if (g_graph_max_bs > len)
                         len = g_graph_max_bs;
                     b->cap = len;
+                    b->width = 0;
                 }
+                if (!b->width && spec_width_of(&d, labels[k]) > 1)
+                    b->width = spec_width_of(&d, labels[k]);
                 b->owner = e;
             }
         s->d = d;
