@@ -3,8 +3,10 @@
  * fills requests with a known pattern and offers them; the decode process
  * imports them, every byte checked. Killing either side mid-transfer
  * leaves the surviving pool consistent: every import whole or absent, no
- * slot lost. UCX_TLS (ctest's environment) picks shared memory or TCP.
- * The parent asserts; the child reports by its exit status.
+ * slot lost. Checkpoints travel the same way (imported under their keys,
+ * then restored into requests and checked). UCX_TLS (ctest's environment)
+ * picks shared memory or TCP. The parent asserts; the child reports by its
+ * exit status.
  * SPDX-License-Identifier: Apache-2.0
  */
 #define _GNU_SOURCE
@@ -45,6 +47,7 @@ static rsp_pool *make_pool(void)
     cfg.blocks = blocks;
     cfg.num_blocks = 2;
     cfg.max_slots = REQS + 2;
+    cfg.max_checkpoints = REQS;
     rsp_pool *pool = NULL;
     return rsp_pool_create(&cfg, &pool, NULL) == RSP_OK ? pool : NULL;
 }
@@ -95,6 +98,25 @@ static bool run_step(rsp_pool *pool, uint64_t id, rsp_rid rid)
            rsp_step_commit(pool, &s, &done, NULL) == RSP_OK;
 }
 
+/* A step of row rid restoring checkpoint key: rid holds its bytes. */
+static bool restore_step(rsp_pool *pool, uint64_t id, rsp_rid rid, uint64_t key)
+{
+    rsp_row row = {.rid = rid, .label = RSP_LABEL_MAIN, .span = 1};
+    rsp_restore res = {.rid = rid, .label = RSP_LABEL_MAIN, .key = key};
+    rsp_step s = {.step_id = id, .rows = &row, .num_rows = 1, .restores = &res, .num_restores = 1};
+    rsp_admit_outcome a;
+    rsp_event done = rsp_event_complete();
+    return rsp_step_admit(pool, &s, &a, NULL) == RSP_OK && a.ok &&
+           rsp_step_plan(pool, &s, NULL) == RSP_OK &&
+           rsp_step_commit(pool, &s, &done, NULL) == RSP_OK;
+}
+
+/* The prefill side offers checkpoints (key CKPT_KEY + r of request r's
+ * pattern) instead of requests; the decode side is the same. spawn_fresh
+ * passes it to its child. */
+#define CKPT_KEY 1000u
+static bool offer_checkpoints;
+
 /* SIGKILL this process after us microseconds (a thread of its own). */
 static void *killer(void *arg)
 {
@@ -127,6 +149,9 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
             return 3;
         }
         pattern_io(pool, r, true);
+        if (offer_checkpoints &&
+            rsp_checkpoint_take(pool, CKPT_KEY + r, r, RSP_LABEL_MAIN, RSP_TIER_DEVICE, 0, NULL))
+            return 3;
     }
     if (die_us)
         die_in(die_us);
@@ -135,6 +160,10 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
         rsp_export_spec s;
         rsp_export_spec_init(&s);
         s.rid = r;
+        if (offer_checkpoints) {
+            s.what = RSP_XFER_CHECKPOINT;
+            s.key = CKPT_KEY + r;
+        }
         rsp_export *e = NULL;
         if (rsp_export_open(pool, &s, &e, NULL) != RSP_OK) {
             code = 4;
@@ -197,6 +226,36 @@ static pid_t spawn(int *fd, bool child_prefills, unsigned die_us)
     return pid;
 }
 
+/* A prefill side in a fresh process: this executable again, as "--child
+ * FD CHECKPOINTS" (main). A child forked from a process that already used
+ * rsp may not use it (the fork guard), so a fork works only before the
+ * parent's first pool. */
+static pid_t spawn_fresh(int *fd)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(sv[0]);
+        char fds[16];
+        snprintf(fds, sizeof fds, "%d", sv[1]);
+        execl("/proc/self/exe", "test_ucx", "--child", fds, offer_checkpoints ? "1" : "0",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    *fd = sv[0];
+    return pid;
+}
+
+/* spawn_fresh's child: its exit status is the parent's finding. */
+static int child_main(char **argv)
+{
+    offer_checkpoints = argv[3][0] == '1';
+    return prefill(atoi(argv[2]), 0);
+}
+
 /* Every committed import holds its pattern; nothing else is held. */
 static void assert_consistent(rsp_pool *pool, uint32_t committed)
 {
@@ -225,6 +284,34 @@ static void every_byte_arrives(void **state)
     assert_true(WIFEXITED(ws));
     assert_int_equal(WEXITSTATUS(ws), 0);
     assert_consistent(pool, REQS);
+    close(fd);
+    assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
+}
+
+static void checkpoints_arrive_under_their_keys(void **state)
+{
+    (void)state;
+    offer_checkpoints = true;
+    int fd;
+    pid_t pid = spawn_fresh(&fd);
+    offer_checkpoints = false;
+    rsp_pool *pool = make_pool();
+    assert_non_null(pool);
+    uint32_t done;
+    assert_int_equal(decode(pool, fd, 0, &done), 0);
+    assert_int_equal(done, REQS);
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+    rsp_stats st;
+    assert_int_equal(rsp_stats_snapshot(pool, &st, NULL), RSP_OK);
+    assert_int_equal(st.checkpoints_device, REQS);
+    assert_int_equal(st.num_requests, 0); /* nothing imported as a request */
+    for (rsp_rid r = 1; r <= REQS; r++) {
+        assert_true(restore_step(pool, r, 100 + r, CKPT_KEY + r));
+        assert_int_equal(pattern_seed_io(pool, 100 + r, r, false), 0);
+    }
     close(fd);
     assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
 }
@@ -272,11 +359,14 @@ static void killed_decode_leaves_the_exports_closed(void **state)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv);
     signal(SIGPIPE, SIG_IGN); /* a dead peer's socket: EPIPE, not a signal */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_byte_arrives),
+        cmocka_unit_test(checkpoints_arrive_under_their_keys),
         cmocka_unit_test(killed_prefill_leaves_no_half_import),
         cmocka_unit_test(killed_decode_leaves_the_exports_closed),
     };
