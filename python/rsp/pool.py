@@ -1762,8 +1762,7 @@ class RecurrentStatePool:
         _check(ffi.export_open(self._handle(), ctypes.byref(spec), ctypes.byref(h),
                                ctypes.byref(err)), err)
         e = _xfer.Export(self, h.value)
-        with self._lock:
-            self._refs.add(e)  # cleanup() closes what is still open
+        self._xfer_keep(e, True)
         return e
 
     @_guarded
@@ -1791,9 +1790,21 @@ class RecurrentStatePool:
                                 ctypes.byref(out), ctypes.byref(err)), err)
         imp = _xfer.Import(self, out.value,
                            "checkpoint" if h.what == ffi.XFER_CHECKPOINT else "request")
-        with self._lock:
-            self._refs.add(imp)  # cleanup() aborts what is still open
+        self._xfer_keep(imp, True)
         return imp
+
+    def _xfer_keep(self, obj, keep):
+        """An open export or import is held here until closed (one dropped
+        unclosed still pins its state: nothing closes it behind the caller's
+        back but cleanup()) and in _refs, which cleanup() releases."""
+        with self._lock:
+            held = self.__dict__.setdefault("_xfer_held", set())
+            if keep:
+                held.add(obj)
+                self._refs.add(obj)
+            else:
+                held.discard(obj)
+                self._refs.discard(obj)
 
     @staticmethod
     def _xfer_seq(seq):

@@ -90,8 +90,9 @@ class Export:
     """An open export (rsp_export_open): its holdings stay pinned (no step
     may write them; release, reset, remove and swap-out of them are
     RSP_EPINNED; a checkpoint keeps a caller pin) until close(), the end of
-    a with block, or the pool's cleanup(). header: the bytes to send;
-    extents: this pool's bytes, in the order the importer lists its own."""
+    a with block, or the pool's cleanup() (the pool holds it until then:
+    dropping it does not close it). header: the bytes to send; extents:
+    this pool's bytes, in the order the importer lists its own."""
 
     def __init__(self, pool, handle):
         self._pool = pool
@@ -115,8 +116,7 @@ class Export:
             if st != ffi.OK:
                 self._h = h  # still open: close again
                 _check(st, err)
-        with self._pool._lock:
-            self._pool._refs.discard(self)
+        self._pool._xfer_keep(self, False)
 
     def close(self):
         """Unpin (rsp_export_close). Idempotent; after cleanup() a no-op."""
@@ -135,8 +135,8 @@ class Export:
 class Import:
     """An import begun (rsp_import_begin): its slots (or checkpoint slot)
     are reserved and zeroed, invisible until commit(). A with block aborts
-    it on the way out unless it was committed; so does the pool's
-    cleanup()."""
+    it on the way out unless it was committed (unordered pools); so does the
+    pool's cleanup(), which holds it until then."""
 
     def __init__(self, pool, handle, what):
         self._pool = pool
@@ -177,8 +177,7 @@ class Import:
             if st != ffi.OK:
                 self._h = h  # still open: commit again, or abort
                 _check(st, err)
-        with self._pool._lock:
-            self._pool._refs.discard(self)
+        self._pool._xfer_keep(self, False)
 
     def commit(self, seq=None):
         """Make it visible (rsp_import_commit): has_state as exported, or the

@@ -3,6 +3,7 @@
 # between their regions, every byte compared.
 # SPDX-License-Identifier: Apache-2.0
 import ctypes
+import gc
 
 import pytest
 
@@ -153,3 +154,14 @@ def test_cleanup_closes_and_aborts_what_is_open():
     imp.abort()  # a no-op now
     a.cleanup()
     e.close()  # a no-op now
+
+
+def test_a_dropped_export_stays_open_until_closed_or_cleanup():
+    a = _pool()
+    _step(a, 1, "r")
+    a.export(rid="r")  # dropped at once: the pool keeps it open
+    gc.collect()
+    with pytest.raises(rsp.RspError) as err:
+        a.remove_request("r")
+    assert err.value.name == "RSP_EPINNED"
+    a.cleanup()  # closes it, then the pool
