@@ -443,9 +443,10 @@ static rsp_status get_all(rsp_ucx *u, const rsp_extent *from, const rsp_extent *
             break;
     }
     if (f && s == UCS_INPROGRESS) {
-        ucp_request_cancel(u->worker, f);
-        while (ucp_request_check_status(f) == UCS_INPROGRESS)
-            ucp_worker_progress(u->worker);
+        /* A flush cannot be cancelled (ucp_request_cancel serves receives):
+         * waiting for it spun forever on a dead peer over shared memory.
+         * Released as it is; the caller's forced close of the endpoint
+         * cancels the gets it waits for. */
         ucp_request_free(f);
         return u->ep_status != UCS_OK ? ucs_fail(err, "the peer failed", u->ep_status)
                                       : fail(err, RSP_ETIMEDOUT, "rsp_ucx: the gets timed out");
