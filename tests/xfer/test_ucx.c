@@ -5,8 +5,8 @@
  * leaves the surviving pool consistent: every import whole or absent, no
  * slot lost. Checkpoints travel the same way (imported under their keys,
  * then restored into requests and checked). UCX_TLS (ctest's environment)
- * picks shared memory or TCP. The parent asserts; the child reports by its
- * exit status.
+ * picks shared memory or TCP. The parent asserts; the child (this program
+ * exec'd afresh) reports by its exit status.
  * SPDX-License-Identifier: Apache-2.0
  */
 #define _GNU_SOURCE
@@ -32,6 +32,11 @@
 #define LAYERS 4
 #define REQS 16
 #define TIMEOUT (20ull * 1000000000ull)
+/* The killing tests' bound on each call: over shared memory a dead peer
+ * shows only as a timeout. */
+#define KILL_TIMEOUT (2ull * 1000000000ull)
+/* The bound the calls of both sides use now (spawn passes it on). */
+static uint64_t timeout = TIMEOUT;
 /* 64 KiB a request: two blocks of 4 layers. */
 static const rsp_block_config blocks[2] = {
     {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2, .shape = {16, 128}},
@@ -112,7 +117,7 @@ static bool restore_step(rsp_pool *pool, uint64_t id, rsp_rid rid, uint64_t key)
 }
 
 /* The prefill side offers checkpoints (key CKPT_KEY + r of request r's
- * pattern) instead of requests; the decode side is the same. spawn_fresh
+ * pattern) instead of requests; the decode side is the same. spawn
  * passes it to its child. */
 #define CKPT_KEY 1000u
 static bool offer_checkpoints;
@@ -139,7 +144,7 @@ static void die_in(unsigned us)
 static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
 {
     rsp_ucx *u = NULL;
-    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL)) {
+    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, timeout, NULL)) {
         rsp_ucx_destroy(u);
         return 2;
     }
@@ -169,7 +174,7 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
             code = 4;
             break;
         }
-        code = rsp_ucx_send(u, e, TIMEOUT, NULL) == RSP_OK ? 0 : 5;
+        code = rsp_ucx_send(u, e, timeout, NULL) == RSP_OK ? 0 : 5;
         if (rsp_export_close(e, NULL) != RSP_OK)
             code = 6;
     }
@@ -190,7 +195,7 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
 {
     rsp_ucx *u = NULL;
     *done = 0;
-    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL)) {
+    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, timeout, NULL)) {
         rsp_ucx_destroy(u);
         return 2;
     }
@@ -198,7 +203,7 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
         die_in(die_us);
     rsp_error err;
     for (rsp_rid r = 1; r <= REQS; r++) {
-        rsp_status st = rsp_ucx_receive(u, 100 + r, 0, 0, TIMEOUT, NULL, &err);
+        rsp_status st = rsp_ucx_receive(u, 100 + r, 0, 0, timeout, NULL, &err);
         if (st != RSP_OK) {
             rsp_ucx_destroy(u);
             return 5;
@@ -209,6 +214,10 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
     return 0;
 }
 
+/* The other side in a process of its own: this executable again, as
+ * "--child prefill|decode FD DIE_US CHECKPOINTS TIMEOUT" (main). A child
+ * forked from a process that already used rsp may not use it (the fork
+ * guard), so a plain fork would test nothing after the first pool. */
 static pid_t spawn(int *fd, bool child_prefills, unsigned die_us)
 {
     int sv[2];
@@ -217,31 +226,12 @@ static pid_t spawn(int *fd, bool child_prefills, unsigned die_us)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(sv[0]);
-        uint32_t n;
-        rsp_pool *pool = child_prefills ? NULL : make_pool();
-        _exit(child_prefills ? prefill(sv[1], die_us) : decode(pool, sv[1], die_us, &n));
-    }
-    close(sv[1]);
-    *fd = sv[0];
-    return pid;
-}
-
-/* A prefill side in a fresh process: this executable again, as "--child
- * FD CHECKPOINTS" (main). A child forked from a process that already used
- * rsp may not use it (the fork guard), so a fork works only before the
- * parent's first pool. */
-static pid_t spawn_fresh(int *fd)
-{
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(sv[0]);
-        char fds[16];
+        char fds[16], die[16], tmo[24];
         snprintf(fds, sizeof fds, "%d", sv[1]);
-        execl("/proc/self/exe", "test_ucx", "--child", fds, offer_checkpoints ? "1" : "0",
-              (char *)NULL);
+        snprintf(die, sizeof die, "%u", die_us);
+        snprintf(tmo, sizeof tmo, "%llu", (unsigned long long)timeout);
+        execl("/proc/self/exe", "test_ucx", "--child", child_prefills ? "prefill" : "decode", fds,
+              die, offer_checkpoints ? "1" : "0", tmo, (char *)NULL);
         _exit(127);
     }
     close(sv[1]);
@@ -249,11 +239,18 @@ static pid_t spawn_fresh(int *fd)
     return pid;
 }
 
-/* spawn_fresh's child: its exit status is the parent's finding. */
+/* spawn's child: its exit status is the parent's finding. */
 static int child_main(char **argv)
 {
-    offer_checkpoints = argv[3][0] == '1';
-    return prefill(atoi(argv[2]), 0);
+    int fd = atoi(argv[3]);
+    unsigned die_us = (unsigned)strtoul(argv[4], NULL, 10);
+    offer_checkpoints = argv[5][0] == '1';
+    timeout = strtoull(argv[6], NULL, 10);
+    if (strcmp(argv[2], "prefill") == 0)
+        return prefill(fd, die_us);
+    uint32_t n;
+    rsp_pool *pool = make_pool();
+    return pool ? decode(pool, fd, die_us, &n) : 2;
 }
 
 /* Every committed import holds its pattern; nothing else is held. */
@@ -293,7 +290,7 @@ static void checkpoints_arrive_under_their_keys(void **state)
     (void)state;
     offer_checkpoints = true;
     int fd;
-    pid_t pid = spawn_fresh(&fd);
+    pid_t pid = spawn(&fd, true, 0);
     offer_checkpoints = false;
     rsp_pool *pool = make_pool();
     assert_non_null(pool);
@@ -319,6 +316,7 @@ static void checkpoints_arrive_under_their_keys(void **state)
 static void killed_prefill_leaves_no_half_import(void **state)
 {
     (void)state;
+    timeout = KILL_TIMEOUT;
     /* Several kill times: before, during and between transfers. */
     static const unsigned die_us[] = {1, 300, 2000, 8000};
     for (size_t k = 0; k < sizeof die_us / sizeof die_us[0]; k++) {
@@ -334,11 +332,13 @@ static void killed_prefill_leaves_no_half_import(void **state)
         close(fd);
         assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
     }
+    timeout = TIMEOUT;
 }
 
 static void killed_decode_leaves_the_exports_closed(void **state)
 {
     (void)state;
+    timeout = KILL_TIMEOUT;
     static const unsigned die_us[] = {1, 500, 3000};
     for (size_t k = 0; k < sizeof die_us / sizeof die_us[0]; k++) {
         int fd;
@@ -357,11 +357,12 @@ static void killed_decode_leaves_the_exports_closed(void **state)
         close(fd);
         assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
     }
+    timeout = TIMEOUT;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && strcmp(argv[1], "--child") == 0)
+    if (argc == 7 && strcmp(argv[1], "--child") == 0)
         return child_main(argv);
     signal(SIGPIPE, SIG_IGN); /* a dead peer's socket: EPIPE, not a signal */
     const struct CMUnitTest tests[] = {
