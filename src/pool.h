@@ -195,6 +195,10 @@ void rsp__pool_handle(void *ctx, void *payload, size_t size, rsp_reply *reply);
 /* Submit the pool's work list (p->work) to the device, counting what it
  * zeroes and copies; done (optional) completes once it ran. Owner. */
 rsp_status rsp__pool_submit(rsp_pool *p, rsp_event *done, rsp_error *err);
+/* After every core call that can store, move or drop a checkpoint (and
+ * its submit): the counters, the readers' key index, the eviction
+ * callback, skipped takes, from the core's report. Owner. */
+void rsp__pool_ckpt_account(rsp_pool *p);
 void rsp__pool_owner_idle(void *ctx);
 /* The actor's lent_idle: a synchronous call run in the owner's role gives
  * it back. Hands the retired plans to the reclaimer once every

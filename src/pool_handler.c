@@ -89,7 +89,7 @@ static void ckpt_report_skip(rsp_pool *p, const rsp__ckpt_skip *k)
  * (and whose device work, if any, was submitted: a key enters the index
  * once its copy is queued): counters, the readers' index, the eviction
  * callback, skipped takes. O(report). */
-static void ckpt_account(rsp_pool *p)
+void rsp__pool_ckpt_account(rsp_pool *p)
 {
     if (rsp__core_ckpt_report_clean(p->core))
         return; /* the call never reached the checkpoint code: nothing to account */
@@ -187,7 +187,7 @@ static rsp_status submit_forward(rsp_pool *p, rsp_status st, bool *changed, uint
     if (!work_waits(&p->work)) {
         st = submit(p, NULL, e);
         if (st == RSP_OK)
-            ckpt_account(p);
+            rsp__pool_ckpt_account(p);
         return st;
     }
     rsp_event done = {0};
@@ -198,7 +198,7 @@ static rsp_status submit_forward(rsp_pool *p, rsp_status st, bool *changed, uint
     p->fwd[p->fwd_len++] = (rsp__fwd_wait){step_id, done, p->lat.t0};
     fwd_gauge(p);
     pthread_mutex_unlock(&p->fwd_lock);
-    ckpt_account(p);
+    rsp__pool_ckpt_account(p);
     return RSP_OK;
 }
 
@@ -363,7 +363,7 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
     st = submit(p, &ready, e);
     if (st != RSP_OK)
         return st;
-    ckpt_account(p); /* restores copied */
+    rsp__pool_ckpt_account(p); /* restores copied */
     bool host_dev = rsp__device_kind(p->dev) == RSP_DEVICE_HOST;
     for (uint32_t i = 0; i < out.num_labels; i++) {
         const rsp__label_plan *lp = &out.labels[i];
@@ -430,7 +430,7 @@ static rsp_status submit_after(rsp_pool *p, rsp_status st, bool *changed, rsp_er
     *changed = true;
     st = submit(p, NULL, e);
     if (st == RSP_OK)
-        ckpt_account(p);
+        rsp__pool_ckpt_account(p);
     return st;
 }
 
@@ -752,7 +752,7 @@ static rsp_status on_checkpoint_drop(rsp_pool *p, const rsp_msg *m, rsp_reply *r
     (void)changed; /* no device work: nothing can fail after the change */
     rsp_status st = rsp__core_checkpoint_drop(p->core, m->key, &r->error);
     if (st == RSP_OK)
-        ckpt_account(p);
+        rsp__pool_ckpt_account(p);
     return st;
 }
 

@@ -1,7 +1,7 @@
 /*
- * The owner's handlers of EXPORT, EXPORT_CLOSE and IMPORT: the core's
- * pins and reservations (core/xfer.h) for the face's objects
- * (xfer_impl.h), and the device work they need.
+ * The owner's handlers of EXPORT, EXPORT_CLOSE and IMPORT (of a request or
+ * a checkpoint): the core's pins and reservations (core/xfer.h) for the
+ * face's objects (xfer_impl.h), and the device work they need.
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <inttypes.h>
@@ -59,9 +59,56 @@ rsp_status rsp__pool_on_export_close(rsp_pool *p, const rsp_msg *m, rsp_reply *r
     return RSP_OK;
 }
 
+/* A checkpoint import (what == RSP_XFER_CHECKPOINT): one tier slot,
+ * holds[0], stored under x->key at the commit. Begin's done event
+ * completes once the slot's ZERO ran: the face waits for it before the
+ * transport writes. */
+static rsp_status import_checkpoint(rsp_pool *p, rsp__xfer *x, rsp_reply *r, bool *changed)
+{
+    rsp_status st;
+    switch ((rsp__xfer_op)x->op) {
+    case RSP__XFER_BEGIN:
+        st = rsp__core_import_ckpt_begin(p->core, x->key, &x->holds[0].slot, &p->work, &r->error);
+        if (st != RSP_OK)
+            return st;
+        *changed = true;
+        st = rsp__pool_submit(p, &x->done, &r->error);
+        if (st != RSP_OK)
+            return st;
+        rsp__pool_ckpt_account(p); /* an eviction for room */
+        x->n = 1;
+        x->open = true;
+        return RSP_OK;
+    case RSP__XFER_COMMIT:
+        if (!x->open)
+            return rsp__fail(&r->error, RSP_EINVAL, "import commit: the import is not open");
+        /* A key index node first: storing the key cannot fail after it. */
+        st = p->keys ? rsp__keys_reserve(p->keys, 1, &r->error) : RSP_OK;
+        if (st == RSP_OK)
+            st = rsp__core_import_ckpt_commit(p->core, x->key, x->holds[0].slot, &r->error);
+        if (st != RSP_OK)
+            return st; /* still open: commit again or abort */
+        rsp__pool_ckpt_account(p);
+        x->open = false;
+        return RSP_OK;
+    case RSP__XFER_ABORT:
+        if (!x->open)
+            return RSP_OK;
+        st = rsp__core_import_ckpt_abort(p->core, x->holds[0].slot, &p->work, &r->error);
+        if (st != RSP_OK)
+            return st;
+        x->open = false;
+        *changed = true;
+        return rsp__pool_submit(p, NULL, &r->error);
+    default: return rsp__fail(&r->error, RSP_EINVAL, "import: op %u", (unsigned)x->op);
+    }
+}
+
 rsp_status rsp__pool_on_import(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
     rsp__xfer *x = (rsp__xfer *)(uintptr_t)m->key;
+    if (x->what == RSP_XFER_CHECKPOINT)
+        return import_checkpoint(p, x, r, changed);
     const rsp_xfer_header *h = x->header;
     char names[RSP_MAX_LABELS][RSP_NAME_MAX];
     rsp_status st = RSP_OK;

@@ -192,15 +192,19 @@ rsp_status rsp_export_close(rsp_export *exp, rsp_error *err)
     return RSP_OK;
 }
 
-/* h is a request's header for this pool's rank. */
+/* h is a request's or a checkpoint's header for this pool's rank. */
 static rsp_status check_header(const rsp_pool *pool, const rsp_xfer_header *h, rsp_error *err)
 {
     rsp_status st = rsp__xfer_check_layout(pool->layout, h, err);
     if (st != RSP_OK)
         return st;
-    if (h->what != RSP_XFER_REQUEST)
+    if (h->what > RSP_XFER_CHECKPOINT)
+        return rsp__fail(err, RSP_EINVAL, "import: h->what %" PRIu32 " is not an rsp_xfer_what",
+                         h->what);
+    if (h->what == RSP_XFER_CHECKPOINT && h->num_holdings != 1)
         return rsp__fail(err, RSP_EINVAL,
-                         "import: only requests are imported (h->what %" PRIu32 ")", h->what);
+                         "import: a checkpoint's header has one holding, not %" PRIu32,
+                         h->num_holdings);
     if (h->target_world_size != pool->layout->world_size || h->target_rank != pool->layout->rank)
         return rsp__fail(err, RSP_EINVAL,
                          "import: the export is for rank %" PRIu32 " of %" PRIu32
@@ -229,10 +233,22 @@ rsp_status rsp_import_begin(rsp_pool *pool, const rsp_xfer_header *h, rsp_rid ri
     imp->x = (rsp__xfer){.tag = RSP__XFER_TAG,
                          .pool = pool,
                          .op = RSP__XFER_BEGIN,
-                         .what = RSP_XFER_REQUEST,
+                         .what = (rsp_xfer_what)h->what,
                          .rid = rid,
+                         .key = h->key,
                          .header = &imp->h};
     st = xfer_call(&imp->x, RSP_MSG_IMPORT, seq, err);
+    /* A checkpoint's slot is zeroed by the device: the transport writes
+     * after that. The wait fails only with the device (the pool answers
+     * RSP_EDEVICE from then on): the abort gives the slot back where it
+     * needs no number of the caller's. */
+    if (st == RSP_OK && imp->x.what == RSP_XFER_CHECKPOINT) {
+        st = rsp__device_event_wait(pool->dev, &imp->x.done, RSP_WAIT_FOREVER, err);
+        if (st != RSP_OK && !seq) {
+            imp->x.op = RSP__XFER_ABORT;
+            (void)xfer_call(&imp->x, RSP_MSG_IMPORT, 0, NULL);
+        }
+    }
     if (st != RSP_OK) {
         free(imp);
         return st;

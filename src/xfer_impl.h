@@ -38,14 +38,17 @@ typedef struct rsp__xfer {
     uint64_t key;
     uint64_t labels; /* export: the mask asked for */
     /* Export: pinned holdings (a checkpoint: one, label 0, its slot id).
-     * Import: the reserved ones, in header order. */
+     * Import: the reserved ones, in header order (a checkpoint: one, the
+     * tier slot stored under key at the commit). */
     uint32_t n;
     rsp__xfer_hold holds[RSP_MAX_LABELS];
     char names[RSP_MAX_LABELS][RSP_NAME_MAX]; /* export: the holdings' label names */
     bool created;                             /* import: begin created the request */
     bool open;                                /* the owner holds pins or slots for it */
-    rsp_event done;                           /* export: completes once the bytes are final */
-    const rsp_xfer_header *header;            /* import begin: the header's names */
+    /* Export: completes once the bytes are final; a checkpoint import's
+     * begin: once its slot's zeros are written. */
+    rsp_event done;
+    const rsp_xfer_header *header; /* import begin: the header's names */
 } rsp__xfer;
 
 struct rsp_export {

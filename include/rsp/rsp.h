@@ -1734,8 +1734,12 @@ RSP_API rsp_status rsp_export_close(rsp_export *exp, rsp_error *err);
  * (RSP_ENOLABEL), that rid holds none of them and is not swapped
  * (RSP_EINVAL, RSP_EORDER), then gives rid a zeroed slot per holding,
  * which nothing may address until the commit (RSP_EPINNED). Pool full:
- * RSP_ECAPACITY, nothing changed. seq: the message's number in an ordered
- * pool, else 0. Checkpoint imports are RSP_EINVAL (not built). Synchronous.
+ * RSP_ECAPACITY, nothing changed. A checkpoint (rid unused) gets one
+ * zeroed slot of the device tier (the host tier when the device tier has
+ * none; a full tier evicts as a take does), under no key until the
+ * commit: RSP_EINVAL (no checkpoint slots), RSP_EPINNED (h->key stored
+ * and pinned), RSP_ECAPACITY (every checkpoint of the tier pinned). seq:
+ * the message's number in an ordered pool, else 0. Synchronous.
  */
 RSP_API rsp_status rsp_import_begin(rsp_pool *pool, const rsp_xfer_header *h, rsp_rid rid,
                                     uint64_t seq, rsp_import **out, rsp_error *err);
@@ -1748,8 +1752,10 @@ RSP_API rsp_status rsp_import_begin(rsp_pool *pool, const rsp_xfer_header *h, rs
 RSP_API rsp_status rsp_import_extents(const rsp_import *imp, uint32_t src_world_size,
                                       uint32_t src_rank, rsp_extent *out, uint32_t cap,
                                       uint32_t *count, rsp_error *err);
-/** Make the import visible (has_state as exported, new generations) and
- * free imp. seq as in begin. A failure leaves imp open (abort it). */
+/** Make the import visible (has_state as exported, new generations; a
+ * checkpoint: stored under its key, replacing an unpinned one, or
+ * RSP_EPINNED) and free imp. seq as in begin. A failure leaves imp open
+ * (commit again, or abort it). */
 RSP_API rsp_status rsp_import_commit(rsp_import *imp, uint64_t seq, rsp_error *err);
 /** Zero and free what begin reserved, and free imp. NULL: a no-op. */
 RSP_API rsp_status rsp_import_abort(rsp_import *imp, uint64_t seq, rsp_error *err);

@@ -3321,6 +3321,227 @@ class read_section
     bool open_ = st_ == RSP_OK;
 };
 
+// ---------------------------------------------------------------------------
+// Export and import (docs/semantics.md 9.4, docs/transfer.md)
+// ---------------------------------------------------------------------------
+
+/// The pool's storage as regions (rsp_pool_regions): a transport registers
+/// each once. Any thread; allocates the vector (throws std::bad_alloc).
+inline std::vector<rsp_region> regions(const pool &p)
+{
+    rsp_error e{};
+    std::uint32_t n = 0;
+    detail::done(rsp_pool_regions(p.get(), nullptr, 0, &n, &e), e).value();
+    std::vector<rsp_region> out(n);
+    detail::done(rsp_pool_regions(p.get(), out.data(), n, &n, &e), e).value();
+    return out;
+}
+
+/// What rsp::state_export::open takes: request r, every holding (a
+/// holding's labels: set .labels), or the checkpoint under key; the pool's
+/// own sharding, waiting forever for steps in flight.
+inline rsp_export_spec export_request(rid r, std::uint64_t tag = 0) noexcept
+{
+    rsp_export_spec s;
+    rsp_export_spec_init(&s);
+    s.rid = raw(r);
+    s.tag = tag;
+    return s;
+}
+inline rsp_export_spec export_checkpoint(checkpoint_key key, std::uint64_t tag = 0) noexcept
+{
+    rsp_export_spec s;
+    rsp_export_spec_init(&s);
+    s.what = RSP_XFER_CHECKPOINT;
+    s.key = raw(key);
+    s.tag = tag;
+    return s;
+}
+
+/// An open export (rsp_export_open): what it names stays pinned until
+/// close() or destruction (which closes, ignoring a failure). Move-only.
+/// The pool must outlive it.
+class state_export
+{
+  public:
+    state_export() noexcept = default;
+    state_export(state_export &&o) noexcept : e_(std::exchange(o.e_, nullptr))
+    {
+    }
+    state_export &operator=(state_export &&o) noexcept
+    {
+        if (this != &o) {
+            (void)try_close();
+            e_ = std::exchange(o.e_, nullptr);
+        }
+        return *this;
+    }
+    state_export(const state_export &) = delete;
+    state_export &operator=(const state_export &) = delete;
+    ~state_export()
+    {
+        (void)try_close();
+    }
+
+    /// Waits for the steps in flight (up to spec.timeout_ns), pins, and
+    /// returns once the bytes are final. Synchronous.
+    static result<state_export> try_open(const pool &p, const rsp_export_spec &spec) noexcept
+    {
+        rsp_error e{};
+        rsp_export *x = nullptr;
+        rsp_status st = rsp_export_open(p.get(), &spec, &x, &e);
+        if (st != RSP_OK)
+            return detail::done(st, e).error();
+        state_export out;
+        out.e_ = x;
+        return result<state_export>(std::move(out));
+    }
+    static state_export open(const pool &p, const rsp_export_spec &spec)
+    {
+        return try_open(p, spec).value();
+    }
+    explicit operator bool() const noexcept
+    {
+        return e_ != nullptr;
+    }
+    /// The header, plain data to send as its bytes (valid until close).
+    const rsp_xfer_header &header() const noexcept
+    {
+        return *rsp_export_header(e_);
+    }
+    /// This pool's extents, in the order the importer lists its own.
+    span<const rsp_extent> extents() const noexcept
+    {
+        std::uint32_t n = 0;
+        const rsp_extent *x = rsp_export_extents(e_, &n);
+        return {x, n};
+    }
+    /// Unpin (rsp_export_close); a failure leaves it open. Closed: a no-op.
+    result<void> try_close() noexcept
+    {
+        if (!e_)
+            return {};
+        rsp_error e{};
+        rsp_status st = rsp_export_close(e_, &e);
+        if (st == RSP_OK)
+            e_ = nullptr;
+        return detail::done(st, e);
+    }
+    void close()
+    {
+        try_close().value();
+    }
+    rsp_export *get() const noexcept
+    {
+        return e_;
+    }
+
+  private:
+    rsp_export *e_ = nullptr;
+};
+
+/// An import begun (rsp_import_begin): reserved, zeroed, invisible until
+/// commit(). Destruction aborts one still open (seq 0: in an ordered pool
+/// commit or abort it with its number first). Move-only; the pool must
+/// outlive it.
+class state_import
+{
+  public:
+    state_import() noexcept = default;
+    state_import(state_import &&o) noexcept : i_(std::exchange(o.i_, nullptr))
+    {
+    }
+    state_import &operator=(state_import &&o) noexcept
+    {
+        if (this != &o) {
+            (void)try_abort();
+            i_ = std::exchange(o.i_, nullptr);
+        }
+        return *this;
+    }
+    state_import(const state_import &) = delete;
+    state_import &operator=(const state_import &) = delete;
+    ~state_import()
+    {
+        (void)try_abort();
+    }
+
+    /// h: any source rank's header; a request's is imported as r, a
+    /// checkpoint's under its key (r unused). seq: an ordered pool's
+    /// number, else 0. Synchronous.
+    static result<state_import> try_begin(const pool &p, const rsp_xfer_header &h, rid r,
+                                          std::uint64_t seq = 0) noexcept
+    {
+        rsp_error e{};
+        rsp_import *x = nullptr;
+        rsp_status st = rsp_import_begin(p.get(), &h, raw(r), seq, &x, &e);
+        if (st != RSP_OK)
+            return detail::done(st, e).error();
+        state_import out;
+        out.i_ = x;
+        return result<state_import>(std::move(out));
+    }
+    static state_import begin(const pool &p, const rsp_xfer_header &h, rid r, std::uint64_t seq = 0)
+    {
+        return try_begin(p, h, r, seq).value();
+    }
+    explicit operator bool() const noexcept
+    {
+        return i_ != nullptr;
+    }
+    /// The extents that receive source rank src_rank's share (of a source
+    /// of src_world_size ranks), paired one to one with its export's.
+    std::vector<rsp_extent> extents(std::uint32_t src_world_size = 1,
+                                    std::uint32_t src_rank = 0) const
+    {
+        rsp_error e{};
+        std::uint32_t n = 0;
+        detail::done(rsp_import_extents(i_, src_world_size, src_rank, nullptr, 0, &n, &e), e)
+            .value();
+        std::vector<rsp_extent> out(n);
+        detail::done(rsp_import_extents(i_, src_world_size, src_rank, out.data(), n, &n, &e), e)
+            .value();
+        return out;
+    }
+    /// Make it visible (rsp_import_commit); a failure leaves it open.
+    result<void> try_commit(std::uint64_t seq = 0) noexcept
+    {
+        if (!i_)
+            return detail::failure(RSP_EINVAL, "the import was committed or aborted");
+        rsp_error e{};
+        rsp_status st = rsp_import_commit(i_, seq, &e);
+        if (st == RSP_OK)
+            i_ = nullptr;
+        return detail::done(st, e);
+    }
+    void commit(std::uint64_t seq = 0)
+    {
+        try_commit(seq).value();
+    }
+    /// Zero and free what begin reserved (rsp_import_abort). Closed: a no-op.
+    result<void> try_abort(std::uint64_t seq = 0) noexcept
+    {
+        if (!i_)
+            return {};
+        rsp_error e{};
+        rsp_status st = rsp_import_abort(i_, seq, &e);
+        if (st == RSP_OK)
+            i_ = nullptr;
+        return detail::done(st, e);
+    }
+    void abort(std::uint64_t seq = 0)
+    {
+        try_abort(seq).value();
+    }
+    rsp_import *get() const noexcept
+    {
+        return i_;
+    }
+
+  private:
+    rsp_import *i_ = nullptr;
+};
+
 } // namespace rsp
 
 #endif // RSP_RSP_HPP

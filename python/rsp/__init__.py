@@ -25,3 +25,7 @@ __all__ += ["Checkpoint", "CheckpointEvent", "CheckpointInfo", "CheckpointLoc", 
 from .pool import SpecIndices
 
 __all__ += ["SpecIndices"]
+from . import xfer
+from .xfer import Export, Extent, Import, Region, header_fields
+
+__all__ += ["Export", "Extent", "Import", "Region", "header_fields", "xfer"]

@@ -475,6 +475,85 @@ class CloseReport(ctypes.Structure):
     ]
 
 
+# Export and import (rsp.h, "Export and import"). rsp_region_space,
+# rsp_xfer_what:
+REGION_SPACES = ("slots", "device_tier", "host_tier")
+XFER_REQUEST = 0
+XFER_CHECKPOINT = 1
+
+
+class Region(ctypes.Structure):
+    _fields_ = [
+        ("base", ctypes.c_void_p),
+        ("length", ctypes.c_uint64),
+        ("memory", c_enum),
+        ("block", ctypes.c_uint32),
+        ("space", c_enum),
+    ]
+
+
+class Extent(ctypes.Structure):
+    _fields_ = [
+        ("region", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("offset", ctypes.c_uint64),
+        ("length", ctypes.c_uint64),
+    ]
+
+
+class XferBlock(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * NAME_MAX),
+        ("dtype", ctypes.c_uint32),
+        ("ndim", ctypes.c_uint32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("shard_mask", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class XferHolding(ctypes.Structure):
+    _fields_ = [
+        ("label", ctypes.c_char * NAME_MAX),
+        ("generation", ctypes.c_uint64),
+        ("has_state", ctypes.c_bool),
+    ]
+
+
+class XferHeader(ctypes.Structure):
+    _fields_ = [
+        ("format", ctypes.c_uint32),
+        ("what", ctypes.c_uint32),
+        ("fingerprint", ctypes.c_uint64),
+        ("world_size", ctypes.c_uint32),
+        ("rank", ctypes.c_uint32),
+        ("target_world_size", ctypes.c_uint32),
+        ("target_rank", ctypes.c_uint32),
+        ("rid", ctypes.c_uint64),
+        ("key", ctypes.c_uint64),
+        ("tag", ctypes.c_uint64),
+        ("num_layers", ctypes.c_uint32),
+        ("num_blocks", ctypes.c_uint32),
+        ("blocks", XferBlock * MAX_BLOCKS),
+        ("num_holdings", ctypes.c_uint32),
+        ("holdings", XferHolding * MAX_LABELS),
+    ]
+
+
+class ExportSpec(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("what", c_enum),
+        ("rid", ctypes.c_uint64),
+        ("labels", ctypes.c_uint64),
+        ("key", ctypes.c_uint64),
+        ("tag", ctypes.c_uint64),
+        ("target_world_size", ctypes.c_uint32),
+        ("target_rank", ctypes.c_uint32),
+        ("timeout_ns", ctypes.c_uint64),
+    ]
+
+
 # The structs test_abi.py checks, by their C names.
 STRUCTS = {
     "rsp_error": Error, "rsp_block_config": BlockConfig, "rsp_pool_config": PoolConfig,
@@ -487,6 +566,9 @@ STRUCTS = {
     "rsp_checkpoint_info": CheckpointInfo,
     "rsp_checkpoint_loc": CheckpointLoc, "rsp_msg": Msg, "rsp_reply": Reply,
     "rsp_close_report": CloseReport, "rsp_spec_indices": SpecIndices,
+    "rsp_region": Region, "rsp_extent": Extent, "rsp_xfer_block": XferBlock,
+    "rsp_xfer_holding": XferHolding, "rsp_xfer_header": XferHeader,
+    "rsp_export_spec": ExportSpec,
 }
 
 # --- loading ----------------------------------------------------------------
@@ -614,3 +696,17 @@ plan_digest = _proto("rsp_plan_digest", ctypes.c_uint64, vp)
 host_fence_wait = _proto("rsp_host_fence_wait", c_status, vp, ctypes.c_uint64, ctypes.c_uint64)
 pool_close_timed = _proto("rsp_pool_close_timed", c_status, vp, ctypes.c_uint64, P(CloseReport),
                           PErr)
+
+# Export and import.
+pool_regions = _proto("rsp_pool_regions", c_status, vp, P(Region), ctypes.c_uint32,
+                      P(ctypes.c_uint32), PErr)
+export_open = _proto("rsp_export_open", c_status, vp, P(ExportSpec), P(vp), PErr)
+export_header = _proto("rsp_export_header", P(XferHeader), vp)
+export_extents = _proto("rsp_export_extents", P(Extent), vp, P(ctypes.c_uint32))
+export_close = _proto("rsp_export_close", c_status, vp, PErr)
+import_begin = _proto("rsp_import_begin", c_status, vp, P(XferHeader), ctypes.c_uint64,
+                      ctypes.c_uint64, P(vp), PErr)
+import_extents = _proto("rsp_import_extents", c_status, vp, ctypes.c_uint32, ctypes.c_uint32,
+                        P(Extent), ctypes.c_uint32, P(ctypes.c_uint32), PErr)
+import_commit = _proto("rsp_import_commit", c_status, vp, ctypes.c_uint64, PErr)
+import_abort = _proto("rsp_import_abort", c_status, vp, ctypes.c_uint64, PErr)

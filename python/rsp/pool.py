@@ -17,6 +17,7 @@ from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 from . import _dlpack
 from . import _ffi as ffi
+from . import xfer as _xfer
 from .ids import RidMap
 
 # --- errors -----------------------------------------------------------------
@@ -1735,6 +1736,111 @@ class RecurrentStatePool:
             return _ADMIT_OK
         return AdmitOutcome(False, rid, self._label_names.get(out.label, out.label),
                             out.slots_short, out.usable, out.free)
+
+    # -- export and import (docs/semantics.md 9.4; rsp.xfer) --
+
+    @_guarded
+    def regions(self) -> "list[_xfer.Region]":
+        """The pool's storage as regions (rsp_pool_regions): per space (request
+        slots, device tier, host tier), per block; a transport registers each
+        once. Extents name them by index."""
+        n = ctypes.c_uint32()
+        err = ffi.Error()
+        _check(ffi.pool_regions(self._handle(), None, 0, ctypes.byref(n), ctypes.byref(err)), err)
+        out = (ffi.Region * max(n.value, 1))()
+        _check(ffi.pool_regions(self._handle(), out, n.value, ctypes.byref(n), ctypes.byref(err)),
+               err)
+        names = [b.name for b in self.config.blocks]
+        return [_xfer.Region(r.base or 0, r.length, "cuda" if r.memory == ffi.DEVICE_CUDA else "host",
+                             names[r.block], ffi.REGION_SPACES[r.space]) for r in out[:n.value]]
+
+    @_guarded
+    def export(self, rid=None, labels=None, key=None, tag=0, target_world_size=0, target_rank=0,
+               timeout_ns=None) -> "_xfer.Export":
+        """Open an export of request rid (labels: names, None: every holding)
+        or of the checkpoint under key (exactly one of the two), for target
+        rank target_rank of target_world_size (0: this pool's). Waits for the
+        request's steps in flight (up to timeout_ns: RSP_ETIMEDOUT), pins what
+        it names and returns once the bytes are final (rsp_export_open). Use
+        it as a context manager, or close() it."""
+        if (rid is None) == (key is None):
+            raise ValueError("export: give exactly one of rid and key")
+        spec = ffi.ExportSpec()
+        spec.struct_size = ctypes.sizeof(ffi.ExportSpec)
+        spec.tag = _uint(tag, "tag", 64)
+        spec.target_world_size = _uint(target_world_size, "target_world_size")
+        spec.target_rank = _uint(target_rank, "target_rank")
+        spec.timeout_ns = ffi.WAIT_FOREVER if timeout_ns is None else _uint(timeout_ns,
+                                                                           "timeout_ns", 64)
+        if key is not None:
+            if labels is not None:
+                raise ValueError("export: labels are a request's, not a checkpoint's")
+            spec.what, spec.key = ffi.XFER_CHECKPOINT, _uint(key, "key", 64)
+        else:
+            with self._lock:
+                spec.rid = self._rids.lookup(rid)
+            if isinstance(labels, str):
+                raise TypeError("labels must be a sequence of label names, not a str")
+            for name in labels or ():
+                spec.labels |= 1 << self._known_label(name)
+        h = ctypes.c_void_p()
+        err = ffi.Error()
+        _check(ffi.export_open(self._handle(), ctypes.byref(spec), ctypes.byref(h),
+                               ctypes.byref(err)), err)
+        e = _xfer.Export(self, h.value)
+        self._xfer_keep(e, True)
+        return e
+
+    @_guarded
+    def import_begin(self, header, rid=None, seq=None) -> "_xfer.Import":
+        """Begin an import of header (bytes: an Export.header, from any
+        source rank) as request rid, or, for a checkpoint's header, under
+        its key (rid None): zeroed slots that nothing may address until
+        commit() (rsp_import_begin). Refused with the first layout
+        difference named (RSP_EINVAL), RSP_ENOLABEL, RSP_ECAPACITY,
+        RSP_EPINNED. In a with block, an import not committed is aborted."""
+        h = _xfer._header_struct(header, "header")
+        if h.what == ffi.XFER_CHECKPOINT:
+            if rid is not None:
+                raise ValueError("import_begin: a checkpoint's header takes no rid (its key "
+                                 "is the header's)")
+            v = 0
+        else:
+            if rid is None:
+                raise ValueError("import_begin: a request's header needs rid")
+            with self._lock:
+                v = self._rids.get(rid)
+        out = ctypes.c_void_p()
+        err = ffi.Error()
+        _check(ffi.import_begin(self._handle(), ctypes.byref(h), v, self._xfer_seq(seq),
+                                ctypes.byref(out), ctypes.byref(err)), err)
+        imp = _xfer.Import(self, out.value,
+                           "checkpoint" if h.what == ffi.XFER_CHECKPOINT else "request")
+        self._xfer_keep(imp, True)
+        return imp
+
+    def _xfer_keep(self, obj, keep):
+        """An open export or import is held here until closed (one dropped
+        unclosed still pins its state: nothing closes it behind the caller's
+        back but cleanup()) and in _refs, which cleanup() releases."""
+        with self._lock:
+            held = self.__dict__.setdefault("_xfer_held", set())
+            if keep:
+                held.add(obj)
+                self._refs.add(obj)
+            else:
+                held.discard(obj)
+                self._refs.discard(obj)
+
+    @staticmethod
+    def _xfer_seq(seq):
+        return 0 if seq is None else _uint(seq, "seq", 64)
+
+    @_guarded
+    def _xfer_end(self, end, *args):
+        """An export's close or an import's commit or abort, while the pool
+        lives (they name it)."""
+        end(*args)
 
     @_guarded
     def barrier(self, seq=None):

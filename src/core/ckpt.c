@@ -246,6 +246,18 @@ uint32_t rsp__ck_slot_for(rsp__core *c, rsp_tier t)
     return rsp__tier_pop(c, t);
 }
 
+void rsp__ck_store(rsp__core *c, uint64_t key, rsp_tier tier, uint32_t slot)
+{
+    uint32_t old = rsp__ck_find(c, key);
+    if (old != RSP__NONE) {
+        rep_change(c, key, false, (rsp_tier)c->ck[old].tier, 0);
+        rec_free(c, old);
+        c->rep.dropped++;
+    }
+    rec_set(c, slot - c->layout.max_slots, key, tier, ++c->ck_clock, 0);
+    rep_change(c, key, true, tier, slot);
+}
+
 /* --- steps --------------------------------------------------------------- */
 
 /* The holding of (rid, label), NULL when none. */

@@ -65,6 +65,13 @@ uint32_t rsp__ck_room(const rsp__core *c, rsp_tier t);
  * (1 change, 1 eviction per call). Cannot fail. */
 uint32_t rsp__ck_slot_for(rsp__core *c, rsp_tier t);
 
+/* Store key on slot, a slot of tier that rsp__ck_slot_for gave and
+ * whose bytes are the checkpoint's: an unpinned checkpoint under key is
+ * freed first (a drop, as a take's replacement), and key becomes the
+ * tier's most recent use. The caller checked that key is not pinned and
+ * reserved the report (2 changes). Cannot fail. O(1). */
+void rsp__ck_store(rsp__core *c, uint64_t key, rsp_tier tier, uint32_t slot);
+
 /* Room in the report for that many more changes, evictions and skips.
  * RSP_ENOMEM: the report is as it was. */
 rsp_status rsp__ck_report_reserve(rsp__core *c, uint64_t changes, uint64_t evictions,

@@ -1,11 +1,13 @@
 /*
  * Export pins and import reservations (xfer.h). An operation module like
- * swap.c: validate, reserve, apply.
+ * swap.c: validate, reserve, apply. A checkpoint import reserves a tier
+ * slot through ckpt.h and stores its key there at the commit.
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <inttypes.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "core_impl.h"
 #include "util/error.h"
 #include "xfer.h"
@@ -184,5 +186,85 @@ rsp_status rsp__core_import_abort(rsp__core *c, rsp_rid rid, const rsp__xfer_hol
     /* A record that holds nothing frees nothing: the remove cannot fail. */
     if (created && r && !r->num_holds && !r->swap)
         RSP__MUST_OK(rsp__core_remove(c, rid, w, err));
+    return RSP_OK;
+}
+
+/* --- checkpoint imports -------------------------------------------------- */
+
+static const char *const tier_name[RSP_TIER_COUNT_] = {"device", "host"};
+
+/* The tier of a checkpoint slot id (the host tier's ids come last). */
+static rsp_tier tier_of(const rsp__core *c, uint32_t slot)
+{
+    return slot >= c->tiers[RSP_TIER_HOST].first ? RSP_TIER_HOST : RSP_TIER_DEVICE;
+}
+
+/* key may be stored now: not under a pinned checkpoint (a take's rule). */
+static rsp_status ckpt_key_free(const rsp__core *c, uint64_t key, const char *what, rsp_error *err)
+{
+    uint32_t i = rsp__ck_find(c, key);
+    if (i == RSP__NONE || !rsp__ck_pinned(&c->ck[i]))
+        return RSP_OK;
+    return rsp__fail(err, RSP_EPINNED,
+                     "import %s: checkpoint key %" PRIu64 " is stored and pinned (%d steps "
+                     "restoring from it, %" PRIu32 " caller pins): it cannot be replaced",
+                     what, key, __builtin_popcountll(c->ck[i].step_pins), c->ck[i].user_pins);
+}
+
+rsp_status rsp__core_import_ckpt_begin(rsp__core *c, uint64_t key, uint32_t *slot, rsp__work *w,
+                                       rsp_error *err)
+{
+    rsp__op_begin(c);
+    rsp_tier t = c->tiers[RSP_TIER_DEVICE].size ? RSP_TIER_DEVICE : RSP_TIER_HOST;
+    if (!c->tiers[t].size)
+        return rsp__fail(err, RSP_EINVAL,
+                         "import: checkpoint key %" PRIu64 ": this pool has no checkpoint slots "
+                         "(max_checkpoints and max_host_checkpoints are 0)",
+                         key);
+    rsp_status st = ckpt_key_free(c, key, "begin", err);
+    if (st != RSP_OK)
+        return st;
+    if (!rsp__ck_room(c, t))
+        return rsp__fail(err, RSP_ECAPACITY,
+                         "import: checkpoint key %" PRIu64 ": the %s tier is full (%" PRIu32
+                         " slots) and none of its checkpoints can be evicted",
+                         key, tier_name[t], c->tiers[t].size);
+    /* The ZERO of the reserved slot, and the report of an eviction. */
+    if (rsp__work_reserve(w, 1, 1, 0) || rsp__ck_report_reserve(c, 1, 1, 0))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory importing checkpoint %" PRIu64, key);
+    st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = 1}, err);
+    if (st != RSP_OK)
+        return st;
+    rsp__work_freeze(w); /* nothing below fails */
+    *slot = rsp__ck_slot_for(c, t);
+    RSP__MUST_OK(rsp__work_zero(w, *slot)); /* reserved, frozen */
+    rsp__work_thaw(w);
+    return RSP_OK;
+}
+
+rsp_status rsp__core_import_ckpt_commit(rsp__core *c, uint64_t key, uint32_t slot, rsp_error *err)
+{
+    rsp__op_begin(c);
+    rsp_status st = ckpt_key_free(c, key, "commit", err);
+    if (st != RSP_OK)
+        return st;
+    if (rsp__ck_report_reserve(c, 2, 0, 0))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory committing checkpoint %" PRIu64, key);
+    rsp__ck_store(c, key, tier_of(c, slot), slot);
+    return RSP_OK;
+}
+
+rsp_status rsp__core_import_ckpt_abort(rsp__core *c, uint32_t slot, rsp__work *w, rsp_error *err)
+{
+    rsp__op_begin(c);
+    if (rsp__work_reserve(w, 1, 1, 0))
+        return rsp__fail(err, RSP_ENOMEM, "out of memory aborting a checkpoint import");
+    rsp_status st = rsp__core_reserve_ext(c, &(rsp__ext_need){.ops = 1, .slots = 1}, err);
+    if (st != RSP_OK)
+        return st;
+    rsp__work_freeze(w);                   /* nothing below fails */
+    RSP__MUST_OK(rsp__work_zero(w, slot)); /* reserved, frozen */
+    rsp__work_thaw(w);
+    rsp__tier_push(c, tier_of(c, slot), slot);
     return RSP_OK;
 }

@@ -62,4 +62,22 @@ void rsp__core_import_commit(rsp__core *c, rsp_rid rid, const rsp__xfer_hold *ho
 rsp_status rsp__core_import_abort(rsp__core *c, rsp_rid rid, const rsp__xfer_hold *holds,
                                   uint32_t n, bool created, rsp__work *w, rsp_error *err);
 
+/*
+ * A checkpoint import's begin: a zeroed slot of the device tier (the host
+ * tier when the device tier has none) into *slot, in no record (nothing
+ * finds, evicts or frees it), by a free one or the tier's victim evicted
+ * (reported). RSP_EINVAL (no checkpoint slots), RSP_EPINNED (key stored
+ * and pinned), RSP_ECAPACITY (every checkpoint of the tier pinned),
+ * RSP_ENOMEM; nothing changed on failure. O(records of the tier).
+ */
+rsp_status rsp__core_import_ckpt_begin(rsp__core *c, uint64_t key, uint32_t *slot, rsp__work *w,
+                                       rsp_error *err);
+/* Store key on the begun slot (ckpt.h rsp__ck_store: an unpinned
+ * checkpoint under key is replaced). RSP_EPINNED (key stored and pinned
+ * now), RSP_ENOMEM; nothing changed on failure. O(1). */
+rsp_status rsp__core_import_ckpt_commit(rsp__core *c, uint64_t key, uint32_t slot, rsp_error *err);
+/* Zero the begun slot (a ZERO into w) and give it back to its tier.
+ * RSP_ENOMEM (work room), nothing changed. O(1). */
+rsp_status rsp__core_import_ckpt_abort(rsp__core *c, uint32_t slot, rsp__work *w, rsp_error *err);
+
 #endif

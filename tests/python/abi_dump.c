@@ -131,6 +131,24 @@ int main(void)
         F(rsp_reply, checkpoint), end();
     S(rsp_close_report), F(rsp_close_report, closed), F(rsp_close_report, forward_waits),
         F(rsp_close_report, num_steps), F(rsp_close_report, step_ids), end();
+    S(rsp_region), F(rsp_region, base), F(rsp_region, length), F(rsp_region, memory),
+        F(rsp_region, block), F(rsp_region, space), end();
+    S(rsp_extent), F(rsp_extent, region), F(rsp_extent, reserved), F(rsp_extent, offset),
+        F(rsp_extent, length), end();
+    S(rsp_xfer_block), F(rsp_xfer_block, name), F(rsp_xfer_block, dtype), F(rsp_xfer_block, ndim),
+        F(rsp_xfer_block, shape), F(rsp_xfer_block, shard_mask), F(rsp_xfer_block, reserved), end();
+    S(rsp_xfer_holding), F(rsp_xfer_holding, label), F(rsp_xfer_holding, generation),
+        F(rsp_xfer_holding, has_state), end();
+    S(rsp_xfer_header), F(rsp_xfer_header, format), F(rsp_xfer_header, what),
+        F(rsp_xfer_header, fingerprint), F(rsp_xfer_header, world_size), F(rsp_xfer_header, rank),
+        F(rsp_xfer_header, target_world_size), F(rsp_xfer_header, target_rank),
+        F(rsp_xfer_header, rid), F(rsp_xfer_header, key), F(rsp_xfer_header, tag),
+        F(rsp_xfer_header, num_layers), F(rsp_xfer_header, num_blocks), F(rsp_xfer_header, blocks),
+        F(rsp_xfer_header, num_holdings), F(rsp_xfer_header, holdings), end();
+    S(rsp_export_spec), F(rsp_export_spec, struct_size), F(rsp_export_spec, what),
+        F(rsp_export_spec, rid), F(rsp_export_spec, labels), F(rsp_export_spec, key),
+        F(rsp_export_spec, tag), F(rsp_export_spec, target_world_size),
+        F(rsp_export_spec, target_rank), F(rsp_export_spec, timeout_ns), end();
     printf("}\n");
     return 0;
 }

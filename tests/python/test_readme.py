@@ -19,11 +19,12 @@ def test_readme_example_runs():
 
 
 def test_python_md_examples_run():
-    # docs/python.md's examples (checkpoints and swap, ordered posting,
-    # callbacks, counters), each a fresh interpreter, as written
+    # docs/python.md's examples (checkpoints and swap, export and import,
+    # ordered posting, callbacks, counters), each a fresh interpreter, as
+    # written
     path = os.path.join(PKG, "..", "docs", "python.md")
     blocks = re.findall(r"```python\n(.*?)```", open(path, encoding="utf-8").read(), re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     env = dict(os.environ, PYTHONPATH=PKG)
     for code in blocks:
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

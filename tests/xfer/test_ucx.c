@@ -3,8 +3,10 @@
  * fills requests with a known pattern and offers them; the decode process
  * imports them, every byte checked. Killing either side mid-transfer
  * leaves the surviving pool consistent: every import whole or absent, no
- * slot lost. UCX_TLS (ctest's environment) picks shared memory or TCP.
- * The parent asserts; the child reports by its exit status.
+ * slot lost. Checkpoints travel the same way (imported under their keys,
+ * then restored into requests and checked). UCX_TLS (ctest's environment)
+ * picks shared memory or TCP. The parent asserts; the child (this program
+ * exec'd afresh) reports by its exit status.
  * SPDX-License-Identifier: Apache-2.0
  */
 #define _GNU_SOURCE
@@ -30,6 +32,11 @@
 #define LAYERS 4
 #define REQS 16
 #define TIMEOUT (20ull * 1000000000ull)
+/* The killing tests' bound on each call: over shared memory a dead peer
+ * shows only as a timeout. */
+#define KILL_TIMEOUT (2ull * 1000000000ull)
+/* The bound the calls of both sides use now (spawn passes it on). */
+static uint64_t timeout = TIMEOUT;
 /* 64 KiB a request: two blocks of 4 layers. */
 static const rsp_block_config blocks[2] = {
     {.name = "conv", .dtype = RSP_DTYPE_F32, .ndim = 2, .shape = {16, 128}},
@@ -45,6 +52,7 @@ static rsp_pool *make_pool(void)
     cfg.blocks = blocks;
     cfg.num_blocks = 2;
     cfg.max_slots = REQS + 2;
+    cfg.max_checkpoints = REQS;
     rsp_pool *pool = NULL;
     return rsp_pool_create(&cfg, &pool, NULL) == RSP_OK ? pool : NULL;
 }
@@ -95,6 +103,25 @@ static bool run_step(rsp_pool *pool, uint64_t id, rsp_rid rid)
            rsp_step_commit(pool, &s, &done, NULL) == RSP_OK;
 }
 
+/* A step of row rid restoring checkpoint key: rid holds its bytes. */
+static bool restore_step(rsp_pool *pool, uint64_t id, rsp_rid rid, uint64_t key)
+{
+    rsp_row row = {.rid = rid, .label = RSP_LABEL_MAIN, .span = 1};
+    rsp_restore res = {.rid = rid, .label = RSP_LABEL_MAIN, .key = key};
+    rsp_step s = {.step_id = id, .rows = &row, .num_rows = 1, .restores = &res, .num_restores = 1};
+    rsp_admit_outcome a;
+    rsp_event done = rsp_event_complete();
+    return rsp_step_admit(pool, &s, &a, NULL) == RSP_OK && a.ok &&
+           rsp_step_plan(pool, &s, NULL) == RSP_OK &&
+           rsp_step_commit(pool, &s, &done, NULL) == RSP_OK;
+}
+
+/* The prefill side offers checkpoints (key CKPT_KEY + r of request r's
+ * pattern) instead of requests; the decode side is the same. spawn
+ * passes it to its child. */
+#define CKPT_KEY 1000u
+static bool offer_checkpoints;
+
 /* SIGKILL this process after us microseconds (a thread of its own). */
 static void *killer(void *arg)
 {
@@ -117,7 +144,7 @@ static void die_in(unsigned us)
 static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
 {
     rsp_ucx *u = NULL;
-    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL)) {
+    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, timeout, NULL)) {
         rsp_ucx_destroy(u);
         return 2;
     }
@@ -127,6 +154,9 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
             return 3;
         }
         pattern_io(pool, r, true);
+        if (offer_checkpoints &&
+            rsp_checkpoint_take(pool, CKPT_KEY + r, r, RSP_LABEL_MAIN, RSP_TIER_DEVICE, 0, NULL))
+            return 3;
     }
     if (die_us)
         die_in(die_us);
@@ -135,12 +165,16 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
         rsp_export_spec s;
         rsp_export_spec_init(&s);
         s.rid = r;
+        if (offer_checkpoints) {
+            s.what = RSP_XFER_CHECKPOINT;
+            s.key = CKPT_KEY + r;
+        }
         rsp_export *e = NULL;
         if (rsp_export_open(pool, &s, &e, NULL) != RSP_OK) {
             code = 4;
             break;
         }
-        code = rsp_ucx_send(u, e, TIMEOUT, NULL) == RSP_OK ? 0 : 5;
+        code = rsp_ucx_send(u, e, timeout, NULL) == RSP_OK ? 0 : 5;
         if (rsp_export_close(e, NULL) != RSP_OK)
             code = 6;
     }
@@ -161,7 +195,7 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
 {
     rsp_ucx *u = NULL;
     *done = 0;
-    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, TIMEOUT, NULL)) {
+    if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, timeout, NULL)) {
         rsp_ucx_destroy(u);
         return 2;
     }
@@ -169,7 +203,7 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
         die_in(die_us);
     rsp_error err;
     for (rsp_rid r = 1; r <= REQS; r++) {
-        rsp_status st = rsp_ucx_receive(u, 100 + r, 0, 0, TIMEOUT, NULL, &err);
+        rsp_status st = rsp_ucx_receive(u, 100 + r, 0, 0, timeout, NULL, &err);
         if (st != RSP_OK) {
             rsp_ucx_destroy(u);
             return 5;
@@ -180,6 +214,10 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
     return 0;
 }
 
+/* The other side in a process of its own: this executable again, as
+ * "--child prefill|decode FD DIE_US CHECKPOINTS TIMEOUT" (main). A child
+ * forked from a process that already used rsp may not use it (the fork
+ * guard), so a plain fork would test nothing after the first pool. */
 static pid_t spawn(int *fd, bool child_prefills, unsigned die_us)
 {
     int sv[2];
@@ -188,13 +226,31 @@ static pid_t spawn(int *fd, bool child_prefills, unsigned die_us)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(sv[0]);
-        uint32_t n;
-        rsp_pool *pool = child_prefills ? NULL : make_pool();
-        _exit(child_prefills ? prefill(sv[1], die_us) : decode(pool, sv[1], die_us, &n));
+        char fds[16], die[16], tmo[24];
+        snprintf(fds, sizeof fds, "%d", sv[1]);
+        snprintf(die, sizeof die, "%u", die_us);
+        snprintf(tmo, sizeof tmo, "%llu", (unsigned long long)timeout);
+        execl("/proc/self/exe", "test_ucx", "--child", child_prefills ? "prefill" : "decode", fds,
+              die, offer_checkpoints ? "1" : "0", tmo, (char *)NULL);
+        _exit(127);
     }
     close(sv[1]);
     *fd = sv[0];
     return pid;
+}
+
+/* spawn's child: its exit status is the parent's finding. */
+static int child_main(char **argv)
+{
+    int fd = atoi(argv[3]);
+    unsigned die_us = (unsigned)strtoul(argv[4], NULL, 10);
+    offer_checkpoints = argv[5][0] == '1';
+    timeout = strtoull(argv[6], NULL, 10);
+    if (strcmp(argv[2], "prefill") == 0)
+        return prefill(fd, die_us);
+    uint32_t n;
+    rsp_pool *pool = make_pool();
+    return pool ? decode(pool, fd, die_us, &n) : 2;
 }
 
 /* Every committed import holds its pattern; nothing else is held. */
@@ -229,9 +285,38 @@ static void every_byte_arrives(void **state)
     assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
 }
 
+static void checkpoints_arrive_under_their_keys(void **state)
+{
+    (void)state;
+    offer_checkpoints = true;
+    int fd;
+    pid_t pid = spawn(&fd, true, 0);
+    offer_checkpoints = false;
+    rsp_pool *pool = make_pool();
+    assert_non_null(pool);
+    uint32_t done;
+    assert_int_equal(decode(pool, fd, 0, &done), 0);
+    assert_int_equal(done, REQS);
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+    rsp_stats st;
+    assert_int_equal(rsp_stats_snapshot(pool, &st, NULL), RSP_OK);
+    assert_int_equal(st.checkpoints_device, REQS);
+    assert_int_equal(st.num_requests, 0); /* nothing imported as a request */
+    for (rsp_rid r = 1; r <= REQS; r++) {
+        assert_true(restore_step(pool, r, 100 + r, CKPT_KEY + r));
+        assert_int_equal(pattern_seed_io(pool, 100 + r, r, false), 0);
+    }
+    close(fd);
+    assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
+}
+
 static void killed_prefill_leaves_no_half_import(void **state)
 {
     (void)state;
+    timeout = KILL_TIMEOUT;
     /* Several kill times: before, during and between transfers. */
     static const unsigned die_us[] = {1, 300, 2000, 8000};
     for (size_t k = 0; k < sizeof die_us / sizeof die_us[0]; k++) {
@@ -247,11 +332,13 @@ static void killed_prefill_leaves_no_half_import(void **state)
         close(fd);
         assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
     }
+    timeout = TIMEOUT;
 }
 
 static void killed_decode_leaves_the_exports_closed(void **state)
 {
     (void)state;
+    timeout = KILL_TIMEOUT;
     static const unsigned die_us[] = {1, 500, 3000};
     for (size_t k = 0; k < sizeof die_us / sizeof die_us[0]; k++) {
         int fd;
@@ -270,13 +357,17 @@ static void killed_decode_leaves_the_exports_closed(void **state)
         close(fd);
         assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
     }
+    timeout = TIMEOUT;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 7 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv);
     signal(SIGPIPE, SIG_IGN); /* a dead peer's socket: EPIPE, not a signal */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_byte_arrives),
+        cmocka_unit_test(checkpoints_arrive_under_their_keys),
         cmocka_unit_test(killed_prefill_leaves_no_half_import),
         cmocka_unit_test(killed_decode_leaves_the_exports_closed),
     };
