@@ -254,7 +254,7 @@ void rsp__ck_store(rsp__core *c, uint64_t key, rsp_tier tier, uint32_t slot)
         rec_free(c, old);
         c->rep.dropped++;
     }
-    rec_set(c, slot - c->layout.max_slots, key, tier, ++c->ck_clock, 0);
+    rec_set(c, slot - c->layout.max_slots, key, tier, ++c->ck_clock, 0, 0);
     rep_change(c, key, true, tier, slot);
 }
 
