@@ -159,9 +159,8 @@ bool Guard::check_reports(uint64_t id, std::vector<rsp_guard_violation> want)
     for (size_t i = 0; ok && i < got.size(); i++)
         ok = ck.expect(CHECK_GUARD,
                        got[i].slot == want[i].slot && got[i].held == want[i].held &&
-                           (!want[i].held || got[i].rid == want[i].rid) &&
-                           got[i].step_id == id && got[i].block == 0 && got[i].layer == 0 &&
-                           got[i].regions > 0,
+                           (!want[i].held || got[i].rid == want[i].rid) && got[i].step_id == id &&
+                           got[i].block == 0 && got[i].layer == 0 && got[i].regions > 0,
                        "guard: step %" PRIu64 ": found slot %u held %d rid %" PRIu64
                        " step %" PRIu64 " block %u layer %u, wrote slot %u held %d rid %" PRIu64,
                        id, got[i].slot, got[i].held, got[i].rid, got[i].step_id, got[i].block,
@@ -238,12 +237,11 @@ void Guard::finish()
     }
     rsp::result<rsp_stats> s = pool_.try_stats();
     if (cx_.checks.expect(CHECK_API, s.ok(), "guard: stats: %s", s.error().message))
-        cx_.checks.expect(CHECK_GUARD,
-                          s.value().guard_checks == commits_ &&
-                              s.value().guard_violations == wrong_,
-                          "guard: the pool counts %" PRIu64 " checks, %" PRIu64
-                          " violations; the mode %" PRIu64 " commits, %" PRIu64 " wrong writes",
-                          s.value().guard_checks, s.value().guard_violations, commits_, wrong_);
+        cx_.checks.expect(
+            CHECK_GUARD, s.value().guard_checks == commits_ && s.value().guard_violations == wrong_,
+            "guard: the pool counts %" PRIu64 " checks, %" PRIu64 " violations; the mode %" PRIu64
+            " commits, %" PRIu64 " wrong writes",
+            s.value().guard_checks, s.value().guard_violations, commits_, wrong_);
     cx_.guard_wrong.fetch_add(wrong_, std::memory_order_relaxed);
     check_pool_empty(cx_, pool_, "guard", kSlots);
 }
