@@ -39,8 +39,7 @@ const char *Checks::name(Check c)
         "api",     "invalid", "layout",       "addressing", "unique",   "generation",
         "stage",   "vectors", "zeros",        "content",    "stats",    "refusal",
         "holding", "leak",    "hang",         "ranks",      "pipeline", "mixed",
-        "ckpt",    "overlap", "newest_first", "spec",       "disagg",
-        "guard",
+        "ckpt",    "overlap", "newest_first", "spec",       "disagg",   "guard",
     };
     return (c >= 0 && c < CHECK_COUNT_) ? names[c] : "?";
 }

@@ -70,7 +70,7 @@ struct Options {
     bool disagg_ahead = false;  // disaggregated mode: decode commits before the forward's writes
     std::string disagg_child;   // set in the prefill process: "CTL,FD0,FD1,..."
     unsigned disagg_die_ms = 0; // prefill process: SIGKILL itself after this (0 = never)
-    unsigned guard_threads = 1;    // guard mode: threads, each with its own guarded pool; 0 = off
+    unsigned guard_threads = 1; // guard mode: threads, each with its own guarded pool; 0 = off
 };
 
 // Small deterministic generator (splitmix64); one per thread.
