@@ -23,6 +23,7 @@
 #include "pool_record.h"
 #include "publish/keys.h"
 #include "publish/publish.h"
+#include "util/sync.h"
 
 /* Counters and gauges readable without a message (rsp_stats_peek): the
  * fields of RSP_STATS_FIELDS (rsp_stats.h) whose source is CORE (copied
@@ -199,6 +200,17 @@ rsp_status rsp__pool_submit(rsp_pool *p, rsp_event *done, rsp_error *err);
  * its submit): the counters, the readers' key index, the eviction
  * callback, skipped takes, from the core's report. Owner. */
 void rsp__pool_ckpt_account(rsp_pool *p);
+/* Before a core call that may take checkpoints (takes: at most one key
+ * each): the key index's nodes, so that rsp__pool_ckpt_account cannot fail
+ * after the change. RSP_ENOMEM with nothing changed. Owner. */
+rsp_status rsp__pool_keys_reserve(rsp_pool *p, uint32_t takes, rsp_error *e);
+/* Single writer (the owner): a relaxed load + store is an exact increment,
+ * and readers see each value whole (relaxed atomic loads). */
+static inline void rsp__pool_bump(uint64_t *c, uint64_t d)
+{
+    if (d)
+        rsp__store_relaxed_u64(c, rsp__load_relaxed_u64(c) + d);
+}
 void rsp__pool_owner_idle(void *ctx);
 /* The actor's lent_idle: a synchronous call run in the owner's role gives
  * it back. Hands the retired plans to the reclaimer once every

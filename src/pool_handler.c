@@ -20,104 +20,6 @@
 #include "util/sync.h"
 #include "xfer_impl.h"
 
-/* Single writer (the owner): a relaxed load + store is an exact increment,
- * and readers see each value whole (relaxed atomic loads). */
-static void bump(uint64_t *c, uint64_t d)
-{
-    if (d)
-        rsp__store_relaxed_u64(c, rsp__load_relaxed_u64(c) + d);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Checkpoint reports (core.h, rsp__ckpt_report)                             */
-/* ------------------------------------------------------------------------ */
-
-/* Owner, before a core call that may take checkpoints (one per take): the
- * key index's nodes for the keys it may add, so that applying the report
- * after the change cannot fail. Evictions, drops and demotions only remove
- * or move keys. */
-static rsp_status keys_reserve(rsp_pool *p, uint32_t takes, rsp_error *e)
-{
-    return p->keys && takes ? rsp__keys_reserve(p->keys, takes, e) : RSP_OK;
-}
-
-/* The readers' index follows the report's changes. A key may change more
- * than once in a call (dropped to make room, then taken again): only its
- * last change is applied, so a key is in the index or not, never relinked,
- * and a call adds at most one node per take (keys_reserve). O(changes^2),
- * a handful per call. */
-static void ckpt_index(rsp_pool *p, const rsp__ckpt_report *rep)
-{
-    for (uint32_t i = 0; p->keys && i < rep->num_changes; i++) {
-        const rsp__ckpt_change *c = &rep->changes[i];
-        bool later = false;
-        for (uint32_t j = i + 1; j < rep->num_changes && !later; j++)
-            later = rep->changes[j].key == c->key;
-        if (later)
-            continue;
-        if (c->present)
-            rsp__keys_set(p->keys, c->key, c->tier, c->slot);
-        else
-            rsp__keys_remove(p->keys, c->key);
-    }
-}
-
-/* A take declared in a committed step that was not done: the commit
- * stands (it is never refused), so nobody reads this failure in an answer:
- * it goes to on_error like an unread message's (counted in
- * checkpoints_skipped, not posts_failed). */
-static void ckpt_report_skip(rsp_pool *p, const rsp__ckpt_skip *k)
-{
-    if (!p->on_error)
-        return;
-    char msg[RSP_ERROR_MAX];
-    snprintf(msg, sizeof msg,
-             "the checkpoint of key %llu declared in step %llu was skipped (%s): the step "
-             "committed without it",
-             (unsigned long long)k->key, (unsigned long long)k->step_id, rsp_strerror(k->status));
-    rsp_failure f = {.status = k->status,
-                     .kind = p->handling,
-                     .step_id = k->step_id,
-                     .has_step = true,
-                     .message = msg,
-                     .checkpoint_key = k->key,
-                     .has_checkpoint_key = true};
-    p->on_error(p->on_error_ctx, &f);
-}
-
-/* Owner, after every core call that can store, move or drop a checkpoint
- * (and whose device work, if any, was submitted: a key enters the index
- * once its copy is queued): counters, the readers' index, the eviction
- * callback, skipped takes. O(report). */
-void rsp__pool_ckpt_account(rsp_pool *p)
-{
-    if (rsp__core_ckpt_report_clean(p->core))
-        return; /* the call never reached the checkpoint code: nothing to account */
-    const rsp__ckpt_report *rep = rsp__core_ckpt_report(p->core);
-    rsp__pool_counters *c = &p->ctr;
-    bump(&c->checkpoints_taken, rep->taken);
-    bump(&c->checkpoints_restored, rep->restored);
-    bump(&c->checkpoints_dropped, rep->dropped);
-    bump(&c->checkpoints_skipped, rep->num_skips);
-    bump(&c->checkpoint_hits_device, rep->restored - rep->restored_host);
-    bump(&c->checkpoint_hits_host, rep->restored_host);
-    bump(&c->checkpoint_bytes_restored, rep->bytes_restored);
-    bump(&c->checkpoint_value_restored, rep->value_restored);
-    ckpt_index(p, rep);
-    for (uint32_t i = 0; i < rep->num_evictions; i++) {
-        const rsp_checkpoint_event *ev = &rep->evictions[i];
-        bump(ev->demoted ? &c->checkpoints_demoted : &c->checkpoints_evicted, 1);
-        if (!ev->demoted)
-            bump(ev->tier == RSP_TIER_HOST ? &c->checkpoints_evicted_host
-                                           : &c->checkpoints_evicted_device,
-                 1);
-        if (p->on_checkpoint_evict)
-            p->on_checkpoint_evict(p->on_checkpoint_evict_ctx, ev);
-    }
-    for (uint32_t i = 0; i < rep->num_skips; i++)
-        ckpt_report_skip(p, &rep->skips[i]);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Forward-done waits (FW1/FW2, docs/ordering.md)                            */
 /* ------------------------------------------------------------------------ */
@@ -321,9 +223,9 @@ static rsp_status submit(rsp_pool *p, rsp_event *done, rsp_error *err)
         else if (w->ops[i].kind == RSP__OP_COPY)
             copied += w->ops[i].count;
     }
-    bump(&p->ctr.forks, copied);
-    bump(&p->ctr.bytes_zeroed, zeroed * p->layout->slot_bytes);
-    bump(&p->ctr.bytes_copied, copied * p->layout->slot_bytes);
+    rsp__pool_bump(&p->ctr.forks, copied);
+    rsp__pool_bump(&p->ctr.bytes_zeroed, zeroed * p->layout->slot_bytes);
+    rsp__pool_bump(&p->ctr.bytes_copied, copied * p->layout->slot_bytes);
     return RSP_OK;
 }
 
@@ -397,15 +299,15 @@ static rsp_status handle_plan(rsp_pool *p, const rsp_step *step, rsp_reply *r, b
     rsp__plan_set_digest(plan, out.digest);
     if (out.staged) {
         rsp__publish_staged(p->pub, plan);
-        bump(&p->ctr.stages, 1);
+        rsp__pool_bump(&p->ctr.stages, 1);
     } else {
         rsp__publish_live(p->pub, plan);
         sync_stage(p, &out.stage); /* the stage it promoted, replaced or took */
-        bump(&p->ctr.plans, 1);
+        rsp__pool_bump(&p->ctr.plans, 1);
         if (p->guard)
             rsp__guard_plan(p, out.step_id);
         if (out.promoted)
-            bump(&p->ctr.promotions, 1);
+            rsp__pool_bump(&p->ctr.promotions, 1);
     }
     r->plan_step_id = out.step_id;
     r->plan_staged = out.staged;
@@ -495,9 +397,9 @@ static rsp_status admit_step(rsp_pool *p, const rsp_step *step, rsp_reply *r, bo
     rsp_status st = rsp__core_admit(p->core, step, &r->admit, &p->work, &r->error);
     st = submit_after(p, st, changed, &r->error);
     if (st == RSP_OK)
-        bump(r->admit.ok ? &p->ctr.admits_ok : &p->ctr.admits_refused, 1);
+        rsp__pool_bump(r->admit.ok ? &p->ctr.admits_ok : &p->ctr.admits_refused, 1);
     else if (st == RSP_ENOKEY)
-        bump(&p->ctr.checkpoint_misses, 1);
+        rsp__pool_bump(&p->ctr.checkpoint_misses, 1);
     step_admitted(p, step->step_id, st == RSP_OK && r->admit.ok);
     return st;
 }
@@ -522,7 +424,7 @@ static rsp_status on_rollback(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* the step's own stage ends with it */
         rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_ROLLED_BACK);
-        bump(&p->ctr.rollbacks, 1);
+        rsp__pool_bump(&p->ctr.rollbacks, 1);
     }
     return st;
 }
@@ -554,14 +456,14 @@ static rsp_status commit_step(rsp_pool *p, const rsp_step *step, const rsp_event
     if (st == RSP_OK)
         st = fwd_reserve(p, ev, step->step_id, &r->error);
     if (st == RSP_OK)
-        st = keys_reserve(p, step->num_checkpoints, &r->error);
+        st = rsp__pool_keys_reserve(p, step->num_checkpoints, &r->error);
     if (st == RSP_OK)
         st = rsp__core_commit(p->core, step, ev, &p->work, &stage, &r->error);
     st = submit_forward(p, st, changed, step->step_id, &r->error);
     if (st == RSP_OK) {
         sync_stage(p, &stage); /* a committed step's stage (a capture's) ends with it */
         rsp__publisher_step_finished(p->pub, step->step_id, RSP__STEP_COMMITTED);
-        bump(&p->ctr.commits, 1);
+        rsp__pool_bump(&p->ctr.commits, 1);
     }
     return st;
 }
@@ -612,7 +514,7 @@ static rsp_status undo_admit(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
                          what, cause, rb.message, then);
     sync_stage(p, &stage);
     rsp__publisher_step_finished(p->pub, m->step.step_id, RSP__STEP_ROLLED_BACK);
-    bump(&p->ctr.rollbacks, 1);
+    rsp__pool_bump(&p->ctr.rollbacks, 1);
     return rsp__fail(&r->error, plan_st, "%s, so its admit was rolled back: %s%s", what, cause,
                      then);
 }
@@ -740,7 +642,7 @@ static rsp_status on_shutdown(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
 
 static rsp_status on_checkpoint(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *changed)
 {
-    rsp_status st = keys_reserve(p, 1, &r->error);
+    rsp_status st = rsp__pool_keys_reserve(p, 1, &r->error);
     if (st == RSP_OK)
         st = rsp__core_checkpoint(p->core, m->key, m->rid, m->label, m->tier, m->after_step,
                                   &p->work, &r->error);
@@ -779,7 +681,7 @@ static rsp_status on_swap_out(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool 
     rsp_status st = rsp__core_swap_out(p->core, m->rid, &p->work, &r->error);
     st = submit_after(p, st, changed, &r->error);
     if (st == RSP_OK)
-        bump(&p->ctr.swaps_out, 1);
+        rsp__pool_bump(&p->ctr.swaps_out, 1);
     return st;
 }
 
@@ -788,7 +690,7 @@ static rsp_status on_swap_in(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool *
     rsp_status st = rsp__core_swap_in(p->core, m->rid, &r->admit, &p->work, &r->error);
     st = submit_after(p, st, changed, &r->error);
     if (st == RSP_OK && r->admit.ok)
-        bump(&p->ctr.swaps_in, 1);
+        rsp__pool_bump(&p->ctr.swaps_in, 1);
     return st;
 }
 

@@ -83,7 +83,7 @@ static rsp_status import_checkpoint(rsp_pool *p, rsp__xfer *x, rsp_reply *r, boo
         if (!x->open)
             return rsp__fail(&r->error, RSP_EINVAL, "import commit: the import is not open");
         /* A key index node first: storing the key cannot fail after it. */
-        st = p->keys ? rsp__keys_reserve(p->keys, 1, &r->error) : RSP_OK;
+        st = rsp__pool_keys_reserve(p, 1, &r->error);
         if (st == RSP_OK)
             st = rsp__core_import_ckpt_commit(p->core, x->key, x->holds[0].slot, &r->error);
         if (st != RSP_OK)
