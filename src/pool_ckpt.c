@@ -89,8 +89,8 @@ void rsp__pool_ckpt_account(rsp_pool *p)
         rsp__pool_bump(ev->demoted ? &c->checkpoints_demoted : &c->checkpoints_evicted, 1);
         if (!ev->demoted)
             rsp__pool_bump(ev->tier == RSP_TIER_HOST ? &c->checkpoints_evicted_host
-                                           : &c->checkpoints_evicted_device,
-                 1);
+                                                     : &c->checkpoints_evicted_device,
+                           1);
         if (p->on_checkpoint_evict)
             p->on_checkpoint_evict(p->on_checkpoint_evict_ctx, ev);
     }
