@@ -114,6 +114,13 @@ rsp_status rsp__pool_on_import(rsp_pool *p, const rsp_msg *m, rsp_reply *r, bool
     rsp_status st = RSP_OK;
     switch ((rsp__xfer_op)x->op) {
     case RSP__XFER_BEGIN:
+        /* The done event first: begin takes free slots whose zeros (and
+         * the forwards those wait behind) may still be queued, and queues
+         * no work of its own. The face waits for the event before the
+         * transport writes, so nothing queued lands on the bytes after. */
+        st = rsp__pool_submit(p, &x->done, &r->error);
+        if (st != RSP_OK)
+            return st;
         for (uint32_t i = 0; i < h->num_holdings; i++)
             memcpy(names[i], h->holdings[i].label, RSP_NAME_MAX);
         st = rsp__core_import_begin(p->core, x->rid, (const char(*)[RSP_NAME_MAX])names,

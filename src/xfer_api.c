@@ -238,11 +238,12 @@ rsp_status rsp_import_begin(rsp_pool *pool, const rsp_xfer_header *h, rsp_rid ri
                          .key = h->key,
                          .header = &imp->h};
     st = xfer_call(&imp->x, RSP_MSG_IMPORT, seq, err);
-    /* A checkpoint's slot is zeroed by the device: the transport writes
-     * after that. The wait fails only with the device (the pool answers
-     * RSP_EDEVICE from then on): the abort gives the slot back where it
-     * needs no number of the caller's. */
-    if (st == RSP_OK && imp->x.what == RSP_XFER_CHECKPOINT) {
+    /* The slots are zeroed by the device (a checkpoint's by begin, a
+     * request's when they were last freed, maybe behind a forward still
+     * running): the transport writes after that. The wait fails only with
+     * the device (the pool answers RSP_EDEVICE from then on): the abort
+     * gives the slots back where it needs no number of the caller's. */
+    if (st == RSP_OK) {
         st = rsp__device_event_wait(pool->dev, &imp->x.done, RSP_WAIT_FOREVER, err);
         if (st != RSP_OK && !seq) {
             imp->x.op = RSP__XFER_ABORT;

@@ -1739,7 +1739,11 @@ RSP_API rsp_status rsp_export_close(rsp_export *exp, rsp_error *err);
  * none; a full tier evicts as a take does), under no key until the
  * commit: RSP_EINVAL (no checkpoint slots), RSP_EPINNED (h->key stored
  * and pinned), RSP_ECAPACITY (every checkpoint of the tier pinned). seq:
- * the message's number in an ordered pool, else 0. Synchronous.
+ * the message's number in an ordered pool, else 0. Synchronous: returns
+ * once the device has run all work queued before (a freed slot's zeroing
+ * may wait behind a forward still running), so the transport may write
+ * at once. Any thread but the owner's; a round trip to the owner plus
+ * that wait.
  */
 RSP_API rsp_status rsp_import_begin(rsp_pool *pool, const rsp_xfer_header *h, rsp_rid rid,
                                     uint64_t seq, rsp_import **out, rsp_error *err);
