@@ -1075,6 +1075,24 @@ static void model_pins(mstep *s, const decl *d)
         }
 }
 
+/* The in-flight entry other than self whose post-fork targets (specs
+ * false) or per-token rows (specs true) name holding (ri, li) as it is
+ * now, -1 if none. */
+static int holding_taken_by(int self, bool specs, int ri, uint32_t li)
+{
+    const uint64_t inst = H[ri][li].inst;
+    for (int e = 0; e < MAX_STEPS; e++) {
+        const uint32_t n = specs ? S[e].nspecs : S[e].nposts;
+        for (uint32_t k = 0; e != self && S[e].used && k < n; k++)
+            if (specs
+                    ? S[e].specs[k].ri == ri && S[e].specs[k].li == li && S[e].specs[k].inst == inst
+                    : S[e].posts[k].ri == ri && S[e].posts[k].li == li &&
+                          S[e].posts[k].inst == inst)
+                return e;
+    }
+    return -1;
+}
+
 /* The step whose post-forks replace, or whose accept of per-token states
  * moves, a holding a row of d names, or whose accept moves one a fork of d
  * writes (the admit is refused RSP_EORDER until its commit), -1 if none.
@@ -1086,16 +1104,11 @@ static int post_blocker(const decl *d, int self)
         uint32_t li = d->rows[i].label;
         if (!addresses(&d->rows[i]) || li >= NLAB || !H[ri][li].held)
             continue;
-        for (int e = 0; e < MAX_STEPS; e++)
-            for (uint32_t k = 0; e != self && S[e].used && k < S[e].nposts; k++)
-                if (S[e].posts[k].ri == ri && S[e].posts[k].li == li &&
-                    S[e].posts[k].inst == H[ri][li].inst)
-                    return e;
-        for (int e = 0; e < MAX_STEPS; e++)
-            for (uint32_t k = 0; e != self && S[e].used && k < S[e].nspecs; k++)
-                if (S[e].specs[k].ri == ri && S[e].specs[k].li == li &&
-                    S[e].specs[k].inst == H[ri][li].inst)
-                    return e; /* it accepts per-token states at its commit */
+        int e = holding_taken_by(self, false, ri, li);
+        if (e < 0)
+            e = holding_taken_by(self, true, ri, li); /* it accepts at its commit */
+        if (e >= 0)
+            return e;
     }
     /* Nor may a fork write such a holding: the accept replaces its slot. */
     int rids[MAX_ROWS];
@@ -1103,15 +1116,11 @@ static int post_blocker(const decl *d, int self)
     for (uint32_t k = 0; k < nr; k++)
         for (uint32_t i = 0; i < d->npre + d->npost; i++) {
             const rsp_fork *f = i < d->npre ? &d->pre[i] : &d->post[i - d->npre];
-            int ri = rids[k];
-            uint32_t li = f->to;
-            if (li >= NLAB || !fork_applies(d, f, ri) || !H[ri][li].held)
-                continue;
-            for (int e = 0; e < MAX_STEPS; e++)
-                for (uint32_t j = 0; e != self && S[e].used && j < S[e].nspecs; j++)
-                    if (S[e].specs[j].ri == ri && S[e].specs[j].li == li &&
-                        S[e].specs[j].inst == H[ri][li].inst)
-                        return e;
+            int e = f->to < NLAB && fork_applies(d, f, rids[k]) && H[rids[k]][f->to].held
+                        ? holding_taken_by(self, true, rids[k], f->to)
+                        : -1;
+            if (e >= 0)
+                return e;
         }
     return -1;
 }
