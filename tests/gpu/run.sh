@@ -100,12 +100,14 @@ grep -q 'test_device_tiers' "$ROOT/tests/device/CMakeLists.txt" && CUDA_TARGETS+
 grep -q 'rsp-gpu-tiers' "$ROOT/tests/cuda/CMakeLists.txt" && CUDA_TARGETS+=(rsp-gpu-tiers)
 grep -q 'test_cuda_pool' "$ROOT/tests/cuda/CMakeLists.txt" &&
     [ -e "$ROOT/src/api.c" ] && CUDA_TARGETS+=(test_cuda_pool)
-# The core suites run on the CUDA device too (tests/core/CMakeLists.txt:
-# <suite>_cuda, label cuda, the suite's own executable): build every one
-# that ctest lists, or `ctest -L cuda` reports them "Not Run".
-while read -r suite; do
-    CUDA_TARGETS+=("$suite")
-done < <(cd "$BUILD" && ctest -N -L cuda | sed -n 's/^ *Test *#[0-9]*: \(test_core_[a-z0-9_]*\)_cuda$/\1/p')
+# Every test labelled cuda is built, or `ctest -L cuda` reports it "Not
+# Run": the core suites' CUDA runs (tests/core/CMakeLists.txt:
+# <suite>_cuda, the suite's own executable) and every other test by its
+# name (rsp_add_test makes a target of that name).
+while read -r t; do
+    case " ${CUDA_TARGETS[*]} " in *" $t "*) ;; *) CUDA_TARGETS+=("$t") ;; esac
+done < <(cd "$BUILD" && ctest -N -L cuda | sed -n 's/^ *Test *#[0-9]*: \([a-z0-9_]*\)$/\1/p' |
+    sed 's/^\(test_core_[a-z0-9_]*\)_cuda$/\1/')
 if ! cmake --build "$BUILD" -j "$JOBS" --target "${CUDA_TARGETS[@]}" >"$LOGS/build.log" 2>&1; then
     grep -E 'error' "$LOGS/build.log" | head -20
     say "FAILED: build of ${CUDA_TARGETS[*]} (log: $LOGS/build.log)"
