@@ -495,19 +495,36 @@ rsp_status rsp__set_reset(rsp__core *c, uint32_t n)
     return RSP_OK;
 }
 
-bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label)
+/* The entry of (rid, label) in the set, or the free one where it goes.
+ * The reset's room keeps a free entry: the probe ends. */
+static uint32_t set_probe(const rsp__core *c, rsp_rid rid, rsp_label_id label)
 {
     uint32_t mask = c->set_size - 1;
     uint32_t i = (uint32_t)rsp__mix64(rid * 0x9e3779b97f4a7c15ull + label) & mask;
-    while (c->set[i].stamp == c->set_epoch) {
-        if (c->set[i].rid == rid && c->set[i].label == label)
-            return false;
+    while (c->set[i].stamp == c->set_epoch && !(c->set[i].rid == rid && c->set[i].label == label))
         i = (i + 1) & mask;
-    }
+    return i;
+}
+
+static void set_fill(rsp__core *c, uint32_t i, rsp_rid rid, rsp_label_id label)
+{
     c->set[i].stamp = c->set_epoch;
     c->set[i].rid = rid;
     c->set[i].label = label;
+}
+
+bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label)
+{
+    uint32_t i = set_probe(c, rid, label);
+    if (c->set[i].stamp == c->set_epoch)
+        return false;
+    set_fill(c, i, rid, label);
     return true;
+}
+
+void rsp__set_add(rsp__core *c, rsp_rid rid, rsp_label_id label)
+{
+    set_fill(c, set_probe(c, rid, label), rid, label);
 }
 
 /* --- lifecycle (docs/semantics.md 3) ------------------------------------ */

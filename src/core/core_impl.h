@@ -681,7 +681,10 @@ void rsp__swap_forget(rsp__core *c, rsp__req *r);
 
 /* (rid, label) scratch set. Reset before use with room for n entries. */
 rsp_status rsp__set_reset(rsp__core *c, uint32_t n);
-/* Insert; returns false when it was already there. */
+/* Insert; returns false when it was already there. Never fails: the
+ * reset made room. O(1) expected. */
 bool rsp__set_insert(rsp__core *c, rsp_rid rid, rsp_label_id label);
+/* The same where the answer does not matter (marking members). */
+void rsp__set_add(rsp__core *c, rsp_rid rid, rsp_label_id label);
 
 #endif

@@ -177,7 +177,7 @@ rsp_status rsp__collect_skips(rsp__core *c, const rsp_step *step, bool *any)
         return RSP_ENOMEM;
     for (; i < step->num_rows; i++)
         if (step->rows[i].skip_post_forks && !step->rows[i].padding)
-            (void)rsp__set_insert(c, step->rows[i].rid, RID_MARK);
+            rsp__set_add(c, step->rows[i].rid, RID_MARK);
     /* A rid a row marked is in the set already: the insert says no. */
     for (uint32_t k = 0; k < c->num_rids; k++)
         c->rid_skip[k] = !rsp__set_insert(c, c->rids[k], RID_MARK);

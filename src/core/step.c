@@ -136,7 +136,7 @@ static rsp_status check_ckpt_rows(rsp__core *c, const rsp_step *step, rsp_error 
         return rsp__fail(err, RSP_ENOMEM, "out of memory checking step %" PRIu64, step->step_id);
     for (uint32_t i = 0; i < step->num_rows; i++)
         if (rsp__row_addresses(&step->rows[i]))
-            (void)rsp__set_insert(c, step->rows[i].rid, step->rows[i].label);
+            rsp__set_add(c, step->rows[i].rid, step->rows[i].label);
     for (uint32_t i = 0; i < nr; i++) {
         const rsp_restore *r = &step->restores[i];
         if (rsp__set_insert(c, r->rid, r->label))
