@@ -20,14 +20,15 @@
  * label, fork list lengths, the lease's bucket) the owner checks, and its
  * answer comes back through the ticket. */
 /* rows_checked: s's rows are ones already checked (a STEP's commit that
- * names the step's own rows). */
+ * names the step's own rows), and *per_token says whether one has a
+ * per-token byte; else the check sets *per_token. */
 static rsp_status check_step(const rsp_step *s, uint32_t num_labels, bool rows_checked,
-                             rsp_error *err)
+                             bool *per_token, rsp_error *err)
 {
     rsp_status st = rsp__check_arrays(s, err);
     if (st == RSP_OK && !rows_checked)
-        st = rsp__check_row_labels(s, num_labels, err);
-    if (st == RSP_OK && !rows_checked)
+        st = rsp__check_row_labels(s, num_labels, per_token, err);
+    if (st == RSP_OK && !rows_checked && *per_token)
         st = rsp__check_spec_rows(s, NULL, err);
     if (st == RSP_OK)
         st = rsp__check_forks(s, num_labels, err);
@@ -60,10 +61,11 @@ static rsp_status check_forward_done(const rsp_step *s, const rsp_event *ev, rsp
 
 /* A commit's declaration and its forward_done (COMMIT; STEP's msg->commit). */
 static rsp_status check_commit(const rsp_pool *pool, const rsp_step *s, const rsp_event *ev,
-                               uint32_t num_labels, bool rows_checked, rsp_error *err)
+                               uint32_t num_labels, bool rows_checked, bool per_token,
+                               rsp_error *err)
 {
-    rsp_status st = check_step(s, num_labels, rows_checked, err);
-    if (st == RSP_OK)
+    rsp_status st = check_step(s, num_labels, rows_checked, &per_token, err);
+    if (st == RSP_OK && per_token)
         st = rsp__check_accepted(s, err);
     if (st == RSP_OK)
         st = rsp__device_check_event_kind(pool->dev, ev, "forward_done (msg->event)", err);
@@ -77,11 +79,12 @@ static rsp_status check_commit(const rsp_pool *pool, const rsp_step *s, const rs
 static rsp_status check_step_msg(const rsp_pool *pool, const rsp_msg *m, uint32_t num_labels,
                                  rsp_error *err)
 {
-    rsp_status st = check_step(&m->step, num_labels, false, err);
+    bool per_token = false;
+    rsp_status st = check_step(&m->step, num_labels, false, &per_token, err);
     if (st != RSP_OK || !m->commit)
         return st;
     const bool shared = m->commit->rows == m->step.rows && m->commit->num_rows == m->step.num_rows;
-    st = check_commit(pool, m->commit, &m->event, num_labels, shared, err);
+    st = check_commit(pool, m->commit, &m->event, num_labels, shared, per_token, err);
     if (st != RSP_OK) {
         if (err) {
             char cause[RSP_ERROR_MAX];
@@ -129,7 +132,8 @@ rsp_status rsp__msg_validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *
     /* L1: pairs with the owner's store-release after interning a label. */
     uint32_t num_labels = rsp__load_acquire_u32((uint32_t *)&pool->num_labels);
     switch (m->kind) {
-    case RSP_MSG_COMMIT: return check_commit(pool, &m->step, &m->event, num_labels, false, err);
+    case RSP_MSG_COMMIT:
+        return check_commit(pool, &m->step, &m->event, num_labels, false, false, err);
     case RSP_MSG_STEP: return check_step_msg(pool, m, num_labels, err);
     case RSP_MSG_INGEST:
     case RSP_MSG_REMOVE:
@@ -137,7 +141,10 @@ rsp_status rsp__msg_validate(const rsp_pool *pool, const rsp_msg *m, rsp_error *
     case RSP_MSG_ROLLBACK:
         return rsp__device_check_event_kind(pool->dev, &m->event, "forward_done (msg->event)", err);
     case RSP_MSG_ADMIT:
-    case RSP_MSG_PLAN: return check_step(&m->step, num_labels, false, err);
+    case RSP_MSG_PLAN: {
+        bool per_token;
+        return check_step(&m->step, num_labels, false, &per_token, err);
+    }
     case RSP_MSG_HOLDING: return rsp__check_label(m->label, num_labels, err);
     case RSP_MSG_RELEASE: return rsp__check_label(m->label, num_labels, err);
     case RSP_MSG_CHECKPOINT: return check_checkpoint(m, num_labels, err);

@@ -216,7 +216,7 @@ static void need_spec(const rsp_step *step, admit_need *n)
 {
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
-        if (!rsp__spec_asks(row))
+        if (!rsp__row_per_token(row))
             continue;
         n->spec += (uint32_t)row->span;
         if (!n->short_found && n->slots + n->spec > n->free) {
@@ -406,7 +406,7 @@ static bool admit_is_same(rsp__core *c, const rsp_step *step, rsp__steprec *s, b
 {
     return fresh && same && !step->capture && !step->num_restores && !step->num_checkpoints &&
            rsp__same_has(&c->same, &s->same, RSP__SAME_ADMIT) && rsp__fork_kept(c, s, step) &&
-           !rsp__spec_slots_of(step); /* output slots are new at every admit */
+           !s->valid_spec_asks; /* output slots are new at every admit */
 }
 
 /* Keep what admit_is_same compares and admit_same repeats, after a fresh

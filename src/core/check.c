@@ -80,22 +80,31 @@ static rsp_status bad_row_label(const rsp_step *step, uint32_t i, uint32_t num_l
                      step->step_id, i, step->rows[i].label, num_labels);
 }
 
-rsp_status rsp__check_row_labels(const rsp_step *step, uint32_t num_labels, rsp_error *err)
+rsp_status rsp__check_row_labels(const rsp_step *step, uint32_t num_labels, bool *per_token,
+                                 rsp_error *err)
 {
     /* The largest label first, four rows at a time without a branch (a
      * client checks every row of every step it posts); the first bad row
-     * is looked for only when there is one. */
+     * is looked for only when there is one. The per-token bytes are OR'd
+     * in the same pass, so a step without per-token rows is not read a
+     * second time for them. */
     const rsp_row *rows = step->rows;
     uint32_t n = step->num_rows, i = 0;
     uint32_t m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+    unsigned pt = 0;
     for (; i + 4 <= n; i += 4) {
         m0 = rows[i].label > m0 ? rows[i].label : m0;
         m1 = rows[i + 1].label > m1 ? rows[i + 1].label : m1;
         m2 = rows[i + 2].label > m2 ? rows[i + 2].label : m2;
         m3 = rows[i + 3].label > m3 ? rows[i + 3].label : m3;
+        pt |= (unsigned)(rows[i].per_token_states | rows[i + 1].per_token_states |
+                         rows[i + 2].per_token_states | rows[i + 3].per_token_states);
     }
-    for (; i < n; i++)
+    for (; i < n; i++) {
         m0 = rows[i].label > m0 ? rows[i].label : m0;
+        pt |= rows[i].per_token_states;
+    }
+    *per_token = pt != 0;
     m0 = m0 > m1 ? m0 : m1;
     m2 = m2 > m3 ? m2 : m3;
     if (n == 0 || (m0 > m2 ? m0 : m2) < num_labels)

@@ -60,6 +60,12 @@ static inline bool rsp__row_addresses(const rsp_row *row)
     return !row->padding && row->span > 0;
 }
 
+/* Does a row ask for per-token states (validated: the byte is 0 or 1)? */
+static inline bool rsp__row_per_token(const rsp_row *row)
+{
+    return row->per_token_states == 1 && rsp__row_addresses(row);
+}
+
 /* step is not NULL, and rows, pre_forks, post_forks, checkpoints and
  * restores are not NULL when their counts are not 0 (RSP_EINVAL). O(1). */
 rsp_status rsp__check_arrays(const rsp_step *step, rsp_error *err);
@@ -72,8 +78,11 @@ rsp_status rsp__check_limits(const rsp_step *step, uint32_t max_rows, rsp_error 
 /* label is one of the num_labels interned ones (RSP_ENOLABEL). O(1). */
 rsp_status rsp__check_label(rsp_label_id label, uint32_t num_labels, rsp_error *err);
 
-/* Every row's label is interned (RSP_ENOLABEL). O(rows). */
-rsp_status rsp__check_row_labels(const rsp_step *step, uint32_t num_labels, rsp_error *err);
+/* Every row's label is interned (RSP_ENOLABEL); *per_token: whether some
+ * row's per_token_states byte is not 0 (only then need rsp__check_spec_rows
+ * and rsp__check_accepted read the rows). O(rows). */
+rsp_status rsp__check_row_labels(const rsp_step *step, uint32_t num_labels, bool *per_token,
+                                 rsp_error *err);
 
 /* The same, and at most max_rows rows per label (RSP_EINVAL, naming the
  * label: names[l] is label l's name), in one pass. O(rows). */

@@ -245,6 +245,10 @@ typedef struct rsp__steprec {
     rsp_restore *drest;
     uint32_t num_drest, cap_drest;
     uint32_t num_valid_rows, cap_valid_rows;
+    /* How many of valid_rows ask for per-token states (rsp__row_per_token):
+     * a step whose rows are the same as the record's (rsp__step_rows_same)
+     * knows without reading them again that none does. */
+    uint32_t valid_spec_asks;
     /* The same rows as declared (padding bytes too): the rows a commit
      * names again, and a steady step's rows compare with them as one block
      * (rsp__step_same_rows) while same.h keeps RAW. */

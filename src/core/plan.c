@@ -147,7 +147,7 @@ static rsp_status plan_count(rsp__core *c, const rsp_step *step, plan_ctx *p, rs
         }
         p->total += p->lengths[li];
     }
-    return rsp__spec_widths(c, step, p->lengths, err);
+    return rsp__spec_widths(c, step, p->same, p->rec, p->lengths, err);
 }
 
 /* --- 3. reserve ---------------------------------------------------------- */

@@ -15,7 +15,7 @@ uint64_t rsp__spec_slots_of(const rsp_step *step)
 {
     uint64_t n = 0;
     for (uint32_t i = 0; !step->capture && i < step->num_rows; i++)
-        if (rsp__spec_asks(&step->rows[i]))
+        if (rsp__row_per_token(&step->rows[i]))
             n += (uint64_t)step->rows[i].span;
     return n;
 }
@@ -40,7 +40,7 @@ static uint32_t first_unreserved(const rsp__steprec *s, const rsp_step *step)
 {
     uint32_t k = 0;
     for (uint32_t i = 0; !s->capture && !step->capture && i < step->num_rows; i++)
-        if (rsp__spec_asks(&step->rows[i]) && spec_match(s, &step->rows[i], &k) == RSP__NONE)
+        if (rsp__row_per_token(&step->rows[i]) && spec_match(s, &step->rows[i], &k) == RSP__NONE)
             return i;
     return step->num_rows;
 }
@@ -107,7 +107,7 @@ rsp_status rsp__spec_reserve(rsp__steprec *s, const rsp_step *step)
 {
     uint32_t rows = 0;
     for (uint32_t i = 0; !step->capture && i < step->num_rows; i++)
-        rows += rsp__spec_asks(&step->rows[i]);
+        rows += rsp__row_per_token(&step->rows[i]);
     uint64_t slots = rsp__spec_slots_of(step);
     if (!rows)
         return RSP_OK;
@@ -123,7 +123,7 @@ void rsp__spec_apply(rsp__core *c, const rsp_step *step, uint32_t rec)
     s->num_spec_rows = s->num_spec_slots = 0;
     for (uint32_t i = 0; !step->capture && i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
-        if (!rsp__spec_asks(row))
+        if (!rsp__row_per_token(row))
             continue;
         rsp__req *r = rsp__req_find(c, row->rid);
         rsp__hold *h = r ? rsp__hold_find(r, row->label) : NULL;
@@ -162,18 +162,23 @@ rsp_status rsp__spec_plan_check(const rsp__core *c, const rsp_step *step, uint32
 
 /* Per label (c->label_order index) 1 + the largest per-token span. A
  * capture's rows count only when `dummies`: they reserve nothing, but
- * under a lease they declare the width its graph is captured with. */
-static void label_widths(const rsp__core *c, const rsp_step *step, bool dummies, uint32_t *width)
+ * under a lease they declare the width its graph is captured with. Rows
+ * that are their record's (same) and ask for none are not read again: a
+ * plain decode step pays nothing for per-token states. */
+static void label_widths(const rsp__core *c, const rsp_step *step, bool same, uint32_t rec,
+                         bool dummies, uint32_t *width)
 {
     uint32_t index_of[RSP_MAX_LABELS];
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
         index_of[c->label_order[li]] = li;
         width[li] = 1;
     }
+    if (same && !c->steps[rec].valid_spec_asks)
+        return;
     for (uint32_t i = 0; (dummies || !step->capture) && i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         uint32_t li = index_of[row->label];
-        if (rsp__spec_asks(row) && 1u + (uint32_t)row->span > width[li])
+        if (rsp__row_per_token(row) && 1u + (uint32_t)row->span > width[li])
             width[li] = 1u + (uint32_t)row->span;
     }
 }
@@ -205,11 +210,11 @@ static rsp_status too_narrow(const rsp__core *c, const rsp_step *step, rsp_label
                      step->lease.lease_slot, width);
 }
 
-rsp_status rsp__spec_widths(rsp__core *c, const rsp_step *step, const uint32_t *lengths,
-                            rsp_error *err)
+rsp_status rsp__spec_widths(rsp__core *c, const rsp_step *step, bool same, uint32_t rec,
+                            const uint32_t *lengths, rsp_error *err)
 {
     uint32_t want[RSP_MAX_LABELS];
-    label_widths(c, step, step->has_lease, want);
+    label_widths(c, step, same, rec, step->has_lease, want);
     for (uint32_t li = 0; li < c->num_plan_labels; li++) {
         rsp__buf_pick *pk = &c->picks[li];
         rsp_label_id L = c->label_order[li];
@@ -298,11 +303,13 @@ void rsp__spec_fill(rsp__core *c, rsp__addr *a, const rsp_step *step, uint32_t r
     for (uint32_t k = 0; live && k < s->num_spec_rows; k++)
         s->spec_rows[k].planned = false; /* a row the plan dropped accepts nothing */
     uint32_t k = 0;
-    for (uint32_t i = 0; !step->capture && i < step->num_rows; i++) {
+    /* Without reserved per-token rows every row is plain (the plan's
+     * check refused any other), and the loop below would write nothing. */
+    for (uint32_t i = 0; s->num_spec_rows && !step->capture && i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
         uint32_t li = index_of[row->label];
         uint32_t e = pos[li]++;
-        uint32_t m = rsp__spec_asks(row) ? spec_match(s, row, &k) : RSP__NONE;
+        uint32_t m = rsp__row_per_token(row) ? spec_match(s, row, &k) : RSP__NONE;
         rsp__spec_row *sr = m == RSP__NONE ? NULL : &s->spec_rows[m];
         if (!sr)
             continue; /* rsp__spec_plan_check: only a plain row */
@@ -396,7 +403,7 @@ void rsp__spec_commit(rsp__core *c, const rsp_step *step, uint32_t rec)
         s->spec_rows[j].kept = s->spec_rows[j].done = false;
     for (uint32_t i = 0; i < step->num_rows; i++) {
         const rsp_row *row = &step->rows[i];
-        uint32_t m = rsp__spec_asks(row) ? spec_match(s, row, &k) : RSP__NONE;
+        uint32_t m = rsp__row_per_token(row) ? spec_match(s, row, &k) : RSP__NONE;
         rsp__spec_row *sr = m == RSP__NONE ? NULL : &s->spec_rows[m];
         if (!sr)
             continue;

@@ -11,12 +11,6 @@
 
 #include "step.h"
 
-/* Does a row ask for per-token states (validated: the byte is 0 or 1)? */
-static inline bool rsp__spec_asks(const rsp_row *row)
-{
-    return row->per_token_states == 1 && !row->padding && row->span > 0;
-}
-
 /* Output slots step's rows ask for (0 for a capture: its rows are
  * dummies). O(rows). */
 uint64_t rsp__spec_slots_of(const rsp_step *step);
@@ -53,9 +47,11 @@ rsp_status rsp__spec_plan_check(const rsp__core *c, const rsp_step *step, uint32
  * key's tensor buffer's fixed width if it has one (a wider per-token row:
  * RSP_ECAPACITY "lease too small", nothing changed), else 1 + the largest
  * span its rows ask, capture rows included, and a buffer to create when
- * that is above 1. O(rows + labels x buffers). */
-rsp_status rsp__spec_widths(rsp__core *c, const rsp_step *step, const uint32_t *lengths,
-                            rsp_error *err);
+ * that is above 1. same: step's rows are record rec's (rsp__step_rows_same).
+ * O(rows + labels x buffers); O(labels x buffers) when same and none of
+ * the rows asks for per-token states. */
+rsp_status rsp__spec_widths(rsp__core *c, const rsp_step *step, bool same, uint32_t rec,
+                            const uint32_t *lengths, rsp_error *err);
 
 /* Plan, reserve (after rsp__choose_buffers): ids from `next` on for the
  * tensor buffers the plan creates; returns how many. O(labels). */

@@ -218,6 +218,7 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
         return RSP_ENOMEM;
     rsp__same_rows_changed(&c->same, &s->same); /* its caches were of other rows */
     bool raw = true;
+    uint32_t asks = 0;
     for (uint32_t i = s->num_valid_rows; i < step->num_rows; i++)
         s->valid_rows[i].rec = s->valid_rows[i].hold = RSP__NONE;
     s->num_valid_rows = step->num_rows;
@@ -230,8 +231,10 @@ rsp_status rsp__step_keep_rows(rsp__core *c, uint32_t rec, const rsp_step *step,
         a->padding = row->padding;
         a->skip_post_forks = false;
         a->per_token_states = row->per_token_states;
+        asks += rsp__row_per_token(row);
         raw &= !row->skip_post_forks; /* such rows are never "the same" */
     }
+    s->valid_spec_asks = asks;
     if (step->num_rows)
         memcpy(s->raw, step->rows, (size_t)step->num_rows * sizeof *s->raw);
     if (raw) {
