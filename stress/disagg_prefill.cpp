@@ -13,7 +13,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "disagg.h"
 
-#include <algorithm>
 #include <cinttypes>
 #include <csignal>
 #include <cstring>
@@ -298,14 +297,11 @@ bool Prefill::offer_batch(rsp_ucx *u, int fd, PReq &first)
     rsp_error err{};
     Frame f{kFrameMagic, FRAME_BATCH};
     bool sent = fd_io(fd, &f, sizeof f, true, std::chrono::steady_clock::now() + kHang);
-    // Left untouched by a send whose answer never came: then the send's
-    // status is every request's.
-    const rsp_status no_answer = static_cast<rsp_status>(-1);
-    std::vector<rsp_status> sts(qs.size(), no_answer);
-    rsp_status st = sent ? rsp_ucx_send_many(u, xs.data(), uint32_t(xs.size()), kXferTimeoutNs,
-                                             sts.data(), &err)
-                         : RSP_EDEVICE;
-    std::replace(sts.begin(), sts.end(), no_answer, st);
+    // A send whose answer never came gives every request its status.
+    std::vector<rsp_status> sts(qs.size(), RSP_EDEVICE);
+    if (sent)
+        (void)rsp_ucx_send_many(u, xs.data(), uint32_t(xs.size()), kXferTimeoutNs, sts.data(),
+                                &err);
     for (rsp_export *x : xs) {
         rsp_error cerr{};
         cx_.checks.expect(CHECK_DISAGG, rsp_export_close(x, &cerr) == RSP_OK,
