@@ -186,11 +186,20 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us, uint32_t batch)
             rsp_checkpoint_take(pool, CKPT_KEY + r, r, RSP_LABEL_MAIN, RSP_TIER_DEVICE, 0, NULL))
             return 3;
     }
-    if (die_us)
+    /* Over TCP the clock starts once the first transfer is done: Debian's
+     * UCX (1.13) can abort inside libucp when a TCP peer dies while the
+     * endpoint is still wiring up ("wireup_ep->pending_count == 0" in
+     * ucp_ep_set_failed), which kills the survivor in UCX, not in rsp. */
+    const char *tls = getenv("UCX_TLS");
+    const bool after_first = tls && strstr(tls, "tcp");
+    if (die_us && !after_first)
         die_in(die_us);
     int code = 0;
-    for (rsp_rid r = 1; batch && r <= REQS && !code; r += batch)
+    for (rsp_rid r = 1; batch && r <= REQS && !code; r += batch) {
         code = offer_batch(pool, u, r, batch);
+        if (die_us && after_first && r == 1)
+            die_in(die_us);
+    }
     for (rsp_rid r = 1; !batch && r <= REQS && !code; r++) {
         rsp_export_spec s;
         rsp_export_spec_init(&s);
@@ -205,6 +214,8 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us, uint32_t batch)
             break;
         }
         code = rsp_ucx_send(u, e, timeout, NULL) == RSP_OK ? 0 : 5;
+        if (die_us && after_first && r == 1)
+            die_in(die_us);
         if (rsp_export_close(e, NULL) != RSP_OK)
             code = 6;
     }
