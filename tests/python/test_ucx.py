@@ -25,7 +25,7 @@ TIMEOUT = 20.0  # seconds, each call of either side
 
 
 def _config(rsp):
-    return rsp.PoolConfig(num_layers=LAYERS, max_slots=8,
+    return rsp.PoolConfig(num_layers=LAYERS, max_slots=8, max_checkpoints=2,
                           blocks=[rsp.BlockSpec(n, s, d) for n, d, s, _ in BLOCKS])
 
 
@@ -72,6 +72,7 @@ def _step(pool, sid, rid):
 # --- the prefill side (a child process) ----------------------------------------
 
 REQS = 5  # 1-3 committed, 4 aborted by the importer, 5 refused by it
+CKPT = 77  # then a checkpoint of request 1's state
 
 
 def _prefill(fd):
@@ -85,6 +86,7 @@ def _prefill(fd):
         for r in range(1, REQS + 1):
             _step(pool, r, r)
             _fill(pool, r, r)
+        pool.checkpoint_take(CKPT, 1)
         for r in range(1, REQS + 1):
             with pool.export(rid=r, tag=1000 + r) as e:
                 try:
@@ -93,6 +95,8 @@ def _prefill(fd):
                 except rsp.RspError as err:
                     out["sent"][r] = err.name
                     out.setdefault("messages", {})[r] = err.message
+        with pool.export(key=CKPT) as e:
+            t.send(e, timeout=TIMEOUT)
         # Every export closed: each request can go (none pinned), every slot with it.
         for r in range(1, REQS + 1):
             pool.remove_request(r)
@@ -162,6 +166,14 @@ if __name__ != "__main__":
                 with pytest.raises(rsp.RspError) as err:
                     t.receive(105, timeout=TIMEOUT)
                 assert err.value.name == "RSP_EINVAL"
+                # A checkpoint's offer lands under its key (the rid is not used).
+                h = t.receive("unused", timeout=TIMEOUT)
+                assert (h.what, h.key) == ("checkpoint", CKPT)
+                assert pool.checkpoint_info(CKPT).tier == "device"
+                s = rsp.Step(20, [("y", "main", 1)], restores=[("y", "main", CKPT)])
+                assert pool.step_next(s)
+                pool.commit(s)
+                assert _wrong_bytes(pool, "y", 1) == 0
             out, errs = child.communicate(timeout=60)
         finally:
             if child.poll() is None:
@@ -176,9 +188,9 @@ if __name__ != "__main__":
         # The prefill pool: nothing pinned (every request removed), every slot free.
         assert rep["stats"]["held_slots"] == 0
         assert rep["stats"]["free_slots"] == rep["stats"]["usable_slots"]
-        # The decode pool: 101-103 and 105 hold a slot each, no import left open.
+        # The decode pool: 101-103, 105 and y hold a slot each, no import left open.
         st = pool.stats()
-        assert st["held_slots"] == 4 and st["free_slots"] == usable - 4
+        assert st["held_slots"] == 5 and st["free_slots"] == usable - 5
         for r in (1, 2, 3):
             assert _wrong_bytes(pool, 100 + r, r) == 0
         pool.cleanup()
@@ -226,6 +238,36 @@ if __name__ != "__main__":
         a.close()
         b.close()
         q.cleanup()
+
+    @needs_ucx
+    def test_a_second_thread_is_refused():
+        """Not thread-safe: a call while another thread's runs is refused
+        (RuntimeError), never run beside it."""
+        import threading
+
+        p = rsp.Pool("cpu", _config(rsp))
+        a, b = socket.socketpair()
+        got = []
+        with rsp.ucx.Transport(p) as t:
+            # No peer answers on b: the connect blocks until b is closed.
+            th = threading.Thread(target=lambda: got.append(_raised(t.connect, a, timeout=60)))
+            th.start()
+            while not t._busy.locked():
+                th.join(0.001)
+            with pytest.raises(RuntimeError, match="not thread-safe"):
+                t.receive("x")
+            b.close()  # the peer goes: the connect fails
+            th.join()
+        assert [type(e).__name__ for e in got] == ["RspError"] and got[0].name == "RSP_EDEVICE"
+        a.close()
+        p.cleanup()
+
+    def _raised(fn, *args, **kw):
+        try:
+            fn(*args, **kw)
+        except Exception as e:  # noqa: BLE001 (recorded for the main thread to assert)
+            return e
+        return None
 
     def test_without_librsp_ucx(monkeypatch):
         """available() is False and a Transport is a RuntimeError naming the
