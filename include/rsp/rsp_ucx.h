@@ -56,9 +56,11 @@ RSP_API rsp_status rsp_ucx_receive(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin, 
 /** Importer, first half: receive one offer, begin its import as rid and
  * pull every byte into it; *imp gets the open import, which the caller may
  * read (rsp_import_extents) before it ends it with rsp_ucx_receive_end;
- * the exporter waits meanwhile. A refused begin answers the exporter and
- * leaves *imp NULL. A failed transfer closes the endpoint (every get
- * cancelled) and leaves *imp open: end it to abort it. */
+ * the exporter waits meanwhile. A begin refused before anything was
+ * reserved (an offer of several requests: RSP_ECAPACITY) answers the
+ * exporter and leaves *imp NULL. Any other failure leaves *imp open: end
+ * it to abort it (after a failed transfer the endpoint is closed, every
+ * get cancelled, and the end answers no one). */
 RSP_API rsp_status rsp_ucx_receive_begin(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin,
                                          uint64_t timeout_ns, rsp_xfer_header *header,
                                          rsp_import **imp, rsp_error *err);
@@ -69,6 +71,39 @@ RSP_API rsp_status rsp_ucx_receive_begin(rsp_ucx *u, rsp_rid rid, uint64_t seq_b
  * exporter got. imp is freed either way. */
 RSP_API rsp_status rsp_ucx_receive_end(rsp_ucx *u, rsp_import *imp, rsp_status verdict,
                                        uint64_t seq_end, uint64_t timeout_ns, rsp_error *err);
+
+/* Batches: one offer, one flush and one answer for many requests, so the
+ * round trip and the pool's calls of each request stop adding to its
+ * bytes' time, and requests in neighbouring slots on both sides move as one
+ * get per layer. Each request is still imported whole or not at all. */
+
+/** Exporter: offer exps[0..n) (n <= 65536) in one message and wait for the
+ * peer's one answer. statuses (may be NULL) gets each request's outcome
+ * (RSP_OK: committed by the peer). Returns RSP_OK when every request was
+ * committed; else the first refused request's status, err naming it; or,
+ * with statuses untouched, RSP_EDEVICE / RSP_ETIMEDOUT when the answer
+ * never came (then the peer committed none: it answers after it ended
+ * every import). The caller closes every export afterwards either way.
+ * O(n + extents) plus the transfer. */
+RSP_API rsp_status rsp_ucx_send_many(rsp_ucx *u, rsp_export *const *exps, uint32_t n,
+                                     uint64_t timeout_ns, rsp_status *statuses, rsp_error *err);
+
+/** Importer: receive one offer of up to cap requests and import request i
+ * as rids[i]: begin every one, pull the bytes of those begun in one batch
+ * of gets (runs contiguous on both sides merged), one flush, then commit
+ * each (or abort it: refused, or the transfer failed) and answer the
+ * exporter once. seqs: NULL, or 2 x cap numbers for an ordered pool
+ * (request i's begin at 2i, its commit or abort at 2i + 1). *count
+ * (optional) gets how many the offer carried; headers and statuses
+ * (optional, cap entries) each request's header and outcome. An offer of
+ * more than cap is refused whole (RSP_ECAPACITY to every request). Returns
+ * RSP_OK when every request committed, else the first failure's status,
+ * err naming it. After a transport failure none is committed and the
+ * rsp_ucx needs a new connection. */
+RSP_API rsp_status rsp_ucx_receive_many(rsp_ucx *u, const rsp_rid *rids, uint32_t cap,
+                                        const uint64_t *seqs, uint64_t timeout_ns, uint32_t *count,
+                                        rsp_xfer_header *headers, rsp_status *statuses,
+                                        rsp_error *err);
 
 #ifdef __cplusplus
 }

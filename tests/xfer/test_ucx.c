@@ -121,6 +121,9 @@ static bool restore_step(rsp_pool *pool, uint64_t id, rsp_rid rid, uint64_t key)
  * passes it to its child. */
 #define CKPT_KEY 1000u
 static bool offer_checkpoints;
+/* Both sides move requests in batches of this many (0: one at a time);
+ * spawn passes it on too. */
+static uint32_t batch_size;
 
 /* SIGKILL this process after us microseconds (a thread of its own). */
 static void *killer(void *arg)
@@ -138,10 +141,30 @@ static void die_in(unsigned us)
         pthread_detach(t);
 }
 
-/* The prefill side on pool: REQS requests filled and offered in order,
- * each export closed whatever the answer. Returns 0 when all were
- * committed by the peer. */
-static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
+/* Offer requests first..first+n as one batch (rsp_ucx_send_many), every
+ * export closed whatever the answer: 0 when the peer committed all. */
+static int offer_batch(rsp_pool *pool, rsp_ucx *u, rsp_rid first, uint32_t n)
+{
+    rsp_export *xs[REQS] = {0};
+    int code = 0;
+    for (uint32_t i = 0; i < n && !code; i++) {
+        rsp_export_spec s;
+        rsp_export_spec_init(&s);
+        s.rid = first + i;
+        code = rsp_export_open(pool, &s, &xs[i], NULL) == RSP_OK ? 0 : 4;
+    }
+    if (!code)
+        code = rsp_ucx_send_many(u, xs, n, timeout, NULL, NULL) == RSP_OK ? 0 : 5;
+    for (uint32_t i = 0; i < n; i++)
+        if (xs[i] && rsp_export_close(xs[i], NULL) != RSP_OK)
+            code = 6;
+    return code;
+}
+
+/* The prefill side on pool: REQS requests filled and offered in order
+ * (one at a time, or in batches of `batch`), each export closed whatever
+ * the answer. Returns 0 when all were committed by the peer. */
+static int prefill_on(rsp_pool *pool, int fd, unsigned die_us, uint32_t batch)
 {
     rsp_ucx *u = NULL;
     if (rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, timeout, NULL)) {
@@ -161,7 +184,9 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
     if (die_us)
         die_in(die_us);
     int code = 0;
-    for (rsp_rid r = 1; r <= REQS && !code; r++) {
+    for (rsp_rid r = 1; batch && r <= REQS && !code; r += batch)
+        code = offer_batch(pool, u, r, batch);
+    for (rsp_rid r = 1; !batch && r <= REQS && !code; r++) {
         rsp_export_spec s;
         rsp_export_spec_init(&s);
         s.rid = r;
@@ -182,16 +207,36 @@ static int prefill_on(rsp_pool *pool, int fd, unsigned die_us)
     return code;
 }
 
-static int prefill(int fd, unsigned die_us)
+static int prefill(int fd, unsigned die_us, uint32_t batch)
 {
     rsp_pool *pool = make_pool();
-    int code = pool ? prefill_on(pool, fd, die_us) : 2;
+    int code = pool ? prefill_on(pool, fd, die_us, batch) : 2;
     return pool && rsp_pool_close(pool, NULL) != RSP_OK ? 7 : code;
 }
 
-/* The decode side: receive until REQS imports or a failure; *done gets
- * how many committed. */
-static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
+/* The decode side in batches of `batch` (rsp_ucx_receive_many): as
+ * decode. */
+static int decode_batches(rsp_ucx *u, uint32_t batch, uint32_t *done)
+{
+    for (rsp_rid r = 1; r <= REQS; r += batch) {
+        rsp_rid rids[REQS];
+        rsp_status sts[REQS];
+        uint32_t count = 0;
+        for (uint32_t i = 0; i < batch; i++)
+            rids[i] = 100 + r + i;
+        rsp_status st =
+            rsp_ucx_receive_many(u, rids, batch, NULL, timeout, &count, NULL, sts, NULL);
+        for (uint32_t i = 0; i < count && i < batch; i++)
+            *done += sts[i] == RSP_OK;
+        if (st != RSP_OK)
+            return 5;
+    }
+    return 0;
+}
+
+/* The decode side: receive until REQS imports or a failure (one at a
+ * time, or in batches of `batch`); *done gets how many committed. */
+static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done, uint32_t batch)
 {
     rsp_ucx *u = NULL;
     *done = 0;
@@ -201,6 +246,11 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
     }
     if (die_us)
         die_in(die_us);
+    if (batch) {
+        int code = decode_batches(u, batch, done);
+        rsp_ucx_destroy(u);
+        return code;
+    }
     rsp_error err;
     for (rsp_rid r = 1; r <= REQS; r++) {
         rsp_status st = rsp_ucx_receive(u, 100 + r, 0, 0, timeout, NULL, &err);
@@ -218,7 +268,7 @@ static int decode(rsp_pool *pool, int fd, unsigned die_us, uint32_t *done)
  * "--child prefill|decode FD DIE_US CHECKPOINTS TIMEOUT" (main). A child
  * forked from a process that already used rsp may not use it (the fork
  * guard), so a plain fork would test nothing after the first pool. */
-static pid_t spawn(int *fd, bool child_prefills, unsigned die_us)
+static pid_t spawn_as(int *fd, const char *role, unsigned die_us)
 {
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -226,17 +276,58 @@ static pid_t spawn(int *fd, bool child_prefills, unsigned die_us)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(sv[0]);
-        char fds[16], die[16], tmo[24];
+        char fds[16], die[16], tmo[24], bat[16];
         snprintf(fds, sizeof fds, "%d", sv[1]);
         snprintf(die, sizeof die, "%u", die_us);
         snprintf(tmo, sizeof tmo, "%llu", (unsigned long long)timeout);
-        execl("/proc/self/exe", "test_ucx", "--child", child_prefills ? "prefill" : "decode", fds,
-              die, offer_checkpoints ? "1" : "0", tmo, (char *)NULL);
+        snprintf(bat, sizeof bat, "%u", batch_size);
+        execl("/proc/self/exe", "test_ucx", "--child", role, fds, die,
+              offer_checkpoints ? "1" : "0", tmo, bat, (char *)NULL);
         _exit(127);
     }
     close(sv[1]);
     *fd = sv[0];
     return pid;
+}
+
+static pid_t spawn(int *fd, bool child_prefills, unsigned die_us)
+{
+    return spawn_as(fd, child_prefills ? "prefill" : "decode", die_us);
+}
+
+/* The refused request inside a batch (a_refused_request_keeps_its_batch):
+ * the decode side holds rid 106 already, so request 6 of 16 is refused
+ * (RSP_EINVAL) and the other 15 committed; then an offer of 16 to a
+ * receiver taking 4 is refused whole (RSP_ECAPACITY). Exit 0 when the
+ * statuses are exactly those and every export closed. */
+static int prefill_refusal(int fd)
+{
+    rsp_pool *pool = make_pool();
+    rsp_ucx *u = NULL;
+    if (!pool || rsp_ucx_create(pool, &u, NULL) != RSP_OK || rsp_ucx_connect(u, fd, timeout, NULL))
+        return 2;
+    rsp_export *xs[REQS] = {0};
+    for (rsp_rid r = 1; r <= REQS; r++) {
+        rsp_export_spec s;
+        rsp_export_spec_init(&s);
+        s.rid = r;
+        if (!run_step(pool, r, r) || pattern_io(pool, r, true) ||
+            rsp_export_open(pool, &s, &xs[r - 1], NULL) != RSP_OK)
+            return 3;
+    }
+    rsp_status sts[REQS];
+    int code = rsp_ucx_send_many(u, xs, REQS, timeout, sts, NULL) == RSP_EINVAL ? 0 : 10;
+    for (uint32_t i = 0; i < REQS && !code; i++)
+        code = sts[i] == (i == 5 ? RSP_EINVAL : RSP_OK) ? 0 : 11;
+    if (!code)
+        code = rsp_ucx_send_many(u, xs, REQS, timeout, sts, NULL) == RSP_ECAPACITY ? 0 : 12;
+    for (uint32_t i = 0; i < REQS && !code; i++)
+        code = sts[i] == RSP_ECAPACITY ? 0 : 13;
+    for (uint32_t i = 0; i < REQS; i++)
+        if (rsp_export_close(xs[i], NULL) != RSP_OK || rsp_remove(pool, i + 1u, NULL) != RSP_OK)
+            code = code ? code : 14; /* closed: nothing pins the request any more */
+    rsp_ucx_destroy(u);
+    return rsp_pool_close(pool, NULL) != RSP_OK ? 7 : code;
 }
 
 /* spawn's child: its exit status is the parent's finding. */
@@ -246,11 +337,14 @@ static int child_main(char **argv)
     unsigned die_us = (unsigned)strtoul(argv[4], NULL, 10);
     offer_checkpoints = argv[5][0] == '1';
     timeout = strtoull(argv[6], NULL, 10);
+    batch_size = (uint32_t)strtoul(argv[7], NULL, 10);
     if (strcmp(argv[2], "prefill") == 0)
-        return prefill(fd, die_us);
+        return prefill(fd, die_us, batch_size);
+    if (strcmp(argv[2], "refusal") == 0)
+        return prefill_refusal(fd);
     uint32_t n;
     rsp_pool *pool = make_pool();
-    return pool ? decode(pool, fd, die_us, &n) : 2;
+    return pool ? decode(pool, fd, die_us, &n, batch_size) : 2;
 }
 
 /* Every committed import holds its pattern; nothing else is held. */
@@ -274,7 +368,7 @@ static void every_byte_arrives(void **state)
     rsp_pool *pool = make_pool();
     assert_non_null(pool);
     uint32_t done;
-    assert_int_equal(decode(pool, fd, 0, &done), 0);
+    assert_int_equal(decode(pool, fd, 0, &done, batch_size), 0);
     assert_int_equal(done, REQS);
     int ws;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
@@ -295,7 +389,7 @@ static void checkpoints_arrive_under_their_keys(void **state)
     rsp_pool *pool = make_pool();
     assert_non_null(pool);
     uint32_t done;
-    assert_int_equal(decode(pool, fd, 0, &done), 0);
+    assert_int_equal(decode(pool, fd, 0, &done, batch_size), 0);
     assert_int_equal(done, REQS);
     int ws;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
@@ -313,25 +407,111 @@ static void checkpoints_arrive_under_their_keys(void **state)
     assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
 }
 
+static void batches_move_whole_requests(void **state)
+{
+    (void)state;
+    batch_size = 4;
+    int fd;
+    pid_t pid = spawn(&fd, true, 0);
+    rsp_pool *pool = make_pool();
+    assert_non_null(pool);
+    uint32_t done = 0;
+    assert_int_equal(decode(pool, fd, 0, &done, batch_size), 0);
+    batch_size = 0;
+    assert_int_equal(done, REQS);
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+    assert_consistent(pool, REQS);
+    close(fd);
+    assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
+}
+
+static void a_refused_request_keeps_its_batch(void **state)
+{
+    (void)state;
+    rsp_pool *pool = make_pool();
+    assert_non_null(pool);
+    assert_true(run_step(pool, 1, 106)); /* request 6's rid is taken here */
+    int fd;
+    pid_t pid = spawn_as(&fd, "refusal", 0);
+    rsp_ucx *u = NULL;
+    assert_int_equal(rsp_ucx_create(pool, &u, NULL), RSP_OK);
+    assert_int_equal(rsp_ucx_connect(u, fd, timeout, NULL), RSP_OK);
+    rsp_rid rids[REQS];
+    rsp_status sts[REQS];
+    rsp_xfer_header hs[REQS];
+    uint32_t count = 0;
+    rsp_error err;
+    for (uint32_t i = 0; i < REQS; i++)
+        rids[i] = 101 + i;
+    assert_int_equal(rsp_ucx_receive_many(u, rids, REQS, NULL, timeout, &count, hs, sts, &err),
+                     RSP_EINVAL);
+    assert_non_null(strstr(err.message, "106"));
+    assert_int_equal(count, REQS);
+    for (uint32_t i = 0; i < REQS; i++) {
+        assert_int_equal(sts[i], i == 5 ? RSP_EINVAL : RSP_OK);
+        assert_int_equal(hs[i].rid, i + 1);
+        if (i != 5)
+            assert_int_equal(pattern_seed_io(pool, 101 + i, i + 1, false), 0);
+    }
+    rsp_stats st;
+    assert_int_equal(rsp_stats_snapshot(pool, &st, NULL), RSP_OK);
+    /* Whole offer refused: more requests than rids. */
+    assert_int_equal(rsp_ucx_receive_many(u, rids, 4, NULL, timeout, &count, NULL, sts, &err),
+                     RSP_ECAPACITY);
+    assert_int_equal(count, REQS);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_int_equal(sts[i], RSP_ECAPACITY);
+    rsp_stats after;
+    assert_int_equal(rsp_stats_snapshot(pool, &after, NULL), RSP_OK);
+    assert_int_equal(after.held_slots, st.held_slots);
+    assert_int_equal(after.held_slots, REQS); /* 15 imported and rid 106's own */
+    assert_int_equal(after.num_requests, REQS);
+    /* Bad arguments change nothing. */
+    assert_int_equal(rsp_ucx_receive_many(u, NULL, 4, NULL, timeout, NULL, NULL, NULL, NULL),
+                     RSP_EINVAL);
+    assert_int_equal(rsp_ucx_receive_many(u, rids, 0, NULL, timeout, NULL, NULL, NULL, NULL),
+                     RSP_EINVAL);
+    assert_int_equal(rsp_ucx_send_many(u, NULL, 1, timeout, NULL, NULL), RSP_EINVAL);
+    rsp_export *none[1] = {NULL};
+    assert_int_equal(rsp_ucx_send_many(u, none, 1, timeout, NULL, &err), RSP_EINVAL);
+    assert_non_null(strstr(err.message, "exps[0]"));
+    rsp_ucx_destroy(u);
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+    close(fd);
+    assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
+}
+
 static void killed_prefill_leaves_no_half_import(void **state)
 {
     (void)state;
     timeout = KILL_TIMEOUT;
-    /* Several kill times: before, during and between transfers. */
-    static const unsigned die_us[] = {1, 300, 2000, 8000};
+    /* Several kill times: before, during and between transfers; one
+     * request at a time, then in batches of 4 (a batch is committed whole
+     * or aborted whole when its transfer fails). */
+    static const unsigned die_us[] = {1, 300, 2000, 8000, 1, 300, 2000, 8000};
     for (size_t k = 0; k < sizeof die_us / sizeof die_us[0]; k++) {
+        batch_size = k < 4 ? 0 : 4;
         int fd;
         pid_t pid = spawn(&fd, true, die_us[k]);
         rsp_pool *pool = make_pool();
         assert_non_null(pool);
         uint32_t done;
-        (void)decode(pool, fd, 0, &done);
+        (void)decode(pool, fd, 0, &done, batch_size);
         int ws;
         assert_int_equal(waitpid(pid, &ws, 0), pid);
+        if (batch_size)
+            assert_int_equal(done % batch_size, 0);
         assert_consistent(pool, done);
         close(fd);
         assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
     }
+    batch_size = 0;
     timeout = TIMEOUT;
 }
 
@@ -354,7 +534,7 @@ static void killed_decode_leaves_the_exports_closed(void **state)
         pid_t pid = spawn(&fd, false, die_us[k]);
         rsp_pool *pool = make_pool(); /* this process offers */
         assert_non_null(pool);
-        int code = prefill_on(pool, fd, 0);
+        int code = prefill_on(pool, fd, 0, 0);
         /* All committed, or the peer died before the connection or during a send. */
         assert_true(code == 0 || code == 2 || code == 5);
         int ws;
@@ -371,12 +551,14 @@ static void killed_decode_leaves_the_exports_closed(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc == 7 && strcmp(argv[1], "--child") == 0)
+    if (argc == 8 && strcmp(argv[1], "--child") == 0)
         return child_main(argv);
     signal(SIGPIPE, SIG_IGN); /* a dead peer's socket: EPIPE, not a signal */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_byte_arrives),
         cmocka_unit_test(checkpoints_arrive_under_their_keys),
+        cmocka_unit_test(batches_move_whole_requests),
+        cmocka_unit_test(a_refused_request_keeps_its_batch),
         cmocka_unit_test(killed_prefill_leaves_no_half_import),
         cmocka_unit_test(killed_decode_leaves_the_exports_closed),
     };
