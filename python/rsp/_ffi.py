@@ -757,6 +757,15 @@ def load_ucx():
             "rsp_ucx_receive_end": (c_status, vp, vp, c_status, ctypes.c_uint64,
                                     ctypes.c_uint64, PErr),
         }
+        batch = {
+            "rsp_ucx_send_many": (c_status, vp, P(vp), ctypes.c_uint32, ctypes.c_uint64,
+                                  P(c_status), PErr),
+            "rsp_ucx_receive_many": (c_status, vp, PRid, ctypes.c_uint32, P(ctypes.c_uint64),
+                                     ctypes.c_uint64, P(ctypes.c_uint32), P(XferHeader),
+                                     P(c_status), PErr),
+        }
+        # The batch form is newer than the rest: declared where the library has it.
+        protos.update({k: v for k, v in batch.items() if hasattr(u, k)})
         for name, (restype, *argtypes) in protos.items():
             fn = getattr(u, name)
             fn.restype = restype

@@ -13,15 +13,18 @@
 # other Python threads run while a transfer waits.
 #
 # SPDX-License-Identifier: Apache-2.0
+import contextlib
 import ctypes
 import numbers
 import threading
-from typing import Optional
+from typing import List, NamedTuple, Optional
 
 from . import _ffi as ffi
 from . import xfer as _xfer
 
 _state = None  # (library or None, why not): _load's cache
+_EDEVICE = ffi.STATUS_NAMES.index("RSP_EDEVICE")
+_ETIMEDOUT = ffi.STATUS_NAMES.index("RSP_ETIMEDOUT")
 _load_lock = threading.Lock()
 
 
@@ -72,6 +75,24 @@ def _timeout_ns(timeout):
 
 def _header(h):
     return _xfer.header_fields(ctypes.string_at(ctypes.addressof(h), ctypes.sizeof(h)))
+
+
+class Outcome(NamedTuple):
+    """One request of a batch (send_many, receive_many): status, an rsp
+    status name ("RSP_OK": committed by the importer), and, on the
+    importing side, the offer's header for it (None on the exporting
+    side)."""
+
+    status: str
+    header: Optional[_xfer.Header] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "RSP_OK"
+
+
+def _status_name(st):
+    return ffi.STATUS_NAMES[st] if 0 <= st < len(ffi.STATUS_NAMES) else str(st)
 
 
 class Received(_xfer.Import):
@@ -275,6 +296,97 @@ class Transport:
             if ok:
                 self._check(lambda: st, err)
             return st == ffi.OK
+
+        return self._run(run)
+
+    def _batch_fn(self, name):
+        fn = getattr(self._lib, name, None)
+        if fn is None:
+            raise RuntimeError(f"rsp.ucx: this librsp_ucx has no {name} (it is older than the "
+                               f"batch form)")
+        return fn
+
+    def send_many(self, exports, timeout=None) -> List[Outcome]:
+        """Offer every export (a list or tuple of 1 to 65536 open rsp.Exports
+        of this pool) in one message and wait for the peer's one answer
+        (rsp_ucx_send_many): each request's Outcome, in order (a refused one
+        fails alone). RspError when the answer never came (RSP_EDEVICE,
+        RSP_ETIMEDOUT: the peer committed none). The exports stay open:
+        close them after. O(len(exports) + extents) plus the transfer."""
+        fn = self._batch_fn("rsp_ucx_send_many")
+        if isinstance(exports, _xfer.Export) or not isinstance(exports, (list, tuple)):
+            raise TypeError(f"exports must be a list or tuple of rsp.Exports, not "
+                            f"{type(exports).__name__}")
+        if not 0 < len(exports) <= ffi.MAX_MSG_RIDS:
+            raise ValueError(f"exports: {len(exports)} exports, not 1 to {ffi.MAX_MSG_RIDS}")
+        for i, e in enumerate(exports):
+            if not isinstance(e, _xfer.Export):
+                raise TypeError(f"exports[{i}] must be an rsp.Export, not {type(e).__name__}")
+            if e._pool is not self._pool:
+                raise ValueError(f"exports[{i}]: an export of another pool than the transport's")
+        n = len(exports)
+        t = _timeout_ns(timeout)
+        unset = -1  # what the call leaves in statuses when no answer came
+        statuses = (ffi.c_status * n)(*([unset] * n))
+        err = ffi.Error()
+
+        def run():
+            with contextlib.ExitStack() as held:
+                # Each export's lock once (a close() on another thread waits).
+                for e in {id(e): e for e in exports}.values():
+                    held.enter_context(e._mu)
+                for i, e in enumerate(exports):
+                    if e._h is None:
+                        raise ValueError(f"exports[{i}]: the export is closed")
+                handles = (ctypes.c_void_p * n)(*[e._h for e in exports])
+                st = fn(self._u, handles, n, t, statuses, ctypes.byref(err))
+            if st != ffi.OK and statuses[0] == unset:
+                self._check(lambda: st, err)
+            return [Outcome(_status_name(x)) for x in statuses]
+
+        return self._run(run)
+
+    def receive_many(self, rids, timeout=None, seqs=None) -> List[Outcome]:
+        """Receive one offer of up to len(rids) requests and import request
+        i as rids[i] (rsp_ucx_receive_many): one flush for all, each
+        committed whole or aborted alone, one answer. seqs: None, or one
+        (begin, end) pair of numbers per rid for an ordered pool. Returns an
+        Outcome per request the offer carried (status and header). RspError
+        when the offer never came, when it carried more than len(rids)
+        (RSP_ECAPACITY: every request refused), or when the transfer failed
+        as a whole (RSP_EDEVICE, RSP_ETIMEDOUT: none committed, the
+        connection closed)."""
+        fn = self._batch_fn("rsp_ucx_receive_many")
+        if isinstance(rids, (list, tuple)) and not rids:
+            raise ValueError("rids: no request ids")
+        vals = self._pool._rid_array(rids, True)
+        cap = len(vals)
+        seq_arr = None
+        if seqs is not None:
+            if not isinstance(seqs, (list, tuple)) or len(seqs) != cap:
+                raise TypeError(f"seqs must be None or a list of {cap} (begin, end) pairs")
+            flat = []
+            for i, pair in enumerate(seqs):
+                if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                    raise TypeError(f"seqs[{i}] must be a (begin, end) pair")
+                flat += [_u64(pair[0], f"seqs[{i}][0]"), _u64(pair[1], f"seqs[{i}][1]")]
+            seq_arr = (ctypes.c_uint64 * (2 * cap))(*flat)
+        t = _timeout_ns(timeout)
+        ids = (ctypes.c_uint64 * cap).from_buffer(vals)
+        headers = (ffi.XferHeader * cap)()
+        statuses = (ffi.c_status * cap)()
+        count = ctypes.c_uint32()
+        err = ffi.Error()
+
+        def run():
+            st = fn(self._u, ids, cap, seq_arr, t, ctypes.byref(count), headers, statuses,
+                    ctypes.byref(err))
+            k = min(count.value, cap)
+            out = [Outcome(_status_name(statuses[i]), _header(headers[i])) for i in range(k)]
+            if st != ffi.OK and (count.value == 0 or count.value > cap or (
+                    st in (_EDEVICE, _ETIMEDOUT) and not any(o.ok for o in out))):
+                self._check(lambda: st, err)
+            return out
 
         return self._run(run)
 

@@ -25,7 +25,7 @@ TIMEOUT = 20.0  # seconds, each call of either side
 
 
 def _config(rsp):
-    return rsp.PoolConfig(num_layers=LAYERS, max_slots=8, max_checkpoints=2,
+    return rsp.PoolConfig(num_layers=LAYERS, max_slots=16, max_checkpoints=2,
                           blocks=[rsp.BlockSpec(n, s, d) for n, d, s, _ in BLOCKS])
 
 
@@ -73,6 +73,8 @@ def _step(pool, sid, rid):
 
 REQS = 5  # 1-3 committed, 4 aborted by the importer, 5 refused by it
 CKPT = 77  # then a checkpoint of request 1's state
+BATCH = (6, 7, 8, 9)  # then a batch, 8 refused by the importer
+TOO_MANY = (10, 11)  # then a batch larger than the importer takes
 
 
 def _prefill(fd):
@@ -83,7 +85,8 @@ def _prefill(fd):
     sock = socket.socket(fileno=fd)
     with rsp.ucx.Transport(pool) as t:
         t.connect(sock, timeout=TIMEOUT)
-        for r in range(1, REQS + 1):
+        every = list(range(1, REQS + 1)) + list(BATCH) + list(TOO_MANY)
+        for r in every:
             _step(pool, r, r)
             _fill(pool, r, r)
         pool.checkpoint_take(CKPT, 1)
@@ -97,8 +100,13 @@ def _prefill(fd):
                     out.setdefault("messages", {})[r] = err.message
         with pool.export(key=CKPT) as e:
             t.send(e, timeout=TIMEOUT)
+        for name, rids in (("batch", BATCH), ("too_many", TOO_MANY)):
+            exps = [pool.export(rid=r) for r in rids]
+            out[name] = [o.status for o in t.send_many(exps, timeout=TIMEOUT)]
+            for e in exps:
+                e.close()
         # Every export closed: each request can go (none pinned), every slot with it.
-        for r in range(1, REQS + 1):
+        for r in every:
             pool.remove_request(r)
         st = pool.stats()
         out["stats"] = {k: st[k] for k in ("held_slots", "free_slots", "usable_slots")}
@@ -174,6 +182,22 @@ if __name__ != "__main__":
                 assert pool.step_next(s)
                 pool.commit(s)
                 assert _wrong_bytes(pool, "y", 1) == 0
+                # A batch: one offer, each request whole or refused alone.
+                _step(pool, 21, 108)
+                got = t.receive_many([100 + r for r in BATCH], timeout=TIMEOUT)
+                assert [o.status for o in got] == ["RSP_OK", "RSP_OK", "RSP_EINVAL", "RSP_OK"]
+                assert [o.header.rid for o in got] == list(BATCH)
+                for r in (6, 7, 9):
+                    assert _wrong_bytes(pool, 100 + r, r) == 0
+                s = rsp.Step(22, [(100 + r, "main", 1) for r in (6, 7, 9)])
+                assert pool.step_next(s)
+                assert pool.addressing("main").slot_indices.tolist() == [
+                    pool.holding(100 + r).index for r in (6, 7, 9)]
+                pool.commit(s)
+                # An offer larger than the rids given: refused whole.
+                with pytest.raises(rsp.RspError) as err:
+                    t.receive_many(["z"], timeout=TIMEOUT)
+                assert err.value.name == "RSP_ECAPACITY"
             out, errs = child.communicate(timeout=60)
         finally:
             if child.poll() is None:
@@ -184,14 +208,18 @@ if __name__ != "__main__":
         rep = json.loads(out.splitlines()[-1])  # UCX may log to stdout before it
         assert rep["sent"] == {"1": "RSP_OK", "2": "RSP_OK", "3": "RSP_OK",
                                "4": "RSP_ECAPACITY", "5": "RSP_EINVAL"}
+        assert rep["batch"] == ["RSP_OK", "RSP_OK", "RSP_EINVAL", "RSP_OK"]
+        assert rep["too_many"] == ["RSP_ECAPACITY", "RSP_ECAPACITY"]
         assert "refused" in rep["messages"]["5"]
         # The prefill pool: nothing pinned (every request removed), every slot free.
         assert rep["stats"]["held_slots"] == 0
         assert rep["stats"]["free_slots"] == rep["stats"]["usable_slots"]
-        # The decode pool: 101-103, 105 and y hold a slot each, no import left open.
+        # The decode pool: 101-103, 105, y and 106-109 hold a slot each, no
+        # import left open.
         st = pool.stats()
-        assert st["held_slots"] == 5 and st["free_slots"] == usable - 5
-        for r in (1, 2, 3):
+        assert st["held_slots"] == 9 and st["free_slots"] == usable - 9
+        assert pool.holding("z") is None
+        for r in (1, 2, 3, 6, 7, 9):
             assert _wrong_bytes(pool, 100 + r, r) == 0
         pool.cleanup()
 
@@ -227,6 +255,24 @@ if __name__ != "__main__":
             t.receive("x", seq_begin=-1)
         with pytest.raises(TypeError, match="imp"):
             t.receive_end(object())
+        with p.export(rid="r") as e:
+            with pytest.raises(TypeError, match="exports"):
+                t.send_many(e)
+            with pytest.raises(TypeError, match=r"exports\[1\]"):
+                t.send_many([e, "x"])
+            with pytest.raises(ValueError, match="exports"):
+                t.send_many([])
+            with pytest.raises(rsp.RspError) as err:
+                t.send_many([e, e], timeout=0)
+            assert "not connected" in err.value.message
+        with pytest.raises(ValueError, match="rids"):
+            t.receive_many([])
+        with pytest.raises(TypeError, match=r"rids\[1\]"):
+            t.receive_many(["a", 1.5])
+        with pytest.raises(TypeError, match="seqs"):
+            t.receive_many(["a"], seqs=[1])
+        with pytest.raises(ValueError, match=r"seqs\[0\]\[1\]"):
+            t.receive_many(["a"], seqs=[(1, -2)])
         t.close()
         t.close()  # idempotent
         with pytest.raises(ValueError, match="closed"):
