@@ -56,30 +56,33 @@ uint64_t rsp__ucx_deadline_of(uint64_t timeout_ns)
     return timeout_ns > UINT64_MAX - n ? UINT64_MAX : n + timeout_ns;
 }
 
-/* Move all of buf through fd by the deadline (poll, then read or write).
- * worker (optional) is progressed while waiting: a peer's gets over a
- * transport without one-sided reads (TCP) are served by our progress. */
 rsp_status rsp__ucx_sock_wait_io(int fd, void *buf, size_t n, bool out, uint64_t deadline,
-                                 ucp_worker_h worker, rsp_error *err)
+                                 ucp_worker_h worker, uint64_t spin, rsp_error *err)
 {
     char *p = buf;
+    const uint64_t spin_until = rsp__ucx_now_ns() + spin;
     while (n) {
         uint64_t now = rsp__ucx_now_ns();
         if (now >= deadline)
             return rsp__ucx_fail(err, RSP_ETIMEDOUT, "rsp_ucx: the socket timed out");
         uint64_t left_ms = (deadline - now) / 1000000u + 1;
+        const bool spin = now < spin_until;
         /* With a worker: progress until it has nothing to do, then sleep on
          * the socket and the worker's event fd alike (ucp_worker_arm). */
         int efd = -1;
         if (worker) {
             while (ucp_worker_progress(worker))
                 ;
-            if (ucp_worker_get_efd(worker, &efd) != UCS_OK || ucp_worker_arm(worker) != UCS_OK)
+            if (!spin &&
+                (ucp_worker_get_efd(worker, &efd) != UCS_OK || ucp_worker_arm(worker) != UCS_OK))
                 efd = -2; /* busy or no wake-up: look again at once */
         }
         struct pollfd pfd[2] = {{.fd = fd, .events = out ? POLLOUT : POLLIN},
                                 {.fd = efd, .events = POLLIN}};
-        int r = poll(pfd, efd >= 0 ? 2 : 1, efd == -2 ? 0 : left_ms > 1000 ? 1000 : (int)left_ms);
+        int r = poll(pfd, efd >= 0 ? 2 : 1,
+                     spin || efd == -2 ? 0
+                     : left_ms > 1000  ? 1000
+                                       : (int)left_ms);
         if (r < 0 && errno != EINTR)
             return rsp__ucx_fail(err, RSP_EDEVICE, "rsp_ucx: poll: %s", strerror(errno));
         if (r <= 0 || !(pfd[0].revents & (out ? POLLOUT : POLLIN | POLLHUP | POLLERR)))
@@ -97,7 +100,7 @@ rsp_status rsp__ucx_sock_wait_io(int fd, void *buf, size_t n, bool out, uint64_t
 rsp_status rsp__ucx_sock_io(int fd, void *buf, size_t n, bool out, uint64_t deadline,
                             rsp_error *err)
 {
-    return rsp__ucx_sock_wait_io(fd, buf, n, out, deadline, NULL, err);
+    return rsp__ucx_sock_wait_io(fd, buf, n, out, deadline, NULL, 0, err);
 }
 
 rsp_status rsp__ucx_ucs_fail(rsp_error *err, const char *what, ucs_status_t s)
@@ -139,6 +142,8 @@ rsp_status rsp_ucx_create(rsp_pool *pool, rsp_ucx **out, rsp_error *err)
         return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx_create: out of memory");
     u->pool = pool;
     u->fd = -1;
+    const char *spin = getenv("RSP_UCX_SPIN_US");
+    u->spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : 200u) * 1000u;
     ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
                        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP};
     ucs_status_t s = ucp_init(&pp, NULL, &u->ctx);

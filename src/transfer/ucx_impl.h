@@ -38,10 +38,14 @@ struct rsp_ucx {
     int fd;
     ucs_status_t ep_status; /* the endpoint's error handler's last status */
     bool answer_due;        /* an offer's bytes arrived; the exporter waits for the answer */
+    /* How long a wait for the peer's offer or answer polls before it
+     * sleeps (RSP_UCX_SPIN_US at create, default 200 us): the peer often
+     * answers within a transfer's time, and a sleeping process's wake-up
+     * (tens of us on a VM) would add to every request moved alone. */
+    uint64_t spin_ns;
     uint32_t num_peer;
     peer_region peer[MAX_REGIONS];
 };
-
 
 /* err (may be NULL) gets st and the message; returns st. */
 rsp_status rsp__ucx_fail(rsp_error *err, rsp_status st, const char *fmt, ...)
@@ -51,11 +55,12 @@ rsp_status rsp__ucx_ucs_fail(rsp_error *err, const char *what, ucs_status_t s);
 /* CLOCK_MONOTONIC in ns; now + timeout, saturated. */
 uint64_t rsp__ucx_now_ns(void);
 uint64_t rsp__ucx_deadline_of(uint64_t timeout_ns);
-/* Move all of buf through fd by the deadline (out: write). worker
- * (optional) is progressed while waiting: a peer's gets over a transport
- * without one-sided reads (TCP) are served by our progress. */
+/* Move all of buf through fd by the deadline (out: write), polling
+ * without sleeping for the first spin ns. worker (optional) is progressed
+ * while waiting: a peer's gets over a transport without one-sided reads
+ * (TCP) are served by our progress. */
 rsp_status rsp__ucx_sock_wait_io(int fd, void *buf, size_t n, bool out, uint64_t deadline,
-                                 ucp_worker_h worker, rsp_error *err);
+                                 ucp_worker_h worker, uint64_t spin, rsp_error *err);
 rsp_status rsp__ucx_sock_io(int fd, void *buf, size_t n, bool out, uint64_t deadline,
                             rsp_error *err);
 /* Close the endpoint (forced: every operation in flight is cancelled and

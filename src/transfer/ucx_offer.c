@@ -86,8 +86,8 @@ static rsp_status encode_offer(rsp_export *const *exps, uint32_t n, char **buf, 
     }
     char *b = malloc(16 + body);
     if (!b)
-        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for an offer of %" PRIu32 " requests",
-                    n);
+        return rsp__ucx_fail(err, RSP_ENOMEM,
+                             "rsp_ucx: out of memory for an offer of %" PRIu32 " requests", n);
     uint32_t head[2] = {OFFER_MAGIC, n};
     uint64_t blen = body;
     char *p = put(put(b, head, sizeof head), &blen, sizeof blen);
@@ -131,7 +131,8 @@ static rsp_status parse_offer(offer *o, const char *p, const char *end, rsp_erro
     o->imp = calloc(n, sizeof *o->imp);
     o->st = calloc(n, sizeof *o->st);
     if (!o->h || !o->count || !o->first || !o->imp || !o->st)
-        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for an offer of %zu requests", n);
+        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for an offer of %zu requests",
+                             n);
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
         rsp_xfer_header *h = &o->h[i];
@@ -142,17 +143,20 @@ static rsp_status parse_offer(offer *o, const char *p, const char *end, rsp_erro
                   take(&p, end, h->holdings, (size_t)h->num_holdings * sizeof h->holdings[0]) &&
                   take(&p, end, &o->count[i], sizeof o->count[i]);
         if (!ok)
-            return rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx: the peer's offer is malformed (request %zu)", i);
+            return rsp__ucx_fail(err, RSP_EINVAL,
+                                 "rsp_ucx: the peer's offer is malformed (request %zu)", i);
         o->first[i] = (uint32_t)total;
         total += o->count[i];
     }
     if (total > UINT32_MAX || (size_t)(end - p) != total * sizeof(rsp_extent))
-        return rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx: the peer's offer is malformed (its extents)");
+        return rsp__ucx_fail(err, RSP_EINVAL,
+                             "rsp_ucx: the peer's offer is malformed (its extents)");
     o->extents = (uint32_t)total;
     o->from = malloc((total + 1) * sizeof *o->from);
     o->to = malloc((total + 1) * sizeof *o->to);
     if (!o->from || !o->to)
-        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for %" PRIu64 " extents", total);
+        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for %" PRIu64 " extents",
+                             total);
     memcpy(o->from, p, total * sizeof *o->from);
     return RSP_OK;
 }
@@ -164,7 +168,8 @@ static rsp_status read_offer(rsp_ucx *u, offer *o, uint64_t deadline, rsp_error 
     memset(o, 0, sizeof *o);
     uint32_t head[2];
     uint64_t body;
-    rsp_status st = rsp__ucx_sock_io(u->fd, head, sizeof head, false, deadline, err);
+    rsp_status st =
+        rsp__ucx_sock_wait_io(u->fd, head, sizeof head, false, deadline, NULL, u->spin_ns, err);
     if (st == RSP_OK)
         st = rsp__ucx_sock_io(u->fd, &body, sizeof body, false, deadline, err);
     if (st != RSP_OK)
@@ -173,8 +178,8 @@ static rsp_status read_offer(rsp_ucx *u, offer *o, uint64_t deadline, rsp_error 
         return rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx: the peer's offer is malformed");
     char *b = malloc(body ? body : 1);
     if (!b)
-        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for an offer of %" PRIu64 " bytes",
-                    body);
+        return rsp__ucx_fail(err, RSP_ENOMEM,
+                             "rsp_ucx: out of memory for an offer of %" PRIu64 " bytes", body);
     st = rsp__ucx_sock_io(u->fd, b, body, false, deadline, err);
     o->n = head[1];
     o->failed = o->n;
@@ -211,10 +216,10 @@ rsp_status rsp_ucx_send_many(rsp_ucx *u, rsp_export *const *exps, uint32_t n, ui
 {
     if (!u || !exps || !u->ep || n == 0 || n > MAX_OFFER)
         return rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx_send: %s",
-                    !u       ? "u is NULL"
-                    : !exps  ? "exps is NULL"
-                    : !u->ep ? "not connected"
-                             : "n must be 1..65536");
+                             !u       ? "u is NULL"
+                             : !exps  ? "exps is NULL"
+                             : !u->ep ? "not connected"
+                                      : "n must be 1..65536");
     for (uint32_t i = 0; i < n; i++)
         if (!exps[i])
             return rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx_send: exps[%" PRIu32 "] is NULL", i);
@@ -230,7 +235,8 @@ rsp_status rsp_ucx_send_many(rsp_ucx *u, rsp_export *const *exps, uint32_t n, ui
      * progresses meanwhile (emulated gets need it). */
     uint32_t head[2];
     if (st == RSP_OK)
-        st = rsp__ucx_sock_wait_io(u->fd, head, sizeof head, false, deadline, u->worker, err);
+        st = rsp__ucx_sock_wait_io(u->fd, head, sizeof head, false, deadline, u->worker, u->spin_ns,
+                                   err);
     if (st != RSP_OK)
         return st;
     if (head[0] != ANSWER_MAGIC || head[1] != n)
@@ -255,10 +261,12 @@ rsp_status rsp_ucx_send_many(rsp_ucx *u, rsp_export *const *exps, uint32_t n, ui
         memcpy(&s, a + (size_t)failed * 4, 4);
         const rsp_status why = s != RSP_OK ? (rsp_status)s : RSP_EINVAL;
         const char *msg = a + (size_t)n * 4 + 4;
-        st = n == 1 ? rsp__ucx_fail(err, why, "rsp_ucx: the peer refused: %.*s", RSP_ERROR_MAX - 32, msg)
+        st = n == 1 ? rsp__ucx_fail(err, why, "rsp_ucx: the peer refused: %.*s", RSP_ERROR_MAX - 32,
+                                    msg)
                     : rsp__ucx_fail(err, why,
-                           "rsp_ucx: the peer refused request %" PRIu32 " of %" PRIu32 ": %.*s",
-                           failed, n, RSP_ERROR_MAX - 64, msg);
+                                    "rsp_ucx: the peer refused request %" PRIu32 " of %" PRIu32
+                                    ": %.*s",
+                                    failed, n, RSP_ERROR_MAX - 64, msg);
     }
     free(a);
     return st;
@@ -283,8 +291,9 @@ static rsp_status check_pairs(const rsp_ucx *u, const rsp_extent *from, const rs
         const peer_region *r = from[i].region < u->num_peer ? &u->peer[from[i].region] : NULL;
         if (!r || from[i].offset > r->length || from[i].length > r->length - from[i].offset ||
             from[i].length != to[i].length)
-            return rsp__ucx_fail(err, RSP_EINVAL,
-                        "rsp_ucx: the offer's extent %" PRIu32 " does not match this pool's", i);
+            return rsp__ucx_fail(
+                err, RSP_EINVAL,
+                "rsp_ucx: the offer's extent %" PRIu32 " does not match this pool's", i);
     }
     return RSP_OK;
 }
@@ -348,8 +357,9 @@ static void begin_one(rsp_ucx *u, offer *o, uint32_t i, rsp_rid rid, uint64_t se
         st =
             rsp_import_extents(o->imp[i], h->world_size, h->rank, o->to + o->first[i], c, &m, &why);
     if (st == RSP_OK && m != c)
-        st = rsp__ucx_fail(&why, RSP_EINVAL,
-                  "rsp_ucx: the offer lists %" PRIu32 " extents, this pool expects %" PRIu32, c, m);
+        st = rsp__ucx_fail(
+            &why, RSP_EINVAL,
+            "rsp_ucx: the offer lists %" PRIu32 " extents, this pool expects %" PRIu32, c, m);
     if (st == RSP_OK)
         st = check_pairs(u, o->from + o->first[i], o->to + o->first[i], c, &why);
     if (st != RSP_OK)
@@ -401,7 +411,8 @@ static rsp_status begin_and_pull(rsp_ucx *u, offer *o, const rsp_rid *rids, cons
     pair *pairs = malloc(((size_t)o->extents + 1) * sizeof *pairs);
     if (!pairs) {
         rsp__ucx_close_ep(u);
-        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for %" PRIu32 " extents", o->extents);
+        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for %" PRIu32 " extents",
+                             o->extents);
     }
     const uint32_t m = merged_pairs(o, pairs);
     rsp_status st = m ? get_all(u, pairs, m, deadline, err) : RSP_OK;
@@ -436,7 +447,8 @@ static void refuse_all(offer *o, uint32_t cap)
 {
     rsp_error why;
     rsp__ucx_fail(&why, RSP_ECAPACITY,
-         "rsp_ucx: an offer of %" PRIu32 " requests; the importer takes %" PRIu32, o->n, cap);
+                  "rsp_ucx: an offer of %" PRIu32 " requests; the importer takes %" PRIu32, o->n,
+                  cap);
     for (uint32_t i = 0; i < o->n; i++)
         entry_fail(o, i, RSP_ECAPACITY, &why);
 }
@@ -458,10 +470,10 @@ rsp_status rsp_ucx_receive_many(rsp_ucx *u, const rsp_rid *rids, uint32_t cap, c
         *count = 0;
     if (!u || !u->ep || !rids || cap == 0)
         return rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx_receive: %s",
-                    !u       ? "u is NULL"
-                    : !u->ep ? "not connected"
-                    : !rids  ? "rids is NULL"
-                             : "cap is 0");
+                             !u       ? "u is NULL"
+                             : !u->ep ? "not connected"
+                             : !rids  ? "rids is NULL"
+                                      : "cap is 0");
     uint64_t deadline = rsp__ucx_deadline_of(timeout_ns);
     offer o;
     rsp_status st = read_offer(u, &o, deadline, err);
@@ -499,9 +511,9 @@ rsp_status rsp_ucx_receive_begin(rsp_ucx *u, rsp_rid rid, uint64_t seq_begin, ui
         *imp = NULL;
     if (!u || !u->ep || !imp)
         return rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx_receive_begin: %s",
-                    !u     ? "u is NULL"
-                    : !imp ? "imp is NULL"
-                           : "not connected");
+                             !u     ? "u is NULL"
+                             : !imp ? "imp is NULL"
+                                    : "not connected");
     uint64_t deadline = rsp__ucx_deadline_of(timeout_ns);
     offer o;
     rsp_status st = read_offer(u, &o, deadline, err);
@@ -544,10 +556,10 @@ rsp_status rsp_ucx_receive_end(rsp_ucx *u, rsp_import *imp, rsp_status verdict, 
     rsp_error why = {0};
     if (verdict == RSP_OK && !u->answer_due)
         (void)rsp__ucx_fail(&why, verdict = RSP_EDEVICE,
-                   "rsp_ucx: the transfer failed; the import is aborted");
+                            "rsp_ucx: the transfer failed; the import is aborted");
     else if (verdict != RSP_OK)
         (void)rsp__ucx_fail(&why, verdict, "rsp_ucx: the importer aborted the import (%s)",
-                   rsp_strerror(verdict));
+                            rsp_strerror(verdict));
     const uint64_t seqs[2] = {0, seq_end};
     end_all(&o, verdict, &why, seqs);
     if (u->answer_due)
