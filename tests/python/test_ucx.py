@@ -288,7 +288,9 @@ if __name__ != "__main__":
     @needs_ucx
     def test_a_second_thread_is_refused():
         """Not thread-safe: a call while another thread's runs is refused
-        (RuntimeError), never run beside it."""
+        (RuntimeError), never run beside it. The main thread runs at all
+        while the other blocks in the C connect because ctypes released
+        the GIL (held, this test would hang until the connect's timeout)."""
         import threading
 
         p = rsp.Pool("cpu", _config(rsp))
