@@ -125,7 +125,10 @@ class Transport:
     side and receive() (or receive_begin / receive_end) on the importing
     side, one call for one call. Not thread-safe (see the module's
     comment). A context manager; close() (or the pool's cleanup(), which
-    holds it until then) destroys it. timeout: seconds, None for no bound."""
+    holds it until then) destroys it. timeout: seconds, None for no bound.
+    Cost: creating one registers the pool's regions (UCX context and
+    worker: milliseconds); each send/receive is a socket round trip plus
+    the pull of the bytes, the exporter's thread blocked meanwhile."""
 
     def __init__(self, pool):
         from .pool import RecurrentStatePool
