@@ -2,9 +2,11 @@
 // decode side. It spawns the prefill process (disagg_prefill.cpp) with one
 // socket per link and one for its report, and runs one thread per link: each
 // reads the prefill side's frames and imports every offer over rsp_ucx into
-// a decode pool of its own (rsp_ucx_receive_begin, then _end). Before the
-// commit a random eighth are aborted on purpose (kAbortOnPurpose): then a
-// probe import takes slots again and every byte of them must be zero. A
+// a decode pool of its own (rsp_ucx_receive_begin, then _end; a batch,
+// on the odd links, with rsp_ucx_receive_many, each request refused for
+// room or committed on its own). Before the commit a random eighth of the
+// single offers are aborted on purpose (kAbortOnPurpose): then a probe
+// import takes slots again and every byte of them must be zero. A
 // committed import is read through the block views: every byte must be the
 // prefill pattern of (rid, label, steps) before the decode steps, which this
 // thread runs (one row of span 1 per holding, the forward checking and
@@ -183,6 +185,8 @@ class Decode
     void end_generation();
     void link_main(unsigned index, uint64_t gen);
     bool receive_one(unsigned index, Rng &rng, bool dying);
+    bool receive_batch(unsigned index, bool dying);
+    void count_moved(rsp::rid rid, const rsp_xfer_header &h, uint64_t bytes);
     void abort_and_probe(rsp_ucx *u, rsp_import *imp, const rsp_xfer_header &h,
                          std::shared_lock<std::shared_mutex> &shared);
     void verify_and_queue(rsp::rid rid, const rsp_xfer_header &h);
@@ -347,11 +351,13 @@ void Decode::link_main(unsigned index, uint64_t gen)
             break;
         }
         if (!ck.expect(CHECK_DISAGG,
-                       f.magic == kFrameMagic && (f.kind == FRAME_OFFER || f.kind == FRAME_END),
+                       f.magic == kFrameMagic &&
+                           (f.kind == (batch_link(index) ? FRAME_BATCH : FRAME_OFFER) ||
+                            f.kind == FRAME_END),
                        "decode: link %u: a bad frame (%#x, %u)", index, f.magic, f.kind) ||
             f.kind == FRAME_END)
             break;
-        up = receive_one(index, rng, dying_);
+        up = f.kind == FRAME_BATCH ? receive_batch(index, dying_) : receive_one(index, rng, dying_);
     }
     links_up_.fetch_sub(1);
 }
@@ -406,12 +412,85 @@ bool Decode::receive_one(unsigned index, Rng &rng, bool dying)
     if (!ck.expect(CHECK_DISAGG, st == RSP_OK || dying, "decode: commit: %s", err.message) ||
         st != RSP_OK)
         return false;
+    count_moved(rid, h, bytes);
+    return true;
+}
+
+void Decode::count_moved(rsp::rid rid, const rsp_xfer_header &h, uint64_t bytes)
+{
     gen_.moved++;
     gen_.bytes += bytes;
     cx_.disagg_moved.fetch_add(1, std::memory_order_relaxed);
     cx_.disagg_bytes.fetch_add(bytes, std::memory_order_relaxed);
     verify_and_queue(rid, h);
-    return true;
+}
+
+// An unsharded request's bytes as its header describes them: every block
+// of every layer, once per holding (what its extents add up to).
+static uint64_t header_bytes(const rsp_xfer_header &h)
+{
+    uint64_t slot = 0;
+    for (uint32_t b = 0; b < h.num_blocks; b++) {
+        uint64_t n = rsp_dtype_size(rsp_dtype(h.blocks[b].dtype));
+        for (uint32_t d = 0; d < h.blocks[b].ndim; d++)
+            n *= uint64_t(h.blocks[b].shape[d]);
+        slot += n;
+    }
+    return slot * h.num_layers * h.num_holdings;
+}
+
+// Receive one batch on link index (rsp_ucx_receive_many): each request
+// refused for room or committed and verified. false when the link is down.
+bool Decode::receive_batch(unsigned index, bool dying)
+{
+    Checks &ck = cx_.checks;
+    Link &l = links_[index];
+    rsp_rid rids[kBatch];
+    for (uint32_t i = 0; i < kBatch; i++)
+        rids[i] = (uint64_t(index + 1) << 48) + ++l.next_rid;
+    {
+        std::lock_guard<std::mutex> wait_for_probe(gate_);
+    }
+    std::shared_lock<std::shared_mutex> shared(import_mu_);
+    rsp_xfer_header h[kBatch];
+    rsp_status sts[kBatch];
+    uint32_t count = 0;
+    rsp_error err{};
+    // Its status is the first request's failure: each is read from sts.
+    (void)rsp_ucx_receive_many(l.u, rids, kBatch, nullptr, kXferTimeoutNs, &count, h, sts, &err);
+    shared.unlock();
+    // The offer was read when count is set; a transport failure after it
+    // leaves every import that was not refused with its status.
+    bool down = count == 0 || count > kBatch;
+    for (uint32_t i = 0; !down && i < count; i++) {
+        const bool transport = sts[i] == RSP_EDEVICE || sts[i] == RSP_ETIMEDOUT;
+        if (sts[i] == RSP_OK) {
+            count_moved(rsp::rid{rids[i]}, h[i], header_bytes(h[i]));
+            cx_.disagg_batched.fetch_add(1, std::memory_order_relaxed);
+        } else if (sts[i] == RSP_ECAPACITY) {
+            gen_.refused++;
+            cx_.disagg_refused.fetch_add(1, std::memory_order_relaxed);
+        } else if (!transport || !dying) {
+            ck.fail(CHECK_DISAGG, "decode: link %u: batch request %u: %s (%s)", index, i,
+                    rsp_strerror(sts[i]), err.message);
+        }
+        down |= transport;
+    }
+    for (uint32_t i = 0; i < kBatch; i++) {
+        if (i < count && !down && sts[i] == RSP_OK)
+            continue;
+        rsp::result<rsp_holding> gone = pool_.try_holding(rsp::rid{rids[i]}, rsp::label::main);
+        ck.expect(CHECK_DISAGG, gone.status() == RSP_ENOREQ,
+                  "decode: batch import of rid %" PRIu64 " not committed but holding (%s)", rids[i],
+                  rsp_strerror(gone.status()));
+    }
+    cx_.disagg_batches.fetch_add(!down, std::memory_order_relaxed);
+    if (down) {
+        cx_.disagg_failed.fetch_add(1, std::memory_order_relaxed);
+        if (!dying)
+            ck.fail(CHECK_DISAGG, "decode: link %u: receive batch: %s", index, err.message);
+    }
+    return !down;
 }
 
 bool Decode::extents_zero(const rsp_extent *x, uint32_t n, std::string *why) const

@@ -22,8 +22,15 @@ constexpr uint32_t kReportMagic = 0x72737072u;        // "rspr"
 constexpr rsp_status kAbortOnPurpose = RSP_EAGAIN;    // the decode side's verdict: export again
 
 // Before each rsp_ucx offer, and once at the end, the prefill side writes a
-// frame on the link's socket.
-enum FrameKind : uint32_t { FRAME_OFFER = 1, FRAME_END = 2 };
+// frame on the link's socket: FRAME_OFFER before one request
+// (rsp_ucx_send), FRAME_BATCH before up to kBatch (rsp_ucx_send_many; the
+// odd links move requests so, the even ones one at a time).
+enum FrameKind : uint32_t { FRAME_OFFER = 1, FRAME_END = 2, FRAME_BATCH = 3 };
+constexpr uint32_t kBatch = 4;
+inline bool batch_link(unsigned index)
+{
+    return index % 2 == 1;
+}
 struct Frame {
     uint32_t magic;
     uint32_t kind;

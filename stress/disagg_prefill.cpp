@@ -6,7 +6,9 @@
 // thread per link (FD0, FD1, ...) takes finished requests, exports each,
 // offers it over rsp_ucx and closes the export: committed by the peer, it
 // is removed here; aborted on purpose or refused for room, it is exported
-// again. At the end every request is gone and the pool is empty; the totals
+// again. The odd links take up to kBatch finished requests at once and
+// offer them as one batch (rsp_ucx_send_many), each settled by its own
+// status. At the end every request is gone and the pool is empty; the totals
 // go back on CTL.
 // SPDX-License-Identifier: Apache-2.0
 #include "disagg.h"
@@ -15,6 +17,7 @@
 #include <csignal>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <unistd.h>
 
@@ -45,6 +48,7 @@ class Prefill
     void run_steps(std::chrono::steady_clock::time_point deadline);
     void link_main(unsigned index, int fd);
     bool take(PReq *q);
+    bool try_take(PReq *q);
     void give_back(const PReq &q);
     void done_with_one();
     Report report{};
@@ -53,6 +57,9 @@ class Prefill
   private:
     bool step(std::vector<PReq> &live);
     bool offer(rsp_ucx *u, int fd, PReq &q);
+    bool offer_batch(rsp_ucx *u, int fd, PReq &first);
+    rsp_export *open_export(const PReq &q, uint64_t *bytes);
+    bool settle(PReq &q, rsp_status st, uint64_t bytes, const char *why);
     Context &cx_;
     rsp::pool &pool_;
     Storage &st_;
@@ -173,6 +180,17 @@ bool Prefill::take(PReq *q)
     return true;
 }
 
+// The next finished request if one is queued now.
+bool Prefill::try_take(PReq *q)
+{
+    std::lock_guard<std::mutex> g(mu);
+    if (queue_.empty())
+        return false;
+    *q = queue_.front();
+    queue_.pop_front();
+    return true;
+}
+
 void Prefill::give_back(const PReq &q)
 {
     std::lock_guard<std::mutex> g(mu);
@@ -187,11 +205,9 @@ void Prefill::done_with_one()
     cv_.notify_all();
 }
 
-// Export q, offer it on the link, close the export; then remove q (moved,
-// or given up) or queue it again. false when the link is down.
-bool Prefill::offer(rsp_ucx *u, int fd, PReq &q)
+// q's export (its extents' bytes in *bytes), or nullptr after a failed check.
+rsp_export *Prefill::open_export(const PReq &q, uint64_t *bytes)
 {
-    Checks &ck = cx_.checks;
     rsp_export_spec spec;
     rsp_export_spec_init(&spec);
     spec.rid = rsp::raw(q.rid);
@@ -199,20 +215,22 @@ bool Prefill::offer(rsp_ucx *u, int fd, PReq &q)
     rsp_export *e = nullptr;
     rsp_error err{};
     rsp_status st = rsp_export_open(pool_.get(), &spec, &e, &err);
-    if (!ck.expect(CHECK_DISAGG, st == RSP_OK, "prefill: export of rid %" PRIu64 ": %s",
-                   rsp::raw(q.rid), err.message))
-        return false;
+    if (!cx_.checks.expect(CHECK_DISAGG, st == RSP_OK, "prefill: export of rid %" PRIu64 ": %s",
+                           rsp::raw(q.rid), err.message))
+        return nullptr;
     uint32_t n = 0;
-    uint64_t bytes = 0;
     const rsp_extent *x = rsp_export_extents(e, &n);
+    *bytes = 0;
     for (uint32_t i = 0; i < n; i++)
-        bytes += x[i].length;
-    Frame f{kFrameMagic, FRAME_OFFER};
-    bool sent = fd_io(fd, &f, sizeof f, true, std::chrono::steady_clock::now() + kHang);
-    st = sent ? rsp_ucx_send(u, e, kXferTimeoutNs, &err) : RSP_EDEVICE;
-    rsp_error cerr{};
-    ck.expect(CHECK_DISAGG, rsp_export_close(e, &cerr) == RSP_OK, "prefill: export close: %s",
-              cerr.message);
+        *bytes += x[i].length;
+    return e;
+}
+
+// q's offer answered st (its export closed): remove q (moved, or given up)
+// or queue it again. false when the link is down.
+bool Prefill::settle(PReq &q, rsp_status st, uint64_t bytes, const char *why)
+{
+    Checks &ck = cx_.checks;
     if (st == kAbortOnPurpose || st == RSP_ECAPACITY) {
         std::lock_guard<std::mutex> g(mu);
         (st == RSP_ECAPACITY ? report.refused : report.aborted)++;
@@ -227,7 +245,7 @@ bool Prefill::offer(rsp_ucx *u, int fd, PReq &q)
         return true;
     }
     ck.expect(CHECK_DISAGG, st == RSP_OK, "prefill: rid %" PRIu64 " not moved after %u tries: %s",
-              rsp::raw(q.rid), q.tries, sent ? err.message : "the link's socket failed");
+              rsp::raw(q.rid), q.tries, why);
     if (st == RSP_OK) {
         std::lock_guard<std::mutex> g(mu);
         report.moved++;
@@ -238,6 +256,61 @@ bool Prefill::offer(rsp_ucx *u, int fd, PReq &q)
     ck.expect(CHECK_DISAGG, r.ok(), "prefill: remove of a moved rid: %s", r.error().message);
     done_with_one();
     return st == RSP_OK || st == kAbortOnPurpose || st == RSP_ECAPACITY;
+}
+
+// Export q, offer it on the link, close the export, settle q.
+bool Prefill::offer(rsp_ucx *u, int fd, PReq &q)
+{
+    uint64_t bytes = 0;
+    rsp_export *e = open_export(q, &bytes);
+    if (!e)
+        return false;
+    rsp_error err{};
+    Frame f{kFrameMagic, FRAME_OFFER};
+    bool sent = fd_io(fd, &f, sizeof f, true, std::chrono::steady_clock::now() + kHang);
+    rsp_status st = sent ? rsp_ucx_send(u, e, kXferTimeoutNs, &err) : RSP_EDEVICE;
+    rsp_error cerr{};
+    cx_.checks.expect(CHECK_DISAGG, rsp_export_close(e, &cerr) == RSP_OK,
+                      "prefill: export close: %s", cerr.message);
+    return settle(q, st, bytes, sent ? err.message : "the link's socket failed");
+}
+
+// first and up to kBatch - 1 more finished requests exported and offered as
+// one batch; each settled by its own status (a transport failure: every one
+// by it). false when the link is down.
+bool Prefill::offer_batch(rsp_ucx *u, int fd, PReq &first)
+{
+    std::vector<PReq> qs{first};
+    for (PReq more; qs.size() < kBatch && try_take(&more);)
+        qs.push_back(more);
+    std::vector<rsp_export *> xs;
+    std::vector<uint64_t> bytes(qs.size());
+    for (size_t i = 0; i < qs.size(); i++) {
+        rsp_export *e = open_export(qs[i], &bytes[i]);
+        if (!e) {
+            for (rsp_export *x : xs)
+                rsp_export_close(x, nullptr);
+            return false;
+        }
+        xs.push_back(e);
+    }
+    rsp_error err{};
+    Frame f{kFrameMagic, FRAME_BATCH};
+    bool sent = fd_io(fd, &f, sizeof f, true, std::chrono::steady_clock::now() + kHang);
+    // A send whose answer never came gives every request its status.
+    std::vector<rsp_status> sts(qs.size(), RSP_EDEVICE);
+    if (sent)
+        (void)rsp_ucx_send_many(u, xs.data(), uint32_t(xs.size()), kXferTimeoutNs, sts.data(),
+                                &err);
+    for (rsp_export *x : xs) {
+        rsp_error cerr{};
+        cx_.checks.expect(CHECK_DISAGG, rsp_export_close(x, &cerr) == RSP_OK,
+                          "prefill: export close: %s", cerr.message);
+    }
+    bool up = true;
+    for (size_t i = 0; i < qs.size(); i++)
+        up &= settle(qs[i], sts[i], bytes[i], sent ? err.message : "the link's socket failed");
+    return up;
 }
 
 void Prefill::link_main(unsigned index, int fd)
@@ -257,7 +330,7 @@ void Prefill::link_main(unsigned index, int fd)
             done_with_one();
             continue;
         }
-        up = offer(u, fd, q);
+        up = batch_link(index) ? offer_batch(u, fd, q) : offer(u, fd, q);
     }
     Frame f{kFrameMagic, FRAME_END};
     if (up)

@@ -354,15 +354,16 @@ void summary(Context &cx, double elapsed)
                 cx.prefix_full.load(), cx.prefix_lookups.load(), cx.prefix_lookup_hits.load(),
                 cx.prefix_rewinds.load());
     std::printf("disagg     %" PRIu64 " requests moved (%" PRIu64 " bytes) on %u links, %" PRIu64
-                " aborted on purpose (%" PRIu64 " probes read zeros), %" PRIu64
-                " refused for room, %" PRIu64 " transfers failed; %" PRIu64
-                " decode steps; %" PRIu64 " prefill processes (%" PRIu64 " killed), %" PRIu64
-                " prefill steps, %" PRIu64 " checks passed there\n",
+                " of them in %" PRIu64 " batches, %" PRIu64 " aborted on purpose (%" PRIu64
+                " probes read zeros), %" PRIu64 " refused for room, %" PRIu64
+                " transfers failed; %" PRIu64 " decode steps; %" PRIu64
+                " prefill processes (%" PRIu64 " killed), %" PRIu64 " prefill steps, %" PRIu64
+                " checks passed there\n",
                 cx.disagg_moved.load(), cx.disagg_bytes.load(), cx.opt.disagg_links,
-                cx.disagg_aborted.load(), cx.disagg_probes.load(), cx.disagg_refused.load(),
-                cx.disagg_failed.load(), cx.disagg_decode_steps.load(), cx.disagg_processes.load(),
-                cx.disagg_kills.load(), cx.disagg_prefill_steps.load(),
-                cx.disagg_prefill_checks.load());
+                cx.disagg_batched.load(), cx.disagg_batches.load(), cx.disagg_aborted.load(),
+                cx.disagg_probes.load(), cx.disagg_refused.load(), cx.disagg_failed.load(),
+                cx.disagg_decode_steps.load(), cx.disagg_processes.load(), cx.disagg_kills.load(),
+                cx.disagg_prefill_steps.load(), cx.disagg_prefill_checks.load());
     std::printf("checks     %-12s %12s %8s\n", "kind", "passed", "failed");
     for (int c = 0; c < CHECK_COUNT_; c++)
         std::printf("           %-12s %12" PRIu64 " %8" PRIu64 "%s\n", Checks::name((Check)c),

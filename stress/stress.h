@@ -355,7 +355,8 @@ struct Context {
     // spawned and killed; the prefill processes' steps and passed checks.
     std::atomic<uint64_t> disagg_moved{0}, disagg_bytes{0}, disagg_aborted{0}, disagg_refused{0},
         disagg_failed{0}, disagg_probes{0}, disagg_decode_steps{0}, disagg_processes{0},
-        disagg_kills{0}, disagg_prefill_steps{0}, disagg_prefill_checks{0};
+        disagg_kills{0}, disagg_prefill_steps{0}, disagg_prefill_checks{0}, disagg_batches{0},
+        disagg_batched{0};
 };
 
 // Remember the largest pending_release seen (evidence that removal during a

@@ -78,13 +78,16 @@ RSP_API rsp_status rsp_ucx_receive_end(rsp_ucx *u, rsp_import *imp, rsp_status v
  * get per layer. Each request is still imported whole or not at all. */
 
 /** Exporter: offer exps[0..n) (n <= 65536) in one message and wait for the
- * peer's one answer. statuses (may be NULL) gets each request's outcome
- * (RSP_OK: committed by the peer). Returns RSP_OK when every request was
- * committed; else the first refused request's status, err naming it; or,
- * with statuses untouched, RSP_EDEVICE / RSP_ETIMEDOUT when the answer
- * never came (then the peer committed none: it answers after it ended
- * every import). The caller closes every export afterwards either way.
- * O(n + extents) plus the transfer. */
+ * peer's one answer. statuses (may be NULL; written unless an argument is
+ * bad) gets each request's outcome (RSP_OK: committed by the peer).
+ * Returns RSP_OK when every request was committed; else the first refused
+ * request's status, err naming it; or RSP_EDEVICE / RSP_ETIMEDOUT /
+ * RSP_EINVAL (a malformed answer) when no answer came, and then every
+ * status is that one: the peer commits only once every byte arrived, but
+ * an answer lost after it committed cannot be told from a failed
+ * transfer here, so the importer's own outcome is the one that counts.
+ * The caller closes every export afterwards either way. O(n + extents)
+ * plus the transfer. */
 RSP_API rsp_status rsp_ucx_send_many(rsp_ucx *u, rsp_export *const *exps, uint32_t n,
                                      uint64_t timeout_ns, rsp_status *statuses, rsp_error *err);
 

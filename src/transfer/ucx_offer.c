@@ -211,6 +211,57 @@ static rsp_status send_answer(rsp_ucx *u, const offer *o, uint64_t deadline)
     return st;
 }
 
+/* The peer's answer to an offer of n: statuses[i] (may be NULL) each
+ * request's, written only when the whole answer is well formed (then
+ * *answered); returns the first refused one's status (err naming it). A
+ * status outside rsp_status makes the answer malformed. */
+static rsp_status read_answer(rsp_ucx *u, uint32_t n, uint64_t deadline, rsp_status *statuses,
+                              bool *answered, rsp_error *err)
+{
+    uint32_t head[2];
+    /* The peer gets our bytes while we wait for its answer; our worker
+     * progresses meanwhile (emulated gets need it). */
+    rsp_status st = rsp__ucx_sock_wait_io(u->fd, head, sizeof head, false, deadline, u->worker,
+                                          u->spin_ns, err);
+    if (st != RSP_OK)
+        return st;
+    if (head[0] != ANSWER_MAGIC || head[1] != n)
+        return rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx: the peer's answer is malformed");
+    size_t rest = (size_t)n * 4 + 4 + RSP_ERROR_MAX;
+    char *a = malloc(rest);
+    if (!a)
+        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for an answer");
+    st = rsp__ucx_sock_io(u->fd, a, rest, false, deadline, err);
+    uint32_t failed = n;
+    if (st == RSP_OK)
+        memcpy(&failed, a + (size_t)n * 4, 4);
+    for (uint32_t i = 0; st == RSP_OK && i < n; i++) {
+        int32_t s;
+        memcpy(&s, a + (size_t)i * 4, 4);
+        if (s < 0 || s >= (int32_t)RSP_STATUS_COUNT_ || (i == failed && s == RSP_OK))
+            st = rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx: the peer's answer is malformed");
+    }
+    *answered = st == RSP_OK;
+    for (uint32_t i = 0; *answered && statuses && i < n; i++) {
+        int32_t s;
+        memcpy(&s, a + (size_t)i * 4, 4);
+        statuses[i] = (rsp_status)s;
+    }
+    if (st == RSP_OK && failed < n) {
+        int32_t s;
+        memcpy(&s, a + (size_t)failed * 4, 4);
+        const char *msg = a + (size_t)n * 4 + 4;
+        st = n == 1 ? rsp__ucx_fail(err, (rsp_status)s, "rsp_ucx: the peer refused: %.*s",
+                                    RSP_ERROR_MAX - 32, msg)
+                    : rsp__ucx_fail(err, (rsp_status)s,
+                                    "rsp_ucx: the peer refused request %" PRIu32 " of %" PRIu32
+                                    ": %.*s",
+                                    failed, n, RSP_ERROR_MAX - 64, msg);
+    }
+    free(a);
+    return st;
+}
+
 rsp_status rsp_ucx_send_many(rsp_ucx *u, rsp_export *const *exps, uint32_t n, uint64_t timeout_ns,
                              rsp_status *statuses, rsp_error *err)
 {
@@ -227,48 +278,15 @@ rsp_status rsp_ucx_send_many(rsp_ucx *u, rsp_export *const *exps, uint32_t n, ui
     char *buf = NULL;
     size_t len = 0;
     rsp_status st = encode_offer(exps, n, &buf, &len, err);
-    if (st != RSP_OK)
-        return st;
-    st = rsp__ucx_sock_io(u->fd, buf, len, true, deadline, err);
-    free(buf);
-    /* The peer gets our bytes while we wait for its answer; our worker
-     * progresses meanwhile (emulated gets need it). */
-    uint32_t head[2];
-    if (st == RSP_OK)
-        st = rsp__ucx_sock_wait_io(u->fd, head, sizeof head, false, deadline, u->worker, u->spin_ns,
-                                   err);
-    if (st != RSP_OK)
-        return st;
-    if (head[0] != ANSWER_MAGIC || head[1] != n)
-        return rsp__ucx_fail(err, RSP_EINVAL, "rsp_ucx: the peer's answer is malformed");
-    size_t rest = (size_t)n * 4 + 4 + RSP_ERROR_MAX;
-    char *a = malloc(rest);
-    if (!a)
-        return rsp__ucx_fail(err, RSP_ENOMEM, "rsp_ucx: out of memory for an answer");
-    st = rsp__ucx_sock_io(u->fd, a, rest, false, deadline, err);
-    uint32_t failed = n;
     if (st == RSP_OK) {
-        for (uint32_t i = 0; i < n; i++) {
-            int32_t s;
-            memcpy(&s, a + (size_t)i * 4, 4);
-            if (statuses)
-                statuses[i] = (rsp_status)s;
-        }
-        memcpy(&failed, a + (size_t)n * 4, 4);
+        st = rsp__ucx_sock_io(u->fd, buf, len, true, deadline, err);
+        free(buf);
     }
-    if (st == RSP_OK && failed < n) {
-        int32_t s;
-        memcpy(&s, a + (size_t)failed * 4, 4);
-        const rsp_status why = s != RSP_OK ? (rsp_status)s : RSP_EINVAL;
-        const char *msg = a + (size_t)n * 4 + 4;
-        st = n == 1 ? rsp__ucx_fail(err, why, "rsp_ucx: the peer refused: %.*s", RSP_ERROR_MAX - 32,
-                                    msg)
-                    : rsp__ucx_fail(err, why,
-                                    "rsp_ucx: the peer refused request %" PRIu32 " of %" PRIu32
-                                    ": %.*s",
-                                    failed, n, RSP_ERROR_MAX - 64, msg);
-    }
-    free(a);
+    bool answered = false;
+    if (st == RSP_OK)
+        st = read_answer(u, n, deadline, statuses, &answered, err);
+    for (uint32_t i = 0; !answered && statuses && i < n; i++)
+        statuses[i] = st; /* no answer: this side knows only the send's outcome */
     return st;
 }
 

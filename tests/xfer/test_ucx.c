@@ -153,8 +153,13 @@ static int offer_batch(rsp_pool *pool, rsp_ucx *u, rsp_rid first, uint32_t n)
         s.rid = first + i;
         code = rsp_export_open(pool, &s, &xs[i], NULL) == RSP_OK ? 0 : 4;
     }
-    if (!code)
-        code = rsp_ucx_send_many(u, xs, n, timeout, NULL, NULL) == RSP_OK ? 0 : 5;
+    rsp_status sts[REQS];
+    rsp_status st = code ? RSP_OK : rsp_ucx_send_many(u, xs, n, timeout, sts, NULL);
+    if (!code && st != RSP_OK)
+        code = 5;
+    for (uint32_t i = 0; code == 5 && i < n; i++) /* no answer: every status the send's */
+        if ((st == RSP_EDEVICE || st == RSP_ETIMEDOUT) && sts[i] != st)
+            code = 8;
     for (uint32_t i = 0; i < n; i++)
         if (xs[i] && rsp_export_close(xs[i], NULL) != RSP_OK)
             code = 6;
@@ -528,13 +533,14 @@ static void killed_decode_leaves_the_exports_closed(void **state)
         skip();
     }
     timeout = KILL_TIMEOUT;
-    static const unsigned die_us[] = {1, 500, 3000};
+    static const unsigned die_us[] = {1, 500, 3000, 1, 500, 3000};
     for (size_t k = 0; k < sizeof die_us / sizeof die_us[0]; k++) {
+        batch_size = k < 3 ? 0 : 4; /* then in batches: each status the send's */
         int fd;
         pid_t pid = spawn(&fd, false, die_us[k]);
         rsp_pool *pool = make_pool(); /* this process offers */
         assert_non_null(pool);
-        int code = prefill_on(pool, fd, 0, 0);
+        int code = prefill_on(pool, fd, 0, batch_size);
         /* All committed, or the peer died before the connection or during a send. */
         assert_true(code == 0 || code == 2 || code == 5);
         int ws;
@@ -546,6 +552,7 @@ static void killed_decode_leaves_the_exports_closed(void **state)
         close(fd);
         assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
     }
+    batch_size = 0;
     timeout = TIMEOUT;
 }
 
