@@ -313,9 +313,12 @@ class Transport:
         """Offer every export (a list or tuple of 1 to 65536 open rsp.Exports
         of this pool) in one message and wait for the peer's one answer
         (rsp_ucx_send_many): each request's Outcome, in order (a refused one
-        fails alone). RspError when the answer never came (RSP_EDEVICE,
-        RSP_ETIMEDOUT: the peer committed none). The exports stay open:
-        close them after. O(len(exports) + extents) plus the transfer."""
+        fails alone; a malformed answer: RSP_EINVAL for every one).
+        RspError when no answer came (RSP_EDEVICE, RSP_ETIMEDOUT): the peer
+        commits only once every byte arrived, but an answer lost after its
+        commit looks the same here, so the importer's outcome is the one
+        that counts. The exports stay open: close them after.
+        O(len(exports) + extents) plus the transfer."""
         fn = self._batch_fn("rsp_ucx_send_many")
         if isinstance(exports, _xfer.Export) or not isinstance(exports, (list, tuple)):
             raise TypeError(f"exports must be a list or tuple of rsp.Exports, not "
@@ -329,7 +332,7 @@ class Transport:
                 raise ValueError(f"exports[{i}]: an export of another pool than the transport's")
         n = len(exports)
         t = _timeout_ns(timeout)
-        unset = -1  # what the call leaves in statuses when no answer came
+        unset = -1  # what the call leaves in statuses when an argument is bad
         statuses = (ffi.c_status * n)(*([unset] * n))
         err = ffi.Error()
 
@@ -343,7 +346,9 @@ class Transport:
                         raise ValueError(f"exports[{i}]: the export is closed")
                 handles = (ctypes.c_void_p * n)(*[e._h for e in exports])
                 st = fn(self._u, handles, n, t, statuses, ctypes.byref(err))
-            if st != ffi.OK and statuses[0] == unset:
+            # No answer: the call wrote its own status for every request.
+            if st != ffi.OK and (statuses[0] == unset or (
+                    st in (_EDEVICE, _ETIMEDOUT) and all(x == st for x in statuses))):
                 self._check(lambda: st, err)
             return [Outcome(_status_name(x)) for x in statuses]
 

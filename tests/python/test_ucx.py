@@ -310,6 +310,38 @@ if __name__ != "__main__":
         a.close()
         p.cleanup()
 
+    @needs_ucx
+    def test_no_answer_raises():
+        """A peer that goes before it answers: send and send_many raise
+        RspError RSP_EDEVICE (the exporter cannot know more), nothing else
+        changes; the exports close and their requests can go."""
+        import threading
+
+        p, q = rsp.Pool("cpu", _config(rsp)), rsp.Pool("cpu", _config(rsp))
+        a, b = socket.socketpair()
+        t, u = rsp.ucx.Transport(p), rsp.ucx.Transport(q)
+        th = threading.Thread(target=u.connect, args=(b,), kwargs={"timeout": TIMEOUT})
+        th.start()
+        t.connect(a, timeout=TIMEOUT)
+        th.join()
+        u.close()
+        b.close()  # the peer goes
+        for r in ("r", "s"):
+            _step(p, 1 if r == "r" else 2, r)
+        with p.export(rid="r") as e, p.export(rid="s") as f:
+            for call in (lambda: t.send(e, timeout=TIMEOUT),
+                         lambda: t.send_many([e, f], timeout=TIMEOUT)):
+                with pytest.raises(rsp.RspError) as err:
+                    call()
+                assert err.value.name == "RSP_EDEVICE"
+        p.remove_request("r")  # closed: not pinned
+        p.remove_request("s")
+        assert p.stats()["held_slots"] == 0
+        t.close()
+        a.close()
+        p.cleanup()
+        q.cleanup()
+
     def _raised(fn, *args, **kw):
         try:
             fn(*args, **kw)
