@@ -122,6 +122,10 @@ static void spare_at_exit(void *unused)
     (void)unused;
     free(rsp__tls_spare);
     rsp__tls_spare = NULL;
+    /* The key's value is NULL now: a later thread-exit destructor (of a key
+     * made after this one) whose call keeps a spare must set it again, so
+     * that this destructor runs once more and frees that spare too. */
+    rsp__tls_spare_keyed = false;
 }
 
 static void spare_key_create(void)

@@ -498,6 +498,43 @@ static void last_message_with_ticket_is_answered_last(void **state)
     assert_int_equal(f.lasts, 1);
 }
 
+/* A thread-exit destructor of a key made after the ticket spare's: a
+ * synchronous call then (a pool closed at thread exit) keeps a spare after
+ * the spare's own destructor ran. */
+static pthread_key_t late_key;
+
+static void late_call(void *unused)
+{
+    (void)unused;
+    void *payload;
+    rsp_ticket *t = rsp__ticket_new(64, &payload);
+    if (t)
+        rsp__ticket_discard(t); /* kept as the thread's spare */
+}
+
+static void *spare_then_late_key(void *unused)
+{
+    (void)unused;
+    void *payload;
+    rsp_ticket *t = rsp__ticket_new(64, &payload);
+    if (t)
+        rsp__ticket_discard(t); /* the spare's key is made first */
+    if (pthread_key_create(&late_key, late_call) == 0)
+        (void)pthread_setspecific(late_key, &late_key);
+    return NULL;
+}
+
+/* The spare a late destructor keeps is freed too: LeakSanitizer (the
+ * sanitizer trees) reports it at exit otherwise. */
+static void a_spare_kept_at_thread_exit_is_freed(void **state)
+{
+    (void)state;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, spare_then_late_key, NULL), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(pthread_key_delete(late_key), 0);
+}
+
 /* Post one FAKE_BYTES payload of size bytes (id = size) and wait for it. */
 static void post_bytes(rsp__actor *a, size_t size, bool pooled)
 {
@@ -628,6 +665,7 @@ int main(void)
         cmocka_unit_test(full_inbox_refuses_at_once_and_waits_up_to_timeout),
         cmocka_unit_test(post_and_sleep_alternation_never_loses_a_wakeup),
         cmocka_unit_test(ticket_poll_and_timed_wait_leave_it_valid),
+        cmocka_unit_test(a_spare_kept_at_thread_exit_is_freed),
         cmocka_unit_test(failing_message_reports_status_and_fire_and_forget_counts),
         cmocka_unit_test(settle_runs_before_a_waited_answer_and_once_a_batch),
         cmocka_unit_test(shutdown_answers_every_message_in_flight),
