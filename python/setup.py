@@ -12,8 +12,9 @@ from setuptools.command.build_py import build_py
 
 class BuildPyBundle(build_py):
     """With RSP_BUNDLE_DIR naming the directory that holds a built librsp.so
-    (a CMake build tree's src/, where rsp._fast is built too), copy the
-    library and the fast-path module into the package. The package looks for
+    (a CMake build tree's src/, where rsp._fast and librsp_ucx are built
+    too), copy the library, the fast-path module and the UCX transport (when
+    built) into the package. The package looks for
     librsp in its own directory first (_ffi._candidates) and for rsp._fast in
     the package, so the installed copy is self-contained. Without the variable
     the package is pure Python and finds librsp through RSP_LIBRARY or the
@@ -33,6 +34,10 @@ class BuildPyBundle(build_py):
         shutil.copy(lib, os.path.join(dest, "librsp.so"))
         for mod in glob.glob(os.path.join(src, "_fast*.so")):
             shutil.copy(mod, dest)
+        # The UCX transport, where the build made it (rsp.ucx looks beside librsp).
+        ucx = os.path.join(src, "librsp_ucx.so")
+        if os.path.isfile(ucx):
+            shutil.copy(ucx, os.path.join(dest, "librsp_ucx.so"))
 
 
 setup(cmdclass={"build_py": BuildPyBundle})

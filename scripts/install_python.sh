@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install the Python package with librsp and its fast path (rsp._fast)
-# bundled in it, offline, into a virtual environment:
+# Install the Python package with librsp, its fast path (rsp._fast) and the
+# UCX transport (librsp_ucx, where UCX is found) bundled in it, offline,
+# into a virtual environment:
 #   scripts/install_python.sh [VENV]      (default: ./venv)
 # The venv's Python is RSP_PYTHON (default: Debian's /usr/bin/python3, the
 # one python3-torch is for, as CMake's RSP_PYTHON; python3 elsewhere).
@@ -37,4 +38,5 @@ cp -r "$RSP_ROOT/python" "$tmp/python"
 RSP_BUNDLE_DIR=$RSP_ROOT/build-python/src "$py" -m pip install --no-build-isolation \
     --no-index --quiet "$tmp/python"
 (cd "$tmp" && env -u RSP_LIBRARY -u PYTHONPATH "$py" -c \
-    'import rsp, rsp.pool; print("rsp: installed", rsp.__file__, "fast path:", rsp.pool._fast_enabled())')
+    'import rsp, rsp.pool; print("rsp: installed", rsp.__file__, "fast path:",
+                                 rsp.pool._fast_enabled(), "UCX transport:", rsp.ucx.available())')

@@ -29,3 +29,6 @@ from . import xfer
 from .xfer import Export, Extent, Import, Region, header_fields
 
 __all__ += ["Export", "Extent", "Import", "Region", "header_fields", "xfer"]
+from . import ucx  # the UCX transport (librsp_ucx), loaded on first use
+
+__all__ += ["ucx"]

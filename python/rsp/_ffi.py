@@ -710,3 +710,67 @@ import_extents = _proto("rsp_import_extents", c_status, vp, ctypes.c_uint32, cty
                         P(Extent), ctypes.c_uint32, P(ctypes.c_uint32), PErr)
 import_commit = _proto("rsp_import_commit", c_status, vp, ctypes.c_uint64, PErr)
 import_abort = _proto("rsp_import_abort", c_status, vp, ctypes.c_uint64, PErr)
+
+# --- librsp_ucx (rsp_ucx.h): the UCX transport, loaded by rsp.ucx on first use ---
+
+
+def _ucx_candidates():
+    """RSP_UCX_LIBRARY alone when set; else beside the librsp loaded above
+    (a build tree's src/, or the installed package), then the system's."""
+    env = os.environ.get("RSP_UCX_LIBRARY")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(getattr(lib, "_name", "") or "")
+    if here:
+        for name in ("librsp_ucx.so", "librsp_ucx.so.0"):
+            yield os.path.join(here, name)
+    found = ctypes.util.find_library("rsp_ucx")
+    if found:
+        yield found
+
+
+def load_ucx():
+    """librsp_ucx with its prototypes declared. OSError naming every path
+    tried when none loads (not built, or UCX's own libraries missing). Its
+    NEEDED librsp.so.0 resolves to the librsp already loaded (the dynamic
+    linker matches a loaded library by its soname)."""
+    tried = []
+    for path in _ucx_candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(path + " (missing)")
+            continue
+        try:
+            u = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+            continue
+        protos = {
+            "rsp_ucx_create": (c_status, vp, P(vp), PErr),
+            "rsp_ucx_destroy": (None, vp),
+            "rsp_ucx_connect": (c_status, vp, ctypes.c_int, ctypes.c_uint64, PErr),
+            "rsp_ucx_send": (c_status, vp, vp, ctypes.c_uint64, PErr),
+            "rsp_ucx_receive": (c_status, vp, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                                ctypes.c_uint64, P(XferHeader), PErr),
+            "rsp_ucx_receive_begin": (c_status, vp, ctypes.c_uint64, ctypes.c_uint64,
+                                      ctypes.c_uint64, P(XferHeader), P(vp), PErr),
+            "rsp_ucx_receive_end": (c_status, vp, vp, c_status, ctypes.c_uint64,
+                                    ctypes.c_uint64, PErr),
+        }
+        batch = {
+            "rsp_ucx_send_many": (c_status, vp, P(vp), ctypes.c_uint32, ctypes.c_uint64,
+                                  P(c_status), PErr),
+            "rsp_ucx_receive_many": (c_status, vp, PRid, ctypes.c_uint32, P(ctypes.c_uint64),
+                                     ctypes.c_uint64, P(ctypes.c_uint32), P(XferHeader),
+                                     P(c_status), PErr),
+        }
+        # The batch form is newer than the rest: declared where the library has it.
+        protos.update({k: v for k, v in batch.items() if hasattr(u, k)})
+        for name, (restype, *argtypes) in protos.items():
+            fn = getattr(u, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+        return u
+    raise OSError("librsp_ucx not found (the UCX transport: built when pkg-config finds ucx, "
+                  "Debian libucx-dev; set RSP_UCX_LIBRARY to its path). Tried: "
+                  + ("; ".join(tried) or "nothing"))

@@ -1838,9 +1838,10 @@ class RecurrentStatePool:
 
     @_guarded
     def _xfer_end(self, end, *args):
-        """An export's close or an import's commit or abort, while the pool
-        lives (they name it)."""
-        end(*args)
+        """An export's close or an import's commit or abort, or a UCX
+        transport's call (rsp.ucx), while the pool lives (they name it):
+        end(*args)'s answer."""
+        return end(*args)
 
     @_guarded
     def barrier(self, seq=None):

@@ -50,6 +50,7 @@ def test_pip_install_bundles_librsp_and_fast_path(tmp_path):
         pytest.skip("RSP_LIBRARY does not name a build's librsp")
     build_src = os.path.dirname(os.path.abspath(lib))
     has_fast = any(f.startswith("_fast") and f.endswith(".so") for f in os.listdir(build_src))
+    has_ucx = os.path.isfile(os.path.join(build_src, "librsp_ucx.so"))
     venv, py, src = _venv_and_sources(tmp_path)
     env = dict(os.environ, RSP_BUNDLE_DIR=build_src)
     r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index",
@@ -58,18 +59,22 @@ def test_pip_install_bundles_librsp_and_fast_path(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     pkg = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "rsp"
     assert (pkg / "librsp.so").is_file() and not (pkg / "librsp.so").is_symlink()
+    assert (pkg / "librsp_ucx.so").is_file() == has_ucx
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "RSP_LIBRARY", "RSP_PY_FAST", "LD_LIBRARY_PATH")}
+           if k not in ("PYTHONPATH", "RSP_LIBRARY", "RSP_UCX_LIBRARY", "RSP_PY_FAST",
+                        "LD_LIBRARY_PATH")}
     code = ("import rsp, rsp.pool, rsp._ffi as f; "
             "p = rsp.Pool('cpu', rsp.PoolConfig(1, [rsp.BlockSpec('s', (4,))], 4)); "
             "p.ingest_request('a'); s = rsp.Step(1, [('a', 'main', 1)]); p.step_next(s); "
-            "print(f.lib._name, rsp.pool._fast_enabled(), p.addressing('main').slot_indices.tolist())")
+            "print(f.lib._name, rsp.pool._fast_enabled(), rsp.ucx.available(), "
+            "p.addressing('main').slot_indices.tolist())")
     r = subprocess.run([py, "-c", code], env=env, capture_output=True, text=True,
                        cwd=str(tmp_path), timeout=120)
     assert r.returncode == 0, r.stderr
-    name, fast, slots = r.stdout.split(maxsplit=2)
+    name, fast, ucx, slots = r.stdout.split(maxsplit=3)
     assert name == str(pkg / "librsp.so")
     assert fast == str(has_fast)
+    assert ucx == str(has_ucx)  # the bundled librsp_ucx loads over the bundled librsp
     assert slots.strip() == "[1]"
 
     # A directory without librsp is refused with a message, nothing installed.
