@@ -376,59 +376,16 @@ static void assert_consistent(rsp_pool *pool, uint32_t committed)
     }
 }
 
-static void every_byte_arrives(void **state)
+/* A prefill child offers every request (checkpoints: as checkpoints;
+ * batch: in batches of that many) and this process receives them all;
+ * both sides must end well. The decode pool, for the caller's checks. */
+static rsp_pool *receive_everything(uint32_t batch, bool checkpoints)
 {
-    (void)state;
-    int fd;
-    pid_t pid = spawn(&fd, true, 0);
-    rsp_pool *pool = make_pool();
-    assert_non_null(pool);
-    uint32_t done;
-    assert_int_equal(decode(pool, fd, 0, &done, batch_size), 0);
-    assert_int_equal(done, REQS);
-    int ws;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
-    assert_true(WIFEXITED(ws));
-    assert_int_equal(WEXITSTATUS(ws), 0);
-    assert_consistent(pool, REQS);
-    close(fd);
-    assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
-}
-
-static void checkpoints_arrive_under_their_keys(void **state)
-{
-    (void)state;
-    offer_checkpoints = true;
+    batch_size = batch;
+    offer_checkpoints = checkpoints;
     int fd;
     pid_t pid = spawn(&fd, true, 0);
     offer_checkpoints = false;
-    rsp_pool *pool = make_pool();
-    assert_non_null(pool);
-    uint32_t done;
-    assert_int_equal(decode(pool, fd, 0, &done, batch_size), 0);
-    assert_int_equal(done, REQS);
-    int ws;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
-    assert_true(WIFEXITED(ws));
-    assert_int_equal(WEXITSTATUS(ws), 0);
-    rsp_stats st;
-    assert_int_equal(rsp_stats_snapshot(pool, &st, NULL), RSP_OK);
-    assert_int_equal(st.checkpoints_device, REQS);
-    assert_int_equal(st.num_requests, 0); /* nothing imported as a request */
-    for (rsp_rid r = 1; r <= REQS; r++) {
-        assert_true(restore_step(pool, r, 100 + r, CKPT_KEY + r));
-        assert_int_equal(pattern_seed_io(pool, 100 + r, r, false), 0);
-    }
-    close(fd);
-    assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
-}
-
-static void batches_move_whole_requests(void **state)
-{
-    (void)state;
-    batch_size = 4;
-    int fd;
-    pid_t pid = spawn(&fd, true, 0);
     rsp_pool *pool = make_pool();
     assert_non_null(pool);
     uint32_t done = 0;
@@ -439,8 +396,38 @@ static void batches_move_whole_requests(void **state)
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     assert_true(WIFEXITED(ws));
     assert_int_equal(WEXITSTATUS(ws), 0);
-    assert_consistent(pool, REQS);
     close(fd);
+    return pool;
+}
+
+static void every_byte_arrives(void **state)
+{
+    (void)state;
+    rsp_pool *pool = receive_everything(0, false);
+    assert_consistent(pool, REQS);
+    assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
+}
+
+static void checkpoints_arrive_under_their_keys(void **state)
+{
+    (void)state;
+    rsp_pool *pool = receive_everything(0, true);
+    rsp_stats st;
+    assert_int_equal(rsp_stats_snapshot(pool, &st, NULL), RSP_OK);
+    assert_int_equal(st.checkpoints_device, REQS);
+    assert_int_equal(st.num_requests, 0); /* nothing imported as a request */
+    for (rsp_rid r = 1; r <= REQS; r++) {
+        assert_true(restore_step(pool, r, 100 + r, CKPT_KEY + r));
+        assert_int_equal(pattern_seed_io(pool, 100 + r, r, false), 0);
+    }
+    assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
+}
+
+static void batches_move_whole_requests(void **state)
+{
+    (void)state;
+    rsp_pool *pool = receive_everything(4, false);
+    assert_consistent(pool, REQS);
     assert_int_equal(rsp_pool_close(pool, NULL), RSP_OK);
 }
 
