@@ -27,9 +27,10 @@ from . import pool as _pool
 from .pool import BlockSpec, Lease, PoolConfig, RspError, Step, _check, _reader
 from .pool import RecurrentStatePool as Pool
 from .seed_engine import (ADMIT_OK, AdmitFailedReason, AdmitOutcome, AllocationFailed, BucketKey,
-                          CGSlotKey, CGSlotSpec, EngineResourceInfo, RecurrentBlockConfig,
-                          RecurrentStateConfig, RecurrentStateSpec, RecurrentStep, ResourceStep,
-                          Segment, SlotLease, StepContext)
+                          CGSlotKey, CGSlotSpec, EngineResourceInfo, FullAdmitOutcome,
+                          RecurrentBlockConfig, RecurrentStateConfig, RecurrentStateSpec,
+                          RecurrentStep, Resource, ResourceStep, Segment, SlotLease, StepContext,
+                          StepRunner, SubmoduleStep)
 
 __all__ = [
     "ADMIT_OK", "NO_SLOT", "SINK_SLOT", "AdmitFailedReason", "AdmitOutcome", "AllocationFailed",
@@ -1231,7 +1232,7 @@ _ORIGINAL = "mstar.engine.resources.recurrent.pool"
 # The engine modules the seed's tests import beside the pool, and their
 # packages: stood in for only when the engine is not installed.
 _ENGINE_MODULES = ("mstar.engine.resources.step", "mstar.engine.resources.base",
-                   "mstar.engine.resources.recurrent.config")
+                   "mstar.engine.resources.recurrent.config", "mstar.engine.resources.runner")
 _PACKAGES = ("mstar", "mstar.engine", "mstar.engine.resources",
              "mstar.engine.resources.recurrent")
 
@@ -1263,6 +1264,11 @@ def install_alias(engine_stubs=None):
             if name not in sys.modules:
                 sys.modules[name] = me
                 done.append(name)
+        resources = sys.modules["mstar.engine.resources"]
+        for attr in ("AdmitOutcome", "AllocationFailed", "Resource", "StepRunner",
+                     "SubmoduleStep", "StepContext", "Segment"):
+            if not hasattr(resources, attr):
+                setattr(resources, attr, getattr(me, attr))
         recurrent = sys.modules["mstar.engine.resources.recurrent"]
         for attr in ("NO_SLOT", "SINK_SLOT", "RecurrentAddressing", "RecurrentBlockConfig",
                      "RecurrentStateConfig", "RecurrentStatePool", "RecurrentStateSpec",

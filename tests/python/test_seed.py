@@ -747,6 +747,72 @@ def test_install_alias_runs_code_written_for_the_original():
     assert r.stdout.split("\n")[:2] == ["[1] 0 mstar ()", "no kv"]
 
 
+_RUNNER = r"""
+import torch, rsp.seed
+rsp.seed.install_alias(engine_stubs=True)
+from mstar.engine.resources import AdmitOutcome, AllocationFailed, Resource, StepRunner, SubmoduleStep
+from mstar.engine.resources.runner import StepRunner as Runner2
+from mstar.engine.resources.recurrent.pool import RecurrentStatePool, RecurrentStep
+from mstar.engine.resources.step import Segment, StepContext
+assert Runner2 is StepRunner
+
+class Later(Resource):  # planned after the pool; refuses when told to
+    refuse = False
+    def depends_on(self):
+        return {"pool"}
+    def admit(self, step, ctx):
+        if self.refuse:
+            return AdmitOutcome(False, True, AllocationFailed("no", 1, "main", "b"))
+        return AdmitOutcome(True)
+
+pool = RecurrentStatePool("cpu", rsp.seed.RecurrentStateConfig(
+    num_layers=1, blocks={"s": rsp.seed.RecurrentBlockConfig((4,), torch.float32)}, max_slots=5))
+later = Later()
+run = StepRunner({"later": later, "pool": pool})
+def step(rids, preplan=False):
+    segs = [Segment(r, "main", 2) for r in rids]
+    st = SubmoduleStep(steps={k: RecurrentStep() for k in ("pool", "later")}, segments=segs)
+    st.set_ctx(StepContext(request_ids=tuple(rids), graph_walk="prefill", slot=0, capture=False,
+                           is_preplan=preplan))
+    return st
+for r in "ab":
+    run.ingest_request(r, {})
+later.refuse = True
+o = run.admit(step("ab"))
+print(o.ok, o.failed_resource, pool.num_free_slots, pool._slots["a"])
+later.refuse = False
+st = step("ab", preplan=True)
+print(run._preplan_order, run.pre_admit(st).ok, pool.num_free_slots)
+run.pre_plan(st)
+run.clear_preplan()
+print(pool.num_free_slots, pool._free)
+st = step("ab")
+print(run.admit(st).ok, sorted(run.plan(st)), run.commit(st), pool._slots["b"]["main"].has_state)
+"""
+
+
+def test_install_alias_stands_in_for_the_engines_runner():
+    # The original's own pool tests drive it through the engine's runner:
+    # a refused admit is unwound on every resource it reached.
+    env = dict(os.environ, PYTHONPATH=PKG)
+    r = subprocess.run([sys.executable, "-c", _RUNNER], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:4] == ["False later 4 {}", "['pool'] True 2",
+                                         "4 [4, 3, 2, 1]", "True ['later', 'pool'] None True"]
+
+
+def test_the_stand_in_spec_takes_the_state_dtype_override():
+    spec = RecurrentStateSpec("s", ["llm"], config())
+    conv = spec.config.blocks["conv"]
+    spec.apply_yaml_overrides(max_slots=9, state_dtype="float64")
+    assert spec.config.max_slots == 9 and spec.config.blocks["state"].dtype is torch.float64
+    assert spec.config.blocks["state"].shape == (2, 4, 4) and spec.config.blocks["conv"] is conv
+    for bad in ("float33", "nn"):
+        with pytest.raises(ValueError, match="not a torch dtype"):
+            spec.apply_yaml_overrides(state_dtype=bad)
+
+
 _WITH_ENGINE = r"""
 import sys, rsp.seed
 assert rsp.seed.install_alias() == ("mstar.engine.resources.recurrent.pool",)
