@@ -408,7 +408,6 @@ class _ResourceDefaults:
         return 0.0
 
 
-
 def _device_name(device):
     """'cpu' or 'cuda:N' for a torch.device, a string or an int ordinal."""
     if isinstance(device, int) and not isinstance(device, bool):
@@ -845,14 +844,12 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             fresh = rec is None
             if fresh:
                 rec = self._open(step, ctx, decl)
-                rec.ahead = ahead
-            elif not ahead:
-                rec.ahead = False
             elif decl is not None and decl != rec.decl:
                 rec.set_decl(decl)  # admitted again with other rows: rsp keeps the new ones
             o = self._admit_rec(rec)
             if not o.ok:
                 return self._failed(o)
+            rec.ahead = ahead and (fresh or rec.ahead)  # a live pass makes it the runner's
             if fresh:
                 self._recs[rec.sid] = rec
                 self._by_obj[id(step)] = rec
