@@ -27,9 +27,10 @@ from . import pool as _pool
 from .pool import BlockSpec, Lease, PoolConfig, RspError, Step, _check, _reader
 from .pool import RecurrentStatePool as Pool
 from .seed_engine import (ADMIT_OK, AdmitFailedReason, AdmitOutcome, AllocationFailed, BucketKey,
-                          CGSlotKey, CGSlotSpec, EngineResourceInfo, RecurrentBlockConfig,
-                          RecurrentStateConfig, RecurrentStateSpec, RecurrentStep, ResourceStep,
-                          Segment, SlotLease, StepContext)
+                          CGSlotKey, CGSlotSpec, EngineResourceInfo, FullAdmitOutcome,
+                          RecurrentBlockConfig, RecurrentStateConfig, RecurrentStateSpec,
+                          RecurrentStep, Resource, ResourceStep, Segment, SlotLease, StepContext,
+                          StepRunner, SubmoduleStep)
 
 __all__ = [
     "ADMIT_OK", "NO_SLOT", "SINK_SLOT", "AdmitFailedReason", "AdmitOutcome", "AllocationFailed",
@@ -346,7 +347,7 @@ class _Rec:
     """One engine step in flight in rsp: its rsp Step (id and marshalled
     declaration), the objects it was given as, its phase, its plan."""
 
-    __slots__ = ("sid", "objs", "ctx", "decl", "rstep", "phase", "result", "labels")
+    __slots__ = ("sid", "objs", "ctx", "decl", "rstep", "phase", "result", "labels", "ahead")
 
     def __init__(self, sid, step, ctx, decl):
         self.sid = sid
@@ -354,6 +355,7 @@ class _Rec:
         self.ctx = ctx
         self.phase = _ADMITTED
         self.result = None
+        self.ahead = False  # admitted on a pre-plan pass only, not yet live
         self.set_decl(decl)
 
     def set_decl(self, decl):
@@ -404,9 +406,6 @@ class _ResourceDefaults:
 
     def get_offload_priority(self, rid):
         return 0.0
-
-    def post_warmup_validate(self):
-        return None
 
 
 def _device_name(device):
@@ -516,6 +515,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._done = None       # the last forward_done event this class recorded
         self._labels_last = (None, None)  # (rows buffer, its labels): _labels_of
         self._removed = False   # a request was removed since the last _reap
+        self._comm_group = None  # build's info.joint_comm_group: post_warmup_validate
 
     @classmethod
     def build(cls, spec, info):
@@ -533,7 +533,28 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 config.shard(world)  # the original's side effect: its users read the shapes
             elif world > 1:
                 tp = (world, int(_attr(group, "rank", 0) or 0))
-        return cls(device=_attr(info, "device", "cpu"), config=config, _tp=tp)
+        pool = cls(device=_attr(info, "device", "cpu"), config=config, _tp=tp)
+        pool._comm_group = group
+        return pool
+
+    def post_warmup_validate(self):
+        """Raise RuntimeError unless every rank of the build's comm group
+        (its tp_group and sp_group, or the group itself) holds as many free
+        slots: each rank admits from its own pool, so the ranks' verdicts
+        agree only while their free slots do. One all_gather per group."""
+        group = self._comm_group
+        if group is None or int(_attr(group, "world_size", 1) or 1) == 1:
+            return
+        torch = _pool._torch()
+        local = torch.tensor([self.num_free_slots], dtype=torch.int64,
+                             device=self.block(self._block_names[0], 0).device)
+        subs = [g for g in (_attr(group, "tp_group"), _attr(group, "sp_group")) if g is not None]
+        for g in subs or [group]:
+            values = g.all_gather(local, dim=0).cpu().tolist()
+            if any(v != values[0] for v in values):
+                raise RuntimeError(f"recurrent state pool has asymmetric free slots across "
+                                   f"ranks: {values}; check for a per-rank max_slots and for "
+                                   f"admits before warmup completes")
 
     # -- lifetime --
 
@@ -817,6 +838,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 self._next_sid = step.step_id + 1  # the engine path's ids follow the caller's
             return Pool.admit(self, step, ctx, seq)
         self._engine = True
+        ahead = bool(_attr(ctx, "is_preplan", False))
         with self._seed_lock:
             rec, decl = self._find(step, ctx, (_ADMITTED, _STAGED))
             fresh = rec is None
@@ -827,6 +849,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             o = self._admit_rec(rec)
             if not o.ok:
                 return self._failed(o)
+            rec.ahead = ahead and (fresh or rec.ahead)  # a live pass makes it the runner's
             if fresh:
                 self._recs[rec.sid] = rec
                 self._by_obj[id(step)] = rec
@@ -885,6 +908,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             rec, decl = self._find(step, ctx, _ANY)
             if rec is None:
                 rec = self._admit_now(step, ctx, decl, "plan")
+                rec.ahead = preplan
             if rec.phase == _PLANNED:
                 return rec.result
             if preplan:
@@ -902,12 +926,9 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         stage = self._stage_rec
         if stage is not None and stage is not rec:
             # The original's next plan consumes the stage whatever it plans;
-            # here a stage of another step is dropped first (that step stays
-            # admitted: rollback_admit of it gives its slots back).
+            # here a stage of another step is dropped first (_unstage).
             Pool.clear_preplan(self)
-            stage.phase = _ADMITTED
-            stage.result = None
-            self._stage_rec = None
+            self._unstage(stage)
         staged = rec.result if stage is rec else None
         self._plan_rec(rec, False)
         self._stage_rec = None  # promoted, if it was rec's
@@ -1120,14 +1141,27 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         return self._stage_rec is not None
 
     def clear_preplan(self, seq=None):
-        """Drop the staged plan; staging touched no live state. Its step
-        stays admitted: rollback_admit of it gives back what its admit took."""
+        """Drop the staged plan; staging touched no live state. A step
+        admitted only on a pre-plan pass is rolled back with it (its fresh
+        slots come back, zeroed, in the free stack's old order); a step also
+        admitted live stays admitted: its rollback_admit gives back what it
+        took."""
         with self._seed_lock:
             Pool.clear_preplan(self, seq)
             if self._stage_rec is not None:
-                self._stage_rec.phase = _ADMITTED
-                self._stage_rec.result = None
-                self._stage_rec = None
+                self._unstage(self._stage_rec)
+
+    def _unstage(self, stage):
+        """The stage of `stage` (its rsp stage already dropped) forgotten. A
+        runner that discards a stage may call clear_preplan alone, and a
+        step admitted only ahead would stay in flight holding its slots."""
+        stage.phase = _ADMITTED
+        stage.result = None
+        self._stage_rec = None
+        if stage.ahead:
+            Pool.rollback_admit(self, stage.rstep, None, self._forward_done(None))
+            self._forget(stage)
+            self._dirty = True
 
     # -- reading --
 
@@ -1195,7 +1229,7 @@ _ORIGINAL = "mstar.engine.resources.recurrent.pool"
 # The engine modules the seed's tests import beside the pool, and their
 # packages: stood in for only when the engine is not installed.
 _ENGINE_MODULES = ("mstar.engine.resources.step", "mstar.engine.resources.base",
-                   "mstar.engine.resources.recurrent.config")
+                   "mstar.engine.resources.recurrent.config", "mstar.engine.resources.runner")
 _PACKAGES = ("mstar", "mstar.engine", "mstar.engine.resources",
              "mstar.engine.resources.recurrent")
 
@@ -1227,6 +1261,11 @@ def install_alias(engine_stubs=None):
             if name not in sys.modules:
                 sys.modules[name] = me
                 done.append(name)
+        resources = sys.modules["mstar.engine.resources"]
+        for attr in ("AdmitOutcome", "AllocationFailed", "Resource", "StepRunner",
+                     "SubmoduleStep", "StepContext", "Segment"):
+            if not hasattr(resources, attr):
+                setattr(resources, attr, getattr(me, attr))
         recurrent = sys.modules["mstar.engine.resources.recurrent"]
         for attr in ("NO_SLOT", "SINK_SLOT", "RecurrentAddressing", "RecurrentBlockConfig",
                      "RecurrentStateConfig", "RecurrentStatePool", "RecurrentStateSpec",

@@ -9,7 +9,7 @@
 # maps the engine's module names onto them when the engine is absent).
 #
 # SPDX-License-Identifier: Apache-2.0
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -269,9 +269,22 @@ class RecurrentStateSpec:
 
         return RecurrentStatePool
 
-    def apply_yaml_overrides(self, max_slots=None):
+    def apply_yaml_overrides(self, max_slots=None, state_dtype=None):
+        """A deployment's slot count, and the "state" block's dtype by its
+        torch name (ValueError for a name that is not a torch dtype)."""
         if max_slots is not None:
             self.config.max_slots = max_slots
+        if state_dtype is not None:
+            import torch
+
+            dtype = getattr(torch, state_dtype, None)
+            if not isinstance(dtype, torch.dtype):
+                raise ValueError(f"state_dtype {state_dtype!r} is not a torch dtype")
+            block = self.config.blocks.get("state")
+            if block is None:
+                raise ValueError(f"state_dtype was set but the pool has no 'state' block; "
+                                 f"it has {sorted(self.config.blocks)}")
+            self.config.blocks["state"] = replace(block, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -287,3 +300,183 @@ class RecurrentStep(ResourceStep):
     post_forks: Tuple[Tuple[str, str], ...] = ()
     per_token_states: Any = None
     num_accepted_tokens: Any = None
+
+
+# --- mstar.engine.resources (the package) and .runner ------------------------
+#
+# What the pool's tests take from the engine's package beside the pool: the
+# resource base class, the multi-resource step and a runner that drives
+# resources through a step. The runner here keeps only what those tests
+# lean on: dependency order, the pre-plan pass, and a refused admit unwound
+# by rollback_admit on every resource it reached, newest first.
+
+
+class Resource:
+    """The engine's resource base class: every hook answers "nothing to do"."""
+
+    @classmethod
+    def build(cls, spec, info):
+        raise NotImplementedError(f"{cls.__name__}.build")
+
+    def depends_on(self):
+        return set()
+
+    def ingest_request(self, rid, overrides=None):
+        return None
+
+    def remove_request(self, rid):
+        return None
+
+    def reset_request(self, rid, free=False):
+        return None
+
+    def admit(self, step, ctx):
+        return ADMIT_OK
+
+    def plan(self, step, ctx):
+        return None
+
+    def commit(self, step, ctx):
+        return None
+
+    @property
+    def supports_preplan(self):
+        return False
+
+    def clear_preplan(self):
+        return None
+
+
+class FullAdmitOutcome(NamedTuple):
+    """A runner's admit: one resource's outcome and the key of the resource
+    that refused (None when none did)."""
+
+    outcome: AdmitOutcome
+    failed_resource: Optional[str] = None
+
+    @property
+    def ok(self):
+        return self.outcome.ok
+
+    @property
+    def ready(self):
+        return self.outcome.ready
+
+    @property
+    def reason(self):
+        return self.outcome.reason
+
+
+@dataclass(frozen=True)
+class SubmoduleStep:
+    """One node's step: resource key -> that resource's step. segments, when
+    given, fill in every resource step declared without its own."""
+
+    steps: Mapping[str, ResourceStep]
+    segments: Optional[Sequence[Segment]] = None
+    cg_key_info: Any = None
+    _ctx: Any = None
+
+    def __post_init__(self):
+        if self.segments is not None:
+            for st in self.steps.values():
+                if st.segments is None:
+                    object.__setattr__(st, "segments", self.segments)
+
+    @property
+    def ctx(self):
+        return self._ctx
+
+    def set_ctx(self, ctx):
+        object.__setattr__(self, "_ctx", ctx)
+
+    def get(self, key):
+        return self.steps.get(key)
+
+    def keys(self):
+        return self.steps.keys()
+
+    def __contains__(self, key):
+        return key in self.steps
+
+
+def _dependency_order(resources):
+    """Resource keys, every key after those it depends on (ties by name)."""
+    deps = {k: set(r.depends_on()) for k, r in resources.items()}
+    for k, d in deps.items():
+        if d - deps.keys():
+            raise ValueError(f"resource {k!r} depends on unknown {sorted(d - deps.keys())}")
+    order = []
+    while deps:
+        ready = sorted(k for k, d in deps.items() if not d & deps.keys())
+        if not ready:
+            raise ValueError(f"dependency cycle among {sorted(deps)}")
+        order += ready
+        for k in ready:
+            del deps[k]
+    return order
+
+
+class StepRunner:
+    """Drives a node's resources through admit, plan and commit in
+    dependency order; the pre-plan pass covers the resources that pre-plan."""
+
+    def __init__(self, resources, node_resources=None):
+        self._resources = dict(resources)
+        self._order = _dependency_order(self._resources)
+        self._preplan_order = [k for k in self._order if self._resources[k].supports_preplan]
+
+    def _keys(self, step, order):
+        unknown = set(step.keys()) - self._resources.keys()
+        if unknown:
+            raise KeyError(f"the step names resources {sorted(unknown)} the runner lacks")
+        return [k for k in order if k in step]
+
+    def ingest_request(self, rid, overrides=None):
+        for k in self._order:
+            self._resources[k].ingest_request(rid, None if overrides is None else
+                                              overrides.get(k))
+
+    def remove_request(self, rid):
+        for k in self._order:
+            self._resources[k].remove_request(rid)
+
+    def _admit(self, step, order):
+        ready, reached = True, []
+        for k in self._keys(step, order):
+            reached.append(k)
+            o = self._resources[k].admit(step.get(k), step.ctx)
+            if not o.ok:
+                for r in reversed(reached):  # the refusing resource included
+                    undo = getattr(self._resources[r], "rollback_admit", None)
+                    if undo is not None:
+                        undo(step.get(r), step.ctx)
+                return FullAdmitOutcome(o, k)
+            ready = ready and o.ready
+        return FullAdmitOutcome(AdmitOutcome(ok=True, ready=ready))
+
+    def admit(self, step):
+        return self._admit(step, self._order)
+
+    def pre_admit(self, step):
+        return self._admit(step, self._preplan_order)
+
+    def _plan(self, step, order):
+        results = step.ctx.plan_results
+        for k in self._keys(step, order):
+            results[k] = self._resources[k].plan(step.get(k), step.ctx)
+        return results
+
+    def plan(self, step):
+        return self._plan(step, self._order)
+
+    def pre_plan(self, step):
+        return self._plan(step, self._preplan_order)
+
+    def commit(self, step):
+        for k in self._keys(step, self._order):
+            self._resources[k].commit(step.get(k), step.ctx)
+
+    def clear_preplan(self):
+        for k in self._order:
+            self._resources[k].clear_preplan()

@@ -111,6 +111,46 @@ def test_build_shards_the_config_for_the_tensor_parallel_group():
     p.cleanup()
 
 
+class _Ranks:
+    """A comm group whose all_gather answers what every rank holds (None:
+    every rank holds what this one does)."""
+
+    def __init__(self, values):
+        self.values = values
+        self.world_size = 1 if values is None else len(values)
+        self.seen = []
+
+    def all_gather(self, local, dim=0):
+        self.seen.append((local.dtype, tuple(local.shape), dim))
+        return torch.tensor(self.values or [int(local.item())], dtype=local.dtype)
+
+
+def test_post_warmup_validate_compares_free_slots_across_ranks():
+    def joint(tp, sp=None):
+        g = SimpleNamespace(tp_group=_Ranks(tp), sp_group=_Ranks(sp))
+        g.world_size = g.tp_group.world_size * g.sp_group.world_size
+        return g
+
+    spec = lambda: RecurrentStateSpec("s", ["llm"], RecurrentStateConfig(  # noqa: E731
+        num_layers=1, blocks={"state": RecurrentBlockConfig((4, 2), torch.float32,
+                                                            shard_dims=(0,))}, max_slots=5))
+    pools = []
+    for group, bad in ((joint([4, 4]), None), (joint([4, 3]), r"\[4, 3\]"),
+                       (joint([4, 4], [4, 2]), r"\[4, 2\]"), (None, None),
+                       (joint(None), None)):
+        p = RecurrentStatePool.build(spec(), EngineResourceInfo(device="cpu",
+                                                                joint_comm_group=group))
+        pools.append(p)
+        if bad is None:
+            p.post_warmup_validate()
+        else:
+            with pytest.raises(RuntimeError, match="asymmetric free slots.*" + bad):
+                p.post_warmup_validate()
+    assert pools[0]._comm_group.tp_group.seen == [(torch.int64, (1,), 0)]
+    for p in pools:
+        p.cleanup()
+
+
 def test_config_errors_are_the_originals():
     with pytest.raises(ValueError, match="must declare a block"):
         RecurrentStateConfig(num_layers=1, blocks={})
@@ -359,16 +399,34 @@ def test_a_second_stage_is_the_originals_assertion(pool):
     pool.clear_preplan()  # nothing staged: fine
 
 
-def test_a_discarded_preplan_is_given_back_by_rollback(pool):
+def test_clear_preplan_gives_back_what_a_step_admitted_only_ahead_took(pool):
+    # A runner that discards a stage calls clear_preplan alone: the slots
+    # the pre-plan pass reserved come back, in the free stack's old order.
     c = ctx(["a", "b"], is_preplan=True)
     st = step(("a", "main", 1), ("b", "main", 1))
     before = pool._free
     assert pool.admit(st, c).ok
     pool.plan(st, c)
-    pool.clear_preplan()  # staging touched no live state...
     assert pool.num_free_slots == 5
-    pool.rollback_admit(st, c)  # ...and the runner's unwind frees what it reserved
-    assert pool._free == before and pool._slots["a"] == {}
+    pool.clear_preplan()
+    assert pool._free == before and pool._slots["a"] == {} and not pool._preplanned
+    pool.rollback_admit(st, c)  # the older runner's unwind after it: nothing left to do
+    assert pool._free == before
+    assert pool.admit(st, ctx(["a", "b"])).ok  # admitted again, live: the same slots
+    assert [pool._slots[r]["main"].index for r in "ab"] == [1, 2]
+    pool.rollback_admit(st, c)
+
+
+def test_clear_preplan_keeps_a_stage_whose_step_was_also_admitted_live(pool):
+    st = step(("a", "main", 1))
+    ahead = ctx(["a"], is_preplan=True)
+    assert pool.admit(st, ahead).ok
+    pool.plan(st, ahead)
+    assert pool.admit(st, ctx(["a"])).ok  # the live pass: the step is the runner's now
+    pool.clear_preplan()
+    assert pool._slots["a"]["main"].index == 1 and pool.num_free_slots == 6
+    pool.rollback_admit(st, ctx(["a"]))  # its unwind frees what it reserved
+    assert pool._slots["a"] == {} and pool.num_free_slots == 7
 
 
 def test_rollback_frees_fresh_slots_keeps_held_ones_and_zeroes(pool):
@@ -689,6 +747,72 @@ def test_install_alias_runs_code_written_for_the_original():
     assert r.stdout.split("\n")[:2] == ["[1] 0 mstar ()", "no kv"]
 
 
+_RUNNER = r"""
+import torch, rsp.seed
+rsp.seed.install_alias(engine_stubs=True)
+from mstar.engine.resources import AdmitOutcome, AllocationFailed, Resource, StepRunner, SubmoduleStep
+from mstar.engine.resources.runner import StepRunner as Runner2
+from mstar.engine.resources.recurrent.pool import RecurrentStatePool, RecurrentStep
+from mstar.engine.resources.step import Segment, StepContext
+assert Runner2 is StepRunner
+
+class Later(Resource):  # planned after the pool; refuses when told to
+    refuse = False
+    def depends_on(self):
+        return {"pool"}
+    def admit(self, step, ctx):
+        if self.refuse:
+            return AdmitOutcome(False, True, AllocationFailed("no", 1, "main", "b"))
+        return AdmitOutcome(True)
+
+pool = RecurrentStatePool("cpu", rsp.seed.RecurrentStateConfig(
+    num_layers=1, blocks={"s": rsp.seed.RecurrentBlockConfig((4,), torch.float32)}, max_slots=5))
+later = Later()
+run = StepRunner({"later": later, "pool": pool})
+def step(rids, preplan=False):
+    segs = [Segment(r, "main", 2) for r in rids]
+    st = SubmoduleStep(steps={k: RecurrentStep() for k in ("pool", "later")}, segments=segs)
+    st.set_ctx(StepContext(request_ids=tuple(rids), graph_walk="prefill", slot=0, capture=False,
+                           is_preplan=preplan))
+    return st
+for r in "ab":
+    run.ingest_request(r, {})
+later.refuse = True
+o = run.admit(step("ab"))
+print(o.ok, o.failed_resource, pool.num_free_slots, pool._slots["a"])
+later.refuse = False
+st = step("ab", preplan=True)
+print(run._preplan_order, run.pre_admit(st).ok, pool.num_free_slots)
+run.pre_plan(st)
+run.clear_preplan()
+print(pool.num_free_slots, pool._free)
+st = step("ab")
+print(run.admit(st).ok, sorted(run.plan(st)), run.commit(st), pool._slots["b"]["main"].has_state)
+"""
+
+
+def test_install_alias_stands_in_for_the_engines_runner():
+    # The original's own pool tests drive it through the engine's runner:
+    # a refused admit is unwound on every resource it reached.
+    env = dict(os.environ, PYTHONPATH=PKG)
+    r = subprocess.run([sys.executable, "-c", _RUNNER], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:4] == ["False later 4 {}", "['pool'] True 2",
+                                         "4 [4, 3, 2, 1]", "True ['later', 'pool'] None True"]
+
+
+def test_the_stand_in_spec_takes_the_state_dtype_override():
+    spec = RecurrentStateSpec("s", ["llm"], config())
+    conv = spec.config.blocks["conv"]
+    spec.apply_yaml_overrides(max_slots=9, state_dtype="float64")
+    assert spec.config.max_slots == 9 and spec.config.blocks["state"].dtype is torch.float64
+    assert spec.config.blocks["state"].shape == (2, 4, 4) and spec.config.blocks["conv"] is conv
+    for bad in ("float33", "nn"):
+        with pytest.raises(ValueError, match="not a torch dtype"):
+            spec.apply_yaml_overrides(state_dtype=bad)
+
+
 _WITH_ENGINE = r"""
 import sys, rsp.seed
 assert rsp.seed.install_alias() == ("mstar.engine.resources.recurrent.pool",)
@@ -819,6 +943,18 @@ def test_change_duplicate_rows_are_refused(pool):
     with pytest.raises(ValueError) as e:
         pool.admit(step(("a", "main", 1), ("a", "main", 1)), ctx(["a"]))
     assert e.value.name == "RSP_EDUPROW" and pool.num_free_slots == 7 and not pool._recs
+
+
+def test_change_private_slots_is_a_snapshot(pool):
+    # The original's tests set up "a slot with state" by writing its
+    # SlotState; here has_state comes from commits only.
+    st, c = step(("a", "main", 1), ("a", "draft", 1), pre=[("main", "draft")]), ctx(["a"])
+    assert pool.admit(st, c).ok
+    pool._slots["a"]["main"].has_state = True  # changes nothing
+    assert pool._slots["a"]["main"].has_state is False
+    assert pool.plan(st, c)["draft"].host_has_state == [False]  # the fork's source had none
+    pool.commit(st, c)
+    assert pool._slots["a"]["main"].has_state is True  # written by the committed step
 
 
 def test_change_has_state_counts_an_earlier_step_in_flight(pool):
