@@ -1529,6 +1529,13 @@ class RecurrentStatePool:
         """Commit prev (if given), then admit and plan step: one round trip.
         Returns the admit outcome (not ok: nothing planned); when the step
         was planned, its plan_digest is the published plan's rsp_plan_digest."""
+        if _FAST is not None and seq is None and forward_done is None:
+            # A steady step (rows and flags only, the last step's rows) in
+            # one call into C, which answers NotImplemented for any other.
+            r = _FAST.next(self, step, prev)
+            if r is not NotImplemented:
+                return r if type(r) is not tuple else self._outcome(
+                    ffi.AdmitOutcome(False, *r), step)
         msg = None if seq is None else _msg(ffi.MSG_STEP, seq)
         m = self._marshal(step)
         pm = self._marshal(prev) if prev is not None else None
@@ -1901,6 +1908,12 @@ class RecurrentStatePool:
         (an engine's state-index buffers for CUDA graphs): valid until the
         next step is planned; the same tensor objects while the row count
         stays the same. Saves two tensors a step."""
+        if persistent and step_id is None and _FAST is not None:
+            # The steady read (a label whose pair exists, on a CPU pool) in
+            # one call into C, which answers NotImplemented for any other.
+            a = _FAST.read(self, label, wait)
+            if a is not NotImplemented:
+                return a
         lid = self._known_label(label)
         if step_id is not None:
             _uint(step_id, "step_id", 64)
@@ -2329,6 +2342,7 @@ def _load_fast():
                 spec.loader.exec_module(mod)
                 mod.init(RspError, tuple(ctypes.cast(getattr(ffi.lib, f), ctypes.c_void_p).value
                                          for f in _FAST_FUNCTIONS))
+                mod.bind(AdmitOutcome, _ADMIT_OK, _Marshal, RecurrentAddressing)
                 return mod
             except (ImportError, OSError, AttributeError) as e:
                 tried.append(f"{path} ({e})")
