@@ -70,6 +70,9 @@ static struct {
  * RecurrentAddressing fields, by the names pool.py gives them. */
 #define FAST_NAMES(X)                                                                              \
     X(POOL, "_pool")                                                                               \
+    X(CALLS, "_calls")                                                                             \
+    X(CLOSING, "_closing")                                                                         \
+    X(IN_CALLBACK, "_in_callback")                                                                 \
     X(HOST, "_host")                                                                               \
     X(LABELS, "_labels")                                                                           \
     X(PERSIST, "_persist")                                                                         \
@@ -753,6 +756,73 @@ static PyObject *lite_of(PyObject *pool, PyObject *step)
     return lite == NULL ? NULL : new_ref(lite);
 }
 
+/*
+ * pool.py's calls guard (_guarded), for the steady calls that pool.py does
+ * not wrap in it: the caller's thread ident is appended to pool._calls
+ * before pool._closing is read, as _guarded appends it, so that either
+ * cleanup() sees the call and waits for it, or the call sees _closing (the
+ * GIL orders the two). A guard that finds the pool closing, or the caller
+ * inside one of the pool's callbacks, leaves at once and the call answers
+ * NotImplemented: pool.py's guarded path then raises the refusal.
+ */
+typedef struct {
+    PyObject *calls; /* pool._calls, NULL once left */
+    PyObject *me;    /* the caller's ident */
+} guard;
+
+static void guard_leave(guard *g)
+{
+    if (g->calls == NULL)
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb); /* the call's own error, kept */
+    /* One entry of this thread's ident (all equal: which one goes does
+     * not matter), looked for from the end, where it usually is. */
+    for (Py_ssize_t i = PyList_GET_SIZE(g->calls) - 1; i >= 0; i--)
+        if (PyObject_RichCompareBool(PyList_GET_ITEM(g->calls, i), g->me, Py_EQ) == 1) {
+            (void)PyList_SetSlice(g->calls, i, i + 1, NULL);
+            break;
+        }
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    Py_CLEAR(g->calls);
+    Py_CLEAR(g->me);
+}
+
+/* 1 entered; 0 refused (nothing held: take pool.py's path); -1 error. */
+static int guard_enter(PyObject *pool, guard *g)
+{
+    g->me = NULL;
+    g->calls = PyObject_GetAttr(pool, NAME(CALLS));
+    if (g->calls == NULL)
+        return -1;
+    if (!PyList_CheckExact(g->calls)) {
+        Py_CLEAR(g->calls);
+        return 0;
+    }
+    if ((g->me = PyLong_FromUnsignedLong(PyThread_get_thread_ident())) == NULL ||
+        PyList_Append(g->calls, g->me) < 0) {
+        Py_CLEAR(g->me);
+        Py_CLEAR(g->calls);
+        return -1;
+    }
+    PyObject *closing = PyObject_GetAttr(pool, NAME(CLOSING));
+    PyObject *inside = closing ? PyObject_GetAttr(pool, NAME(IN_CALLBACK)) : NULL;
+    int refused = -1;
+    if (inside != NULL) {
+        refused = PyObject_IsTrue(closing);
+        if (refused == 0)
+            refused = PySet_Check(inside) ? PySet_Contains(inside, g->me) : 1;
+    }
+    Py_XDECREF(inside);
+    Py_XDECREF(closing);
+    if (refused != 0) {
+        guard_leave(g);
+        return refused < 0 ? -1 : 0;
+    }
+    return 1;
+}
+
 /* The pool's C handle (pool._pool), or NULL with *ni set when the pool is
  * closed (pool.py's path raises for it) or NULL with an error. */
 static void *handle_of(PyObject *pool, int *ni)
@@ -788,21 +858,14 @@ static PyObject *outcome_digest(uint64_t digest)
 
 /*
  * next(pool, step, prev): RecurrentStatePool.step_next(step, prev) with
- * forward_done None, for steps of rows and flags only (see lite_of):
- * rsp_step_next with the GIL released, then its AdmitOutcome (the shared
- * ok one, or one with the plan digest), or (rid, label, slots_short,
- * usable, free) when admit found no slot (pool.py names the rid).
- * NotImplemented: take pool.py's general path.
+ * forward_done None, for steps of rows and flags only (see lite_of),
+ * inside the pool's calls guard: rsp_step_next with the GIL released,
+ * then its AdmitOutcome (the shared ok one, or one with the plan digest),
+ * or (rid, label, slots_short, usable, free) when admit found no slot
+ * (pool.py names the rid). NotImplemented: take pool.py's general path.
  */
-static PyObject *fast_next(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *steady_next(PyObject *const *args)
 {
-    (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "next takes 3 arguments");
-        return NULL;
-    }
-    if (py.outcome_cls == NULL)
-        Py_RETURN_NOTIMPLEMENTED;
     int ni;
     void *pool = handle_of(args[0], &ni);
     if (pool == NULL)
@@ -828,6 +891,31 @@ static PyObject *fast_next(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (!out.admit.ok)
         return outcome(&out.admit);
     return out.planned ? outcome_digest(out.plan_digest) : new_ref(py.outcome_ok);
+}
+
+/* fn(args) inside the calls guard of pool args[0] (NotImplemented when the
+ * guard refuses). */
+static PyObject *guarded(PyObject *(*fn)(PyObject *const *), PyObject *const *args)
+{
+    guard g;
+    int in = guard_enter(args[0], &g);
+    if (in <= 0)
+        return in < 0 ? NULL : new_ref(Py_NotImplemented);
+    PyObject *r = fn(args);
+    guard_leave(&g);
+    return r;
+}
+
+static PyObject *fast_next(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "next takes 3 arguments");
+        return NULL;
+    }
+    if (py.outcome_cls == NULL)
+        Py_RETURN_NOTIMPLEMENTED;
+    return guarded(steady_next, args);
 }
 
 /* An integer attribute of o as a Py_ssize_t: 0, or -1 with an error. */
@@ -934,21 +1022,14 @@ static PyObject *persistent_of(PyObject *pool, PyObject *label, unsigned long *l
 /*
  * read(pool, label, wait): RecurrentStatePool.addressing(label,
  * persistent=True) of the live plan on a CPU pool whose label already has
- * its persistent pair: one read (read_copy), the two vectors written into
- * the pair, the ready wait when wait (GIL released), and the
- * RecurrentAddressing. NotImplemented: take pool.py's path (no pair yet,
- * a row count past its capacity, a CUDA pool, any refusal: the general
- * path reads again and raises it).
+ * its persistent pair, inside the pool's calls guard: one read
+ * (read_copy), the two vectors written into the pair, the ready wait when
+ * wait (GIL released), and the RecurrentAddressing. NotImplemented: take
+ * pool.py's path (no pair yet, a row count past its capacity, a CUDA
+ * pool, any refusal: the general path reads again and raises it).
  */
-static PyObject *fast_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *steady_read(PyObject *const *args)
 {
-    (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "read takes 3 arguments");
-        return NULL;
-    }
-    if (py.address_cls == NULL)
-        Py_RETURN_NOTIMPLEMENTED;
     PyObject *host = PyObject_GetAttr(args[0], NAME(HOST));
     if (host == NULL)
         return NULL;
@@ -981,6 +1062,18 @@ static PyObject *fast_read(PyObject *self, PyObject *const *args, Py_ssize_t nar
     PyMem_RawFree(copy);
     Py_DECREF(p);
     return r;
+}
+
+static PyObject *fast_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read takes 3 arguments");
+        return NULL;
+    }
+    if (py.address_cls == NULL)
+        Py_RETURN_NOTIMPLEMENTED;
+    return guarded(steady_read, args);
 }
 
 static PyMethodDef methods[] = {

@@ -209,3 +209,43 @@ def test_the_seed_class_steps_through_the_steady_path(spy):
         assert spy.reads == [False, True, True, True]
     finally:
         p.cleanup()
+
+
+@needs_fast
+def test_the_steady_calls_keep_the_calls_guard(spy):
+    p = rsp.Pool("cpu", small_config())
+    try:
+        rows = [("a", "main", 1)]
+        s1, s2 = rsp.Step(1, list(rows)), rsp.Step(2, list(rows))
+        p.step_next(s1)
+        p.addressing(persistent=True)
+        p.step_next(s2, prev=s1)
+        p.addressing(persistent=True)
+        assert spy.nexts[-1] and spy.reads[-1] and p._calls == []  # entered and left
+        # an error inside the C call: raised, and the guard left all the same
+        with pytest.raises(rsp.RspError):
+            p.step_next(rsp.Step(3, list(rows)), prev=s1)  # s1 was committed already
+        assert spy.nexts[-1] and p._calls == []
+        # a caller inside one of the pool's callbacks, and a closing pool:
+        # declined in C, refused by the guarded path as before
+        me = threading.get_ident()
+        p._in_callback.add(me)
+        try:
+            for call in (lambda: p.step_next(rsp.Step(3, list(rows)), prev=s2),
+                         lambda: p.addressing(persistent=True)):
+                with pytest.raises(rsp.RspError) as e:
+                    call()
+                assert e.value.name == "RSP_EINVAL" and "callback" in e.value.message
+        finally:
+            p._in_callback.discard(me)
+        p._closing = True
+        try:
+            with pytest.raises(rsp.RspError) as e:
+                p.addressing(persistent=True)
+            assert e.value.name == "RSP_ESHUTDOWN"
+        finally:
+            p._closing = False
+        assert spy.nexts[-1] is False and spy.reads[-2:] == [False, False] and p._calls == []
+        p.commit(s2)
+    finally:
+        p.cleanup()
