@@ -774,8 +774,13 @@ static void guard_leave(guard *g)
 {
     if (g->calls == NULL)
         return;
+        /* The call's own error, kept aside while the list is edited. */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
     PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb); /* the call's own error, kept */
+    PyErr_Fetch(&type, &value, &tb);
+#endif
     /* One entry of this thread's ident (all equal: which one goes does
      * not matter), looked for from the end, where it usually is. */
     for (Py_ssize_t i = PyList_GET_SIZE(g->calls) - 1; i >= 0; i--)
@@ -784,7 +789,11 @@ static void guard_leave(guard *g)
             break;
         }
     PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
     PyErr_Restore(type, value, tb);
+#endif
     Py_CLEAR(g->calls);
     Py_CLEAR(g->me);
 }
