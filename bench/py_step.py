@@ -239,7 +239,7 @@ def main():
         print(f"# the Python original: {orig.__module__} from {os.environ['MSTAR_ANCHOR_DIR']}")
     print(f"{'rows':>5} {'mode':>6} {'admit+plan+commit':>18} {'step_next':>10} "
           f"{'seed calls':>11} {'original':>9} {'dict+free list':>15} {'next/dict':>10} "
-          f"{'spread':>11} {'goal':>10} {'orig/seed':>10} {'orig/next':>10}")
+          f"{'spread':>11} {'goal':>11} {'orig/seed':>10} {'orig/next':>10}")
     missed = []
     for rows in (1, 16, 64, 256):
         for gap, n in ((0.0, steps), (gap_ms / 1000, gap_steps)):
@@ -261,7 +261,7 @@ def main():
             verdict = f"<={GOAL[rows]:g} {'met' if met else 'MISSED'}"
             print(f"{rows:>5} {mode:>6} {three:>18.1f} {nx:>10.1f} {seed:>11.1f} "
                   f"{og:>9.1f} {statistics.median(dct):>15.1f} {ratio:>10.2f} {spread:>11} "
-                  f"{verdict:>10} {og / seed:>10.1f} {og / nx:>10.1f}")
+                  f"{verdict:>11} {og / seed:>10.1f} {og / nx:>10.1f}")
     print(f"# goal (median next/dict of the rounds): "
           f"{'met everywhere' if not missed else 'missed at ' + ', '.join(missed)}; "
           f"load {os.getloadavg()[0]:.1f}")
