@@ -7,7 +7,7 @@ pool, back to back and with a gap between steps (--gap-ms, default 2: an
 engine's forward between the manager's calls, so rsp's owner thread has
 gone to sleep and must be woken).
 
-    RSP_LIBRARY=build/src/librsp.so PYTHONPATH=python /usr/bin/python3 bench/py_step.py [--quick] [--gap-ms N]
+    RSP_LIBRARY=build/src/librsp.so PYTHONPATH=python /usr/bin/python3 bench/py_step.py [--quick] [--gap-ms N] [--rounds N]
 
 The seed's call sequence (admit(step, ctx), plan(step, ctx),
 addressing(label), commit(step, ctx) with the engine's step and context
@@ -23,12 +23,14 @@ RSP_PY_FAST=0 measures the ctypes path, RSP_INLINE_CALLS=0 a pool whose
 synchronous calls never run in the sleeping owner's role.
 
 The goal (rsp's step_next + addressing at most the dict's cost at 16, 64
-and 256 rows, at most 1.5x at 1 row, both modes) is judged per round:
-step_next and the dict run alternately, --rounds times (default 5, 3 with
---quick), each round giving the ratio of its two medians; the table shows
-the median of those ratios, their spread (min-max) and the verdict on the
-median. One round's ratio moves by a third on a loaded 2-vCPU machine,
-mostly with the gap (both loops then run from cold caches).
+and 256 rows, at most 1.5x at 1 row, both modes) is judged per round: a
+round (interleaved) runs step_next's and the dict's steps alternately, 50
+of each in turn, and gives the ratio of their medians; --rounds rounds
+(default 5, 3 with --quick), and the table shows the median of those
+ratios, their spread (min-max) and the verdict on the median. Run one after the other,
+the two loops met different phases of a shared machine's load, and one
+run's ratio moved by half with the gap (both loops then run from cold
+caches).
 SPDX-License-Identifier: Apache-2.0
 """
 import os
@@ -64,26 +66,6 @@ def loop_three(pool, rows, steps, gap):
     return times
 
 
-def loop_next(pool, rows, steps, gap):
-    """step_next (commit the previous, admit and plan this one) and a read
-    into the label's persistent tensors (as an engine's state-index buffers
-    for CUDA graphs: valid until the next step is planned)."""
-    ids = [f"req-{i}" for i in range(rows)]
-    times = []
-    prev = None
-    for sid in range(1, steps + 1):
-        if gap:
-            time.sleep(gap)
-        t0 = time.perf_counter_ns()
-        step = rsp.Step(sid, [(r, "main", 1) for r in ids])
-        pool.step_next(step, prev=prev)
-        pool.addressing(persistent=True)
-        prev = step
-        times.append(time.perf_counter_ns() - t0)
-    pool.commit(prev)
-    return times
-
-
 class DictManager:
     """What an engine writes without rsp: a dict of rid -> slot, a free
     list, and the step's slot indices and has_state as tensors."""
@@ -106,20 +88,6 @@ class DictManager:
             hs.append(s in has)
             has.add(s)
         return torch.tensor(idx, dtype=torch.int32), torch.tensor(hs, dtype=torch.bool)
-
-
-def loop_dict(_pool, rows, steps, gap):
-    ids = [f"req-{i}" for i in range(rows)]
-    mgr = DictManager(2 * rows + 8)
-    times = []
-    for sid in range(1, steps + 1):
-        if gap:
-            time.sleep(gap)
-        t0 = time.perf_counter_ns()
-        rows_ = [(r, "main", 1) for r in ids]
-        mgr.step(rows_)
-        times.append(time.perf_counter_ns() - t0)
-    return times
 
 
 # The engine's classes the seed's call sequence needs, by the names the
@@ -206,14 +174,52 @@ def _median_us(fn, rows, n, gap):
     return statistics.median(t) / 1000
 
 
+def interleaved(rows, n, gap, chunk=50):
+    """rsp's step (step_next, committing the previous step and admitting
+    and planning this one, then a read into the label's persistent tensors,
+    as an engine's state-index buffers for CUDA graphs: valid until the
+    next step is planned) and the dict manager's step (the same rows),
+    alternating every `chunk` steps, so that both meet the machine in the
+    same state (load on a shared machine moves in phases of seconds): the
+    per-step times of each, in ns, warm-up dropped."""
+    pool = make_pool(rows)
+    mgr = DictManager(2 * rows + 8)
+    ids = [f"req-{i}" for i in range(rows)]
+    tn, td = [], []
+    prev = None
+    sid = 0
+    for done in range(0, n, chunk):
+        k = min(chunk, n - done)
+        for _ in range(k):
+            if gap:
+                time.sleep(gap)
+            sid += 1
+            t0 = time.perf_counter_ns()
+            step = rsp.Step(sid, [(r, "main", 1) for r in ids])
+            pool.step_next(step, prev=prev)
+            pool.addressing(persistent=True)
+            prev = step
+            tn.append(time.perf_counter_ns() - t0)
+        for _ in range(k):
+            if gap:
+                time.sleep(gap)
+            t0 = time.perf_counter_ns()
+            rows_ = [(r, "main", 1) for r in ids]
+            mgr.step(rows_)
+            td.append(time.perf_counter_ns() - t0)
+    pool.commit(prev)
+    pool.cleanup()
+    return tn[n // 10:], td[n // 10:]
+
+
 def rounds_next_dict(rows, n, gap, rounds):
-    """loop_next and loop_dict alternated (the first of the two swapped each
-    round): the per-round medians of each, in us."""
+    """`rounds` rounds of interleaved(): the per-round medians of step_next
+    and of the dict, in us."""
     nxt, dct = [], []
-    for r in range(rounds):
-        order = (loop_next, loop_dict) if r % 2 == 0 else (loop_dict, loop_next)
-        for fn in order:
-            (nxt if fn is loop_next else dct).append(_median_us(fn, rows, n, gap))
+    for _ in range(rounds):
+        tn, td = interleaved(rows, n, gap)
+        nxt.append(statistics.median(tn) / 1000)
+        dct.append(statistics.median(td) / 1000)
     return nxt, dct
 
 
