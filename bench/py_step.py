@@ -234,7 +234,7 @@ def main():
     print(f"# rsp Python binding step loop, CPU pool, median us/step "
           f"(fast path {'on' if fast else 'off'}, inline calls {'on' if inline else 'off'}); "
           f"{steps} steps back to back, {gap_steps} with a {gap_ms:g} ms gap; "
-          f"step_next and dict: {rounds} alternating rounds; "
+          f"step_next and dict: {rounds} interleaved rounds; "
           f"load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC")
     orig, why = load_original()
     if orig is None:
