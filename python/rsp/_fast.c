@@ -9,6 +9,16 @@
  * pool.py, which falls back to ctypes when this module is not built or
  * RSP_PY_FAST=0.
  *
+ * The steady step (next and read, in _fast_steady.c) goes further: it
+ * takes the package's own objects (the pool, its Step, the label's name)
+ * and does in C what pool.py's step_next and addressing(persistent=True)
+ * do in Python for a step of rows and flags only whose rows equal the
+ * last step's, answering the package's AdmitOutcome and
+ * RecurrentAddressing. After the engine's forward has left the caches
+ * cold, each Python line of that path costs a few cache misses; one C
+ * call touches far fewer lines. Anything else answers NotImplemented and
+ * pool.py takes its general path, which also raises every error.
+ *
  * librsp's functions are not linked: pool.py passes the addresses of the
  * library ctypes loaded (init), so both paths call the very same librsp
  * (a second copy would have its own reader registrations and pools).
@@ -23,6 +33,8 @@
 #include <string.h>
 
 #include "rsp/rsp.h"
+
+#include "_fast.h"
 
 typedef rsp_status (*step_next_fn)(rsp_pool *, const rsp_step *, const rsp_step *,
                                    const rsp_event *, rsp_step_outcome *, rsp_error *);
@@ -72,7 +84,7 @@ static PyObject *raise_rsp(rsp_status st, const char *message)
     return NULL;
 }
 
-static int as_ptr(PyObject *o, void **out)
+int fast__as_ptr(PyObject *o, void **out)
 {
     *out = PyLong_AsVoidPtr(o);
     return *out == NULL && PyErr_Occurred() ? -1 : 0;
@@ -94,7 +106,7 @@ static PyObject *fast_init(PyObject *self, PyObject *args)
         return NULL;
     }
     for (int i = 0; i < FAST_FUNCTIONS; i++)
-        if (as_ptr(PyTuple_GET_ITEM(fns, i), &p[i]) < 0)
+        if (fast__as_ptr(PyTuple_GET_ITEM(fns, i), &p[i]) < 0)
             return NULL;
     Py_INCREF(cls);
     Py_XDECREF(lib.error_cls);
@@ -128,7 +140,7 @@ static int get_step(PyObject *spec, rsp_step *tmp, Py_buffer *view, const rsp_st
         return 0;
     if (PyLong_Check(spec)) {
         void *p;
-        if (as_ptr(spec, &p) < 0)
+        if (fast__as_ptr(spec, &p) < 0)
             return -1;
         *out = p;
         return 0;
@@ -172,16 +184,16 @@ static int get_event(PyObject *const *args, rsp_event *ev)
     void *handle = NULL;
     memset(ev, 0, sizeof *ev);
     ev->kind = (rsp_event_kind)PyLong_AsLong(args[0]);
-    if (args[1] != Py_None && as_ptr(args[1], &handle) < 0)
+    if (args[1] != Py_None && fast__as_ptr(args[1], &handle) < 0)
         return -1;
     ev->handle = handle;
     ev->value = PyLong_AsUnsignedLongLong(args[2]);
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* The admit outcome as step_next and step answer it: None when ok, else
+/* The admit fast__outcome as step_next and step answer it: None when ok, else
  * (rid, label, slots_short, usable, free). */
-static PyObject *outcome(const rsp_admit_outcome *o)
+PyObject *fast__outcome(const rsp_admit_outcome *o)
 {
     if (o->ok)
         Py_RETURN_NONE;
@@ -192,7 +204,7 @@ static PyObject *outcome(const rsp_admit_outcome *o)
 /*
  * step(op, pool, step, ev_kind, ev_handle, ev_value): one of the three
  * synchronous step calls, the GIL released for it: op 0 rsp_step_admit
- * (answers outcome()), 1 rsp_step_plan (None), 2 rsp_step_commit with
+ * (answers fast__outcome()), 1 rsp_step_plan (None), 2 rsp_step_commit with
  * forward_done the event (None). Raises RspError for a failed status.
  */
 static PyObject *fast_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -211,7 +223,7 @@ static PyObject *fast_step(PyObject *self, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_ValueError, "step: op is 0 (admit), 1 (plan) or 2 (commit)");
         return NULL;
     }
-    if (as_ptr(args[1], &pool) < 0 || get_event(args + 3, &ev) < 0)
+    if (fast__as_ptr(args[1], &pool) < 0 || get_event(args + 3, &ev) < 0)
         return NULL;
     rsp_step tmp;
     Py_buffer view;
@@ -240,8 +252,36 @@ static PyObject *fast_step(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (st != RSP_OK)
         return raise_rsp(st, err.message);
     if (op == 0)
-        return outcome(&out);
+        return fast__outcome(&out);
     Py_RETURN_NONE;
+}
+
+/* rsp_step_next(pool, cur, prev, ev) with the GIL released, the steps
+ * given as get_step takes them: Py_True with *out filled, or NULL with
+ * RspError raised. */
+PyObject *fast__run_next(void *pool, PyObject *cur_spec, PyObject *prev_spec, const rsp_event *ev,
+                         rsp_step_outcome *out)
+{
+    rsp_step cur_tmp, prev_tmp;
+    Py_buffer cur_view, prev_view;
+    const rsp_step *cur, *prev;
+    if (get_step(cur_spec, &cur_tmp, &cur_view, &cur) < 0)
+        return NULL;
+    if (get_step(prev_spec, &prev_tmp, &prev_view, &prev) < 0) {
+        release_step(&cur_view);
+        return NULL;
+    }
+    rsp_error err;
+    memset(out, 0, sizeof *out);
+    err.status = RSP_OK;
+    err.message[0] = '\0';
+    rsp_status st;
+    Py_BEGIN_ALLOW_THREADS st = lib.step_next(pool, cur, prev, ev, out, &err);
+    Py_END_ALLOW_THREADS release_step(&cur_view);
+    release_step(&prev_view);
+    if (st != RSP_OK)
+        return raise_rsp(st, err.message);
+    Py_RETURN_TRUE;
 }
 
 /*
@@ -260,37 +300,22 @@ static PyObject *fast_step_next(PyObject *self, PyObject *const *args, Py_ssize_
     }
     void *pool;
     rsp_event ev;
-    if (as_ptr(args[0], &pool) < 0 || get_event(args + 3, &ev) < 0)
+    if (fast__as_ptr(args[0], &pool) < 0 || get_event(args + 3, &ev) < 0)
         return NULL;
-    rsp_step cur_tmp, prev_tmp;
-    Py_buffer cur_view, prev_view;
-    const rsp_step *cur, *prev;
-    if (get_step(args[1], &cur_tmp, &cur_view, &cur) < 0)
-        return NULL;
-    if (get_step(args[2], &prev_tmp, &prev_view, &prev) < 0) {
-        release_step(&cur_view);
-        return NULL;
-    }
     rsp_step_outcome out;
-    rsp_error err;
-    memset(&out, 0, sizeof out);
-    err.status = RSP_OK;
-    err.message[0] = '\0';
-    rsp_status st;
-    Py_BEGIN_ALLOW_THREADS st = lib.step_next(pool, cur, prev, &ev, &out, &err);
-    Py_END_ALLOW_THREADS release_step(&cur_view);
-    release_step(&prev_view);
-    if (st != RSP_OK)
-        return raise_rsp(st, err.message);
+    PyObject *r = fast__run_next(pool, args[1], args[2], &ev, &out);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
     if (out.admit.ok && out.planned)
         return PyLong_FromUnsignedLongLong(out.plan_digest);
-    return outcome(&out.admit);
+    return fast__outcome(&out.admit);
 }
 
 /* A writable buffer of at least need bytes (view held), or 0 with
  * view->obj NULL when o is None or too small; -1 with an exception when o
  * is not a writable buffer. */
-static int get_out(PyObject *o, size_t need, Py_buffer *view)
+int fast__get_out(PyObject *o, size_t need, Py_buffer *view)
 {
     view->obj = NULL;
     if (o == Py_None)
@@ -300,6 +325,74 @@ static int get_out(PyObject *o, size_t need, Py_buffer *view)
     if ((size_t)view->len < need) {
         PyBuffer_Release(view);
         view->obj = NULL;
+    }
+    return 0;
+}
+
+/*
+ * One read of a plan's addressing of label lid: the live plan's (live) or
+ * step sid's, in one read section, its three host vectors copied into
+ * *copy (PyMem_RawMalloc'd: slot indices, then has_state, then
+ * generations; the caller frees it). 0; 1 when rsp refused (*st and err
+ * say why, nothing raised); -1 with MemoryError raised.
+ */
+int fast__read_copy(void *pool, unsigned long lid, int live, unsigned long long sid,
+                    rsp_addressing *a, char **copy, rsp_status *st, rsp_error *err)
+{
+    err->message[0] = '\0';
+    *st = lib.read_begin();
+    if (*st != RSP_OK) {
+        /* The words only on a refusal: rsp_read_begin stays the few-ns call. */
+        (void)lib.read_explain(*st, err); /* returns *st */
+        return 1;
+    }
+    /* Inside the read section only C runs: no Python object is made, so no
+     * finaliser can run here (one closing a pool would wait for this very
+     * section). */
+    const rsp_plan *plan = live ? lib.plan_live(pool) : lib.plan_of_step(pool, sid);
+    if (plan == NULL) {
+        lib.read_end();
+        *st = RSP_ENOPLAN;
+        if (live)
+            snprintf(err->message, sizeof err->message, "no live plan yet");
+        else
+            snprintf(err->message, sizeof err->message, "no plan of step %llu", sid);
+        return 1;
+    }
+    *st = lib.plan_addressing(plan, (rsp_label_id)lid, a, err);
+    if (*st != RSP_OK) {
+        lib.read_end();
+        return 1;
+    }
+    size_t n = a->length, si_n = 4 * (size_t)n, g_n = 8 * (size_t)a->num_rows;
+    *copy = PyMem_RawMalloc(si_n + n + g_n + 1);
+    if (*copy == NULL) {
+        lib.read_end();
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (n) {
+        memcpy(*copy, a->slot_indices, si_n);
+        memcpy(*copy + si_n, a->has_state, n);
+    }
+    if (g_n)
+        memcpy(*copy + si_n + n, a->generations, g_n);
+    lib.read_end();
+    return 0;
+}
+
+/* Wait on the host for a read's ready event, the GIL released: 0, or -1
+ * with RspError raised. */
+int fast__wait_ready(void *pool, const rsp_addressing *a)
+{
+    rsp_error err;
+    err.message[0] = '\0';
+    rsp_status st;
+    Py_BEGIN_ALLOW_THREADS st = lib.event_wait(pool, &a->ready, RSP_WAIT_FOREVER, &err);
+    Py_END_ALLOW_THREADS if (st != RSP_OK)
+    {
+        raise_rsp(st, err.message);
+        return -1;
     }
     return 0;
 }
@@ -323,7 +416,7 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
         return NULL;
     }
     void *pool;
-    if (as_ptr(args[0], &pool) < 0)
+    if (fast__as_ptr(args[0], &pool) < 0)
         return NULL;
     unsigned long lid = PyLong_AsUnsignedLong(args[1]);
     int live = args[2] == Py_None;
@@ -331,51 +424,19 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
     int wait = PyObject_IsTrue(args[3]);
     if (PyErr_Occurred())
         return NULL;
-    rsp_error err;
-    err.message[0] = '\0';
-    rsp_status st = lib.read_begin();
-    if (st != RSP_OK) {
-        /* The words only on a refusal: rsp_read_begin stays the few-ns call. */
-        (void)lib.read_explain(st, &err); /* returns st */
-        return raise_rsp(st, err.message);
-    }
-    /* Inside the read section only C runs: no Python object is made, so no
-     * finaliser can run here (one closing a pool would wait for this very
-     * section). */
-    const rsp_plan *plan = live ? lib.plan_live(pool) : lib.plan_of_step(pool, sid);
-    if (plan == NULL) {
-        lib.read_end();
-        char msg[64];
-        if (live)
-            snprintf(msg, sizeof msg, "no live plan yet");
-        else
-            snprintf(msg, sizeof msg, "no plan of step %llu", sid);
-        return raise_rsp(RSP_ENOPLAN, msg);
-    }
     rsp_addressing a;
-    st = lib.plan_addressing(plan, (rsp_label_id)lid, &a, &err);
-    if (st != RSP_OK) {
-        lib.read_end();
-        return raise_rsp(st, err.message);
-    }
+    rsp_error err;
+    rsp_status st;
+    char *copy = NULL;
+    int rc = fast__read_copy(pool, lid, live, sid, &a, &copy, &st, &err);
+    if (rc != 0)
+        return rc > 0 ? raise_rsp(st, err.message) : NULL;
     size_t n = a.length, si_n = 4 * (size_t)n, g_n = 8 * (size_t)a.num_rows;
-    char *copy = PyMem_RawMalloc(si_n + n + g_n + 1);
-    if (copy == NULL) {
-        lib.read_end();
-        return PyErr_NoMemory();
-    }
-    if (n) {
-        memcpy(copy, a.slot_indices, si_n);
-        memcpy(copy + si_n, a.has_state, n);
-    }
-    if (g_n)
-        memcpy(copy + si_n + n, a.generations, g_n);
-    lib.read_end();
     /* The persistent buffers, filled after the section (the copy above is
      * what the section reads): a buffer's exporter may run Python code. */
     Py_buffer si_view = {0}, hs_view = {0};
     if (nargs == 6) {
-        if (get_out(args[4], si_n, &si_view) < 0 || get_out(args[5], n, &hs_view) < 0) {
+        if (fast__get_out(args[4], si_n, &si_view) < 0 || fast__get_out(args[5], n, &hs_view) < 0) {
             if (si_view.obj)
                 PyBuffer_Release(&si_view);
             PyMem_RawFree(copy);
@@ -391,13 +452,9 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
         PyBuffer_Release(&si_view);
     if (hs_view.obj)
         PyBuffer_Release(&hs_view);
-    if (wait) {
-        Py_BEGIN_ALLOW_THREADS st = lib.event_wait(pool, &a.ready, RSP_WAIT_FOREVER, &err);
-        Py_END_ALLOW_THREADS if (st != RSP_OK)
-        {
-            PyMem_RawFree(copy);
-            return raise_rsp(st, err.message);
-        }
+    if (wait && fast__wait_ready(pool, &a) < 0) {
+        PyMem_RawFree(copy);
+        return NULL;
     }
     PyObject *handle = a.ready.handle ? PyLong_FromVoidPtr(a.ready.handle) : Py_None;
     if (handle == Py_None)
@@ -428,6 +485,13 @@ static PyMethodDef methods[] = {
      "step_next(pool, step, prev, ev_kind, ev_handle, ev_value)"},
     {"addressing", (PyCFunction)(void (*)(void))fast_addressing, METH_FASTCALL,
      "addressing(pool, label, step_id, wait[, si_out, hs_out])"},
+    {"bind", fast__bind, METH_VARARGS,
+     "bind(AdmitOutcome, ok fast__outcome, _Marshal, RecurrentAddressing): the steady step's "
+     "classes"},
+    {"next", (PyCFunction)(void (*)(void))fast__next, METH_FASTCALL,
+     "next(pool, step, prev): a steady step_next, or NotImplemented"},
+    {"read", (PyCFunction)(void (*)(void))fast__read, METH_FASTCALL,
+     "read(pool, label, wait): a steady persistent addressing(), or NotImplemented"},
     {NULL, NULL, 0, NULL},
 };
 

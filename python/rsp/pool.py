@@ -1524,11 +1524,22 @@ class RecurrentStatePool:
         _check(ffi.step_commit(self._handle(), ctypes.byref(m.step), ctypes.byref(ev),
                                ctypes.byref(err)), err)
 
-    @_guarded
     def step_next(self, step: Step, prev: Optional[Step] = None, forward_done=None, seq=None):
         """Commit prev (if given), then admit and plan step: one round trip.
         Returns the admit outcome (not ok: nothing planned); when the step
         was planned, its plan_digest is the published plan's rsp_plan_digest."""
+        if _FAST is not None and seq is None and forward_done is None:
+            # A steady step (rows and flags only, the last step's rows) in
+            # one call into C, which takes the calls guard itself and
+            # answers NotImplemented for any other step.
+            r = _FAST.next(self, step, prev)
+            if r is not NotImplemented:
+                return r if type(r) is not tuple else self._outcome(
+                    ffi.AdmitOutcome(False, *r), step)
+        return self._step_next(step, prev, forward_done, seq)
+
+    @_guarded
+    def _step_next(self, step, prev, forward_done, seq):
         msg = None if seq is None else _msg(ffi.MSG_STEP, seq)
         m = self._marshal(step)
         pm = self._marshal(prev) if prev is not None else None
@@ -1887,7 +1898,6 @@ class RecurrentStatePool:
                 dev = _buffer_tensor(x.device_indices, x.length, x.width, not self._host)
         return SpecIndices(t, x.width, x.num_rows, x.length, raw, dev)
 
-    @_guarded
     def addressing(self, label="main", step_id=None, wait=True,
                    persistent=False) -> RecurrentAddressing:
         """This step's addressing under label: the live plan's, or step_id's
@@ -1902,6 +1912,17 @@ class RecurrentStatePool:
         (an engine's state-index buffers for CUDA graphs): valid until the
         next step is planned; the same tensor objects while the row count
         stays the same. Saves two tensors a step."""
+        if persistent and step_id is None and _FAST is not None:
+            # The steady read (a label whose pair exists, on a CPU pool) in
+            # one call into C, which takes the calls guard itself and
+            # answers NotImplemented for any other read.
+            a = _FAST.read(self, label, wait)
+            if a is not NotImplemented:
+                return a
+        return self._addressing_of(label, step_id, wait, persistent)
+
+    @_guarded
+    def _addressing_of(self, label, step_id, wait, persistent):
         lid = self._known_label(label)
         if step_id is not None:
             _uint(step_id, "step_id", 64)
@@ -2330,6 +2351,7 @@ def _load_fast():
                 spec.loader.exec_module(mod)
                 mod.init(RspError, tuple(ctypes.cast(getattr(ffi.lib, f), ctypes.c_void_p).value
                                          for f in _FAST_FUNCTIONS))
+                mod.bind(AdmitOutcome, _ADMIT_OK, _Marshal, RecurrentAddressing)
                 return mod
             except (ImportError, OSError, AttributeError) as e:
                 tried.append(f"{path} ({e})")

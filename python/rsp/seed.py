@@ -1179,8 +1179,16 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                                                f"Every label a forward runs must carry a "
                                                f"segment in the step declaration.")
             return found
+        read = Pool.addressing
+        if persistent and step_id is None and _pool._FAST is not None:
+            # rsp.Pool.addressing's steady read, without its frame: it never
+            # raises what is recast below (it declines those reads instead).
+            a = _pool._FAST.read(self, label, wait)
+            if a is not NotImplemented:
+                return a
+            read = Pool._addressing_of  # declined: the general path
         try:
-            return Pool.addressing(self, label, step_id, wait, persistent)
+            return read(self, label, step_id, wait, persistent)
         except RspError as e:
             if e.status in (ffi.ENOPLAN, ffi.ENOLABEL):
                 raise _recast(e, RspKeyError) from None
