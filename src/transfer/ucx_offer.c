@@ -573,11 +573,11 @@ rsp_status rsp_ucx_receive_end(rsp_ucx *u, rsp_import *imp, rsp_status verdict, 
     offer o = {.n = 1, .imp = one, .st = &st, .failed = 1};
     rsp_error why = {0};
     if (verdict == RSP_OK && !u->answer_due)
-        (void)rsp__ucx_fail(&why, verdict = RSP_EDEVICE,
-                            "rsp_ucx: the transfer failed; the import is aborted");
+        verdict =
+            rsp__ucx_fail(&why, RSP_EDEVICE, "rsp_ucx: the transfer failed; the import is aborted");
     else if (verdict != RSP_OK)
-        (void)rsp__ucx_fail(&why, verdict, "rsp_ucx: the importer aborted the import (%s)",
-                            rsp_strerror(verdict));
+        verdict = rsp__ucx_fail(&why, verdict, "rsp_ucx: the importer aborted the import (%s)",
+                                rsp_strerror(verdict));
     const uint64_t seqs[2] = {0, seq_end};
     end_all(&o, verdict, &why, seqs);
     if (u->answer_due)
