@@ -397,22 +397,53 @@ int fast__wait_ready(void *pool, const rsp_addressing *a)
     return 0;
 }
 
+/* The num_rows real rows of a copied addressing as the host mirrors the
+ * seed's RecurrentAddressing carries: a list of ints and a list of bools
+ * (in C, where a Python pass over 256 bytes costs microseconds). 0, or -1
+ * with MemoryError raised and nothing made. */
+static int host_lists(const char *copy, size_t num_rows, PyObject **si, PyObject **hs)
+{
+    *si = PyList_New((Py_ssize_t)num_rows);
+    *hs = PyList_New((Py_ssize_t)num_rows);
+    if (*si == NULL || *hs == NULL)
+        goto fail;
+    const char *has = copy + 4 * num_rows;
+    for (size_t i = 0; i < num_rows; i++) {
+        int32_t v;
+        memcpy(&v, copy + 4 * i, sizeof v);
+        PyObject *o = PyLong_FromLong(v);
+        if (o == NULL)
+            goto fail;
+        PyList_SET_ITEM(*si, (Py_ssize_t)i, o);
+        o = has[i] ? Py_True : Py_False;
+        Py_INCREF(o);
+        PyList_SET_ITEM(*hs, (Py_ssize_t)i, o);
+    }
+    return 0;
+fail:
+    Py_XDECREF(*si);
+    Py_XDECREF(*hs);
+    return -1;
+}
+
 /*
- * addressing(pool, label, step_id, wait[, si_out, hs_out]): the live
- * plan's addressing of label (step_id None) or step_id's plan's, read in
- * one read section, as (slot_indices, has_state, num_rows, slot_bytes,
+ * addressing(pool, label, step_id, wait[, si_out, hs_out[, lists]]): the
+ * live plan's addressing of label (step_id None) or step_id's plan's, read
+ * in one read section, as (slot_indices, has_state, num_rows, slot_bytes,
  * has_bytes, step_id, gen_bytes, ready_kind, ready_handle, ready_value):
  * the first two bytearrays (each its own copy, for writable tensors), the
  * others bytes. si_out and hs_out (writable buffers, the persistent
- * tensors' memory): when both hold the vectors, they are written there in
- * place and the first two items are None. wait: then wait for the ready
+ * tensors' memory, or None): when both hold the vectors, they are written
+ * there in place and the first two items are None. lists true: slot_bytes
+ * and has_bytes are instead the num_rows real rows as a list of ints and a
+ * list of bools (the seed's host mirrors). wait: then wait for the ready
  * event on the host, the GIL released.
  */
 static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 4 && nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "addressing takes 4 or 6 arguments");
+    if (nargs != 4 && nargs != 6 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "addressing takes 4, 6 or 7 arguments");
         return NULL;
     }
     void *pool;
@@ -422,6 +453,7 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
     int live = args[2] == Py_None;
     unsigned long long sid = live ? 0 : PyLong_AsUnsignedLongLong(args[2]);
     int wait = PyObject_IsTrue(args[3]);
+    int lists = nargs == 7 ? PyObject_IsTrue(args[6]) : 0;
     if (PyErr_Occurred())
         return NULL;
     rsp_addressing a;
@@ -435,7 +467,7 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
     /* The persistent buffers, filled after the section (the copy above is
      * what the section reads): a buffer's exporter may run Python code. */
     Py_buffer si_view = {0}, hs_view = {0};
-    if (nargs == 6) {
+    if (nargs >= 6) {
         if (fast__get_out(args[4], si_n, &si_view) < 0 || fast__get_out(args[5], n, &hs_view) < 0) {
             if (si_view.obj)
                 PyBuffer_Release(&si_view);
@@ -456,6 +488,11 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
         PyMem_RawFree(copy);
         return NULL;
     }
+    PyObject *host_si = NULL, *host_hs = NULL;
+    if (lists && host_lists(copy, a.num_rows, &host_si, &host_hs) < 0) {
+        PyMem_RawFree(copy);
+        return NULL;
+    }
     PyObject *handle = a.ready.handle ? PyLong_FromVoidPtr(a.ready.handle) : Py_None;
     if (handle == Py_None)
         Py_INCREF(handle);
@@ -469,12 +506,53 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
         si_arr = PyByteArray_FromStringAndSize(copy, (Py_ssize_t)si_n);
         hs_arr = PyByteArray_FromStringAndSize(copy + si_n, (Py_ssize_t)n);
     }
-    PyObject *r = Py_BuildValue("(N N I y# y# K y# i N K)", si_arr, hs_arr, a.num_rows, copy,
-                                (Py_ssize_t)si_n, copy + si_n, (Py_ssize_t)n,
-                                (unsigned long long)a.step_id, copy + si_n + n, (Py_ssize_t)g_n,
-                                (int)a.ready.kind, handle, (unsigned long long)a.ready.value);
+    PyObject *r;
+    if (lists)
+        r = Py_BuildValue("(N N I N N K y# i N K)", si_arr, hs_arr, a.num_rows, host_si, host_hs,
+                          (unsigned long long)a.step_id, copy + si_n + n, (Py_ssize_t)g_n,
+                          (int)a.ready.kind, handle, (unsigned long long)a.ready.value);
+    else
+        r = Py_BuildValue("(N N I y# y# K y# i N K)", si_arr, hs_arr, a.num_rows, copy,
+                          (Py_ssize_t)si_n, copy + si_n, (Py_ssize_t)n,
+                          (unsigned long long)a.step_id, copy + si_n + n, (Py_ssize_t)g_n,
+                          (int)a.ready.kind, handle, (unsigned long long)a.ready.value);
     PyMem_RawFree(copy);
     return r;
+}
+
+/*
+ * types_within(seq, known): whether the exact type of every item of seq (a
+ * list or tuple) is in the set known. The seed's segments are one engine
+ * class each, so the set is asked once per run of one type, where Python's
+ * set(map(type, seq)) hashes every item's type.
+ */
+static PyObject *fast_types_within(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyAnySet_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "types_within(seq, known): known is a set");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "types_within: seq is a list or tuple");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyTypeObject *seen = NULL;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        PyTypeObject *t = Py_TYPE(items[i]);
+        if (t == seen)
+            continue;
+        ok = PySet_Contains(args[1], (PyObject *)t);
+        if (ok < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        seen = t;
+    }
+    Py_DECREF(seq);
+    return PyBool_FromLong(ok);
 }
 
 static PyMethodDef methods[] = {
@@ -484,7 +562,9 @@ static PyMethodDef methods[] = {
     {"step_next", (PyCFunction)(void (*)(void))fast_step_next, METH_FASTCALL,
      "step_next(pool, step, prev, ev_kind, ev_handle, ev_value)"},
     {"addressing", (PyCFunction)(void (*)(void))fast_addressing, METH_FASTCALL,
-     "addressing(pool, label, step_id, wait[, si_out, hs_out])"},
+     "addressing(pool, label, step_id, wait[, si_out, hs_out[, lists]])"},
+    {"types_within", (PyCFunction)(void (*)(void))fast_types_within, METH_FASTCALL,
+     "types_within(seq, known): every item's exact type is in the set known"},
     {"bind", fast__bind, METH_VARARGS,
      "bind(AdmitOutcome, ok fast__outcome, _Marshal, RecurrentAddressing): the steady step's "
      "classes"},

@@ -217,7 +217,9 @@ def _fork(f, what, i):
 
 
 def _forks(step, what):
-    forks = _attr(step, what, ()) or ()
+    forks = _attr(step, what, ())
+    if not forks:
+        return ()
     if not isinstance(forks, (tuple, list)):
         raise TypeError(f"step.{what} must be a sequence of (from_label, to_label) pairs, not "
                         f"{type(forks).__name__}")
@@ -280,6 +282,9 @@ def _rows(segs):
         return []
     if not isinstance(segs, (tuple, list)):
         segs = list(segs)
+    fast = _pool._FAST
+    if fast is not None and fast.types_within(segs, _SEG3):
+        return list(segs)  # every type seen before (the steady case), in one C pass
     kinds = set(map(type, segs))
     if (_SEG3.issuperset(kinds) or all(map(_seg3, kinds))
             or (kinds == _TUPLE and _LEN3.issuperset(map(len, segs)))):
@@ -1040,12 +1045,11 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         h = self._handle()
         out = {}
         for name in self._labels_of(rec):
-            (si_buf, hs_buf, n, si_b, hs_b, sid, gen, kind, handle,
-             value) = _pool._FAST.addressing(h, self._labels[name], rec.sid, True)
+            (si_buf, hs_buf, n, host_si, host_hs, sid, gen, kind, handle,
+             value) = _pool._FAST.addressing(h, self._labels[name], rec.sid, True, None, None,
+                                             True)
             if sid != rec.sid:
                 raise RspError(ffi.ENOPLAN, f"the plan of step {rec.sid} is not published")
-            host_si = array.array("i", si_b[:4 * n]).tolist()
-            host_hs = list(map(_BOOLS.__getitem__, hs_b[:n]))
             si = hs = None
             if torch is not None:
                 si = torch.frombuffer(si_buf, dtype=torch.int32)

@@ -209,6 +209,8 @@ def test_the_seed_class_reads_its_plan_as_the_ctypes_path_does(monkeypatch):
             got.append(r)
         assert got[0] == got[1]
         assert got[0][1][4] == [True]  # a's state written by the first step
+        for r in got[0]:  # the host mirrors are ints and bools, as the original's lists
+            assert all(type(x) is int for x in r[3]) and all(type(x) is bool for x in r[4])
     finally:
         for p in pools:
             p.cleanup()
@@ -275,3 +277,21 @@ def test_a_call_after_cleanup_is_refused_on_either_path():
     p.cleanup()
     for fn in (lambda: p.step_next(rsp.Step(2, [("a", "main", 1)])), p.addressing):
         assert _raised(fn)[1] == "RSP_ESHUTDOWN"
+
+
+@needs_fast
+def test_types_within_asks_the_set_for_each_run_of_one_type():
+    """The seed's segments check: every item's exact type in the set."""
+    from rsp.seed import Segment
+
+    tw = pool_mod._FAST.types_within
+    known = {tuple, Segment}
+    assert tw([], known) is True
+    assert tw((Segment("a", "main", 1), Segment("b", "main", 1), ("c", "main", 1)), known)
+    # A subclass is not its base, and one stray item among many is found.
+    assert tw([("a", "main", 1)] * 50 + [["b", "main", 1]] + [("c", "main", 1)], known) is False
+    assert tw([True], {int}) is False
+    with pytest.raises(TypeError, match="known is a set"):
+        tw([1], [int])
+    with pytest.raises(TypeError, match="list or tuple"):
+        tw(5, {int})
