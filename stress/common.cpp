@@ -430,6 +430,34 @@ void check_pool_empty(Context &cx, rsp::pool &pool, const char *mode, uint32_t m
                      s.checkpoints_device, s.checkpoints_host, s.swapped_slots);
 }
 
+bool plan_ready(Context &cx, rsp::read_section &section, rsp::pool &pool, rsp::step_id id,
+                const char *mode, rsp::addressing *out)
+{
+    Checks &ck = cx.checks;
+    rsp::plan_view p = section ? section.plan(pool, id) : rsp::plan_view(nullptr);
+    if (!ck.expect(CHECK_API, p && p.id() == id, "%s: step %" PRIu64 "'s plan missing", mode,
+                   rsp::raw(id)))
+        return false;
+    rsp::result<rsp::addressing> am = p.try_addressing(rsp::label::main);
+    if (!ck.expect(CHECK_API, am.ok(), "%s: addressing: %s", mode, am.error().message))
+        return false;
+    rsp::result<void> w = pool.try_event_wait(am.value().ready(), kHang);
+    if (!ck.expect(CHECK_HANG, w.ok(), "%s: ready: %s", mode, rsp_strerror(w.status()))) {
+        cx.abort.store(true);
+        return false;
+    }
+    *out = am.value();
+    return true;
+}
+
+bool remove_rid(Checks &ck, rsp::pool &pool, rsp::rid rid, const char *what, Check c,
+                bool may_be_gone)
+{
+    rsp::result<void> r = pool.try_remove(rid);
+    return ck.expect(c, r.ok() || (may_be_gone && r.status() == RSP_ENOREQ), "%s: %s", what,
+                     r.error().message);
+}
+
 // ---------------------------------------------------------------------------
 // RecordQueue
 

@@ -624,8 +624,7 @@ bool Decode::step()
             j++;
             continue;
         }
-        r = pool_.try_remove(q.rid);
-        ck.expect(CHECK_DISAGG, r.ok(), "decode: remove: %s", r.error().message);
+        remove_rid(ck, pool_, q.rid, "decode: remove", CHECK_DISAGG);
         live_[j] = std::move(live_.back());
         live_.pop_back();
     }
@@ -683,8 +682,7 @@ void Decode::run()
 void Decode::drop_live()
 {
     for (DReq &q : live_) {
-        rsp::result<void> r = pool_.try_remove(q.rid);
-        cx_.checks.expect(CHECK_API, r.ok(), "decode: remove: %s", r.error().message);
+        remove_rid(cx_.checks, pool_, q.rid, "decode: remove");
     }
     live_.clear();
 }

@@ -160,8 +160,7 @@ void Prefill::run_steps(std::chrono::steady_clock::time_point deadline)
     }
     // Whatever a failed step left prefilling is removed here.
     for (const PReq &q : live) {
-        rsp::result<void> r = pool_.try_remove(q.rid);
-        cx_.checks.expect(CHECK_API, r.ok(), "prefill: remove: %s", r.error().message);
+        remove_rid(cx_.checks, pool_, q.rid, "prefill: remove");
     }
     std::lock_guard<std::mutex> g(mu);
     producing_ = false;
@@ -252,8 +251,7 @@ bool Prefill::settle(PReq &q, rsp_status st, uint64_t bytes, const char *why)
         report.bytes += bytes;
     }
     // Nothing pins it any more: the export is closed.
-    rsp::result<void> r = pool_.try_remove(q.rid);
-    ck.expect(CHECK_DISAGG, r.ok(), "prefill: remove of a moved rid: %s", r.error().message);
+    remove_rid(ck, pool_, q.rid, "prefill: remove of a moved rid", CHECK_DISAGG);
     done_with_one();
     return st == RSP_OK || st == kAbortOnPurpose || st == RSP_ECAPACITY;
 }
@@ -325,8 +323,7 @@ void Prefill::link_main(unsigned index, int fd)
     PReq q;
     while (take(&q)) {
         if (!up) { // a dead link still drains its share, so the others can end
-            rsp::result<void> r = pool_.try_remove(q.rid);
-            ck.expect(CHECK_API, r.ok(), "prefill: remove: %s", r.error().message);
+            remove_rid(ck, pool_, q.rid, "prefill: remove");
             done_with_one();
             continue;
         }

@@ -83,21 +83,9 @@ class Guard
 // before it (a removed request's slot) ran, so a stray write is not undone.
 bool Guard::wait_ready(uint64_t id)
 {
-    Checks &ck = cx_.checks;
     rsp::read_section section(std::nothrow);
-    rsp::plan_view p = section ? section.plan(pool_, rsp::step_id{id}) : rsp::plan_view(nullptr);
-    if (!ck.expect(CHECK_API, p && rsp::raw(p.id()) == id, "guard: step %" PRIu64 "'s plan missing",
-                   id))
-        return false;
-    rsp::result<rsp::addressing> am = p.try_addressing(rsp::label::main);
-    if (!ck.expect(CHECK_API, am.ok(), "guard: addressing: %s", am.error().message))
-        return false;
-    rsp::result<void> w = pool_.try_event_wait(am.value().ready(), kHang);
-    if (!ck.expect(CHECK_HANG, w.ok(), "guard: ready: %s", rsp_strerror(w.status()))) {
-        cx_.abort.store(true);
-        return false;
-    }
-    return true;
+    rsp::addressing am{};
+    return plan_ready(cx_, section, pool_, rsp::step_id{id}, "guard", &am);
 }
 
 std::vector<rsp_guard_violation> Guard::wrong_writes(const bool in_step[kRids])
@@ -219,9 +207,7 @@ bool Guard::step()
     // Now and then a request finishes: removed, replaced by a fresh one.
     if (rng_.chance(0.05)) {
         GReq &q = reqs_[rng_.below(kRids)];
-        r = pool_.try_remove(q.rid);
-        ck.expect(CHECK_API, r.ok() || r.status() == RSP_ENOREQ, "guard: remove: %s",
-                  r.error().message);
+        remove_rid(ck, pool_, q.rid, "guard: remove", CHECK_API, true);
         q = GReq{};
         q.rid = fresh();
     }
@@ -231,9 +217,7 @@ bool Guard::step()
 void Guard::finish()
 {
     for (GReq &q : reqs_) {
-        rsp::result<void> r = pool_.try_remove(q.rid);
-        cx_.checks.expect(CHECK_API, r.ok() || r.status() == RSP_ENOREQ, "guard: remove: %s",
-                          r.error().message);
+        remove_rid(cx_.checks, pool_, q.rid, "guard: remove", CHECK_API, true);
     }
     rsp::result<rsp_stats> s = pool_.try_stats();
     if (cx_.checks.expect(CHECK_API, s.ok(), "guard: stats: %s", s.error().message))

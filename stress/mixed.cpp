@@ -263,8 +263,7 @@ bool Mixed::step()
     // Now and then a request finishes: removed, replaced by a fresh one.
     if (rng_.chance(0.05)) {
         MReq &q = reqs_[rng_.below(kRids)];
-        r = pool_.try_remove(q.rid);
-        ck.expect(CHECK_API, r.ok(), "mixed: remove: %s", r.error().message);
+        remove_rid(ck, pool_, q.rid, "mixed: remove");
         q = MReq{};
         q.rid = fresh();
     }
@@ -274,8 +273,7 @@ bool Mixed::step()
 void Mixed::finish()
 {
     for (MReq &q : reqs_) {
-        rsp::result<void> r = pool_.try_remove(q.rid);
-        cx_.checks.expect(CHECK_API, r.ok(), "mixed: remove: %s", r.error().message);
+        remove_rid(cx_.checks, pool_, q.rid, "mixed: remove");
     }
     check_pool_empty(cx_, pool_, "mixed", kSlots);
 }

@@ -613,8 +613,7 @@ void Stepper::churn()
     Checks &ck = cx_.checks;
     Req &a = reqs_[rng_.below(kRids)];
     if (a.inflight > 0 && !a.hold && rng_.chance(kFinishInFlight)) {
-        rsp::result<void> r = pp_.pool.try_remove(a.rid);
-        ck.expect(CHECK_API, r.ok(), "remove: %s", r.error().message);
+        remove_rid(ck, pp_.pool, a.rid, "remove");
         rsp::result<rsp_stats> s = pp_.pool.try_stats();
         ck.expect(CHECK_PIPELINE, s.ok() && s.value().pending_release >= 1,
                   "rid %" PRIu64 " removed while %u steps in flight name it: pending %u",
@@ -625,8 +624,7 @@ void Stepper::churn()
     }
     Req &b = reqs_[rng_.below(kRids)];
     if (b.inflight == 0 && !b.hold && rng_.chance(kFinishIdle)) {
-        rsp::result<void> r = pp_.pool.try_remove(b.rid);
-        ck.expect(CHECK_API, r.ok(), "remove: %s", r.error().message);
+        remove_rid(ck, pp_.pool, b.rid, "remove");
         b = Req{};
         b.rid = fresh();
     }
@@ -656,8 +654,7 @@ void Stepper::churn()
 void Stepper::restart()
 {
     for (Req &q : reqs_) {
-        rsp::result<void> r = pp_.pool.try_remove(q.rid);
-        cx_.checks.expect(CHECK_API, r.ok(), "remove: %s", r.error().message);
+        remove_rid(cx_.checks, pp_.pool, q.rid, "remove");
         q = Req{};
         q.rid = fresh();
     }
@@ -728,8 +725,7 @@ void Stepper::finish()
 {
     rsp::reader reg(std::nothrow);
     for (Req &q : reqs_) {
-        rsp::result<void> r = pp_.pool.try_remove(q.rid);
-        cx_.checks.expect(CHECK_API, r.ok(), "remove: %s", r.error().message);
+        remove_rid(cx_.checks, pp_.pool, q.rid, "remove");
     }
     check_pool_empty(cx_, pp_.pool, "pipeline", kSlots);
     if (!reg.ok())

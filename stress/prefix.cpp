@@ -452,24 +452,15 @@ bool Prefix::forward(const std::vector<PRow> &rows, bool write)
     Checks &ck = cx_.checks;
     const rsp::step_id id{next_id_};
     rsp::read_section section(std::nothrow);
-    rsp::plan_view p = section ? section.plan(pool_, id) : rsp::plan_view(nullptr);
-    if (!ck.expect(CHECK_API, p && p.id() == id, "prefix: step %" PRIu64 "'s plan missing",
-                   rsp::raw(id)))
+    rsp::addressing am{};
+    if (!plan_ready(cx_, section, pool_, id, "prefix", &am))
         return false;
-    rsp::result<rsp::addressing> am = p.try_addressing(rsp::label::main);
-    if (!ck.expect(CHECK_API, am.ok(), "prefix: addressing: %s", am.error().message))
-        return false;
-    rsp::result<void> w = pool_.try_event_wait(am.value().ready(), kHang);
-    if (!ck.expect(CHECK_HANG, w.ok(), "prefix: ready: %s", rsp_strerror(w.status()))) {
-        cx_.abort.store(true);
-        return false;
-    }
     slots_.assign(rows.size(), -1);
     for (size_t i = 0; i < rows.size(); i++) {
         const PRow &r = rows[i];
         const PReq &q = reqs_[r.k];
-        int32_t slot = am.value().slots()[i];
-        bool has = am.value().has_state()[i];
+        int32_t slot = am.slots()[i];
+        bool has = am.has_state()[i];
         if (!ck.expect(CHECK_ADDRESSING, has == (r.expect_v != 0) && slot >= 0,
                        "prefix step %" PRIu64 " rid %" PRIu64 ": slot %d has_state %d, model %d",
                        rsp::raw(id), rsp::raw(q.rid), slot, (int)has, (int)(r.expect_v != 0)))

@@ -236,8 +236,7 @@ bool Spec::step()
     // Now and then a request finishes: removed, replaced by a fresh one.
     if (rng_.chance(0.05)) {
         SReq &q = reqs_[rng_.below(kRids)];
-        r = pool_.try_remove(q.rid);
-        ck.expect(CHECK_API, r.ok(), "spec: remove: %s", r.error().message);
+        remove_rid(ck, pool_, q.rid, "spec: remove");
         if (q.slot >= 0)
             let_go_.push_back(q.slot);
         q = SReq{};
@@ -249,9 +248,7 @@ bool Spec::step()
 void Spec::finish()
 {
     for (SReq &q : reqs_) {
-        rsp::result<void> r = pool_.try_remove(q.rid);
-        cx_.checks.expect(CHECK_API, r.ok() || r.status() == RSP_ENOREQ, "spec: remove: %s",
-                          r.error().message);
+        remove_rid(cx_.checks, pool_, q.rid, "spec: remove", CHECK_API, true);
     }
     check_pool_empty(cx_, pool_, "spec", kSlots);
 }

@@ -374,6 +374,22 @@ inline void note_pending(Context &cx, uint32_t pending)
 // api, leak). The mode's thread.
 void check_pool_empty(Context &cx, rsp::pool &pool, const char *mode, uint32_t max_slots);
 
+// The forward's start: step id's plan read in section (the caller's, so
+// that *out's vectors stay valid while it holds it), its main label's
+// addressing into *out, and its ready event waited for (kHang), so the
+// zeros and copies queued before the forward have run. False when a check
+// failed (kinds api and hang, "<mode>: ..."; a hang also sets cx.abort).
+// The mode's thread.
+bool plan_ready(Context &cx, rsp::read_section &section, rsp::pool &pool, rsp::step_id id,
+                const char *mode, rsp::addressing *out);
+
+// Remove rid (rsp_remove); a refusal is a check of kind c reported as
+// "<what>: <rsp's message>". may_be_gone: RSP_ENOREQ passes too (a rid the
+// mode never ingested, or removed already). Whether the check passed. Any
+// thread with its own Checks.
+bool remove_rid(Checks &ck, rsp::pool &pool, rsp::rid rid, const char *what,
+                Check c = CHECK_API, bool may_be_gone = false);
+
 void client_main(Context &cx, unsigned index);
 void step_main(Context &cx);
 void partition_main(Context &cx, unsigned index);
