@@ -1929,21 +1929,14 @@ class RecurrentStatePool:
         _reader.ensure()
         if _FAST is not None and self._host:
             return self._fast_addressing(lid, step_id, wait, persistent)
-        err = ffi.Error()
-        st = ffi.read_begin()
-        if st != ffi.OK:
-            _check(ffi.read_explain(st, ctypes.byref(err)), err)
-        try:
-            plan = (ffi.plan_live(self._handle()) if step_id is None
-                    else ffi.plan_of_step(self._handle(), step_id))
-            if not plan:
-                raise RspError(ffi.ENOPLAN, "no live plan yet" if step_id is None
-                               else f"no plan of step {step_id}")
+
+        def read(plan):
             a = ffi.Addressing()
+            err = ffi.Error()
             _check(ffi.plan_addressing(plan, lid, ctypes.byref(a), ctypes.byref(err)), err)
-            out = self._addressing(a)
-        finally:
-            ffi.read_end()
+            return self._addressing(a)
+
+        out = self._with_plan(step_id, read, checked=True)
         if wait and self._host:
             self._wait(out.ready)
         if persistent and self._host and out.slot_indices is not None:
@@ -1994,12 +1987,14 @@ class RecurrentStatePool:
         this read. RSP_ENOPLAN when there is no such plan."""
         return self._with_plan(step_id, ffi.plan_digest)
 
-    def _with_plan(self, step_id, use):
+    def _with_plan(self, step_id, use, checked=False):
         """use(plan) on the live plan (or step_id's) inside a read section;
-        RSP_ENOPLAN when there is none."""
-        if step_id is not None:
-            _uint(step_id, "step_id", 64)
-        _reader.ensure()
+        RSP_ENOPLAN when there is none. checked: step_id checked and the
+        thread registered as a reader already."""
+        if not checked:
+            if step_id is not None:
+                _uint(step_id, "step_id", 64)
+            _reader.ensure()
         err = ffi.Error()
         st = ffi.read_begin()
         if st != ffi.OK:
