@@ -156,13 +156,10 @@ def _planned(a, si, hs, staged, dev):
     return out
 
 
-def _host_tensors(a, torch):
-    """A CPU pool's addressing tensors: copies of the plan's vectors (as
-    rsp's DLPack export of them would be, at a third of its cost)."""
-    si = torch.frombuffer(bytearray(ctypes.string_at(a.slot_indices, 4 * a.length)),
-                          dtype=torch.int32)
-    hs = torch.frombuffer(bytearray(ctypes.string_at(a.has_state, a.length)), dtype=torch.bool)
-    return si, hs
+def _host_bytes(a):
+    """A CPU plan's vectors as bytearrays of their own: (slot indices, has_state)."""
+    return (bytearray(ctypes.string_at(a.slot_indices, 4 * a.length)),
+            bytearray(ctypes.string_at(a.has_state, a.length)))
 
 
 # --- reading the engine's objects -----------------------------------------------
@@ -512,6 +509,10 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._whole = {}        # name -> the block's whole tensor: _blocks
         self._block_names = [b.name for b in cfg.blocks]
         self._buckets = {}      # a lease's bucket -> rsp bucket id
+        # (bucket id, lease slot, label id) -> _Persistent: a CPU pool's
+        # addressing tensors under a lease, one storage rewritten by every
+        # plan of the key, as the original's graph buffers (_leased_pair).
+        self._leased = {}
         self._dirty = False     # device work queued that no plan's ready covers yet
         # Set by the first engine step: from then on block() waits for the
         # device work the methods queue (with rsp Steps the caller does,
@@ -1031,7 +1032,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                     si = self._addr_tensor(a, ffi.DLPACK_DEVICE_SLOT_INDICES)
                     hs = self._addr_tensor(a, ffi.DLPACK_DEVICE_HAS_STATE).view(torch.bool)
                 else:
-                    si, hs = _host_tensors(a, torch)
+                    si, hs = self._cpu_tensors(rec, lid, *_host_bytes(a))
                 out[name] = _planned(a, si, hs, staged, dev)
         finally:
             ffi.read_end()
@@ -1052,8 +1053,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 raise RspError(ffi.ENOPLAN, f"the plan of step {rec.sid} is not published")
             si = hs = None
             if torch is not None:
-                si = torch.frombuffer(si_buf, dtype=torch.int32)
-                hs = torch.frombuffer(hs_buf, dtype=torch.bool)
+                si, hs = self._cpu_tensors(rec, self._labels[name], si_buf, hs_buf)
             a = RecurrentAddressing(si, hs, n, host_si, host_hs)
             d = a.__dict__
             d["step_id"] = sid
@@ -1062,6 +1062,29 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             d["ready"] = ffi.Event(kind, handle, value)
             out[name] = a
         return out
+
+    def _cpu_tensors(self, rec, lid, si_buf, hs_buf):
+        """A CPU plan's addressing tensors from its vectors' bytearrays: over
+        them, or under a lease the key's pair rewritten in place. The
+        original plans a leased step into graph buffers of its (bucket,
+        slot, label), the same tensors every step (a captured graph reads
+        them at replay); rsp's CUDA pool does so in its own buffers, and a
+        CPU pool here. A step longer than the pair's capacity gets a new
+        pair (the original refuses it)."""
+        lease = rec.rstep.lease
+        frombuffer, i32, b8 = _pool._TENSORS or _pool._tensor_makers()
+        if lease is None:
+            return frombuffer(si_buf, dtype=i32), frombuffer(hs_buf, dtype=b8)
+        n = len(hs_buf)
+        key = (lease.bucket_id, lease.lease_slot, lid)
+        p = self._leased.get(key)
+        if p is None or n > p.cap:
+            p = self._leased[key] = _pool._Persistent(max(n, 1))
+        p.si[:4 * n] = si_buf
+        p.hs[:n] = hs_buf
+        if p.n != n:
+            p.view(n)
+        return p.ts, p.th
 
     def _after_ready(self, addrs):
         """Order what follows after the plan's device work (zeroing, fork

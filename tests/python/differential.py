@@ -10,14 +10,16 @@ original's own tests"). Each seed builds a small pool on both sides (4, 6
 or 9 slots, so admits get refused) and runs --ops calls: ingest, remove,
 reset (free or not), and steps of random rows (labels main and draft,
 spans 0-2) with a pre- or post-fork main -> draft, some captured, some
-padded to a bucket with rows of ids that are not requests, some planned
+padded to a bucket with rows of ids that are not requests (most of those
+under a lease, a graph replay), some planned
 ahead (is_preplan) and then promoted or cleared and rolled back, some
 refused (then rolled back, as the runner does) or rolled back after the
 plan. After every call the two must agree on:
 
 - admit's ok;
 - every plan (staged and live): each label's slot indices and has_state
-  over its rows;
+  over its rows, and under a lease whether its tensors are the storage of
+  the lease's last plan;
 - num_free_slots and every (rid, label) holding: slot index and has_state;
 - the bytes of every held slot at each plan (the original's forward is
   simulated: each row with span > 0 writes a value of its own), which
@@ -45,9 +47,10 @@ def load(anchor):
     from mstar.engine.resources.recurrent.config import (RecurrentBlockConfig,
                                                          RecurrentStateConfig, RecurrentStep)
     from mstar.engine.resources.recurrent.pool import RecurrentStatePool
-    from mstar.engine.resources.step import Segment, StepContext
+    from mstar.engine.resources.step import BucketKey, Segment, SlotLease, StepContext
 
     eng = dict(Segment=Segment, StepContext=StepContext, RecurrentStep=RecurrentStep,
+               SlotLease=SlotLease, BucketKey=BucketKey,
                RecurrentStateConfig=RecurrentStateConfig,
                RecurrentBlockConfig=RecurrentBlockConfig)
     return RecurrentStatePool, type("Engine", (), eng)
@@ -74,6 +77,9 @@ class Run:
 
         self.o = orig_cls(torch.device("cpu"), config())
         self.r = rsp.seed.RecurrentStatePool(torch.device("cpu"), config())
+        self.max_bs = self.rng.choice((4, 8))
+        self.both("build_cuda_graph_buffers", [], self.max_bs, 1)
+        self.buffers = ({}, {})  # per side: (lease slot, label) -> the last plan's data_ptr
         self.live = set()
         self.log = []
         self.compared = 0  # held slots whose bytes were compared non-zero
@@ -105,6 +111,21 @@ class Run:
         return {lab: (a.slot_indices[:a.num_rows].tolist(), a.has_state[:a.num_rows].tolist())
                 for lab, a in plan.items()}
 
+    def same_buffers(self, plans, lease):
+        """Under a lease: whether each label's tensors are the storage of the
+        key's last plan, on both sides (the original's graph buffers)."""
+        if lease is None:
+            return
+        seen = []
+        for side, plan in zip(self.buffers, plans):
+            mine = {}
+            for lab, a in plan.items():
+                ptr = a.slot_indices.data_ptr()
+                mine[lab] = side.get((lease.slot, lab), ptr) == ptr
+                side[(lease.slot, lab)] = ptr
+            seen.append(mine)
+        self.same("leased tensors kept", seen)
+
     def forward(self, segs, plan, value):
         """Each planned row with span > 0 writes a value of its own."""
         for lab, (indices, _) in plan.items():
@@ -135,12 +156,19 @@ class Run:
         if padded:
             pads = tuple(f"pad{j}" for j in range(rng.randint(1, 2)))
             segs += [eng.Segment(p, "main", 1) for p in pads]
+        lease = None
+        if padded and len(segs) <= self.max_bs and rng.random() < 0.7:
+            # a graph replay: the bucket's size holds every row
+            lease = eng.SlotLease(slot=rng.randint(0, 1),
+                                  bucket=eng.BucketKey("decode", self.max_bs, self.max_bs))
         step = eng.RecurrentStep(segments=tuple(segs), pre_forks=pre, post_forks=post)
-        ctx = eng.StepContext(request_ids=real, graph_walk="decode", slot=0, capture=capture)
+        ctx = eng.StepContext(request_ids=real, graph_walk="decode", slot=0, capture=capture,
+                              slot_lease=lease)
         if padded:
             ctx.set_padded_rids(real + pads)
         self.log.append(f"step {[tuple(s) for s in segs]} pre={pre} post={post} "
-                        f"capture={capture} preplan={preplan} padded={padded}")
+                        f"capture={capture} preplan={preplan} padded={padded} "
+                        f"lease={None if lease is None else lease.slot}")
         ok = [o.ok for o in self.both("admit", step, ctx)]
         self.same("admit ok", ok)
         if not ok[0]:
@@ -149,15 +177,21 @@ class Run:
             return
         if preplan:
             ahead = eng.StepContext(request_ids=real, graph_walk="decode", slot=0,
-                                    capture=False, is_preplan=True)
-            self.same("staged plan", [self.rows(p) for p in self.both("plan", step, ahead)])
+                                    capture=False, is_preplan=True, slot_lease=lease)
+            if padded:
+                ahead.set_padded_rids(real + pads)
+            staged = self.both("plan", step, ahead)
+            self.same("staged plan", [self.rows(p) for p in staged])
+            self.same_buffers(staged, lease)
             if rng.random() < 0.3:
                 self.log.append("  stage cleared: rolled back")
                 self.both("clear_preplan")
                 self.both("rollback_admit", step, ctx)
                 return
-        plan = [self.rows(p) for p in self.both("plan", step, ctx)]
+        planned = self.both("plan", step, ctx)
+        plan = [self.rows(p) for p in planned]
         self.same("plan", plan)
+        self.same_buffers(planned, lease)
         self.check_bytes()
         self.forward(segs, plan[0], float(i + 1))
         if rng.random() < 0.1:

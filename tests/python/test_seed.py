@@ -500,6 +500,37 @@ def test_graph_buffers_under_both_names(pool):
     assert eager.slot_indices.numel() == 1  # an eager plan is not padded
 
 
+def test_leased_plans_rewrite_one_pair_of_tensors(pool):
+    """Under a lease each (bucket, slot, label) has one pair of addressing
+    tensors that every plan of the key rewrites, as the original's graph
+    buffers: a captured graph reads this step's slots at replay."""
+    pool.build_cuda_graph_buffers([], max_bs=4, max_seq_len=1)
+    bucket = BucketKey("decode", 4, 4)
+    a1, b1 = SlotLease(slot=0, bucket=bucket), SlotLease(slot=1, bucket=bucket)
+
+    def leased(rids, lease):
+        c = ctx(rids, slot_lease=lease)
+        c.set_padded_rids(tuple(rids) + ("pad",) * (4 - len(rids)))
+        return run(pool, step(*[(r, "main", 1) for r in rids]), c)["main"]
+
+    first = leased(["a", "b"], a1)
+    ptrs = (first.slot_indices.data_ptr(), first.has_state.data_ptr())
+    assert first.slot_indices.tolist() == [1, 2, SINK_SLOT, SINK_SLOT]
+    assert first.has_state.tolist() == [False, False, False, False]
+    second = leased(["b"], a1)
+    assert (second.slot_indices.data_ptr(), second.has_state.data_ptr()) == ptrs
+    assert second.slot_indices.tolist() == [2, SINK_SLOT, SINK_SLOT, SINK_SLOT]
+    assert second.has_state.tolist() == [True, False, False, False]
+    assert first.slot_indices.tolist() == [2, SINK_SLOT, SINK_SLOT, SINK_SLOT]  # rewritten
+    other = leased(["a"], b1)  # another lease slot: a pair of its own
+    assert other.slot_indices.data_ptr() not in ptrs
+    assert second.slot_indices.tolist()[0] == 2 and other.slot_indices.tolist()[0] == 1
+    eager = run(pool, step(("a", "main", 1)), ctx(["a"]))["main"]  # no lease: tensors of its own
+    again = run(pool, step(("a", "main", 1)), ctx(["a"]))["main"]
+    assert eager.slot_indices.data_ptr() != again.slot_indices.data_ptr()
+    assert eager.slot_indices.data_ptr() not in ptrs
+
+
 def test_pre_and_post_forks(pool):
     run(pool, step(("a", "main", 4)), ctx(["a"]))
     pool.block("state", 0)[1] = 2.0
