@@ -20,6 +20,8 @@ plan. After every call the two must agree on:
 - every plan (staged and live): each label's slot indices and has_state
   over its rows, and under a lease whether its tensors are the storage of
   the lease's last plan;
+- `addressing(label)` after a live plan, of a planned label and of one
+  the step did not plan (KeyError);
 - num_free_slots and every (rid, label) holding: slot index and has_state;
 - the bytes of every held slot at each plan (the original's forward is
   simulated: each row with span > 0 writes a value of its own), which
@@ -111,6 +113,13 @@ class Run:
         return {lab: (a.slot_indices[:a.num_rows].tolist(), a.has_state[:a.num_rows].tolist())
                 for lab, a in plan.items()}
 
+    def read(self, p, label):
+        """addressing(label) after a live plan: its rows, or the exception's type."""
+        try:
+            return self.rows({label: p.addressing(label)})
+        except Exception as e:  # the original raises KeyError for a label not planned
+            return "KeyError" if isinstance(e, KeyError) else repr(e)
+
     def same_buffers(self, plans, lease):
         """Under a lease: whether each label's tensors are the storage of the
         key's last plan, on both sides (the original's graph buffers)."""
@@ -192,6 +201,8 @@ class Run:
         plan = [self.rows(p) for p in planned]
         self.same("plan", plan)
         self.same_buffers(planned, lease)
+        for label in ("main", "draft"):
+            self.same(f"addressing({label!r})", [self.read(p, label) for p in (self.o, self.r)])
         self.check_bytes()
         self.forward(segs, plan[0], float(i + 1))
         if rng.random() < 0.1:
