@@ -387,8 +387,8 @@ bool plan_ready(Context &cx, rsp::read_section &section, rsp::pool &pool, rsp::s
 // "<what>: <rsp's message>". may_be_gone: RSP_ENOREQ passes too (a rid the
 // mode never ingested, or removed already). Whether the check passed. Any
 // thread with its own Checks.
-bool remove_rid(Checks &ck, rsp::pool &pool, rsp::rid rid, const char *what,
-                Check c = CHECK_API, bool may_be_gone = false);
+bool remove_rid(Checks &ck, rsp::pool &pool, rsp::rid rid, const char *what, Check c = CHECK_API,
+                bool may_be_gone = false);
 
 void client_main(Context &cx, unsigned index);
 void step_main(Context &cx);
