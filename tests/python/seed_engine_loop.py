@@ -1,0 +1,522 @@
+#!/usr/bin/env python3
+"""A serving loop written against the Python original's RecurrentStatePool,
+run unchanged on the original or on rsp's seed class.
+
+    RSP_LIBRARY=build/src/librsp.so PYTHONPATH=python \\
+        /usr/bin/python3 tests/python/seed_engine_loop.py [--side rsp]
+    MSTAR_ANCHOR_DIR=DIR /usr/bin/python3 tests/python/seed_engine_loop.py --side orig
+    MSTAR_ANCHOR_DIR=DIR RSP_LIBRARY=... PYTHONPATH=python \\
+        /usr/bin/python3 tests/python/seed_engine_loop.py --side rsp-engine
+
+--side (or SEED_LOOP_SIDE) picks the pool: `orig`, the original's package
+from MSTAR_ANCHOR_DIR (docs/python.md, "The original's own tests");
+`rsp`, rsp's seed class behind `rsp.seed.install_alias()` with
+rsp.seed_engine's stand-ins for the engine's modules; `rsp-engine`, rsp's
+seed class with the original's engine modules (step, config, base). Below
+the imports, nothing knows which side it runs on.
+
+The loop serves a tiny Mamba-2-style model (random float64 weights from a
+seed; per layer a conv state and an SSM state, the pool's blocks "conv"
+and "ssm") with continuous batching on a pool of 4 usable slots: prompts
+in chunks mixed with decode rows, arrivals, retirements
+(remove_request), admits refused and the request waiting (the step
+rolled back with rollback_admit and admitted again without it, as a
+runner unwinds), decode steps padded to a CUDA-graph bucket
+(ctx.set_padded_rids, a SlotLease with a BucketKey) whose "graph" reads
+the addressing tensors it captured at start (build_cuda_graph_buffers,
+then a capture step per bucket and lease slot), the next step planned
+ahead after each commit (ctx.is_preplan) and promoted by the next live
+plan, or cleared when arrivals change the step, and one prompt forked
+(post_forks main -> alt) into two sampled continuations. The forward
+reads and writes state only at the plan's slot_indices, from zeros where
+has_state is False. Every branch's tokens must equal the prompt generated
+alone (a plain loop, its state a local); the loop must have exercised
+each of the above. Exit 0 when it all holds, 1 otherwise, 77 when torch
+or the chosen side is missing.
+SPDX-License-Identifier: Apache-2.0
+"""
+import argparse
+import os
+import random
+import sys
+from collections import deque
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def choose_side():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--side", choices=("orig", "rsp", "rsp-engine"),
+                    default=os.environ.get("SEED_LOOP_SIDE", "rsp"))
+    ap.add_argument("--seeds", type=int, default=4, help="runs, each of its own random requests")
+    ap.add_argument("--trace", action="store_true", help="print each step")
+    args = ap.parse_args()
+    anchor = os.environ.get("MSTAR_ANCHOR_DIR")
+    if args.side in ("orig", "rsp-engine"):
+        if not anchor or not os.path.isdir(os.path.join(anchor, "mstar")):
+            print(f"SKIPPED: --side {args.side} needs MSTAR_ANCHOR_DIR naming the original's copy")
+            sys.exit(77)
+        sys.path.insert(0, anchor)
+    if args.side != "orig":
+        if os.path.isdir(os.path.join(ROOT, "python", "rsp")):
+            sys.path.insert(0, os.path.join(ROOT, "python"))
+        import rsp.seed
+
+        rsp.seed.install_alias(engine_stubs=args.side == "rsp")
+    return args
+
+
+ARGS = choose_side()
+try:
+    import torch
+except ImportError:
+    print("SKIPPED: torch is not installed")
+    sys.exit(77)
+
+# --- from here on, engine code written for the original ----------------------
+from mstar.engine.resources.base import EngineResourceInfo  # noqa: E402
+from mstar.engine.resources.recurrent.config import (RecurrentBlockConfig,  # noqa: E402
+                                                     RecurrentStateConfig, RecurrentStateSpec,
+                                                     RecurrentStep)
+from mstar.engine.resources.recurrent.pool import RecurrentStatePool  # noqa: E402
+from mstar.engine.resources.step import BucketKey, Segment, SlotLease, StepContext  # noqa: E402
+
+VOCAB, D_MODEL, N_LAYERS = 48, 24, 2
+D_INNER, HEADS, HEAD_DIM, D_STATE, D_CONV = 32, 2, 16, 8, 4
+CONV_CH = D_INNER + 2 * D_STATE
+F64 = torch.float64  # a batch rounds a row ~1e-14 off a row alone: far below a token's gap
+CHUNK, BUCKETS, LEASE_SLOTS = 6, (1, 2, 4, 8), 2
+KEY = "recurrent"
+
+
+def rmsnorm(x, w):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
+
+
+class Mamba2:
+    """Embedding, Mamba-2 mixers (in_proj, causal depthwise conv, selective
+    SSM with a scalar decay per head, gated norm, out_proj), tied head.
+    step(): one token per row; state per layer (conv [B, D_CONV, CONV_CH],
+    ssm [B, HEADS, HEAD_DIM, D_STATE]); returns logits and new state."""
+
+    def __init__(self, seed):
+        g = torch.Generator().manual_seed(seed)
+
+        def rnd(*shape, scale=1.0):
+            return torch.randn(*shape, generator=g, dtype=F64) * scale
+
+        self.embed = rnd(VOCAB, D_MODEL)
+        self.norm_f = 1 + rnd(D_MODEL, scale=0.1)
+        self.layers = [dict(
+            norm=1 + rnd(D_MODEL, scale=0.1),
+            in_proj=rnd(D_MODEL, D_INNER + CONV_CH + HEADS, scale=D_MODEL ** -0.5),
+            conv_w=rnd(D_CONV, CONV_CH, scale=0.5), conv_b=rnd(CONV_CH, scale=0.1),
+            dt_bias=rnd(HEADS, scale=0.5) - 1.0, a_log=rnd(HEADS, scale=0.5),
+            d=rnd(HEADS), gate_norm=1 + rnd(D_INNER, scale=0.1),
+            out_proj=rnd(D_INNER, D_MODEL, scale=D_INNER ** -0.5)) for _ in range(N_LAYERS)]
+
+    def step(self, tokens, state):
+        x = self.embed[tokens]
+        out = []
+        for p, (conv, ssm) in zip(self.layers, state):
+            z, xbc, dt = (rmsnorm(x, p["norm"]) @ p["in_proj"]).split(
+                [D_INNER, CONV_CH, HEADS], dim=-1)
+            conv = torch.cat([conv[:, 1:], xbc[:, None]], dim=1)
+            xbc = torch.nn.functional.silu((conv * p["conv_w"]).sum(1) + p["conv_b"])
+            xs, b, c = xbc.split([D_INNER, D_STATE, D_STATE], dim=-1)
+            dt = torch.nn.functional.softplus(dt + p["dt_bias"])
+            decay = torch.exp(-dt * torch.exp(p["a_log"]))
+            xs = xs.view(-1, HEADS, HEAD_DIM)
+            ssm = ssm * decay[:, :, None, None] + (dt[:, :, None] * xs)[..., None] * b[:, None, None, :]
+            y = (ssm * c[:, None, None, :]).sum(-1) + p["d"][None, :, None] * xs
+            y = rmsnorm(y.reshape(-1, D_INNER) * torch.nn.functional.silu(z), p["gate_norm"])
+            x = x + y @ p["out_proj"]
+            out.append((conv, ssm))
+        return rmsnorm(x, self.norm_f) @ self.embed.T, out
+
+
+def sample(logits, gen):
+    cdf = torch.cumsum(torch.softmax(logits / 0.8, dim=-1), dim=-1)
+    return min(int(torch.searchsorted(cdf, torch.rand(1, generator=gen, dtype=F64))), VOCAB - 1)
+
+
+class Branch:
+    def __init__(self, label, max_new, seed):
+        self.label, self.max_new, self.seed = label, max_new, seed
+        self.gen = torch.Generator().manual_seed(seed)
+        self.tokens = []
+
+    @property
+    def done(self):
+        return len(self.tokens) == self.max_new
+
+
+class Request:
+    def __init__(self, rid, prompt, arrival, branches):
+        self.rid, self.prompt, self.arrival, self.branches = rid, prompt, arrival, branches
+        self.pos = 0  # prompt tokens whose effect is in the pool's state
+        self.fed = prompt  # what the state is built from: the prompt, then a recompute's tokens
+        self.steps = 0  # steps it ran in
+        self.waited = 0  # steps it waited at the head of the queue
+        self.cancel_after = None
+        self.cancelled = self.preempted = False
+
+    @property
+    def forks(self):
+        return len(self.branches) > 1
+
+    @property
+    def done(self):
+        return self.cancelled or all(b.done for b in self.branches)
+
+
+def requests(rng):
+    """Ten requests: prompt lengths, arrivals and lengths drawn from rng; one
+    forks into two branches, one is cancelled mid-step, and the prompts of
+    the first two arrivals are long enough to be chunked."""
+    reqs, at = [], 0
+    fork_at, cancel_at = rng.randrange(1, 6), rng.randrange(6, 10)
+    for i in range(10):
+        n = rng.randrange(CHUNK + 1, 3 * CHUNK) if i in (0, 1, fork_at) else rng.randrange(1, 12)
+        news = (rng.randrange(3, 8), rng.randrange(3, 10)) if i == fork_at else (rng.randrange(2, 10),)
+        prompt = [rng.randrange(VOCAB) for _ in range(n)]
+        req = Request(f"r{i}", prompt, at, [Branch(("main", "alt")[k], m, 100 * i + k)
+                                            for k, m in enumerate(news)])
+        req.cancel_after = rng.randrange(1, 4) if i == cancel_at else None
+        reqs.append(req)
+        at += rng.choice((0, 0, 1, 1, 2, 3))
+    return reqs
+
+
+def alone(model, req):
+    """The reference: the prompt generated alone, its state a local."""
+    state = [(torch.zeros(1, D_CONV, CONV_CH, dtype=F64),
+              torch.zeros(1, HEADS, HEAD_DIM, D_STATE, dtype=F64)) for _ in range(N_LAYERS)]
+    for tok in req.prompt:
+        logits, state = model.step(torch.tensor([tok]), state)
+    out = {}
+    for b in req.branches:
+        gen, st, lg, toks = torch.Generator().manual_seed(b.seed), state, logits, []
+        while len(toks) < b.max_new:
+            toks.append(sample(lg[0], gen))
+            if len(toks) < b.max_new:
+                lg, st = model.step(torch.tensor([toks[-1]]), st)
+        out[b.label] = toks
+    return out
+
+
+class Server:
+    """The engine's side: a scheduler, the runner's calls on the pool, the
+    model's forward on the pool's blocks, and "graphs" captured per bucket."""
+
+    def __init__(self, model, reqs, max_slots):
+        self.model = model
+        self.arrivals = deque(sorted(reqs, key=lambda r: r.arrival))
+        self.waiting, self.running = deque(), []
+        config = RecurrentStateConfig(num_layers=N_LAYERS, max_slots=max_slots, blocks={
+            "conv": RecurrentBlockConfig(shape=(D_CONV, CONV_CH), dtype=F64),
+            "ssm": RecurrentBlockConfig(shape=(HEADS, HEAD_DIM, D_STATE), dtype=F64)})
+        spec = RecurrentStateSpec(KEY, {"llm"}, config)
+        self.pool = RecurrentStatePool.build(spec, EngineResourceInfo(device=torch.device("cpu")))
+        # The model binds its state tensors once, at load, as a graph capture needs.
+        self.blocks = [(self.pool.block("conv", i), self.pool.block("ssm", i))
+                       for i in range(N_LAYERS)]
+        self.pool.build_cuda_graph_buffers([], max(BUCKETS), 1)
+        self.graphs = {}
+        self.capture_graphs()
+        self.staged = None  # (rows, step, lease, padded rids) planned ahead
+        self.n = 0
+        self.seen = dict(refused=0, waited=set(), mixed=0, graph=0, eager=0, promoted=0,
+                         cleared=0, forked=0, retired=0, cancelled=0, preempted=0)
+
+    # -- graphs ---------------------------------------------------------------
+    def lease_ctx(self, real, padded, bs, slot, **kw):
+        ctx = StepContext(request_ids=list(real), graph_walk="decode", slot=slot,
+                          slot_lease=SlotLease(slot=slot, bucket=BucketKey("decode", bs, bs)), **kw)
+        ctx.set_padded_rids(list(padded))
+        return ctx
+
+    def capture_graphs(self):
+        """One capture step per bucket and lease slot: the graph keeps the
+        addressing tensors it was captured with and reads them at replay."""
+        for bs in BUCKETS:
+            for slot in range(LEASE_SLOTS):
+                pads = [f"pad{i}" for i in range(bs)]
+                step = RecurrentStep(segments=tuple(Segment(p, "main", 1) for p in pads))
+                ctx = self.lease_ctx([], pads, bs, slot, capture=True)
+                assert self.pool.admit(step, ctx).ok
+                a = self.pool.plan(step, ctx)["main"]
+                ctx.plan_results[KEY] = a
+                self.pool.commit(step, ctx)
+                self.graphs[(bs, slot)] = (a.slot_indices, a.has_state)
+
+    # -- scheduling -----------------------------------------------------------
+    def rows_for(self, req):
+        if req.pos < len(req.fed):
+            return [(req, "main", req.fed[req.pos:req.pos + CHUNK])]
+        return [(req, b.label, [b.tokens[-1]]) for b in req.branches if not b.done]
+
+    def fork_due(self, req):
+        return req.forks and req.pos < len(req.fed) <= req.pos + CHUNK
+
+    def schedule(self):
+        """The rows of the next step: running requests first, then waiting
+        ones in arrival order. A step with post_forks forks every request
+        in it (the original's _fork_rids), so a forking chunk runs alone."""
+        for req in self.running:
+            if self.fork_due(req):
+                return [(req, "main", req.fed[req.pos:req.pos + CHUNK])], True, []
+        rows = [row for req in self.running if not self.fork_due(req) for row in self.rows_for(req)]
+        cands = [r for r in self.waiting if not self.fork_due(r)]
+        return rows, False, cands
+
+    def declare(self, rows, fork, preplan=False):
+        """The step and its context: a decode-only step of main rows runs in
+        a graph bucket under a lease, padded; anything else is eager."""
+        segs = [Segment(r.rid, label, len(toks)) for r, label, toks in rows]
+        real = [r.rid for r, _, _ in rows]
+        graph = (not fork and rows and all(len(t) == 1 and lab == "main" for _, lab, t in rows)
+                 and len(rows) <= max(BUCKETS))
+        if not graph:
+            step = RecurrentStep(segments=tuple(segs), post_forks=(("main", "alt"),) if fork else ())
+            return step, StepContext(request_ids=real, graph_walk="mixed", slot=0, capture=False,
+                                     is_preplan=preplan), None
+        bs = next(b for b in BUCKETS if b >= len(rows))
+        pads = [f"pad{i}" for i in range(bs - len(rows))]
+        step = RecurrentStep(segments=tuple(segs + [Segment(p, "main", 1) for p in pads]))
+        slot = self.n % LEASE_SLOTS
+        return step, self.lease_ctx(real, real + pads, bs, slot, capture=False,
+                                    is_preplan=preplan), (bs, slot)
+
+    def admit(self, preplan):
+        """Admit the next step; on a refusal unwind it (rollback_admit, as the
+        runner does) and try again without the refused request and those
+        behind it. Returns (rows, step, ctx, lease key) or None."""
+        rows, fork, cands = self.schedule()
+        while True:
+            new = [(r, "main", r.fed[:CHUNK]) for r in cands]
+            if not rows and not new:
+                return None
+            step, ctx, lease = self.declare(rows + new, fork, preplan)
+            out = self.pool.admit(step, ctx)
+            if out.ok:
+                return rows + new, step, ctx, lease, fork
+            self.pool.rollback_admit(step, ctx)
+            self.seen["refused"] += 1
+            who = out.reason.request_id
+            if fork:  # the fork's branch found no slot: run the others meanwhile
+                rows, fork, cands = [], False, []
+                rows = [row for r in self.running if not self.fork_due(r) for row in self.rows_for(r)]
+                continue
+            k = next(i for i, r in enumerate(cands) if r.rid == who)
+            for r in cands[k:]:
+                self.seen["waited"].add(r.rid)
+            cands = cands[:k]
+
+    # -- the loop -------------------------------------------------------------
+    def step(self):
+        arrived = False
+        while self.arrivals and self.arrivals[0].arrival <= self.n:
+            req = self.arrivals.popleft()
+            self.pool.ingest_request(req.rid)
+            self.waiting.append(req)
+            arrived = True
+        self.preempt()
+        plan = None
+        if self.staged is not None:
+            staged, self.staged = self.staged, None
+            if arrived:  # the batch may change: the plan made ahead is stale
+                self.pool.clear_preplan()
+                self.seen["cleared"] += 1
+            else:
+                rows, step, ctx, lease, fork = staged
+                live = StepContext(request_ids=ctx.request_ids, graph_walk=ctx.graph_walk,
+                                   slot=ctx.slot, capture=False, slot_lease=ctx.slot_lease)
+                if lease:
+                    live.set_padded_rids(ctx.padded_request_ids)
+                out = self.pool.admit(step, live)
+                if not out.ok:
+                    raise AssertionError(f"the live admit of a staged step: {out.reason}")
+                plan = rows, step, live, lease, fork
+                self.seen["promoted"] += 1
+        if plan is None:
+            plan = self.admit(preplan=False)
+        if plan is None:
+            self.n += 1
+            return
+        rows, step, ctx, lease, fork = plan
+        for r, _, _ in rows:
+            if r in self.waiting:
+                self.waiting.remove(r)
+                self.running.append(r)
+        if self.waiting:
+            self.waiting[0].waited += 1
+        ctx.plan_results[KEY] = self.pool.plan(step, ctx)
+        self.forward(rows, ctx.plan_results[KEY], lease)
+        self.cancel(rows)
+        self.pool.commit(step, ctx)
+        self.after(rows, fork)
+        self.n += 1
+        self.preplan()
+
+    def preplan(self):
+        """Plan the next step ahead: the live plan of that step promotes it."""
+        nxt = self.admit(preplan=True)
+        if nxt is not None:
+            rows, step, ctx, lease, fork = nxt
+            ctx.plan_results[KEY] = self.pool.plan(step, ctx)
+            self.staged = nxt
+
+    def forward(self, rows, addressing, lease):
+        """Each label's rows in one batch, ragged chunks masked. The state is
+        read at slot_indices (zeros where has_state is False) and written
+        back there; a graph replay reads the tensors it captured and runs
+        the whole bucket, its padding rows on whatever slot they address."""
+        if lease is not None:
+            self.seen["graph"] += 1
+            idx_t, has_t = self.graphs[lease]
+            bs = lease[0]
+            groups = {"main": (rows + [None] * (bs - len(rows)), idx_t[:bs], has_t[:bs])}
+        else:
+            self.seen["eager"] += 1
+            groups = {}
+            for label, a in addressing.items():
+                mine = [row for row in rows if row[1] == label]
+                assert len(mine) == a.num_rows, (label, len(mine), a.num_rows)
+                groups[label] = (mine, a.slot_indices[:a.num_rows], a.has_state[:a.num_rows])
+        if any(len(t) > 1 for _, _, t in rows) and any(len(t) == 1 and r.pos >= len(r.fed)
+                                                     for r, _, t in rows):
+            self.seen["mixed"] += 1
+        self.logits = {}
+        for label, (mine, idx, has) in groups.items():
+            idx = idx.long()
+            toks = [row[2] if row else [0] for row in mine]
+            span = torch.tensor([len(t) for t in toks])
+            tok = torch.tensor([t + [0] * (int(span.max()) - len(t)) for t in toks])
+            keep = has.view(-1, 1, 1)
+            state = []
+            for conv, ssm in self.blocks:
+                conv, ssm = conv[idx], ssm[idx]
+                state.append((torch.where(keep, conv, 0.0), torch.where(keep[..., None], ssm, 0.0)))
+            last = torch.zeros(len(toks), VOCAB, dtype=F64)
+            for t in range(int(span.max())):
+                logits, new = self.model.step(tok[:, t], state)
+                on = t < span
+                state = [(torch.where(on.view(-1, 1, 1), nc, c), torch.where(on.view(-1, 1, 1, 1), ns, s))
+                         for (nc, ns), (c, s) in zip(new, state)]
+                last = torch.where((t == span - 1).view(-1, 1), logits, last)
+            for (conv_blk, ssm_blk), (conv, ssm) in zip(self.blocks, state):
+                conv_blk[idx] = conv
+                ssm_blk[idx] = ssm
+            for k, row in enumerate(mine):
+                if row:
+                    self.logits[(row[0].rid, label)] = last[k]
+
+    def after(self, rows, fork):
+        """Sample, advance, retire."""
+        for req, label, toks in rows:
+            if req.cancelled:
+                continue
+            lg = self.logits[(req.rid, label)]
+            if req.pos < len(req.fed):
+                req.pos += len(toks)
+                if req.pos < len(req.fed):
+                    continue
+                if fork:
+                    self.seen["forked"] += 1
+                for b in req.branches:  # each branch draws from the prompt's last logits
+                    if not b.done:
+                        b.tokens.append(sample(lg, b.gen))
+            else:
+                b = next(b for b in req.branches if b.label == label)
+                b.tokens.append(sample(lg, b.gen))
+        for req in [r for r in self.running if r.done]:
+            self.running.remove(req)
+            self.pool.remove_request(req.rid)
+            self.seen["retired"] += 1
+
+    def cancel(self, rows):
+        """A client that went away while its row ran: the engine removes the
+        request between plan and commit and drops its output."""
+        for req, _, _ in rows:
+            req.steps += 1
+            if req.cancel_after is not None and req.steps == req.cancel_after and not req.cancelled:
+                req.cancelled = True
+                self.pool.remove_request(req.rid)
+                self.seen["cancelled"] += 1
+
+    def preempt(self):
+        """The queue's head waited too long: the newest decoding request
+        (not a forked one) gives its slot back, reset_request(free=True),
+        and waits to be recomputed from its prompt and tokens so far."""
+        if not self.waiting or self.waiting[0].waited < 3:
+            return False
+        victims = [r for r in self.running if not r.forks and r.pos >= len(r.fed)]
+        if not victims:
+            return False
+        if self.staged is not None:  # the staged step names it
+            self.staged = None
+            self.pool.clear_preplan()
+            self.seen["cleared"] += 1
+        req = victims[-1]
+        self.pool.reset_request(req.rid, free=True)
+        self.running.remove(req)
+        req.fed, req.pos, req.preempted = req.prompt + req.branches[0].tokens, 0, True
+        self.waiting.append(req)
+        self.waiting[0].waited = 0
+        self.seen["preempted"] += 1
+        return True
+
+    def serve(self, limit=400):
+        while (self.arrivals or self.waiting or self.running) and self.n < limit:
+            self.step()
+            if ARGS.trace:
+                print(f"step {self.n}: running {[r.rid for r in self.running]} "
+                      f"waiting {[r.rid for r in self.waiting]} free {self.pool.num_free_slots}")
+
+
+def run(model, seed):
+    rng = random.Random(seed)
+    max_slots = rng.choice((4, 5, 6))
+    reqs = requests(rng)
+    server = Server(model, reqs, max_slots)
+    server.serve()
+    bad = []
+    for req in reqs:
+        want = alone(model, req)
+        for b in req.branches:
+            got = want[b.label][:len(b.tokens)] if req.cancelled else want[b.label]
+            if b.tokens != got:
+                bad.append(f"{req.rid}/{b.label}: served {b.tokens}, alone {want[b.label]}")
+    if server.n >= 400:
+        bad.append("the requests were not all served in 400 steps")
+    if server.pool.num_free_slots != max_slots - 1:
+        bad.append(f"{server.pool.num_free_slots} slots free at the end, not {max_slots - 1}")
+    server.pool.cleanup()
+    seen = server.seen
+    seen["waited"] = len(seen["waited"])
+    print(f"{ARGS.side} seed {seed}: {max_slots} slots, {server.n} steps, "
+          + ", ".join(f"{k} {v}" for k, v in seen.items()))
+    return bad, seen
+
+
+def main():
+    model = Mamba2(seed=7)
+    total, bad = {}, []
+    for seed in range(ARGS.seeds):
+        wrong, seen = run(model, seed)
+        bad += [f"seed {seed}: {line}" for line in wrong]
+        for k, v in seen.items():
+            total[k] = total.get(k, 0) + v
+    for what in ("refused", "waited", "mixed", "graph", "eager", "promoted", "cleared", "forked",
+                 "cancelled", "preempted"):
+        if not total[what]:
+            bad.append(f"no seed showed {what!r}")
+    for line in bad:
+        print("FAIL:", line)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
