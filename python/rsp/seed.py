@@ -848,6 +848,8 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         with self._seed_lock:
             rec, decl = self._find(step, ctx, (_ADMITTED, _STAGED))
             fresh = rec is None
+            if fresh and not ahead:
+                self._drop_stale_stage(decl)
             if fresh:
                 rec = self._open(step, ctx, decl)
             elif decl is not None and decl != rec.decl:
@@ -860,6 +862,19 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 self._recs[rec.sid] = rec
                 self._by_obj[id(step)] = rec
         return ADMIT_OK
+
+    def _drop_stale_stage(self, decl):
+        """A live admit of a step other than the staged one: the original's
+        runner clears such a stage before it admits (the pool's next plan
+        would promote it). A stage whose step was admitted only ahead is
+        rolled back here, before the new step can name the slots it took
+        fresh: rolled back after, when the new step's plan drops the stage,
+        it would free slots that step addresses (RSP_EORDER). A capture
+        reserves nothing and leaves the stage alone."""
+        stage = self._stage_rec
+        if stage is not None and stage.ahead and not decl[3]:
+            Pool.clear_preplan(self)
+            self._unstage(stage)
 
     def _live_rids(self, rec):
         """The rids of rec's rows that are not padding and still live."""

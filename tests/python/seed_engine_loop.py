@@ -61,6 +61,9 @@ def choose_side():
     if args.side != "orig":
         if os.path.isdir(os.path.join(ROOT, "python", "rsp")):
             sys.path.insert(0, os.path.join(ROOT, "python"))
+        built = os.path.join(ROOT, "build/src/librsp.so")
+        if "RSP_LIBRARY" not in os.environ and os.path.exists(built):
+            os.environ["RSP_LIBRARY"] = built
         import rsp.seed
 
         rsp.seed.install_alias(engine_stubs=args.side == "rsp")
@@ -75,19 +78,69 @@ except ImportError:
     sys.exit(77)
 
 # --- from here on, engine code written for the original ----------------------
-from mstar.engine.resources.base import EngineResourceInfo  # noqa: E402
+from mstar.engine.resources.base import EngineResourceInfo, Resource  # noqa: E402
 from mstar.engine.resources.recurrent.config import (RecurrentBlockConfig,  # noqa: E402
                                                      RecurrentStateConfig, RecurrentStateSpec,
                                                      RecurrentStep)
 from mstar.engine.resources.recurrent.pool import RecurrentStatePool  # noqa: E402
-from mstar.engine.resources.step import BucketKey, Segment, SlotLease, StepContext  # noqa: E402
+from mstar.engine.resources.runner import StepRunner  # noqa: E402
+from mstar.engine.resources.step import (AdmitOutcome, AllocationFailed, BucketKey,  # noqa: E402
+                                         ResourceStep, Segment, SlotLease, StepContext,
+                                         SubmoduleStep)
 
 VOCAB, D_MODEL, N_LAYERS = 48, 24, 2
 D_INNER, HEADS, HEAD_DIM, D_STATE, D_CONV = 32, 2, 16, 8, 4
 CONV_CH = D_INNER + 2 * D_STATE
 F64 = torch.float64  # a batch rounds a row ~1e-14 off a row alone: far below a token's gap
 CHUNK, BUCKETS, LEASE_SLOTS = 6, (1, 2, 4, 8), 2
-KEY = "recurrent"
+KEY, PAGES, PAGE_TOKENS = "recurrent", "pages", 4
+
+
+class Pages(Resource):
+    """The attention layers' KV pages, as a second resource beside the pool:
+    a request reserves the pages of its whole length (ingest's override) at
+    its first admit. It does not pre-plan, so a live admit can refuse a
+    step the pool admitted ahead; the runner then unwinds the pool too."""
+
+    def __init__(self, total):
+        self.free, self.need, self.held, self.reserved = total, {}, {}, []
+
+    @classmethod
+    def build(cls, spec, info):
+        return cls(spec)
+
+    def ingest_request(self, rid, overrides=None):
+        self.need[rid] = overrides
+
+    def remove_request(self, rid):
+        self.reset_request(rid, free=True)
+        self.need.pop(rid, None)
+
+    def reset_request(self, rid, free=False):
+        if free:
+            self.free += self.held.pop(rid, 0)
+
+    def admit(self, step, ctx):
+        self.reserved = []
+        if ctx.capture:
+            return AdmitOutcome(ok=True)
+        for seg in step.segments:
+            rid = seg.request_id
+            if ctx.is_padding_row(rid) or rid in self.held:
+                continue
+            if self.need[rid] > self.free:
+                return AdmitOutcome(ok=False, reason=AllocationFailed(
+                    message=f"{self.free} KV pages free, {rid} needs {self.need[rid]}",
+                    pages_short=self.need[rid] - self.free, label=seg.label, request_id=rid))
+            self.free -= self.need[rid]
+            self.held[rid] = self.need[rid]
+            self.reserved.append(rid)
+        return AdmitOutcome(ok=True)
+
+    def rollback_admit(self, step, ctx):
+        for rid in self.reserved:
+            self.free += self.held.pop(rid)
+        self.reserved = []
 
 
 def rmsnorm(x, w):
@@ -210,7 +263,7 @@ class Server:
     """The engine's side: a scheduler, the runner's calls on the pool, the
     model's forward on the pool's blocks, and "graphs" captured per bucket."""
 
-    def __init__(self, model, reqs, max_slots):
+    def __init__(self, model, reqs, max_slots, pages):
         self.model = model
         self.arrivals = deque(sorted(reqs, key=lambda r: r.arrival))
         self.waiting, self.running = deque(), []
@@ -219,6 +272,8 @@ class Server:
             "ssm": RecurrentBlockConfig(shape=(HEADS, HEAD_DIM, D_STATE), dtype=F64)})
         spec = RecurrentStateSpec(KEY, {"llm"}, config)
         self.pool = RecurrentStatePool.build(spec, EngineResourceInfo(device=torch.device("cpu")))
+        self.pages = Pages(total=pages)
+        self.runner = StepRunner({KEY: self.pool, PAGES: self.pages})
         # The model binds its state tensors once, at load, as a graph capture needs.
         self.blocks = [(self.pool.block("conv", i), self.pool.block("ssm", i))
                        for i in range(N_LAYERS)]
@@ -243,12 +298,13 @@ class Server:
         for bs in BUCKETS:
             for slot in range(LEASE_SLOTS):
                 pads = [f"pad{i}" for i in range(bs)]
-                step = RecurrentStep(segments=tuple(Segment(p, "main", 1) for p in pads))
+                segs = tuple(Segment(p, "main", 1) for p in pads)
                 ctx = self.lease_ctx([], pads, bs, slot, capture=True)
-                assert self.pool.admit(step, ctx).ok
-                a = self.pool.plan(step, ctx)["main"]
-                ctx.plan_results[KEY] = a
-                self.pool.commit(step, ctx)
+                step = SubmoduleStep(steps={KEY: RecurrentStep(segments=segs),
+                                            PAGES: ResourceStep(segments=segs)}, _ctx=ctx)
+                assert self.runner.admit(step).ok
+                a = self.runner.plan(step)[KEY]["main"]
+                self.runner.commit(step)
                 self.graphs[(bs, slot)] = (a.slot_indices, a.has_state)
 
     # -- scheduling -----------------------------------------------------------
@@ -278,16 +334,21 @@ class Server:
         real = [r.rid for r, _, _ in rows]
         graph = (not fork and rows and all(len(t) == 1 and lab == "main" for _, lab, t in rows)
                  and len(rows) <= max(BUCKETS))
+        lease = None
         if not graph:
-            step = RecurrentStep(segments=tuple(segs), post_forks=(("main", "alt"),) if fork else ())
-            return step, StepContext(request_ids=real, graph_walk="mixed", slot=0, capture=False,
-                                     is_preplan=preplan), None
-        bs = next(b for b in BUCKETS if b >= len(rows))
-        pads = [f"pad{i}" for i in range(bs - len(rows))]
-        step = RecurrentStep(segments=tuple(segs + [Segment(p, "main", 1) for p in pads]))
-        slot = self.n % LEASE_SLOTS
-        return step, self.lease_ctx(real, real + pads, bs, slot, capture=False,
-                                    is_preplan=preplan), (bs, slot)
+            ctx = StepContext(request_ids=real, graph_walk="mixed", slot=0, capture=False,
+                              is_preplan=preplan)
+        else:
+            bs = next(b for b in BUCKETS if b >= len(rows))
+            pads = [f"pad{i}" for i in range(bs - len(rows))]
+            segs += [Segment(p, "main", 1) for p in pads]
+            lease = (bs, self.n % LEASE_SLOTS)
+            ctx = self.lease_ctx(real, real + pads, bs, lease[1], capture=False, is_preplan=preplan)
+        segs = tuple(segs)
+        step = SubmoduleStep(steps={
+            KEY: RecurrentStep(segments=segs, post_forks=(("main", "alt"),) if fork else ()),
+            PAGES: ResourceStep(segments=segs)}, _ctx=ctx)
+        return step, ctx, lease
 
     def admit(self, preplan):
         """Admit the next step; on a refusal unwind it (rollback_admit, as the
@@ -299,49 +360,38 @@ class Server:
             if not rows and not new:
                 return None
             step, ctx, lease = self.declare(rows + new, fork, preplan)
-            out = self.pool.admit(step, ctx)
+            out = (self.runner.pre_admit if preplan else self.runner.admit)(step)
             if out.ok:
                 return rows + new, step, ctx, lease, fork
-            self.pool.rollback_admit(step, ctx)
-            self.seen["refused"] += 1
+            self.seen["refused"] += 1  # the runner unwound it on every resource it reached
             who = out.reason.request_id
             if fork:  # the fork's branch found no slot: run the others meanwhile
                 rows, fork, cands = [], False, []
                 rows = [row for r in self.running if not self.fork_due(r) for row in self.rows_for(r)]
                 continue
-            k = next(i for i, r in enumerate(cands) if r.rid == who)
+            k = next((i for i, r in enumerate(cands) if r.rid == who), None)
+            if k is None:
+                raise AssertionError(f"a running request was refused: {out.reason}")
             for r in cands[k:]:
                 self.seen["waited"].add(r.rid)
             cands = cands[:k]
 
     # -- the loop -------------------------------------------------------------
     def step(self):
-        arrived = False
         while self.arrivals and self.arrivals[0].arrival <= self.n:
             req = self.arrivals.popleft()
-            self.pool.ingest_request(req.rid)
+            self.runner.ingest_request(req.rid, {PAGES: -(-(len(req.prompt) + sum(
+                b.max_new for b in req.branches)) // PAGE_TOKENS)})
             self.waiting.append(req)
-            arrived = True
         self.preempt()
-        plan = None
+        # The runner keeps a plan made ahead when this step is that one (its
+        # key: walk, padded rows, lease slot, segments) and clears it if not.
+        plan = self.admit(preplan=False)
         if self.staged is not None:
-            staged, self.staged = self.staged, None
-            if arrived:  # the batch may change: the plan made ahead is stale
-                self.pool.clear_preplan()
-                self.seen["cleared"] += 1
-            else:
-                rows, step, ctx, lease, fork = staged
-                live = StepContext(request_ids=ctx.request_ids, graph_walk=ctx.graph_walk,
-                                   slot=ctx.slot, capture=False, slot_lease=ctx.slot_lease)
-                if lease:
-                    live.set_padded_rids(ctx.padded_request_ids)
-                out = self.pool.admit(step, live)
-                if not out.ok:
-                    raise AssertionError(f"the live admit of a staged step: {out.reason}")
-                plan = rows, step, live, lease, fork
-                self.seen["promoted"] += 1
-        if plan is None:
-            plan = self.admit(preplan=False)
+            ahead = [(r.rid, lab, tuple(t)) for r, lab, t in self.staged[0]]
+            now = plan and [(r.rid, lab, tuple(t)) for r, lab, t in plan[0]]
+            self.seen["promoted" if now == ahead else "cleared"] += 1
+            self.staged = None
         if plan is None:
             self.n += 1
             return
@@ -352,10 +402,10 @@ class Server:
                 self.running.append(r)
         if self.waiting:
             self.waiting[0].waited += 1
-        ctx.plan_results[KEY] = self.pool.plan(step, ctx)
-        self.forward(rows, ctx.plan_results[KEY], lease)
+        results = self.runner.plan(step)
+        self.forward(rows, results[KEY], lease)
         self.cancel(rows)
-        self.pool.commit(step, ctx)
+        self.runner.commit(step)
         self.after(rows, fork)
         self.n += 1
         self.preplan()
@@ -364,8 +414,7 @@ class Server:
         """Plan the next step ahead: the live plan of that step promotes it."""
         nxt = self.admit(preplan=True)
         if nxt is not None:
-            rows, step, ctx, lease, fork = nxt
-            ctx.plan_results[KEY] = self.pool.plan(step, ctx)
+            self.runner.pre_plan(nxt[1])
             self.staged = nxt
 
     def forward(self, rows, addressing, lease):
@@ -433,7 +482,7 @@ class Server:
                 b.tokens.append(sample(lg, b.gen))
         for req in [r for r in self.running if r.done]:
             self.running.remove(req)
-            self.pool.remove_request(req.rid)
+            self.runner.remove_request(req.rid)
             self.seen["retired"] += 1
 
     def cancel(self, rows):
@@ -443,7 +492,7 @@ class Server:
             req.steps += 1
             if req.cancel_after is not None and req.steps == req.cancel_after and not req.cancelled:
                 req.cancelled = True
-                self.pool.remove_request(req.rid)
+                self.runner.remove_request(req.rid)
                 self.seen["cancelled"] += 1
 
     def preempt(self):
@@ -457,10 +506,11 @@ class Server:
             return False
         if self.staged is not None:  # the staged step names it
             self.staged = None
-            self.pool.clear_preplan()
+            self.runner.clear_preplan()
             self.seen["cleared"] += 1
         req = victims[-1]
-        self.pool.reset_request(req.rid, free=True)
+        for resource in (self.pool, self.pages):  # the runner has no reset
+            resource.reset_request(req.rid, free=True)
         self.running.remove(req)
         req.fed, req.pos, req.preempted = req.prompt + req.branches[0].tokens, 0, True
         self.waiting.append(req)
@@ -480,7 +530,8 @@ def run(model, seed):
     rng = random.Random(seed)
     max_slots = rng.choice((4, 5, 6))
     reqs = requests(rng)
-    server = Server(model, reqs, max_slots)
+    pages = rng.randrange(14, 24)
+    server = Server(model, reqs, max_slots, pages)
     server.serve()
     bad = []
     for req in reqs:
@@ -491,12 +542,14 @@ def run(model, seed):
                 bad.append(f"{req.rid}/{b.label}: served {b.tokens}, alone {want[b.label]}")
     if server.n >= 400:
         bad.append("the requests were not all served in 400 steps")
+    if server.pages.free != pages:
+        bad.append(f"{server.pages.free} KV pages free at the end, not {pages}")
     if server.pool.num_free_slots != max_slots - 1:
         bad.append(f"{server.pool.num_free_slots} slots free at the end, not {max_slots - 1}")
     server.pool.cleanup()
     seen = server.seen
     seen["waited"] = len(seen["waited"])
-    print(f"{ARGS.side} seed {seed}: {max_slots} slots, {server.n} steps, "
+    print(f"{ARGS.side} seed {seed}: {max_slots} slots, {pages} pages, {server.n} steps, "
           + ", ".join(f"{k} {v}" for k, v in seen.items()))
     return bad, seen
 

@@ -429,6 +429,31 @@ def test_clear_preplan_keeps_a_stage_whose_step_was_also_admitted_live(pool):
     assert pool._slots["a"] == {} and pool.num_free_slots == 7
 
 
+def test_a_live_admit_of_another_step_drops_a_stage_admitted_only_ahead(pool):
+    # An engine planned its next step ahead, then arrivals changed the step
+    # and it admits the new one live without clear_preplan (the original's
+    # runner clears a stale stage at admit). The new step names a request
+    # the stage reserved fresh: the stage is dropped before the admit, so
+    # the new step's plan neither promotes the stale one nor rolls the
+    # ahead step back from under it.
+    run(pool, step(("a", "main", 4)), ctx(["a"]))
+    ahead = ctx(["a", "b"], is_preplan=True)
+    staged_step = step(("a", "main", 1), ("b", "main", 3))
+    assert pool.admit(staged_step, ahead).ok
+    pool.plan(staged_step, ahead)
+    assert pool.num_free_slots == 5
+    st = step(("a", "main", 1), ("b", "main", 3), ("c", "main", 2))
+    assert pool.admit(st, ctx(["a", "b", "c"])).ok
+    assert not pool._preplanned
+    out = pool.plan(st, ctx(["a", "b", "c"]))
+    assert out["main"].host_has_state == [True, False, False]
+    pool.commit(st, ctx(["a", "b", "c"]))
+    assert pool.num_free_slots == 4
+    assert all(pool._slots[r]["main"].has_state for r in "abc")
+    pool.rollback_admit(staged_step, ahead)  # the stage's step is over: nothing to do
+    assert pool.num_free_slots == 4 and all(pool._slots[r] for r in "abc")
+
+
 def test_rollback_frees_fresh_slots_keeps_held_ones_and_zeroes(pool):
     run(pool, step(("a", "main", 3)), ctx(["a"]))
     pool.block("state", 0)[1] = 5.0
