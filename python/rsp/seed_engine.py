@@ -419,12 +419,29 @@ def _dependency_order(resources):
 
 class StepRunner:
     """Drives a node's resources through admit, plan and commit in
-    dependency order; the pre-plan pass covers the resources that pre-plan."""
+    dependency order; the pre-plan pass covers the resources that pre-plan.
+    A live admit or plan of a step other than the one planned ahead (by
+    walk, padded rows, lease slot, graph key and each resource's segments)
+    clears every resource's stage first: a resource's next plan promotes
+    whatever it staged."""
 
     def __init__(self, resources, node_resources=None):
         self._resources = dict(resources)
         self._order = _dependency_order(self._resources)
         self._preplan_order = [k for k in self._order if self._resources[k].supports_preplan]
+        self._staged = None  # the key of the step planned ahead
+
+    def _step_key(self, step):
+        ctx = step.ctx
+        lease = ctx.slot_lease
+        return (ctx.graph_walk, tuple(ctx.padded_request_ids),
+                None if lease is None else lease.slot, getattr(step, "cg_key_info", None),
+                tuple((k, tuple(step.get(k).segments or ())) for k in self._keys(step, self._order)))
+
+    def _drop_stale_preplan(self, step):
+        if self._staged is not None and not step.ctx.is_preplan \
+                and self._staged != self._step_key(step):
+            self.clear_preplan()
 
     def _keys(self, step, order):
         unknown = set(step.keys()) - self._resources.keys()
@@ -456,6 +473,7 @@ class StepRunner:
         return FullAdmitOutcome(AdmitOutcome(ok=True, ready=ready))
 
     def admit(self, step):
+        self._drop_stale_preplan(step)
         return self._admit(step, self._order)
 
     def pre_admit(self, step):
@@ -468,15 +486,21 @@ class StepRunner:
         return results
 
     def plan(self, step):
+        self._drop_stale_preplan(step)
+        if not step.ctx.is_preplan:
+            self._staged = None
         return self._plan(step, self._order)
 
     def pre_plan(self, step):
-        return self._plan(step, self._preplan_order)
+        results = self._plan(step, self._preplan_order)
+        self._staged = self._step_key(step)
+        return results
 
     def commit(self, step):
         for k in self._keys(step, self._order):
             self._resources[k].commit(step.get(k), step.ctx)
 
     def clear_preplan(self):
+        self._staged = None
         for k in self._order:
             self._resources[k].clear_preplan()

@@ -858,6 +858,49 @@ def test_install_alias_stands_in_for_the_engines_runner():
                                          "4 [4, 3, 2, 1]", "True ['later', 'pool'] None True"]
 
 
+def test_the_stand_in_runner_clears_a_stale_stage_as_the_originals_does():
+    # The engine's runner keeps a stage while the live step is the one
+    # planned ahead and clears every resource's stage before admitting
+    # another; a backend that pre-plans relies on it.
+    from rsp.seed_engine import Resource, ResourceStep, StepRunner, SubmoduleStep
+
+    class Backend(Resource):
+        supports_preplan = True
+        cleared = 0
+
+        def clear_preplan(self):
+            self.cleared += 1
+
+    pool, backend = build(), Backend()
+    runner = StepRunner({"gdn_state": pool, "backend": backend})
+
+    def sub(rids, **kw):
+        segs = tuple(Segment(r, "main", 1) for r in rids)
+        return SubmoduleStep(steps={"gdn_state": RecurrentStep(segments=segs),
+                                    "backend": ResourceStep(segments=segs)}, _ctx=ctx(rids, **kw))
+
+    for rids in (["a"], ["a"]):  # planned ahead, then the same step live: promoted
+        ahead = sub(rids, is_preplan=True)
+        assert runner.pre_admit(ahead).ok
+        runner.pre_plan(ahead)
+        live = sub(rids)
+        assert runner.admit(live).ok
+        assert runner.plan(live)["gdn_state"]["main"].host_slot_indices == [1]
+        runner.commit(live)
+    assert backend.cleared == 0
+    ahead = sub(["a", "b"], is_preplan=True)
+    assert runner.pre_admit(ahead).ok
+    runner.pre_plan(ahead)
+    assert pool._slots["b"]["main"].index == 2
+    live = sub(["a"])  # another step: the stage is cleared before its admit
+    assert runner.admit(live).ok
+    assert backend.cleared == 1 and not pool._preplanned and pool._slots["b"] == {}
+    runner.plan(live)
+    runner.commit(live)
+    assert pool.num_free_slots == 6
+    pool.cleanup()
+
+
 def test_the_stand_in_spec_takes_the_state_dtype_override():
     spec = RecurrentStateSpec("s", ["llm"], config())
     conv = spec.config.blocks["conv"]
