@@ -263,7 +263,8 @@ class Server:
     """The engine's side: a scheduler, the runner's calls on the pool, the
     model's forward on the pool's blocks, and "graphs" captured per bucket."""
 
-    def __init__(self, model, reqs, max_slots, pages):
+    def __init__(self, model, reqs, max_slots, pages, overlap):
+        self.overlap = overlap
         self.model = model
         self.arrivals = deque(sorted(reqs, key=lambda r: r.arrival))
         self.waiting, self.running = deque(), []
@@ -283,7 +284,8 @@ class Server:
         self.staged = None  # (rows, step, lease, padded rids) planned ahead
         self.n = 0
         self.seen = dict(refused=0, waited=set(), mixed=0, graph=0, eager=0, promoted=0,
-                         cleared=0, forked=0, retired=0, cancelled=0, preempted=0)
+                         cleared=0, forked=0, retired=0, cancelled=0, preempted=0,
+                         overlapped=0)
 
     # -- graphs ---------------------------------------------------------------
     def lease_ctx(self, real, padded, bs, slot, **kw):
@@ -327,7 +329,7 @@ class Server:
         cands = [r for r in self.waiting if not self.fork_due(r)]
         return rows, False, cands
 
-    def declare(self, rows, fork, preplan=False):
+    def declare(self, rows, fork, preplan=False, n=None):
         """The step and its context: a decode-only step of main rows runs in
         a graph bucket under a lease, padded; anything else is eager."""
         segs = [Segment(r.rid, label, len(toks)) for r, label, toks in rows]
@@ -342,7 +344,7 @@ class Server:
             bs = next(b for b in BUCKETS if b >= len(rows))
             pads = [f"pad{i}" for i in range(bs - len(rows))]
             segs += [Segment(p, "main", 1) for p in pads]
-            lease = (bs, self.n % LEASE_SLOTS)
+            lease = (bs, (self.n if n is None else n) % LEASE_SLOTS)
             ctx = self.lease_ctx(real, real + pads, bs, lease[1], capture=False, is_preplan=preplan)
         segs = tuple(segs)
         step = SubmoduleStep(steps={
@@ -388,8 +390,8 @@ class Server:
         # key: walk, padded rows, lease slot, segments) and clears it if not.
         plan = self.admit(preplan=False)
         if self.staged is not None:
-            ahead = [(r.rid, lab, tuple(t)) for r, lab, t in self.staged[0]]
-            now = plan and [(r.rid, lab, tuple(t)) for r, lab, t in plan[0]]
+            ahead = [(r.rid, lab, len(t)) for r, lab, t in self.staged[0]]
+            now = plan and [(r.rid, lab, len(t)) for r, lab, t in plan[0]]
             self.seen["promoted" if now == ahead else "cleared"] += 1
             self.staged = None
         if plan is None:
@@ -403,12 +405,36 @@ class Server:
         if self.waiting:
             self.waiting[0].waited += 1
         results = self.runner.plan(step)
+        if self.overlap:
+            self.preplan_overlapped(rows, fork)
         self.forward(rows, results[KEY], lease)
         self.cancel(rows)
         self.runner.commit(step)
         self.after(rows, fork)
         self.n += 1
-        self.preplan()
+        if self.staged is None:
+            self.preplan()
+
+    def preplan_overlapped(self, rows, fork):
+        """Overlap scheduling: plan step n+1 ahead while step n runs, before
+        its commit. The original's stage keeps the has_state of when it was
+        made, so this engine does it only where that is already right: step
+        n decodes every running request and nothing else, and step n+1 is
+        their decode rows again, less the branches that finish at step n."""
+        if fork or self.staged is not None or not all(
+                r.pos >= len(r.fed) for r, _, _ in rows) or len(rows) != sum(
+                    1 for r in self.running for b in r.branches if not b.done):
+            return
+        nxt = [(r, lab, [0]) for r, lab, _ in rows
+               if len(next(b for b in r.branches if b.label == lab).tokens) + 1
+               < next(b for b in r.branches if b.label == lab).max_new]
+        if not nxt:
+            return
+        step, ctx, lease = self.declare(nxt, False, preplan=True, n=self.n + 1)
+        if self.runner.pre_admit(step).ok:
+            self.runner.pre_plan(step)
+            self.staged = nxt, step, ctx, lease, False
+            self.seen["overlapped"] += 1
 
     def preplan(self):
         """Plan the next step ahead: the live plan of that step promotes it."""
@@ -531,7 +557,7 @@ def run(model, seed):
     max_slots = rng.choice((4, 5, 6))
     reqs = requests(rng)
     pages = rng.randrange(14, 24)
-    server = Server(model, reqs, max_slots, pages)
+    server = Server(model, reqs, max_slots, pages, overlap=seed % 2 == 1)
     server.serve()
     bad = []
     for req in reqs:
@@ -563,7 +589,7 @@ def main():
         for k, v in seen.items():
             total[k] = total.get(k, 0) + v
     for what in ("refused", "waited", "mixed", "graph", "eager", "promoted", "cleared", "forked",
-                 "cancelled", "preempted"):
+                 "cancelled", "preempted", "overlapped"):
         if not total[what]:
             bad.append(f"no seed showed {what!r}")
     for line in bad:
