@@ -285,7 +285,7 @@ class Server:
         self.n = 0
         self.seen = dict(refused=0, waited=set(), mixed=0, graph=0, eager=0, promoted=0,
                          cleared=0, forked=0, retired=0, cancelled=0, preempted=0,
-                         overlapped=0)
+                         overlapped=0, graph_alt=0, padded=0)
 
     # -- graphs ---------------------------------------------------------------
     def lease_ctx(self, real, padded, bs, slot, **kw):
@@ -295,19 +295,22 @@ class Server:
         return ctx
 
     def capture_graphs(self):
-        """One capture step per bucket and lease slot: the graph keeps the
-        addressing tensors it was captured with and reads them at replay."""
+        """One capture step per bucket, lease slot and label set (a forked
+        request decodes "alt" rows too): the graph keeps the addressing
+        tensors it was captured with and reads them at replay."""
         for bs in BUCKETS:
             for slot in range(LEASE_SLOTS):
-                pads = [f"pad{i}" for i in range(bs)]
-                segs = tuple(Segment(p, "main", 1) for p in pads)
-                ctx = self.lease_ctx([], pads, bs, slot, capture=True)
-                step = SubmoduleStep(steps={KEY: RecurrentStep(segments=segs),
-                                            PAGES: ResourceStep(segments=segs)}, _ctx=ctx)
-                assert self.runner.admit(step).ok
-                a = self.runner.plan(step)[KEY]["main"]
-                self.runner.commit(step)
-                self.graphs[(bs, slot)] = (a.slot_indices, a.has_state)
+                for labels in (("main",), ("main", "alt")):
+                    pads = [f"pad{i}" for i in range(bs)]
+                    segs = tuple(Segment(p, lab, 1) for lab in labels for p in pads)
+                    ctx = self.lease_ctx([], pads, bs, slot, capture=True)
+                    step = SubmoduleStep(steps={KEY: RecurrentStep(segments=segs),
+                                                PAGES: ResourceStep(segments=segs)}, _ctx=ctx)
+                    assert self.runner.admit(step).ok
+                    plan = self.runner.plan(step)[KEY]
+                    self.runner.commit(step)
+                    self.graphs[(bs, slot, labels)] = {
+                        lab: (plan[lab].slot_indices, plan[lab].has_state) for lab in labels}
 
     # -- scheduling -----------------------------------------------------------
     def rows_for(self, req):
@@ -334,17 +337,22 @@ class Server:
         a graph bucket under a lease, padded; anything else is eager."""
         segs = [Segment(r.rid, label, len(toks)) for r, label, toks in rows]
         real = [r.rid for r, _, _ in rows]
-        graph = (not fork and rows and all(len(t) == 1 and lab == "main" for _, lab, t in rows)
-                 and len(rows) <= max(BUCKETS))
+        mains = sum(1 for _, lab, _ in rows if lab == "main")
+        graph = (not fork and rows and all(len(t) == 1 for _, _, t in rows)
+                 and mains <= max(BUCKETS))
         lease = None
-        if not graph:
+        if not graph:  # eager; padded to an even batch, as a data-parallel rank pads
+            pads = ["dp_pad"] if len(rows) % 2 else []
+            segs += [Segment(p, "main", 1) for p in pads]
             ctx = StepContext(request_ids=real, graph_walk="mixed", slot=0, capture=False,
                               is_preplan=preplan)
+            ctx.set_padded_rids(real + pads)
         else:
-            bs = next(b for b in BUCKETS if b >= len(rows))
-            pads = [f"pad{i}" for i in range(bs - len(rows))]
+            bs = next(b for b in BUCKETS if b >= mains)
+            pads = [f"pad{i}" for i in range(bs - mains)]
             segs += [Segment(p, "main", 1) for p in pads]
-            lease = (bs, (self.n if n is None else n) % LEASE_SLOTS)
+            labels = ("main", "alt") if mains < len(rows) else ("main",)
+            lease = (bs, (self.n if n is None else n) % LEASE_SLOTS, labels)
             ctx = self.lease_ctx(real, real + pads, bs, lease[1], capture=False, is_preplan=preplan)
         segs = tuple(segs)
         step = SubmoduleStep(steps={
@@ -450,15 +458,19 @@ class Server:
         the whole bucket, its padding rows on whatever slot they address."""
         if lease is not None:
             self.seen["graph"] += 1
-            idx_t, has_t = self.graphs[lease]
             bs = lease[0]
-            groups = {"main": (rows + [None] * (bs - len(rows)), idx_t[:bs], has_t[:bs])}
+            self.seen["graph_alt"] += "alt" in lease[2]
+            groups = {}
+            for label, (idx_t, has_t) in self.graphs[lease].items():
+                mine = [row for row in rows if row[1] == label]
+                groups[label] = (mine + [None] * (bs - len(mine)), idx_t[:bs], has_t[:bs])
         else:
             self.seen["eager"] += 1
             groups = {}
             for label, a in addressing.items():
                 mine = [row for row in rows if row[1] == label]
-                assert len(mine) == a.num_rows, (label, len(mine), a.num_rows)
+                mine += [None] * (a.num_rows - len(mine))  # the padding rows, last
+                self.seen["padded"] += a.num_rows > len(mine) - mine.count(None)
                 groups[label] = (mine, a.slot_indices[:a.num_rows], a.has_state[:a.num_rows])
         if any(len(t) > 1 for _, _, t in rows) and any(len(t) == 1 and r.pos >= len(r.fed)
                                                      for r, _, t in rows):
@@ -589,7 +601,7 @@ def main():
         for k, v in seen.items():
             total[k] = total.get(k, 0) + v
     for what in ("refused", "waited", "mixed", "graph", "eager", "promoted", "cleared", "forked",
-                 "cancelled", "preempted", "overlapped"):
+                 "cancelled", "preempted", "overlapped", "graph_alt", "padded"):
         if not total[what]:
             bad.append(f"no seed showed {what!r}")
     for line in bad:
