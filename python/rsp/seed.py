@@ -855,6 +855,9 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             elif decl is not None and decl != rec.decl:
                 rec.set_decl(decl)  # admitted again with other rows: rsp keeps the new ones
             o = self._admit_rec(rec)
+            if not o.ok and self._removed and not ahead:
+                self._reap(rec.sid)  # slots only an abandoned step holds: see _reap
+                o = self._admit_rec(rec)
             if not o.ok:
                 return self._failed(o)
             rec.ahead = ahead and (fresh or rec.ahead)  # a live pass makes it the runner's
@@ -884,20 +887,28 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                                                  else r[0] in ints)]
 
     def _reap(self, before):
-        """End the steps admitted before step id `before` (just committed)
-        whose every request was removed. The original's runner unwinds a
-        live step that raised by removing its requests and never finishes
-        the step, and rsp would hold their slots until it ends. A later
-        step's commit means that forward is over (steps commit in order;
-        on CUDA the rollback is ordered after the current stream, as any):
-        rolled back, what it reserved is gone with its requests and the
-        releases waiting for it happen. A later commit of it is a no-op."""
-        self._removed = False
+        """End the steps admitted before step id `before` (just committed, or
+        refused a live admit) whose every request was removed. The
+        original's runner unwinds a live step that raised by removing its
+        requests and never finishes the step, and rsp would hold their
+        slots until it ends. A later step's commit means that forward is
+        over (steps commit in order). A live admit the pool refuses, with
+        no step left to commit, would be refused for ever: its slots are
+        needed now, and a forward the engine abandoned is taken as over
+        (on CUDA the rollback is ordered after the current stream, as
+        any). Rolled back, what it reserved is gone with its requests and
+        the releases waiting for it happen; a later commit of it is a
+        no-op. A newer such step waits for the next commit or refusal."""
+        newer = False
         for rec in list(self._recs.values()):
-            if rec.sid > before or rec.decl[3] or not rec.decl[0] or self._live_rids(rec):
-                continue  # newer, a capture, no rows, or a request still there
+            if rec.decl[3] or not rec.decl[0] or self._live_rids(rec):
+                continue  # a capture, no rows, or a request still there
+            if rec.sid > before:
+                newer = True
+                continue
             Pool.rollback_admit(self, rec.rstep, None, self._forward_done(None))
             self._forget(rec)
+        self._removed = newer
 
     def _admit_now(self, step, ctx, decl, what):
         """Admit a step that plan or commit is given without an admit."""

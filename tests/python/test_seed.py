@@ -716,6 +716,40 @@ def test_a_step_whose_requests_were_all_removed_ends_at_a_later_commit():
     pool.cleanup()
 
 
+def test_a_refused_live_admit_ends_a_step_whose_requests_were_all_removed():
+    # The runner's unwind left every slot with a step no later commit can
+    # end: the pool would refuse the next step for ever. The refused live
+    # admit ends it and takes its slots; a stage ahead does not.
+    pool = build(max_slots=4)  # 3 usable
+    failed, c = step(("a", "main", 1), ("b", "main", 1), ("c", "main", 1)), ctx(["a", "b", "c"])
+    assert pool.admit(failed, c).ok
+    pool.plan(failed, c)
+    for rid in "abc":
+        pool.remove_request(rid)
+    assert pool.num_free_slots == 0
+    ahead = ctx(["d"], is_preplan=True)
+    assert not pool.admit(step(("d", "main", 1)), ahead).ok
+    assert pool.num_free_slots == 0
+    nxt, c2 = step(("d", "main", 1)), ctx(["d"])
+    assert pool.admit(nxt, c2).ok and pool.num_free_slots == 2
+    run(pool, nxt, c2)
+    assert pool._slots["d"]["main"].has_state
+    # a newer step left the same way is ended by the commit after it
+    older, c3 = step(("d", "main", 1)), ctx(["d"])
+    assert pool.admit(older, c3).ok
+    pool.plan(older, c3)
+    newer, c4 = step(("e", "main", 1), ("f", "main", 1)), ctx(["e", "f"])
+    assert pool.admit(newer, c4).ok
+    pool.plan(newer, c4)
+    pool.remove_request("e")
+    pool.remove_request("f")
+    pool.commit(older, c3)  # newer than the commit: still in flight
+    assert pool.num_free_slots == 0
+    assert pool.admit(step(("g", "main", 1)), ctx(["g"])).ok
+    assert pool.num_free_slots == 1
+    pool.cleanup()
+
+
 def test_rsps_own_step_api_still_works_through_the_seed_class():
     p = RecurrentStatePool("cpu", rsp.PoolConfig(1, [rsp.BlockSpec("s", (4,))], 4))
     s = rsp.Step(7, [("a", "main", 1)])
