@@ -508,6 +508,12 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._views = {}        # (name, layer_idx) -> tensor: block()
         self._whole = {}        # name -> the block's whole tensor: _blocks
         self._block_names = [b.name for b in cfg.blocks]
+        # Blocks declared per_layer=False: rsp stores every block per layer,
+        # so these use layer 0 of theirs (the other layers' bytes are spent
+        # and follow the slot's zeroing and forks unread).
+        self._per_slot = frozenset(
+            name for name, b in _block_items(_attr(config, "blocks", None) or {})
+            if not isinstance(b, BlockSpec) and not _attr(b, "per_layer", True))
         self._buckets = {}      # a lease's bucket -> rsp bucket id
         # (bucket id, lease slot, label id) -> _Persistent: a CPU pool's
         # addressing tensors under a lease, one storage rewritten by every
@@ -579,22 +585,33 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
 
     # -- storage --
 
-    def block(self, name, layer_idx):
+    def block(self, name, layer_idx=None):
         """One layer's contiguous slot-major view of a block: a tensor
-        [max_slots, *shape] sharing the pool's memory. The same tensor
-        each call (the storage never moves). Device work the pool queued
-        since the last plan (a rollback's or reset's zeroing, post-fork
-        copies) is waited for first, so the view reads as the original's
-        synchronous pool would."""
+        [max_slots, *shape] sharing the pool's memory; a block declared
+        per_layer=False takes no layer_idx (ValueError either way round, as
+        the original). The same tensor each call (the storage never moves).
+        Device work the pool queued since the last plan (a rollback's or
+        reset's zeroing, post-fork copies) is waited for first, so the view
+        reads as the original's synchronous pool would."""
         if self._closing:  # the cache below must not outlive the pool
             raise RspError(_pool._ESHUTDOWN, "the pool was cleaned up")
         if self._dirty and self._engine:
             self.device_sync()
         t = self._views.get((name, layer_idx))
-        if t is not None and type(layer_idx) is int:  # 1.0 hashes as 1
+        if t is not None and (type(layer_idx) is int or layer_idx is None):  # 1.0 hashes as 1
             return t
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, not {type(name).__name__}")
+        if layer_idx is None or name in self._per_slot:
+            if name not in self._block_names:
+                raise RspKeyError(ffi.EINVAL, f"no block named {name!r}; the pool's blocks: "
+                                              f"{', '.join(map(repr, self._block_names))}")
+            if (layer_idx is None) != (name in self._per_slot):
+                kind = "per slot" if name in self._per_slot else "per layer"
+                raise RspValueError(ffi.EINVAL, f"recurrent block {name!r} is {kind}; "
+                                                f"got layer_idx={layer_idx}")
+            t = self._views[(name, None)] = Pool.block(self, name, 0)
+            return t
         if isinstance(layer_idx, bool) or not isinstance(layer_idx, int):
             raise TypeError(f"layer_idx must be an int, not {type(layer_idx).__name__}")
         n = self._info.num_layers
@@ -614,11 +631,14 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         """name -> the block's whole tensor [num_layers, max_slots, *shape]
         (the original's private storage, for code and tests that look at
         it): rsp's storage itself, layer-major, so block(name, layer) is
-        its [layer]. A new dict of the same tensors each call."""
+        its [layer]; a per-slot block's is block(name). A new dict of the
+        same tensors each call."""
         for name in self._block_names:
             if name not in self._whole:
-                self._whole[name] = self._whole_block(name)
-        self.block(self._block_names[0], 0)  # waits for queued device work, as block() does
+                self._whole[name] = (self.block(name) if name in self._per_slot
+                                     else self._whole_block(name))
+        first = self._block_names[0]  # waits for queued device work, as block() does
+        self.block(first, None if first in self._per_slot else 0)
         return dict(self._whole)
 
     def _whole_block(self, name):
@@ -648,10 +668,11 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         return _dlpack.to_torch(out.value)
 
     def gather(self, name, addressing, layer_idx=0):
-        """The addressed rows' state of block name at layer_idx: a new
-        tensor [num_rows, *shape] (a NO_SLOT row reads as zeros)."""
+        """The addressed rows' state of block name at layer_idx (none for a
+        per-slot block): a new tensor [num_rows, *shape] (a NO_SLOT row
+        reads as zeros)."""
         rows, ok = self._rows_of(addressing)
-        view = self.block(name, layer_idx)
+        view = self.block(name, None if name in self._per_slot else layer_idx)
         if ok is None:
             return view[rows]
         out = view.new_zeros((len(ok),) + tuple(view.shape[1:]))
@@ -663,7 +684,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         into the addressed rows' slots of block name at layer_idx (padding
         rows write the sink; NO_SLOT rows nothing)."""
         rows, ok = self._rows_of(addressing)
-        view = self.block(name, layer_idx)
+        view = self.block(name, None if name in self._per_slot else layer_idx)
         if getattr(value, "dtype", view.dtype) != view.dtype:
             value = value.to(view.dtype)  # an index_put needs the block's dtype
         if ok is None:

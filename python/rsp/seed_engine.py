@@ -186,12 +186,14 @@ def _itemsize(dtype):
 
 @dataclass
 class RecurrentBlockConfig:
-    """One per-slot, per-layer block: its shape (opaque to the pool), dtype,
-    and the axes tensor parallelism divides."""
+    """One per-slot block: its shape (opaque to the pool), dtype, the axes
+    tensor parallelism divides, and whether each layer has its own
+    (per_layer False: one per slot, block(name) without a layer)."""
 
     shape: Tuple[int, ...]
     dtype: Any
     shard_dims: Tuple[int, ...] = ()
+    per_layer: bool = True
 
     def __post_init__(self):
         self.shape = tuple(self.shape)
@@ -244,7 +246,8 @@ class RecurrentStateConfig:
 
     @property
     def slot_bytes(self):
-        return self.num_layers * sum(b.nbytes for b in self.blocks.values())
+        return sum(b.nbytes * (self.num_layers if b.per_layer else 1)
+                   for b in self.blocks.values())
 
     @property
     def total_bytes(self):

@@ -275,7 +275,9 @@ class Server:
         self.waiting, self.running = deque(), []
         config = RecurrentStateConfig(num_layers=N_LAYERS, max_slots=max_slots, blocks={
             "conv": RecurrentBlockConfig(shape=(D_CONV, CONV_CH), dtype=F64),
-            "ssm": RecurrentBlockConfig(shape=(HEADS, HEAD_DIM, D_STATE), dtype=F64)})
+            "ssm": RecurrentBlockConfig(shape=(HEADS, HEAD_DIM, D_STATE), dtype=F64),
+            # the tokens in a slot's state, one per slot: the positions a model reads
+            "pos": RecurrentBlockConfig(shape=(1,), dtype=torch.int64, per_layer=False)})
         spec = RecurrentStateSpec(KEY, {"llm"}, config)
         self.pool = RecurrentStatePool.build(spec, EngineResourceInfo(device=torch.device("cpu")))
         self.pages = Pages(total=pages)
@@ -283,6 +285,7 @@ class Server:
         # The model binds its state tensors once, at load, as a graph capture needs.
         self.blocks = [(self.pool.block("conv", i), self.pool.block("ssm", i))
                        for i in range(N_LAYERS)]
+        self.pos = self.pool.block("pos")
         self.pool.build_cuda_graph_buffers([], max(BUCKETS), 1)
         self.graphs = {}
         self.capture_graphs()
@@ -290,7 +293,7 @@ class Server:
         self.n = 0
         self.seen = dict(refused=0, waited=set(), mixed=0, graph=0, eager=0, promoted=0,
                          cleared=0, forked=0, retired=0, cancelled=0, preempted=0,
-                         overlapped=0, graph_alt=0, padded=0, failed=0)
+                         overlapped=0, graph_alt=0, padded=0, failed=0, wrong_pos=0)
 
     # -- graphs ---------------------------------------------------------------
     def lease_ctx(self, real, padded, bs, slot, **kw):
@@ -506,9 +509,21 @@ class Server:
             for (conv_blk, ssm_blk), (conv, ssm) in zip(self.blocks, state):
                 conv_blk[idx] = conv
                 ssm_blk[idx] = ssm
+            pos = torch.where(has, self.pos[idx, 0], 0)
+            for k, row in enumerate(mine):
+                if row and int(pos[k]) != self.consumed(row[0], label):
+                    self.seen["wrong_pos"] += 1
+            self.pos[idx, 0] = pos + span
             for k, row in enumerate(mine):
                 if row:
                     self.logits[(row[0].rid, label)] = last[k]
+
+    @staticmethod
+    def consumed(req, label):
+        """The tokens whose effect is in req's state under label."""
+        if req.pos < len(req.fed):
+            return req.pos
+        return len(req.prompt) + len(next(b for b in req.branches if b.label == label).tokens) - 1
 
     def after(self, rows, fork):
         """Sample, advance, retire."""
@@ -621,6 +636,8 @@ def run(model, seed):
             got = want[b.label][:len(b.tokens)] if req.cancelled else want[b.label]
             if b.tokens != got:
                 bad.append(f"{req.rid}/{b.label}: served {b.tokens}, alone {want[b.label]}")
+    if server.seen["wrong_pos"]:
+        bad.append(f"{server.seen['wrong_pos']} rows read a position other than their own")
     if server.n >= 400:
         bad.append("the requests were not all served in 400 steps")
     if server.pages.free != pages:

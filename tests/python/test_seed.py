@@ -190,6 +190,39 @@ def test_block_views(pool):
         pool.block("state", 1.0)
 
 
+def test_a_per_slot_block_takes_no_layer():
+    # The original's RecurrentBlockConfig(per_layer=False): one row per
+    # slot, block(name) without a layer, zeroed and forked with the slot.
+    cfg = RecurrentStateConfig(num_layers=LAYERS, max_slots=4, blocks={
+        "state": RecurrentBlockConfig(shape=(2,), dtype=torch.float32),
+        "pos": RecurrentBlockConfig(shape=(1,), dtype=torch.int64, per_layer=False)})
+    assert cfg.slot_bytes == LAYERS * 8 + 8
+    pool = RecurrentStatePool(torch.device("cpu"), cfg)
+    pos = pool.block("pos")
+    assert pos.shape == (4, 1) and pos.dtype == torch.int64 and pool.block("pos") is pos
+    assert pool._blocks["pos"] is pos and pool._blocks["state"].shape == (LAYERS, 4, 2)
+    with pytest.raises(ValueError, match="'pos' is per slot; got layer_idx=0"):
+        pool.block("pos", 0)
+    with pytest.raises(ValueError, match="'state' is per layer; got layer_idx=None"):
+        pool.block("state")
+    with pytest.raises(KeyError):
+        pool.block("nope")
+    st, c = step(("a", "main", 3), post=[("main", "alt")]), ctx(["a"])
+    assert pool.admit(st, c).ok
+    a = pool.plan(st, c)["main"].host_slot_indices[0]
+    pos[a] = 3  # the forward's write
+    pool.commit(st, c)  # forks main -> alt: pos is copied with the slot
+    alt = pool._slots["a"]["alt"].index
+    assert alt != a and int(pool.block("pos")[alt]) == 3
+    st, c = step(("a", "alt", 1)), ctx(["a"])
+    assert pool.admit(st, c).ok
+    assert pool.gather("pos", pool.plan(st, c)["alt"]).tolist() == [[3]]
+    pool.commit(st, c)
+    pool.remove_request("a")
+    assert torch.count_nonzero(pool.block("pos")) == 0  # zeroed with the slots
+    pool.cleanup()
+
+
 def test_private_blocks_are_the_whole_storage_layer_major(pool):
     # The original kept each block as one [num_layers, max_slots, *shape]
     # tensor in _blocks, and its tests write a slot across every layer
