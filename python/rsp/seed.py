@@ -490,7 +490,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
     Given an rsp.Step instead, they are rsp.Pool's (the package's Step API),
     and so is every other method this class inherits."""
 
-    def __init__(self, device, config, *, _tp=(1, 0)):
+    def __init__(self, device, config, comm_group=None, *, _tp=(1, 0)):
         cfg = _pool_config(config, *_tp)
         try:
             super().__init__(_device_name(device), cfg)
@@ -527,7 +527,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         self._done = None       # the last forward_done event this class recorded
         self._labels_last = (None, None)  # (rows buffer, its labels): _labels_of
         self._removed = False   # a request was removed since the last _reap
-        self._comm_group = None  # build's info.joint_comm_group: post_warmup_validate
+        self._comm_group = comm_group  # build's info.joint_comm_group: post_warmup_validate
 
     @classmethod
     def build(cls, spec, info):
@@ -545,9 +545,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 config.shard(world)  # the original's side effect: its users read the shapes
             elif world > 1:
                 tp = (world, int(_attr(group, "rank", 0) or 0))
-        pool = cls(device=_attr(info, "device", "cpu"), config=config, _tp=tp)
-        pool._comm_group = group
-        return pool
+        return cls(device=_attr(info, "device", "cpu"), config=config, comm_group=group, _tp=tp)
 
     def post_warmup_validate(self):
         """Raise RuntimeError unless every rank of the build's comm group
@@ -558,8 +556,9 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         if group is None or int(_attr(group, "world_size", 1) or 1) == 1:
             return
         torch = _pool._torch()
-        local = torch.tensor([self.num_free_slots], dtype=torch.int64,
-                             device=self.block(self._block_names[0], 0).device)
+        first = self._block_names[0]
+        local = torch.tensor([self.num_free_slots], dtype=torch.int64, device=self.block(
+            first, None if first in self._per_slot else 0).device)
         subs = [g for g in (_attr(group, "tp_group"), _attr(group, "sp_group")) if g is not None]
         for g in subs or [group]:
             values = g.all_gather(local, dim=0).cpu().tolist()

@@ -147,6 +147,12 @@ def test_post_warmup_validate_compares_free_slots_across_ranks():
             with pytest.raises(RuntimeError, match="asymmetric free slots.*" + bad):
                 p.post_warmup_validate()
     assert pools[0]._comm_group.tp_group.seen == [(torch.int64, (1,), 0)]
+    # The original's constructor takes the group too (it shards nothing).
+    direct = RecurrentStatePool(torch.device("cpu"), spec().config, comm_group=joint([4, 3]))
+    pools.append(direct)
+    assert direct.block("state", 0).shape == (5, 4, 2)
+    with pytest.raises(RuntimeError, match=r"asymmetric free slots.*\[4, 3\]"):
+        direct.post_warmup_validate()
     for p in pools:
         p.cleanup()
 
