@@ -266,6 +266,10 @@ class RecurrentStateSpec:
         if not isinstance(self.nodes, set):
             self.nodes = set(self.nodes)
 
+    def depends_on(self):
+        """The resource keys this one needs (the engine's spec hook): none."""
+        return set()
+
     @property
     def resource_class(self):
         from .seed import RecurrentStatePool

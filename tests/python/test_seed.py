@@ -983,6 +983,7 @@ def test_the_stand_in_spec_takes_the_state_dtype_override():
     for bad in ("float33", "nn"):
         with pytest.raises(ValueError, match="not a torch dtype"):
             spec.apply_yaml_overrides(state_dtype=bad)
+    assert spec.depends_on() == set()  # the engine's spec hook, read when it resolves specs
 
 
 _WITH_ENGINE = r"""
