@@ -293,7 +293,8 @@ class Server:
         self.n = 0
         self.seen = dict(refused=0, waited=set(), mixed=0, graph=0, eager=0, promoted=0,
                          cleared=0, forked=0, retired=0, cancelled=0, preempted=0,
-                         overlapped=0, graph_alt=0, padded=0, failed=0, wrong_pos=0)
+                         overlapped=0, graph_alt=0, padded=0, failed=0, wrong_pos=0,
+                         wrong_addressing=0, restarted=0)
 
     # -- graphs ---------------------------------------------------------------
     def lease_ctx(self, real, padded, bs, slot, **kw):
@@ -402,6 +403,7 @@ class Server:
                 b.max_new for b in req.branches)) // PAGE_TOKENS)})
             self.waiting.append(req)
         self.preempt()
+        self.restart()
         # The runner keeps a plan made ahead when this step is that one (its
         # key: walk, padded rows, lease slot, segments) and clears it if not.
         plan = self.admit(preplan=False)
@@ -469,6 +471,10 @@ class Server:
         read at slot_indices (zeros where has_state is False) and written
         back there; a graph replay reads the tensors it captured and runs
         the whole bucket, its padding rows on whatever slot they address."""
+        if not self.overlap:  # model code that asks the pool for the step's addressing
+            for label, a in addressing.items():
+                if self.pool.addressing(label) is not a:
+                    self.seen["wrong_addressing"] += 1
         if lease is not None:
             self.seen["graph"] += 1
             bs = lease[0]
@@ -581,6 +587,23 @@ class Server:
                 self.runner.remove_request(req.rid)
                 self.seen["cancelled"] += 1
 
+    def restart(self):
+        """Every fifth step the oldest decoding request (not a forked one)
+        drops its state but keeps its slot, reset_request(rid), and runs
+        its prompt and tokens so far again from zeros, as an engine does
+        when a request's state is no longer valid."""
+        victims = [r for r in self.running if not r.forks and r.pos >= len(r.fed)]
+        if self.n % 5 != 4 or not victims:
+            return
+        if self.staged is not None:  # the staged step reads its state
+            self.staged = None
+            self.runner.clear_preplan()
+            self.seen["cleared"] += 1
+        req = victims[0]
+        self.pool.reset_request(req.rid)
+        req.fed, req.pos = req.prompt + req.branches[0].tokens, 0
+        self.seen["restarted"] += 1
+
     def preempt(self):
         """The queue's head waited too long: the newest decoding request
         (not a forked one) gives its slot back, reset_request(free=True),
@@ -636,6 +659,8 @@ def run(model, seed):
             got = want[b.label][:len(b.tokens)] if req.cancelled else want[b.label]
             if b.tokens != got:
                 bad.append(f"{req.rid}/{b.label}: served {b.tokens}, alone {want[b.label]}")
+    if server.seen["wrong_addressing"]:
+        bad.append(f"addressing(label) was not the plan's {server.seen['wrong_addressing']} times")
     if server.seen["wrong_pos"]:
         bad.append(f"{server.seen['wrong_pos']} rows read a position other than their own")
     if server.n >= 400:
@@ -661,7 +686,8 @@ def main():
         for k, v in seen.items():
             total[k] = total.get(k, 0) + v
     for what in ("refused", "waited", "mixed", "graph", "eager", "promoted", "cleared", "forked",
-                 "cancelled", "preempted", "overlapped", "graph_alt", "padded", "failed"):
+                 "cancelled", "preempted", "overlapped", "graph_alt", "padded", "failed",
+                 "restarted"):
         if not total[what]:
             bad.append(f"no seed showed {what!r}")
     for line in bad:
