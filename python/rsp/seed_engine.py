@@ -443,7 +443,8 @@ class StepRunner:
         lease = ctx.slot_lease
         return (ctx.graph_walk, tuple(ctx.padded_request_ids),
                 None if lease is None else lease.slot, getattr(step, "cg_key_info", None),
-                tuple((k, tuple(step.get(k).segments or ())) for k in self._keys(step, self._order)))
+                tuple((k, tuple(step.get(k).segments or ()))
+                      for k in self._keys(step, self._order)))
 
     def _drop_stale_preplan(self, step):
         if self._staged is not None and not step.ctx.is_preplan \

@@ -181,7 +181,8 @@ class Mamba2:
             dt = torch.nn.functional.softplus(dt + p["dt_bias"])
             decay = torch.exp(-dt * torch.exp(p["a_log"]))
             xs = xs.view(-1, HEADS, HEAD_DIM)
-            ssm = ssm * decay[:, :, None, None] + (dt[:, :, None] * xs)[..., None] * b[:, None, None, :]
+            ssm = (ssm * decay[:, :, None, None]
+                   + (dt[:, :, None] * xs)[..., None] * b[:, None, None, :])
             y = (ssm * c[:, None, None, :]).sum(-1) + p["d"][None, :, None] * xs
             y = rmsnorm(y.reshape(-1, D_INNER) * torch.nn.functional.silu(z), p["gate_norm"])
             x = x + y @ p["out_proj"]
@@ -233,7 +234,8 @@ def requests(rng):
     bad_at = rng.choice([i for i in range(2, 10) if i not in (fork_at, cancel_at)])
     for i in range(10):
         n = rng.randrange(CHUNK + 1, 3 * CHUNK) if i in (0, 1, fork_at) else rng.randrange(1, 12)
-        news = (rng.randrange(3, 8), rng.randrange(3, 10)) if i == fork_at else (rng.randrange(2, 10),)
+        news = ((rng.randrange(3, 8), rng.randrange(3, 10)) if i == fork_at
+                else (rng.randrange(2, 10),))
         prompt = [rng.randrange(VOCAB) for _ in range(n)]
         req = Request(f"r{i}", prompt, at, [Branch(("main", "alt")[k], m, 100 * i + k)
                                             for k, m in enumerate(news)])
@@ -342,15 +344,16 @@ class Server:
         return rows, False, cands
 
     def declare(self, rows, fork, preplan=False, n=None):
-        """The step and its context: a decode-only step of main rows runs in
-        a graph bucket under a lease, padded; anything else is eager."""
+        """The step and its context: a decode-only step runs in a graph
+        bucket under a lease, its main rows padded to the bucket; any other
+        runs eager, padded to an even batch."""
         segs = [Segment(r.rid, label, len(toks)) for r, label, toks in rows]
         real = [r.rid for r, _, _ in rows]
         mains = sum(1 for _, lab, _ in rows if lab == "main")
         graph = (not fork and rows and all(len(t) == 1 for _, _, t in rows)
                  and mains <= max(BUCKETS))
         lease = None
-        if not graph:  # eager; padded to an even batch, as a data-parallel rank pads
+        if not graph:  # as a data-parallel rank pads
             pads = ["dp_pad"] if len(rows) % 2 else []
             segs += [Segment(p, "main", 1) for p in pads]
             ctx = StepContext(request_ids=real, graph_walk="mixed", slot=0, capture=False,
@@ -370,9 +373,10 @@ class Server:
         return step, ctx, lease
 
     def admit(self, preplan):
-        """Admit the next step; on a refusal unwind it (rollback_admit, as the
-        runner does) and try again without the refused request and those
-        behind it. Returns (rows, step, ctx, lease key) or None."""
+        """Admit the next step (ahead: the pre-plan pass); on a refusal,
+        which the runner has unwound with rollback_admit, try again without
+        the refused request and those behind it. Returns (rows, step, ctx,
+        lease key, fork) or None when there is nothing to run."""
         rows, fork, cands = self.schedule()
         while True:
             new = [(r, "main", r.fed[:CHUNK]) for r in cands]
@@ -385,8 +389,9 @@ class Server:
             self.seen["refused"] += 1  # the runner unwound it on every resource it reached
             who = out.reason.request_id
             if fork:  # the fork's branch found no slot: run the others meanwhile
-                rows, fork, cands = [], False, []
-                rows = [row for r in self.running if not self.fork_due(r) for row in self.rows_for(r)]
+                fork, cands = False, []
+                rows = [row for r in self.running if not self.fork_due(r)
+                        for row in self.rows_for(r)]
                 continue
             k = next((i for i, r in enumerate(cands) if r.rid == who), None)
             if k is None:
@@ -509,7 +514,8 @@ class Server:
             for t in range(int(span.max())):
                 logits, new = self.model.step(tok[:, t], state)
                 on = t < span
-                state = [(torch.where(on.view(-1, 1, 1), nc, c), torch.where(on.view(-1, 1, 1, 1), ns, s))
+                state = [(torch.where(on.view(-1, 1, 1), nc, c),
+                          torch.where(on.view(-1, 1, 1, 1), ns, s))
                          for (nc, ns), (c, s) in zip(new, state)]
                 last = torch.where((t == span - 1).view(-1, 1), logits, last)
             for (conv_blk, ssm_blk), (conv, ssm) in zip(self.blocks, state):
