@@ -88,10 +88,11 @@ from mstar.engine.resources.step import (AdmitOutcome, AllocationFailed, BucketK
                                          ResourceStep, Segment, SlotLease, StepContext,
                                          SubmoduleStep)
 
-VOCAB, D_MODEL, N_LAYERS = 48, 24, 2
-D_INNER, HEADS, HEAD_DIM, D_STATE, D_CONV = 32, 2, 16, 8, 4
-CONV_CH = D_INNER + 2 * D_STATE
-F64 = torch.float64  # a batch rounds a row ~1e-14 off a row alone: far below a token's gap
+# The model examples/serve_mamba.py serves (plain torch).
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+from mamba2 import (CONV_CH, D_CONV, D_STATE, F64, HEAD_DIM, HEADS, N_LAYERS,  # noqa: E402
+                    VOCAB, Mamba2)
+
 CHUNK, BUCKETS, LEASE_SLOTS = 6, (1, 2, 4, 8), 2
 KEY, PAGES, PAGE_TOKENS = "recurrent", "pages", 4
 
@@ -141,53 +142,6 @@ class Pages(Resource):
         for rid in self.reserved:
             self.free += self.held.pop(rid, 0)  # 0: removed since
         self.reserved = []
-
-
-def rmsnorm(x, w):
-    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
-
-
-class Mamba2:
-    """Embedding, Mamba-2 mixers (in_proj, causal depthwise conv, selective
-    SSM with a scalar decay per head, gated norm, out_proj), tied head.
-    step(): one token per row; state per layer (conv [B, D_CONV, CONV_CH],
-    ssm [B, HEADS, HEAD_DIM, D_STATE]); returns logits and new state."""
-
-    def __init__(self, seed):
-        g = torch.Generator().manual_seed(seed)
-
-        def rnd(*shape, scale=1.0):
-            return torch.randn(*shape, generator=g, dtype=F64) * scale
-
-        self.embed = rnd(VOCAB, D_MODEL)
-        self.norm_f = 1 + rnd(D_MODEL, scale=0.1)
-        self.layers = [dict(
-            norm=1 + rnd(D_MODEL, scale=0.1),
-            in_proj=rnd(D_MODEL, D_INNER + CONV_CH + HEADS, scale=D_MODEL ** -0.5),
-            conv_w=rnd(D_CONV, CONV_CH, scale=0.5), conv_b=rnd(CONV_CH, scale=0.1),
-            dt_bias=rnd(HEADS, scale=0.5) - 1.0, a_log=rnd(HEADS, scale=0.5),
-            d=rnd(HEADS), gate_norm=1 + rnd(D_INNER, scale=0.1),
-            out_proj=rnd(D_INNER, D_MODEL, scale=D_INNER ** -0.5)) for _ in range(N_LAYERS)]
-
-    def step(self, tokens, state):
-        x = self.embed[tokens]
-        out = []
-        for p, (conv, ssm) in zip(self.layers, state):
-            z, xbc, dt = (rmsnorm(x, p["norm"]) @ p["in_proj"]).split(
-                [D_INNER, CONV_CH, HEADS], dim=-1)
-            conv = torch.cat([conv[:, 1:], xbc[:, None]], dim=1)
-            xbc = torch.nn.functional.silu((conv * p["conv_w"]).sum(1) + p["conv_b"])
-            xs, b, c = xbc.split([D_INNER, D_STATE, D_STATE], dim=-1)
-            dt = torch.nn.functional.softplus(dt + p["dt_bias"])
-            decay = torch.exp(-dt * torch.exp(p["a_log"]))
-            xs = xs.view(-1, HEADS, HEAD_DIM)
-            ssm = (ssm * decay[:, :, None, None]
-                   + (dt[:, :, None] * xs)[..., None] * b[:, None, None, :])
-            y = (ssm * c[:, None, None, :]).sum(-1) + p["d"][None, :, None] * xs
-            y = rmsnorm(y.reshape(-1, D_INNER) * torch.nn.functional.silu(z), p["gate_norm"])
-            x = x + y @ p["out_proj"]
-            out.append((conv, ssm))
-        return rmsnorm(x, self.norm_f) @ self.embed.T, out
 
 
 def sample(logits, gen):
