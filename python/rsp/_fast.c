@@ -397,17 +397,20 @@ int fast__wait_ready(void *pool, const rsp_addressing *a)
     return 0;
 }
 
-/* The num_rows real rows of a copied addressing as the host mirrors the
- * seed's RecurrentAddressing carries: a list of ints and a list of bools
- * (in C, where a Python pass over 256 bytes costs microseconds). 0, or -1
- * with MemoryError raised and nothing made. */
-static int host_lists(const char *copy, size_t num_rows, PyObject **si, PyObject **hs)
+/* The num_rows real rows of a copied addressing (fast__read_copy's copy:
+ * length slot indices, then length has_state bytes; a leased plan's length
+ * is its bucket's, past num_rows) as the host mirrors the seed's
+ * RecurrentAddressing carries: a list of ints and a list of bools (in C,
+ * where a Python pass over 256 bytes costs microseconds). 0, or -1 with
+ * MemoryError raised and nothing made. */
+static int host_lists(const char *copy, size_t length, size_t num_rows, PyObject **si,
+                      PyObject **hs)
 {
     *si = PyList_New((Py_ssize_t)num_rows);
     *hs = PyList_New((Py_ssize_t)num_rows);
     if (*si == NULL || *hs == NULL)
         goto fail;
-    const char *has = copy + 4 * num_rows;
+    const char *has = copy + 4 * length;
     for (size_t i = 0; i < num_rows; i++) {
         int32_t v;
         memcpy(&v, copy + 4 * i, sizeof v);
@@ -489,7 +492,7 @@ static PyObject *fast_addressing(PyObject *self, PyObject *const *args, Py_ssize
         return NULL;
     }
     PyObject *host_si = NULL, *host_hs = NULL;
-    if (lists && host_lists(copy, a.num_rows, &host_si, &host_hs) < 0) {
+    if (lists && host_lists(copy, n, a.num_rows, &host_si, &host_hs) < 0) {
         PyMem_RawFree(copy);
         return NULL;
     }

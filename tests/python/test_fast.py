@@ -216,6 +216,39 @@ def test_the_seed_class_reads_its_plan_as_the_ctypes_path_does(monkeypatch):
             p.cleanup()
 
 
+@needs_fast
+def test_the_seed_class_reads_a_padded_leased_plan_as_the_ctypes_path_does(monkeypatch):
+    """A leased plan is as long as its bucket, past its rows: the host lists
+    are its num_rows real rows, has_state included, on both paths."""
+    from rsp.seed import BucketKey, RecurrentStep, Segment, SlotLease, StepContext
+
+    paths = _Paths(monkeypatch)
+    pools = [rsp.RecurrentStatePool("cpu", small_config(max_slots=8)) for _ in range(2)]
+    try:
+        got = []
+        for p, call in zip(pools, (lambda f, *a, **k: f(*a, **k), paths.slow)):
+            call(p.build_cuda_graph_buffers, [], 4, 1)
+            lease = SlotLease(slot=0, bucket=BucketKey("decode", 4, 4))
+            r = []
+            for _ in range(2):  # the second step: both rows hold state
+                st = RecurrentStep(segments=(Segment("a", "main", 1), Segment("b", "main", 1)))
+                c = StepContext(request_ids=("a", "b"), graph_walk="decode", slot=0,
+                                capture=False, slot_lease=lease)
+                c.set_padded_rids(("a", "b", "pad0", "pad1"))
+                assert call(p.admit, st, c).ok
+                a = call(p.plan, st, c)["main"]
+                r.append((a.slot_indices.tolist(), a.has_state.tolist(), a.num_rows,
+                          list(a.host_slot_indices), list(a.host_has_state)))
+                call(p.commit, st, c)
+            got.append(r)
+        assert got[0] == got[1]
+        assert got[0][1][1] == [True, True, False, False]
+        assert got[0][1][3] == got[0][1][0][:2] and got[0][1][4] == [True, True]
+    finally:
+        for p in pools:
+            p.cleanup()
+
+
 def test_addressing_tensors_are_copies_that_outlive_the_step_and_the_pool():
     p = rsp.RecurrentStatePool("cpu", small_config(max_slots=8))
     s1 = rsp.Step(1, [("a", "main", 1), ("b", "main", 1)])
