@@ -18,7 +18,7 @@ plan. After every call the two must agree on:
 
 - admit's ok;
 - every plan (staged and live): each label's slot indices and has_state
-  over its rows, and under a lease whether its tensors are the storage of
+  over its rows (and rsp's host lists equal to its tensors' rows), and under a lease whether its tensors are the storage of
   the lease's last plan;
 - `addressing(label)` after a live plan, of a planned label and of one
   the step did not plan (KeyError);
@@ -113,6 +113,15 @@ class Run:
         return {lab: (a.slot_indices[:a.num_rows].tolist(), a.has_state[:a.num_rows].tolist())
                 for lab, a in plan.items()}
 
+    def host_mirrors(self, plan):
+        """rsp's host lists (the original's copy has none) are the tensors'
+        real rows."""
+        for lab, a in plan.items():
+            n = a.num_rows
+            want = (a.slot_indices[:n].tolist(), a.has_state[:n].tolist())
+            self.same(f"rsp's host lists of {lab!r} against its tensors",
+                      [want, (list(a.host_slot_indices), list(a.host_has_state))])
+
     def read(self, p, label):
         """addressing(label) after a live plan: its rows, or the exception's type."""
         try:
@@ -191,6 +200,7 @@ class Run:
                 ahead.set_padded_rids(real + pads)
             staged = self.both("plan", step, ahead)
             self.same("staged plan", [self.rows(p) for p in staged])
+            self.host_mirrors(staged[1])
             self.same_buffers(staged, lease)
             if rng.random() < 0.3:
                 self.log.append("  stage cleared: rolled back")
@@ -200,6 +210,7 @@ class Run:
         planned = self.both("plan", step, ctx)
         plan = [self.rows(p) for p in planned]
         self.same("plan", plan)
+        self.host_mirrors(planned[1])
         self.same_buffers(planned, lease)
         for label in ("main", "draft"):
             self.same(f"addressing({label!r})", [self.read(p, label) for p in (self.o, self.r)])
