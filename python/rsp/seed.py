@@ -515,6 +515,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             name for name, b in _block_items(_attr(config, "blocks", None) or {})
             if not isinstance(b, BlockSpec) and not _attr(b, "per_layer", True))
         self._buckets = {}      # a lease's bucket -> rsp bucket id
+        self._graph_bs = 0      # the largest max_bs build_accelerator_graph_buffers took
         # (bucket id, lease slot, label id) -> _Persistent: a CPU pool's
         # addressing tensors under a lease, one storage rewritten by every
         # plan of the key, as the original's graph buffers (_leased_pair).
@@ -578,6 +579,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         if blocks is not None:  # None: __init__ failed before it made them
             blocks.clear()
             self._whole.clear()
+            self._leased.clear()
             self._live = None
 
     close = cleanup
@@ -959,6 +961,8 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         with self._seed_lock:
             rec, decl = self._find(step, ctx, _ANY)
             if rec is None:
+                if decl[0] and not decl[3] and not self._live_rids(_Rec(0, step, ctx, decl)):
+                    return self._gone_plan(decl, preplan)
                 rec = self._admit_now(step, ctx, decl, "plan")
                 rec.ahead = preplan
             if rec.phase == _PLANNED:
@@ -973,6 +977,33 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 self._stage_rec = rec
                 return rec.result
             return self._plan_live(rec)
+
+    def _gone_plan(self, decl, preplan):
+        """The plan of a step rsp no longer has (ended when its requests
+        were all removed, _reap) and whose requests are gone: what the
+        original plans for requests it does not hold, every row pad_index
+        with no state, on the pool's device; nothing is admitted, so the
+        removed ids are not taken up again. Under a lease as long as the
+        original's graph buffer would be, but not that buffer."""
+        torch = _pool._torch()
+        rows, lease = decl[0], decl[4]
+        dev = self.block(self._block_names[0],
+                         None if self._block_names[0] in self._per_slot else 0).device
+        pad = self.pad_index
+        out = {}
+        for label in dict.fromkeys(map(_item1, rows)):
+            n = sum(1 for r in rows if r[1] == label)
+            length = n if lease is None else max(n, lease.bucket_bs, self._graph_bs)
+            si = hs = None
+            if torch is not None:
+                si = torch.full((length,), pad, dtype=torch.int32, device=dev)
+                hs = torch.zeros(length, dtype=torch.bool, device=dev)
+            a = RecurrentAddressing(si, hs, n, [pad] * n, [False] * n)
+            a.__dict__["staged"] = preplan
+            out[label] = a
+        if not preplan:
+            self._live = out
+        return out
 
     def _plan_live(self, rec):
         stage = self._stage_rec
@@ -1300,6 +1331,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             return
         bound = max(8192, 2 * self._info.max_slots)  # rsp's: past it a batch is padding only
         Pool.build_accelerator_graph_buffers(self, slots, min(max_bs, bound), 0, seq)
+        self._graph_bs = max(self._graph_bs, min(max_bs, bound))
 
     build_cuda_graph_buffers = build_accelerator_graph_buffers
 

@@ -751,7 +751,7 @@ def test_a_step_whose_requests_were_all_removed_ends_at_a_later_commit():
     run(pool, step(("e", "main", 1)), ctx(["e"]))
     assert pool.num_free_slots == 0  # d's slot still waits
     pool.commit(kept, c3)
-    assert pool.num_free_slots == 1 and pool._slots["c"]["main"].has_state
+    assert pool.num_free_slots == 2 and pool._slots["c"]["main"].has_state
     pool.cleanup()
 
 
@@ -786,6 +786,31 @@ def test_a_refused_live_admit_ends_a_step_whose_requests_were_all_removed():
     assert pool.num_free_slots == 0
     assert pool.admit(step(("g", "main", 1)), ctx(["g"])).ok
     assert pool.num_free_slots == 1
+    pool.cleanup()
+
+
+def test_a_step_ended_with_its_requests_plans_as_padding_and_commits_as_nothing():
+    # Admitted, its requests all removed before its plan (clients gone), then
+    # ended by a refused live admit: planning it is what the original plans
+    # for requests it no longer holds, and neither call takes the ids up again.
+    pool = build(max_slots=4)  # 3 usable
+    gone, c = step(("a", "main", 1), ("b", "main", 2), ("a", "draft", 1)), ctx(["a", "b"])
+    assert pool.admit(gone, c).ok
+    for rid in "ab":
+        pool.remove_request(rid)
+    nxt, c2 = step(("c", "main", 1)), ctx(["c"])
+    assert pool.admit(nxt, c2).ok  # refused at first: ends `gone`, then fits
+    plan = pool.plan(gone, c)
+    assert list(plan) == ["main", "draft"]
+    m = plan["main"]
+    assert (m.num_rows, m.slot_indices.tolist(), m.has_state.tolist()) == \
+        (2, [SINK_SLOT, SINK_SLOT], [False, False])
+    assert (m.host_slot_indices, m.host_has_state) == ([SINK_SLOT] * 2, [False] * 2)
+    assert pool.addressing("draft").slot_indices.tolist() == [SINK_SLOT]
+    pool.commit(gone, c)
+    assert set(pool._slots) == {"c"}
+    run(pool, nxt, c2)
+    assert pool.num_free_slots == 2 and pool._slots["c"]["main"].has_state
     pool.cleanup()
 
 
