@@ -342,6 +342,9 @@ def _accepted_rows(rows, counts):
 # --- step records --------------------------------------------------------------
 
 _ADMITTED, _STAGED, _PLANNED = 0, 1, 2
+# How many steps _reap ended are remembered (RecurrentStatePool._ended):
+# an engine plans or commits such a step soon after, if ever.
+_ENDED_KEPT = 64
 _ANY = (_ADMITTED, _STAGED, _PLANNED)
 
 
@@ -516,6 +519,9 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             if not isinstance(b, BlockSpec) and not _attr(b, "per_layer", True))
         self._buckets = {}      # a lease's bucket -> rsp bucket id
         self._graph_bs = 0      # the largest max_bs build_accelerator_graph_buffers took
+        # id(engine step) -> the step, for the last steps _reap ended: their
+        # plan is the original's plan of requests it no longer holds.
+        self._ended = {}
         # (bucket id, lease slot, label id) -> _Persistent: a CPU pool's
         # addressing tensors under a lease, one storage rewritten by every
         # plan of the key, as the original's graph buffers (_leased_pair).
@@ -580,6 +586,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             blocks.clear()
             self._whole.clear()
             self._leased.clear()
+            self._ended.clear()
             self._live = None
 
     close = cleanup
@@ -929,7 +936,11 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
                 newer = True
                 continue
             Pool.rollback_admit(self, rec.rstep, None, self._forward_done(None))
+            for o in rec.objs:
+                self._ended[id(o)] = o  # kept alive: the key is its id
             self._forget(rec)
+        while len(self._ended) > _ENDED_KEPT:
+            del self._ended[next(iter(self._ended))]
         self._removed = newer
 
     def _admit_now(self, step, ctx, decl, what):
@@ -961,7 +972,8 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         with self._seed_lock:
             rec, decl = self._find(step, ctx, _ANY)
             if rec is None:
-                if decl[0] and not decl[3] and not self._live_rids(_Rec(0, step, ctx, decl)):
+                if (self._ended.get(id(step)) is step
+                        and not self._live_rids(_Rec(0, step, ctx, decl))):
                     return self._gone_plan(decl, preplan)
                 rec = self._admit_now(step, ctx, decl, "plan")
                 rec.ahead = preplan

@@ -751,7 +751,7 @@ def test_a_step_whose_requests_were_all_removed_ends_at_a_later_commit():
     run(pool, step(("e", "main", 1)), ctx(["e"]))
     assert pool.num_free_slots == 0  # d's slot still waits
     pool.commit(kept, c3)
-    assert pool.num_free_slots == 2 and pool._slots["c"]["main"].has_state
+    assert pool.num_free_slots == 1 and pool._slots["c"]["main"].has_state
     pool.cleanup()
 
 
