@@ -1947,14 +1947,8 @@ class RecurrentStatePool:
         return out
 
     def _persistent(self, lid, n):
-        """The label's persistent tensors, viewed at n entries (grown, with
-        new storage, when n passes their capacity)."""
-        p = self._persist.get(lid)
-        if p is None or n > p.cap:
-            p = self._persist[lid] = _Persistent(max(64, 1 << (n - 1).bit_length()))
-        if p.n != n:
-            p.view(n)
-        return p
+        """The label's persistent tensors, viewed at n entries."""
+        return _pair_at(self._persist, lid, n)
 
     @_guarded
     def _ref_addressing(self, ref, label):
@@ -2291,6 +2285,18 @@ class _Persistent:
         self.ts = self.base_s[:n]
         self.th = self.base_h[:n]
         self.n = n
+
+
+def _pair_at(table, key, n):
+    """table[key], a _Persistent viewed at n entries: made, or made anew
+    (new storage) when n passes its capacity, a power of two of at least
+    64 entries."""
+    p = table.get(key)
+    if p is None or n > p.cap:
+        p = table[key] = _Persistent(max(64, 1 << (n - 1).bit_length()))
+    if p.n != n:
+        p.view(n)
+    return p
 
 
 def _tensor_makers():

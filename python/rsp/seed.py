@@ -563,9 +563,8 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         if group is None or int(_attr(group, "world_size", 1) or 1) == 1:
             return
         torch = _pool._torch()
-        first = self._block_names[0]
-        local = torch.tensor([self.num_free_slots], dtype=torch.int64, device=self.block(
-            first, None if first in self._per_slot else 0).device)
+        local = torch.tensor([self.num_free_slots], dtype=torch.int64,
+                             device=self._view(self._block_names[0]).device)
         subs = [g for g in (_attr(group, "tp_group"), _attr(group, "sp_group")) if g is not None]
         for g in subs or [group]:
             values = g.all_gather(local, dim=0).cpu().tolist()
@@ -645,9 +644,13 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             if name not in self._whole:
                 self._whole[name] = (self.block(name) if name in self._per_slot
                                      else self._whole_block(name))
-        first = self._block_names[0]  # waits for queued device work, as block() does
-        self.block(first, None if first in self._per_slot else 0)
+        self._view(self._block_names[0])  # waits for queued device work, as block() does
         return dict(self._whole)
+
+    def _view(self, name, layer_idx=0):
+        """block(name, layer_idx), or block(name) of a per-slot block, which
+        has no layers: where the seed's own reads need some layer's view."""
+        return self.block(name, None if name in self._per_slot else layer_idx)
 
     def _whole_block(self, name):
         n = self._info.num_layers
@@ -680,7 +683,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         per-slot block): a new tensor [num_rows, *shape] (a NO_SLOT row
         reads as zeros)."""
         rows, ok = self._rows_of(addressing)
-        view = self.block(name, None if name in self._per_slot else layer_idx)
+        view = self._view(name, layer_idx)
         if ok is None:
             return view[rows]
         out = view.new_zeros((len(ok),) + tuple(view.shape[1:]))
@@ -692,7 +695,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         into the addressed rows' slots of block name at layer_idx (padding
         rows write the sink; NO_SLOT rows nothing)."""
         rows, ok = self._rows_of(addressing)
-        view = self.block(name, None if name in self._per_slot else layer_idx)
+        view = self._view(name, layer_idx)
         if getattr(value, "dtype", view.dtype) != view.dtype:
             value = value.to(view.dtype)  # an index_put needs the block's dtype
         if ok is None:
@@ -908,10 +911,10 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             Pool.clear_preplan(self)
             self._unstage(stage)
 
-    def _live_rids(self, rec):
-        """The rids of rec's rows that are not padding and still live."""
+    def _live_rids(self, rows):
+        """The rids of a declaration's rows that are not padding and still live."""
         ids, ints = self._rids._ids, self._rids._ints
-        return [r[0] for r in rec.decl[0]
+        return [r[0] for r in rows
                 if (len(r) < 4 or not r[3]) and (r[0] in ids if isinstance(r[0], str)
                                                  else r[0] in ints)]
 
@@ -930,7 +933,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         no-op. A newer such step waits for the next commit or refusal."""
         newer = False
         for rec in list(self._recs.values()):
-            if rec.decl[3] or not rec.decl[0] or self._live_rids(rec):
+            if rec.decl[3] or not rec.decl[0] or self._live_rids(rec.decl[0]):
                 continue  # a capture, no rows, or a request still there
             if rec.sid > before:
                 newer = True
@@ -973,7 +976,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
             rec, decl = self._find(step, ctx, _ANY)
             if rec is None:
                 if (self._ended.get(id(step)) is step
-                        and not self._live_rids(_Rec(0, step, ctx, decl))):
+                        and not self._live_rids(decl[0])):
                     return self._gone_plan(decl, preplan)
                 rec = self._admit_now(step, ctx, decl, "plan")
                 rec.ahead = preplan
@@ -999,8 +1002,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         original's graph buffer would be, but not that buffer."""
         torch = _pool._torch()
         rows, lease = decl[0], decl[4]
-        dev = self.block(self._block_names[0],
-                         None if self._block_names[0] in self._per_slot else 0).device
+        dev = self._view(self._block_names[0]).device
         pad = self.pad_index
         out = {}
         for label in dict.fromkeys(map(_item1, rows)):
@@ -1165,14 +1167,9 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         if lease is None:
             return frombuffer(si_buf, dtype=i32), frombuffer(hs_buf, dtype=b8)
         n = len(hs_buf)
-        key = (lease.bucket_id, lease.lease_slot, lid)
-        p = self._leased.get(key)
-        if p is None or n > p.cap:
-            p = self._leased[key] = _pool._Persistent(max(n, 1))
+        p = _pool._pair_at(self._leased, (lease.bucket_id, lease.lease_slot, lid), n)
         p.si[:4 * n] = si_buf
         p.hs[:n] = hs_buf
-        if p.n != n:
-            p.view(n)
         return p.ts, p.th
 
     def _after_ready(self, addrs):
@@ -1214,8 +1211,7 @@ class RecurrentStatePool(Pool, _ResourceDefaults):
         with self._seed_lock:
             rec, decl = self._find(step, ctx, (_PLANNED, _ADMITTED, _STAGED))
             if rec is None:
-                probe = _Rec(0, step, ctx, decl)
-                if not self._live_rids(probe):
+                if not self._live_rids(decl[0]):
                     return  # its requests are gone (a step _reap ended): nothing to record
                 rec = self._admit_now(step, ctx, decl, "commit")
             if rec.phase != _PLANNED:  # the original commits a step it never planned
